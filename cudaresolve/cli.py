@@ -1,0 +1,92 @@
+"""The `cudaresolve` command line: argument parsing and error reporting, nothing else.
+
+Each command is a `_cmd_<name>(args) -> int` that calls the pipeline and an output renderer.
+Every error the user can cause is a CudaresolveError and prints one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+from cudaresolve import __version__
+from cudaresolve.errors import CudaresolveError
+
+
+def _add_host_options(parser: argparse.ArgumentParser) -> None:
+    """The host every command judges against: probed, read from a file, and/or overridden."""
+    group = parser.add_argument_group("host (default: probe this machine)")
+    group.add_argument(
+        "--host",
+        metavar="FILE",
+        help="read host facts from FILE (the JSON `cudaresolve probe --json` writes; - for stdin)",
+    )
+    group.add_argument("--driver", metavar="RELEASE", help="driver release, e.g. 535.104.05")
+    group.add_argument("--cuda", metavar="X.Y", help="CUDA version the driver supports, e.g. 12.2")
+    group.add_argument(
+        "--gpu",
+        metavar="CC",
+        action="append",
+        default=[],
+        help="a GPU's compute capability, e.g. 8.6 (repeat for several GPUs; replaces detected GPUs)",
+    )
+
+
+def _host(args: argparse.Namespace):
+    from cudaresolve.host.probe import host_for
+
+    return host_for(
+        host_file=args.host,
+        driver=args.driver,
+        cuda=args.cuda,
+        gpus=args.gpu,
+        environ=os.environ,
+    )
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from cudaresolve.output.host import render_host
+
+    facts = _host(args)
+    sys.stdout.write(facts.to_json() if args.json else render_host(facts))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cudaresolve",
+        description="Make CUDA wheels install right: read the host, the binaries and the environment.",
+    )
+    parser.add_argument("--version", action="version", version=f"cudaresolve {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    probe = commands.add_parser(
+        "probe",
+        help="host facts: driver, driver CUDA version, GPUs and their compute capabilities",
+        description="Report the driver release, the CUDA version it supports and every GPU, "
+        "with the source that answered each fact.",
+    )
+    _add_host_options(probe)
+    probe.add_argument("--json", action="store_true", help="print the host JSON (docs/host-json.md)")
+    probe.set_defaults(func=_cmd_probe)
+
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CudaresolveError as exc:
+        print(f"cudaresolve: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("cudaresolve: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `cudaresolve ... | head`: the reader left; nothing to report.
+        sys.stderr.close()
+        return 0

@@ -1,0 +1,104 @@
+"""Will this device code run on this GPU with this driver? A pure function over plain facts.
+
+The rules (cuda-facts §5.2, §1.1): SASS `sm_XY` runs on the same major with minor >= Y; `sm_XYa`
+only on exactly X.Y; `sm_XYf` on its family (same major, minor >= Y). PTX `compute_XY` runs on any
+capability >= X.Y, but only if the driver's JIT knows the PTX ISA version, i.e. the driver is at
+least the GA driver of the toolkit that produced it. The driver prefers SASS; PTX is the fallback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional, Union
+
+from packaging.version import InvalidVersion, Version
+
+from cudaresolve import knowledge
+from cudaresolve.arch import ComputeCapability, Target
+from cudaresolve.binary.facts import PtxTarget
+from cudaresolve.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Verdict:
+    runs: bool
+    via: Optional[str]  # "sass" or "ptx" when it runs
+    target: Optional[str]  # the target that runs ("sm_86", "compute_120")
+    reason: str
+    needs_driver: Optional[str] = None  # minimum driver for the PTX path, when that path is taken
+
+
+def driver_version(text: str) -> Version:
+    """A driver release ("550.144.03") as a comparable version."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise UsageError(f"not a driver version: {text!r} (expected e.g. 550.144.03)") from None
+
+
+def can_run(
+    gpu: Union[ComputeCapability, str],
+    sass: Iterable[str] = (),
+    ptx: Iterable[Union[PtxTarget, tuple[str, Optional[str]]]] = (),
+    driver: Optional[str] = None,
+) -> Verdict:
+    """Decide whether code built for `sass` targets and `ptx` targets (with ISA) runs on `gpu`.
+
+    `driver` is the driver release; None means unknown, in which case a PTX path is taken as
+    runnable and `needs_driver` says what it requires.
+    """
+    cc = gpu if isinstance(gpu, ComputeCapability) else ComputeCapability.parse(gpu)
+    sass_targets = sorted((Target.parse(t) for t in sass), key=lambda t: t.cc, reverse=True)
+    for target in sass_targets:
+        if target.kind == "sass" and target.runs_on(cc):
+            return Verdict(True, "sass", str(target), f"{target} SASS runs on compute capability {cc}")
+
+    ptx_entries = [p if isinstance(p, PtxTarget) else PtxTarget(*p) for p in ptx]
+    candidates = sorted(
+        ((Target.parse(p.target), p.isa) for p in ptx_entries), key=lambda t: t[0].cc, reverse=True
+    )
+    jit_failures: list[str] = []
+    for target, isa in candidates:
+        if not target.runs_on(cc):
+            continue
+        needs = _jit_driver(isa)
+        if needs is None:
+            jit_failures.append(
+                f"{target} PTX (ISA {isa or 'unknown'}) is newer than every toolkit cudaresolve knows"
+            )
+            continue
+        if driver is None:
+            return Verdict(
+                True,
+                "ptx",
+                str(target),
+                f"{target} PTX (ISA {isa}) can be JIT-compiled for {cc} by a driver >= {needs}",
+                needs_driver=needs,
+            )
+        if driver_version(driver) >= driver_version(needs):
+            return Verdict(
+                True,
+                "ptx",
+                str(target),
+                f"{target} PTX (ISA {isa}) is JIT-compiled for {cc} by driver {driver} (>= {needs})",
+                needs_driver=needs,
+            )
+        jit_failures.append(
+            f"{target} PTX has ISA {isa}, which driver {driver} cannot JIT (needs >= {needs}; "
+            f"CUDA_ERROR_UNSUPPORTED_PTX_VERSION)"
+        )
+
+    have = ", ".join([str(t) for t in sass_targets] + [str(t) for t, _ in candidates]) or "no device code"
+    reason = f"no SASS for compute capability {cc} and no usable PTX (has {have})"
+    if jit_failures:
+        reason += "; " + "; ".join(jit_failures)
+    return Verdict(False, None, None, reason)
+
+
+def _jit_driver(isa: Optional[str]) -> Optional[str]:
+    """The minimum driver whose JIT accepts PTX of this ISA: the GA driver of its toolkit."""
+    if isa is None:
+        # Without the ISA we cannot do better than the oldest toolkit's driver.
+        return knowledge.toolkits()[0].ga_driver
+    toolkit = knowledge.toolkit_for_ptx_isa(isa)
+    return toolkit.ga_driver if toolkit else None

@@ -1,0 +1,1 @@
+"""What is installed: distributions, their files, and the binary facts of those files."""

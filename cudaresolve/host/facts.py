@@ -1,0 +1,245 @@
+"""Host facts: the frozen, serialisable record of a machine that every later stage judges against.
+
+The JSON form (`to_json` / `from_json`) is the `--host FILE` format and is documented in
+docs/host-json.md; `schema` is bumped on any incompatible change.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.errors import UsageError
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Driver:
+    """The kernel driver release and the highest CUDA version it supports, each with its source.
+
+    A source is one of: "nvml", "sysfs", "procfs", "libcuda", "nvidia-smi", "override:<where>"
+    (e.g. "override:--driver", "override:CONDA_OVERRIDE_CUDA"), "derived:<table>" or "host-file".
+    """
+
+    release: Optional[str] = None  # e.g. "550.144.03"
+    release_source: Optional[str] = None
+    cuda: Optional[str] = None  # e.g. "12.4" (cuDriverGetVersion, major.minor)
+    cuda_source: Optional[str] = None
+
+    @property
+    def branch(self) -> Optional[int]:
+        """The driver branch (first field of the release), e.g. 550."""
+        if not self.release:
+            return None
+        return int(self.release.split(".")[0])
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """A MIG instance of a GPU: CUDA enumerates these, not the parent, when MIG mode is on."""
+
+    uuid: str
+    name: Optional[str] = None
+    memory_mib: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One physical GPU as the driver enumerates it."""
+
+    compute_capability: ComputeCapability
+    source: str
+    index: Optional[int] = None
+    name: Optional[str] = None
+    memory_mib: Optional[int] = None
+    uuid: Optional[str] = None
+    mig_mode: Optional[bool] = None
+    mig_devices: tuple[MigDevice, ...] = ()
+    visible: bool = True  # False when CUDA_VISIBLE_DEVICES hides it from CUDA programs
+
+
+@dataclass(frozen=True)
+class Note:
+    """What a source said when it did not simply answer: absent, failed, or malformed (with the line)."""
+
+    source: str
+    message: str
+    line: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    system: str  # platform.system(): "Linux", "Windows", "Darwin"
+    machine: str  # normalised: "x86_64", "aarch64"
+    driver: Driver = field(default_factory=Driver)
+    gpus: tuple[Gpu, ...] = ()
+    glibc: Optional[str] = None  # e.g. "2.36"; None on non-glibc systems
+    tegra: bool = False  # Jetson/Tegra: no NVML, facts come from libcuda
+    cuda_visible_devices: Optional[str] = None  # the variable as seen, None when unset
+    notes: tuple[Note, ...] = ()
+
+    @property
+    def visible_gpus(self) -> tuple[Gpu, ...]:
+        return tuple(gpu for gpu in self.gpus if gpu.visible)
+
+    @property
+    def min_compute_capability(self) -> Optional[ComputeCapability]:
+        """The lowest visible capability (CEP 46 `__cuda_arch`): what every package must run on."""
+        ccs = [gpu.compute_capability for gpu in self.visible_gpus]
+        return min(ccs) if ccs else None
+
+    def with_notes(self, *notes: Note) -> "HostFacts":
+        return replace(self, notes=self.notes + tuple(notes))
+
+    # -- JSON ------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "system": self.system,
+            "machine": self.machine,
+            "glibc": self.glibc,
+            "tegra": self.tegra,
+            "driver": {
+                "release": self.driver.release,
+                "release_source": self.driver.release_source,
+                "cuda": self.driver.cuda,
+                "cuda_source": self.driver.cuda_source,
+            },
+            "cuda_visible_devices": self.cuda_visible_devices,
+            "gpus": [
+                {
+                    "index": gpu.index,
+                    "name": gpu.name,
+                    "compute_capability": str(gpu.compute_capability),
+                    "memory_mib": gpu.memory_mib,
+                    "uuid": gpu.uuid,
+                    "mig_mode": gpu.mig_mode,
+                    "mig_devices": [
+                        {"uuid": mig.uuid, "name": mig.name, "memory_mib": mig.memory_mib}
+                        for mig in gpu.mig_devices
+                    ],
+                    "visible": gpu.visible,
+                    "source": gpu.source,
+                }
+                for gpu in self.gpus
+            ],
+            "notes": [{"source": n.source, "message": n.message, "line": n.line} for n in self.notes],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any, origin: str = "host JSON") -> "HostFacts":
+        """Read the `to_dict` form back; any shape error is a UsageError naming `origin` and the key."""
+        try:
+            if not isinstance(data, dict):
+                raise TypeError("top level is not an object")
+            schema = data.get("schema")
+            if schema != SCHEMA:
+                raise ValueError(f"schema is {schema!r}, this cudaresolve reads schema {SCHEMA}")
+            drv = _obj(data.get("driver", {}), "driver")
+            driver = Driver(
+                release=_opt_str(drv, "release"),
+                release_source=_opt_str(drv, "release_source"),
+                cuda=_opt_str(drv, "cuda"),
+                cuda_source=_opt_str(drv, "cuda_source"),
+            )
+            gpus = []
+            for i, raw in enumerate(_list(data.get("gpus", []), "gpus")):
+                g = _obj(raw, f"gpus[{i}]")
+                migs = tuple(
+                    MigDevice(
+                        uuid=_str(_obj(m, f"gpus[{i}].mig_devices[{j}]"), "uuid"),
+                        name=_opt_str(m, "name"),
+                        memory_mib=_opt_int(m, "memory_mib"),
+                    )
+                    for j, m in enumerate(_list(g.get("mig_devices", []), f"gpus[{i}].mig_devices"))
+                )
+                gpus.append(
+                    Gpu(
+                        compute_capability=ComputeCapability.parse(_str(g, "compute_capability")),
+                        source=_opt_str(g, "source") or "host-file",
+                        index=_opt_int(g, "index"),
+                        name=_opt_str(g, "name"),
+                        memory_mib=_opt_int(g, "memory_mib"),
+                        uuid=_opt_str(g, "uuid"),
+                        mig_mode=_opt_bool(g, "mig_mode"),
+                        mig_devices=migs,
+                        visible=bool(g.get("visible", True)),
+                    )
+                )
+            notes = tuple(
+                Note(
+                    source=_str(_obj(n, f"notes[{i}]"), "source"),
+                    message=_str(n, "message"),
+                    line=_opt_str(n, "line"),
+                )
+                for i, n in enumerate(_list(data.get("notes", []), "notes"))
+            )
+            return cls(
+                system=_str(data, "system"),
+                machine=_str(data, "machine"),
+                driver=driver,
+                gpus=tuple(gpus),
+                glibc=_opt_str(data, "glibc"),
+                tegra=bool(data.get("tegra", False)),
+                cuda_visible_devices=_opt_str(data, "cuda_visible_devices"),
+                notes=notes,
+            )
+        except UsageError as exc:
+            raise UsageError(f"{origin}: {exc}") from None
+        except (TypeError, ValueError, KeyError) as exc:
+            raise UsageError(f"{origin}: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str, origin: str = "host JSON") -> "HostFacts":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{origin}: not valid JSON ({exc})") from None
+        return cls.from_dict(data, origin)
+
+
+def _obj(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise TypeError(f"{where} must be an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list:
+    if not isinstance(value, list):
+        raise TypeError(f"{where} must be a list")
+    return value
+
+
+def _str(d: dict, key: str) -> str:
+    value = d.get(key)
+    if not isinstance(value, str):
+        raise TypeError(f"{key!r} must be a string, got {value!r}")
+    return value
+
+
+def _opt_str(d: dict, key: str) -> Optional[str]:
+    value = d.get(key)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{key!r} must be a string or null, got {value!r}")
+    return value
+
+
+def _opt_int(d: dict, key: str) -> Optional[int]:
+    value = d.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise TypeError(f"{key!r} must be an integer or null, got {value!r}")
+    return value
+
+
+def _opt_bool(d: dict, key: str) -> Optional[bool]:
+    value = d.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{key!r} must be true, false or null, got {value!r}")
+    return value

@@ -1,0 +1,1 @@
+"""Rendering facts and findings for people (tables) and machines (JSON)."""
