@@ -1,0 +1,138 @@
+"""Shared fixtures: real wheels from the configured package index (cached), and small ELF files built with gcc."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pytest
+
+TESTS = Path(__file__).parent
+FIXTURES = TESTS / "fixtures"
+
+
+def cache_dir() -> Path:
+    """Where downloaded wheels and files extracted from them live between runs."""
+    root = os.environ.get("CUDARESOLVE_TEST_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "cudaresolve-tests"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def fetch_wheel(requirement: str) -> Path:
+    """Download one exact wheel (`name==version`) with pip, honouring pip's own index configuration.
+
+    Cached by requirement; the download goes through pip so no index address lives in this code.
+    Skips the test with the reason when the index cannot be reached.
+    """
+    name, _, version = requirement.partition("==")
+    target = cache_dir() / "wheels"
+    target.mkdir(exist_ok=True)
+    stem = name.replace("-", "_").lower() + "-" + version + "-"
+    for existing in target.glob("*.whl"):
+        if existing.name.lower().startswith(stem):
+            return existing
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(target), requirement],
+        capture_output=True,
+        text=True,
+    )
+    for existing in target.glob("*.whl"):
+        if existing.name.lower().startswith(stem):
+            return existing
+    pytest.skip(f"cannot download {requirement}: {result.stderr.strip().splitlines()[-1:]}")
+
+
+def unpack_wheel(wheel: Path, members: Optional[Sequence[str]] = None) -> Path:
+    """Extract a wheel (or only `members`) into the cache, once, as pip would lay it out in site-packages."""
+    dest = cache_dir() / "unpacked" / wheel.stem
+    marker = dest / ".complete"
+    if not marker.exists():
+        if dest.exists():
+            shutil.rmtree(dest)
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                if members is None or info.filename in members:
+                    zf.extract(info, dest)
+                    mode = info.external_attr >> 16
+                    if mode:
+                        os.chmod(dest / info.filename, mode & 0o777)
+        marker.touch()
+    return dest
+
+
+@pytest.fixture(scope="session")
+def wheel():
+    """`wheel("nvidia-nvjitlink-cu12==12.1.105")` -> path of the cached .whl."""
+    return fetch_wheel
+
+
+@pytest.fixture(scope="session")
+def unpacked():
+    """`unpacked(wheel_path)` -> directory holding the wheel's files as site-packages would."""
+    return unpack_wheel
+
+
+class ElfBuilder:
+    """Builds small shared objects and executables with gcc for the binary tests."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def build(
+        self,
+        name: str,
+        source: str,
+        *,
+        shared: bool = True,
+        soname: Optional[str] = None,
+        version_script: Optional[str] = None,
+        link: Sequence[str] = (),
+        rpath: Optional[str] = None,
+        runpath: Optional[str] = None,
+        directory: str = ".",
+        extra: Sequence[str] = (),
+    ) -> Path:
+        """Compile `source` (C) into `directory/name`.
+
+        `link` are paths of libraries to link against (their DT_SONAME becomes DT_NEEDED);
+        `rpath` sets DT_RPATH (--disable-new-dtags), `runpath` DT_RUNPATH (--enable-new-dtags).
+        """
+        out_dir = self.root / directory
+        out_dir.mkdir(parents=True, exist_ok=True)
+        src = self.root / f"{name}.c"
+        src.write_text(source)
+        out = out_dir / name
+        cmd = ["gcc", "-o", str(out), str(src)]
+        if shared:
+            cmd += ["-shared", "-fPIC"]
+        if soname:
+            cmd.append(f"-Wl,-soname,{soname}")
+        if version_script is not None:
+            script = self.root / f"{name}.map"
+            script.write_text(version_script)
+            cmd.append(f"-Wl,--version-script={script}")
+        for lib in link:
+            cmd.append(str(lib))
+        if rpath is not None:
+            cmd += ["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"]
+        if runpath is not None:
+            cmd += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
+        cmd += list(extra)
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return out
+
+
+@pytest.fixture
+def elf_builder(tmp_path):
+    """An ElfBuilder writing into the test's tmp_path; skips where gcc is missing (CI has it)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    return ElfBuilder(tmp_path)
