@@ -1,0 +1,11 @@
+"""The error for an environment cudaresolve cannot look into."""
+
+from __future__ import annotations
+
+from cudaresolve.errors import CudaresolveError
+
+
+class EnvError(CudaresolveError):
+    """The target interpreter or site-packages cannot be read: the doctor could not run (exit 3)."""
+
+    exit_code = 3

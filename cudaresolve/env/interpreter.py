@@ -1,0 +1,149 @@
+"""The environment to look into: the running interpreter, another one (`--python`), or a bare
+site-packages directory (`--site-packages`).
+
+Another interpreter is asked for its paths once, in a subprocess, because its sysconfig scheme
+(venv, conda, Debian's dist-packages) is only known to itself. The answer is frozen in a `Target`
+so the rest of the scan never runs foreign code again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from typing import Optional
+
+from cudaresolve.env.errors import EnvError
+from cudaresolve.errors import UsageError
+
+# Runs inside the target interpreter, so it avoids anything newer than Python 3.6.
+_DESCRIBE = """
+def describe():
+    import os, platform, sys, sysconfig
+    paths = sysconfig.get_paths()
+    return {
+        "purelib": paths["purelib"],
+        "platlib": paths["platlib"],
+        "prefix": sys.prefix,
+        "version": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "machine": platform.machine(),
+        "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+    }
+"""
+
+_ASK = _DESCRIBE + "import json, sys\nsys.stdout.write(json.dumps(describe()))\n"
+
+_FIELDS = ("purelib", "platlib", "prefix", "version", "implementation", "machine", "conda")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the installed distributions live, and what is known about the interpreter that uses them.
+
+    For `--site-packages` only `site_packages` is known; the interpreter fields are None.
+    """
+
+    site_packages: tuple[str, ...]  # purelib first, then platlib when it differs
+    python: Optional[str] = None  # the interpreter as given (absolute)
+    prefix: Optional[str] = None  # its sys.prefix
+    version: Optional[str] = None  # "3.11.7"
+    implementation: Optional[str] = None  # "cpython", "pypy"
+    machine: Optional[str] = None  # platform.machine(): "x86_64", "aarch64"
+    conda: bool = False  # sys.prefix holds conda-meta/
+
+
+def target_for(python: Optional[str] = None, site_packages: Optional[str] = None) -> Target:
+    """The target the command-line options name; the running interpreter when neither is given."""
+    if python is not None and site_packages is not None:
+        raise UsageError("give --python or --site-packages, not both")
+    if python is not None:
+        return target_for_python(python)
+    if site_packages is not None:
+        return target_for_site_packages(site_packages)
+    return running_target()
+
+
+def running_target() -> Target:
+    """The interpreter cudaresolve itself runs in."""
+    import sys
+
+    namespace: dict = {}
+    exec(_DESCRIBE, namespace)
+    return _target_from_answer(sys.executable, namespace["describe"]())
+
+
+def target_for_python(python: str, *, timeout: float = 30.0) -> Target:
+    """Ask the interpreter at `python` (a path, or a name found on PATH) where its packages live."""
+    executable = _locate(python)
+    try:
+        process = subprocess.Popen(
+            [executable, "-I", "-"],  # the question goes on stdin: a non-Python program's complaint stays short
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # so a timeout can end whatever it started too
+        )
+    except OSError as exc:
+        raise EnvError(f"cannot run {executable}: {exc.strerror or exc}") from None
+    try:
+        out, err = process.communicate(_ASK.encode("utf-8"), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise EnvError(f"{executable} did not answer within {timeout:g} s") from None
+    if process.returncode != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:]
+        detail = f": {last[0]}" if last else ""
+        raise EnvError(
+            f"{executable} is not a usable Python interpreter (exit status {process.returncode}{detail})"
+        )
+    try:
+        answer = json.loads(out.decode("utf-8"))
+        if not isinstance(answer, dict) or any(field not in answer for field in _FIELDS):
+            raise ValueError
+    except ValueError:
+        raise EnvError(f"{executable} did not answer like a Python interpreter") from None
+    return _target_from_answer(executable, answer)
+
+
+def target_for_site_packages(directory: str) -> Target:
+    """A site-packages directory given directly, without an interpreter."""
+    path = os.path.abspath(directory)
+    if not os.path.isdir(path):
+        raise EnvError(f"site-packages directory {directory} does not exist or is not a directory")
+    return Target(site_packages=(path,))
+
+
+def _locate(python: str) -> str:
+    if os.sep not in python:
+        found = shutil.which(python)
+        if found is None:
+            raise EnvError(f"no interpreter named {python} on PATH")
+        return found
+    path = os.path.abspath(python)
+    if os.path.isdir(path):
+        raise EnvError(
+            f"{python} is a directory; give the interpreter, e.g. {os.path.join(python, 'bin', 'python')}"
+        )
+    if not os.path.exists(path):
+        raise EnvError(f"interpreter {python} does not exist")
+    return path
+
+
+def _target_from_answer(executable: str, answer: dict) -> Target:
+    purelib = os.path.normpath(answer["purelib"])
+    platlib = os.path.normpath(answer["platlib"])
+    site_packages = [purelib] if platlib == purelib else [purelib, platlib]
+    return Target(
+        site_packages=tuple(site_packages),
+        python=executable,
+        prefix=answer["prefix"],
+        version=answer["version"],
+        implementation=answer["implementation"],
+        machine=answer["machine"],
+        conda=bool(answer["conda"]),
+    )

@@ -1,0 +1,137 @@
+"""The target environment: the running interpreter, another one asked in a subprocess, or a directory."""
+
+from __future__ import annotations
+
+import os
+import platform
+import stat
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from cudaresolve.env.errors import EnvError
+from cudaresolve.env.interpreter import (
+    Target,
+    running_target,
+    target_for,
+    target_for_python,
+    target_for_site_packages,
+)
+from cudaresolve.errors import CudaresolveError, UsageError
+
+
+def _venv(root: Path) -> Path:
+    """A bare venv (no pip): enough for an interpreter with its own prefix and site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    return root / "bin" / "python"
+
+
+def _script(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_running_target_is_this_interpreter():
+    target = running_target()
+    assert target.python == sys.executable
+    assert target.prefix == sys.prefix
+    assert target.site_packages[0] == os.path.normpath(sysconfig.get_paths()["purelib"])
+    assert target.version == platform.python_version()
+    assert target.implementation == sys.implementation.name
+    assert target.machine == platform.machine()
+    assert target_for() == target
+
+
+def test_another_venv_is_asked_for_its_paths(tmp_path):
+    python = _venv(tmp_path / "venv")
+    target = target_for_python(str(python))
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    assert target == Target(
+        site_packages=(str(tmp_path / "venv" / "lib" / version / "site-packages"),),
+        python=str(python),
+        prefix=str(tmp_path / "venv"),
+        version=platform.python_version(),
+        implementation=sys.implementation.name,
+        machine=platform.machine(),
+        conda=False,
+    )
+    assert target_for(python=str(python)) == target
+
+
+def test_conda_env_is_recognised_by_conda_meta(tmp_path):
+    python = _venv(tmp_path / "env")
+    (tmp_path / "env" / "conda-meta").mkdir()
+    assert target_for_python(str(python)).conda is True
+
+
+def test_interpreter_found_on_path_by_name(tmp_path, monkeypatch):
+    python = _venv(tmp_path / "venv")
+    monkeypatch.setenv("PATH", str(python.parent))
+    assert target_for_python("python").prefix == str(tmp_path / "venv")
+
+
+def test_site_packages_directory_target(tmp_path):
+    assert target_for(site_packages=str(tmp_path)) == Target(site_packages=(str(tmp_path),))
+    assert target_for_site_packages(str(tmp_path) + "/x/..") == Target(site_packages=(str(tmp_path),))
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda d: d / "missing" / "python", "interpreter {} does not exist"),
+        (lambda d: d, "{} is a directory; give the interpreter, e.g. {}/bin/python"),
+        (lambda d: _script(d / "quiet", "exit 0\n"), "{} did not answer like a Python interpreter"),
+        (lambda d: _script(d / "chatty", "echo '{\"purelib\": 1}'\n"), "{} did not answer like a Python interpreter"),
+        (
+            lambda d: _script(d / "crash", "echo 'Fatal Python error: init' >&2\nexit 3\n"),
+            "{} is not a usable Python interpreter (exit status 3: Fatal Python error: init)",
+        ),
+    ],
+    ids=["missing", "directory", "no-output", "wrong-answer", "crash"],
+)
+def test_unusable_interpreters_give_clear_errors(tmp_path, make, message):
+    path = make(tmp_path)
+    with pytest.raises(EnvError) as excinfo:
+        target_for_python(str(path))
+    assert str(excinfo.value) == message.format(path, path)
+    assert excinfo.value.exit_code == 3
+    assert isinstance(excinfo.value, CudaresolveError)
+
+
+def test_non_executable_file(tmp_path):
+    path = tmp_path / "python"
+    path.write_text("not a program")
+    with pytest.raises(EnvError, match=f"^cannot run {path}: Permission denied$"):
+        target_for_python(str(path))
+
+
+def test_unknown_name_on_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EnvError, match="^no interpreter named python9 on PATH$"):
+        target_for_python("python9")
+
+
+def test_hanging_interpreter_times_out_and_its_children_are_ended(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    hang = _script(tmp_path / "hang", f"sleep 30 &\necho $! > {pid_file}\nwait\n")
+    with pytest.raises(EnvError, match=f"^{hang} did not answer within 0.5 s$"):
+        target_for_python(str(hang), timeout=0.5)
+    child = int(pid_file.read_text())
+    # The grandchild was killed with the process group (a zombie at most until init reaps it).
+    status = Path(f"/proc/{child}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+def test_both_options_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="^give --python or --site-packages, not both$"):
+        target_for(python=sys.executable, site_packages=str(tmp_path))
+
+
+def test_missing_site_packages_directory(tmp_path):
+    missing = tmp_path / "nope"
+    with pytest.raises(EnvError, match=f"^site-packages directory {missing} does not exist or is not a directory$"):
+        target_for_site_packages(str(missing))
