@@ -1,0 +1,164 @@
+"""Installed distributions, read from the `*.dist-info` directories of a site-packages directory.
+
+Reads the files pip writes (METADATA, RECORD, INSTALLER) directly rather than through
+importlib.metadata, because the target is usually another interpreter's environment and a broken
+dist-info must become a problem record with its reason, not an exception halfway through the scan.
+A dist-info whose name or version cannot be read is left out; one whose RECORD, INSTALLER or a
+Requires-Dist line is bad is kept with what could be read. Both are reported as `Problem`s.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from typing import Optional
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str  # canonical: "nvidia-cusparse-cu12"
+    version: Version  # local label kept: Version("2.5.1+cu124").local == "cu124"
+    requires: tuple[Requirement, ...]  # Requires-Dist, markers and extras unevaluated
+    installer: Optional[str]  # INSTALLER's first line ("pip", "uv", "conda"); None when absent
+    dist_info: str  # absolute path of the .dist-info directory
+    files: tuple[str, ...]  # RECORD entries as absolute, normalised paths; () when RECORD is unusable
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something in the environment that could not be read as expected, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Metadata:
+    name: str
+    version: Version
+    requires: tuple[Requirement, ...]
+    bad_requires: tuple[str, ...]  # Requires-Dist values that do not parse
+
+
+class MetadataError(ValueError):
+    """METADATA lacks a usable Name or Version; the message is the reason."""
+
+
+def parse_metadata(text: str) -> Metadata:
+    """The fields the scan needs from a METADATA file (an email-header document)."""
+    headers = HeaderParser().parsestr(text)
+    name = headers.get("Name")
+    raw_version = headers.get("Version")
+    if not name or not name.strip():
+        raise MetadataError("METADATA has no Name")
+    if not raw_version or not raw_version.strip():
+        raise MetadataError("METADATA has no Version")
+    try:
+        version = Version(raw_version.strip())
+    except InvalidVersion:
+        raise MetadataError(f"invalid version {raw_version.strip()!r} in METADATA") from None
+    requires = []
+    bad = []
+    for value in headers.get_all("Requires-Dist") or ():
+        try:
+            requires.append(Requirement(value))
+        except InvalidRequirement:
+            bad.append(value)
+    return Metadata(
+        name=canonicalize_name(name.strip()),
+        version=version,
+        requires=tuple(requires),
+        bad_requires=tuple(bad),
+    )
+
+
+def parse_record(text: str, root: str) -> tuple[str, ...]:
+    """RECORD's paths made absolute against `root` (the directory holding the dist-info).
+
+    Paths are relative to `root` and may climb out of it with `..` (scripts, data files);
+    normpath folds those so they compare equal to paths found by walking the tree.
+    """
+    paths = []
+    for row in csv.reader(text.splitlines()):
+        if row and row[0]:
+            paths.append(os.path.normpath(os.path.join(root, row[0])))
+    return tuple(paths)
+
+
+def read_distributions(site_packages: str) -> tuple[tuple[Distribution, ...], tuple[Problem, ...]]:
+    """Every `*.dist-info` directly under `site_packages`, sorted by name then dist-info path."""
+    try:
+        entries = sorted(os.listdir(site_packages))
+    except OSError as exc:
+        return (), (Problem(site_packages, f"cannot list: {exc.strerror or exc}"),)
+    distributions = []
+    problems: list[Problem] = []
+    for entry in entries:
+        if not entry.endswith(".dist-info"):
+            continue
+        dist_info = os.path.join(site_packages, entry)
+        if not os.path.isdir(dist_info):
+            continue
+        distribution = _read_dist_info(dist_info, site_packages, problems)
+        if distribution is not None:
+            distributions.append(distribution)
+    distributions.sort(key=lambda d: (d.name, d.dist_info))
+    return tuple(distributions), tuple(problems)
+
+
+def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optional[Distribution]:
+    metadata_path = os.path.join(dist_info, "METADATA")
+    try:
+        metadata = parse_metadata(_read_text(metadata_path))
+    except (OSError, UnicodeDecodeError, MetadataError) as exc:
+        problems.append(Problem(dist_info, _reason("METADATA", exc)))
+        return None
+    for value in metadata.bad_requires:
+        problems.append(Problem(dist_info, f"unparsable Requires-Dist {value!r} skipped"))
+
+    files: tuple[str, ...] = ()
+    try:
+        files = parse_record(_read_text(os.path.join(dist_info, "RECORD")), root)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        problems.append(Problem(dist_info, _reason("RECORD", exc) + "; its files count as unowned"))
+
+    installer = None
+    try:
+        lines = _read_text(os.path.join(dist_info, "INSTALLER")).splitlines()
+        installer = lines[0].strip() if lines else None
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(Problem(dist_info, _reason("INSTALLER", exc)))
+
+    return Distribution(
+        name=metadata.name,
+        version=metadata.version,
+        requires=metadata.requires,
+        installer=installer or None,
+        dist_info=dist_info,
+        files=files,
+    )
+
+
+def _read_text(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8")
+
+
+def _reason(what: str, exc: Exception) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"{what} is missing"
+    if isinstance(exc, OSError):
+        return f"{what} is unreadable: {exc.strerror or exc}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{what} is not UTF-8 (byte {exc.start})"
+    if isinstance(exc, csv.Error):
+        return f"{what} is not valid CSV: {exc}"
+    return str(exc)
