@@ -136,3 +136,43 @@ def elf_builder(tmp_path):
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
     return ElfBuilder(tmp_path)
+
+
+def build_venv(requirements: Sequence[str]) -> Path:
+    """A venv with exactly these wheels installed by pip (`--no-deps`), built once and kept in the cache.
+
+    Keyed by the wheel file names; rebuilt when its marker is missing or its python no longer runs.
+    A file lock keeps concurrent test sessions from building the same venv twice.
+    """
+    import fcntl
+    import hashlib
+
+    wheels = sorted(fetch_wheel(requirement) for requirement in requirements)
+    key = hashlib.sha256("\n".join(w.name for w in wheels).encode()).hexdigest()[:16]
+    root = cache_dir() / "venvs"
+    root.mkdir(exist_ok=True)
+    venv = root / key
+    python = venv / "bin" / "python"
+    marker = venv / ".complete"
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and subprocess.run([str(python), "-c", "pass"], capture_output=True).returncode == 0:
+            return venv
+        if venv.exists():
+            shutil.rmtree(venv)
+        for command in (
+            [sys.executable, "-m", "venv", str(venv)],
+            [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check"]
+            + [str(w) for w in wheels],
+        ):
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                pytest.fail(f"{' '.join(command)} failed:\n{result.stderr}")
+        marker.write_text("\n".join(w.name for w in wheels) + "\n")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def cuda_venv():
+    """`cuda_venv(["nvidia-nvjitlink-cu12==12.1.105", ...])` -> root of a cached venv holding those wheels."""
+    return build_venv
