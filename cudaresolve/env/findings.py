@@ -1,0 +1,49 @@
+"""A doctor finding: one problem, with the evidence that shows it and the fix that removes it.
+
+Every check returns findings; the doctor sorts, renders and turns them into an exit code. Kept
+separate from the checks so the output layer and a later `lock --explain` can share it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str  # the check's id: "symbol-skew", "arch-coverage", ...
+    severity: str  # "error" (will break), "warning" (may break / degraded), "info"
+    subject: str  # what it is about: a distribution ("nvidia-cusparse-cu12 12.3.1.170") or a file
+    message: str  # one line, the problem
+    evidence: tuple[str, ...] = ()  # the facts that show it (file paths, symbols, versions, search steps)
+    fix: Optional[str] = None  # what to run or change
+
+    def to_dict(self) -> dict:
+        return {
+            "check": self.check,
+            "severity": self.severity,
+            "subject": self.subject,
+            "message": self.message,
+            "evidence": list(self.evidence),
+            "fix": self.fix,
+        }
+
+
+def sort_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """Errors first, then warnings, then info; stable by check and subject within a severity."""
+    return tuple(
+        sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), f.check, f.subject, f.message))
+    )
+
+
+def exit_code(findings: Iterable[Finding], strict: bool) -> int:
+    """0 clean, 1 warnings only (with --strict), 2 errors. 3 (doctor could not run) is the CLI's."""
+    severities = {f.severity for f in findings}
+    if "error" in severities:
+        return 2
+    if strict and "warning" in severities:
+        return 1
+    return 0
