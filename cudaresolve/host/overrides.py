@@ -1,0 +1,94 @@
+"""Host facts stated instead of probed: flags, cudaresolve's variables, then the ecosystem's.
+
+Per fact, the first source present wins:
+  driver release: --driver, CUDARESOLVE_DRIVER, UV_CUDA_DRIVER_VERSION (uv's variable)
+  driver CUDA:    --cuda, CUDARESOLVE_CUDA, CONDA_OVERRIDE_CUDA (conda's __cuda)
+  GPUs:           --gpu (repeatable), CUDARESOLVE_GPUS (comma-separated), CONDA_OVERRIDE_CUDA_ARCH
+                  (conda's __cuda_arch: one capability standing for every GPU)
+A variable set to the empty string states "none" (conda's convention: an empty CONDA_OVERRIDE_CUDA
+means no CUDA driver), so a CPU-only CI job can say so without a GPU being probed.
+Overriding either driver fact replaces the whole probed driver, since the two describe one driver.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.errors import UsageError
+from cudaresolve.host.facts import Driver, Gpu
+from cudaresolve.host.sources import release_or_none
+
+RELEASE_VARIABLES = ("CUDARESOLVE_DRIVER", "UV_CUDA_DRIVER_VERSION")
+CUDA_VARIABLES = ("CUDARESOLVE_CUDA", "CONDA_OVERRIDE_CUDA")
+_CUDA_RE = re.compile(r"^(\d{1,2})(?:\.(\d{1,2}))?(?:\.\d+)?$")
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """`driver` is set when any driver fact is stated; `gpus` when the GPUs are."""
+
+    driver: Optional[Driver] = None
+    gpus: Optional[tuple[Gpu, ...]] = None
+
+
+def overrides_from(
+    driver: Optional[str], cuda: Optional[str], gpus: Sequence[str], environ: Mapping[str, str]
+) -> Overrides:
+    """Validate and pick the stated facts; a bad value is a UsageError naming its flag or variable."""
+    release_pick = _pick(("--driver", driver), *((name, environ.get(name)) for name in RELEASE_VARIABLES))
+    cuda_pick = _pick(("--cuda", cuda), *((name, environ.get(name)) for name in CUDA_VARIABLES))
+    stated_driver = None
+    if release_pick or cuda_pick:
+        stated_driver = Driver(
+            release=_release(*release_pick) if release_pick else None,
+            release_source=f"override:{release_pick[0]}" if release_pick else None,
+            cuda=_cuda(*cuda_pick) if cuda_pick else None,
+            cuda_source=f"override:{cuda_pick[0]}" if cuda_pick else None,
+        )
+    return Overrides(driver=stated_driver, gpus=_gpus(gpus, environ))
+
+
+def _pick(*candidates: tuple[str, Optional[str]]) -> Optional[tuple[str, str]]:
+    return next(((name, value) for name, value in candidates if value is not None), None)
+
+
+def _release(where: str, value: str) -> Optional[str]:
+    if value == "" and where != "--driver":
+        return None
+    release = release_or_none(value)
+    if release is None:
+        raise UsageError(f"{where}: {value!r} is not a driver release (expected e.g. 535.104.05)")
+    return release
+
+
+def _cuda(where: str, value: str) -> Optional[str]:
+    if value == "" and where != "--cuda":
+        return None
+    match = _CUDA_RE.match(value.strip())
+    if match is None:
+        raise UsageError(f"{where}: {value!r} is not a CUDA version (expected e.g. 12.4)")
+    return f"{int(match.group(1))}.{int(match.group(2) or 0)}"
+
+
+def _gpus(flags: Sequence[str], environ: Mapping[str, str]) -> Optional[tuple[Gpu, ...]]:
+    if flags:
+        return tuple(_gpu("--gpu", text, i) for i, text in enumerate(flags))
+    listed = environ.get("CUDARESOLVE_GPUS")
+    if listed is not None:
+        items = listed.split(",") if listed.strip() else []
+        return tuple(_gpu("CUDARESOLVE_GPUS", item, i) for i, item in enumerate(items))
+    arch = environ.get("CONDA_OVERRIDE_CUDA_ARCH")
+    if arch is not None:
+        return (_gpu("CONDA_OVERRIDE_CUDA_ARCH", arch, 0),) if arch != "" else ()
+    return None
+
+
+def _gpu(where: str, text: str, index: int) -> Gpu:
+    try:
+        cc = ComputeCapability.parse(text)
+    except UsageError:
+        raise UsageError(f"{where}: {text!r} is not a compute capability (expected e.g. 8.6)") from None
+    return Gpu(compute_capability=cc, source=f"override:{where}", index=index)

@@ -1,0 +1,209 @@
+"""The I/O behind each host source: open a file, run a command, call NVML, ask libcuda in a child.
+
+Everything here is thin on purpose. `Readers` bundles these callables so the probe can be given
+recorded outputs instead (tests, or another machine's captures); parsing lives in `sources.py`.
+A reader that cannot get its raw input raises SourceUnavailable with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from cudaresolve.host.sources import NvmlDevice, NvmlMigDevice, NvmlValues
+
+# nvidia-smi and cuInit can take seconds on a big machine with persistence mode off; a hung driver
+# must not hang us.
+COMMAND_TIMEOUT = 30.0
+LIBCUDA_TIMEOUT = 30.0
+_MACHINES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+
+class SourceUnavailable(Exception):
+    """A source could not be read at all (absent, not installed, timed out); the message says why."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class Readers:
+    """How to reach each source. Every callable returns raw input or raises SourceUnavailable."""
+
+    nvml: Callable[[], NvmlValues]
+    read_file: Callable[[str], str]
+    run: Callable[[Sequence[str]], CommandResult]
+    libcuda: Callable[[], str]  # the isolated child's stdout (host/libcuda.py)
+    platform: Callable[[], tuple[str, str, Optional[str]]]  # system, machine, glibc
+
+
+def system_readers(environ: Mapping[str, str]) -> Readers:
+    """The real machine."""
+    return Readers(
+        nvml=_read_pynvml,
+        read_file=read_text_file,
+        run=lambda argv: run_command(argv, COMMAND_TIMEOUT),
+        libcuda=lambda: run_libcuda(environ, LIBCUDA_TIMEOUT),
+        platform=local_platform,
+    )
+
+
+def read_text_file(path: str) -> str:
+    try:
+        return Path(path).read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raise SourceUnavailable(f"{path} does not exist") from None
+    except OSError as exc:
+        raise SourceUnavailable(f"{path}: {exc.strerror or exc}") from None
+
+
+def run_command(
+    argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None, name: Optional[str] = None
+) -> CommandResult:
+    """Run `argv`; `name` is what messages call it (default argv[0])."""
+    name = name or argv[0]
+    try:
+        done = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=None if env is None else dict(env),
+        )
+    except FileNotFoundError:
+        raise SourceUnavailable(f"{name} is not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise SourceUnavailable(f"{name} gave no answer within {timeout:g} s") from None
+    except OSError as exc:
+        raise SourceUnavailable(f"{name} could not run: {exc.strerror or exc}") from None
+    return CommandResult(done.returncode, done.stdout, done.stderr)
+
+
+def libcuda_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: every device enumerated, in NVML's (PCI bus) order.
+
+    CUDA_VISIBLE_DEVICES is dropped because an empty or invalid value makes cuInit fail, and
+    visibility is applied afterwards from the full list; PCI_BUS_ID order makes CUDA's indices
+    match NVML's and nvidia-smi's. PYTHONPATH gains this package's root so `-m` finds it.
+    """
+    env = {key: value for key, value in environ.items() if key != "CUDA_VISIBLE_DEVICES"}
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, environ.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_libcuda(environ: Mapping[str, str], timeout: float) -> str:
+    result = run_command(
+        [sys.executable, "-m", "cudaresolve.host.libcuda"],
+        timeout,
+        env=libcuda_environment(environ),
+        name="the libcuda child process",
+    )
+    if result.returncode != 0:
+        how = f"signal {-result.returncode}" if result.returncode < 0 else f"status {result.returncode}"
+        last = next((line.strip() for line in reversed(result.stderr.splitlines()) if line.strip()), None)
+        raise SourceUnavailable(f"the libcuda child process died ({how})" + (f": {last}" if last else ""))
+    return result.stdout
+
+
+def local_platform() -> tuple[str, str, Optional[str]]:
+    machine = platform.machine()
+    return platform.system(), _MACHINES.get(machine.lower(), machine), _glibc()
+
+
+def _glibc() -> Optional[str]:
+    try:
+        value = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+    except (AttributeError, ValueError, OSError):
+        return None
+    if value and value.startswith("glibc "):
+        return value.split()[1]
+    return None
+
+
+def _read_pynvml() -> NvmlValues:
+    try:
+        import pynvml
+    except ImportError:
+        raise SourceUnavailable("nvidia-ml-py (pynvml) is not installed") from None
+    return read_nvml(pynvml)
+
+
+def read_nvml(nvml: Any) -> NvmlValues:
+    """Read the driver and every device through an NVML binding (the pynvml module, or a stand-in)."""
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        raise SourceUnavailable(f"nvmlInit failed: {exc}") from None
+    errors: list[str] = []
+
+    def call(label: str, fn: Callable[..., Any], *args: Any, expected: bool = False) -> Any:
+        """One NVML call; a failure is recorded unless it is `expected` (MIG on a non-MIG GPU)."""
+        try:
+            return fn(*args)
+        except nvml.NVMLError as exc:
+            if not expected:
+                errors.append(f"{label} failed: {exc}")
+            return None
+
+    try:
+        driver = call("nvmlSystemGetDriverVersion", nvml.nvmlSystemGetDriverVersion)
+        cuda = call("nvmlSystemGetCudaDriverVersion_v2", nvml.nvmlSystemGetCudaDriverVersion_v2)
+        count = call("nvmlDeviceGetCount", nvml.nvmlDeviceGetCount)
+        devices = None
+        if count is not None:
+            devices = []
+            for index in range(count):
+                handle = call(f"nvmlDeviceGetHandleByIndex({index})", nvml.nvmlDeviceGetHandleByIndex, index)
+                if handle is not None:
+                    devices.append(_nvml_device(nvml, call, index, handle))
+            devices = tuple(devices)
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass
+    return NvmlValues(driver_version=driver, cuda_driver_version=cuda, devices=devices, errors=tuple(errors))
+
+
+def _nvml_device(nvml: Any, call: Callable[..., Any], index: int, handle: Any) -> NvmlDevice:
+    cc = call(f"nvmlDeviceGetCudaComputeCapability({index})", nvml.nvmlDeviceGetCudaComputeCapability, handle)
+    memory = call(f"nvmlDeviceGetMemoryInfo({index})", nvml.nvmlDeviceGetMemoryInfo, handle)
+    mig_mode = call(f"nvmlDeviceGetMigMode({index})", nvml.nvmlDeviceGetMigMode, handle, expected=True)
+    current = mig_mode[0] if mig_mode is not None else None
+    migs = []
+    if current == 1:
+        slots = call(f"nvmlDeviceGetMaxMigDeviceCount({index})", nvml.nvmlDeviceGetMaxMigDeviceCount, handle)
+        for slot in range(slots or 0):
+            # Unused slots answer NOT_FOUND: expected, not an error.
+            mig = call("", nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot, expected=True)
+            if mig is None:
+                continue
+            mig_memory = call(f"nvmlDeviceGetMemoryInfo({index}/MIG {slot})", nvml.nvmlDeviceGetMemoryInfo, mig)
+            migs.append(
+                NvmlMigDevice(
+                    uuid=call(f"nvmlDeviceGetUUID({index}/MIG {slot})", nvml.nvmlDeviceGetUUID, mig),
+                    name=call(f"nvmlDeviceGetName({index}/MIG {slot})", nvml.nvmlDeviceGetName, mig),
+                    memory_total=None if mig_memory is None else mig_memory.total,
+                )
+            )
+    return NvmlDevice(
+        index=index,
+        name=call(f"nvmlDeviceGetName({index})", nvml.nvmlDeviceGetName, handle),
+        compute_capability=None if cc is None else (cc[0], cc[1]),
+        memory_total=None if memory is None else memory.total,
+        uuid=call(f"nvmlDeviceGetUUID({index})", nvml.nvmlDeviceGetUUID, handle),
+        mig_mode=current,
+        mig_devices=tuple(migs),
+    )

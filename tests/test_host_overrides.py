@@ -1,0 +1,84 @@
+"""Stated host facts: precedence between flags and variables, the empty-string convention, validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.errors import UsageError
+from cudaresolve.host.facts import Driver
+from cudaresolve.host.overrides import Overrides, overrides_from
+
+
+def test_nothing_stated():
+    assert overrides_from(None, None, [], {"PATH": "/usr/bin"}) == Overrides()
+
+
+def test_flags_beat_cudaresolve_variables_beat_the_ecosystem():
+    environ = {
+        "CUDARESOLVE_DRIVER": "550.144.03",
+        "UV_CUDA_DRIVER_VERSION": "535.104.05",
+        "CUDARESOLVE_CUDA": "12.4",
+        "CONDA_OVERRIDE_CUDA": "12.2",
+        "CUDARESOLVE_GPUS": "8.0,9.0",
+        "CONDA_OVERRIDE_CUDA_ARCH": "7.5",
+    }
+    stated = overrides_from("570.86.15", None, ["8.6"], environ)
+    assert stated.driver == Driver("570.86.15", "override:--driver", "12.4", "override:CUDARESOLVE_CUDA")
+    assert [(str(g.compute_capability), g.source, g.index) for g in stated.gpus] == [("8.6", "override:--gpu", 0)]
+
+    stated = overrides_from(None, None, [], environ)
+    assert stated.driver == Driver("550.144.03", "override:CUDARESOLVE_DRIVER", "12.4", "override:CUDARESOLVE_CUDA")
+    assert [(str(g.compute_capability), g.source) for g in stated.gpus] == [
+        ("8.0", "override:CUDARESOLVE_GPUS"),
+        ("9.0", "override:CUDARESOLVE_GPUS"),
+    ]
+
+    ecosystem = {key: environ[key] for key in ("UV_CUDA_DRIVER_VERSION", "CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH")}
+    stated = overrides_from(None, None, [], ecosystem)
+    assert stated.driver == Driver(
+        "535.104.05", "override:UV_CUDA_DRIVER_VERSION", "12.2", "override:CONDA_OVERRIDE_CUDA"
+    )
+    assert [(g.compute_capability, g.source) for g in stated.gpus] == [
+        (ComputeCapability(7, 5), "override:CONDA_OVERRIDE_CUDA_ARCH")
+    ]
+
+
+def test_one_driver_fact_stated_leaves_the_other_open():
+    stated = overrides_from(None, "12", [], {})
+    assert stated.driver == Driver(None, None, "12.0", "override:--cuda")
+    assert stated.gpus is None
+
+
+def test_empty_variables_state_none():
+    stated = overrides_from(None, None, [], {"CONDA_OVERRIDE_CUDA": "", "CONDA_OVERRIDE_CUDA_ARCH": ""})
+    assert stated.driver == Driver(None, None, None, "override:CONDA_OVERRIDE_CUDA")
+    assert stated.gpus == ()
+    assert overrides_from(None, None, [], {"CUDARESOLVE_GPUS": ""}).gpus == ()
+    assert overrides_from(None, None, [], {"UV_CUDA_DRIVER_VERSION": ""}).driver == Driver(
+        None, "override:UV_CUDA_DRIVER_VERSION"
+    )
+
+
+def test_cuda_forms():
+    assert overrides_from(None, "12.4.1", [], {}).driver.cuda == "12.4"
+    assert overrides_from(None, None, [], {"CONDA_OVERRIDE_CUDA": "11.8"}).driver.cuda == "11.8"
+
+
+@pytest.mark.parametrize(
+    "args, environ, message",
+    [
+        (("550", None, []), {}, "--driver: '550' is not a driver release (expected e.g. 535.104.05)"),
+        ((None, None, []), {"CUDARESOLVE_DRIVER": "latest"}, "CUDARESOLVE_DRIVER: 'latest' is not a driver release"),
+        ((None, None, []), {"UV_CUDA_DRIVER_VERSION": "r550"}, "UV_CUDA_DRIVER_VERSION: 'r550' is not"),
+        ((None, "cu124", []), {}, "--cuda: 'cu124' is not a CUDA version (expected e.g. 12.4)"),
+        ((None, None, []), {"CONDA_OVERRIDE_CUDA": "twelve"}, "CONDA_OVERRIDE_CUDA: 'twelve' is not a CUDA version"),
+        ((None, None, ["86"]), {}, "--gpu: '86' is not a compute capability (expected e.g. 8.6)"),
+        ((None, None, []), {"CUDARESOLVE_GPUS": "8.6,,9.0"}, "CUDARESOLVE_GPUS: '' is not a compute capability"),
+        ((None, None, []), {"CONDA_OVERRIDE_CUDA_ARCH": "sm_86"}, "CONDA_OVERRIDE_CUDA_ARCH: 'sm_86' is not a compute"),
+    ],
+)
+def test_bad_values_name_their_flag_or_variable(args, environ, message):
+    with pytest.raises(UsageError) as caught:
+        overrides_from(*args, environ)
+    assert str(caught.value).startswith(message)

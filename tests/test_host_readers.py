@@ -1,0 +1,143 @@
+"""The thin I/O readers: files, commands, real pynvml here, and the isolated libcuda child.
+
+The child is exercised for real against stand-in libcuda.so.1 builds (gcc): the point is the
+isolation — a driver that hangs or crashes inside cuInit must cost a note, never cudaresolve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from cudaresolve.host.readers import (
+    SourceUnavailable,
+    libcuda_environment,
+    local_platform,
+    read_text_file,
+    run_command,
+    run_libcuda,
+    system_readers,
+)
+from cudaresolve.host.sources import parse_libcuda
+
+# A stand-in driver library: two devices, and FAKE_CUDA chooses how cuInit behaves. cuInit also
+# fails the way the real one can if the child was not given a clean environment.
+FAKE_LIBCUDA = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+typedef int CUresult;
+static const char *mode(void) { const char *m = getenv("FAKE_CUDA"); return m ? m : ""; }
+CUresult cuDriverGetVersion(int *v) { *v = 12040; return 0; }
+CUresult cuGetErrorName(CUresult e, const char **s) {
+    *s = e == 100 ? "CUDA_ERROR_NO_DEVICE" : e == 101 ? "CUDA_ERROR_INVALID_DEVICE"
+       : e == 801 ? "CUDA_ERROR_NOT_SUPPORTED" : "CUDA_ERROR_UNKNOWN";
+    return 0;
+}
+CUresult cuInit(unsigned flags) {
+    if (getenv("CUDA_VISIBLE_DEVICES")) return 101;
+    if (!getenv("CUDA_DEVICE_ORDER") || strcmp(getenv("CUDA_DEVICE_ORDER"), "PCI_BUS_ID")) return 999;
+    if (!strcmp(mode(), "nodevice")) return 100;
+    if (!strcmp(mode(), "crash")) { volatile int *p = 0; *p = 1; }
+    if (!strcmp(mode(), "hang")) sleep(60);
+    return 0;
+}
+CUresult cuDeviceGetCount(int *n) { *n = 2; return 0; }
+CUresult cuDeviceGet(int *d, int i) { *d = i; return 0; }
+CUresult cuDeviceGetAttribute(int *v, int attribute, int d) {
+    if (attribute == 75) { *v = d ? 8 : 7; return 0; }
+    if (attribute == 76) { *v = d ? 6 : 5; return 0; }
+    return 1;
+}
+CUresult cuDeviceGetName(char *name, int len, int d) {
+    strncpy(name, d ? "NVIDIA GeForce RTX 3090" : "Tesla T4", len);
+    return 0;
+}
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int d) { *bytes = d ? 25438126080UL : 15642329088UL; return 0; }
+CUresult cuDeviceGetUuid(unsigned char *uuid, int d) {
+    if (d) return 801;
+    for (int i = 0; i < 16; i++) uuid[i] = (unsigned char)(0xa0 + i);
+    return 0;
+}
+"""
+
+
+@pytest.fixture
+def fake_driver(elf_builder):
+    """An environment whose libcuda.so.1 is the stand-in; set FAKE_CUDA in it to pick a behaviour."""
+    library = elf_builder.build("libcuda.so.1", FAKE_LIBCUDA, soname="libcuda.so.1")
+    return {**os.environ, "LD_LIBRARY_PATH": str(library.parent), "CUDA_VISIBLE_DEVICES": "1"}
+
+
+def test_libcuda_child_enumerates_every_device(fake_driver):
+    reading = parse_libcuda(run_libcuda(fake_driver, timeout=60))
+    assert reading.cuda == "12.4"
+    assert [(g.index, g.name, str(g.compute_capability), g.memory_mib, g.uuid) for g in reading.gpus] == [
+        (0, "Tesla T4", "7.5", 14917, "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"),
+        (1, "NVIDIA GeForce RTX 3090", "8.6", 24259, None),
+    ]
+    assert [n.message for n in reading.notes] == ["cuDeviceGetUuid(1) failed: CUDA_ERROR_NOT_SUPPORTED (801)"]
+
+
+def test_libcuda_child_no_device(fake_driver):
+    stdout = run_libcuda({**fake_driver, "FAKE_CUDA": "nodevice"}, timeout=60)
+    assert json.loads(stdout) == {
+        "driver_version": 12040,
+        "init_error": {"code": 100, "name": "CUDA_ERROR_NO_DEVICE"},
+        "errors": [],
+    }
+
+
+def test_libcuda_crash_is_contained(fake_driver):
+    with pytest.raises(SourceUnavailable, match=r"^the libcuda child process died \(signal 11\)$"):
+        run_libcuda({**fake_driver, "FAKE_CUDA": "crash"}, timeout=60)
+
+
+def test_libcuda_hang_is_cut_off(fake_driver):
+    with pytest.raises(SourceUnavailable, match=r"^the libcuda child process gave no answer within 1 s$"):
+        run_libcuda({**fake_driver, "FAKE_CUDA": "hang"}, timeout=1)
+
+
+def test_libcuda_absent_on_this_machine():
+    environ = {key: value for key, value in os.environ.items() if key != "LD_LIBRARY_PATH"}
+    data = json.loads(run_libcuda(environ, timeout=60))
+    assert list(data) == ["error"]
+    assert data["error"].startswith("cannot load libcuda.so.1: ")
+
+
+def test_libcuda_environment_is_clean_and_finds_the_package():
+    env = libcuda_environment({"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": "/elsewhere", "HOME": "/root"})
+    assert "CUDA_VISIBLE_DEVICES" not in env
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    root, rest = env["PYTHONPATH"].split(os.pathsep)
+    assert os.path.isfile(os.path.join(root, "cudaresolve", "host", "libcuda.py"))
+    assert (rest, env["HOME"]) == ("/elsewhere", "/root")
+
+
+def test_run_command_reports_what_happened():
+    result = run_command([sys.executable, "-c", "print('hi'); raise SystemExit(3)"], 60)
+    assert (result.returncode, result.stdout) == (3, "hi\n")
+    with pytest.raises(SourceUnavailable, match="^nvidia-smi-that-does-not-exist is not on PATH$"):
+        run_command(["nvidia-smi-that-does-not-exist", "-L"], 60)
+
+
+def test_read_text_file(tmp_path):
+    (tmp_path / "version").write_text("550.144.03\n")
+    assert read_text_file(str(tmp_path / "version")) == "550.144.03\n"
+    with pytest.raises(SourceUnavailable, match=f"^{tmp_path}/missing does not exist$"):
+        read_text_file(str(tmp_path / "missing"))
+
+
+def test_real_pynvml_without_libnvidia_ml():
+    # This machine has nvidia-ml-py installed but no driver: NVML cannot even start.
+    with pytest.raises(SourceUnavailable, match="^nvmlInit failed: NVML Shared Library Not Found$"):
+        system_readers(os.environ).nvml()
+
+
+def test_local_platform():
+    system, machine, glibc = local_platform()
+    assert (system, machine) == (os.uname().sysname, os.uname().machine)
+    assert glibc == os.confstr("CS_GNU_LIBC_VERSION").split()[1]
