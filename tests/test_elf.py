@@ -1,0 +1,484 @@
+"""The ELF reader against real files: gcc-built libraries with version scripts, NVIDIA wheels, damaged files.
+
+Oracles: readelf (binutils) for the dynamic section, version tables and build-id; pyelftools for
+the dynamic symbols. Hand-written expectations pin the facts the resolver relies on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Optional, Set, Tuple
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from cudaresolve.binary.elf import ElfError, is_elf, read_binary_facts, read_binary_facts_from_buffer
+from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
+from cudaresolve.errors import CudaresolveError
+
+needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils readelf is not installed")
+
+LIBV_SOURCE = """
+int foo_v1(void) { return 1; }
+int foo_v2(void) { return 2; }
+__asm__(".symver foo_v1, foo@V1");
+__asm__(".symver foo_v2, foo@@V2");
+int bar(void) { return 3; }
+int baz(void) { return 4; }
+int counter = 5;
+static int helper(void) { return 6; }
+int not_exported(void) { return helper(); }
+"""
+LIBV_MAP = """
+V1 { global: bar; foo; local: *; };
+V2 { global: baz; counter; foo; } V1;
+"""
+LIBU_SOURCE = """
+#include <stdio.h>
+extern int foo(void);
+extern int bar(void);
+extern int counter;
+extern int maybe(void) __attribute__((weak));
+int use(void) { printf("%d\\n", foo() + bar() + counter); return maybe ? maybe() : 0; }
+"""
+MAIN_SOURCE = """
+extern int foo(void);
+int main(void) { return foo(); }
+"""
+
+
+@pytest.fixture
+def built(elf_builder) -> Dict[str, Path]:
+    """libv.so.1 (versions V1, V2), libu.so using it (RUNPATH), libr.so (RPATH, -z now), an EXEC."""
+    libv = elf_builder.build("libv.so.1", LIBV_SOURCE, soname="libv.so.1", version_script=LIBV_MAP)
+    libu = elf_builder.build("libu.so", LIBU_SOURCE, soname="libu.so", link=[libv], runpath="$ORIGIN/lib:/opt/x")
+    libr = elf_builder.build("libr.so", "extern int use(void);\nint r(void) { return use(); }\n", link=[libu], rpath="$ORIGIN", extra=["-Wl,-z,now"])
+    main = elf_builder.build("main", MAIN_SOURCE, shared=False, link=[libv], extra=["-no-pie"])
+    return {"libv": libv, "libu": libu, "libr": libr, "main": main}
+
+
+# -- oracles -----------------------------------------------------------------------------------
+
+
+def readelf(*args: str) -> str:
+    return subprocess.run(["readelf", "-W", *args], check=True, capture_output=True, text=True).stdout
+
+
+def readelf_dynamic(path: Path) -> Dict[str, List[str]]:
+    """NEEDED/SONAME/RPATH/RUNPATH values as `readelf -d` prints them."""
+    found: Dict[str, List[str]] = {"NEEDED": [], "SONAME": [], "RPATH": [], "RUNPATH": []}
+    for tag, value in re.findall(r"\((NEEDED|SONAME|RPATH|RUNPATH)\)\s+[^\[]*\[(.*)\]$", readelf("-d", str(path)), re.M):
+        found[tag].append(value)
+    return found
+
+
+def readelf_versions(path: Path) -> Tuple[List[str], List[Tuple[str, List[str]]]]:
+    """(verdef names without BASE, [(file, [version, ...])]) as `readelf -V` prints them."""
+    definitions: List[str] = []
+    needs: List[Tuple[str, List[str]]] = []
+    section = None
+    for line in readelf("-V", str(path)).splitlines():
+        if line.startswith("Version definition section"):
+            section = "verdef"
+        elif line.startswith("Version needs section"):
+            section = "verneed"
+        elif line.startswith("Version symbols section"):
+            section = None
+        elif section == "verdef":
+            match = re.search(r"Rev: \d+\s+Flags: (.*?)\s+Index: \d+\s+Cnt: \d+\s+Name: (\S+)$", line)
+            if match and "BASE" not in match.group(1):
+                definitions.append(match.group(2))
+        elif section == "verneed":
+            match = re.search(r"Version: \d+\s+File: (\S+)\s+Cnt: \d+$", line)
+            if match:
+                needs.append((match.group(1), []))
+            match = re.search(r"^\s+0x[0-9a-f]+:\s+Name: (\S+)\s+Flags:", line)
+            if match:
+                needs[-1][1].append(match.group(1))
+    return definitions, needs
+
+
+def pyelftools_build_id(path: Path) -> Optional[str]:
+    """pyelftools rather than readelf: readelf rejects cusparse's build-id note over its alignment padding."""
+    with open(path, "rb") as f:
+        for section in ELFFile(f).iter_sections():
+            if section["sh_type"] == "SHT_NOTE":
+                for note in section.iter_notes():
+                    if note["n_type"] == "NT_GNU_BUILD_ID":
+                        return note["n_desc"]
+    return None
+
+
+_BIND = {"STB_GLOBAL": "GLOBAL", "STB_WEAK": "WEAK", "STB_LOOS": "GNU_UNIQUE"}
+_TYPE = {"STT_NOTYPE": "NOTYPE", "STT_OBJECT": "OBJECT", "STT_FUNC": "FUNC", "STT_TLS": "TLS", "STT_LOOS": "IFUNC",
+         "STT_COMMON": "COMMON", "STT_SECTION": "SECTION", "STT_FILE": "FILE"}  # fmt: skip
+
+
+def pyelftools_symbols(path: Path) -> Tuple[Set[Symbol], Set[Symbol], int, int]:
+    """(defined, undefined, DT_FLAGS, DT_FLAGS_1) read by pyelftools, versions resolved through its tables."""
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        versions: Dict[int, Tuple[str, Optional[str]]] = {}
+        versym = dynsym = None
+        flags = {"DT_FLAGS": 0, "DT_FLAGS_1": 0}
+        for section in elf.iter_sections():
+            kind = section["sh_type"]
+            if kind == "SHT_GNU_verdef":
+                for entry, names in section.iter_versions():
+                    if not entry["vd_flags"] & 1:
+                        versions[entry["vd_ndx"]] = (next(names).name, None)
+            elif kind == "SHT_GNU_verneed":
+                for entry, names in section.iter_versions():
+                    for aux in names:
+                        versions[aux["vna_other"]] = (aux.name, entry.name)
+            elif kind == "SHT_GNU_versym":
+                versym = section
+            elif kind == "SHT_DYNSYM":
+                dynsym = section
+            elif kind == "SHT_DYNAMIC":
+                for tag in section.iter_tags():
+                    if tag.entry.d_tag in flags:
+                        flags[tag.entry.d_tag] = tag.entry.d_val
+        defined: Set[Symbol] = set()
+        undefined: Set[Symbol] = set()
+        for index, symbol in enumerate(dynsym.iter_symbols() if dynsym is not None else ()):
+            bind = symbol["st_info"]["bind"]
+            if index == 0 or bind == "STB_LOCAL":
+                continue
+            raw = versym.get_symbol(index)["ndx"] if versym is not None else 0
+            raw = {"VER_NDX_LOCAL": 0, "VER_NDX_GLOBAL": 1}.get(raw, raw)
+            version, file = versions[raw & 0x7FFF] if raw & 0x7FFF > 1 else (None, None)
+            hidden = bool(raw & 0x8000) and version is not None
+            item = Symbol(symbol.name, version, file, _BIND[bind], _TYPE[symbol["st_info"]["type"]], hidden)
+            (undefined if symbol["st_shndx"] == "SHN_UNDEF" else defined).add(item)
+        return defined, undefined, flags["DT_FLAGS"], flags["DT_FLAGS_1"]
+
+
+def assert_matches_oracles(path: Path) -> BinaryFacts:
+    facts = read_binary_facts(path)
+    dynamic = readelf_dynamic(path)
+    assert list(facts.needed) == dynamic["NEEDED"]
+    assert ([facts.soname] if facts.soname is not None else []) == dynamic["SONAME"]
+    assert ([":".join(facts.rpath)] if facts.rpath else []) == dynamic["RPATH"]
+    assert ([":".join(facts.runpath)] if facts.runpath else []) == dynamic["RUNPATH"]
+    definitions, needs = readelf_versions(path)
+    assert list(facts.version_definitions) == definitions
+    assert [(need.file, list(need.versions)) for need in facts.version_needs] == needs
+    assert facts.build_id == pyelftools_build_id(path)
+    defined, undefined, flags, flags_1 = pyelftools_symbols(path)
+    assert set(facts.defined) == defined and len(facts.defined) == len(defined)
+    assert set(facts.undefined) == undefined and len(facts.undefined) == len(undefined)
+    assert (facts.flags, facts.flags_1) == (flags, flags_1)
+    assert list(facts.defined) == sorted(facts.defined, key=lambda s: (s.name, s.version or "", s.file or ""))
+    assert list(facts.undefined) == sorted(facts.undefined, key=lambda s: (s.name, s.version or "", s.file or ""))
+    return facts
+
+
+# -- gcc-built files ---------------------------------------------------------------------------
+
+
+def test_versioned_exports_default_and_hidden(built):
+    facts = read_binary_facts(built["libv"])
+    assert (facts.machine, facts.elf_type, facts.soname) == ("x86_64", "DYN", "libv.so.1")
+    assert facts.version_definitions == ("V1", "V2")
+    assert facts.defined == (
+        Symbol("V1", "V1", None, "GLOBAL", "OBJECT", False),  # the version nodes' own ABS symbols
+        Symbol("V2", "V2", None, "GLOBAL", "OBJECT", False),
+        Symbol("bar", "V1", None, "GLOBAL", "FUNC", False),
+        Symbol("baz", "V2", None, "GLOBAL", "FUNC", False),
+        Symbol("counter", "V2", None, "GLOBAL", "OBJECT", False),
+        Symbol("foo", "V1", None, "GLOBAL", "FUNC", True),  # foo@V1
+        Symbol("foo", "V2", None, "GLOBAL", "FUNC", False),  # foo@@V2
+    )
+    assert re.fullmatch(r"[0-9a-f]{40}", facts.build_id)
+
+
+def test_verneed_binds_undefined_symbols_to_versions_and_files(built):
+    facts = read_binary_facts(built["libu"])
+    assert facts.soname == "libu.so"
+    assert facts.needed == ("libv.so.1", "libc.so.6")
+    assert facts.runpath == ("$ORIGIN/lib", "/opt/x")
+    assert facts.rpath == ()
+    assert facts.version_definitions == ()
+    assert VersionNeed("libv.so.1", ("V1", "V2")) in facts.version_needs
+    by_name = {symbol.name: symbol for symbol in facts.undefined}
+    assert by_name["foo"] == Symbol("foo", "V2", "libv.so.1", "GLOBAL", "FUNC", False)
+    assert by_name["bar"] == Symbol("bar", "V1", "libv.so.1", "GLOBAL", "FUNC", False)
+    assert by_name["counter"] == Symbol("counter", "V2", "libv.so.1", "GLOBAL", "OBJECT", False)
+    assert by_name["maybe"] == Symbol("maybe", None, None, "WEAK", "NOTYPE", False)
+    assert by_name["printf"].version.startswith("GLIBC_") and by_name["printf"].file == "libc.so.6"
+    assert [symbol.name for symbol in facts.defined] == ["use"]
+    assert "GLIBC_2.2.5" in facts.glibc_needs
+
+
+def test_rpath_and_bind_now_flags(built):
+    facts = read_binary_facts(built["libr"])
+    assert facts.rpath == ("$ORIGIN",)
+    assert facts.runpath == ()
+    assert facts.soname is None
+    assert facts.needed[0] == "libu.so"
+    assert facts.flags == 0  # DT_FLAGS is a "new dtag": --disable-new-dtags leaves it out
+    assert facts.flags_1 == 0x1  # DF_1_NOW
+
+
+def test_executable(built):
+    facts = read_binary_facts(built["main"])
+    assert facts.elf_type == "EXEC"
+    assert facts.soname is None
+    assert "libv.so.1" in facts.needed
+    assert Symbol("foo", "V2", "libv.so.1", "GLOBAL", "FUNC", False) in facts.undefined
+
+
+@needs_readelf
+def test_gcc_built_files_match_readelf_and_pyelftools(built):
+    for path in built.values():
+        assert_matches_oracles(path)
+
+
+def test_buffer_reads_the_same_facts_as_the_file(built):
+    data = built["libu"].read_bytes()
+    assert read_binary_facts_from_buffer(data, str(built["libu"])) == read_binary_facts(built["libu"])
+    assert read_binary_facts_from_buffer(memoryview(data), str(built["libu"])) == read_binary_facts(built["libu"])
+
+
+def _without_section_headers(data: bytes) -> bytes:
+    """The same image with e_shoff/e_shnum/e_shstrndx zeroed, as sstrip leaves it: only segments remain."""
+    out = bytearray(data)
+    struct.pack_into("<Q", out, 0x28, 0)
+    struct.pack_into("<HHH", out, 0x3A, 64, 0, 0)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("hash_style", ["gnu", "sysv"])
+def test_file_without_section_headers_reads_through_dynamic_tags(elf_builder, hash_style):
+    libv = elf_builder.build("libv.so.1", LIBV_SOURCE, soname="libv.so.1", version_script=LIBV_MAP)
+    libu = elf_builder.build(
+        "libu.so", LIBU_SOURCE, link=[libv], runpath="$ORIGIN", extra=[f"-Wl,--hash-style={hash_style}"]
+    )
+    full = read_binary_facts(libu)
+    bare = read_binary_facts_from_buffer(_without_section_headers(libu.read_bytes()), str(libu))
+    assert bare == full
+    assert bare.build_id is not None and bare.version_needs and bare.undefined
+
+
+def test_machine_aarch64_is_reported(built):
+    data = bytearray(built["libv"].read_bytes())
+    struct.pack_into("<H", data, 0x12, 183)
+    assert read_binary_facts_from_buffer(bytes(data), "x").machine == "aarch64"
+
+
+# -- NVIDIA wheels -----------------------------------------------------------------------------
+
+WHEELS = ["nvidia-nvjitlink-cu12==12.1.105", "nvidia-nvjitlink-cu12==12.8.93", "nvidia-cusparse-cu12==12.3.1.170"]
+NVJITLINK_FUNCTIONS = [
+    "AddData", "AddFile", "Complete", "Create", "Destroy", "GetErrorLog", "GetErrorLogSize", "GetInfoLog",
+    "GetInfoLogSize", "GetLinkedCubin", "GetLinkedCubinSize", "GetLinkedPtx", "GetLinkedPtxSize",
+]  # fmt: skip
+
+
+def elf_files(root: Path) -> List[Path]:
+    return sorted(path for path in root.rglob("*") if path.is_file() and is_elf(path))
+
+
+def wheel_facts(wheel, unpacked, requirement: str) -> BinaryFacts:
+    (path,) = [p for p in elf_files(unpacked(wheel(requirement))) if p.name.startswith("lib")]
+    return read_binary_facts(path)
+
+
+@needs_readelf
+@pytest.mark.parametrize("requirement", WHEELS)
+def test_wheel_elf_files_match_readelf_and_pyelftools(wheel, unpacked, requirement):
+    files = elf_files(unpacked(wheel(requirement)))
+    assert files
+    for path in files:
+        assert_matches_oracles(path)
+
+
+def test_cusparse_needs_nvjitlink_12_4_symbols(wheel, unpacked):
+    facts = wheel_facts(wheel, unpacked, "nvidia-cusparse-cu12==12.3.1.170")
+    assert facts.soname == "libcusparse.so.12"
+    assert facts.needed[0] == "libnvJitLink.so.12"
+    assert facts.runpath == ("$ORIGIN", "$ORIGIN/../../nvjitlink/lib")
+    assert facts.flags == 0x2  # DF_SYMBOLIC
+    assert facts.build_id == "5c3a5efa523f0044db7cd711a8da681a55fbe94b"  # from the section; PT_NOTE is stale
+    assert facts.version_definitions == ("libcusparse.so.12",)
+    assert VersionNeed("libnvJitLink.so.12", ("libnvJitLink.so.12",)) in facts.version_needs
+    complete = [symbol for symbol in facts.undefined if symbol.name == "__nvJitLinkComplete_12_4"]
+    assert complete == [Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12", "GLOBAL", "FUNC")]
+    wanted = {symbol.name for symbol in facts.undefined if symbol.file == "libnvJitLink.so.12"}
+    used = ["AddData", "Complete", "Create", "Destroy", "GetErrorLog", "GetErrorLogSize", "GetLinkedCubin", "GetLinkedCubinSize"]
+    assert wanted == {f"__nvJitLink{fn}_12_4" for fn in used}
+
+
+def _versioned_exports(facts: BinaryFacts) -> Set[str]:
+    return {s.name for s in facts.defined if s.name.startswith("__nvJitLink") and s.version == "libnvJitLink.so.12"}
+
+
+def test_nvjitlink_12_1_lacks_12_4_symbols(wheel, unpacked):
+    facts = wheel_facts(wheel, unpacked, "nvidia-nvjitlink-cu12==12.1.105")
+    assert facts.version_definitions == ("libnvJitLink.so.12",)
+    assert _versioned_exports(facts) == {f"__nvJitLink{fn}_12_{minor}" for fn in NVJITLINK_FUNCTIONS for minor in (0, 1)}
+    assert "__nvJitLinkComplete_12_4" not in {symbol.name for symbol in facts.defined}
+
+
+def test_nvjitlink_12_8_has_12_4_and_12_8_symbols(wheel, unpacked):
+    facts = wheel_facts(wheel, unpacked, "nvidia-nvjitlink-cu12==12.8.93")
+    exports = _versioned_exports(facts)
+    assert {f"__nvJitLink{fn}_12_{minor}" for fn in NVJITLINK_FUNCTIONS for minor in range(9)} <= exports
+    assert Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", None, "GLOBAL", "FUNC") in facts.defined
+    assert Symbol("nvJitLinkComplete", "libnvJitLink.so.12", None, "GLOBAL", "FUNC") in facts.defined
+
+
+# -- bad files ---------------------------------------------------------------------------------
+
+
+def _error(data: bytes) -> str:
+    with pytest.raises(ElfError) as caught:
+        read_binary_facts_from_buffer(data, "bad.so")
+    assert str(caught.value).startswith("bad.so: ")
+    return str(caught.value)
+
+
+def test_error_class_is_a_cudaresolve_error():
+    assert issubclass(ElfError, CudaresolveError)
+
+
+def test_zero_length_and_non_elf_files(tmp_path):
+    empty = tmp_path / "empty.so"
+    empty.write_bytes(b"")
+    text = tmp_path / "script.py"
+    text.write_text("print('not an ELF file')\n")
+    with pytest.raises(ElfError, match="empty file"):
+        read_binary_facts(empty)
+    with pytest.raises(ElfError, match="not an ELF file"):
+        read_binary_facts(text)
+    with pytest.raises(ElfError, match="not an ELF file"):
+        read_binary_facts_from_buffer(b"\x7fEL", "short")
+    assert not is_elf(empty) and not is_elf(text)
+    assert not is_elf(tmp_path / "missing.so") and not is_elf(tmp_path)
+
+
+def test_missing_path_and_directory(tmp_path):
+    with pytest.raises(ElfError, match="cannot read"):
+        read_binary_facts(tmp_path / "missing.so")
+    with pytest.raises(ElfError, match="not a regular file"):
+        read_binary_facts(tmp_path)
+
+
+def test_is_elf_on_a_library(built):
+    assert is_elf(built["libv"]) and is_elf(str(built["main"]))
+
+
+def test_truncated_at_many_cut_points(built, tmp_path):
+    data = built["libu"].read_bytes()
+    with open(built["libu"], "rb") as f:
+        elf = ELFFile(f)
+        boundaries = {s["sh_offset"] for s in elf.iter_sections()} | {s["sh_offset"] + s["sh_size"] for s in elf.iter_sections()}
+    cuts = {1, 4, 5, 16, 18, 40, 63, 64, 65, 100, 120, 200, len(data) // 2, len(data) - 64, len(data) - 1}
+    cuts |= {cut for cut in boundaries if 0 < cut < len(data)}
+    for cut in sorted(cuts):
+        _error(data[:cut])
+    cut_file = tmp_path / "cut.so"
+    cut_file.write_bytes(data[:64])
+    with pytest.raises(ElfError):
+        read_binary_facts(cut_file)
+
+
+def test_32_bit_object(tmp_path, built):
+    source = tmp_path / "t.c"
+    source.write_text("int f(void) { return 1; }\n")
+    obj = tmp_path / "t32.o"
+    compiled = subprocess.run(["gcc", "-m32", "-c", "-o", str(obj), str(source)], capture_output=True)
+    if compiled.returncode == 0:
+        data = obj.read_bytes()
+        assert data[4] == 1
+    else:  # no 32-bit compiler support: the class byte is what matters
+        data = bytearray(built["libv"].read_bytes())
+        data[4] = 1
+    assert "32-bit" in _error(bytes(data))
+
+
+def test_big_endian_invalid_class_and_encoding(built):
+    data = bytearray(built["libv"].read_bytes())
+    data[5] = 2
+    assert "big-endian" in _error(bytes(data))
+    data[5] = 7
+    assert "invalid ELF data encoding 7" in _error(bytes(data))
+    data[5], data[4] = 1, 9
+    assert "invalid ELF class 9" in _error(bytes(data))
+
+
+def test_unsupported_machine_and_relocatable_object(built, tmp_path):
+    data = bytearray(built["libv"].read_bytes())
+    struct.pack_into("<H", data, 0x12, 40)  # EM_ARM
+    assert "unsupported machine e_machine=40" in _error(bytes(data))
+    source = tmp_path / "o.c"
+    source.write_text("int f(void) { return 1; }\n")
+    subprocess.run(["gcc", "-c", "-o", str(tmp_path / "o.o"), str(source)], check=True)
+    assert "ELF type 1 is not a shared object or executable" in _error((tmp_path / "o.o").read_bytes())
+
+
+class Image:
+    """A writable copy of an ELF file with its layout located by pyelftools (an independent parser)."""
+
+    def __init__(self, path: Path):
+        self.data = bytearray(path.read_bytes())
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            self.shoff = elf["e_shoff"]
+            self.sections = {s.name: (i, s["sh_offset"], s["sh_size"]) for i, s in enumerate(elf.iter_sections())}
+            dynamic = elf.get_section_by_name(".dynamic")
+            self.dynamic = [(dynamic["sh_offset"] + 16 * i, tag.entry.d_tag) for i, tag in enumerate(dynamic.iter_tags())]
+
+    def header_of(self, name: str) -> int:
+        return self.shoff + 64 * self.sections[name][0]
+
+    def dynamic_entry(self, tag: str) -> int:
+        return next(offset for offset, name in self.dynamic if name == tag)
+
+    def put(self, fmt: str, offset: int, *values: int) -> bytes:
+        struct.pack_into(fmt, self.data, offset, *values)
+        return bytes(self.data)
+
+
+HUGE = 0x7FFF_FFFF_0000
+
+CORRUPTIONS = {
+    "e_shoff past the end": (lambda im: im.put("<Q", 0x28, len(im.data) + 8), "section header table"),
+    "e_phoff past the end": (lambda im: im.put("<Q", 0x20, HUGE), "program header table"),
+    "e_shentsize": (lambda im: im.put("<H", 0x3A, 40), "section header entry size 40"),
+    "e_phentsize": (lambda im: im.put("<H", 0x36, 32), "program header entry size 32"),
+    "e_shstrndx": (lambda im: im.put("<H", 0x3E, 500), "section name table index 500"),
+    "e_shnum huge": (lambda im: im.put("<H", 0x3C, 0xFF00), "section header table"),
+    ".dynsym offset": (lambda im: im.put("<Q", im.header_of(".dynsym") + 0x18, HUGE), "section"),
+    ".dynsym size": (lambda im: im.put("<Q", im.header_of(".dynsym") + 0x20, HUGE), "lies outside the file"),
+    ".dynsym entsize": (lambda im: im.put("<Q", im.header_of(".dynsym") + 0x38, 16), ".dynsym entry size 16"),
+    ".dynsym sh_link": (lambda im: im.put("<I", im.header_of(".dynsym") + 0x28, 0), "not a string table"),
+    ".gnu.version size": (lambda im: im.put("<Q", im.header_of(".gnu.version") + 0x20, 2), ".gnu.version has 1 entries"),
+    "DT_NEEDED string": (lambda im: im.put("<Q", im.dynamic_entry("DT_NEEDED") + 8, HUGE), "string offset"),
+    "DT_STRTAB address": (lambda im: im.put("<Q", im.dynamic_entry("DT_STRTAB") + 8, HUGE), "lies in no loaded segment"),
+    "DT_STRSZ": (lambda im: im.put("<Q", im.dynamic_entry("DT_STRSZ") + 8, HUGE), "dynamic string table"),
+    "vn_next": (lambda im: im.put("<I", im.sections[".gnu.version_r"][1] + 12, 0x7FFF0000), "runs past .gnu.version_r"),
+    "vn_aux": (lambda im: im.put("<I", im.sections[".gnu.version_r"][1] + 8, 0x7FFF0000), "runs past .gnu.version_r"),
+    "vn_file string": (lambda im: im.put("<I", im.sections[".gnu.version_r"][1] + 4, 0x7FFF0000), "string offset"),
+    "versym index": (lambda im: im.put("<H", im.sections[".gnu.version"][1] + 2, 0x7FF0), "version index 32752"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORRUPTIONS))
+def test_corrupted_fields(built, name):
+    corrupt, message = CORRUPTIONS[name]
+    assert message in _error(corrupt(Image(built["libu"])))
+
+
+def test_damaged_note_loses_only_the_build_id(built):
+    image = Image(built["libu"])
+    data = image.put("<I", image.sections[".note.gnu.build-id"][1] + 4, 0x10000)  # descsz past the section
+    facts = read_binary_facts_from_buffer(data, "x")
+    assert facts.build_id is None
+    assert facts.needed == ("libv.so.1", "libc.so.6")
