@@ -1,0 +1,524 @@
+"""The knowledge tables: they load, agree with each other, match real wheels, and keep exact values."""
+
+from __future__ import annotations
+
+import re
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve import knowledge as k
+from cudaresolve.arch import ComputeCapability, parse_arch_list
+from cudaresolve.errors import DataError, UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+def raw(name: str) -> dict:
+    return tomllib.loads(resources.files("cudaresolve.data").joinpath(name).read_text())
+
+
+def test_everything_loads():
+    k.load_all()
+
+
+# -- provenance -------------------------------------------------------------------------------------
+
+
+def test_every_file_and_top_level_table_names_source_and_confidence():
+    expected = set()
+    for name in k.DATA_FILES:
+        expected.add((name, ""))
+        expected.update((name, key) for key, value in raw(name).items() if isinstance(value, dict))
+    rows = k.provenance()
+    assert {(p.file, p.table) for p in rows} == expected
+    for p in rows:
+        assert p.source.strip() and p.confidence in ("H", "M", "L")
+    # No registry host name may appear in the data (the index base comes from configuration).
+    for name in k.DATA_FILES:
+        text = resources.files("cudaresolve.data").joinpath(name).read_text()
+        assert not re.search(r"https?://|pypi\.org|pythonhosted|download\.pytorch", text), name
+
+
+def test_data_files_are_the_ones_shipped():
+    shipped = {p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml")}
+    assert shipped == set(k.DATA_FILES)
+
+
+# -- toolkits and drivers ---------------------------------------------------------------------------
+
+
+def test_toolkit_list_is_complete_and_ordered():
+    versions = [t.version for t in k.toolkits()]
+    assert versions[0] == "11.0" and versions[-1] == "13.4"
+    assert "12.7" not in versions
+    assert len(versions) == 23  # 11.0-11.8, 12.0-12.6, 12.8, 12.9, 13.0-13.4
+    assert versions == sorted(versions, key=Version)
+
+
+def test_ga_drivers_rise_with_the_toolkit_and_report_their_own_cuda():
+    drivers = [Version(t.ga_driver) for t in k.toolkits()]
+    assert drivers == sorted(drivers)
+    # Table 3 (GA drivers) and the branch table were transcribed separately: they must agree.
+    for t in k.toolkits():
+        assert k.max_cuda_for_driver(t.ga_driver) == t.version, t
+        for update in t.updates:
+            assert k.max_cuda_for_driver(update.driver) == t.version, update
+            assert k.toolkit(update.release) == t
+
+
+def test_branch_table_is_monotonic():
+    branches = k.driver_branches()
+    assert [b for b, _ in branches] == sorted({b for b, _ in branches})
+    cudas = [Version(c) for _, c in branches]
+    assert cudas == sorted(set(cudas))
+
+
+def test_family_floors_and_their_toolkits():
+    assert k.family_floor(11) == "450.80.02"
+    assert k.family_floor(12) == "525.60.13"
+    assert k.family_floor(13) == "580.65.06"
+    assert k.family_floor(10) is None
+    for t in k.toolkits():
+        assert t.family_floor == k.family_floor(t.major)
+        first = k.toolkit(f"{t.major}.0")
+        assert Version(t.family_floor) >= Version(first.ga_driver)
+
+
+def test_ptx_isa_rises_with_the_toolkit():
+    known = [t for t in k.toolkits() if t.ptx_isa is not None]
+    assert [t.version for t in k.toolkits() if t.ptx_isa is None] == ["13.3", "13.4"]
+    isas = [Version(t.ptx_isa) for t in known]
+    assert isas == sorted(isas)
+
+
+@pytest.mark.parametrize(
+    "isa, toolkit",
+    [("8.5", "12.5"), ("7.0", "11.0"), ("8.7", "12.8"), ("8.6", "12.8"), ("9.2", "13.2"), ("9.3", None)],
+)
+def test_toolkit_for_ptx_isa(isa, toolkit):
+    found = k.toolkit_for_ptx_isa(isa)
+    assert (found.version if found else None) == toolkit
+
+
+def test_sass_targets_parse_and_follow_the_removals():
+    for t in k.toolkits():
+        assert all(re.match(r"^sm_\d{2,3}[af]?$", s) for s in t.sass_targets), t.version
+    assert "sm_35" in k.toolkit("11.8").sass_targets and "sm_35" not in k.toolkit("12.0").sass_targets
+    assert "sm_120" not in k.toolkit("12.6").sass_targets and "sm_120" in k.toolkit("12.8").sass_targets
+    assert "sm_70" in k.toolkit("12.9").sass_targets and "sm_70" not in k.toolkit("13.0").sass_targets
+    assert "sm_110" in k.toolkit("13.0").sass_targets and "sm_101" in k.toolkit("12.9").sass_targets
+    assert k.toolkit("13.4").sass_targets == ()
+
+
+@pytest.mark.parametrize(
+    "release, cuda",
+    [
+        ("565.57.01", "12.7"),
+        ("550.144.03", "12.4"),
+        ("550.54.14", "12.4"),
+        ("535.104.05", "12.2"),
+        ("470.82.01", "11.4"),
+        ("590.48.01", "13.1"),
+        ("600.10", "13.2"),  # between listed branches: the nearest lower one
+        ("700.1", "13.4"),
+        ("440.33.01", None),
+    ],
+)
+def test_max_cuda_for_driver(release, cuda):
+    assert k.max_cuda_for_driver(release) == cuda
+
+
+@pytest.mark.parametrize(
+    "release, cuda, support",
+    [
+        ("470.82.01", "12.1", None),
+        ("535.104.05", "12.4", "minor-compat"),
+        ("535.104.05", "12.2", "native"),
+        ("570.26", "12.8.1", "native"),
+        ("580.65.06", "13.2", "minor-compat"),
+        ("575.57.08", "13.0", None),
+        ("450.80.02", "11.8", "minor-compat"),
+        ("450.51.05", "11.1", None),  # 11.0 GA driver is below the 11.x floor
+        ("525.60.13", "11.8", "native"),  # backward compatibility
+        ("440.33.01", "10.2", None),
+    ],
+)
+def test_driver_support(release, cuda, support):
+    assert k.driver_support(release, cuda) == support
+
+
+def test_toolkit_lookup_and_bad_input():
+    assert k.toolkit("12.8.1").ga_driver == "570.26"
+    assert k.toolkit("12.8").ga_driver_windows == "570.65"
+    assert k.toolkit("13.1").ga_driver_windows is None
+    assert k.toolkit("12.7") is None
+    assert k.toolkit("13.3").ga_driver == "610" and k.toolkit("13.3").confidence == "M"
+    with pytest.raises(UsageError):
+        k.toolkit("twelve")
+    with pytest.raises(UsageError):
+        k.max_cuda_for_driver("N/A")
+    with pytest.raises(UsageError):
+        k.toolkit_for_ptx_isa("x")
+
+
+# -- GPUs -------------------------------------------------------------------------------------------
+
+
+def test_gpu_table():
+    assert k.gpu_arch("6.1").arch == "Pascal" and "GTX 1080" in k.gpu_arch("6.1").examples
+    assert k.gpu_arch(ComputeCapability(12, 0)).arch == "Blackwell (RTX)"
+    assert k.gpu_arch("10.7").confidence == "L"
+    assert k.gpu_arch("3.0") is None
+    ccs = [g.cc for g in k.gpu_archs()]
+    assert ccs == sorted(set(ccs))
+
+
+# -- PyTorch ----------------------------------------------------------------------------------------
+
+
+def all_variants():
+    return [v for r in k.torch_releases() for v in r.variants]
+
+
+def test_torch_releases_cover_2_0_to_2_15():
+    assert [r.series for r in k.torch_releases()] == [f"2.{i}" for i in range(16)]
+    for r in k.torch_releases():
+        SpecifierSet(r.python)
+        Marker(r.pypi_marker)
+        for v in r.versions:
+            assert Version(v).release[:2] == Version(r.series).release
+        assert [t for t, _ in r.triton] == list(r.versions)
+        names = [v.name for v in r.variants]
+        assert len(names) == len(set(names))
+        assert [v.name for v in r.variants if v.pypi_default] == [r.default_variant]
+
+
+def test_every_torch_variant_has_a_toolkit_and_a_driver_floor():
+    for v in all_variants():
+        t = k.toolkit(v.cuda)
+        assert t is not None and t.ptx_isa is not None, v
+        assert k.family_floor(t.major) is not None
+        assert k.torch_variant_cuda(v.name) == v.cuda
+
+
+def test_every_arch_list_parses():
+    for v in all_variants():
+        assert parse_arch_list(v.arch_list)
+        assert v.sass()
+        if v.arch_list_aarch64 is not None:
+            assert parse_arch_list(v.arch_list_aarch64)
+            assert Version(v.versions[0]) >= Version("2.8")
+        else:
+            with pytest.raises(UsageError):
+                v.sass("aarch64")
+
+
+def test_torch_requirements_match_their_variant():
+    """The CUDA a variant's pins name (runtime or cuda-toolkit version, dist suffix) is the variant's CUDA."""
+    dists = {canonicalize_name(c.dist) for c in k.components()}
+    for v in all_variants():
+        if v.pypi_default:
+            assert v.requires is not None and v.requires_confidence == "H", v
+        if v.requires is None:
+            continue
+        assert v.requires_confidence in ("H", "M", "L")
+        major = Version(v.cuda).major
+        for text in v.requires:
+            req = Requirement(text)
+            name = canonicalize_name(req.name)
+            if name.startswith("nvidia-"):
+                assert name in dists, text
+                suffix = re.search(r"-cu(\d+)$", name)
+                assert (int(suffix.group(1)) if suffix else 13) == major, text
+            pinned = [Version(s.version) for s in req.specifier if s.operator == "=="]
+            if name in ("nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime", "cuda-toolkit"):
+                assert f"{pinned[0].major}.{pinned[0].minor}" == v.cuda, (v.release, v.name, text)
+            if name == "cuda-toolkit":
+                assert req.extras <= set(k.cuda_toolkit_extras())
+                for extra in req.extras:
+                    assert k.cuda_toolkit_dists(extra, major), (extra, major)
+            if name in ("nvidia-nvjitlink-cu12", "nvidia-nvjitlink"):
+                releases = k.cuda_releases_of("nvjitlink", str(pinned[0]))
+                assert releases and all(r.startswith(v.cuda + ".") for r in releases), text
+
+
+@pytest.mark.parametrize(
+    "version, variant, name, cuda",
+    [
+        ("2.8.0", None, "cu128", "12.8"),
+        ("2.8.0+cu126", None, "cu126", "12.6"),
+        ("2.14.1", None, "cu130", "13.0"),
+        ("2.0.1", "cu118", "cu118", "11.8"),
+        ("2.12.1+cu129", None, "cu129", "12.9"),
+        ("2.15", None, "cu132", "13.2"),
+    ],
+)
+def test_torch_variant_lookup(version, variant, name, cuda):
+    found = k.torch_variant(version, variant)
+    assert (found.name, found.cuda) == (name, cuda)
+
+
+@pytest.mark.parametrize("version", ["2.12.0+cu129", "2.14.2", "2.8.0+cu121", "1.13.1", "2.14.1+cpu", "3"])
+def test_torch_variant_unknown(version):
+    assert k.torch_variant(version) is None
+
+
+def test_torch_exact_values():
+    assert k.torch_variant("2.14.1+cu126").sass() == ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
+    cu130 = k.torch_variant("2.14.1+cu130")
+    assert cu130.sass() == ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+    assert [(p.target, p.isa) for p in cu130.ptx()] == [("compute_120", "9.0")]
+    assert cu130.arch_list_aarch64 == "8.0;9.0;10.0;11.0;12.0+PTX"
+    assert "sm_70" not in k.torch_variant("2.11.0+cu128").sass()
+    assert "sm_70" in k.torch_variant("2.10.0+cu128").sass()
+    assert k.torch_variant("2.8.0").requires[-1] == "nvidia-cufile-cu12==1.13.1.3"
+    assert k.torch_release("2.14.1").triton == (("2.14.0", "~=3.8.0"), ("2.14.1", "~=3.8.0"))
+    assert k.torch_index_path("cu128") == "whl/cu128"
+    assert k.torch_variant_cuda("cu999") is None
+
+
+def test_torch_companions():
+    assert [c.version for c in k.torch_companions_for("torchvision", "2.0.1")] == ["0.15.2"]
+    assert [c.version for c in k.torch_companions_for("torchvision", "2.14.0+cu130")] == ["0.29.0", "0.29.1", "0.29.2"]
+    assert [c.version for c in k.torch_companions_for("torchaudio", "2.10.0")] == ["2.10.0"]
+    assert k.torch_companions_for("torchaudio", "2.11.0") == ()  # 2.11.0 declares no torch dependency
+    # Every published torch up to 2.14 has a torchvision release that accepts it.
+    for r in k.torch_releases():
+        for version in r.versions:
+            if Version(version) < Version("2.15"):
+                assert k.torch_companions_for("torchvision", version), version
+
+
+# -- CuPy -------------------------------------------------------------------------------------------
+
+
+def test_cupy_tables():
+    assert [m.major for m in k.cupy_majors()] == [12, 13, 14]
+    for major in k.cupy_majors():
+        SpecifierSet(major.versions)
+        for dist in major.dists:
+            for cuda in dist.cuda:
+                assert cuda == "10.2" or k.toolkit(cuda) is not None, (dist, cuda)
+    assert k.cupy_dist("cupy-cuda13x", "13.6.0").cuda == ("13.0",)
+    assert k.cupy_dist("cupy-cuda13x", "13.5.0") is None
+    assert k.cupy_dist("cupy_cuda11x", "14.0.0") is None
+    assert k.cupy_dist("cupy-cuda12x", "14.2.0").latest == "14.2.0"
+    assert k.cupy_build("13.2").ptx == ("compute_120",)
+    assert k.cupy_build("13.2").aarch64_sass == ("sm_87", "sm_110")
+    assert "sm_100" in k.cupy_build("12.8.1").sass and "sm_100" not in k.cupy_build("12.6").sass
+    assert k.cupy_build("11.2") is None
+    assert k.cupy_ctk_requirement("cupy-cuda13x", "14.2.0") == (
+        "cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==13.*"
+    )
+    assert k.cupy_ctk_requirement("cupy-cuda12x", "13.6.0") is None
+
+
+# -- components -------------------------------------------------------------------------------------
+
+
+def test_component_rows_follow_the_naming_rules():
+    for c in k.components():
+        suffix = re.search(r"-cu(\d+)$", c.dist)
+        if c.cuda_major == 13 and c.name in ("cudart", "nvrtc", "nvjitlink", "cublas", "cufft", "curand",
+                                             "cusolver", "cusparse", "cupti", "nvtx", "cufile", "nvvm"):
+            assert suffix is None and c.lib_dir == "nvidia/cu13/lib", c
+        else:
+            assert suffix is not None and int(suffix.group(1)) == c.cuda_major, c
+        assert c.sonames and all(re.match(r"^lib[\w.+-]+\.so(\.\d+)*$", s) for s in c.sonames), c
+
+
+@pytest.mark.parametrize(
+    "soname, dists",
+    [
+        ("libnvJitLink.so.12", ["nvidia-nvjitlink-cu12"]),
+        ("libcusparse.so.12", ["nvidia-cusparse-cu12", "nvidia-cusparse"]),
+        ("libcudart.so.13", ["nvidia-cuda-runtime"]),
+        ("libnccl.so.2", ["nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13"]),
+        ("libcublas.so.13", ["nvidia-cublas"]),
+        ("libcufft.so.11", ["nvidia-cufft-cu12"]),
+        ("libcupti.so.13", ["nvidia-cuda-cupti"]),
+        ("libcuda.so.1", []),
+    ],
+)
+def test_components_for_soname(soname, dists):
+    assert [c.dist for c in k.components_for_soname(soname)] == dists
+
+
+def test_cudnn_rows_depend_on_the_dist_version():
+    assert [c.sonames[0] for c in k.components_for_dist("nvidia-cudnn-cu12", "8.9.2.26")] == ["libcudnn.so.8"]
+    assert [c.sonames[0] for c in k.components_for_dist("nvidia_cudnn_cu12", "9.10.2.21")] == ["libcudnn.so.9"]
+    assert len(k.components_for_dist("nvidia-cudnn-cu12")) == 2
+
+
+def test_cuda_toolkit_metapackage():
+    assert k.cuda_toolkit_dists("cusparse", 13) == ("nvidia-cusparse", "nvidia-nvjitlink")
+    assert k.cuda_toolkit_dists("cudart", 12) == ("nvidia-cuda-runtime-cu12",)
+    assert "nvidia-nvjitlink>=13.0.88,<14" in k.cuda_toolkit_pins("13.0.3")
+    assert k.cuda_toolkit_pins("12.0.0") is None
+    for _, pins in [(p, k.cuda_toolkit_pins(p)) for p in ("12.8.1", "13.2.2")]:
+        for text in pins:
+            assert canonicalize_name(Requirement(text).name) in {canonicalize_name(c.dist) for c in k.components()}
+
+
+def test_nvjitlink_and_nvrtc_release_tables():
+    releases = k.cuda_releases()
+    assert [Version(r.cuda) for r in releases] == sorted(Version(r.cuda) for r in releases)
+    for r in releases:
+        assert Version(r.nvrtc).release[:2] == Version(r.cuda).release[:2]
+        assert Version(r.nvjitlink).release[:2] == Version(r.cuda).release[:2]
+    # The versions on the index (pip index versions, cuda-facts §4.3) are exactly the ones mapped.
+    nvjitlink = sorted({r.nvjitlink for r in releases}, key=Version)
+    assert nvjitlink == [
+        "12.0.76", "12.0.140", "12.1.55", "12.1.105", "12.2.91", "12.2.128", "12.2.140", "12.3.52", "12.3.101",
+        "12.4.99", "12.4.127", "12.5.40", "12.5.82", "12.6.20", "12.6.68", "12.6.77", "12.6.85", "12.8.61",
+        "12.8.93", "12.9.41", "12.9.86", "13.0.39", "13.0.88", "13.1.80", "13.1.115", "13.2.51", "13.2.78",
+        "13.2.86", "13.3.33", "13.4.52", "13.4.92", "13.5.37",
+    ]  # fmt: skip
+    assert len({r.nvrtc for r in releases if r.nvrtc.startswith("12.")}) == 22
+    assert k.cuda_releases_of("nvjitlink", "12.8.93") == ("12.8.1", "12.8.2")
+    assert k.cuda_releases_of("nvrtc", "12.3.107") == ("12.3.2",)
+    assert k.cuda_releases_of("nvjitlink", "12.7.1") == ()
+    with pytest.raises(UsageError):
+        k.cuda_releases_of("cublas", "12.8.4.1")
+
+
+def test_preloaders_and_driver_libraries():
+    cupy, torch = k.preloaders()
+    assert cupy.search == ("site-packages", "conda-prefix", "system")
+    assert set(cupy.optional_sonames) == {"libnccl.so.2", "libcutensor.so.2", "libcutensorMg.so.2"}
+    for soname in cupy.optional_sonames:
+        assert k.components_for_soname(soname)
+    assert torch.top_levels == ("torch",)
+    drivers = k.driver_libraries()
+    assert "libcuda.so.1" in drivers and "libnvidia-ml.so.1" in drivers
+    assert not any(k.components_for_soname(s) for s in drivers)
+
+
+# The directories and sonames against real wheels (small ones; downloaded once into the test cache).
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        "nvidia-cuda-runtime-cu11==11.8.89",
+        "nvidia-cuda-runtime-cu12==12.8.90",
+        "nvidia-cuda-runtime==13.0.96",
+        "nvidia-nvtx-cu11==11.8.86",
+        "nvidia-nvtx==13.0.85",
+        "nvidia-nvjitlink-cu12==12.8.93",
+    ],
+)
+def test_component_matches_the_real_wheel(requirement, wheel, unpacked):
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    name, _, version = requirement.partition("==")
+    (row,) = k.components_for_dist(name, version)
+    root = unpacked(wheel(requirement))
+    found = {}
+    for path in sorted((root / row.lib_dir).iterdir()):
+        with path.open("rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+            f.seek(0)
+            for section in ELFFile(f).iter_sections():
+                if isinstance(section, DynamicSection):
+                    for tag in section.iter_tags():
+                        if tag.entry.d_tag == "DT_SONAME":
+                            found[tag.soname] = path.name
+    # Every soname in the table is there under its own name; runtime-cu11 also ships libOpenCL.so.1.
+    for soname in row.sonames:
+        assert found.get(soname) == soname, (soname, found)
+    assert set(found) - set(row.sonames) <= {"libOpenCL.so.1"}
+
+
+# -- advisories -------------------------------------------------------------------------------------
+
+
+def test_advisories_parse_and_are_complete():
+    ids = [a.id for a in k.advisories()]
+    assert len(ids) == 17 and len(set(ids)) == 17
+    for a in k.advisories():
+        for text in a.affects + a.together_with + a.unless:
+            Requirement(text)
+        for spec in (a.cuda, a.driver, a.gpu):
+            if spec is not None:
+                SpecifierSet(spec)
+        assert a.refs or a.note, a.id
+        for ref in a.refs:
+            assert re.match(r"^[\w.-]+/[\w.-]+#\d+$", ref), ref
+        for variant in a.variants:
+            assert k.torch_variant_cuda(variant) is not None
+        assert a.symptom and a.fix
+
+
+def test_advisory_exact_conditions():
+    a = k.advisory("numba-driver-580")
+    assert a.affects == ("numba<0.63.0",) and a.unless == ("numba-cuda",)
+    assert Version("580.65.06") in SpecifierSet(a.driver) and Version("575.57.08") not in SpecifierSet(a.driver)
+    pascal = k.advisory("pascal-cu128")
+    assert Version("6.1") in SpecifierSet(pascal.gpu) and Version("7.0") not in SpecifierSet(pascal.gpu)
+    assert k.advisory("cupy-nccl-preload").confidence == "L"
+    assert k.advisory("no-such-advisory") is None
+
+
+# -- malformed data ---------------------------------------------------------------------------------
+
+
+CACHED = (k._file, k._driver_tables, k.gpu_archs, k._torch_tables, k._cupy_tables, k._component_tables, k.advisories)
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    """A copy of the data directory that the loader reads instead of the package's, caches cleared."""
+    for name in k.DATA_FILES:
+        (tmp_path / name).write_bytes(resources.files("cudaresolve.data").joinpath(name).read_bytes())
+    monkeypatch.setattr(k.resources, "files", lambda package: Path(tmp_path))
+    for cached in CACHED:
+        cached.cache_clear()
+    yield tmp_path
+    for cached in CACHED:
+        cached.cache_clear()
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    "file, old, new, message",
+    [
+        ("toolkits.toml", 'ga_driver = "450.51.05"', 'ga_driver = "4x0"', "toolkits.toml: toolkit[0].ga_driver"),
+        ("toolkits.toml", 'confidence = "M"\nversions', 'confidence = "X"\nversions', "ptx_isa.confidence"),
+        ("toolkits.toml", '"11" = "450.80.02", ', "", "no family floor for CUDA 11"),
+        ("torch.toml", 'arch_list = "3.7;5.0;6.0;7.0;7.5;8.0;8.6"', 'arch_list = "3.7;5.0;sm_60"',
+         "torch.toml: release[0].variant[0].arch_list"),
+        ("torch.toml", 'default_variant = "cu117"', 'default_variant = "cu999"', "release[0].default_variant"),
+        ("gpus.toml", 'source = "NVIDIA', 'sauce = "NVIDIA', "gpus.toml: source: missing"),
+        ("advisories.toml", 'affects = ["torch>=2.1"]', 'affects = ["torch>=>2.1"]', "advisory[0].affects"),
+        ("components.toml", "[[component]]\nname", "[[component]\nname", "components.toml: not valid TOML"),
+        ("cupy.toml", 'ptx = ["compute_86"]', 'ptx = ["ptx_86"]', "wheel_arch.builds[0].ptx"),
+    ],
+)
+def test_malformed_data_is_a_data_error(data_dir, file, old, new, message):
+    edit(data_dir / file, old, new)
+    with pytest.raises(DataError) as info:
+        k.load_all()
+    assert message in str(info.value)
+
+
+def test_missing_file_is_a_data_error(data_dir):
+    (data_dir / "cupy.toml").unlink()
+    with pytest.raises(DataError, match="cupy.toml"):
+        k.cupy_majors()
