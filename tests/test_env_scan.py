@@ -95,7 +95,7 @@ def _linked_copy(site: Path, dest: Path) -> Path:
 def test_unowned_and_unreadable_files_are_reported(venv, tmp_path):
     site = _linked_copy(_site(venv), tmp_path / "site-packages")
     lib = site / "nvidia" / "cusparse" / "lib"
-    shutil.copy2(lib / "libcusparse.so.12", lib / "libcusparse_dropped.so")  # a real ELF no RECORD lists
+    shutil.copy2("/bin/sh", lib / "libcusparse_dropped.so")  # a real ELF that no RECORD lists
     (site / "libc.so").write_text("/* GNU ld script */\nGROUP ( /lib/libc.so.6 )\n")  # named .so, not ELF
     (site / "libgone.so.1").symlink_to(tmp_path / "nowhere")
     env = scan_environment(target_for_site_packages(str(site)), facts_for=stub_facts)
