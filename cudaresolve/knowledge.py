@@ -111,10 +111,11 @@ class _Node:
             _checked(self, key, value, Requirement)
         return values
 
-    def confidence(self, default: Optional[str] = None) -> str:
-        value = self._get("confidence", str, "a string", default)
+    def confidence(self, default: Optional[str] = None, key: str = "confidence") -> str:
+        """An H/M/L tag; a row without its own inherits `default` (its table's)."""
+        value = self._get(key, str, "a string", ... if default is None else default)
         if value not in CONFIDENCES:
-            raise self.error("confidence", f"expected one of {', '.join(CONFIDENCES)}, got {value!r}")
+            raise self.error(key, f"expected one of {', '.join(CONFIDENCES)}, got {value!r}")
         return value
 
     def _sub(self, key: str) -> str:
@@ -197,7 +198,7 @@ def _minor_of(text: str) -> tuple[int, int]:
 def _driver(release: str) -> Version:
     if not _DRIVER_RE.match(str(release).strip()):
         raise UsageError(f"not a driver version: {release!r} (expected e.g. 550.144.03)")
-    return Version(release.strip())
+    return Version(str(release).strip())
 
 
 # -- toolkits and drivers ---------------------------------------------------------------------------
@@ -366,9 +367,9 @@ def driver_support(release: str, cuda: str) -> Optional[str]:
     return None
 
 
-def driver_branches() -> tuple[tuple[int, str], ...]:
-    """The branch table as (branch, highest CUDA version), ordered by branch."""
-    return tuple((branch, cuda) for branch, cuda, _ in _driver_tables().branches)
+def driver_branches() -> tuple[tuple[int, str, str], ...]:
+    """The branch table as (branch, highest CUDA version, confidence), ordered by branch."""
+    return _driver_tables().branches
 
 
 # -- GPUs -------------------------------------------------------------------------------------------
@@ -522,7 +523,7 @@ def _torch_tables() -> _TorchTables:
             if not set(patches) <= set(versions):
                 raise vrow.error("versions", f"{patches!r} are not all releases of {series}")
             requires = vrow.requirements("requires") if "requires" in vrow.data else None
-            requires_confidence = _confidence_key(vrow, "requires_confidence") if requires is not None else None
+            requires_confidence = vrow.confidence(key="requires_confidence") if requires is not None else None
             in_aarch64 = Version(patches[0]) in aarch64_releases
             variants.append(
                 TorchVariant(
@@ -574,12 +575,6 @@ def _torch_tables() -> _TorchTables:
         companions=tuple(companions),
     )
 
-
-def _confidence_key(node: _Node, key: str) -> str:
-    value = node.text(key)
-    if value not in CONFIDENCES:
-        raise node.error(key, f"expected one of {', '.join(CONFIDENCES)}, got {value!r}")
-    return value
 
 
 def torch_releases() -> tuple[TorchRelease, ...]:
