@@ -1,0 +1,525 @@
+"""Which file ld.so would load for each DT_NEEDED, and which symbols and versions would then fail to bind.
+
+This emulates glibc's elf/dl-load.c `_dl_map_object` and the checks that follow it, so that
+`doctor` can say "libcusparse.so.12 binds to the libnvJitLink.so.12 under $ORIGIN/../../nvjitlink/lib,
+which lacks __nvJitLinkComplete_12_4" without loading anything. Decisions never shell out: the
+cache is parsed (ldcache.py) and files are judged from their facts, read through the injected
+`facts_of` so the environment scan can serve cached facts and tests can serve plain data.
+
+Search order for a name without a slash, as glibc does it:
+  1. an object already loaded whose name or soname matches (the `preloaded` map comes first);
+  2. DT_RPATH of the loading object, then of its loader, up the chain — skipped entirely when the
+     loading object has DT_RUNPATH (an object with DT_RUNPATH contributes no DT_RPATH);
+  3. LD_LIBRARY_PATH; 4. DT_RUNPATH of the loading object only;
+  5. /etc/ld.so.cache; 6. the default directories (both skipped for 5/6 under DF_1_NODEFLIB).
+Candidates for another machine or ELF class are passed over; a file that is not an ELF object
+stops the search with ld.so's error.
+
+Roots are loaded in order into one namespace, each like a dlopen'd library: its local scope is
+its own dependency tree in breadth-first order, which is where its objects' symbols are looked
+up (as `ldd -r <root>` does). Not emulated: glibc-hwcaps and legacy hwcap subdirectories of each
+search directory (wheels do not ship them; ld.so would prefer them where present), secure mode,
+`$ORIGIN` in LD_LIBRARY_PATH (needs the main program; such entries are dropped), and a main
+program's RTLD_GLOBAL scope (libraries preloaded with RTLD_GLOBAL can satisfy symbols of objects
+that do not depend on them; here they only count where a DT_NEEDED names them).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+from cudaresolve import knowledge
+from cudaresolve.binary.elf import ElfError, read_binary_facts
+from cudaresolve.binary.facts import BinaryFacts, Symbol
+from cudaresolve.binary.ldcache import LdCache, read_ld_cache
+from cudaresolve.errors import UsageError
+
+DF_1_NODEFLIB = 0x800
+
+# Search steps (Resolution.step); "rpath" comes with the path of the object whose DT_RPATH matched.
+PATH = "path"
+PRELOADED = "preloaded"
+ALREADY_LOADED = "already loaded"
+DRIVER = "driver"
+RPATH = "rpath"
+LD_LIBRARY_PATH = "LD_LIBRARY_PATH"
+RUNPATH = "runpath"
+LD_SO_CACHE = "ld.so.cache"
+DEFAULT_DIR = "default dir"
+NOT_FOUND = "not found"
+
+# Problem kinds.
+MISSING_LIBRARY = "missing-library"
+INVALID_LIBRARY = "invalid-library"
+MISSING_VERSION = "missing-version"
+UNDEFINED_SYMBOL = "undefined-symbol"
+
+NO_SUCH_FILE = "cannot open shared object file: No such file or directory"
+
+TRIPLETS = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
+INTERPRETERS = {"x86_64": "/lib64/ld-linux-x86-64.so.2", "aarch64": "/lib/ld-linux-aarch64.so.1"}
+_ELF_MACHINES = {"x86_64": 62, "aarch64": 183}
+
+FactsOf = Callable[[str], Optional[BinaryFacts]]
+
+
+@dataclass(frozen=True)
+class LoaderEnv:
+    """Everything outside the files that decides ld.so's choices."""
+
+    machine: str  # "x86_64", "aarch64": candidates for other machines are skipped
+    ld_library_path: tuple[str, ...] = ()  # split on ":" and ";"; "" means the current directory
+    cache: LdCache = LdCache()
+    default_dirs: tuple[str, ...] = ()
+    lib: str = ""  # what $LIB expands to, "lib/x86_64-linux-gnu" or "lib64"
+    platform: str = ""  # what $PLATFORM expands to
+    preloaded: Mapping[str, str] = field(default_factory=dict)  # soname -> path, loaded before, in load order
+    driver_libraries: frozenset[str] = frozenset()  # sonames the NVIDIA driver installs (libcuda.so.1, ...)
+
+    @classmethod
+    def from_system(
+        cls,
+        environ: Mapping[str, str],
+        *,
+        preloaded: Optional[Mapping[str, str]] = None,
+        cache_path: str = "/etc/ld.so.cache",
+    ) -> "LoaderEnv":
+        """This machine's loader: its ld.so.cache, directory layout, and LD_LIBRARY_PATH from `environ`.
+
+        The dynamic linker itself is always loaded, so it is added to `preloaded`; the driver's
+        libraries come from the knowledge tables.
+        """
+        machine = platform.machine()
+        triplet = TRIPLETS.get(machine, "")
+        multiarch = bool(triplet) and any(os.path.isdir(f"{d}/{triplet}") for d in ("/lib", "/usr/lib"))
+        default_dirs, lib = system_layout(machine, multiarch)
+        loaded: Dict[str, str] = {}
+        interpreter = INTERPRETERS.get(machine)
+        if interpreter and os.path.exists(interpreter):
+            loaded[os.path.basename(interpreter)] = interpreter
+        loaded.update(preloaded or {})
+        return cls(
+            machine=machine,
+            ld_library_path=split_library_path(environ.get("LD_LIBRARY_PATH", "")),
+            cache=read_ld_cache(cache_path),
+            default_dirs=default_dirs,
+            lib=lib,
+            platform=machine,
+            preloaded=loaded,
+            driver_libraries=frozenset(knowledge.driver_libraries()),
+        )
+
+
+def system_layout(machine: str, multiarch: bool) -> tuple[tuple[str, ...], str]:
+    """(default search directories, $LIB) of glibc as distributions build it.
+
+    Debian/Ubuntu (multiarch) search /lib/<triplet>, /usr/lib/<triplet>, /lib, /usr/lib and expand
+    $LIB to lib/<triplet>; Fedora, RHEL, SUSE and upstream glibc use /lib64, /usr/lib64 and lib64.
+    """
+    if multiarch:
+        triplet = TRIPLETS[machine]
+        return (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib"), f"lib/{triplet}"
+    return ("/lib64", "/usr/lib64"), "lib64"
+
+
+def split_library_path(value: str) -> tuple[str, ...]:
+    """LD_LIBRARY_PATH as ld.so splits it: on ":" and ";", empty entries meaning the current directory."""
+    if not value:
+        return ()
+    return tuple(re.split("[:;]", value))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The answer for one DT_NEEDED entry of one object."""
+
+    needed: str
+    path: Optional[str]  # the file chosen (or refused); None when not found or provided by the driver
+    step: str  # one of the search steps above
+    rpath_of: Optional[str] = None  # for step "rpath": the object whose DT_RPATH held the directory
+    skipped: tuple[str, ...] = ()  # files found on the way but passed over (other machine or ELF class)
+    error: Optional[str] = None  # ld.so's message when this entry fails to load
+
+    @property
+    def why(self) -> str:
+        return f"rpath of {self.rpath_of}" if self.step == RPATH else self.step
+
+
+@dataclass(frozen=True)
+class LoadedObject:
+    """One object in the namespace, with how it got there and what its DT_NEEDED entries resolved to."""
+
+    path: str  # as ld.so names it: the root as given, or search directory + "/" + name, not normalized
+    soname: Optional[str]
+    loaded_by: Optional[str]  # the object whose DT_NEEDED brought it in; None for roots and preloaded objects
+    why: str  # "root", or the search step that found it
+    needed: tuple[Resolution, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something ld.so would refuse, with its own wording in `message`."""
+
+    kind: str  # missing-library, invalid-library, missing-version, undefined-symbol
+    message: str
+    consumer: str  # the object that needs the library, version or symbol
+    provider: Optional[str] = None  # the file the loader chose for it
+    provider_step: Optional[str] = None  # why that file was chosen ("runpath", "rpath of X", ...)
+    symbol: Optional[str] = None
+    version: Optional[str] = None
+    min_provider_version: Optional[str] = None  # "12.4" for __nvJitLinkComplete_12_4
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    objects: tuple[LoadedObject, ...]  # load order (a preloaded object is listed where first needed)
+    problems: tuple[Problem, ...]
+
+
+def facts_on_disk(path: str) -> Optional[BinaryFacts]:
+    """`facts_of` for real files: None where there is no file, as open() failing is for ld.so."""
+    if not os.path.isfile(path):
+        return None
+    return read_binary_facts(path)
+
+
+def resolve(roots: Sequence[str], *, facts_of: FactsOf, env: LoaderEnv) -> LoadResult:
+    """Load `roots` in order as ld.so would, then check versions and symbols of every object loaded.
+
+    `facts_of(path)` returns the file's facts, None when no file is there, or raises ElfError
+    when the file cannot be read as an ELF object.
+    """
+    return _Namespace(facts_of, env).run(roots)
+
+
+def min_provider_version(symbol: Symbol) -> Optional[str]:
+    """The provider release a versioned-name symbol implies: `__nvJitLinkComplete_12_4` -> "12.4".
+
+    NVIDIA's convention (nvJitLink): the version node is the soname `libX.so.<major>` and the
+    name ends in `_<major>_<minor>` of the header the consumer was built with.
+    """
+    name = re.search(r"_(\d+)_(\d+)$", symbol.name)
+    soname = re.search(r"\.so\.(\d+)$", symbol.version or "")
+    if name is None or soname is None or symbol.version != symbol.file or name.group(1) != soname.group(1):
+        return None
+    return f"{int(name.group(1))}.{int(name.group(2))}"
+
+
+class _Node:
+    """A loaded object while the namespace is being built."""
+
+    def __init__(self, path: str, facts: BinaryFacts, loader: Optional["_Node"], found: Optional[Resolution]):
+        self.path = path
+        self.facts = facts
+        self.loader = loader
+        self.found = found  # the resolution that loaded it; None for roots
+        self.names = {path} | ({facts.soname} if facts.soname else set())
+        self.needed: Optional[List[tuple[Resolution, Optional["_Node"]]]] = None
+        self.preloaded = False
+
+    @property
+    def why(self) -> str:
+        return "root" if self.found is None else self.found.why
+
+
+class _Namespace:
+    def __init__(self, facts_of: FactsOf, env: LoaderEnv):
+        self.facts_of = facts_of
+        self.env = env
+        self.loaded: List[_Node] = []
+        self.by_file: Dict[str, _Node] = {}
+        self.facts: Dict[str, Optional[BinaryFacts]] = {}
+        self.problems: List[Problem] = []
+        self.cwd = os.getcwd()
+
+    def run(self, roots: Sequence[str]) -> LoadResult:
+        scopes = []
+        for root in roots:
+            node = self._load_root(root)
+            scopes.append(self._map_dependencies(node))
+        checked: set = set()
+        for scope in scopes:
+            index = _SymbolIndex(scope)
+            unjudgeable = any(res.step == DRIVER or res.error for n in scope for res, _ in n.needed or ())
+            for node in scope:
+                if id(node) in checked or node.preloaded:
+                    continue
+                checked.add(id(node))
+                self._check_versions(node)
+                self._check_symbols(node, index, unjudgeable)
+        objects = tuple(
+            LoadedObject(
+                n.path,
+                n.facts.soname,
+                n.loader.path if n.loader else None,
+                n.why,
+                tuple(res for res, _ in n.needed or ()),
+            )
+            for n in self.loaded
+        )
+        return LoadResult(objects, tuple(self.problems))
+
+    # -- mapping -------------------------------------------------------------------------------
+
+    def _read(self, path: str) -> Optional[BinaryFacts]:
+        if path not in self.facts:
+            self.facts[path] = self.facts_of(path)
+        return self.facts[path]
+
+    def _load_root(self, root: str) -> _Node:
+        for node in self.loaded:
+            if root in node.names:
+                return node
+        facts = self._read(root)
+        if facts is None:
+            raise UsageError(f"{root}: no such file")
+        if facts.machine != self.env.machine:
+            raise UsageError(f"{root} is a {facts.machine} object; the loader environment is {self.env.machine}")
+        return self._add(root, facts, None, None)
+
+    def _add(self, path: str, facts: BinaryFacts, loader: Optional[_Node], found: Optional[Resolution]) -> _Node:
+        existing = self.by_file.get(os.path.realpath(path))
+        if existing is not None:
+            return existing
+        node = _Node(path, facts, loader, found)
+        self.loaded.append(node)
+        self.by_file[os.path.realpath(path)] = node
+        return node
+
+    def _map_dependencies(self, root: _Node) -> List[_Node]:
+        """Map DT_NEEDED entries breadth-first from `root`; returns its scope (the search list)."""
+        scope = [root]
+        seen = {id(root)}
+        for node in scope:  # grows while iterating: breadth-first
+            if node.needed is None:
+                node.needed = [self._map_needed(node, name) for name in node.facts.needed]
+            for _, target in node.needed:
+                if target is not None and id(target) not in seen:
+                    seen.add(id(target))
+                    scope.append(target)
+        return scope
+
+    def _find_loaded(self, name: str) -> Optional[_Node]:
+        for node in self.loaded:
+            if name in node.names:
+                return node
+        return None
+
+    def _map_needed(self, loader: _Node, name: str) -> tuple[Resolution, Optional[_Node]]:
+        if name in self.env.driver_libraries:
+            return Resolution(name, None, DRIVER), None
+        preloaded = self.env.preloaded.get(name)
+        if preloaded is not None and self._find_loaded(name) is None:
+            facts = self._read(preloaded)
+            if facts is None:
+                raise UsageError(f"preloaded {name}: no file at {preloaded}")
+            found = Resolution(name, preloaded, PRELOADED)
+            node = self._add(preloaded, facts, None, found)
+            node.preloaded = node.found is found
+            node.names.add(name)
+            return found, node
+        node = self._find_loaded(name)
+        if node is not None:
+            return Resolution(name, node.path, PRELOADED if node.preloaded else ALREADY_LOADED), node
+        if "/" in name:
+            candidates = [(name, PATH, None)]
+        else:
+            candidates = self._candidates(loader, name)
+        skipped: List[str] = []
+        for path, step, rpath_of in candidates:
+            try:
+                facts = self._read(path)
+            except ElfError as exc:
+                refusal = _refusal(path, self.env.machine, str(exc))
+                if refusal is None:
+                    skipped.append(path)
+                    continue
+                found = Resolution(name, path, step, rpath_of, tuple(skipped), f"{path}: {refusal}")
+                self.problems.append(
+                    Problem(INVALID_LIBRARY, found.error, loader.path, path, found.why)
+                )
+                return found, None
+            if facts is None:
+                continue
+            if facts.machine != self.env.machine:
+                skipped.append(path)
+                continue
+            found = Resolution(name, path, step, rpath_of, tuple(skipped))
+            node = self._add(path, facts, loader, found)
+            node.names.add(name)
+            if node.path != path:  # the same file under another name: ld.so reuses the loaded object
+                found = Resolution(name, node.path, step, rpath_of, tuple(skipped))
+            return found, node
+        found = Resolution(name, None, NOT_FOUND, None, tuple(skipped), f"{name}: {NO_SUCH_FILE}")
+        self.problems.append(Problem(MISSING_LIBRARY, found.error, loader.path))
+        return found, None
+
+    def _candidates(self, loader: _Node, name: str):
+        """(path, step, rpath_of) in ld.so's order; lazily, so a hit stops the expansion."""
+        env = self.env
+        if not loader.facts.runpath:
+            chain: Optional[_Node] = loader
+            while chain is not None:
+                if chain.facts.rpath and not chain.facts.runpath:
+                    for d in self._expand(chain.facts.rpath, chain):
+                        yield _join(d, name), RPATH, chain.path
+                chain = chain.loader
+        for d in self._expand(env.ld_library_path, None):
+            yield _join(d, name), LD_LIBRARY_PATH, None
+        if loader.facts.runpath:
+            for d in self._expand(loader.facts.runpath, loader):
+                yield _join(d, name), RUNPATH, None
+        nodeflib = bool(loader.facts.flags_1 & DF_1_NODEFLIB)
+        cached = env.cache.lookup(name, env.machine)
+        if cached is not None and not (nodeflib and any(cached.startswith(_join(d, "")) for d in env.default_dirs)):
+            yield cached, LD_SO_CACHE, None
+        if not nodeflib:
+            for d in env.default_dirs:
+                yield _join(d, name), DEFAULT_DIR, None
+
+    def _expand(self, entries: Sequence[str], owner: Optional[_Node]) -> List[str]:
+        """Substitute $ORIGIN, $LIB and $PLATFORM; an entry whose value is unknown is dropped, as ld.so does."""
+        values = {"LIB": self.env.lib, "PLATFORM": self.env.platform}
+        values["ORIGIN"] = self._origin(owner.path) if owner is not None else None
+        out = []
+        for entry in entries:
+            unknown = False
+
+            def substitute(match: "re.Match[str]") -> str:
+                nonlocal unknown
+                value = values[match.group(1) or match.group(2)]
+                if value is None:
+                    unknown = True
+                    return ""
+                return value
+
+            expanded = _DST.sub(substitute, entry)
+            if not unknown:
+                out.append(expanded)
+        return out
+
+    def _origin(self, path: str) -> str:
+        """The directory of an object as ld.so derives it from the object's name (no symlink resolution)."""
+        full = path if path.startswith("/") else f"{self.cwd}/{path}"
+        return full[: full.rindex("/")] or "/"
+
+    # -- binding -------------------------------------------------------------------------------
+
+    def _check_versions(self, node: _Node) -> None:
+        """Each version a verneed entry asks of a loaded library must be defined there (dl-version.c)."""
+        for need in node.facts.version_needs:
+            if need.file in self.env.driver_libraries:
+                continue
+            provider = self._find_loaded(need.file)
+            if provider is None or not provider.facts.version_definitions:
+                continue  # missing library (reported), or "no version information available" (a warning)
+            defined = set(provider.facts.version_definitions) | {provider.facts.soname}
+            for version in need.versions:
+                if version not in defined:
+                    self.problems.append(
+                        Problem(
+                            MISSING_VERSION,
+                            f"version `{version}' not found (required by {node.path})",
+                            node.path,
+                            provider.path,
+                            provider.why,
+                            version=version,
+                        )
+                    )
+
+    def _check_symbols(self, node: _Node, index: "_SymbolIndex", unjudgeable: bool) -> None:
+        """Every non-weak undefined symbol must be found in the scope (do_lookup_x's rules)."""
+        for symbol in node.facts.undefined:
+            if symbol.binding == "WEAK" or index.defines(symbol):
+                continue
+            provider = None
+            if symbol.version is not None:
+                if symbol.file in self.env.driver_libraries:
+                    continue
+                provider = self._find_loaded(symbol.file) if symbol.file else None
+                if symbol.file and provider is None:
+                    continue  # the library it comes from is missing: reported as such
+            elif symbol.name.startswith(("Py", "_Py")) or unjudgeable:
+                # Python's interpreter provides Py*; a driver or missing library in scope may provide the rest.
+                continue
+            message = f"undefined symbol: {symbol.name}"
+            if symbol.version is not None:
+                message += f", version {symbol.version}"
+            self.problems.append(
+                Problem(
+                    UNDEFINED_SYMBOL,
+                    message,
+                    node.path,
+                    provider.path if provider else None,
+                    provider.why if provider else None,
+                    symbol.name,
+                    symbol.version,
+                    min_provider_version(symbol),
+                )
+            )
+
+
+class _SymbolIndex:
+    """Definitions in a scope, by name, in scope order."""
+
+    def __init__(self, scope: Sequence[_Node]):
+        self.by_name: Dict[str, List[tuple[_Node, Symbol]]] = {}
+        for node in scope:
+            for symbol in node.facts.defined:
+                self.by_name.setdefault(symbol.name, []).append((node, symbol))
+
+    def defines(self, wanted: Symbol) -> bool:
+        """glibc's check_match: a versioned reference takes that version, or an unversioned (base)
+        definition that is not hidden; an unversioned reference takes any default definition."""
+        for node, symbol in self.by_name.get(wanted.name, ()):
+            if wanted.version is None:
+                if not symbol.hidden:
+                    return True
+            elif symbol.version == wanted.version or symbol.version not in node.facts.version_definitions:
+                return True
+        return False
+
+
+_DST = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))")
+
+
+def _join(directory: str, name: str) -> str:
+    """ld.so's directory + name: trailing slashes dropped, one added; an empty entry is "./"."""
+    if not directory:
+        return "./" + name
+    stripped = directory.rstrip("/") or "/"
+    return (stripped if stripped == "/" else stripped + "/") + name
+
+
+def _refusal(path: str, machine: str, reason: str) -> Optional[str]:
+    """Why ld.so would refuse a file our reader could not read, from its ELF header (open_verify).
+
+    None means ld.so passes over it (another ELF class or machine) and keeps searching.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if len(head) < 64:
+        return "file too short"
+    if head[:4] != b"\x7fELF":
+        return "invalid ELF header"
+    if head[4] != 2:
+        return None  # other ELF class: skipped
+    if head[5] != 1:
+        return "ELF file data encoding not little-endian"
+    if head[6] != 1:
+        return "ELF file version ident does not match current one"
+    if int.from_bytes(head[20:24], "little") != 1:
+        return "ELF file version does not match current one"
+    if int.from_bytes(head[18:20], "little") != _ELF_MACHINES.get(machine):
+        return None  # other machine: skipped
+    if int.from_bytes(head[16:18], "little") not in (2, 3):
+        return "only ET_DYN and ET_EXEC can be loaded"
+    # A header ld.so accepts, but our reader found the rest damaged: say what it found.
+    return reason[len(path) + 2 :] if reason.startswith(path + ": ") else reason
