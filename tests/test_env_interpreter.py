@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import stat
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.markers import default_environment
 
 from cudaresolve.env.errors import EnvError
 from cudaresolve.env.interpreter import (
@@ -44,6 +46,7 @@ def test_running_target_is_this_interpreter():
     assert target.version == platform.python_version()
     assert target.implementation == sys.implementation.name
     assert target.machine == platform.machine()
+    assert target.marker_environment() == default_environment()
     assert target_for() == target
 
 
@@ -59,6 +62,7 @@ def test_another_venv_is_asked_for_its_paths(tmp_path):
         implementation=sys.implementation.name,
         machine=platform.machine(),
         conda=False,
+        markers=tuple(sorted(default_environment().items())),  # the same base interpreter as this one
     )
     assert target_for(python=str(python)) == target
 
@@ -77,7 +81,15 @@ def test_interpreter_found_on_path_by_name(tmp_path, monkeypatch):
 
 def test_site_packages_directory_target(tmp_path):
     assert target_for(site_packages=str(tmp_path)) == Target(site_packages=(str(tmp_path),))
+    assert Target(site_packages=(str(tmp_path),)).marker_environment() is None
     assert target_for_site_packages(str(tmp_path) + "/x/..") == Target(site_packages=(str(tmp_path),))
+
+
+def _odd_answer() -> str:
+    """Every field present, but the markers are not a table."""
+    answer = {field: "x" for field in ("purelib", "platlib", "prefix", "version", "implementation", "machine")}
+    answer.update(conda=False, markers=["linux"])
+    return f"echo '{json.dumps(answer)}'\n"
 
 
 @pytest.mark.parametrize(
@@ -87,12 +99,13 @@ def test_site_packages_directory_target(tmp_path):
         (lambda d: d, "{} is a directory; give the interpreter, e.g. {}/bin/python"),
         (lambda d: _script(d / "quiet", "exit 0\n"), "{} did not answer like a Python interpreter"),
         (lambda d: _script(d / "chatty", "echo '{\"purelib\": 1}'\n"), "{} did not answer like a Python interpreter"),
+        (lambda d: _script(d / "odd", _odd_answer()), "{} did not answer like a Python interpreter"),
         (
             lambda d: _script(d / "crash", "echo 'Fatal Python error: init' >&2\nexit 3\n"),
             "{} is not a usable Python interpreter (exit status 3: Fatal Python error: init)",
         ),
     ],
-    ids=["missing", "directory", "no-output", "wrong-answer", "crash"],
+    ids=["missing", "directory", "no-output", "wrong-answer", "wrong-types", "crash"],
 )
 def test_unusable_interpreters_give_clear_errors(tmp_path, make, message):
     path = make(tmp_path)

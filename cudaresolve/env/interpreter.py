@@ -19,7 +19,8 @@ from typing import Optional
 from cudaresolve.env.errors import EnvError
 from cudaresolve.errors import UsageError
 
-# Runs inside the target interpreter, so it avoids anything newer than Python 3.6.
+# Runs inside the target interpreter, so it avoids anything newer than Python 3.6. The markers are
+# computed the way packaging.markers.default_environment() does, which the target may not have.
 _DESCRIBE = """
 def describe():
     import os, platform, sys, sysconfig
@@ -32,12 +33,33 @@ def describe():
         "implementation": sys.implementation.name,
         "machine": platform.machine(),
         "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+        "markers": markers(),
+    }
+
+def markers():
+    import os, platform, sys
+    info = sys.implementation.version
+    implementation_version = "%d.%d.%d" % (info.major, info.minor, info.micro)
+    if info.releaselevel != "final":
+        implementation_version += info.releaselevel[0] + str(info.serial)
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": implementation_version,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_python_implementation": platform.python_implementation(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
     }
 """
 
 _ASK = _DESCRIBE + "import json, sys\nsys.stdout.write(json.dumps(describe()))\n"
 
-_FIELDS = ("purelib", "platlib", "prefix", "version", "implementation", "machine", "conda")
+_FIELDS = ("purelib", "platlib", "prefix", "version", "implementation", "machine", "conda", "markers")
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,11 @@ class Target:
     implementation: Optional[str] = None  # "cpython", "pypy"
     machine: Optional[str] = None  # platform.machine(): "x86_64", "aarch64"
     conda: bool = False  # sys.prefix holds conda-meta/
+    markers: tuple[tuple[str, str], ...] = ()  # its PEP 508 marker environment, sorted by name
+
+    def marker_environment(self) -> Optional[dict[str, str]]:
+        """The environment to evaluate Requires-Dist markers in; None when no interpreter was asked."""
+        return dict(self.markers) if self.markers else None
 
 
 def target_for(python: Optional[str] = None, site_packages: Optional[str] = None) -> Target:
@@ -103,7 +130,7 @@ def target_for_python(python: str, *, timeout: float = 30.0) -> Target:
         )
     try:
         answer = json.loads(out.decode("utf-8"))
-        if not isinstance(answer, dict) or any(field not in answer for field in _FIELDS):
+        if not _well_formed(answer):
             raise ValueError
     except ValueError:
         raise EnvError(f"{executable} did not answer like a Python interpreter") from None
@@ -134,6 +161,19 @@ def _locate(python: str) -> str:
     return path
 
 
+def _well_formed(answer: object) -> bool:
+    if not isinstance(answer, dict) or any(field not in answer for field in _FIELDS):
+        return False
+    texts = [answer[field] for field in _FIELDS if field not in ("conda", "markers")]
+    markers = answer["markers"]
+    return (
+        all(isinstance(text, str) for text in texts)
+        and isinstance(answer["conda"], bool)
+        and isinstance(markers, dict)
+        and all(isinstance(value, str) for value in markers.values())
+    )
+
+
 def _target_from_answer(executable: str, answer: dict) -> Target:
     purelib = os.path.normpath(answer["purelib"])
     platlib = os.path.normpath(answer["platlib"])
@@ -146,4 +186,5 @@ def _target_from_answer(executable: str, answer: dict) -> Target:
         implementation=answer["implementation"],
         machine=answer["machine"],
         conda=bool(answer["conda"]),
+        markers=tuple(sorted(answer["markers"].items())),
     )
