@@ -34,7 +34,7 @@ def test_flags_beat_cudaresolve_variables_beat_the_ecosystem():
         ("9.0", "override:CUDARESOLVE_GPUS"),
     ]
 
-    ecosystem = {key: environ[key] for key in ("UV_CUDA_DRIVER_VERSION", "CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH")}
+    ecosystem = {key: value for key, value in environ.items() if not key.startswith("CUDARESOLVE_")}
     stated = overrides_from(None, None, [], ecosystem)
     assert stated.driver == Driver(
         "535.104.05", "override:UV_CUDA_DRIVER_VERSION", "12.2", "override:CONDA_OVERRIDE_CUDA"

@@ -56,7 +56,9 @@ def test_procfs_malformed_is_a_note_with_the_line():
     )
 
 
-@pytest.mark.parametrize("name, release", [("sysfs/470.103.01.txt", "470.103.01"), ("sysfs/590.48.01.txt", "590.48.01")])
+@pytest.mark.parametrize(
+    "name, release", [("sysfs/470.103.01.txt", "470.103.01"), ("sysfs/590.48.01.txt", "590.48.01")]
+)
 def test_sysfs_release(name, release):
     assert parse_sysfs(fixture(name)).release == release
 
@@ -106,7 +108,11 @@ def test_smi_csv_bad_rows_are_notes_and_the_good_rows_stay():
     reading = parse_smi_csv(stdout)
     assert [g.index for g in reading.gpus] == [0]
     assert reading.notes == (
-        Note("nvidia-smi", "GPU row without a usable compute_cap; left out", "1, NVIDIA GeForce RTX 3090, [N/A], 550.54.15"),
+        Note(
+            "nvidia-smi",
+            "GPU row without a usable compute_cap; left out",
+            "1, NVIDIA GeForce RTX 3090, [N/A], 550.54.15",
+        ),
         Note("nvidia-smi", "row has 2 fields, header has 4", "2, NVIDIA GeForce RTX 3090"),
     )
 

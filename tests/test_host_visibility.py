@@ -22,9 +22,15 @@ A100 = Gpu(
         MigDevice("MIG-a25704ba-3a06-5299-a795-fd7cf4d13973", "MIG 1g.10gb"),
     ),
 )
-TITAN_V = Gpu(ComputeCapability(7, 0), "nvml", index=0, name="NVIDIA TITAN V", uuid="GPU-b5169cef-2205-c30e-f2b3-220cfa14bafd")
+TITAN_V = Gpu(
+    ComputeCapability(7, 0), "nvml", index=0, name="NVIDIA TITAN V", uuid="GPU-b5169cef-2205-c30e-f2b3-220cfa14bafd"
+)
 RTX_5880 = Gpu(
-    ComputeCapability(8, 9), "nvml", index=1, name="NVIDIA RTX 5880 Ada Generation", uuid="GPU-7518f6b0-991f-ce2b-3d37-c779130d3137"
+    ComputeCapability(8, 9),
+    "nvml",
+    index=1,
+    name="NVIDIA RTX 5880 Ada Generation",
+    uuid="GPU-7518f6b0-991f-ce2b-3d37-c779130d3137",
 )
 MIXED = (TITAN_V, RTX_5880)
 
@@ -42,7 +48,8 @@ def test_unset_changes_nothing():
 def test_hide_all(value):
     flags, notes = visible(MIXED, value)
     assert flags == [False, False]
-    assert notes[0] == Note("CUDA_VISIBLE_DEVICES", "0 of 2 GPU(s) visible to CUDA", value)
+    assert notes[0] == Note("CUDA_VISIBLE_DEVICES", "0 of 2 GPU(s) visible to CUDA")
+    assert notes[1].line == value
     assert notes[1].message == f"entry {value!r} names no GPU; CUDA ignores it and every entry after it"
 
 
@@ -51,7 +58,7 @@ def test_index_order_warning_for_mixed_models():
     assert flags == [False, True]
     assert notes[-1].message.startswith("indices follow NVML/PCI order here, but CUDA numbers mixed GPUs fastest-first")
     flags, notes = visible(MIXED, "1", order="PCI_BUS_ID")
-    assert notes == (Note("CUDA_VISIBLE_DEVICES", "1 of 2 GPU(s) visible to CUDA", "1"),)
+    assert notes == (Note("CUDA_VISIBLE_DEVICES", "1 of 2 GPU(s) visible to CUDA"),)
 
 
 def test_uuid_prefix_and_invalid_entry_stops_the_list():
@@ -65,7 +72,9 @@ def test_ambiguous_uuid_prefix_names_nothing():
 
 
 def test_mig_uuid_makes_its_parent_visible():
-    other = Gpu(ComputeCapability(8, 0), "nvml", index=1, name="NVIDIA A100-SXM4-80GB", uuid="GPU-513536b6-7d19-9063-b049-1e69664bb298")
+    other = Gpu(
+        ComputeCapability(8, 0), "nvml", index=1, name="NVIDIA A100-SXM4-80GB", uuid="GPU-513536b6-7d19-9063-b049-1e69664bb298"
+    )
     assert visible((A100, other), "MIG-a25704ba-3a06-5299-a795-fd7cf4d13973")[0] == [True, False]
     # Drivers before R470 named instances MIG-GPU-<parent>/<gpu instance>/<compute instance>.
     assert visible((A100, other), "MIG-GPU-513536b6-7d19-9063-b049-1e69664bb298/1/0")[0] == [False, True]

@@ -190,11 +190,12 @@ def _nvml_device(nvml: Any, call: Callable[..., Any], index: int, handle: Any) -
             mig = call("", nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot, expected=True)
             if mig is None:
                 continue
-            mig_memory = call(f"nvmlDeviceGetMemoryInfo({index}/MIG {slot})", nvml.nvmlDeviceGetMemoryInfo, mig)
+            where = f"{index}/MIG {slot}"
+            mig_memory = call(f"nvmlDeviceGetMemoryInfo({where})", nvml.nvmlDeviceGetMemoryInfo, mig)
             migs.append(
                 NvmlMigDevice(
-                    uuid=call(f"nvmlDeviceGetUUID({index}/MIG {slot})", nvml.nvmlDeviceGetUUID, mig),
-                    name=call(f"nvmlDeviceGetName({index}/MIG {slot})", nvml.nvmlDeviceGetName, mig),
+                    uuid=call(f"nvmlDeviceGetUUID({where})", nvml.nvmlDeviceGetUUID, mig),
+                    name=call(f"nvmlDeviceGetName({where})", nvml.nvmlDeviceGetName, mig),
                     memory_total=None if mig_memory is None else mig_memory.total,
                 )
             )

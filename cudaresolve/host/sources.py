@@ -171,7 +171,8 @@ def parse_libcuda(stdout: str) -> Reading:
         if not isinstance(data, dict):
             raise ValueError("not an object")
     except ValueError:
-        return Reading("libcuda", notes=(Note("libcuda", "child output is not a JSON object", _first_line(stdout)),))
+        note = Note("libcuda", "child output is not a JSON object", _first_line(stdout))
+        return Reading("libcuda", notes=(note,))
     notes = []
     cuda = None
     version = data.get("driver_version")
@@ -192,7 +193,9 @@ def parse_libcuda(stdout: str) -> Reading:
         for raw in data["devices"]:
             gpu = _libcuda_gpu(raw)
             if gpu is None:
-                notes.append(Note("libcuda", "device entry without a usable compute capability", json.dumps(raw)))
+                notes.append(
+                    Note("libcuda", "device entry without a usable compute capability", json.dumps(raw))
+                )
             else:
                 found.append(gpu)
         gpus = tuple(found)
@@ -244,7 +247,10 @@ def parse_smi_csv(stdout: str) -> Reading:
         if len(row) != len(header):
             notes.append(Note("nvidia-smi", f"row has {len(row)} fields, header has {len(header)}", line))
             continue
-        values = {key: (None if value.strip().lower() in _SMI_MISSING else value.strip()) for key, value in zip(header, row)}
+        values = {
+            key: None if value.strip().lower() in _SMI_MISSING else value.strip()
+            for key, value in zip(header, row)
+        }
         if values.get("driver_version") is not None:
             release = release_or_none(values["driver_version"])
             if release is None:
@@ -303,7 +309,8 @@ def parse_smi_xml(stdout: str) -> Reading:
     if release_text:
         release = release_or_none(release_text)
         if release is None:
-            notes.append(Note("nvidia-smi", "driver_version is not a release", f"<driver_version>{release_text}</driver_version>"))
+            line = f"<driver_version>{release_text}</driver_version>"
+            notes.append(Note("nvidia-smi", "driver_version is not a release", line))
     cuda = None
     cuda_text = (root.findtext("cuda_version") or "").strip()
     if cuda_text:
@@ -311,7 +318,8 @@ def parse_smi_xml(stdout: str) -> Reading:
         if match:
             cuda = f"{int(match.group(1))}.{int(match.group(2))}"
         else:
-            notes.append(Note("nvidia-smi", "cuda_version is not a CUDA version", f"<cuda_version>{cuda_text}</cuda_version>"))
+            line = f"<cuda_version>{cuda_text}</cuda_version>"
+            notes.append(Note("nvidia-smi", "cuda_version is not a CUDA version", line))
     return Reading("nvidia-smi", release=release, cuda=cuda, notes=tuple(notes))
 
 

@@ -34,7 +34,7 @@ def apply_visible_devices(
         if position not in chosen:
             chosen.append(position)
     result = tuple(replace(gpu, visible=i in chosen) for i, gpu in enumerate(gpus))
-    notes.insert(0, Note(SOURCE, f"{len(chosen)} of {len(gpus)} GPU(s) visible to CUDA", value))
+    notes.insert(0, Note(SOURCE, f"{len(chosen)} of {len(gpus)} GPU(s) visible to CUDA"))
     names = {gpu.name for gpu in gpus}
     by_index = any(entry.strip().isdigit() for entry in value.split(","))
     if by_index and len(names) > 1 and device_order != "PCI_BUS_ID":
@@ -43,7 +43,6 @@ def apply_visible_devices(
                 SOURCE,
                 "indices follow NVML/PCI order here, but CUDA numbers mixed GPUs fastest-first "
                 "unless CUDA_DEVICE_ORDER=PCI_BUS_ID; prefer GPU UUIDs",
-                value,
             )
         )
     return result, tuple(notes)

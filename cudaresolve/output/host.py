@@ -1,0 +1,73 @@
+"""`cudaresolve probe` for people: the driver, one row per GPU, and what each source said."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from cudaresolve.host.facts import Gpu, HostFacts
+
+_COLUMNS = ("GPU", "NAME", "CC", "MEMORY", "UUID", "VISIBLE", "MIG", "SOURCE")
+
+
+def render_host(facts: HostFacts) -> str:
+    lines = [f"host     {_platform(facts)}", f"driver   {_driver(facts)}"]
+    if facts.cuda_visible_devices is not None:
+        lines.append(f"CUDA_VISIBLE_DEVICES={facts.cuda_visible_devices!r}")
+    if facts.gpus:
+        rows = [_COLUMNS] + [_row(gpu) for gpu in facts.gpus]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+        lines.append("")
+        for row in rows:
+            lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    else:
+        lines.append("GPUs     none found")
+    if facts.notes:
+        lines.append("")
+        lines.append("notes")
+        for note in facts.notes:
+            lines.append(f"  {note.source}: {note.message}")
+            if note.line is not None:
+                lines.append(f"    | {note.line}")
+    return "\n".join(lines) + "\n"
+
+
+def _platform(facts: HostFacts) -> str:
+    parts = [f"{facts.system} {facts.machine}"]
+    if facts.glibc:
+        parts.append(f"glibc {facts.glibc}")
+    if facts.tegra:
+        parts.append("Jetson/Tegra")
+    return ", ".join(parts)
+
+
+def _driver(facts: HostFacts) -> str:
+    driver = facts.driver
+    release = _fact(driver.release, driver.release_source, "release unknown", "no driver")
+    cuda = _fact(driver.cuda and f"CUDA {driver.cuda}", driver.cuda_source, "CUDA unknown", "no CUDA")
+    return f"{release}, {cuda}"
+
+
+def _fact(value: Optional[str], source: Optional[str], unknown: str, stated_none: str) -> str:
+    """A fact and its source; without a value, a source means an override stated "none"."""
+    if value is not None:
+        return f"{value} ({source})"
+    return f"{stated_none} ({source})" if source else unknown
+
+
+def _row(gpu: Gpu) -> tuple[str, ...]:
+    if gpu.mig_mode is None:
+        mig = "-"
+    elif gpu.mig_mode:
+        mig = f"on, {len(gpu.mig_devices)} instance(s)"
+    else:
+        mig = "off"
+    return (
+        "-" if gpu.index is None else str(gpu.index),
+        gpu.name or "-",
+        str(gpu.compute_capability),
+        "-" if gpu.memory_mib is None else f"{gpu.memory_mib} MiB",
+        gpu.uuid or "-",
+        "yes" if gpu.visible else "no",
+        mig,
+        gpu.source,
+    )
