@@ -40,8 +40,9 @@ class PtxTarget:
 class FatbinSummary:
     """The device code a library carries, from every fatbin container found in it.
 
-    `undetermined` lists SASS targets whose `a`/`f` suffix could not be read (compressed payload and
-    no decompressor available); they are also listed in `sass` without a suffix.
+    `undetermined` lists targets ("sm_90", "compute_90") whose `a`/`f` suffix could not be read
+    (compressed payload and no decompressor available); they are also listed in `sass` or `ptx`
+    without a suffix.
     `unknown_kinds` counts entries of kinds that are neither PTX nor SASS (e.g. kind 8, likely LTO-IR).
     """
 
