@@ -43,6 +43,7 @@ libtorch_cuda.so and lists neither `.ldata` nor `__nv_relfatbin`.
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 from collections import Counter
@@ -56,7 +57,7 @@ try:
 except ImportError:  # optional: without it some zstd-compressed entries stay undetermined
     zstandard = None
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 # (sh_name, sh_offset, sh_size, sh_flags, sh_type), as the ELF reader passes them.
 Section = Tuple[str, int, int, int, int]
 
