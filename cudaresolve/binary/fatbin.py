@@ -31,11 +31,11 @@ or the `.target` line), decompressing only that prefix: zstd (flag 0x8000) with 
 zstandard, or with an undecodable payload, the target is undetermined; nothing here raises on bad
 data.
 
-Cost of `summarize_fatbins`, one core shared with other work, file in the page cache, best of 7:
-    libtorch_cuda.so   (torch 2.14.1)   475 containers, 2,975 entries, 19 MB scanned      15 ms
-    libcublas.so.13    (CUDA 13.1)      193 containers, 1,257 entries, 189 zstd prefixes  22 ms
-    libcusparseLt.so.0 (cu12 0.6.3)     2,513 containers, 189 MB scanned                   9 ms
-    libcufft.so.12     (CUDA 13.0)      23,984 containers, 280 MB scanned, 461 LZ4 prefixes 100 ms
+Cost of `summarize_fatbins`, best CPU time of 7 runs, file in the page cache (scripts/bench_fatbin.py):
+    libtorch_cuda.so   (torch 2.14.1)  475 containers, 2,975 entries, 19 MB scanned       12 ms
+    libcublas.so.13    (CUDA 13.1)     193 containers, 1,257 entries, 189 zstd prefixes   15 ms
+    libcusparseLt.so.0 (cu12 0.6.3)    2,513 containers, 189 MB scanned                    9 ms
+    libcufft.so.12     (CUDA 13.0)     23,984 containers, 280 MB scanned, 461 LZ4 prefixes 67 ms
 A file not in the page cache costs what the disk takes to page in the headers and the scanned
 sections (libtorch_cuda.so: ~0.3 s once). cuobjdump 13.4 `--list-elf` takes 19.6 s on
 libtorch_cuda.so and lists neither `.ldata` nor `__nv_relfatbin`.
