@@ -196,6 +196,7 @@ def test_versioned_exports_default_and_hidden(built):
         Symbol("foo", "V2", None, "GLOBAL", "FUNC", False),  # foo@@V2
     )
     assert re.fullmatch(r"[0-9a-f]{40}", facts.build_id)
+    assert facts.fatbin is None
 
 
 def test_verneed_binds_undefined_symbols_to_versions_and_files(built):
@@ -306,6 +307,7 @@ def test_cusparse_needs_nvjitlink_12_4_symbols(wheel, unpacked):
     assert facts.runpath == ("$ORIGIN", "$ORIGIN/../../nvjitlink/lib")
     assert facts.flags == 0x2  # DF_SYMBOLIC
     assert facts.build_id == "5c3a5efa523f0044db7cd711a8da681a55fbe94b"  # from the section; PT_NOTE is stale
+    assert ".nv_fatbin" in facts.fatbin.sections and "sm_90" in facts.fatbin.sass  # the fatbin reader is wired in
     assert facts.version_definitions == ("libcusparse.so.12",)
     assert VersionNeed("libnvJitLink.so.12", ("libnvJitLink.so.12",)) in facts.version_needs
     complete = [symbol for symbol in facts.undefined if symbol.name == "__nvJitLinkComplete_12_4"]

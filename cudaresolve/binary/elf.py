@@ -27,6 +27,7 @@ from array import array
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
+from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.errors import CudaresolveError
 
 
@@ -56,6 +57,7 @@ _U32 = struct.Struct("<I")
 _GNU_HASH = struct.Struct("<IIII")
 
 PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
+_SEGMENT_NAMES = {PT_LOAD: "PT_LOAD", PT_DYNAMIC: "PT_DYNAMIC", PT_NOTE: "PT_NOTE"}
 SHT_STRTAB, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 3, 6, 7, 8, 11
 SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ = 0, 1, 4, 5, 6, 10
@@ -211,7 +213,7 @@ class _Reader:
             version_definitions=version_definitions,
             version_needs=version_needs,
             build_id=self._read_build_id(),
-            fatbin=None,
+            fatbin=summarize_fatbins(self.data, [(s.name, s.offset, s.size, s.flags, s.type) for s in self.sections]),
         )
 
     def _read_header(self) -> None:
@@ -260,8 +262,8 @@ class _Reader:
         for p_type, _, offset, vaddr, _, filesz, _, align in _PHDR.iter_unpack(
             self.data[self.phoff : self.phoff + count * _PHDR.size]
         ):
-            if p_type in (PT_LOAD, PT_DYNAMIC, PT_NOTE):
-                self.check(offset, filesz, f"segment of type {p_type}")
+            if p_type in _SEGMENT_NAMES:
+                self.check(offset, filesz, f"{_SEGMENT_NAMES[p_type]} segment")
             if p_type == PT_LOAD:
                 self.loads.append((vaddr, offset, filesz))
             elif p_type == PT_DYNAMIC:
