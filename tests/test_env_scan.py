@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -162,3 +163,28 @@ def test_find_elf_files_skips_directories_named_like_libraries(tmp_path):
     (tmp_path / "x.so.py").write_text("print('a name that matches *.so.*, but not ELF')\n")
     assert find_elf_files(str(tmp_path)) == ((str(tmp_path / "libdir.so" / "libinner.so"),), ())
 
+
+
+def test_real_venv_with_the_elf_reader_and_the_cache(venv, tmp_path):
+    """End to end: the first scan reads each library, the second takes every one from the cache."""
+    from cudaresolve.binary.elf import read_binary_facts
+    from cudaresolve.env.cache import FactsCache
+
+    reader = CountingReader()
+
+    def read(path: str) -> BinaryFacts:
+        reader.paths.append(path)
+        return read_binary_facts(path)
+
+    target = target_for_python(str(venv / "bin" / "python"))
+    scans = []
+    for _ in range(2):  # two runs, each with its own cache object on the same directory
+        cache = FactsCache(str(tmp_path))
+        scans.append(scan_environment(target, facts_for=functools.partial(cache.facts_for, read=read)))
+    assert scans[0] == scans[1]
+    assert len(reader.paths) == 2
+    cusparse, nvjitlink = scans[0].elf_files
+    assert cusparse.facts.soname == "libcusparse.so.12"
+    assert "libnvJitLink.so.12" in cusparse.facts.needed
+    assert nvjitlink.facts.soname == "libnvJitLink.so.12"
+    assert (cusparse.error, nvjitlink.error) == (None, None)
