@@ -11,17 +11,23 @@ Search order for a name without a slash, as glibc does it:
   2. DT_RPATH of the loading object, then of its loader, up the chain — skipped entirely when the
      loading object has DT_RUNPATH (an object with DT_RUNPATH contributes no DT_RPATH);
   3. LD_LIBRARY_PATH; 4. DT_RUNPATH of the loading object only;
-  5. /etc/ld.so.cache; 6. the default directories (both skipped for 5/6 under DF_1_NODEFLIB).
+  5. /etc/ld.so.cache; 6. the default directories. A loading object with DF_1_NODEFLIB skips 6
+     and the cache entries that lie in the default directories.
 Candidates for another machine or ELF class are passed over; a file that is not an ELF object
 stops the search with ld.so's error.
 
 Roots are loaded in order into one namespace, each like a dlopen'd library: its local scope is
 its own dependency tree in breadth-first order, which is where its objects' symbols are looked
-up (as `ldd -r <root>` does). Not emulated: glibc-hwcaps and legacy hwcap subdirectories of each
-search directory (wheels do not ship them; ld.so would prefer them where present), secure mode,
-`$ORIGIN` in LD_LIBRARY_PATH (needs the main program; such entries are dropped), and a main
-program's RTLD_GLOBAL scope (libraries preloaded with RTLD_GLOBAL can satisfy symbols of objects
-that do not depend on them; here they only count where a DT_NEEDED names them).
+up (as `ldd -r <root>` does). Not blamed: weak references, Py*/_Py* names (the interpreter
+provides them), anything of the driver's libraries, and symbols a missing library (or, for
+unversioned ones, a driver library) in the scope could have provided — ld.so stops at the
+missing library, while ldd would go on to list them all.
+
+Not emulated: glibc-hwcaps and legacy hwcap subdirectories of each search directory (wheels do
+not ship them; ld.so would prefer them where present), secure mode, `$ORIGIN` in LD_LIBRARY_PATH
+(needs the main program; such entries are dropped), and a main program's RTLD_GLOBAL scope
+(libraries preloaded with RTLD_GLOBAL can satisfy symbols of objects that do not depend on them;
+here they only count where a DT_NEEDED names them).
 """
 
 from __future__ import annotations
@@ -243,12 +249,11 @@ class _Namespace:
             scopes.append(self._map_dependencies(node))
         checked: set = set()
         for scope in scopes:
-            index = _SymbolIndex(scope)
+            todo = [n for n in scope if id(n) not in checked and not n.preloaded]
+            checked.update(id(n) for n in todo)
+            index = _SymbolIndex(scope, {s.name for n in todo for s in n.facts.undefined})
             unjudgeable = any(res.step == DRIVER or res.error for n in scope for res, _ in n.needed or ())
-            for node in scope:
-                if id(node) in checked or node.preloaded:
-                    continue
-                checked.add(id(node))
+            for node in todo:
                 self._check_versions(node)
                 self._check_symbols(node, index, unjudgeable)
         objects = tuple(
@@ -464,13 +469,17 @@ class _Namespace:
 
 
 class _SymbolIndex:
-    """Definitions in a scope, by name, in scope order."""
+    """Definitions in a scope of the names wanted, by name, in scope order.
 
-    def __init__(self, scope: Sequence[_Node]):
+    Only wanted names are kept: a scope like torch's holds hundreds of thousands of definitions.
+    """
+
+    def __init__(self, scope: Sequence[_Node], wanted: set):
         self.by_name: Dict[str, List[tuple[_Node, Symbol]]] = {}
         for node in scope:
             for symbol in node.facts.defined:
-                self.by_name.setdefault(symbol.name, []).append((node, symbol))
+                if symbol.name in wanted:
+                    self.by_name.setdefault(symbol.name, []).append((node, symbol))
 
     def defines(self, wanted: Symbol) -> bool:
         """glibc's check_match: a versioned reference takes that version, or an unversioned (base)
