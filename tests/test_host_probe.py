@@ -294,13 +294,21 @@ def test_jetson_is_not_derived_from_the_desktop_branch_table():
     facts = host_for(readers=readers, environ={})
     assert facts.driver == Driver("540.4.0", "procfs")
     assert facts.notes[-1] == Note(
-        "derived:branch-table", "not used on Jetson/Tegra; the driver CUDA version is unknown"
+        "derived:branch-table", "not used on Jetson/Tegra; the CUDA version is unknown"
     )
 
 
 def test_release_alone_derives_the_cuda_version():
     facts = host_for(readers=machine(files={SYSFS_VERSION: "sysfs/590.48.01.txt"}), environ={})
     assert facts.driver == Driver("590.48.01", "sysfs", "13.1", "derived:branch-table")
+
+
+def test_release_older_than_the_table_is_a_note():
+    facts = host_for(driver="390.157", gpus=["6.1"], readers=machine(), environ={})
+    assert facts.driver == Driver("390.157", "override:--driver")
+    assert facts.notes[-1] == Note(
+        "derived:branch-table", "driver branch 390 is not in the table; its CUDA version is unknown"
+    )
 
 
 def test_stated_driver_still_probes_the_gpus_only():
@@ -339,6 +347,14 @@ def test_host_file_round_trip_and_overrides_on_top(tmp_path):
     moved = host_for(host_file=str(path), driver="550.144.03", gpus=["9.0"], environ={})
     assert moved.driver == Driver("550.144.03", "override:--driver", "12.4", "derived:branch-table")
     assert [(str(g.compute_capability), g.source) for g in moved.gpus] == [("9.0", "override:--gpu")]
+
+
+def test_host_file_round_trip_keeps_notes_single(tmp_path):
+    jetson = machine(files={TEGRA_RELEASE: "tegra/nv_tegra_release-r35.4.1.txt"}, libcuda="libcuda/12090-orin.json")
+    probed = host_for(readers=jetson, environ={})
+    path = tmp_path / "host.json"
+    path.write_text(probed.to_json())
+    assert host_for(host_file=str(path), environ={}).to_json() == probed.to_json()
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.host.facts import Note
@@ -205,3 +208,23 @@ def test_tegra_detection():
 @pytest.mark.parametrize("value, text", [(12040, "12.4"), (13010, "13.1"), (11080, "11.8"), (0, None), (999999, None)])
 def test_cuda_from_int(value, text):
     assert cuda_from_int(value) == text
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text())
+def test_no_parser_raises_on_any_text(text):
+    for parse in (parse_sysfs, parse_procfs, parse_smi_csv, parse_smi_xml, parse_libcuda):
+        assert parse(text).source in ("sysfs", "procfs", "nvidia-smi", "libcuda")
+
+
+CHILD_KEYS = ("driver_version", "devices", "errors", "init_error", "error", "compute_capability", "code", "name")
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner) | st.dictionaries(st.sampled_from(CHILD_KEYS + ("memory_total", "uuid")), inner),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(JSON_VALUES)
+def test_libcuda_parser_survives_any_json_shape(value):
+    assert parse_libcuda(json.dumps(value)).source == "libcuda"

@@ -177,20 +177,18 @@ def derive_cuda(facts: HostFacts) -> HostFacts:
     if driver.release is not None and driver.cuda is None and driver.cuda_source is None:
         if facts.tegra:
             # Jetson releases (540.4.0 reports CUDA 12.6) do not follow the desktop branches.
-            return facts.with_notes(
-                Note(DERIVED, "not used on Jetson/Tegra; the driver CUDA version is unknown")
-            )
+            return _noted(facts, Note(DERIVED, "not used on Jetson/Tegra; the CUDA version is unknown"))
         cuda = knowledge.max_cuda_for_driver(driver.release)
         if cuda is not None:
             return replace(facts, driver=replace(driver, cuda=cuda, cuda_source=DERIVED))
-        return facts.with_notes(
-            Note(DERIVED, f"driver branch {driver.branch} is not in the table; its CUDA version is unknown")
-        )
+        why = f"driver branch {driver.branch} is not in the table; its CUDA version is unknown"
+        return _noted(facts, Note(DERIVED, why))
     if driver.cuda is not None and driver.release is None and driver.release_source is None:
-        return facts.with_notes(
-            Note(
-                "driver",
-                f"release unknown: a CUDA version ({driver.cuda}) does not determine a driver release",
-            )
-        )
+        why = f"release unknown: a CUDA version ({driver.cuda}) does not determine a driver release"
+        return _noted(facts, Note("driver", why))
     return facts
+
+
+def _noted(facts: HostFacts, note: Note) -> HostFacts:
+    """Add `note` once: a --host file written by `probe --json` already carries it."""
+    return facts if note in facts.notes else facts.with_notes(note)

@@ -180,7 +180,8 @@ def parse_libcuda(stdout: str) -> Reading:
         cuda = cuda_from_int(version)
         if cuda is None:
             notes.append(Note("libcuda", "implausible cuDriverGetVersion value", str(version)))
-    for error in data.get("errors", []):
+    errors = data.get("errors")
+    for error in errors if isinstance(errors, list) else ():
         notes.append(Note("libcuda", str(error)))
     gpus: Optional[tuple[Gpu, ...]] = None
     init_error = data.get("init_error")
@@ -233,7 +234,11 @@ def parse_smi_csv(stdout: str) -> Reading:
     Columns are found by the header, so any field order (and older outputs without some
     fields) parse; every row is read, not just the first.
     """
-    rows = [row for row in csv.reader(stdout.splitlines(), skipinitialspace=True) if row]
+    try:
+        rows = [row for row in csv.reader(stdout.splitlines(), skipinitialspace=True) if row]
+    except csv.Error as exc:  # e.g. a NUL byte on Python < 3.11
+        note = Note("nvidia-smi", f"CSV does not parse ({exc})", _first_line(stdout))
+        return Reading("nvidia-smi", notes=(note,))
     if not rows:
         return Reading("nvidia-smi", notes=(Note("nvidia-smi", "empty CSV output"),))
     header = [re.sub(r"\s*\[.*\]$", "", col.strip()) for col in rows[0]]
