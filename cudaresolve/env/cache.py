@@ -12,7 +12,7 @@ shared 2-core machine, a venv holding nvidia-cusparse-cu12 12.3.1.170 and nvidia
   and of libnvJitLink.so.12 0.2-0.45 ms (five runs), against 13-19 + 6-7.5 ms to read them with
   binary.elf (fatbin included) and 10-21 + 8-14 ms for `ldd -r`: 1/19 to 1/37 of the `ldd -r` loop.
   Nearly all of a warm lookup is creating the Symbol objects (~0.5 us each, whatever the encoding).
-- Pickle loads faster than JSON (0.6 against 1.8 ms for libcusparse; 165 against 243 ms for a
+- Pickle loads faster than JSON (0.4-0.85 against 0.95-1.8 ms for libcusparse; 165 against 270 ms for a
   synthetic libtorch-sized entry of 110k symbols), is half the size (8.7 against 16.2 MB) and needs
   no hand-written decoder that must follow every change to the facts classes.
 - One file per library against one per environment, 60 entries: 23 against 29 ms to load them all,
