@@ -439,13 +439,15 @@ def test_from_system(tmp_path):
 # -- real files against ldd -r ---------------------------------------------------------------------
 
 
-def ldd_r(path: str, ld_library_path: Optional[str] = None, cwd: Optional[Path] = None):
+def ldd_r(path: str, ld_library_path: Optional[str] = None, cwd: Optional[Path] = None, preload: Optional[str] = None):
     """glibc's own answer: ({needed name: path or None}, {(kind, message, consumer)}, fatal error or None)."""
     if shutil.which("ldd") is None:
         pytest.skip("ldd is not installed")
-    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     if ld_library_path is not None:
         env["LD_LIBRARY_PATH"] = ld_library_path
+    if preload is not None:
+        env["LD_PRELOAD"] = preload
     proc = subprocess.run(["ldd", "-r", path], capture_output=True, text=True, env=env, cwd=cwd)
     found, problems, fatal = {}, set(), None
     for line in (proc.stdout + proc.stderr).splitlines():
@@ -476,9 +478,9 @@ def disk(path: str):
     return _cached_facts(path, mtime)
 
 
-def ours(root: str, ld_library_path: Optional[str] = None):
+def ours(root: str, ld_library_path: Optional[str] = None, preloaded: Optional[dict] = None):
     """Our answer in ldd's terms, plus the full result."""
-    env = LoaderEnv.from_system({"LD_LIBRARY_PATH": ld_library_path} if ld_library_path else {})
+    env = LoaderEnv.from_system({"LD_LIBRARY_PATH": ld_library_path} if ld_library_path else {}, preloaded=preloaded)
     result = resolve([root], facts_of=disk, env=env)
     found = {}
     for obj in result.objects:
@@ -491,9 +493,13 @@ def ours(root: str, ld_library_path: Optional[str] = None):
     return found, problems, result
 
 
-def assert_same_as_ldd(root: str, ld_library_path: Optional[str] = None, cwd: Optional[Path] = None):
-    found, problems, result = ours(root, ld_library_path)
-    expected_found, expected_problems, fatal = ldd_r(root, ld_library_path, cwd)
+def assert_same_as_ldd(
+    root: str, ld_library_path: Optional[str] = None, cwd: Optional[Path] = None, preloaded: Optional[dict] = None
+):
+    """Our chosen paths and problems equal ldd's; `preloaded` goes to ldd as LD_PRELOAD."""
+    found, problems, result = ours(root, ld_library_path, preloaded)
+    preload = " ".join(preloaded.values()) if preloaded else None
+    expected_found, expected_problems, fatal = ldd_r(root, ld_library_path, cwd, preload)
     assert fatal is None
     assert found == expected_found
     if None in expected_found.values():
@@ -674,3 +680,27 @@ def test_wheels_cusparse_with_new_enough_nvjitlink(tmp_path, wheel, unpacked):
         f"{site}/nvidia/cusparse/lib/libcusparse.so.12",
         f"{site}/nvidia/cusparse/lib/../../nvjitlink/lib/libnvJitLink.so.12",
     ]
+
+
+def test_wheels_stale_nvjitlink_on_ld_library_path_beats_runpath(tmp_path, wheel, unpacked):
+    site = _site_packages(
+        tmp_path, wheel, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.8.93"
+    )
+    stale = unpacked(wheel("nvidia-nvjitlink-cu12==12.1.105")) / "nvidia/nvjitlink/lib"
+    result = assert_same_as_ldd(str(site / "nvidia/cusparse/lib/libcusparse.so.12"), ld_library_path=str(stale))
+    assert {(p.symbol, p.provider, p.provider_step, p.min_provider_version) for p in result.problems} == {
+        (symbol, f"{stale}/libnvJitLink.so.12", LD_LIBRARY_PATH, "12.4") for symbol in NVJITLINK_12_4
+    }
+
+
+def test_wheels_preloaded_old_nvjitlink_wins(tmp_path, wheel, unpacked):
+    site = _site_packages(
+        tmp_path, wheel, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.8.93"
+    )
+    stale = str(unpacked(wheel("nvidia-nvjitlink-cu12==12.1.105")) / "nvidia/nvjitlink/lib/libnvJitLink.so.12")
+    result = assert_same_as_ldd(
+        str(site / "nvidia/cusparse/lib/libcusparse.so.12"), preloaded={"libnvJitLink.so.12": stale}
+    )
+    assert {(p.symbol, p.provider, p.provider_step) for p in result.problems} == {
+        (symbol, stale, PRELOADED) for symbol in NVJITLINK_12_4
+    }

@@ -507,13 +507,14 @@ def _join(directory: str, name: str) -> str:
 def _refusal(path: str, machine: str, reason: str) -> Optional[str]:
     """Why ld.so would refuse a file our reader could not read, from its ELF header (open_verify).
 
-    None means ld.so passes over it (another ELF class or machine) and keeps searching.
+    None means ld.so passes over it (another ELF class or machine, or a file it cannot open) and
+    keeps searching.
     """
     try:
         with open(path, "rb") as f:
             head = f.read(64)
-    except OSError as exc:
-        return exc.strerror or str(exc)
+    except OSError:
+        return None
     if len(head) < 64:
         return "file too short"
     if head[:4] != b"\x7fELF":
