@@ -151,6 +151,12 @@ def test_same_directory_under_two_names_is_scanned_once(tmp_path):
     assert [(e.path, e.owners) for e in env.elf_files] == [(str(tmp_path / "liba.so"), ("a",))]
 
 
+def test_platlib_that_was_never_created_is_no_problem(tmp_path):
+    make_dist_info(tmp_path, "a", "1")
+    env = scan_environment(Target(site_packages=(str(tmp_path), str(tmp_path / "lib64"))), facts_for=stub_facts)
+    assert ([d.name for d in env.distributions], env.problems) == (["a"], ())
+
+
 def test_shared_object_names():
     assert [n for n in ("libx.so", "libx.so.12", "libx.so.12.1.105", "_c.cpython-311-x86_64-linux-gnu.so",
                         "libx.sox", "x.so.py", "libx.a", "so") if is_shared_object_name(n)] == [

@@ -117,12 +117,16 @@ def find_elf_files(site_packages: str) -> tuple[tuple[str, ...], tuple[Problem, 
 
 
 def _distinct(directories: tuple[str, ...]) -> list[str]:
-    """Each site-packages once, even when purelib and platlib are the same directory by another name."""
+    """Each existing site-packages once, even when purelib and platlib are one directory by two names.
+
+    An interpreter may report a platlib nothing was ever installed into (lib64 on Fedora); that is
+    not a problem worth reporting.
+    """
     seen = set()
     result = []
     for directory in directories:
         real = os.path.realpath(directory)
-        if real not in seen:
+        if real not in seen and os.path.isdir(real):
             seen.add(real)
             result.append(directory)
     return result
