@@ -54,6 +54,33 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from cudaresolve.env.doctor import examine
+    from cudaresolve.env.errors import EnvError
+    from cudaresolve.env.findings import exit_code
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.output.doctor import render_json, render_text, use_colour
+
+    try:
+        target = target_for(python=args.python, site_packages=args.site_packages)
+    except CudaresolveError as exc:
+        raise EnvError(str(exc)) from None
+    host = _host(args)
+    progress = None
+    if sys.stderr.isatty():
+        def progress(path: str) -> None:
+            sys.stderr.write(f"\r\033[Kreading {os.path.basename(path)}")
+            sys.stderr.flush()
+    diagnosis = examine(target, host, os.environ, progress=progress)
+    if progress:
+        sys.stderr.write("\r\033[K")
+    if args.json:
+        sys.stdout.write(render_json(diagnosis))
+    else:
+        sys.stdout.write(render_text(diagnosis, colour=use_colour(sys.stdout, os.environ)))
+    return exit_code(diagnosis.findings, strict=args.strict)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cudaresolve",
@@ -71,6 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_host_options(probe)
     probe.add_argument("--json", action="store_true", help="print the host JSON (docs/host-json.md)")
     probe.set_defaults(func=_cmd_probe)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="diagnose an installed environment: symbols, libraries, archs, driver, advisories",
+        description="Read every CUDA library of an environment, load it as ld.so would and judge it for "
+        "the host. Exit 0 clean, 1 warnings only (with --strict), 2 errors, 3 could not run.",
+    )
+    where = doctor.add_mutually_exclusive_group()
+    where.add_argument("--python", metavar="PATH", help="the interpreter of the environment (default: this one)")
+    where.add_argument("--site-packages", metavar="DIR", help="a site-packages directory to diagnose")
+    doctor.add_argument("--strict", action="store_true", help="exit 1 when there are warnings but no errors")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON (docs/doctor-json.md)")
+    _add_host_options(doctor)
+    doctor.set_defaults(func=_cmd_doctor)
 
     return parser
 

@@ -1,0 +1,86 @@
+"""Rendering a diagnosis: a compact human report, or the stable JSON of docs/doctor-json.md."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import IO
+
+from cudaresolve.env.doctor import Diagnosis
+from cudaresolve.env.findings import SEVERITIES
+
+SCHEMA = 1
+_COLOURS = {"error": "31", "warning": "33", "info": "36"}
+
+
+def use_colour(stream: IO[str], environ) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
+    return stream.isatty() and "NO_COLOR" not in environ
+
+
+def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
+    host, env = diagnosis.host, diagnosis.environment
+    counts = Counter(f.severity for f in diagnosis.findings)
+    paint = (lambda sev, text: f"\033[{_COLOURS[sev]}m{text}\033[0m") if colour else (lambda sev, text: text)
+    gpus = ", ".join(f"{g.name or 'GPU'} ({g.compute_capability})" for g in host.visible_gpus) or "no GPU"
+    driver = host.driver.release or "no driver"
+    if host.driver.cuda:
+        driver += f" (CUDA {host.driver.cuda})"
+    python = env.target.python or "site-packages"
+    lines = [
+        f"host: {driver}; {gpus}",
+        f"env:  {python} — {len(env.distributions)} distributions, {len(env.elf_files)} ELF files, "
+        f"{', '.join(env.target.site_packages)}",
+        "result: " + ", ".join(paint(s, f"{counts.get(s, 0)} {s}{'s' if counts.get(s, 0) != 1 else ''}")
+                               for s in SEVERITIES),
+    ]
+    for severity in SEVERITIES:
+        group = [f for f in diagnosis.findings if f.severity == severity]
+        if not group:
+            continue
+        lines.append("")
+        lines.append(paint(severity, f"{severity.upper()}S" if len(group) > 1 else severity.upper()))
+        for finding in group:
+            lines.append(f"- [{finding.check}] {finding.subject}: {finding.message}")
+            for item in finding.evidence:
+                lines.append(f"    {item}")
+            if finding.fix:
+                lines.append(f"    fix: {finding.fix}")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(diagnosis: Diagnosis) -> str:
+    env = diagnosis.environment
+    counts = Counter(f.severity for f in diagnosis.findings)
+    data = {
+        "schema": SCHEMA,
+        "host": diagnosis.host.to_dict(),
+        "environment": {
+            "python": env.target.python,
+            "site_packages": list(env.target.site_packages),
+            "distributions": [{"name": d.name, "version": str(d.version)} for d in env.distributions],
+            "elf_files": len(env.elf_files),
+        },
+        "counts": {s: counts.get(s, 0) for s in SEVERITIES},
+        "findings": [f.to_dict() for f in diagnosis.findings],
+        "libraries": [
+            {
+                "package": load.dist,
+                "preloader": load.preloader.name if load.preloader else None,
+                "objects": [
+                    {
+                        "path": obj.path,
+                        "needed": [
+                            {"name": r.needed, "path": r.path, "step": r.step, "rpath_of": r.rpath_of}
+                            for r in obj.needed
+                        ],
+                    }
+                    for obj in load.result.objects
+                    if os.path.realpath(obj.path) in {os.path.realpath(r) for r in load.roots}
+                ],
+            }
+            for load in diagnosis.loads
+        ],
+    }
+    return json.dumps(data, indent=2) + "\n"
