@@ -1,7 +1,8 @@
 """The ELF reader against real files: gcc-built libraries with version scripts, NVIDIA wheels, damaged files.
 
-Oracles: readelf (binutils) for the dynamic section, version tables and build-id; pyelftools for
-the dynamic symbols. Hand-written expectations pin the facts the resolver relies on.
+Oracles: readelf (binutils) for the dynamic section, version tables and dynamic symbols; pyelftools
+for the dynamic symbols with the files their versions come from, DT_FLAGS and the build-id.
+Hand-written expectations pin the facts the resolver relies on.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 import shutil
 import struct
 import subprocess
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -20,6 +22,7 @@ from elftools.elf.elffile import ELFFile
 from cudaresolve.binary.elf import ElfError, is_elf, read_binary_facts, read_binary_facts_from_buffer
 from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
 from cudaresolve.errors import CudaresolveError
+from conftest import cache_dir, fetch_wheel
 
 needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils readelf is not installed")
 
@@ -103,6 +106,35 @@ def readelf_versions(path: Path) -> Tuple[List[str], List[Tuple[str, List[str]]]
     return definitions, needs
 
 
+# Binding 10 prints as UNIQUE in ELFOSABI_GNU files and as `<OS specific>: 10` in ELFOSABI_SYSV ones.
+_READELF_BIND = {"GLOBAL": "GLOBAL", "WEAK": "WEAK", "UNIQUE": "GNU_UNIQUE", "<OS specific>: 10": "GNU_UNIQUE"}
+
+
+def readelf_symbols(path: Path) -> Tuple[Set[tuple], Set[tuple]]:
+    """(defined, undefined) global/weak dynamic symbols from `readelf --dyn-syms` as (name, version, binding, type).
+
+    Hidden versions are left to pyelftools: readelf prints a copy-relocated `optarg@GLIBC_2.2.5` in an
+    executable like a hidden one.
+    """
+    defined: Set[tuple] = set()
+    undefined: Set[tuple] = set()
+    line_re = re.compile(r"^\s*\d+: [0-9a-f]+\s+\S+\s+(\S+)\s+(<OS specific>: \d+|\S+)\s+\S+\s+(\S+)\s+(\S+?)(?: \(\d+\))?$")
+    for line in readelf("--dyn-syms", str(path)).splitlines():
+        match = line_re.match(line)
+        if not match or match.group(2) == "LOCAL":
+            continue
+        kind, bind, ndx, shown = match.groups()
+        name, _, version = shown.partition("@")
+        item = (name, version.lstrip("@") or None, _READELF_BIND[bind], kind)
+        (undefined if ndx == "UND" else defined).add(item)
+    return defined, undefined
+
+
+def as_readelf_shows(symbols) -> Set[tuple]:
+    """readelf prints no version on a version node's own symbol (`V1` of version V1)."""
+    return {(s.name, None if s.version == s.name else s.version, s.binding, s.type) for s in symbols}
+
+
 def pyelftools_build_id(path: Path) -> Optional[str]:
     """pyelftools rather than readelf: readelf rejects cusparse's build-id note over its alignment padding."""
     with open(path, "rb") as f:
@@ -170,6 +202,9 @@ def assert_matches_oracles(path: Path) -> BinaryFacts:
     assert list(facts.version_definitions) == definitions
     assert [(need.file, list(need.versions)) for need in facts.version_needs] == needs
     assert facts.build_id == pyelftools_build_id(path)
+    shown_defined, shown_undefined = readelf_symbols(path)
+    assert as_readelf_shows(facts.defined) == shown_defined
+    assert as_readelf_shows(facts.undefined) == shown_undefined
     defined, undefined, flags, flags_1 = pyelftools_symbols(path)
     assert set(facts.defined) == defined and len(facts.defined) == len(defined)
     assert set(facts.undefined) == undefined and len(facts.undefined) == len(undefined)
@@ -298,6 +333,39 @@ def test_wheel_elf_files_match_readelf_and_pyelftools(wheel, unpacked, requireme
     assert files
     for path in files:
         assert_matches_oracles(path)
+
+
+def torch_cpu_library() -> Path:
+    """libtorch_cpu.so of torch 2.14.1 (446 MB, 75,768 dynamic symbols), extracted once into the test cache."""
+    dest = cache_dir() / "torch-2.14.1" / "torch" / "lib" / "libtorch_cpu.so"
+    if not dest.exists():
+        with zipfile.ZipFile(fetch_wheel("torch==2.14.1")) as archive:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            part = dest.with_name(dest.name + ".part")
+            with archive.open("torch/lib/libtorch_cpu.so") as source, open(part, "wb") as target:
+                shutil.copyfileobj(source, target, 1 << 20)
+            os.replace(part, dest)
+    return dest
+
+
+@needs_readelf
+def test_libtorch_cpu_matches_readelf():
+    """The large case: 75k symbols, GNU_UNIQUE bindings, a patched layout (.dynstr after .shstrtab)."""
+    path = torch_cpu_library()
+    facts = read_binary_facts(path)
+    dynamic = readelf_dynamic(path)
+    assert list(facts.needed) == dynamic["NEEDED"]
+    assert [":".join(facts.rpath)] == dynamic["RPATH"]
+    assert facts.soname == "libtorch_cpu.so"
+    definitions, needs = readelf_versions(path)
+    assert list(facts.version_definitions) == definitions == []
+    assert [(need.file, list(need.versions)) for need in facts.version_needs] == needs
+    defined, undefined = readelf_symbols(path)
+    assert as_readelf_shows(facts.defined) == defined
+    assert as_readelf_shows(facts.undefined) == undefined
+    assert (len(facts.defined), len(facts.undefined)) == (74567, 1198)
+    assert sum(s.binding == "GNU_UNIQUE" for s in facts.defined) == 854
+    assert facts.build_id == "75c66d5bbd330ab1bc18cd4aab92b62da3c45829"
 
 
 def test_cusparse_needs_nvjitlink_12_4_symbols(wheel, unpacked):
