@@ -54,6 +54,16 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from cudaresolve.env.inspect import inspect_names
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.output.inspect import render_json, render_text
+
+    items = inspect_names(args.paths, target_for(python=args.python))
+    sys.stdout.write(render_json(items) if args.json else render_text(items))
+    return 0 if all(item.facts is not None for item in items) else 1
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from cudaresolve.env.doctor import examine
     from cudaresolve.env.errors import EnvError
@@ -98,6 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_host_options(probe)
     probe.add_argument("--json", action="store_true", help="print the host JSON (docs/host-json.md)")
     probe.set_defaults(func=_cmd_probe)
+
+    inspect = commands.add_parser(
+        "inspect",
+        help="what libraries need and carry: needed libs, versioned symbols, SASS/PTX archs",
+        description="Read the ELF facts of .so files, directories, .whl files (read in place) or installed "
+        "distributions. Exit 1 when some file could not be read.",
+    )
+    inspect.add_argument("paths", nargs="+", metavar="PATH", help="a .so, a directory, a .whl or a distribution name")
+    inspect.add_argument("--python", metavar="PATH", help="where to look up distribution names (default: this one)")
+    inspect.add_argument("--json", action="store_true", help="print JSON (docs/inspect.md)")
+    inspect.set_defaults(func=_cmd_inspect)
 
     doctor = commands.add_parser(
         "doctor",

@@ -1,0 +1,138 @@
+"""`cudaresolve inspect`: the binary facts of whatever the user names, without loading or extracting it.
+
+A name is a `.so` file, a directory (every ELF file below it), a `.whl` file (its ELF members are
+read from the zip into memory; nothing is written to disk) or an installed distribution (its
+RECORD says which files are its own).
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Optional
+
+from packaging.utils import canonicalize_name
+
+from cudaresolve.binary.elf import is_elf, read_binary_facts, read_binary_facts_from_buffer
+from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.loader import min_provider_version
+from cudaresolve.env.distributions import read_distributions
+from cudaresolve.env.interpreter import Target
+from cudaresolve.env.scan import ELF_MAGIC, find_elf_files, is_shared_object_name
+from cudaresolve.errors import CudaresolveError, UsageError
+
+
+@dataclass(frozen=True)
+class Inspected:
+    """One library: its facts, or why they could not be read."""
+
+    path: str  # a file path, or "<wheel>!<member>" for a file inside a wheel
+    facts: Optional[BinaryFacts]
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ProviderNeeds:
+    """What a library needs from one provider file: versions, the symbols bound to them, the minimum release."""
+
+    file: str  # "libnvJitLink.so.12"
+    versions: tuple[str, ...]
+    symbols: tuple[str, ...]  # versioned undefined symbols bound to this file
+    min_version: Optional[str]  # "12.4" when the symbol names encode it
+
+
+def inspect_names(names: list[str], target: Target) -> list[Inspected]:
+    """Facts of every library the names denote, in the order given."""
+    found: list[Inspected] = []
+    for name in names:
+        if name.endswith(".whl") and os.path.isfile(name):
+            found += _inspect_wheel(name)
+        elif os.path.isdir(name):
+            paths, problems = find_elf_files(name)
+            found += [_inspect_file(p) for p in sorted(paths)]
+            found += [Inspected(p.path, None, p.reason) for p in problems]
+        elif os.path.exists(name):
+            if not is_elf(name):
+                raise UsageError(f"{name}: not an ELF file, directory, wheel or installed distribution")
+            found.append(_inspect_file(name))
+        else:
+            found += _inspect_distribution(name, target)
+    return found
+
+
+def provider_needs(facts: BinaryFacts) -> tuple[ProviderNeeds, ...]:
+    """Versioned symbol needs grouped by the file they must come from, with the release they imply."""
+    versions: dict[str, set[str]] = defaultdict(set)
+    symbols: dict[str, list[str]] = defaultdict(list)
+    minimum: dict[str, str] = {}
+    for need in facts.version_needs:
+        versions[need.file].update(need.versions)
+    for symbol in facts.undefined:
+        if symbol.file is None:
+            continue
+        symbols[symbol.file].append(symbol.name)
+        implied = min_provider_version(symbol)
+        if implied and (symbol.file not in minimum or _key(implied) > _key(minimum[symbol.file])):
+            minimum[symbol.file] = implied
+    return tuple(
+        ProviderNeeds(file, tuple(sorted(versions[file])), tuple(sorted(symbols.get(file, ()))), minimum.get(file))
+        for file in sorted(versions)
+    )
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def _inspect_file(path: str) -> Inspected:
+    try:
+        return Inspected(path, read_binary_facts(path))
+    except CudaresolveError as exc:
+        return Inspected(path, None, str(exc))
+    except OSError as exc:
+        return Inspected(path, None, f"cannot read: {exc.strerror or exc}")
+
+
+def _inspect_wheel(wheel: str) -> list[Inspected]:
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            found = []
+            for info in archive.infolist():
+                if info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
+                    continue
+                where = f"{wheel}!{info.filename}"
+                with archive.open(info) as member:
+                    if member.read(4) != ELF_MAGIC:
+                        continue
+                data = archive.read(info)
+                try:
+                    found.append(Inspected(where, read_binary_facts_from_buffer(data, where)))
+                except CudaresolveError as exc:
+                    found.append(Inspected(where, None, str(exc)))
+            return found
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UsageError(f"{wheel}: not a readable wheel ({exc})") from None
+
+
+def _inspect_distribution(name: str, target: Target) -> list[Inspected]:
+    wanted = canonicalize_name(name)
+    for site_packages in target.site_packages:
+        distributions, _ = read_distributions(site_packages)
+        for dist in distributions:
+            if dist.name == wanted:
+                paths = [p for p in dist.files if is_shared_object_name(os.path.basename(p)) and _elf_on_disk(p)]
+                return [_inspect_file(p) for p in sorted(paths)]
+    raise UsageError(
+        f"{name}: no such file or directory, and no distribution of that name is installed in "
+        f"{', '.join(target.site_packages)}"
+    )
+
+
+def _elf_on_disk(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == ELF_MAGIC
+    except OSError:
+        return False

@@ -1,0 +1,91 @@
+"""Rendering `cudaresolve inspect`: per library, what it needs and what it carries."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from cudaresolve.env.inspect import Inspected, provider_needs
+
+SCHEMA = 1
+
+
+def _device_code(facts) -> str:
+    fatbin = facts.fatbin
+    if fatbin is None:
+        return "none"
+    parts = []
+    if fatbin.sass:
+        parts.append("SASS " + ", ".join(fatbin.sass))
+    if fatbin.ptx:
+        parts.append("PTX " + ", ".join(f"{p.target} (ISA {p.isa or '?'})" for p in fatbin.ptx))
+    if fatbin.undetermined:
+        parts.append("a/f suffix unknown for " + ", ".join(fatbin.undetermined))
+    if fatbin.unknown_kinds:
+        parts.append("other entries " + ", ".join(f"kind {k} x{n}" for k, n in fatbin.unknown_kinds))
+    return "; ".join(parts) or "fatbin without entries"
+
+
+def render_text(items: Iterable[Inspected]) -> str:
+    lines = []
+    for item in items:
+        lines.append(item.path)
+        if item.facts is None:
+            lines.append(f"  error: {item.error}")
+            continue
+        facts = item.facts
+        lines.append(f"  soname:  {facts.soname or '-'}    ({facts.machine}, {facts.elf_type})")
+        lines.append(f"  needed:  {', '.join(facts.needed) or '-'}")
+        if facts.rpath:
+            lines.append(f"  rpath:   {':'.join(facts.rpath)}")
+        if facts.runpath:
+            lines.append(f"  runpath: {':'.join(facts.runpath)}")
+        for need in provider_needs(facts):
+            minimum = f" (needs release >= {need.min_version})" if need.min_version else ""
+            lines.append(f"  from {need.file}{minimum}: {', '.join(need.versions)}")
+            if need.min_version:
+                shown = ", ".join(need.symbols[:4]) + (f", ... {len(need.symbols)} symbols" if len(need.symbols) > 4 else "")
+                lines.append(f"      {shown}")
+        if facts.version_definitions:
+            lines.append(f"  defines: {', '.join(facts.version_definitions)}")
+        lines.append(f"  device code: {_device_code(facts)}")
+    return "\n".join(lines) + "\n" if lines else "no ELF files found\n"
+
+
+def render_json(items: Iterable[Inspected]) -> str:
+    libraries = []
+    for item in items:
+        entry = {"path": item.path, "error": item.error}
+        facts = item.facts
+        if facts is not None:
+            fatbin = facts.fatbin
+            entry.update(
+                {
+                    "soname": facts.soname,
+                    "machine": facts.machine,
+                    "type": facts.elf_type,
+                    "needed": list(facts.needed),
+                    "rpath": list(facts.rpath),
+                    "runpath": list(facts.runpath),
+                    "needs": [
+                        {"file": n.file, "versions": list(n.versions), "symbols": list(n.symbols),
+                         "min_version": n.min_version}
+                        for n in provider_needs(facts)
+                    ],
+                    "defines": list(facts.version_definitions),
+                    "build_id": facts.build_id,
+                    "device_code": None
+                    if fatbin is None
+                    else {
+                        "sass": list(fatbin.sass),
+                        "ptx": [{"target": p.target, "isa": p.isa} for p in fatbin.ptx],
+                        "undetermined": list(fatbin.undetermined),
+                        "unknown_kinds": [{"kind": k, "count": n} for k, n in fatbin.unknown_kinds],
+                        "containers": fatbin.containers,
+                        "entries": fatbin.entries,
+                        "sections": list(fatbin.sections),
+                    },
+                }
+            )
+        libraries.append(entry)
+    return json.dumps({"schema": SCHEMA, "libraries": libraries}, indent=2) + "\n"
