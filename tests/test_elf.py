@@ -60,7 +60,8 @@ def built(elf_builder) -> Dict[str, Path]:
     """libv.so.1 (versions V1, V2), libu.so using it (RUNPATH), libr.so (RPATH, -z now), an EXEC."""
     libv = elf_builder.build("libv.so.1", LIBV_SOURCE, soname="libv.so.1", version_script=LIBV_MAP)
     libu = elf_builder.build("libu.so", LIBU_SOURCE, soname="libu.so", link=[libv], runpath="$ORIGIN/lib:/opt/x")
-    libr = elf_builder.build("libr.so", "extern int use(void);\nint r(void) { return use(); }\n", link=[libu], rpath="$ORIGIN", extra=["-Wl,-z,now"])
+    libr_source = "extern int use(void);\nint r(void) { return use(); }\n"
+    libr = elf_builder.build("libr.so", libr_source, link=[libu], rpath="$ORIGIN", extra=["-Wl,-z,now"])
     main = elf_builder.build("main", MAIN_SOURCE, shared=False, link=[libv], extra=["-no-pie"])
     return {"libv": libv, "libu": libu, "libr": libr, "main": main}
 
@@ -75,7 +76,8 @@ def readelf(*args: str) -> str:
 def readelf_dynamic(path: Path) -> Dict[str, List[str]]:
     """NEEDED/SONAME/RPATH/RUNPATH values as `readelf -d` prints them."""
     found: Dict[str, List[str]] = {"NEEDED": [], "SONAME": [], "RPATH": [], "RUNPATH": []}
-    for tag, value in re.findall(r"\((NEEDED|SONAME|RPATH|RUNPATH)\)\s+[^\[]*\[(.*)\]$", readelf("-d", str(path)), re.M):
+    pattern = r"\((NEEDED|SONAME|RPATH|RUNPATH)\)\s+[^\[]*\[(.*)\]$"
+    for tag, value in re.findall(pattern, readelf("-d", str(path)), re.M):
         found[tag].append(value)
     return found
 
@@ -118,7 +120,10 @@ def readelf_symbols(path: Path) -> Tuple[Set[tuple], Set[tuple]]:
     """
     defined: Set[tuple] = set()
     undefined: Set[tuple] = set()
-    line_re = re.compile(r"^\s*\d+: [0-9a-f]+\s+\S+\s+(\S+)\s+(<OS specific>: \d+|\S+)\s+\S+\s+(\S+)\s+(\S+?)(?: \(\d+\))?$")
+    # Num: Value Size Type Bind Vis Ndx Name[@[@]version][ (n)]
+    line_re = re.compile(
+        r"^\s*\d+: [0-9a-f]+\s+\S+\s+(\S+)\s+(<OS specific>: \d+|\S+)\s+\S+\s+(\S+)\s+(\S+?)(?: \(\d+\))?$"
+    )
     for line in readelf("--dyn-syms", str(path)).splitlines():
         match = line_re.match(line)
         if not match or match.group(2) == "LOCAL":
@@ -379,9 +384,14 @@ def test_cusparse_needs_nvjitlink_12_4_symbols(wheel, unpacked):
     assert facts.version_definitions == ("libcusparse.so.12",)
     assert VersionNeed("libnvJitLink.so.12", ("libnvJitLink.so.12",)) in facts.version_needs
     complete = [symbol for symbol in facts.undefined if symbol.name == "__nvJitLinkComplete_12_4"]
-    assert complete == [Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12", "GLOBAL", "FUNC")]
+    assert complete == [
+        Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12", "GLOBAL", "FUNC")
+    ]
     wanted = {symbol.name for symbol in facts.undefined if symbol.file == "libnvJitLink.so.12"}
-    used = ["AddData", "Complete", "Create", "Destroy", "GetErrorLog", "GetErrorLogSize", "GetLinkedCubin", "GetLinkedCubinSize"]
+    used = [
+        "AddData", "Complete", "Create", "Destroy", "GetErrorLog", "GetErrorLogSize", "GetLinkedCubin",
+        "GetLinkedCubinSize",
+    ]  # fmt: skip
     assert wanted == {f"__nvJitLink{fn}_12_4" for fn in used}
 
 
@@ -392,7 +402,8 @@ def _versioned_exports(facts: BinaryFacts) -> Set[str]:
 def test_nvjitlink_12_1_lacks_12_4_symbols(wheel, unpacked):
     facts = wheel_facts(wheel, unpacked, "nvidia-nvjitlink-cu12==12.1.105")
     assert facts.version_definitions == ("libnvJitLink.so.12",)
-    assert _versioned_exports(facts) == {f"__nvJitLink{fn}_12_{minor}" for fn in NVJITLINK_FUNCTIONS for minor in (0, 1)}
+    expected = {f"__nvJitLink{fn}_12_{minor}" for fn in NVJITLINK_FUNCTIONS for minor in (0, 1)}
+    assert _versioned_exports(facts) == expected
     assert "__nvJitLinkComplete_12_4" not in {symbol.name for symbol in facts.defined}
 
 
@@ -448,7 +459,8 @@ def test_truncated_at_many_cut_points(built, tmp_path):
     data = built["libu"].read_bytes()
     with open(built["libu"], "rb") as f:
         elf = ELFFile(f)
-        boundaries = {s["sh_offset"] for s in elf.iter_sections()} | {s["sh_offset"] + s["sh_size"] for s in elf.iter_sections()}
+        sections = list(elf.iter_sections())
+    boundaries = {s["sh_offset"] for s in sections} | {s["sh_offset"] + s["sh_size"] for s in sections}
     cuts = {1, 4, 5, 16, 18, 40, 63, 64, 65, 100, 120, 200, len(data) // 2, len(data) - 64, len(data) - 1}
     cuts |= {cut for cut in boundaries if 0 < cut < len(data)}
     for cut in sorted(cuts):
@@ -503,7 +515,8 @@ class Image:
             self.shoff = elf["e_shoff"]
             self.sections = {s.name: (i, s["sh_offset"], s["sh_size"]) for i, s in enumerate(elf.iter_sections())}
             dynamic = elf.get_section_by_name(".dynamic")
-            self.dynamic = [(dynamic["sh_offset"] + 16 * i, tag.entry.d_tag) for i, tag in enumerate(dynamic.iter_tags())]
+            start = dynamic["sh_offset"]
+            self.dynamic = [(start + 16 * i, tag.entry.d_tag) for i, tag in enumerate(dynamic.iter_tags())]
 
     def header_of(self, name: str) -> int:
         return self.shoff + 64 * self.sections[name][0]
@@ -529,9 +542,15 @@ CORRUPTIONS = {
     ".dynsym size": (lambda im: im.put("<Q", im.header_of(".dynsym") + 0x20, HUGE), "lies outside the file"),
     ".dynsym entsize": (lambda im: im.put("<Q", im.header_of(".dynsym") + 0x38, 16), ".dynsym entry size 16"),
     ".dynsym sh_link": (lambda im: im.put("<I", im.header_of(".dynsym") + 0x28, 0), "not a string table"),
-    ".gnu.version size": (lambda im: im.put("<Q", im.header_of(".gnu.version") + 0x20, 2), ".gnu.version has 1 entries"),
+    ".gnu.version size": (
+        lambda im: im.put("<Q", im.header_of(".gnu.version") + 0x20, 2),
+        ".gnu.version has 1 entries",
+    ),
     "DT_NEEDED string": (lambda im: im.put("<Q", im.dynamic_entry("DT_NEEDED") + 8, HUGE), "string offset"),
-    "DT_STRTAB address": (lambda im: im.put("<Q", im.dynamic_entry("DT_STRTAB") + 8, HUGE), "lies in no loaded segment"),
+    "DT_STRTAB address": (
+        lambda im: im.put("<Q", im.dynamic_entry("DT_STRTAB") + 8, HUGE),
+        "lies in no loaded segment",
+    ),
     "DT_STRSZ": (lambda im: im.put("<Q", im.dynamic_entry("DT_STRSZ") + 8, HUGE), "dynamic string table"),
     "vn_next": (lambda im: im.put("<I", im.sections[".gnu.version_r"][1] + 12, 0x7FFF0000), "runs past .gnu.version_r"),
     "vn_aux": (lambda im: im.put("<I", im.sections[".gnu.version_r"][1] + 8, 0x7FFF0000), "runs past .gnu.version_r"),

@@ -172,7 +172,9 @@ class _Reader:
 
     def check(self, offset: int, size: int, what: str) -> None:
         if offset < 0 or size < 0 or offset + size > self.size:
-            raise self.error(f"{what} (offset {offset:#x}, size {size:#x}) lies outside the file ({self.size:#x} bytes)")
+            raise self.error(
+                f"{what} (offset {offset:#x}, size {size:#x}) lies outside the file ({self.size:#x} bytes)"
+            )
 
     def unpack(self, fmt: struct.Struct, offset: int, what: str) -> tuple:
         self.check(offset, fmt.size, what)
