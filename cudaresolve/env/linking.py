@@ -46,6 +46,7 @@ class PackageLoad:
     roots: tuple[str, ...]
     result: LoadResult
     preloader: Optional[knowledge.Preloader]
+    foreign: tuple[tuple[str, str], ...] = ()  # (path, machine) of files built for another machine: not loaded
 
 
 def preloader_of(dist: Optional[Distribution]) -> Optional[knowledge.Preloader]:
@@ -95,12 +96,18 @@ def preloaded_libraries(
 def load_packages(env: Environment, loader_env: LoaderEnv, facts_of: FactsOf, environ: Mapping[str, str]) -> tuple[PackageLoad, ...]:
     """Load each distribution's ELF files (and the unowned ones) as one namespace per package."""
     by_owner: dict[Optional[str], list[str]] = defaultdict(list)
+    foreign: dict[Optional[str], list[tuple[str, str]]] = defaultdict(list)
     for elf in env.elf_files:
-        if elf.facts is not None:
-            by_owner[elf.owners[0] if elf.owners else None].append(elf.path)
+        if elf.facts is None:
+            continue
+        owner = elf.owners[0] if elf.owners else None
+        if elf.facts.machine != loader_env.machine:
+            foreign[owner].append((elf.path, elf.facts.machine))
+        else:
+            by_owner[owner].append(elf.path)
     conda_prefix = env.target.prefix if env.target.conda else environ.get("CONDA_PREFIX")
     loads = []
-    for owner in sorted(by_owner, key=lambda o: (o is None, o or "")):
+    for owner in sorted(set(by_owner) | set(foreign), key=lambda o: (o is None, o or "")):
         roots = tuple(by_owner[owner])
         preloader = preloader_of(env.distribution(owner) if owner else None)
         namespace = loader_env
@@ -108,7 +115,8 @@ def load_packages(env: Environment, loader_env: LoaderEnv, facts_of: FactsOf, en
             wanted = {n for path in roots for n in (facts_of(path) or _NO_FACTS).needed}
             extra = preloaded_libraries(wanted, preloader, env.target.site_packages, conda_prefix)
             namespace = _with_preloaded(loader_env, extra)
-        loads.append(PackageLoad(owner, roots, resolve(roots, facts_of=facts_of, env=namespace), preloader))
+        result = resolve(roots, facts_of=facts_of, env=namespace)
+        loads.append(PackageLoad(owner, roots, result, preloader, tuple(foreign[owner])))
     return tuple(loads)
 
 
@@ -131,7 +139,8 @@ def check_linking(env: Environment, loads: Iterable[PackageLoad]) -> list[Findin
 
     A library that nothing in the environment links against and that is not an extension module
     is a plugin its package dlopens on demand (NVSHMEM transports, cuFile RDMA): its missing system
-    libraries are reported once per package as info, not as a broken environment.
+    libraries are reported once per package as info, not as a broken environment. Files built
+    for another machine, which the loader passed over, are reported as warnings.
     """
     findings: dict[tuple, Finding] = {}
     skew: dict[tuple[str, Optional[str]], list[Problem]] = defaultdict(list)
@@ -139,6 +148,15 @@ def check_linking(env: Environment, loads: Iterable[PackageLoad]) -> list[Findin
     plugins: dict[Optional[str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for load in loads:
         subject = _subject(env, load.dist)
+        for path, machine in load.foreign:
+            findings[("foreign", path)] = Finding(
+                "environment",
+                "warning",
+                path,
+                f"built for {machine}: this machine's loader cannot load it, so it was not checked",
+                (f"installed by {subject}",),
+                None,
+            )
         optional = set(load.preloader.optional_sonames) if load.preloader else set()
         for problem in load.result.problems:
             if problem.kind in ("undefined-symbol", "missing-version"):
