@@ -23,6 +23,7 @@ from cudaresolve.binary.loader import (
     LD_LIBRARY_PATH,
     LD_SO_CACHE,
     DEFAULT_DIR,
+    MISSING_VERSION,
     PRELOADED,
     LoaderEnv,
     LoadResult,
@@ -208,7 +209,8 @@ def check_linking(env: Environment, loads: Iterable[PackageLoad]) -> list[Findin
         first = problems[0]
         versions = [p.min_provider_version for p in problems if p.min_provider_version]
         minimum = max(versions, key=Version) if versions else None
-        evidence = [f"{consumer}: {p.message}" for p in problems[:5]]
+        # glibc names the provider in a version error and the consumer in a symbol error.
+        evidence = [f"{_named_by_glibc(p)}: {p.message}" for p in problems[:5]]
         if len(problems) > 5:
             evidence.append(f"... and {len(problems) - 5} more")
         if provider:
@@ -218,7 +220,7 @@ def check_linking(env: Environment, loads: Iterable[PackageLoad]) -> list[Findin
             "symbol-skew",
             "error",
             _subject(env, owner),
-            f"{os.path.basename(consumer)}: {first.message}",
+            f"{os.path.basename(_named_by_glibc(first))}: {first.message}",
             tuple(evidence),
             _provider_fix(needed_file or (os.path.basename(provider) if provider else ""), env, owner, minimum),
         )
@@ -299,6 +301,13 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _named_by_glibc(problem: Problem) -> str:
+    """The file glibc puts before a binding error: the provider for `version ... not found`, else the consumer."""
+    if problem.kind == MISSING_VERSION and problem.provider:
+        return problem.provider
+    return problem.consumer
 
 
 def _linked_names(env: Environment) -> set[str]:
