@@ -181,13 +181,18 @@ def check_linking(env: Environment, loads: Iterable[PackageLoad]) -> list[Findin
                     _provider_fix(needed, env, load.dist, None),
                 )
             else:
+                copies = [e.path for e in env.elf_files if e.facts and e.facts.soname == needed]
+                where = (
+                    f"the environment's copy ({', '.join(copies)}) is not on its search path"
+                    if copies
+                    else "nothing on its search path, in the environment or in the system provides it"
+                )
                 findings[key] = Finding(
                     "missing-library",
                     "error",
                     subject,
                     f"{os.path.basename(problem.consumer)}: {problem.message}",
-                    (f"{problem.consumer} needs {needed}; nothing on its search path, in the environment "
-                     "or in the system provides it",),
+                    (f"{problem.consumer} needs {needed}; {where}",),
                     _provider_fix(needed, env, load.dist, None),
                 )
     for dist, by_plugin in plugins.items():
@@ -196,8 +201,10 @@ def check_linking(env: Environment, loads: Iterable[PackageLoad]) -> list[Findin
             "missing-library",
             "info",
             _subject(env, dist),
-            f"{len(by_plugin)} plugin libraries load only on demand and need system libraries that are "
-            f"absent ({', '.join(missing)}); the features they provide are unavailable here",
+            ("1 plugin library loads only on demand and needs" if len(by_plugin) == 1
+             else f"{len(by_plugin)} plugin libraries load only on demand and need")
+            + f" system libraries that are absent ({', '.join(missing)}); the features they provide are "
+            "unavailable here",
             tuple(f"{plugin} needs {', '.join(sorted(names))}" for plugin, names in sorted(by_plugin.items())),
             None,
         )
