@@ -34,46 +34,62 @@ def cuda_builds(env: Environment) -> tuple[CudaBuild, ...]:
 # -- driver-floor ---------------------------------------------------------------------------------
 
 
-def check_driver_floor(builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
-    """A package built for a CUDA newer than the driver runs natively or by minor-version compat, or not at all."""
-    findings = []
+def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
+    """A package built for a CUDA newer than the driver runs natively or by minor-version compat, or not at all.
+
+    The CUDA wheels a failing package requires fail for the same reason; they are folded into its
+    finding as evidence (torch cu130 on driver 550 is one problem, not seventeen).
+    """
     driver = host.driver
     if driver.release is None and driver.cuda is None:
-        return findings
+        return []
+    verdicts = {}
     for build in builds:
         verdict = _driver_verdict(build.cuda, driver.release, driver.cuda)
-        if verdict == "native":
-            continue
-        subject = f"{build.dist} {build.version}"
-        have = _describe_driver(host)
-        floor = knowledge.family_floor(int(build.cuda.split(".")[0]))
-        needed = knowledge.toolkit(build.cuda) if "." in build.cuda else None
-        if verdict == "minor-compat":
-            findings.append(
-                Finding(
-                    "driver-floor",
-                    "warning",
-                    subject,
-                    f"built for CUDA {build.cuda}, newer than the driver's CUDA {driver.cuda or '?'}: "
-                    "runs under minor-version compatibility (PTX from the newer toolkit cannot be JIT-compiled)",
-                    (build.evidence, have),
-                    f"upgrade the driver to >= {needed.ga_driver} for native support" if needed else None,
-                )
-            )
-        else:
-            findings.append(
-                Finding(
-                    "driver-floor",
-                    "error",
-                    subject,
-                    f"built for CUDA {build.cuda}, which needs a driver >= {floor}; "
-                    f"{have}: \"CUDA driver version is insufficient for CUDA runtime version\"",
-                    (build.evidence, have),
-                    f"upgrade the driver to >= {floor}, or install a build of {build.dist} for CUDA "
-                    f"{driver.cuda or 'your driver supports'}",
-                )
-            )
+        if verdict != "native":
+            verdicts[build.dist] = (build, verdict)
+    errors = {dist for dist, (_, verdict) in verdicts.items() if verdict is None}
+    findings = []
+    for severity, failing in (("error", errors), ("warning", set(verdicts) - errors)):
+        for dist, dependencies in sorted(_fold_into_requirers(env, failing).items()):
+            findings.append(_driver_finding(env, verdicts[dist][0], severity, sorted(dependencies), host))
     return findings
+
+
+def _driver_finding(
+    env: Environment, build: CudaBuild, severity: str, dependencies: list[str], host: HostFacts
+) -> Finding:
+    driver = host.driver
+    subject = f"{build.dist} {build.version}"
+    have = _describe_driver(host)
+    evidence: tuple[str, ...] = (build.evidence, have)
+    if dependencies:
+        evidence += (f"its CUDA dependencies need that driver too: {', '.join(dependencies)}",)
+    if severity == "warning":
+        needed = knowledge.toolkit(build.cuda) if "." in build.cuda else None
+        return Finding(
+            "driver-floor",
+            "warning",
+            subject,
+            f"built for CUDA {build.cuda}, newer than the driver's CUDA {driver.cuda or '?'}: "
+            "runs under minor-version compatibility (PTX from the newer toolkit cannot be JIT-compiled)",
+            evidence,
+            f"upgrade the driver to >= {needed.ga_driver} for native support" if needed else None,
+        )
+    floor = knowledge.family_floor(int(build.cuda.split(".")[0]))
+    return Finding(
+        "driver-floor",
+        "error",
+        subject,
+        f"built for CUDA {build.cuda}, which needs a driver >= {floor}; "
+        f"{have}: \"CUDA driver version is insufficient for CUDA runtime version\"",
+        evidence,
+        f"upgrade the driver to >= {floor}, or "
+        + (
+            _torch_variant_fix(env.distribution(build.dist), host)
+            or f"install a build of {build.dist} for CUDA {driver.cuda or 'your driver supports'}"
+        ),
+    )
 
 
 def _driver_verdict(cuda: str, release: Optional[str], driver_cuda: Optional[str]) -> Optional[str]:
@@ -170,23 +186,35 @@ def _fold_into_requirers(env: Environment, failing: set[str]) -> dict[str, set[s
 
 def _arch_fix(dist, cc: ComputeCapability, host: HostFacts) -> Optional[str]:
     """Name a variant that runs on `cc` with this driver, where the tables know one."""
-    if dist is not None and dist.name == "torch":
-        public = dist.version.public
-        release = knowledge.torch_release(public)
-        if release is not None:
-            for variant in reversed(release.variants):
-                if public not in variant.versions:
-                    continue
-                runs = can_run(cc, variant.sass(host.machine), variant.ptx(host.machine), host.driver.release).runs
-                driver_ok = host.driver.release is None or knowledge.driver_support(host.driver.release, variant.cuda)
-                if runs and driver_ok:
-                    return (
-                        f"install the {variant.name} variant: torch=={public}+{variant.name} from the PyTorch "
-                        f"index ({knowledge.torch_index_path(variant.name)}), with its matching CUDA wheels"
-                    )
+    variant = _torch_variant_fix(dist, host)
+    if variant:
+        return variant
     supporting = [t for t in knowledge.toolkits() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
     if supporting:
         return f"use a build made with CUDA <= {supporting[-1].version} (the newest toolkit that still targets {cc})"
+    return None
+
+
+def _torch_variant_fix(dist, host: HostFacts) -> Optional[str]:
+    """The newest variant of the installed torch release that this driver and every visible GPU can run."""
+    if dist is None or dist.name != "torch":
+        return None
+    public = dist.version.public
+    release = knowledge.torch_release(public)
+    if release is None:
+        return None
+    driver = host.driver
+    for variant in reversed(release.variants):
+        if public not in variant.versions or variant.arch_list_for(host.machine) is None:
+            continue
+        if (driver.release or driver.cuda) and _driver_verdict(variant.cuda, driver.release, driver.cuda) is None:
+            continue
+        sass, ptx = variant.sass(host.machine), variant.ptx(host.machine)
+        if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
+            return (
+                f"install the {variant.name} variant: torch=={public}+{variant.name} from the PyTorch "
+                f"index ({knowledge.torch_index_path(variant.name)}), with its matching CUDA wheels"
+            )
     return None
 
 

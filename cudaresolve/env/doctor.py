@@ -37,7 +37,7 @@ def diagnose(env: Environment, host: HostFacts, loads: tuple[linking.PackageLoad
     findings += linking.check_shadowing(env, loads)
     findings += checks.check_duplicate_libraries(env)
     findings += checks.check_arch_coverage(env, host)
-    findings += checks.check_driver_floor(builds, host)
+    findings += checks.check_driver_floor(env, builds, host)
     findings += checks.check_mixed_majors(env, builds)
     findings += checks.check_advisories(env, host, builds)
     findings += linking.check_metadata_vs_binary(env)
