@@ -120,10 +120,16 @@ def _describe_driver(host: HostFacts) -> str:
 
 
 def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
-    """Every library with device code must have SASS or JIT-able PTX for every visible GPU."""
+    """Every library with device code must have SASS or JIT-able PTX for every visible GPU.
+
+    A library whose whole device code is one entry (libcufftw.so.12: one sm_75 cubin, nvcc's
+    default target) beside a library of the same package that runs on the GPU carries a stub, not
+    kernels the package needs: it is not judged.
+    """
     findings = []
     ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
-    failures: dict[tuple[str, ComputeCapability], list[tuple[str, str]]] = defaultdict(list)
+    failures: dict[tuple[str, ComputeCapability], list[tuple[str, str, int]]] = defaultdict(list)
+    runs: set[tuple[str, ComputeCapability]] = set()
     for elf in env.elf_files:
         fatbin = elf.facts.fatbin if elf.facts else None
         if fatbin is None or not (fatbin.sass or fatbin.ptx):
@@ -131,8 +137,15 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
         owner = elf.owners[0] if elf.owners else "(unowned)"
         for cc in ccs:
             verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)
-            if not verdict.runs:
-                failures[(owner, cc)].append((elf.path, verdict.reason))
+            if verdict.runs:
+                runs.add((owner, cc))
+            else:
+                failures[(owner, cc)].append((elf.path, verdict.reason, fatbin.entries))
+    for key in list(failures):
+        if key in runs:
+            failures[key] = [f for f in failures[key] if f[2] != 1]
+            if not failures[key]:
+                del failures[key]
     folded = _fold_into_requirers(env, {owner for owner, _ in failures})
     for (owner, cc), files in sorted(failures.items()):
         if owner not in folded:
@@ -141,7 +154,7 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
         subject = f"{owner} {dist.version}" if dist else owner
         gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip()
                          for g in host.visible_gpus if g.compute_capability == cc)
-        evidence = tuple(f"{path}: {reason}" for path, reason in files[:3])
+        evidence = tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
         if len(files) > 3:
             evidence += (f"... and {len(files) - 3} more libraries of {owner}",)
         dependencies = sorted(d for d in folded[owner] if (d, cc) in failures)
