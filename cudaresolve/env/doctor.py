@@ -93,5 +93,5 @@ def examine(
     loads = linking.load_packages(env, LoaderEnv.from_system(environ), facts_of, environ)
     findings = diagnose(env, host, loads)
     if cache.write_error:
-        findings += (Finding("environment", "info", "cache", cache.write_error),)
+        findings = sort_findings(findings + (Finding("environment", "info", "cache", cache.write_error),))
     return Diagnosis(host, env, loads, findings)

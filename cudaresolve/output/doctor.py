@@ -1,4 +1,4 @@
-"""Rendering a diagnosis: a compact human report, or the stable JSON of docs/doctor-json.md."""
+"""Rendering a diagnosis: a compact human report, or the stable JSON of docs/doctor.md."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ _COLOURS = {"error": "31", "warning": "33", "info": "36"}
 
 
 def use_colour(stream: IO[str], environ) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
-    return stream.isatty() and "NO_COLOR" not in environ
+    """Colour only on a terminal, and never when NO_COLOR is set to a non-empty value (no-color.org)."""
+    return stream.isatty() and not environ.get("NO_COLOR")
 
 
 def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
