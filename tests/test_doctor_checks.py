@@ -1,0 +1,467 @@
+"""The doctor's checks as pure functions over plain data, and the text/JSON renderers.
+
+Facts are built by hand (Distribution, ElfFile, BinaryFacts, HostFacts), so each test states
+exactly the environment it judges; the knowledge tables in data/ supply the CUDA facts.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from typing import Optional
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve import knowledge
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget
+from cudaresolve.env import checks
+from cudaresolve.env.distributions import Distribution, Problem
+from cudaresolve.env.doctor import Diagnosis, diagnose
+from cudaresolve.env.findings import Finding, exit_code, sort_findings
+from cudaresolve.env.interpreter import Target
+from cudaresolve.env.scan import ElfFile, Environment
+from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
+from cudaresolve.output.doctor import render_json, render_text, use_colour
+
+SP = "/env/site-packages"
+
+
+def dist(name: str, version: str, *requires: str) -> Distribution:
+    return Distribution(
+        name=canonicalize_name(name),
+        version=Version(version),
+        requires=tuple(Requirement(r) for r in requires),
+        installer="pip",
+        dist_info=f"{SP}/{name.replace('-', '_')}-{version}.dist-info",
+        files=(),
+    )
+
+
+def facts(path: str, *, needed: tuple[str, ...] = (), fatbin: Optional[FatbinSummary] = None,
+          soname: Optional[str] = None) -> BinaryFacts:
+    return BinaryFacts(
+        path=path, machine="x86_64", elf_type="DYN", soname=soname, needed=needed, rpath=(), runpath=(),
+        flags=0, flags_1=0, undefined=(), defined=(), version_definitions=(), version_needs=(),
+        build_id=None, fatbin=fatbin,
+    )
+
+
+def elf(relpath: str, owner: str, **kw) -> ElfFile:
+    path = f"{SP}/{relpath}"
+    return ElfFile(path, (owner,), facts(path, **kw), None)
+
+
+def environment(*dists: Distribution, elf_files: tuple[ElfFile, ...] = (), problems=()) -> Environment:
+    return Environment(
+        target=Target(site_packages=(SP,)),
+        distributions=tuple(sorted(dists, key=lambda d: d.name)),
+        elf_files=tuple(sorted(elf_files, key=lambda e: e.path)),
+        problems=tuple(problems),
+    )
+
+
+def host(release: Optional[str] = None, *ccs: str, cuda: Optional[str] = None) -> HostFacts:
+    if release is not None and cuda is None:
+        cuda = knowledge.max_cuda_for_driver(release)
+    return HostFacts(
+        system="Linux",
+        machine="x86_64",
+        driver=Driver(release, "override:--driver" if release else None, cuda, "test" if cuda else None),
+        gpus=tuple(Gpu(ComputeCapability.parse(cc), "override:--gpu", index) for index, cc in enumerate(ccs)),
+    )
+
+
+def fatbin(*sass: str, ptx: tuple[tuple[str, str], ...] = (), entries: int = 40) -> FatbinSummary:
+    return FatbinSummary(
+        sass=sass, ptx=tuple(PtxTarget(t, isa) for t, isa in ptx), entries=entries, containers=entries,
+        sections=(".nv_fatbin",),
+    )
+
+
+INSUFFICIENT = '"CUDA driver version is insufficient for CUDA runtime version"'
+NO_KERNEL = '"no kernel image is available for execution on the device"'
+
+
+def cu126_fix(version: str) -> str:
+    return (f"install the cu126 variant: torch=={version}+cu126 from the PyTorch index (whl/cu126), "
+            "with its matching CUDA wheels")
+
+
+# -- driver-floor ------------------------------------------------------------------------------------
+
+
+def driver_floor(env: Environment, on: HostFacts) -> list[Finding]:
+    return checks.check_driver_floor(env, checks.cuda_builds(env), on)
+
+
+def test_driver_floor_native_is_silent():
+    env = environment(dist("torch", "2.8.0"))  # the PyPI build: cu128
+    assert driver_floor(env, host("570.124.06")) == []
+    assert driver_floor(env, host("580.65.06")) == []
+
+
+def test_driver_floor_minor_version_compat_is_a_warning():
+    env = environment(dist("torch", "2.8.0"))
+    assert driver_floor(env, host("550.144.03")) == [
+        Finding(
+            "driver-floor",
+            "warning",
+            "torch 2.8.0",
+            "built for CUDA 12.8, newer than the driver's CUDA 12.4: runs under minor-version compatibility "
+            "(PTX from the newer toolkit cannot be JIT-compiled)",
+            ("torch 2.8.0 is the PyPI build, built with CUDA 12.8", "host has driver 550.144.03, CUDA 12.4"),
+            "upgrade the driver to >= 570.26 for native support",
+        )
+    ]
+
+
+def test_driver_floor_cu121_on_driver_470_is_an_error_naming_a_variant_the_driver_runs():
+    env = environment(dist("torch", "2.1.0+cu121"))
+    assert driver_floor(env, host("470.82.01")) == [
+        Finding(
+            "driver-floor",
+            "error",
+            "torch 2.1.0+cu121",
+            "built for CUDA 12.1, which needs a driver >= 525.60.13; host has driver 470.82.01, CUDA 11.4: "
+            + INSUFFICIENT,
+            ("torch 2.1.0+cu121 is +cu121, built with CUDA 12.1", "host has driver 470.82.01, CUDA 11.4"),
+            "upgrade the driver to >= 525.60.13, or install the cu118 variant: torch==2.1.0+cu118 from the "
+            "PyTorch index (whl/cu118), with its matching CUDA wheels",
+        )
+    ]
+
+
+def test_driver_floor_folds_the_cuda_wheels_a_failing_package_requires():
+    env = environment(
+        dist("torch", "2.14.1", "cuda-toolkit[cublas,cudart]==13.0.3"),
+        dist("cuda-toolkit", "13.0.3", 'nvidia-cublas==13.1.1.3; extra == "cublas"',
+             'nvidia-cuda-runtime==13.0.96; extra == "cudart"'),
+        dist("nvidia-cublas", "13.1.1.3"),
+        dist("nvidia-cuda-runtime", "13.0.96"),
+        dist("nvidia-cufft", "12.0.0.61"),  # required by nothing: a finding of its own
+    )
+    found = driver_floor(env, host("550.144.03", "8.9"))
+    assert [(f.severity, f.subject) for f in sort_findings(found)] == [
+        ("error", "nvidia-cufft 12.0.0.61"),
+        ("error", "torch 2.14.1"),
+    ]
+    [torch] = [f for f in found if f.subject == "torch 2.14.1"]
+    assert torch.evidence == (
+        "torch 2.14.1 is the PyPI build, built with CUDA 13.0",
+        "host has driver 550.144.03, CUDA 12.4",
+        "its CUDA dependencies need that driver too: nvidia-cublas, nvidia-cuda-runtime",
+    )
+    assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix("2.14.1")
+    [cufft] = [f for f in found if f.subject == "nvidia-cufft 12.0.0.61"]
+    assert cufft.fix == "upgrade the driver to >= 580.65.06, or install a build of nvidia-cufft for CUDA 12.4"
+
+
+def test_driver_floor_from_the_driver_cuda_version_alone():
+    """CONDA_OVERRIDE_CUDA-style hosts: no release, only the CUDA version the driver supports."""
+    env = environment(dist("nvidia-cuda-runtime-cu12", "12.8.90"), dist("nvidia-cublas", "13.1.1.3"))
+    found = driver_floor(env, host(None, cuda="12.4"))
+    assert [(f.severity, f.subject, f.message.split(",")[0]) for f in sort_findings(found)] == [
+        ("error", "nvidia-cublas 13.1.1.3", "built for CUDA 13"),
+        ("warning", "nvidia-cuda-runtime-cu12 12.8.90", "built for CUDA 12.8"),
+    ]
+    assert driver_floor(env, host()) == []  # nothing known about the driver: nothing to judge
+
+
+# -- mixed-majors ------------------------------------------------------------------------------------
+
+
+def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
+    env = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.14.1"))
+    assert checks.check_mixed_majors(env, checks.cuda_builds(env)) == [
+        Finding(
+            "mixed-majors",
+            "error",
+            "environment",
+            "packages need different CUDA majors (12, 13); two CUDA runtimes in one process do not share "
+            "contexts, memory or streams",
+            ("CUDA 12: cupy-cuda12x", "CUDA 13: torch"),
+            "install the CUDA 13 builds of: cupy-cuda12x",
+        )
+    ]
+
+
+def test_mixed_majors_counts_extension_modules_linking_a_cudart():
+    env = environment(
+        dist("torch", "2.14.1"),
+        dist("my-ext", "1.0"),
+        elf_files=(elf("my_ext/_C.so", "my-ext", needed=("libcudart.so.12", "libc.so.6")),),
+    )
+    [finding] = checks.check_mixed_majors(env, checks.cuda_builds(env))
+    assert finding.evidence == ("CUDA 12: my-ext", "CUDA 13: torch")
+    assert finding.fix == "install the CUDA 13 builds of: my-ext"
+    one_major = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.8.0"))
+    assert checks.check_mixed_majors(one_major, checks.cuda_builds(one_major)) == []
+
+
+# -- advisories --------------------------------------------------------------------------------------
+
+
+def advisory_ids(env: Environment, on: HostFacts) -> set[str]:
+    found = checks.check_advisories(env, on, checks.cuda_builds(env))
+    assert {f.check for f in found} <= {"advisory"}
+    return {re.match(r"known problem (\S+): ", f.message).group(1) for f in found}
+
+
+def test_advisory_numba_0_59_0_cooperative_groups_cache():
+    env = environment(dist("numba", "0.59.0"))
+    assert advisory_ids(env, host("570.124.06")) == {"numba-0.59.0-cg-cache"}
+    assert advisory_ids(env, host("580.65.06")) == {"numba-0.59.0-cg-cache", "numba-driver-580"}
+    [finding] = checks.check_advisories(env, host(), ())
+    assert finding.subject == "numba 0.59.0"
+    assert finding.fix == knowledge.advisory("numba-0.59.0-cg-cache").fix
+    assert finding.evidence == ("numba/numba#9432", "numba/numba#9447")
+    assert advisory_ids(environment(dist("numba", "0.59.1")), host("570.124.06")) == set()
+
+
+def test_advisory_numba_0_61_2_on_driver_580_unless_numba_cuda():
+    numba = dist("numba", "0.61.2")
+    assert advisory_ids(environment(numba), host("580.65.06")) == {"numba-driver-580", "numba-builtin-deprecated"}
+    assert advisory_ids(environment(numba), host("570.124.06")) == {"numba-builtin-deprecated"}
+    assert advisory_ids(environment(numba, dist("numba-cuda", "0.22.2")), host("580.65.06")) == set()
+    assert advisory_ids(environment(dist("numba", "0.63.0")), host("580.65.06")) == {"numba-builtin-deprecated"}
+
+
+def test_advisory_conditions_on_variant_and_gpu():
+    assert advisory_ids(environment(dist("torch", "2.14.1")), host("580.65.06", "6.1")) == {"pascal-cu128"}
+    # cu126 carries Pascal SASS; as a CUDA 12 build it is exposed to nvJitLink skew instead.
+    assert advisory_ids(environment(dist("torch", "2.14.1+cu126")), host("580.65.06", "6.1")) == {"nvjitlink-skew"}
+    assert advisory_ids(environment(dist("torch", "2.11.0+cu128")), host("580.65.06", "7.0")) == {
+        "volta-cu128-2.11", "nvjitlink-skew"
+    }
+
+
+# -- arch-coverage -----------------------------------------------------------------------------------
+
+
+def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them():
+    env = environment(
+        dist("torch", "2.14.1", "nvidia-cublas==13.1.1.3"),
+        dist("nvidia-cublas", "13.1.1.3"),
+        dist("other-kernels", "1.0"),
+        elf_files=(
+            elf("torch/lib/libtorch_cuda.so", "torch", fatbin=fatbin("sm_75", "sm_80", "sm_90")),
+            elf("torch/lib/libtorch_cuda_linalg.so", "torch", fatbin=fatbin("sm_80", "sm_90")),
+            elf("nvidia/cu13/lib/libcublas.so.13", "nvidia-cublas",
+                fatbin=fatbin("sm_75", "sm_120", ptx=(("compute_120", "9.0"),))),
+            elf("other_kernels/libk.so", "other-kernels", fatbin=fatbin("sm_86")),
+            elf("plain/libplain.so", "other-kernels"),  # no device code: never judged
+        ),
+    )
+    found = checks.check_arch_coverage(env, host("580.65.06", "6.1"))
+    assert [f.subject for f in found] == ["other-kernels 1.0", "torch 2.14.1"]
+    torch = found[1]
+    assert torch == Finding(
+        "arch-coverage",
+        "error",
+        "torch 2.14.1",
+        f"no kernel image for compute capability 6.1 (GPU 0): {NO_KERNEL}",
+        (
+            f"{SP}/torch/lib/libtorch_cuda.so: no SASS for compute capability 6.1 and no usable PTX "
+            "(has sm_90, sm_80, sm_75)",
+            f"{SP}/torch/lib/libtorch_cuda_linalg.so: no SASS for compute capability 6.1 and no usable PTX "
+            "(has sm_90, sm_80)",
+            "its CUDA dependencies lack code for 6.1 too: nvidia-cublas",
+        ),
+        cu126_fix("2.14.1"),
+    )
+    assert found[0].fix == "use a build made with CUDA <= 12.9 (the newest toolkit that still targets 6.1)"
+
+
+def test_arch_coverage_one_library_short_of_a_gpu_is_reported_but_a_lone_stub_entry_is_not():
+    """libtorch_cuda_linalg.so lacks sm_75 while libtorch_cuda.so has it: torch.linalg fails on a T4.
+    libcufftw.so.12 carries one sm_75 cubin (nvcc's default target) beside libcufft.so.12's kernels."""
+    env = environment(
+        dist("torch", "2.14.1"),
+        dist("nvidia-cufft", "12.0.0.61"),
+        elf_files=(
+            elf("torch/lib/libtorch_cuda.so", "torch", fatbin=fatbin("sm_75", "sm_80", "sm_89", "sm_90")),
+            elf("torch/lib/libtorch_cuda_linalg.so", "torch", fatbin=fatbin("sm_80", "sm_90")),
+            elf("nvidia/cu13/lib/libcufft.so.12", "nvidia-cufft", fatbin=fatbin("sm_75", "sm_80", "sm_89")),
+            elf("nvidia/cu13/lib/libcufftw.so.12", "nvidia-cufft", fatbin=fatbin("sm_75", entries=1)),
+        ),
+    )
+    on_t4 = checks.check_arch_coverage(env, host("580.65.06", "7.5"))
+    assert [(f.subject, len(f.evidence)) for f in on_t4] == [("torch 2.14.1", 1)]
+    assert on_t4[0].evidence[0].startswith(f"{SP}/torch/lib/libtorch_cuda_linalg.so: no SASS for compute capability 7.5")
+    assert checks.check_arch_coverage(env, host("580.65.06", "8.9")) == []
+    # Without a sibling that runs, the one entry is all the package has: judged.
+    alone = environment(
+        dist("nvidia-cufft", "12.0.0.61"),
+        elf_files=(elf("nvidia/cu13/lib/libcufftw.so.12", "nvidia-cufft", fatbin=fatbin("sm_75", entries=1)),),
+    )
+    assert [f.subject for f in checks.check_arch_coverage(alone, host("580.65.06", "8.9"))] == ["nvidia-cufft 12.0.0.61"]
+
+
+def test_arch_coverage_ptx_needs_a_driver_that_can_jit_it():
+    env = environment(
+        dist("kernels", "1.0"),
+        elf_files=(elf("kernels/libk.so", "kernels", fatbin=fatbin("sm_80", ptx=(("compute_80", "8.7"),))),),
+    )
+    assert checks.check_arch_coverage(env, host("580.65.06", "9.0")) == []  # JIT from compute_80
+    [finding] = checks.check_arch_coverage(env, host("550.144.03", "9.0"))
+    assert "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" in finding.evidence[0]
+
+
+# -- duplicate-library -------------------------------------------------------------------------------
+
+
+def test_duplicate_library_counts_auditwheel_renamed_copies():
+    env = environment(
+        dist("a-pkg", "1.0"),
+        dist("b-pkg", "2.0"),
+        elf_files=(
+            elf("a_pkg/lib/libgomp.so.1", "a-pkg", soname="libgomp.so.1"),
+            elf("b_pkg.libs/libgomp-a34b3233.so.1", "b-pkg", soname="libgomp-a34b3233.so.1"),
+            elf("b_pkg/lib/libonly.so.1", "b-pkg", soname="libonly.so.1"),
+        ),
+    )
+    assert checks.check_duplicate_libraries(env) == [
+        Finding(
+            "duplicate-library",
+            "warning",
+            "libgomp.so.1",
+            "libgomp.so.1 is installed by 2 distributions (a-pkg, b-pkg); a process can load both copies, "
+            "or the older one first",
+            (f"{SP}/a_pkg/lib/libgomp.so.1 (from a-pkg)", f"{SP}/b_pkg.libs/libgomp-a34b3233.so.1 (from b-pkg)"),
+            "keep one provider: uninstall the distribution you do not need, or pin both to one version",
+        )
+    ]
+
+
+# -- diagnose, exit codes ----------------------------------------------------------------------------
+
+
+def test_diagnose_reports_scan_problems_and_an_absent_driver():
+    env = Environment(
+        target=Target(site_packages=(SP,)),
+        distributions=(),
+        elf_files=(ElfFile(f"{SP}/x/libbad.so", (), None, f"{SP}/x/libbad.so: file too short"),),
+        problems=(Problem(f"{SP}/bad-1.0.dist-info", "METADATA has no Version"),),
+    )
+    no_gpu = host().with_notes(Note("nvml", "libnvidia-ml.so.1 not found"))
+    assert diagnose(env, no_gpu, ()) == (
+        Finding("environment", "warning", f"{SP}/bad-1.0.dist-info", "METADATA has no Version"),
+        Finding("environment", "warning", f"{SP}/x/libbad.so",
+                f"cannot read its binary facts: {SP}/x/libbad.so: file too short"),
+        Finding("host", "info", "host", "no NVIDIA driver or GPU found: driver and GPU checks were skipped",
+                ("nvml: libnvidia-ml.so.1 not found",),
+                "judge for a GPU machine with --host FILE (from `cudaresolve probe --json` there) or --driver/--gpu"),
+    )
+
+
+def test_exit_codes():
+    error, warning, info = (Finding("c", s, "x", "m") for s in ("error", "warning", "info"))
+    assert exit_code([], strict=False) == 0
+    assert exit_code([info], strict=True) == 0
+    assert exit_code([warning, info], strict=False) == 0
+    assert exit_code([warning, info], strict=True) == 1
+    assert exit_code([info, warning, error], strict=False) == 2
+    assert exit_code([error], strict=True) == 2
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+
+
+def sample_diagnosis() -> Diagnosis:
+    env = environment(dist("torch", "2.14.1"), dist("numba", "0.61.2"))
+    findings = sort_findings([
+        Finding("advisory", "warning", "numba 0.61.2", "known problem x: y", ("numba/numba#1",), "upgrade numba"),
+        Finding("missing-library", "info", "nvidia-cufile 1.15.1.6", "1 plugin library ...", ("a needs b",)),
+        Finding("driver-floor", "error", "torch 2.14.1", "built for CUDA 13.0", ("e1", "e2"), "upgrade the driver"),
+        Finding("duplicate-library", "warning", "libz.so.1", "two copies"),
+    ])
+    return Diagnosis(host("550.144.03", "8.9", "8.6"), env, (), findings)
+
+
+def test_render_text_summary_first_then_findings_grouped_by_severity():
+    assert render_text(sample_diagnosis()) == "\n".join([
+        "host: 550.144.03 (CUDA 12.4); GPU (8.9), GPU (8.6)",
+        f"env:  site-packages — 2 distributions, 0 ELF files, {SP}",
+        "result: 1 error, 2 warnings, 1 info",
+        "",
+        "ERROR",
+        "- [driver-floor] torch 2.14.1: built for CUDA 13.0",
+        "    e1",
+        "    e2",
+        "    fix: upgrade the driver",
+        "",
+        "WARNINGS",
+        "- [advisory] numba 0.61.2: known problem x: y",
+        "    numba/numba#1",
+        "    fix: upgrade numba",
+        "- [duplicate-library] libz.so.1: two copies",
+        "",
+        "INFO",
+        "- [missing-library] nvidia-cufile 1.15.1.6: 1 plugin library ...",
+        "    a needs b",
+        "",
+    ])
+
+
+def test_render_text_colour_paints_only_counts_and_headings():
+    text = render_text(sample_diagnosis(), colour=True)
+    assert text.splitlines()[2] == (
+        "result: \033[31m1 error\033[0m, \033[33m2 warnings\033[0m, \033[36m1 info\033[0m"
+    )
+    assert "\033[31mERROR\033[0m\n" in text and "\033[33mWARNINGS\033[0m\n" in text
+    assert re.sub(r"\033\[\d+m", "", text) == render_text(sample_diagnosis())
+    assert "\033" not in render_text(sample_diagnosis(), colour=False)
+
+
+class FakeTty(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize(
+    "tty, environ, expected",
+    [
+        (True, {}, True),
+        (True, {"NO_COLOR": "1"}, False),
+        (True, {"NO_COLOR": "anything"}, False),
+        (True, {"NO_COLOR": ""}, True),  # no-color.org: an empty value does not count
+        (False, {}, False),
+        (False, {"NO_COLOR": "1"}, False),
+    ],
+)
+def test_use_colour(tty, environ, expected):
+    assert use_colour(FakeTty(tty), environ) is expected
+
+
+def test_render_json_schema_1():
+    data = json.loads(render_json(sample_diagnosis()))
+    assert list(data) == ["schema", "host", "environment", "counts", "findings", "libraries"]
+    assert data["schema"] == 1
+    assert data["host"] == sample_diagnosis().host.to_dict()
+    assert data["environment"] == {
+        "python": None,
+        "site_packages": [SP],
+        "distributions": [{"name": "numba", "version": "0.61.2"}, {"name": "torch", "version": "2.14.1"}],
+        "elf_files": 0,
+    }
+    assert data["counts"] == {"error": 1, "warning": 2, "info": 1}
+    assert data["findings"][0] == {
+        "check": "driver-floor",
+        "severity": "error",
+        "subject": "torch 2.14.1",
+        "message": "built for CUDA 13.0",
+        "evidence": ["e1", "e2"],
+        "fix": "upgrade the driver",
+    }
+    assert [f["severity"] for f in data["findings"]] == ["error", "warning", "warning", "info"]
+    assert data["findings"][2]["fix"] is None
+    assert data["libraries"] == []

@@ -1,0 +1,325 @@
+"""The doctor on small environments made by hand: gcc-built libraries laid out like wheels under a
+tmp site-packages, with dist-info METADATA/RECORD written by hand.
+
+`examine` gets its environ explicitly (LD_LIBRARY_PATH, the facts cache), so the process's own
+environment never leaks in; the loader's ld.so.cache and default directories are this machine's.
+Where glibc can be asked (`ldd -r`, dlopen through ctypes), its words are the expected ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudaresolve import knowledge
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.cli import main
+from cudaresolve.env.doctor import Diagnosis, examine
+from cudaresolve.env.findings import Finding
+from cudaresolve.env.interpreter import target_for_site_packages
+from cudaresolve.host.facts import Driver, Gpu, HostFacts
+from test_env_distributions import make_dist_info
+
+HOST = HostFacts(
+    "Linux", "x86_64", Driver("550.144.03", "override:--driver", "12.4", "derived:branch-table"),
+    (Gpu(ComputeCapability(8, 6), "override:--gpu", 0),),
+)
+NO_SUCH_FILE = "cannot open shared object file: No such file or directory"
+
+FOO_V1 = "int foo_old(void) { return 1; }\n"
+FOO_V2 = FOO_V1 + "int foo_new(void) { return 2; }\n"
+MAP_V1 = "FOO_1.0 { global: foo_old; local: *; };\n"
+MAP_V2 = MAP_V1 + "FOO_2.0 { global: foo_new; } FOO_1.0;\n"
+LEAF = "int leaf(void) { return 1; }\n"
+USES_LEAF = "int leaf(void);\nint use(void) { return leaf(); }\n"
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch, tmp_path):
+    """For the tests that go through the CLI, which reads os.environ."""
+    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "facts-cache"))
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+
+
+def run(site: Path, tmp_path: Path, ld_library_path: str = "") -> Diagnosis:
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "facts-cache"), "LD_LIBRARY_PATH": ld_library_path}
+    return examine(target_for_site_packages(str(site)), HOST, environ)
+
+
+def by_check(diagnosis: Diagnosis) -> list[tuple[str, str, str]]:
+    return [(f.check, f.severity, f.subject) for f in diagnosis.findings]
+
+
+def glibc_dlopen_error(path: Path, ld_library_path: str = "") -> str:
+    """What dlopen(path, RTLD_NOW) tells Python, from a clean process."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    env["LD_LIBRARY_PATH"] = ld_library_path
+    code = "import ctypes, sys\ntry:\n    ctypes.CDLL(sys.argv[1])\nexcept OSError as e:\n    print(e)\n"
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
+                          check=True).stdout.strip()
+
+
+# -- shadowing and symbol skew -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def foo_env(elf_builder):
+    """nvidia-foo-cu12 ships libfoo.so.1 (FOO_2.0); consumer-pkg links it through RUNPATH; an older
+    libfoo.so.1 (FOO_1.0 only) sits outside the environment, in `stale/`."""
+    root = elf_builder.root
+    new = elf_builder.build("libfoo.so.1", FOO_V2, soname="libfoo.so.1", version_script=MAP_V2,
+                            directory="site/nvidia/foo/lib")
+    elf_builder.build("libfoo.so.1", FOO_V1, soname="libfoo.so.1", version_script=MAP_V1, directory="stale")
+    consumer = elf_builder.build(
+        "libconsumer.so",
+        "int foo_old(void); int foo_new(void);\nint consume(void) { return foo_old() + foo_new(); }\n",
+        link=[new], runpath="$ORIGIN/../../nvidia/foo/lib", directory="site/consumer/lib",
+    )
+    site = root / "site"
+    make_dist_info(site, "nvidia-foo-cu12", "1.2", files=("nvidia/foo/lib/libfoo.so.1",))
+    make_dist_info(site, "consumer-pkg", "1.0", files=("consumer/lib/libconsumer.so",), requires=("nvidia-foo-cu12",))
+    return site, consumer, root / "stale"
+
+
+def test_clean_environment_has_no_findings(foo_env, tmp_path):
+    site, _, _ = foo_env
+    diagnosis = run(site, tmp_path)
+    assert diagnosis.findings == ()
+    assert [(load.dist, load.preloader) for load in diagnosis.loads] == [("consumer-pkg", None), ("nvidia-foo-cu12", None)]
+
+
+def test_stale_copy_on_ld_library_path_shadows_the_wheel_and_lacks_a_version(foo_env, tmp_path):
+    site, consumer, stale = foo_env
+    diagnosis = run(site, tmp_path, ld_library_path=str(stale))
+    assert by_check(diagnosis) == [
+        ("symbol-skew", "error", "consumer-pkg 1.0"),
+        ("shadowing", "warning", "libfoo.so.1"),
+    ]
+    skew, shadowing = diagnosis.findings
+    version_error = f"{stale}/libfoo.so.1: version `FOO_2.0' not found (required by {consumer})"
+    # glibc's own words for this load, from dlopen in a clean process:
+    assert glibc_dlopen_error(consumer, str(stale)) == version_error
+    assert skew == Finding(
+        "symbol-skew",
+        "error",
+        "consumer-pkg 1.0",
+        f"libfoo.so.1: version `FOO_2.0' not found (required by {consumer})",
+        (
+            version_error,
+            f"{consumer}: undefined symbol: foo_new, version FOO_2.0",
+            f"the loader picks {stale}/libfoo.so.1 (LD_LIBRARY_PATH)",
+        ),
+        None,
+    )
+    assert shadowing == Finding(
+        "shadowing",
+        "warning",
+        "libfoo.so.1",
+        f"LD_LIBRARY_PATH makes the loader pick {stale}/libfoo.so.1 for libconsumer.so, not the environment's "
+        "copy from nvidia-foo-cu12",
+        (
+            f"{consumer} needs libfoo.so.1: chosen {stale}/libfoo.so.1 (LD_LIBRARY_PATH)",
+            f"environment copy: {site}/nvidia/foo/lib/libfoo.so.1",
+        ),
+        "remove the stale directory from LD_LIBRARY_PATH",
+    )
+
+
+def test_shadowing_copy_that_has_every_version_is_only_a_warning(foo_env, elf_builder, tmp_path):
+    site, consumer, _ = foo_env
+    elf_builder.build("libfoo.so.1", FOO_V2, soname="libfoo.so.1", version_script=MAP_V2, directory="system-cuda")
+    diagnosis = run(site, tmp_path, ld_library_path=str(elf_builder.root / "system-cuda"))
+    assert by_check(diagnosis) == [("shadowing", "warning", "libfoo.so.1")]
+    assert glibc_dlopen_error(consumer, str(elf_builder.root / "system-cuda")) == ""
+
+
+# -- duplicates, missing libraries, plugins ----------------------------------------------------------
+
+
+def test_duplicate_library_from_two_distributions(elf_builder, tmp_path):
+    elf_builder.build("libdup.so.1", LEAF, soname="libdup.so.1", directory="site/a_pkg/lib")
+    elf_builder.build("libdup.so.1", LEAF, soname="libdup.so.1", directory="site/b_pkg/libs")
+    site = elf_builder.root / "site"
+    make_dist_info(site, "a-pkg", "1.0", files=("a_pkg/lib/libdup.so.1",))
+    make_dist_info(site, "b-pkg", "2.0", files=("b_pkg/libs/libdup.so.1",))
+    diagnosis = run(site, tmp_path)
+    assert diagnosis.findings == (
+        Finding(
+            "duplicate-library",
+            "warning",
+            "libdup.so.1",
+            "libdup.so.1 is installed by 2 distributions (a-pkg, b-pkg); a process can load both copies, or the "
+            "older one first",
+            (f"{site}/a_pkg/lib/libdup.so.1 (from a-pkg)", f"{site}/b_pkg/libs/libdup.so.1 (from b-pkg)"),
+            "keep one provider: uninstall the distribution you do not need, or pin both to one version",
+        ),
+    )
+
+
+@pytest.fixture
+def absent_env(elf_builder):
+    """c-pkg: an extension module and a plugin library, both needing libabsent.so.1, which is gone."""
+    absent = elf_builder.build("libabsent.so.1", LEAF, soname="libabsent.so.1", directory="gone")
+    extension = elf_builder.build("_ext.cpython-311-x86_64-linux-gnu.so", USES_LEAF, link=[absent],
+                                  directory="site/c_pkg")
+    elf_builder.build("libc_transport.so.1", USES_LEAF, link=[absent], soname="libc_transport.so.1",
+                      directory="site/c_pkg/plugins")
+    shutil.rmtree(elf_builder.root / "gone")
+    return elf_builder.root / "site", extension
+
+
+def test_missing_library_is_an_error_in_glibc_words(absent_env, tmp_path):
+    site, extension = absent_env
+    make_dist_info(site, "c-pkg", "3.0", files=("c_pkg/_ext.cpython-311-x86_64-linux-gnu.so",))
+    diagnosis = run(site, tmp_path)
+    assert glibc_dlopen_error(extension) == f"libabsent.so.1: {NO_SUCH_FILE}"
+    [error] = [f for f in diagnosis.findings if f.severity == "error"]
+    assert error == Finding(
+        "missing-library",
+        "error",
+        "c-pkg 3.0",
+        f"_ext.cpython-311-x86_64-linux-gnu.so: libabsent.so.1: {NO_SUCH_FILE}",
+        (f"{extension} needs libabsent.so.1; nothing on its search path, in the environment or in the system "
+         "provides it",),
+        None,
+    )
+
+
+def test_a_plugin_nothing_links_needing_an_absent_library_is_info(absent_env, tmp_path):
+    site, extension = absent_env
+    extension.unlink()
+    make_dist_info(site, "c-pkg", "3.0", files=("c_pkg/plugins/libc_transport.so.1",))
+    diagnosis = run(site, tmp_path)
+    assert diagnosis.findings == (
+        Finding(
+            "missing-library",
+            "info",
+            "c-pkg 3.0",
+            "1 plugin library loads only on demand and needs system libraries that are absent (libabsent.so.1); "
+            "the features they provide are unavailable here",
+            ("libc_transport.so.1 needs libabsent.so.1",),
+            None,
+        ),
+    )
+
+
+# -- preloaders --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cupy_env(elf_builder):
+    """A CuPy-like extension module with no RPATH needing libcublas.so.12 (installed by a wheel) and
+    libnccl.so.2 (not installed), as cupy-cuda12x 14 ships them."""
+    [cublas_row] = [c for c in knowledge.components_for_soname("libcublas.so.12") if c.dist == "nvidia-cublas-cu12"]
+    assert cublas_row.lib_dir == "nvidia/cublas/lib"  # data/components.toml: where the wheel puts it
+    cublas = elf_builder.build("libcublas.so.12", "int cublasCreate_v2(void) { return 0; }\n",
+                               soname="libcublas.so.12", directory=f"site/{cublas_row.lib_dir}")
+    nccl = elf_builder.build("libnccl.so.2", "int ncclGetVersion(void) { return 0; }\n", soname="libnccl.so.2",
+                             directory="elsewhere")
+    extension = elf_builder.build(
+        "x.cpython-311-x86_64-linux-gnu.so",
+        "int cublasCreate_v2(void); int ncclGetVersion(void);\nint f(void) { return cublasCreate_v2() + ncclGetVersion(); }\n",
+        link=[cublas, nccl], directory="site/cupy/_core",
+    )
+    shutil.rmtree(elf_builder.root / "elsewhere")
+    site = elf_builder.root / "site"
+    make_dist_info(site, "nvidia-cublas-cu12", "12.8.4.1", files=(f"{cublas_row.lib_dir}/libcublas.so.12",))
+    return site, extension, cublas
+
+
+def test_cupy_14_preloads_the_wheel_library_and_nccl_is_an_optional_feature(cupy_env, tmp_path):
+    site, extension, cublas = cupy_env
+    make_dist_info(site, "cupy-cuda12x", "14.0.0", files=("cupy/_core/x.cpython-311-x86_64-linux-gnu.so",))
+    diagnosis = run(site, tmp_path)
+    assert diagnosis.findings == (
+        Finding(
+            "missing-library",
+            "warning",
+            "cupy-cuda12x 14.0.0",
+            "optional feature unavailable: x.cpython-311-x86_64-linux-gnu.so needs libnccl.so.2, which is not "
+            "installed (NCCL (cupy.cuda.nccl, cupyx.distributed) and cuTENSOR routines; [ctk] installs neither)",
+            (f"{extension}: libnccl.so.2: {NO_SUCH_FILE}",),
+            'pip install "nvidia-nccl-cu12"',
+        ),
+    )
+    [cupy] = [load for load in diagnosis.loads if load.dist == "cupy-cuda12x"]
+    assert cupy.preloader.name == "cupy"
+    [ext] = [o for o in cupy.result.objects if o.path == str(extension)]
+    assert [(r.needed, r.path, r.step) for r in ext.needed] == [
+        ("libcublas.so.12", str(cublas), "preloaded"),
+        ("libnccl.so.2", None, "not found"),
+    ]
+
+
+def test_cupy_13_preloads_nothing_so_the_wheel_library_is_not_found(cupy_env, tmp_path):
+    site, extension, cublas = cupy_env
+    make_dist_info(site, "cupy-cuda12x", "13.6.0", files=("cupy/_core/x.cpython-311-x86_64-linux-gnu.so",))
+    diagnosis = run(site, tmp_path)
+    assert by_check(diagnosis) == [
+        ("missing-library", "error", "cupy-cuda12x 13.6.0"),
+        ("missing-library", "error", "cupy-cuda12x 13.6.0"),
+    ]
+    cublas_error = diagnosis.findings[0]
+    assert cublas_error.message == f"x.cpython-311-x86_64-linux-gnu.so: libcublas.so.12: {NO_SUCH_FILE}"
+    assert cublas_error.evidence == (
+        f"{extension} needs libcublas.so.12; the environment's copy ({cublas}) is not on its search path",
+    )
+    assert cublas_error.fix == 'pip install "nvidia-cublas-cu12"'
+
+
+# -- what cannot be read -----------------------------------------------------------------------------
+
+
+def test_malformed_dist_info_and_unreadable_files_are_findings_not_tracebacks(elf_builder, tmp_path, capsys):
+    site = elf_builder.root / "site"
+    elf_builder.build("libok.so.1", LEAF, soname="libok.so.1", directory="site/norecord")
+    no_record = make_dist_info(site, "norecord", "1.0", files=("norecord/libok.so.1",))
+    (no_record / "RECORD").unlink()
+    no_version = make_dist_info(site, "noversion", "1.0")
+    (no_version / "METADATA").write_text("Metadata-Version: 2.1\nName: noversion\n\n")
+    unreadable = make_dist_info(site, "unreadable", "1.0")
+    (unreadable / "METADATA").unlink()
+    (unreadable / "METADATA").mkdir()  # open() fails even for root
+    latin1 = make_dist_info(site, "latin1", "1.0")
+    (latin1 / "RECORD").write_bytes(b"caf\xe9/__init__.py,,\n")
+    bad_requires = make_dist_info(site, "badreq", "1.0", requires=("not a requirement!!",))
+    broken = site / "broken" / "libbroken.so"
+    broken.parent.mkdir()
+    broken.write_bytes(b"\x7fELF" + b"\x00" * 12)
+
+    code = main(["doctor", "--site-packages", str(site), "--json", "--driver", "550.144.03", "--gpu", "8.6"])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    found = [(f["check"], f["severity"], f["subject"], f["message"]) for f in json.loads(out)["findings"]]
+    reasons = {
+        str(bad_requires): "unparsable Requires-Dist 'not a requirement!!' skipped",
+        str(broken): f"cannot read its binary facts: {broken}: truncated ELF header (16 of 64 bytes)",
+        str(latin1): "RECORD is not UTF-8 (byte 3); its files count as unowned",
+        str(no_record): "RECORD is missing; its files count as unowned",
+        str(no_version): "METADATA has no Version",
+        str(unreadable): "METADATA is unreadable: Is a directory",
+    }
+    assert found == [("environment", "warning", path, reason) for path, reason in sorted(reasons.items())]
+    # norecord's library is still loaded and judged, as a file no distribution owns.
+    assert [lib["package"] for lib in json.loads(out)["libraries"]] == [None]
+
+
+def test_a_library_for_another_machine_is_reported_not_fatal(elf_builder, tmp_path):
+    library = elf_builder.build("libarm.so.1", LEAF, soname="libarm.so.1", directory="site/d_pkg")
+    data = bytearray(library.read_bytes())
+    data[18:20] = (183).to_bytes(2, "little")  # e_machine = EM_AARCH64
+    library.write_bytes(bytes(data))
+    site = elf_builder.root / "site"
+    make_dist_info(site, "d-pkg", "1.0", files=("d_pkg/libarm.so.1",))
+    diagnosis = run(site, tmp_path)
+    assert diagnosis.findings == (
+        Finding("environment", "warning", str(library),
+                "built for aarch64: this machine's loader cannot load it, so it was not checked",
+                ("installed by d-pkg 1.0",)),
+    )
