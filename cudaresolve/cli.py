@@ -71,17 +71,18 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.output.doctor import render_json, render_text, use_colour
 
-    try:
-        target = target_for(python=args.python, site_packages=args.site_packages)
-    except CudaresolveError as exc:
-        raise EnvError(str(exc)) from None
-    host = _host(args)
     progress = None
     if sys.stderr.isatty():
         def progress(path: str) -> None:
             sys.stderr.write(f"\r\033[Kreading {os.path.basename(path)}")
             sys.stderr.flush()
-    diagnosis = examine(target, host, os.environ, progress=progress)
+    try:
+        target = target_for(python=args.python, site_packages=args.site_packages)
+        host = _host(args)
+        diagnosis = examine(target, host, os.environ, progress=progress)
+    except CudaresolveError as exc:
+        # Whatever stops the doctor (a bad --gpu, --host file or interpreter) is exit 3, never 2 ("errors found").
+        raise EnvError(str(exc)) from None
     if progress:
         sys.stderr.write("\r\033[K")
     if args.json:
@@ -130,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--python", metavar="PATH", help="the interpreter of the environment (default: this one)")
     where.add_argument("--site-packages", metavar="DIR", help="a site-packages directory to diagnose")
     doctor.add_argument("--strict", action="store_true", help="exit 1 when there are warnings but no errors")
-    doctor.add_argument("--json", action="store_true", help="print the findings as JSON (docs/doctor-json.md)")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON (docs/doctor.md)")
     _add_host_options(doctor)
     doctor.set_defaults(func=_cmd_doctor)
 
