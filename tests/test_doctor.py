@@ -191,7 +191,7 @@ def test_text_output_is_plain_when_not_a_terminal(fixed_venv, capsys, monkeypatc
     assert "\033" not in out and err == ""
 
 
-def test_a_bad_python_is_exit_3_with_one_line(tmp_path, capsys):
+def test_a_bad_python_or_host_is_exit_3_with_one_line(tmp_path, capsys):
     missing = tmp_path / "nope" / "python"
     assert main(["doctor", "--python", str(missing)]) == 3
     assert capsys.readouterr() == ("", f"cudaresolve: error: interpreter {missing} does not exist\n")
@@ -203,6 +203,12 @@ def test_a_bad_python_is_exit_3_with_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"cudaresolve: error: site-packages directory {tmp_path / 'absent'} does not exist or is not a directory\n"
     )
+    # A bad host is the doctor not running too: 3, never 2 (which means "errors found").
+    assert main(["doctor", "--site-packages", str(tmp_path), "--gpu", "x.y"]) == 3
+    assert capsys.readouterr() == ("", "cudaresolve: error: --gpu: 'x.y' is not a compute capability (expected e.g. 8.6)\n")
+    (tmp_path / "host.json").write_text('{"schema": 2}')
+    assert main(["doctor", "--site-packages", str(tmp_path), "--host", str(tmp_path / "host.json")]) == 3
+    assert capsys.readouterr().err.startswith(f"cudaresolve: error: --host {tmp_path / 'host.json'}: schema is 2")
 
 
 def test_python_and_site_packages_together_are_refused(tmp_path, capsys):
