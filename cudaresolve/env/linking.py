@@ -23,6 +23,7 @@ from cudaresolve.binary.loader import (
     LD_LIBRARY_PATH,
     LD_SO_CACHE,
     DEFAULT_DIR,
+    INVALID_LIBRARY,
     MISSING_VERSION,
     PRELOADED,
     LoaderEnv,
@@ -182,11 +183,13 @@ def check_linking(env: Environment, loads: Iterable[PackageLoad]) -> list[Findin
                 )
             else:
                 copies = [e.path for e in env.elf_files if e.facts and e.facts.soname == needed]
-                where = (
-                    f"the environment's copy ({', '.join(copies)}) is not on its search path"
-                    if copies
-                    else "nothing on its search path, in the environment or in the system provides it"
-                )
+                if problem.kind == INVALID_LIBRARY:  # `needed` is the refused file: ld.so stops there
+                    needed = os.path.basename(needed)
+                    where = f"the loader finds {problem.provider} first ({problem.provider_step}) and cannot load it"
+                elif copies:
+                    where = f"the environment's copy ({', '.join(copies)}) is not on its search path"
+                else:
+                    where = "nothing on its search path, in the environment or in the system provides it"
                 findings[key] = Finding(
                     "missing-library",
                     "error",
