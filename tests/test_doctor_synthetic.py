@@ -323,3 +323,25 @@ def test_a_library_for_another_machine_is_reported_not_fatal(elf_builder, tmp_pa
                 "built for aarch64: this machine's loader cannot load it, so it was not checked",
                 ("installed by d-pkg 1.0",)),
     )
+
+
+def test_a_file_the_loader_refuses_stops_the_search(foo_env, tmp_path):
+    site, consumer, _ = foo_env
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "libfoo.so.1").write_bytes(b"/* linker script */\n" * 8)
+    diagnosis = run(site, tmp_path, ld_library_path=str(bad))
+    assert glibc_dlopen_error(consumer, str(bad)) == f"{bad}/libfoo.so.1: invalid ELF header"
+    assert by_check(diagnosis) == [
+        ("missing-library", "error", "consumer-pkg 1.0"),
+        ("shadowing", "warning", "libfoo.so.1"),
+    ]
+    assert diagnosis.findings[0] == Finding(
+        "missing-library",
+        "error",
+        "consumer-pkg 1.0",
+        f"libconsumer.so: {bad}/libfoo.so.1: invalid ELF header",
+        (f"{consumer} needs libfoo.so.1; the loader finds {bad}/libfoo.so.1 first (LD_LIBRARY_PATH) and cannot "
+         "load it",),
+        None,
+    )
