@@ -144,7 +144,8 @@ def test_shadowing_copy_that_has_every_version_is_only_a_warning(foo_env, elf_bu
 
 def test_duplicate_library_from_two_distributions(elf_builder, tmp_path):
     elf_builder.build("libdup.so.1", LEAF, soname="libdup.so.1", directory="site/a_pkg/lib")
-    elf_builder.build("libdup.so.1", LEAF, soname="libdup.so.1", directory="site/b_pkg/libs")
+    # another build of the library (a different build-id), as two wheels vendoring it would ship
+    elf_builder.build("libdup.so.1", LEAF.replace("1;", "2;"), soname="libdup.so.1", directory="site/b_pkg/libs")
     site = elf_builder.root / "site"
     make_dist_info(site, "a-pkg", "1.0", files=("a_pkg/lib/libdup.so.1",))
     make_dist_info(site, "b-pkg", "2.0", files=("b_pkg/libs/libdup.so.1",))
