@@ -91,7 +91,8 @@ def test_clean_environment_has_no_findings(foo_env, tmp_path):
     site, _, _ = foo_env
     diagnosis = run(site, tmp_path)
     assert diagnosis.findings == ()
-    assert [(load.dist, load.preloader) for load in diagnosis.loads] == [("consumer-pkg", None), ("nvidia-foo-cu12", None)]
+    # nvidia-foo-cu12's library is linked by the consumer, so it loads in the consumer's tree only.
+    assert [(load.dist, load.preloader) for load in diagnosis.loads] == [("consumer-pkg", None)]
 
 
 def test_stale_copy_on_ld_library_path_shadows_the_wheel_and_lacks_a_version(foo_env, tmp_path):
@@ -202,7 +203,7 @@ def test_a_plugin_nothing_links_needing_an_absent_library_is_info(absent_env, tm
             "missing-library",
             "info",
             "c-pkg 3.0",
-            "1 plugin library loads only on demand and needs system libraries that are absent (libabsent.so.1); "
+            "1 plugin library loads only on demand and needs libraries that are not on their search path (libabsent.so.1); "
             "the features they provide are unavailable here",
             ("libc_transport.so.1 needs libabsent.so.1",),
             None,
@@ -346,3 +347,13 @@ def test_a_file_the_loader_refuses_stops_the_search(foo_env, tmp_path):
          "load it",),
         None,
     )
+
+
+def test_one_build_vendored_by_two_distributions_is_not_a_duplicate(elf_builder, tmp_path):
+    """numpy.libs and scipy.libs carry the same libgfortran build: whichever loads first, it is the same code."""
+    elf_builder.build("libdup.so.1", LEAF, soname="libdup.so.1", directory="site/a_pkg/lib")
+    elf_builder.build("libdup.so.1", LEAF, soname="libdup.so.1", directory="site/b_pkg/libs")
+    site = elf_builder.root / "site"
+    make_dist_info(site, "a-pkg", "1.0", files=("a_pkg/lib/libdup.so.1",))
+    make_dist_info(site, "b-pkg", "2.0", files=("b_pkg/libs/libdup.so.1",))
+    assert run(site, tmp_path).findings == ()

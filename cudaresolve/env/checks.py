@@ -274,16 +274,20 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Fi
 def check_duplicate_libraries(env: Environment) -> list[Finding]:
     """One soname installed by several distributions: whichever loads first wins, the other is skew."""
     by_soname: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    build_ids: dict[str, set] = defaultdict(set)
     for elf in env.elf_files:
         if elf.facts is None or not elf.facts.soname:
             continue
         owner = elf.owners[0] if elf.owners else "(unowned)"
         by_soname[_unmangled(elf.facts.soname)].append((owner, elf.path))
+        build_ids[_unmangled(elf.facts.soname)].add(elf.facts.build_id)
     findings = []
     for soname, copies in sorted(by_soname.items()):
         owners = sorted({owner for owner, _ in copies})
         if len(owners) < 2:
             continue
+        if len(build_ids[soname]) == 1 and None not in build_ids[soname]:
+            continue  # one build vendored twice (numpy.libs and scipy.libs): whichever loads, it is the same code
         findings.append(
             Finding(
                 "duplicate-library",

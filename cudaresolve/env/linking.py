@@ -96,11 +96,15 @@ def preloaded_libraries(
 
 
 def load_packages(env: Environment, loader_env: LoaderEnv, facts_of: FactsOf, environ: Mapping[str, str]) -> tuple[PackageLoad, ...]:
-    """Load each distribution's ELF files (and the unowned ones) as one namespace per package."""
+    """Load each distribution's top-level ELF files (and the unowned ones) as one namespace per package."""
     by_owner: dict[Optional[str], list[str]] = defaultdict(list)
     foreign: dict[Optional[str], list[tuple[str, str]]] = defaultdict(list)
+    linked = _linked_names(env)
     for elf in env.elf_files:
-        if elf.facts is None:
+        # A library something links against is loaded in its consumers' trees, where the RPATHs it
+        # inherits apply (auditwheel's vendored libraries rely on that); loading it alone would
+        # report misses no process meets.
+        if elf.facts is None or elf.facts.soname in linked or os.path.basename(elf.path) in linked:
             continue
         owner = elf.owners[0] if elf.owners else None
         if elf.facts.machine != loader_env.machine:
@@ -206,7 +210,7 @@ def check_linking(env: Environment, loads: Iterable[PackageLoad]) -> list[Findin
             _subject(env, dist),
             ("1 plugin library loads only on demand and needs" if len(by_plugin) == 1
              else f"{len(by_plugin)} plugin libraries load only on demand and need")
-            + f" system libraries that are absent ({', '.join(missing)}); the features they provide are "
+            + f" libraries that are not on their search path ({', '.join(missing)}); the features they provide are "
             "unavailable here",
             tuple(f"{plugin} needs {', '.join(sorted(names))}" for plugin, names in sorted(by_plugin.items())),
             None,
