@@ -242,8 +242,9 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Fi
             continue
         owner = elf.owners[0] if elf.owners else elf.path
         for needed in elf.facts.needed:
-            majors = {c.cuda_major for c in knowledge.components_for_soname(_unmangled(needed))}
-            if len(majors) == 1 and any(c.name == "cudart" for c in knowledge.components_for_soname(_unmangled(needed))):
+            rows = knowledge.components_for_soname(_unmangled(needed))
+            majors = {c.cuda_major for c in rows}
+            if len(majors) == 1 and any(c.name == "cudart" for c in rows):
                 needs[majors.pop()].add(owner)
     for build in builds:
         if build.dist in {"torch"} or build.dist.startswith("cupy-cuda"):

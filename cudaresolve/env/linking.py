@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Optional
 
 from packaging.requirements import Requirement
@@ -98,6 +98,7 @@ def preloaded_libraries(
 def load_packages(env: Environment, loader_env: LoaderEnv, facts_of: FactsOf, environ: Mapping[str, str]) -> tuple[PackageLoad, ...]:
     """Load each distribution's top-level ELF files (and the unowned ones) as one namespace per package."""
     by_owner: dict[Optional[str], list[str]] = defaultdict(list)
+    needed: dict[Optional[str], set[str]] = defaultdict(set)  # what each package's roots link, for its preloads
     foreign: dict[Optional[str], list[tuple[str, str]]] = defaultdict(list)
     linked = _linked_names(env)
     for elf in env.elf_files:
@@ -111,6 +112,7 @@ def load_packages(env: Environment, loader_env: LoaderEnv, facts_of: FactsOf, en
             foreign[owner].append((elf.path, elf.facts.machine))
         else:
             by_owner[owner].append(elf.path)
+            needed[owner].update(elf.facts.needed)
     conda_prefix = env.target.prefix if env.target.conda else environ.get("CONDA_PREFIX")
     loads = []
     for owner in sorted(set(by_owner) | set(foreign), key=lambda o: (o is None, o or "")):
@@ -118,8 +120,7 @@ def load_packages(env: Environment, loader_env: LoaderEnv, facts_of: FactsOf, en
         preloader = preloader_of(env.distribution(owner) if owner else None)
         namespace = loader_env
         if preloader is not None:
-            wanted = {n for path in roots for n in (facts_of(path) or _NO_FACTS).needed}
-            extra = preloaded_libraries(wanted, preloader, env.target.site_packages, conda_prefix)
+            extra = preloaded_libraries(needed[owner], preloader, env.target.site_packages, conda_prefix)
             namespace = _with_preloaded(loader_env, extra)
         result = resolve(roots, facts_of=facts_of, env=namespace)
         loads.append(PackageLoad(owner, roots, result, preloader, tuple(foreign[owner])))
@@ -127,14 +128,9 @@ def load_packages(env: Environment, loader_env: LoaderEnv, facts_of: FactsOf, en
 
 
 def _with_preloaded(loader_env: LoaderEnv, extra: Mapping[str, str]) -> LoaderEnv:
-    from dataclasses import replace
-
     merged = dict(loader_env.preloaded)
     merged.update(extra)
     return replace(loader_env, preloaded=merged)
-
-
-_NO_FACTS = BinaryFacts("", "", "", None, (), (), (), 0, 0, (), (), (), (), None, None)
 
 
 # -- checks ---------------------------------------------------------------------------------------
