@@ -20,7 +20,7 @@ import time
 from typing import Callable
 
 from cudaresolve.binary.elf import read_binary_facts
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, VersionNeed
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable, VersionNeed
 from cudaresolve.env.cache import FactsCache
 from cudaresolve.env.scan import find_elf_files
 
@@ -35,12 +35,17 @@ def best(fn: Callable[[], object], runs: int, clock: Callable[[], float] = time.
 
 
 def to_json(facts: BinaryFacts) -> str:
-    return json.dumps(dataclasses.asdict(facts))
+    return json.dumps(dataclasses.asdict(facts), default=lambda b: b.decode("latin-1"))
 
 
 def from_json(text: str) -> BinaryFacts:
     """The decoder a JSON cache would need: every nested dataclass rebuilt by hand."""
     d = json.loads(text)
+    table = d["symbols"]
+    symbols = SymbolTable(
+        *(table[name].encode("latin-1") for name in ("strings", "name_offsets", "info", "sections", "versym")),
+        versions=tuple(tuple(v) for v in table["versions"]),
+    )
     fatbin = d["fatbin"]
     if fatbin is not None:
         fatbin = FatbinSummary(
@@ -53,9 +58,8 @@ def from_json(text: str) -> BinaryFacts:
             sections=tuple(fatbin["sections"]),
         )
     return BinaryFacts(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k not in ("undefined", "defined", "version_needs", "fatbin")},
-        undefined=tuple(Symbol(**s) for s in d["undefined"]),
-        defined=tuple(Symbol(**s) for s in d["defined"]),
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k not in ("symbols", "version_needs", "fatbin")},
+        symbols=symbols,
         version_needs=tuple(VersionNeed(n["file"], tuple(n["versions"])) for n in d["version_needs"]),
         fatbin=fatbin,
     )
@@ -66,8 +70,10 @@ def synthetic(symbols: int) -> BinaryFacts:
     return BinaryFacts(
         path="/synthetic/libtorch_cuda.so", machine="x86_64", elf_type="DYN", soname="libtorch_cuda.so",
         needed=("libc10_cuda.so", "libcudart.so.12", "libc.so.6"), rpath=("$ORIGIN",), runpath=(), flags=0, flags_1=0,
-        undefined=tuple(Symbol(f"_ZN3c104impl{i}Ev", "GLIBC_2.2.5", "libc.so.6") for i in range(symbols // 10)),
-        defined=tuple(Symbol(f"_ZN2at6native{i:06d}_cuda_kernel_implERKNS_6TensorE") for i in range(symbols)),
+        symbols=SymbolTable.of(
+            [Symbol(f"_ZN3c104impl{i}Ev", "GLIBC_2.2.5", "libc.so.6") for i in range(symbols // 10)],
+            [Symbol(f"_ZN2at6native{i:06d}_cuda_kernel_implERKNS_6TensorE") for i in range(symbols)],
+        ),
         version_definitions=(), version_needs=(VersionNeed("libc.so.6", ("GLIBC_2.2.5",)),), build_id="00" * 20,
         fatbin=FatbinSummary(sass=("sm_50", "sm_80", "sm_90"), ptx=(PtxTarget("compute_90", "8.4"),), containers=900, entries=2700),
     )

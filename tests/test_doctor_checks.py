@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from cudaresolve import knowledge
 from cudaresolve.arch import ComputeCapability
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, SymbolTable
 from cudaresolve.env import checks
 from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.doctor import Diagnosis, diagnose
@@ -46,7 +46,7 @@ def facts(path: str, *, needed: tuple[str, ...] = (), fatbin: Optional[FatbinSum
           soname: Optional[str] = None) -> BinaryFacts:
     return BinaryFacts(
         path=path, machine="x86_64", elf_type="DYN", soname=soname, needed=needed, rpath=(), runpath=(),
-        flags=0, flags_1=0, undefined=(), defined=(), version_definitions=(), version_needs=(),
+        flags=0, flags_1=0, symbols=SymbolTable.of(), version_definitions=(), version_needs=(),
         build_id=None, fatbin=fatbin,
     )
 

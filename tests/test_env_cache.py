@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, VersionNeed
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable, VersionNeed
 from cudaresolve.env import cache as cache_module
 from cudaresolve.env.cache import HEADER, FactsCache, default_cache_dir
 
@@ -21,8 +21,10 @@ def big_facts(path: str, symbols: int = 2000) -> BinaryFacts:
         path=path, machine="x86_64", elf_type="DYN", soname="libcusparse.so.12",
         needed=("libnvJitLink.so.12", "libc.so.6"), rpath=(), runpath=("$ORIGIN/../../nvjitlink/lib",),
         flags=0, flags_1=1,
-        undefined=(Symbol("__nvJitLinkComplete_12_1", "libnvJitLink.so.12", "libnvJitLink.so.12"),),
-        defined=tuple(Symbol(f"cusparseFunction{i}", "libcusparse.so.12") for i in range(symbols)),
+        symbols=SymbolTable.of(
+            [Symbol("__nvJitLinkComplete_12_1", "libnvJitLink.so.12", "libnvJitLink.so.12")],
+            [Symbol(f"cusparseFunction{i}", "libcusparse.so.12") for i in range(symbols)],
+        ),
         version_definitions=("libcusparse.so.12",),
         version_needs=(VersionNeed("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.17")),),
         build_id="ab12", fatbin=FatbinSummary(sass=("sm_50", "sm_90"), ptx=(PtxTarget("compute_90", "8.1"),), containers=3, entries=40),
@@ -156,7 +158,21 @@ def test_schema_change_makes_old_entries_stale():
     # The header carries a fingerprint of the facts classes' fields.
     assert HEADER.startswith(b"cudaresolve-facts 1 ")
     assert HEADER.split()[3].decode() == cache_module._schema()
-    assert set(cache_module._FACT_CLASSES) == {"BinaryFacts", "Symbol", "PtxTarget", "FatbinSummary", "VersionNeed"}
+    assert set(cache_module._FACT_CLASSES) == {
+        "BinaryFacts", "Symbol", "SymbolTable", "PtxTarget", "FatbinSummary", "VersionNeed"
+    }
+
+
+def test_entries_hold_symbol_columns_not_the_objects_built_from_them(cache, lib):
+    facts = big_facts(str(lib))
+    fresh = pickle.dumps(facts)
+    assert len(facts.defined) == 2000 and facts.symbols.definitions["cusparseFunction7"] == (("libcusparse.so.12", False),)
+    assert pickle.dumps(facts) == fresh  # Symbol objects and the definitions index stay out of the cache
+    cache.facts_for(str(lib), read=lambda path: facts)
+    reader = CountingReader()
+    loaded = FactsCache(cache.directory[: -len("/facts")]).facts_for(str(lib), read=reader)
+    assert reader.paths == []
+    assert loaded == facts and loaded.defined == facts.defined and loaded.undefined == facts.undefined
 
 
 def test_unwritable_cache_directory_still_answers(tmp_path, lib):

@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.facts import BinaryFacts, SymbolTable
 from cudaresolve.env.distributions import Problem
 from cudaresolve.env.interpreter import Target, target_for_python, target_for_site_packages
 from cudaresolve.env.scan import ElfFile, find_elf_files, is_shared_object_name, scan_environment
@@ -26,7 +26,7 @@ NVJITLINK = "nvidia-nvjitlink-cu12==12.1.105"
 def stub_facts(path: str) -> BinaryFacts:
     return BinaryFacts(
         path=path, machine="x86_64", elf_type="DYN", soname=os.path.basename(path), needed=(), rpath=(),
-        runpath=(), flags=0, flags_1=0, undefined=(), defined=(), version_definitions=(), version_needs=(),
+        runpath=(), flags=0, flags_1=0, symbols=SymbolTable.of(), version_definitions=(), version_needs=(),
         build_id=None, fatbin=None,
     )
 

@@ -14,7 +14,7 @@ from typing import Optional
 
 import pytest
 
-from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
+from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.ldcache import CacheEntry, LdCache
 from cudaresolve.binary.loader import (
     ALREADY_LOADED,
@@ -57,8 +57,7 @@ def so(path: str, **kw) -> BinaryFacts:
         runpath=(),
         flags=0,
         flags_1=0,
-        undefined=(),
-        defined=(),
+        symbols=SymbolTable.of(kw.pop("undefined", ()), kw.pop("defined", ())),
         version_definitions=(),
         version_needs=(),
         build_id=None,

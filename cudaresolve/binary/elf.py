@@ -34,7 +34,7 @@ import sys
 from array import array
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
+from cudaresolve.binary.facts import BinaryFacts, SymbolTable, VersionNeed
 from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.errors import CudaresolveError
 
@@ -48,8 +48,6 @@ Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 _MAGIC = b"\x7fELF"
 _MACHINES = {62: "x86_64", 183: "aarch64"}
 _ELF_TYPES = {2: "EXEC", 3: "DYN"}
-_BINDINGS = {1: "GLOBAL", 2: "WEAK", 10: "GNU_UNIQUE"}
-_SYMBOL_TYPES = {0: "NOTYPE", 1: "OBJECT", 2: "FUNC", 3: "SECTION", 4: "FILE", 5: "COMMON", 6: "TLS", 10: "IFUNC"}
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
@@ -74,7 +72,6 @@ DT_GNU_HASH, DT_VERSYM, DT_FLAGS_1 = 0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFB
 DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 NT_GNU_BUILD_ID = 3
 VER_FLG_BASE = 1
-VERSYM_HIDDEN = 0x8000
 SHN_UNDEF, SHN_XINDEX, PN_XNUM = 0, 0xFFFF, 0xFFFF
 
 
@@ -123,15 +120,12 @@ class _Section(NamedTuple):
 
 
 class _Strings:
-    """A string table copied out of the file; names are sliced out of it on demand."""
+    """A string table copied out of the file; strings are sliced out of it on demand."""
 
-    __slots__ = ("_blob", "_text", "_last", "_reader", "_what")
+    __slots__ = ("_blob", "_last", "_reader", "_what")
 
     def __init__(self, blob: bytes, reader: "_Reader", what: str):
         self._blob = blob
-        # An all-ASCII table (the usual case) is decoded once: slicing a str is the cheapest way to
-        # produce 75k symbol names.
-        self._text = blob.decode("ascii") if blob.isascii() else None
         self._last = blob.rfind(b"\0")  # a string starting after the last NUL is unterminated
         self._reader = reader
         self._what = what
@@ -142,20 +136,16 @@ class _Strings:
 
     def get(self, offset: int) -> str:
         self._check(offset)
-        if self._text is not None:
-            return self._text[offset : self._text.find("\0", offset)]
         # backslashreplace: a non-UTF-8 name must never make a later print or JSON dump fail.
         return self._blob[offset : self._blob.find(b"\0", offset)].decode("utf-8", "backslashreplace")
 
-    def many(self, offsets: List[int]) -> List[str]:
-        if not offsets:
-            return []
-        self._check(max(offsets))
-        self._check(min(offsets))
-        if self._text is None:
-            return [self.get(offset) for offset in offsets]
-        text, find = self._text, self._text.find
-        return [text[offset : find("\0", offset)] for offset in offsets]
+    @property
+    def blob(self) -> bytes:
+        return self._blob
+
+    def check_offsets(self, *offsets: int) -> None:
+        for offset in offsets:
+            self._check(offset)
 
 
 class _Reader:
@@ -207,7 +197,7 @@ class _Reader:
 
         rpath, runpath = text(DT_RPATH), text(DT_RUNPATH)
         versions, version_definitions, version_needs = self._read_versions(dynamic, dynstr)
-        defined, undefined = self._read_symbols(dynamic, dynstr, versions)
+        symbols = self._read_symbols(dynamic, dynstr, versions)
         return BinaryFacts(
             path=self.path,
             machine=self.machine,
@@ -218,8 +208,7 @@ class _Reader:
             runpath=tuple(runpath.split(":")) if runpath is not None else (),
             flags=dynamic.get(DT_FLAGS, [0])[-1],
             flags_1=dynamic.get(DT_FLAGS_1, [0])[-1],
-            undefined=undefined,
-            defined=defined,
+            symbols=symbols,
             version_definitions=version_definitions,
             version_needs=version_needs,
             build_id=self._read_build_id(),
@@ -471,52 +460,34 @@ class _Reader:
             raise self.error(f".gnu.version has {found[0].size // 2} entries for {count} symbols")
         return found[0].offset
 
-    def _read_symbols(self, dynamic, dynstr, versions) -> Tuple[Tuple[Symbol, ...], Tuple[Symbol, ...]]:
-        """(defined, undefined) global and weak dynamic symbols with their versions."""
+    def _read_symbols(self, dynamic, dynstr, versions) -> SymbolTable:
+        """The .dynsym columns, checked: every name inside the string table, every version index known."""
         table = self._symbol_table(dynamic, dynstr)
-        if table is None:
-            return (), ()
+        if table is None or table[1] <= 1:
+            return SymbolTable(b"", b"", b"", b"", b"", ())
         offset, count, strings = table
         block = self.block(offset, count * _SYM.size, ".dynsym")
+        # Columns sliced out in C, so nothing is built per symbol; index 0 is the null symbol.
+        name_offsets = _column(block, "I", 0, _SYM.size)[1:]
+        strings.check_offsets(max(name_offsets), min(name_offsets))
+        versym = b""
         versym_offset = self._versym_offset(dynamic, count)
-        if versym_offset is None:
-            versym: Sequence[int] = [0] * count
-        else:
-            versym = _column(self.block(versym_offset, count * 2, ".gnu.version"), "H", 0, 2)
-        # Columns sliced out in C, so no per-symbol tuple is built; index 0 is the null symbol.
-        names = strings.many(_column(block, "I", 0, _SYM.size)[1:])
-        infos = block[4 + _SYM.size :: _SYM.size]
-        section_indexes = _column(block, "H", 6, _SYM.size)[1:]
-        kinds: Dict[int, Tuple[str, str]] = {}
-        bindings: Dict[int, Tuple[Optional[str], Optional[str], bool]] = {}
-        # (sort keys, symbols) of undefined and defined symbols
-        groups: Tuple[Tuple[List[str], List[Symbol]], ...] = (([], []), ([], []))
-        for name, info, shndx, value in zip(names, infos, section_indexes, versym[1:]):
-            if not info >> 4:
-                continue  # LOCAL
-            kind = kinds.get(info)
-            if kind is None:
-                kind = kinds[info] = _symbol_kind(info)
-            binding = bindings.get(value)
-            if binding is None:
-                binding = bindings[value] = self._version_binding(value, versions, name)
-            version, file, hidden = binding
-            keys, symbols = groups[shndx != SHN_UNDEF]
-            # one str key per symbol sorts far faster than a tuple key; NUL cannot occur in names
-            keys.append(name if version is None else name + "\0" + version + "\0" + (file or ""))
-            symbols.append(Symbol(name, version, file, kind[0], kind[1], hidden))
-        undefined, defined = (_sorted(keys, symbols) for keys, symbols in groups)
-        return defined, undefined
-
-    def _version_binding(self, value: int, versions, name: str) -> Tuple[Optional[str], Optional[str], bool]:
-        """(version, file, hidden) for a .gnu.version entry; indexes 0 and 1 mean unversioned."""
-        ndx = value & 0x7FFF
-        if ndx <= 1:
-            return None, None, False
-        entry = versions.get(ndx)
-        if entry is None:
-            raise self.error(f"symbol {name} has version index {ndx}, which no version entry defines")
-        return entry[0], entry[1], bool(value & VERSYM_HIDDEN)
+        if versym_offset is not None:
+            values = _column(self.block(versym_offset, count * 2, ".gnu.version"), "H", 0, 2)[1:]
+            for value in set(values):
+                ndx = value & 0x7FFF
+                if ndx > 1 and ndx not in versions:
+                    name = strings.get(name_offsets[values.index(value)])
+                    raise self.error(f"symbol {name} has version index {ndx}, which no version entry defines")
+            versym = _bytes(values)
+        return SymbolTable(
+            strings=strings.blob,
+            name_offsets=_bytes(name_offsets),
+            info=block[4 + _SYM.size :: _SYM.size],
+            sections=_bytes(_column(block, "H", 6, _SYM.size)[1:]),
+            versym=versym,
+            versions=tuple((index, version, file) for index, (version, file) in sorted(versions.items())),
+        )
 
     # -- notes ---------------------------------------------------------------------------------
 
@@ -552,10 +523,9 @@ def _column(block: bytes, code: str, offset: int, stride: int) -> array:
     return values[offset // values.itemsize :: stride // values.itemsize]
 
 
-def _sorted(keys: List[str], items: List[Symbol]) -> Tuple[Symbol, ...]:
-    return tuple(map(items.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
-
-
-def _symbol_kind(info: int) -> Tuple[str, str]:
-    """(binding, type) names of a symbol's st_info byte."""
-    return _BINDINGS.get(info >> 4) or str(info >> 4), _SYMBOL_TYPES.get(info & 0xF) or str(info & 0xF)
+def _bytes(values: array) -> bytes:
+    """`values` in little-endian byte order, as SymbolTable stores them."""
+    if sys.byteorder == "big":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()

@@ -6,8 +6,15 @@ resolver consume them. Nothing here touches the file system.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from dataclasses import dataclass
-from typing import Optional
+from itertools import compress
+from typing import Dict, Iterable, List, Optional, Tuple
+
+BINDINGS = {1: "GLOBAL", 2: "WEAK", 10: "GNU_UNIQUE"}  # st_info >> 4; 0 is LOCAL
+SYMBOL_TYPES = {0: "NOTYPE", 1: "OBJECT", 2: "FUNC", 3: "SECTION", 4: "FILE", 5: "COMMON", 6: "TLS", 10: "IFUNC"}
+VERSYM_HIDDEN = 0x8000
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,158 @@ class Symbol:
     binding: str = "GLOBAL"  # GLOBAL, WEAK, GNU_UNIQUE
     type: str = "FUNC"  # FUNC, OBJECT, TLS, IFUNC, NOTYPE, ...
     hidden: bool = False
+
+
+# (version name, file) of a .gnu.version index: file is the verneed library, None for a verdef entry
+VersionSlot = Tuple[int, str, Optional[str]]
+
+
+@dataclass(frozen=True)
+class SymbolTable:
+    """An object's dynamic symbols (.dynsym without its null entry) as columns, in file order.
+
+    Why columns: libtriton.so carries 136k dynamic symbols. Built as one frozen Symbol each, they
+    cost 365 ms to read, 0.56 s to pickle and 0.53 s to unpickle (docs/performance.md); as five
+    byte strings they are sliced out of the file in C and pickle as fast as memcpy. Symbol objects,
+    names and the definitions index are built on first use and never pickled.
+    Numbers are unsigned, in the file's (little-endian) byte order.
+    """
+
+    strings: bytes  # the dynamic string table
+    name_offsets: bytes  # u32 st_name per symbol
+    info: bytes  # st_info per symbol: binding << 4 | type
+    sections: bytes  # u16 st_shndx per symbol; 0 is undefined
+    versym: bytes  # u16 .gnu.version entry per symbol; empty when the object has no versions
+    versions: Tuple[VersionSlot, ...]  # (index, version, file or None) of every index versym may hold
+
+    def __len__(self) -> int:
+        return len(self.info)
+
+    def __getstate__(self) -> dict:
+        # the caches below are derived data: rebuilt on use, never written to the facts cache
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def of(cls, undefined: Iterable["Symbol"] = (), defined: Iterable["Symbol"] = ()) -> "SymbolTable":
+        """A table holding `undefined` then `defined` in that order (for facts not read from a file)."""
+        strings = bytearray(b"\0")
+        offsets, info, sections, versym = array("I"), bytearray(), array("H"), array("H")
+        slots: Dict[Tuple[str, Optional[str]], int] = {}
+        binding_codes = {v: k for k, v in BINDINGS.items()}
+        type_codes = {v: k for k, v in SYMBOL_TYPES.items()}
+        for section, symbols in ((0, undefined), (1, defined)):
+            for symbol in symbols:
+                offsets.append(len(strings))
+                strings += symbol.name.encode() + b"\0"
+                info.append(binding_codes[symbol.binding] << 4 | type_codes[symbol.type])
+                sections.append(section)
+                index = 1
+                if symbol.version is not None:
+                    key = (symbol.version, None if section else symbol.file)
+                    index = slots.setdefault(key, len(slots) + 2)
+                versym.append(index | (VERSYM_HIDDEN if symbol.hidden else 0))
+        versions = tuple((index, version, file) for (version, file), index in slots.items())
+        return cls(bytes(strings), _le(offsets), bytes(info), _le(sections), _le(versym), versions)
+
+    @property
+    def undefined(self) -> Tuple["Symbol", ...]:
+        """Global and weak undefined symbols, in file order (the order ld.so relocates them)."""
+        return self._symbols(False)
+
+    @property
+    def defined(self) -> Tuple["Symbol", ...]:
+        """Global and weak defined symbols, in file order."""
+        return self._symbols(True)
+
+    @property
+    def definitions(self) -> Dict[str, Tuple[Tuple[Optional[str], bool], ...]]:
+        """Name -> ((version, hidden), ...) of the global and weak definitions: what a lookup binds to."""
+        cached = self.__dict__.get("_definitions")
+        if cached is not None:
+            return cached
+        wanted = self._mask(True)
+        names = self._names(wanted)
+        slots = list(compress(self._versym(), wanted))
+        decoded = self._decoded_slots()
+        # one definition per name is the rule; a name with several versions (foo@V1, foo@@V2) is rare
+        cached = {name: (decoded[slot][::2],) for name, slot in zip(names, slots)}
+        if len(cached) != len(names):
+            merged: Dict[str, Tuple[Tuple[Optional[str], bool], ...]] = {}
+            for name, slot in zip(names, slots):
+                merged[name] = merged.get(name, ()) + (decoded[slot][::2],)
+            cached = merged
+        self.__dict__["_definitions"] = cached
+        return cached
+
+    def _symbols(self, defined: bool) -> Tuple["Symbol", ...]:
+        key = "_defined" if defined else "_undefined"
+        cached = self.__dict__.get(key)
+        if cached is not None:
+            return cached
+        wanted = self._mask(defined)
+        decoded = self._decoded_slots()
+        kinds: Dict[int, Tuple[str, str]] = {}
+        symbols = []
+        for name, info, slot in zip(self._names(wanted), compress(self.info, wanted), compress(self._versym(), wanted)):
+            kind = kinds.get(info) or kinds.setdefault(info, symbol_kind(info))
+            version, file, hidden = decoded[slot]
+            symbols.append(Symbol(name, version, file, kind[0], kind[1], hidden))
+        cached = self.__dict__[key] = tuple(symbols)
+        return cached
+
+    def _names(self, wanted: List[bool]) -> List[str]:
+        return _names(self.strings, compress(_array("I", self.name_offsets), wanted))
+
+    def _mask(self, defined: bool) -> List[bool]:
+        """Which symbols are global or weak (not LOCAL) and defined (or undefined)."""
+        sections = _array("H", self.sections)
+        if defined:
+            return [info >= 16 and section != 0 for info, section in zip(self.info, sections)]
+        return [info >= 16 and section == 0 for info, section in zip(self.info, sections)]
+
+    def _versym(self) -> array:
+        return _array("H", self.versym) if self.versym else _array("H", bytes(2 * len(self)))
+
+    def _decoded_slots(self) -> Dict[int, Tuple[Optional[str], Optional[str], bool]]:
+        """versym value -> (version, file, hidden), for every value this table's symbols hold."""
+        cached = self.__dict__.get("_slots")
+        if cached is None:
+            by_index = {index: (version, file) for index, version, file in self.versions}
+            cached = {}
+            for value in set(self._versym()):
+                version, file = by_index.get(value & 0x7FFF, (None, None)) if value & 0x7FFF > 1 else (None, None)
+                cached[value] = (version, file, version is not None and bool(value & VERSYM_HIDDEN))
+            self.__dict__["_slots"] = cached
+        return cached
+
+
+def symbol_kind(info: int) -> Tuple[str, str]:
+    """(binding, type) names of a symbol's st_info byte."""
+    return BINDINGS.get(info >> 4) or str(info >> 4), SYMBOL_TYPES.get(info & 0xF) or str(info & 0xF)
+
+
+def _array(code: str, data: bytes) -> array:
+    values = array(code, data)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
+
+
+def _le(values: array) -> bytes:
+    if sys.byteorder == "big":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def _names(strings: bytes, offsets: Iterable[int]) -> List[str]:
+    """The NUL-terminated strings at `offsets`; non-UTF-8 bytes come out backslash-escaped."""
+    if strings.isascii():
+        text = strings.decode("ascii")
+        find = text.find
+        return [text[offset : find("\0", offset)] for offset in offsets]
+    find = strings.find
+    return [strings[offset : find(b"\0", offset)].decode("utf-8", "backslashreplace") for offset in offsets]
 
 
 @dataclass(frozen=True)
@@ -74,12 +233,21 @@ class BinaryFacts:
     runpath: tuple[str, ...]  # DT_RUNPATH likewise
     flags: int  # DT_FLAGS
     flags_1: int  # DT_FLAGS_1
-    undefined: tuple[Symbol, ...]  # global/weak undefined dynamic symbols, sorted by name
-    defined: tuple[Symbol, ...]  # global/weak defined dynamic symbols, sorted by (name, version)
+    symbols: SymbolTable
     version_definitions: tuple[str, ...]  # verdef names, excluding the BASE entry (the soname)
     version_needs: tuple[VersionNeed, ...]
     build_id: Optional[str]  # hex of NT_GNU_BUILD_ID
     fatbin: Optional[FatbinSummary]  # None when the file carries no fatbin
+
+    @property
+    def undefined(self) -> tuple[Symbol, ...]:
+        """Global and weak undefined dynamic symbols, in .dynsym order."""
+        return self.symbols.undefined
+
+    @property
+    def defined(self) -> tuple[Symbol, ...]:
+        """Global and weak defined dynamic symbols, in .dynsym order."""
+        return self.symbols.defined
 
     @property
     def glibc_needs(self) -> tuple[str, ...]:

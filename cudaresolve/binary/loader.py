@@ -208,9 +208,11 @@ def min_provider_version(symbol: Symbol) -> Optional[str]:
     NVIDIA's convention (nvJitLink): the version node is the soname `libX.so.<major>` and the
     name ends in `_<major>_<minor>` of the header the consumer was built with.
     """
+    if symbol.version is None or symbol.version != symbol.file:
+        return None
     name = re.search(r"_(\d+)_(\d+)$", symbol.name)
     soname = re.search(r"\.so\.(\d+)$", symbol.version or "")
-    if name is None or soname is None or symbol.version != symbol.file or name.group(1) != soname.group(1):
+    if name is None or soname is None or name.group(1) != soname.group(1):
         return None
     return f"{int(name.group(1))}.{int(name.group(2))}"
 
@@ -251,11 +253,10 @@ class _Namespace:
         for scope in scopes:
             todo = [n for n in scope if id(n) not in checked and not n.preloaded]
             checked.update(id(n) for n in todo)
-            index = _SymbolIndex(scope, {s.name for n in todo for s in n.facts.undefined})
             unjudgeable = any(res.step == DRIVER or res.error for n in scope for res, _ in n.needed or ())
             for node in todo:
                 self._check_versions(node)
-                self._check_symbols(node, index, unjudgeable)
+                self._check_symbols(node, scope, unjudgeable)
         objects = tuple(
             LoadedObject(
                 n.path,
@@ -436,10 +437,10 @@ class _Namespace:
                         )
                     )
 
-    def _check_symbols(self, node: _Node, index: "_SymbolIndex", unjudgeable: bool) -> None:
+    def _check_symbols(self, node: _Node, scope: Sequence[_Node], unjudgeable: bool) -> None:
         """Every non-weak undefined symbol must be found in the scope (do_lookup_x's rules)."""
         for symbol in node.facts.undefined:
-            if symbol.binding == "WEAK" or index.defines(symbol):
+            if symbol.binding == "WEAK" or _defined_in(scope, symbol):
                 continue
             provider = None
             if symbol.version is not None:
@@ -468,29 +469,18 @@ class _Namespace:
             )
 
 
-class _SymbolIndex:
-    """Definitions in a scope of the names wanted, by name, in scope order.
-
-    Only wanted names are kept: a scope like torch's holds hundreds of thousands of definitions.
-    """
-
-    def __init__(self, scope: Sequence[_Node], wanted: set):
-        self.by_name: Dict[str, List[tuple[_Node, Symbol]]] = {}
-        for node in scope:
-            for symbol in node.facts.defined:
-                if symbol.name in wanted:
-                    self.by_name.setdefault(symbol.name, []).append((node, symbol))
-
-    def defines(self, wanted: Symbol) -> bool:
-        """glibc's check_match: a versioned reference takes that version, or an unversioned (base)
-        definition that is not hidden; an unversioned reference takes any default definition."""
-        for node, symbol in self.by_name.get(wanted.name, ()):
+def _defined_in(scope: Sequence[_Node], wanted: Symbol) -> bool:
+    """Whether an object of `scope` has a definition `wanted` binds to, by glibc's check_match: a
+    versioned reference takes that version, or an unversioned (base) definition that is not hidden;
+    an unversioned reference takes any default definition."""
+    for node in scope:
+        for version, hidden in node.facts.symbols.definitions.get(wanted.name, ()):
             if wanted.version is None:
-                if not symbol.hidden:
+                if not hidden:
                     return True
-            elif symbol.version == wanted.version or symbol.version not in node.facts.version_definitions:
+            elif version == wanted.version or version not in node.facts.version_definitions:
                 return True
-        return False
+    return False
 
 
 _DST = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))")
