@@ -10,8 +10,8 @@ dropped. Everything listed here comes from those headers; no payload is decompre
 Where containers are looked for. `.nv_fatbin` and `__nv_relfatbin` (what nvcc's host stubs
 register) are walked container by container, skipping zero padding; a container whose header or
 entry chain does not fit stops that walk, keeping the containers before it. Every other allocated,
-non-executable PROGBITS section is scanned for the magic, always, and a hit counts only if its
-entries tile its fat_size exactly. Libraries also carry fatbins they load themselves:
+non-executable PROGBITS section is scanned for the magic, always (except the toolchain's own tables,
+TOOLCHAIN_SECTIONS), and a hit counts only if its entries tile its fat_size exactly. Libraries also carry fatbins they load themselves:
 libcufft.so.12 (CUDA 13 wheels) has a 672-byte `.nv_fatbin` with sm_75 alone and 23,983
 containers in its 278 MB `.ldata`; libcusparseLt.so.0 0.6.3 (cu12) has an 18 MB `.nv_fatbin` and
 2,494 more containers in its 188 MB `.rodata`. No size rule separates those cases, and the scan is
@@ -47,7 +47,7 @@ import mmap
 import re
 import struct
 from collections import Counter
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from cudaresolve.binary import lz
 from cudaresolve.binary.facts import FatbinSummary, PtxTarget
@@ -63,6 +63,13 @@ Section = Tuple[str, int, int, int, int]
 
 MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+# Allocated PROGBITS sections whose format the toolchain fixes (unwind tables, GOT, pointer
+# arrays, fatbin registration records), so they cannot embed a container: not scanned. In the
+# torch 2.14.1 venv they are 124 MB of the 1.24 GB that would be scanned.
+TOOLCHAIN_SECTIONS = frozenset(
+    (".eh_frame", ".eh_frame_hdr", ".gcc_except_table", ".got", ".got.plt", ".interp", ".tm_clone_table",
+     ".ctors", ".dtors", ".jcr", ".nvFatBinSegment")
+)  # fmt: skip
 KIND_PTX, KIND_ELF, KIND_OLD_CUBIN = 1, 2, 4
 FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
@@ -119,15 +126,48 @@ class FatbinEntry(NamedTuple):
 def summarize_fatbins(data: Buffer, sections: Sequence[Section]) -> Optional[FatbinSummary]:
     """The device code in one ELF file, from its section table; None when it carries no fatbin.
 
-    `data` is the whole file (bytes, memoryview or mmap); no reference to it is kept.
+    `data` is the whole file (bytes, memoryview or mmap); no reference to it is kept. Entries whose
+    headers are equal are judged once (libcufft.so.12: 47k entries, a few hundred distinct headers).
     """
-    return summarize_entries(read_fatbin_entries(data, sections))
+    fold = _Fold()
+    header_suffixes: Dict[tuple, Optional[str]] = {}  # the suffixes the entry header alone decides
+    payloads = _Payloads(data)
+    for section, container in _containers(data, sections):
+        fold.containers += 1
+        for raw in container:
+            key = raw[:5]
+            if key in header_suffixes:
+                suffix = header_suffixes[key]
+            else:
+                suffix = _suffix(payloads, raw)
+                if not _reads_payload(raw):
+                    header_suffixes[key] = suffix
+            fold.add(section, raw.kind, raw.arch, suffix, _isa(raw))
+    return fold.summary()
 
 
 def read_fatbin_entries(data: Buffer, sections: Sequence[Section]) -> List[FatbinEntry]:
     """Every entry of every container found in the file, in section and file order."""
+    payloads = _Payloads(data)
     entries: List[FatbinEntry] = []
-    containers = 0
+    for index, (section, container) in enumerate(_containers(data, sections)):
+        for raw in container:
+            suffix = _suffix(payloads, raw)
+            entries.append(FatbinEntry(section, index, raw.kind, raw.arch, suffix or "", _isa(raw), suffix is not None))
+    return entries
+
+
+def summarize_entries(entries: Sequence[FatbinEntry]) -> Optional[FatbinSummary]:
+    """Fold entries into the per-file summary; None for no entries."""
+    fold = _Fold()
+    fold.containers = len({entry.container for entry in entries})
+    for e in entries:
+        fold.add(e.section, e.kind, e.arch, e.suffix if e.determined else None, e.isa)
+    return fold.summary()
+
+
+def _containers(data: Buffer, sections: Sequence[Section]) -> Iterator[Tuple[str, List[_Entry]]]:
+    """(section name, entries) of every container, in section and file order."""
     length = len(data)
     for name, offset, size, flags, sh_type in sections:
         if sh_type != SHT_PROGBITS or offset >= length:
@@ -135,47 +175,53 @@ def read_fatbin_entries(data: Buffer, sections: Sequence[Section]) -> List[Fatbi
         end = min(offset + size, length)
         if name in FATBIN_SECTIONS:
             found = _walk(data, offset, end)
-        elif flags & SHF_ALLOC and not flags & SHF_EXECINSTR:
+        elif flags & SHF_ALLOC and not flags & SHF_EXECINSTR and name not in TOOLCHAIN_SECTIONS:
             found = _scan(data, offset, end)
         else:
             continue
         for container in found:
-            for raw in container:
-                entries.append(_read_entry(data, raw, name, containers))
-            containers += 1
-    return entries
+            yield name, container
 
 
-def summarize_entries(entries: Sequence[FatbinEntry]) -> Optional[FatbinSummary]:
-    """Fold entries into the per-file summary; None for no entries."""
-    if not entries:
-        return None
-    sass = set()
-    ptx = set()
-    undetermined = set()
-    unknown: Counter = Counter()
-    sections: List[str] = []
-    for entry in entries:
-        if entry.section not in sections:
-            sections.append(entry.section)
-        if entry.kind == KIND_PTX:
-            ptx.add((entry.arch, entry.suffix, _version_key(entry.isa), entry.isa))
-        elif entry.kind in (KIND_ELF, KIND_OLD_CUBIN):
-            sass.add((entry.arch, entry.suffix))
+class _Fold:
+    """Entries folded into a FatbinSummary: distinct targets, counts, sections in order of appearance."""
+
+    def __init__(self) -> None:
+        self.containers = 0
+        self.entries = 0
+        self.sections: Dict[str, None] = {}
+        self.sass: set = set()
+        self.ptx: set = set()
+        self.undetermined: set = set()
+        self.unknown: Counter = Counter()
+
+    def add(self, section: str, kind: int, arch: int, suffix: Optional[str], isa: Optional[str]) -> None:
+        """One entry; `suffix` None means it could not be determined."""
+        self.entries += 1
+        self.sections.setdefault(section)
+        if kind == KIND_PTX:
+            self.ptx.add((arch, suffix or "", isa))
+        elif kind in (KIND_ELF, KIND_OLD_CUBIN):
+            self.sass.add((arch, suffix or ""))
         else:
-            unknown[entry.kind] += 1
-            continue
-        if not entry.determined:
-            undetermined.add((entry.kind == KIND_PTX, entry.arch))
-    return FatbinSummary(
-        sass=tuple(f"sm_{arch}{suffix}" for arch, suffix in sorted(sass)),
-        ptx=tuple(PtxTarget(f"compute_{arch}{suffix}", isa) for arch, suffix, _, isa in sorted(ptx)),
-        undetermined=tuple(f"{'compute' if is_ptx else 'sm'}_{arch}" for is_ptx, arch in sorted(undetermined)),
-        unknown_kinds=tuple(sorted(unknown.items())),
-        containers=len({entry.container for entry in entries}),
-        entries=len(entries),
-        sections=tuple(sections),
-    )
+            self.unknown[kind] += 1
+            return
+        if suffix is None:
+            self.undetermined.add((kind == KIND_PTX, arch))
+
+    def summary(self) -> Optional[FatbinSummary]:
+        if not self.entries:
+            return None
+        ptx = sorted((arch, suffix, _version_key(isa), isa) for arch, suffix, isa in self.ptx)
+        return FatbinSummary(
+            sass=tuple(f"sm_{arch}{suffix}" for arch, suffix in sorted(self.sass)),
+            ptx=tuple(PtxTarget(f"compute_{arch}{suffix}", isa) for arch, suffix, _, isa in ptx),
+            undetermined=tuple(f"{'compute' if is_ptx else 'sm'}_{arch}" for is_ptx, arch in sorted(self.undetermined)),
+            unknown_kinds=tuple(sorted(self.unknown.items())),
+            containers=self.containers,
+            entries=self.entries,
+            sections=tuple(self.sections),
+        )
 
 
 def _version_key(isa: Optional[str]) -> Tuple[int, ...]:
@@ -242,13 +288,21 @@ def _container(data: Buffer, at: int, end: int) -> Optional[Tuple[List[_Entry], 
     return entries, stop
 
 
-def _read_entry(data: Buffer, raw: _Entry, section: str, container: int) -> FatbinEntry:
-    isa = f"{raw.major}.{raw.minor}" if raw.kind == KIND_PTX and (raw.major or raw.minor) else None
-    suffix = _suffix(data, raw)
-    return FatbinEntry(section, container, raw.kind, raw.arch, suffix or "", isa, suffix is not None)
+def _isa(entry: _Entry) -> Optional[str]:
+    return f"{entry.major}.{entry.minor}" if entry.kind == KIND_PTX and (entry.major or entry.minor) else None
 
 
-def _suffix(data: Buffer, entry: _Entry) -> Optional[str]:
+def _reads_payload(entry: _Entry) -> bool:
+    """Whether `_suffix` must look past the entry header: no suffix bit where a suffix could exist."""
+    return (
+        entry.kind in (KIND_PTX, KIND_ELF)
+        and not entry.flags & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY)
+        and entry.arch >= _FIRST_SUFFIXED_ARCH
+        and not (entry.kind == KIND_ELF and (entry.major, entry.minor) >= _ELF_ABI_NO_SUFFIX)
+    )
+
+
+def _suffix(payloads: "_Payloads", entry: _Entry) -> Optional[str]:
     """"a", "f" or "" for one entry; None when only its payload could tell and it cannot be read."""
     if entry.kind not in (KIND_PTX, KIND_ELF, KIND_OLD_CUBIN):
         return ""
@@ -256,14 +310,12 @@ def _suffix(data: Buffer, entry: _Entry) -> Optional[str]:
         return "a"
     if entry.flags & FLAG_FAMILY:
         return "f"
-    if entry.arch < _FIRST_SUFFIXED_ARCH or entry.kind == KIND_OLD_CUBIN:
+    if not _reads_payload(entry):
         return ""
     if entry.kind == KIND_ELF:
-        if (entry.major, entry.minor) >= _ELF_ABI_NO_SUFFIX:
-            return ""
-        head = _payload_head(data, entry, _CUBIN_HEAD)
+        head = payloads.head(entry, _CUBIN_HEAD)
         return None if head is None else _cubin_suffix(head, entry.arch)
-    head = _payload_head(data, entry, _PTX_HEAD)
+    head = payloads.head(entry, _PTX_HEAD)
     return None if head is None else _ptx_suffix(head, entry.arch)
 
 
@@ -289,27 +341,37 @@ def _ptx_suffix(head: bytes, arch: int) -> Optional[str]:
     return match.group(2).decode()
 
 
-def _payload_head(data: Buffer, entry: _Entry, limit: int) -> Optional[bytes]:
-    """The first `limit` bytes of an entry's payload after decompression, or None."""
-    if not entry.flags & (FLAG_ZSTD | FLAG_LZ4):
-        return bytes(data[entry.start : entry.start + min(entry.size, limit)])
-    stored_size = min(entry.compressed_size, entry.size) if entry.compressed_size else entry.size
-    stored = memoryview(data)[entry.start : entry.start + stored_size]
-    if entry.flags & FLAG_ZSTD:
-        if zstandard is None:
-            return None
-        head = bytearray()
+class _Payloads:
+    """Reads the first bytes of entry payloads from one file, with one zstd decompressor for all."""
+
+    def __init__(self, data: Buffer):
+        self.data = data
+        self._zstd = None
+
+    def head(self, entry: _Entry, limit: int) -> Optional[bytes]:
+        """The first `limit` bytes of an entry's payload after decompression, or None."""
+        data = self.data
+        if not entry.flags & (FLAG_ZSTD | FLAG_LZ4):
+            return bytes(data[entry.start : entry.start + min(entry.size, limit)])
+        stored_size = min(entry.compressed_size, entry.size) if entry.compressed_size else entry.size
+        stored = memoryview(data)[entry.start : entry.start + stored_size]
+        if entry.flags & FLAG_ZSTD:
+            if zstandard is None:
+                return None
+            if self._zstd is None:
+                self._zstd = zstandard.ZstdDecompressor()
+            head = bytearray()
+            try:
+                with self._zstd.stream_reader(stored) as reader:
+                    while len(head) < limit:
+                        chunk = reader.read(limit - len(head))
+                        if not chunk:
+                            break
+                        head += chunk
+            except zstandard.ZstdError:
+                return None
+            return bytes(head)
         try:
-            with zstandard.ZstdDecompressor().stream_reader(stored) as reader:
-                while len(head) < limit:
-                    chunk = reader.read(limit - len(head))
-                    if not chunk:
-                        break
-                    head += chunk
-        except zstandard.ZstdError:
+            return lz.decode_prefix(stored, limit)
+        except lz.LzError:
             return None
-        return bytes(head)
-    try:
-        return lz.decode_prefix(stored, limit)
-    except lz.LzError:
-        return None
