@@ -15,6 +15,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 BINDINGS = {1: "GLOBAL", 2: "WEAK", 10: "GNU_UNIQUE"}  # st_info >> 4; 0 is LOCAL
 SYMBOL_TYPES = {0: "NOTYPE", 1: "OBJECT", 2: "FUNC", 3: "SECTION", 4: "FILE", 5: "COMMON", 6: "TLS", 10: "IFUNC"}
 VERSYM_HIDDEN = 0x8000
+_IS_GLOBAL = bytes(int(info >> 4 != 0) for info in range(256))  # st_info -> 1 unless binding is LOCAL
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,12 @@ class SymbolTable:
         wanted = self._mask(True)
         names = self._names(wanted)
         slots = list(compress(self._versym(), wanted))
-        decoded = self._decoded_slots()
-        # one definition per name is the rule; a name with several versions (foo@V1, foo@@V2) is rare
-        cached = {name: (decoded[slot][::2],) for name, slot in zip(names, slots)}
-        if len(cached) != len(names):
-            merged: Dict[str, Tuple[Tuple[Optional[str], bool], ...]] = {}
+        values = {slot: ((version, hidden),) for slot, (version, _, hidden) in self._decoded_slots().items()}
+        cached = dict(zip(names, map(values.__getitem__, slots)))
+        if len(cached) != len(names):  # a name defined in several versions (foo@V1, foo@@V2): rare
+            cached = {}
             for name, slot in zip(names, slots):
-                merged[name] = merged.get(name, ()) + (decoded[slot][::2],)
-            cached = merged
+                cached[name] = cached.get(name, ()) + values[slot]
         self.__dict__["_definitions"] = cached
         return cached
 
@@ -132,15 +131,17 @@ class SymbolTable:
         cached = self.__dict__[key] = tuple(symbols)
         return cached
 
-    def _names(self, wanted: List[bool]) -> List[str]:
+    def _names(self, wanted: bytes) -> List[str]:
         return _names(self.strings, compress(_array("I", self.name_offsets), wanted))
 
-    def _mask(self, defined: bool) -> List[bool]:
-        """Which symbols are global or weak (not LOCAL) and defined (or undefined)."""
-        sections = _array("H", self.sections)
-        if defined:
-            return [info >= 16 and section != 0 for info, section in zip(self.info, sections)]
-        return [info >= 16 and section == 0 for info, section in zip(self.info, sections)]
+    def _mask(self, defined: bool) -> bytes:
+        """One byte per symbol, 1 where it is global or weak (not LOCAL) and defined (or undefined)."""
+        count = len(self)
+        is_global = int.from_bytes(self.info.translate(_IS_GLOBAL), "little")
+        is_defined = int.from_bytes(bytes(map(bool, _array("H", self.sections))), "little")
+        if not defined:
+            is_defined ^= int.from_bytes(b"\1" * count, "little")
+        return (is_global & is_defined).to_bytes(count, "little")
 
     def _versym(self) -> array:
         return _array("H", self.versym) if self.versym else _array("H", bytes(2 * len(self)))

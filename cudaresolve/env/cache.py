@@ -27,10 +27,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import multiprocessing
 import os
 import pickle
 import tempfile
-from typing import Callable, Mapping, Optional
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable, Mapping, Optional, Sequence
 
 from cudaresolve import __version__
 from cudaresolve.binary import facts as facts_module
@@ -83,7 +85,7 @@ class FactsCache:
         """
         real = os.path.realpath(path)
         key = _key(real, os.stat(real))
-        entry = os.path.join(self.directory, hashlib.sha256(repr(key).encode("utf-8", "surrogateescape")).hexdigest())
+        entry = self._entry(key)
         cached = _load(entry, key)
         if cached is not None:
             return cached
@@ -91,6 +93,42 @@ class FactsCache:
         if _key(real, os.stat(real)) == key:  # unchanged while it was read
             self._store(entry, key, facts)
         return facts
+
+    def fill(
+        self,
+        paths: Sequence[str],
+        *,
+        read: Callable[[str], BinaryFacts],
+        progress: Optional[Callable[[str], None]] = None,
+    ) -> None:
+        """Read the files of `paths` the cache lacks, in one worker process per CPU, into the cache.
+
+        A first scan of an environment is CPU-bound (fatbin scanning), so this roughly halves it on
+        two cores. Failures are left for `facts_for` to meet and report; `read` must be picklable.
+        Workers are forked: they start in milliseconds and inherit the imported modules.
+        """
+        missing = []
+        for path in paths:
+            try:
+                real = os.path.realpath(path)
+                key = _key(real, os.stat(real))
+            except OSError:
+                continue
+            if not os.path.exists(self._entry(key)):
+                missing.append((key[1], path))
+        workers = min(len(missing), len(os.sched_getaffinity(0)))
+        if workers < 2:
+            return
+        missing.sort(reverse=True)  # largest first, so no worker is left with a big file at the end
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            futures = {pool.submit(_fill_one, self, path, read): path for _, path in missing}
+            for future in as_completed(futures):
+                if progress:
+                    progress(futures[future])
+
+    def _entry(self, key: tuple) -> str:
+        return os.path.join(self.directory, hashlib.sha256(repr(key).encode("utf-8", "surrogateescape")).hexdigest())
 
     def _store(self, entry: str, key: tuple, facts: BinaryFacts) -> None:
         if self.write_error is not None:
@@ -109,6 +147,12 @@ class FactsCache:
                 raise
         except OSError as exc:
             self.write_error = f"cannot write the facts cache in {self.directory}: {exc.strerror or exc}"
+
+
+def _fill_one(cache: FactsCache, path: str, read: Callable[[str], BinaryFacts]) -> None:
+    """One file's facts into the cache, in a worker process; any failure is the caller's to meet again."""
+    with contextlib.suppress(Exception):
+        cache.facts_for(path, read=read)
 
 
 def _key(real: str, st: os.stat_result) -> tuple:

@@ -89,7 +89,9 @@ def examine(
     def facts_of(path: str) -> Optional[BinaryFacts]:
         return cached(path) if os.path.isfile(path) else None
 
-    env = scan_environment(target, facts_for=cached)
+    env = scan_environment(
+        target, facts_for=cached, prefetch=lambda paths: cache.fill(paths, read=read_binary_facts, progress=progress)
+    )
     loads = linking.load_packages(env, LoaderEnv.from_system(environ), facts_of, environ)
     findings = diagnose(env, host, loads)
     if cache.write_error:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.env.distributions import Distribution, Problem, read_distributions
@@ -42,11 +42,17 @@ class Environment:
         return next((d for d in self.distributions if d.name == name), None)
 
 
-def scan_environment(target: Target, *, facts_for: Callable[[str], BinaryFacts]) -> Environment:
+def scan_environment(
+    target: Target,
+    *,
+    facts_for: Callable[[str], BinaryFacts],
+    prefetch: Optional[Callable[[Sequence[str]], None]] = None,
+) -> Environment:
     """Read the target's distributions and every ELF file under its site-packages.
 
     `facts_for(path)` reads one file's facts (normally the on-disk cache in front of the ELF
-    reader); a CudaresolveError or OSError from it becomes that file's `error`.
+    reader); a CudaresolveError or OSError from it becomes that file's `error`. `prefetch(paths)`,
+    when given, is called once with every ELF path first (the cache reads its misses in parallel).
     """
     distributions: list[Distribution] = []
     problems: list[Problem] = []
@@ -60,8 +66,11 @@ def scan_environment(target: Target, *, facts_for: Callable[[str], BinaryFacts])
         problems.extend(file_problems)
     distributions.sort(key=lambda d: (d.name, d.dist_info))
     owners = owners_by_path(distributions)
+    paths = sorted(set(paths))
+    if prefetch is not None:
+        prefetch(paths)
     elf_files = []
-    for path in sorted(set(paths)):
+    for path in paths:
         facts: Optional[BinaryFacts] = None
         error: Optional[str] = None
         try:
