@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable, VersionNeed
+from cudaresolve.binary.elf import ElfError
 from cudaresolve.env import cache as cache_module
 from cudaresolve.env.cache import HEADER, FactsCache, default_cache_dir
 
@@ -273,3 +275,35 @@ def test_concurrent_writers_never_expose_a_partial_entry(tmp_path):
     for lib in sorted(libs.iterdir()):
         assert FactsCache(str(tmp_path / "cache")).facts_for(str(lib), read=must_hit) == big_facts(str(lib), 3000)
     assert [p.name for p in Path(cache.directory).iterdir() if p.name.startswith(".tmp-")] == []
+
+
+def read_in_worker(path: str) -> BinaryFacts:
+    """A reader for FactsCache.fill: fails on bad files; records which process read the good ones."""
+    if path.endswith("bad.so"):
+        raise ElfError(f"{path}: not an ELF file (no \\x7fELF magic)")
+    return dataclasses.replace(big_facts(path, symbols=10), build_id=str(os.getpid()))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="fill reads in parallel only with two CPUs or more")
+def test_fill_reads_the_misses_in_worker_processes(tmp_path, cache):
+    paths = []
+    for name in ("liba.so", "libb.so", "libc.so", "bad.so"):
+        path = tmp_path / name
+        path.write_bytes(b"\x7fELF" + name.encode())
+        paths.append(str(path))
+    seen: list[str] = []
+    cache.fill(paths, read=read_in_worker, progress=seen.append)
+    assert sorted(seen) == sorted(paths)
+
+    def no_read(path: str) -> BinaryFacts:
+        raise AssertionError(f"{path} was not cached")
+
+    readers = {cache.facts_for(path, read=no_read).build_id for path in paths[:3]}
+    assert str(os.getpid()) not in readers  # read in forked workers, stored by them
+    with pytest.raises(ElfError, match="no .x7fELF magic"):  # a failure is not cached: met again here
+        cache.facts_for(paths[3], read=read_in_worker)
+
+
+def test_fill_leaves_a_single_miss_to_facts_for(lib, cache):
+    cache.fill([str(lib)], read=read_in_worker)
+    assert not os.path.isdir(cache.directory)

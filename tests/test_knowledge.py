@@ -506,7 +506,7 @@ def edit(path: Path, old: str, new: str) -> None:
          "torch.toml: release[0].variant[0].arch_list"),
         ("torch.toml", 'default_variant = "cu117"', 'default_variant = "cu999"', "release[0].default_variant"),
         ("gpus.toml", 'source = "NVIDIA', 'sauce = "NVIDIA', "gpus.toml: source: missing"),
-        ("advisories.toml", 'affects = ["torch>=2.1"]', 'affects = ["torch>=>2.1"]', "advisory[0].affects"),
+        ("advisories.toml", 'affects = ["nvidia-nvjitlink-cu12<12.3"]', 'affects = ["nvidia-nvjitlink-cu12<<12.3"]', "advisory[1].affects"),
         ("components.toml", "[[component]]\nname", "[[component]\nname", "components.toml: not valid TOML"),
         ("cupy.toml", 'ptx = ["compute_86"]', 'ptx = ["ptx_86"]', "wheel_arch.builds[0].ptx"),
     ],
