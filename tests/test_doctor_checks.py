@@ -336,6 +336,32 @@ def test_duplicate_library_counts_auditwheel_renamed_copies():
     ]
 
 
+def test_duplicate_libraries_of_one_set_of_distributions_are_one_finding():
+    # triton vendors CUPTI beside nvidia-cuda-cupti's: one decision for the user, one finding.
+    env = environment(
+        dist("nvidia-cuda-cupti", "13.0.85"),
+        dist("triton", "3.8.0"),
+        elf_files=(
+            elf("nvidia/cu13/lib/libcupti.so.13", "nvidia-cuda-cupti", soname="libcupti.so.13"),
+            elf("nvidia/cu13/lib/libnvperf_host.so", "nvidia-cuda-cupti", soname="libnvperf_host.so"),
+            elf("triton/backends/nvidia/lib/cupti/libcupti.so.13", "triton", soname="libcupti.so.13"),
+            elf("triton/backends/nvidia/lib/cupti/libnvperf_host.so", "triton", soname="libnvperf_host.so"),
+        ),
+    )
+    [finding] = checks.check_duplicate_libraries(env)
+    assert finding.subject == "2 libraries of nvidia-cuda-cupti, triton"
+    assert finding.message == (
+        "libcupti.so.13, libnvperf_host.so are each installed by 2 distributions (nvidia-cuda-cupti, triton); "
+        "a process can load both copies, or the older one first"
+    )
+    assert finding.evidence == (
+        f"{SP}/nvidia/cu13/lib/libcupti.so.13 (from nvidia-cuda-cupti)",
+        f"{SP}/triton/backends/nvidia/lib/cupti/libcupti.so.13 (from triton)",
+        f"{SP}/nvidia/cu13/lib/libnvperf_host.so (from nvidia-cuda-cupti)",
+        f"{SP}/triton/backends/nvidia/lib/cupti/libnvperf_host.so (from triton)",
+    )
+
+
 # -- diagnose, exit codes ----------------------------------------------------------------------------
 
 

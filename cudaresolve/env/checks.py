@@ -282,21 +282,27 @@ def check_duplicate_libraries(env: Environment) -> list[Finding]:
         owner = elf.owners[0] if elf.owners else "(unowned)"
         by_soname[_unmangled(elf.facts.soname)].append((owner, elf.path))
         build_ids[_unmangled(elf.facts.soname)].add(elf.facts.build_id)
-    findings = []
+    # One finding per set of distributions: a package vendoring a whole SDK (triton's CUPTI: five
+    # libraries) is one decision for the user, not five.
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for soname, copies in sorted(by_soname.items()):
-        owners = sorted({owner for owner, _ in copies})
+        owners = tuple(sorted({owner for owner, _ in copies}))
         if len(owners) < 2:
             continue
         if len(build_ids[soname]) == 1 and None not in build_ids[soname]:
             continue  # one build vendored twice (numpy.libs and scipy.libs): whichever loads, it is the same code
+        groups[owners].append(soname)
+    findings = []
+    for owners, sonames in sorted(groups.items()):
+        names = ", ".join(sonames)
         findings.append(
             Finding(
                 "duplicate-library",
                 "warning",
-                soname,
-                f"{soname} is installed by {len(owners)} distributions ({', '.join(owners)}); "
-                "a process can load both copies, or the older one first",
-                tuple(f"{path} (from {owner})" for owner, path in sorted(copies)),
+                names if len(sonames) == 1 else f"{len(sonames)} libraries of {', '.join(owners)}",
+                f"{names} {'is' if len(sonames) == 1 else 'are each'} installed by {len(owners)} distributions "
+                f"({', '.join(owners)}); a process can load both copies, or the older one first",
+                tuple(f"{path} (from {owner})" for soname in sonames for owner, path in sorted(by_soname[soname])),
                 "keep one provider: uninstall the distribution you do not need, or pin both to one version",
             )
         )
