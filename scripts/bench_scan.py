@@ -80,6 +80,7 @@ def main() -> int:
     if args.doctor:
         with tempfile.TemporaryDirectory() as cache_dir:
             env = dict(os.environ, CUDARESOLVE_CACHE_DIR=cache_dir)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # pip compiles an installed tool's bytecode; so do the runs
             command = [sys.executable, "-m", "cudaresolve", "doctor", "--python", args.doctor,
                        "--driver", "580.65.06", "--gpu", "8.6"]
             def doctor_cold() -> None:

@@ -83,6 +83,10 @@ def test_record_paths_are_absolute_and_normalised():
         "/env/lib/python3.11/site-packages/odd,name.py",
         "/env/bin/tool",
     )
+    odd = ["a/./b.so", "a//b.so", "./c.so", "/abs/d.so", "e/.hidden/f.so", "numpy.libs/g.so", "h/..so", "i/"]
+    root = "/env/lib/python3.11/./site-packages/"
+    expected = tuple(os.path.normpath(os.path.join(root, name)) for name in odd)
+    assert parse_record("\n".join(odd), root) == expected
 
 
 def test_reads_well_formed_distributions(tmp_path):

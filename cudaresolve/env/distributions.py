@@ -84,10 +84,16 @@ def parse_record(text: str, root: str) -> tuple[str, ...]:
     Paths are relative to `root` and may climb out of it with `..` (scripts, data files);
     normpath folds those so they compare equal to paths found by walking the tree.
     """
+    prefix = os.path.join(os.path.normpath(root), "")
     paths = []
     for row in csv.reader(text.splitlines()):
-        if row and row[0]:
-            paths.append(os.path.normpath(os.path.join(root, row[0])))
+        if not row or not row[0]:
+            continue
+        name = row[0]
+        if name[0] == "/" or name[-1] == "/" or "//" in name or "/." in "/" + name:
+            paths.append(os.path.normpath(os.path.join(root, name)))
+        else:  # nothing to fold (torch's RECORD: 20k such rows): normpath would return prefix + name
+            paths.append(prefix + name)
     return tuple(paths)
 
 
