@@ -13,15 +13,15 @@ Tables are found through the section headers, as readelf and pyelftools do; a fi
 (sstrip) is read through its dynamic tags, as the loader does, counting symbols from its hash table.
 
 Why not pyelftools: it builds several Python objects per symbol. On libtorch_cpu.so from torch
-2.14.1 (446 MB, 75,768 dynamic symbols, 75,765 of them global or weak), reading the same facts
-(needed libraries, version tables, every global dynamic symbol with its version), best CPU time of
-15 runs, warm page cache, Python 3.11, on a shared 2-core machine (runs vary by about 20 ms):
-    read_binary_facts without the fatbin scan     150 ms
-    read_binary_facts (fatbin.py scans .rodata)    172 ms
-    pyelftools 0.33                               3013 ms
-About 30 ms of ours is slicing 75k names, 80 ms building the frozen Symbol objects and 40 ms
-sorting them; those objects are what the facts are, so that is close to the floor.
-(scripts/bench_elf.py repeats the measurement.)
+2.14.1 (446 MB, 75,768 dynamic symbols), reading the same facts (needed libraries, version tables,
+every dynamic symbol with its version), best of 15 runs, warm page cache, Python 3.11, on a shared
+2-core machine:
+    read_binary_facts without the fatbin scan      12 ms
+    read_binary_facts (fatbin.py scans .rodata)     18 ms
+    pyelftools 0.33                              3862 ms
+The symbols stay in the file's own layout (facts.SymbolTable: the string table and the st_name,
+st_info, st_shndx and versym columns, sliced out in C); building one frozen Symbol per symbol, as
+this reader first did, took 150 ms of the same read. (scripts/bench_elf.py repeats the measurement.)
 """
 
 from __future__ import annotations

@@ -8,16 +8,18 @@ header, truncated, foreign classes, wrong key or type) is read again and rewritt
 
 Why pickle, and why one file per library (scripts/bench_env_cache.py, best-of-N CPU times on the
 shared 2-core machine, a venv holding nvidia-cusparse-cu12 12.3.1.170 and nvidia-nvjitlink-cu12 12.1.105):
-- A warm lookup of libcusparse.so.12 (281 MB, 672 dynamic symbols, 37 KB entry) takes 0.4-0.85 ms
-  and of libnvJitLink.so.12 0.2-0.45 ms (five runs), against 13-19 + 6-7.5 ms to read them with
-  binary.elf (fatbin included) and 10-21 + 8-14 ms for `ldd -r`: 1/19 to 1/37 of the `ldd -r` loop.
-  Nearly all of a warm lookup is creating the Symbol objects (~0.5 us each, whatever the encoding).
-- Pickle loads faster than JSON (0.4-0.85 against 0.95-1.8 ms for libcusparse; 165 against 270 ms for a
-  synthetic libtorch-sized entry of 110k symbols), is half the size (8.7 against 16.2 MB) and needs
-  no hand-written decoder that must follow every change to the facts classes.
-- One file per library against one per environment, 60 entries: 23 against 29 ms to load them all,
-  and a per-environment file must be rewritten whole (23 ms) when one library changes, and merged
-  under a lock when two runs write it. Per-library files need neither.
+- A warm lookup of libcusparse.so.12 (281 MB, 672 dynamic symbols, 21 KB entry) takes 0.08 ms and of
+  libnvJitLink.so.12 0.07 ms, against 18.5 + 4.2 ms to read them with binary.elf (fatbin included)
+  and 12 + 10 ms for `ldd -r`: 1/143 of the `ldd -r` loop. Symbols are stored as byte columns
+  (facts.SymbolTable), so an entry loads as a few memcpy's whatever the symbol count; with one
+  frozen Symbol per symbol, as first built, the same lookups took 0.4-0.85 and 0.2-0.45 ms and
+  libtriton.so's entry 0.53 s.
+- Pickle needs no hand-written decoder that must follow every change to the facts classes; a JSON
+  entry must also encode the byte columns (as latin-1 text: 11.0 against 6.3 MB, 12 ms against
+  under 1 ms to load for a synthetic 110k-symbol entry).
+- One file per library against one per environment, 60 entries: 1.3 against 0.6 ms to load them all,
+  but a per-environment file must be rewritten whole when one library changes, and merged under a
+  lock when two runs write it. Per-library files need neither.
 The unpickler only builds the classes of cudaresolve.binary.facts, so a planted entry cannot run
 code. Entries of deleted files are not pruned; deleting the directory is always safe.
 """
