@@ -307,3 +307,11 @@ def test_fill_reads_the_misses_in_worker_processes(tmp_path, cache):
 def test_fill_leaves_a_single_miss_to_facts_for(lib, cache):
     cache.fill([str(lib)], read=read_in_worker)
     assert not os.path.isdir(cache.directory)
+
+
+def test_fill_with_an_unwritable_cache_reads_nothing(tmp_path, lib):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache directory should be")
+    other = tmp_path / "lib" / "libother.so"
+    other.write_bytes(b"\x7fELF" + b"\1" * 100)
+    FactsCache(str(blocker)).fill([str(lib), str(other)], read=read_in_worker, progress=pytest.fail)

@@ -32,9 +32,9 @@ import stat
 import struct
 import sys
 from array import array
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from cudaresolve.binary.facts import BinaryFacts, SymbolTable, VersionNeed
+from cudaresolve.binary.facts import BinaryFacts, SymbolTable, VersionNeed, little_endian
 from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.errors import CudaresolveError
 
@@ -479,12 +479,12 @@ class _Reader:
                 if ndx > 1 and ndx not in versions:
                     name = strings.get(name_offsets[values.index(value)])
                     raise self.error(f"symbol {name} has version index {ndx}, which no version entry defines")
-            versym = _bytes(values)
+            versym = little_endian(values)
         return SymbolTable(
             strings=strings.blob,
-            name_offsets=_bytes(name_offsets),
+            name_offsets=little_endian(name_offsets),
             info=block[4 + _SYM.size :: _SYM.size],
-            sections=_bytes(_column(block, "H", 6, _SYM.size)[1:]),
+            sections=little_endian(_column(block, "H", 6, _SYM.size)[1:]),
             versym=versym,
             versions=tuple((index, version, file) for index, (version, file) in sorted(versions.items())),
         )
@@ -521,11 +521,3 @@ def _column(block: bytes, code: str, offset: int, stride: int) -> array:
     if sys.byteorder == "big":
         values.byteswap()
     return values[offset // values.itemsize :: stride // values.itemsize]
-
-
-def _bytes(values: array) -> bytes:
-    """`values` in little-endian byte order, as SymbolTable stores them."""
-    if sys.byteorder == "big":
-        values = array(values.typecode, values)
-        values.byteswap()
-    return values.tobytes()

@@ -86,7 +86,7 @@ class SymbolTable:
                     index = slots.setdefault(key, len(slots) + 2)
                 versym.append(index | (VERSYM_HIDDEN if symbol.hidden else 0))
         versions = tuple((index, version, file) for (version, file), index in slots.items())
-        return cls(bytes(strings), _le(offsets), bytes(info), _le(sections), _le(versym), versions)
+        return cls(bytes(strings), little_endian(offsets), bytes(info), little_endian(sections), little_endian(versym), versions)
 
     @property
     def undefined(self) -> Tuple["Symbol", ...]:
@@ -172,7 +172,8 @@ def _array(code: str, data: bytes) -> array:
     return values
 
 
-def _le(values: array) -> bytes:
+def little_endian(values: array) -> bytes:
+    """`values` as bytes in little-endian order, as SymbolTable stores its columns."""
     if sys.byteorder == "big":
         values = array(values.typecode, values)
         values.byteswap()

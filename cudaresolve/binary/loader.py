@@ -471,7 +471,7 @@ def _unbound(undefined: Sequence[Symbol], scope: Sequence[_Node]) -> List[Symbol
     """The non-weak symbols of `undefined` that no object of `scope` defines, in their order.
 
     Looked up object by object as ld.so does, but each object answers for all pending names at
-    once through a set intersection: torch/_C.so's scope holds 290k definitions and 30k references.
+    once through a set intersection: torch/_C.so's scope (33 objects) holds 115k definitions and 15k references.
     """
     pending: Dict[str, List[Symbol]] = {}
     for symbol in undefined:
