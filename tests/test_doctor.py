@@ -145,20 +145,19 @@ def test_the_facts_cache_is_reused(fixed_venv, capsys, tmp_path, monkeypatch):
     reads: list[str] = []
     real_read = doctor.read_binary_facts
 
-    def counting_read(path):
+    def counting_read(path):  # counts the reads of this process; forked fill workers count their own
         reads.append(path)
         return real_read(path)
 
     monkeypatch.setattr(doctor, "read_binary_facts", counting_read)
     python = str(fixed_venv / "bin" / "python")
     first = doctor_json(capsys, "--python", python, *AMPERE_ON_550)
-    assert any(path.endswith("/libcusparse.so.12") for path in reads)
-    entries = sorted(os.listdir(tmp_path / "facts"))
-    assert len(entries) == len(reads)
+    entries = {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(tmp_path / "facts")}
+    assert len(entries) >= 2  # libcusparse.so.12 and libnvJitLink.so.12, then what the loader reaches
     reads.clear()
     assert doctor_json(capsys, "--python", python, *AMPERE_ON_550) == first
-    assert reads == []
-    assert sorted(os.listdir(tmp_path / "facts")) == entries
+    assert reads == []  # nothing read here, and nothing by workers either: no entry was written again
+    assert {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(tmp_path / "facts")} == entries
 
 
 # -- the command line --------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ class FactsCache:
 
         A first scan of an environment is CPU-bound (fatbin scanning): on two cores this makes it
         1.5x faster (torch 2.14.1 venv: 0.67 -> 0.44 s). Workers are forked: they start in
-        milliseconds and inherit the imported modules; `read` must be picklable. Nothing here can
+        milliseconds and inherit the imported modules and `read`. Nothing here can
         stop a scan: files that fail, a cache that cannot be written and a pool that cannot start
         or loses a worker all leave the work to `facts_for`, which reports what goes wrong.
         """
@@ -125,15 +125,19 @@ class FactsCache:
         if workers < 2 or not self._writable():
             return
         missing.sort(reverse=True)  # largest first, so no worker is left with a big file at the end
+        global _fill_read
+        _fill_read = read  # reaches the workers by fork, so `read` need not be picklable
         try:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                futures = {pool.submit(_fill_one, self, path, read): path for _, path in missing}
+                futures = {pool.submit(_fill_one, self, path): path for _, path in missing}
                 for future in as_completed(futures):
                     future.result()
                     if progress:
                         progress(futures[future])
         except (OSError, BrokenProcessPool):
             return
+        finally:
+            _fill_read = None
 
     def _writable(self) -> bool:
         try:
@@ -164,10 +168,14 @@ class FactsCache:
             self.write_error = f"cannot write the facts cache in {self.directory}: {exc.strerror or exc}"
 
 
-def _fill_one(cache: FactsCache, path: str, read: Callable[[str], BinaryFacts]) -> None:
+_fill_read: Optional[Callable[[str], BinaryFacts]] = None  # FactsCache.fill's reader, for its forked workers
+
+
+def _fill_one(cache: FactsCache, path: str) -> None:
     """One file's facts into the cache, in a worker process; any failure is the caller's to meet again."""
+    assert _fill_read is not None
     with contextlib.suppress(Exception):
-        cache.facts_for(path, read=read)
+        cache.facts_for(path, read=_fill_read)
 
 
 def _key(real: str, st: os.stat_result) -> tuple:
