@@ -30,11 +30,10 @@ import mmap
 import os
 import stat
 import struct
-import sys
 from array import array
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from cudaresolve.binary.facts import BinaryFacts, SymbolTable, VersionNeed, little_endian
+from cudaresolve.binary.facts import BinaryFacts, SymbolTable, VersionNeed, little_endian, native_array
 from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.errors import CudaresolveError
 
@@ -517,7 +516,5 @@ class _Reader:
 
 def _column(block: bytes, code: str, offset: int, stride: int) -> array:
     """The little-endian field at `offset` of every `stride`-byte record in `block`."""
-    values = array(code, block)
-    if sys.byteorder == "big":
-        values.byteswap()
+    values = native_array(code, block)
     return values[offset // values.itemsize :: stride // values.itemsize]

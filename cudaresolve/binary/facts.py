@@ -133,19 +133,19 @@ class SymbolTable:
         return cached
 
     def _names(self, wanted: bytes) -> List[str]:
-        return _names(self.strings, compress(_array("I", self.name_offsets), wanted))
+        return _names(self.strings, compress(native_array("I", self.name_offsets), wanted))
 
     def _mask(self, defined: bool) -> bytes:
         """One byte per symbol, 1 where it is global or weak (not LOCAL) and defined (or undefined)."""
         count = len(self)
         is_global = int.from_bytes(self.info.translate(_IS_GLOBAL), "little")
-        is_defined = int.from_bytes(bytes(map(bool, _array("H", self.sections))), "little")
+        is_defined = int.from_bytes(bytes(map(bool, native_array("H", self.sections))), "little")
         if not defined:
             is_defined ^= int.from_bytes(b"\1" * count, "little")
         return (is_global & is_defined).to_bytes(count, "little")
 
     def _versym(self) -> array:
-        return _array("H", self.versym) if self.versym else _array("H", bytes(2 * len(self)))
+        return native_array("H", self.versym) if self.versym else native_array("H", bytes(2 * len(self)))
 
     def _decoded_slots(self) -> Dict[int, Tuple[Optional[str], Optional[str], bool]]:
         """versym value -> (version, file, hidden), for every value this table's symbols hold."""
@@ -165,7 +165,8 @@ def symbol_kind(info: int) -> Tuple[str, str]:
     return BINDINGS.get(info >> 4) or str(info >> 4), SYMBOL_TYPES.get(info & 0xF) or str(info & 0xF)
 
 
-def _array(code: str, data: bytes) -> array:
+def native_array(code: str, data: bytes) -> array:
+    """The little-endian numbers in `data` as an array in this machine's byte order."""
     values = array(code, data)
     if sys.byteorder == "big":
         values.byteswap()

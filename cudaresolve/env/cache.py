@@ -86,9 +86,7 @@ class FactsCache:
 
         OSError from stat-ing the file and any error from `read` propagate unchanged.
         """
-        real = os.path.realpath(path)
-        key = _key(real, os.stat(real))
-        entry = self._entry(key)
+        real, key, entry = self._locate(path)
         cached = _load(entry, key)
         if cached is not None:
             return cached
@@ -115,11 +113,10 @@ class FactsCache:
         missing = []
         for path in paths:
             try:
-                real = os.path.realpath(path)
-                key = _key(real, os.stat(real))
+                _, key, entry = self._locate(path)
             except OSError:
                 continue
-            if not os.path.exists(self._entry(key)):
+            if not os.path.exists(entry):
                 missing.append((key[1], path))
         workers = min(len(missing), len(os.sched_getaffinity(0)))
         if workers < 2 or not self._writable():
@@ -146,8 +143,11 @@ class FactsCache:
             return False
         return os.access(self.directory, os.W_OK | os.X_OK)
 
-    def _entry(self, key: tuple) -> str:
-        return os.path.join(self.directory, hashlib.sha256(repr(key).encode("utf-8", "surrogateescape")).hexdigest())
+    def _locate(self, path: str) -> tuple[str, tuple, str]:
+        """(realpath, identity key, entry file) of `path`; OSError when it cannot be stat-ed."""
+        real = os.path.realpath(path)
+        key = _key(real, os.stat(real))
+        return real, key, os.path.join(self.directory, hashlib.sha256(repr(key).encode("utf-8", "surrogateescape")).hexdigest())
 
     def _store(self, entry: str, key: tuple, facts: BinaryFacts) -> None:
         if self.write_error is not None:
