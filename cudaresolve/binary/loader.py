@@ -288,12 +288,13 @@ class _Namespace:
         return self._add(root, facts, None, None)
 
     def _add(self, path: str, facts: BinaryFacts, loader: Optional[_Node], found: Optional[Resolution]) -> _Node:
-        existing = self.by_file.get(os.path.realpath(path))
+        real = os.path.realpath(path)
+        existing = self.by_file.get(real)
         if existing is not None:
             return existing
         node = _Node(path, facts, loader, found)
         self.loaded.append(node)
-        self.by_file[os.path.realpath(path)] = node
+        self.by_file[real] = node
         return node
 
     def _map_dependencies(self, root: _Node) -> List[_Node]:

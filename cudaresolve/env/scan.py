@@ -9,7 +9,6 @@ listed by several RECORDs (one wheel overwrote another's file) has several owner
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
@@ -98,7 +97,8 @@ def owners_by_path(distributions: Iterable[Distribution]) -> dict[str, tuple[str
 
 
 def is_shared_object_name(name: str) -> bool:
-    return name.endswith(".so") or fnmatch.fnmatchcase(name, "*.so.*")
+    """`*.so` or `*.so.*` (a substring test: fnmatch cost 25 ms on torch's 22k file names)."""
+    return name.endswith(".so") or ".so." in name
 
 
 def find_elf_files(site_packages: str) -> tuple[tuple[str, ...], tuple[Problem, ...]]:
