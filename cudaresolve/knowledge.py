@@ -937,7 +937,10 @@ class Advisory:
 
     `affects` are requirements one of which must match an installed distribution; empty means a rule
     that code checks (e.g. PTX ISA against the driver). `cuda`, `driver` and `gpu` are specifiers on
-    the package's build CUDA version, the driver release and the compute capability.
+    the package's build CUDA version, the driver release and the compute capability. `references`
+    are undefined symbols, `NAME@VERSION` with shell wildcards in NAME (`@VERSION` optional), one of
+    which some ELF file of the environment must reference: the binary side of a problem that only
+    binaries built a certain way meet.
     """
 
     id: str
@@ -952,6 +955,7 @@ class Advisory:
     driver: Optional[str] = None
     gpu: Optional[str] = None
     platform: Optional[str] = None
+    references: tuple[str, ...] = ()
     confidence: str = "H"
     note: Optional[str] = None
 
@@ -977,6 +981,7 @@ def advisories() -> tuple[Advisory, ...]:
                 driver=row.opt_specifier("driver"),
                 gpu=row.opt_specifier("gpu"),
                 platform=row.opt_text("platform"),
+                references=_symbol_patterns(row, "references"),
                 confidence=row.confidence(default),
                 note=row.opt_text("note"),
             )
@@ -986,6 +991,15 @@ def advisories() -> tuple[Advisory, ...]:
     if duplicates:
         raise root.error("advisory", f"duplicate ids {duplicates}")
     return tuple(rows)
+
+
+def _symbol_patterns(row: _Node, key: str) -> tuple[str, ...]:
+    values = row.texts(key, default=())
+    for value in values:
+        name, at, version = value.partition("@")
+        if not name or (at and not version) or "@" in version:
+            raise row.error(key, f"expected NAME or NAME@VERSION, got {value!r}")
+    return values
 
 
 def advisory(advisory_id: str) -> Optional[Advisory]:

@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from cudaresolve import knowledge
 from cudaresolve.arch import ComputeCapability
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, SymbolTable
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable
 from cudaresolve.env import checks
 from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.doctor import Diagnosis, diagnose
@@ -43,10 +43,10 @@ def dist(name: str, version: str, *requires: str) -> Distribution:
 
 
 def facts(path: str, *, needed: tuple[str, ...] = (), fatbin: Optional[FatbinSummary] = None,
-          soname: Optional[str] = None) -> BinaryFacts:
+          soname: Optional[str] = None, undefined: tuple[Symbol, ...] = ()) -> BinaryFacts:
     return BinaryFacts(
         path=path, machine="x86_64", elf_type="DYN", soname=soname, needed=needed, rpath=(), runpath=(),
-        flags=0, flags_1=0, symbols=SymbolTable.of(), version_definitions=(), version_needs=(),
+        flags=0, flags_1=0, symbols=SymbolTable.of(undefined), version_definitions=(), version_needs=(),
         build_id=None, fatbin=fatbin,
     )
 
@@ -236,6 +236,24 @@ def test_advisory_conditions_on_variant_and_gpu():
     # cu126 carries Pascal SASS; nvJitLink skew is the symbol-skew check's to find, from the binaries.
     assert advisory_ids(environment(dist("torch", "2.14.1+cu126")), host("580.65.06", "6.1")) == set()
     assert advisory_ids(environment(dist("torch", "2.11.0+cu128")), host("580.65.06", "7.0")) == {"volta-cu128-2.11"}
+
+
+def test_advisory_on_references_needs_a_binary_that_makes_them():
+    """nvjitlink-no-inline: nvJitLink 12.0-12.2 exports no unversioned names, which only binaries
+    built with NVJITLINK_NO_INLINE call; an old nvJitLink alone is not the problem."""
+    old, new = dist("nvidia-nvjitlink-cu12", "12.1.105"), dist("nvidia-nvjitlink-cu12", "12.8.93")
+    node = "libnvJitLink.so.12"
+    inline = elf("cusparse/libcusparse.so.12", "cusparse", undefined=(Symbol("__nvJitLinkComplete_12_4", node, node),))
+    no_inline = elf("app/_ext.so", "app", undefined=(
+        Symbol("malloc", "GLIBC_2.2.5", "libc.so.6"), Symbol("nvJitLinkDestroy", node, node),
+        Symbol("nvJitLinkCreate", node, node)))
+    unversioned = elf("other/_ext.so", "other", undefined=(Symbol("nvJitLinkDestroy"),))
+    assert advisory_ids(environment(old, elf_files=(inline, unversioned)), host()) == set()
+    assert advisory_ids(environment(new, elf_files=(inline, no_inline)), host()) == set()
+    [finding] = checks.check_advisories(environment(old, elf_files=(inline, no_inline)), host(), ())
+    assert finding.subject == "nvidia-nvjitlink-cu12 12.1.105"
+    assert finding.message.startswith("known problem nvjitlink-no-inline: undefined symbol: nvJitLinkDestroy")
+    assert finding.evidence == ("NVIDIA/cccl#10083", f"{SP}/app/_ext.so references nvJitLinkDestroy@libnvJitLink.so.12")
 
 
 # -- arch-coverage -----------------------------------------------------------------------------------

@@ -132,6 +132,41 @@ def test_stale_copy_on_ld_library_path_shadows_the_wheel_and_lacks_a_version(foo
     )
 
 
+NVJITLINK_LIB = "nvidia/nvjitlink/lib/libnvJitLink.so.12"
+
+
+@pytest.mark.parametrize("installed", ["12.1.105", "12.8.93"])
+def test_no_inline_nvjitlink_consumer(installed, elf_builder, wheel, unpacked, tmp_path):
+    """A binary built with NVJITLINK_NO_INLINE calls nvJitLinkDestroy@libnvJitLink.so.12, which the
+    real 12.8.93 library exports and 12.1.105 does not (NVIDIA/cccl#10083): symbol-skew from the
+    binary, and the advisory because a binary of the environment makes that reference."""
+    site = elf_builder.root / "site"
+    (site / NVJITLINK_LIB).parent.mkdir(parents=True)
+    shutil.copy2(unpacked(wheel(f"nvidia-nvjitlink-cu12=={installed}")) / NVJITLINK_LIB, site / NVJITLINK_LIB)
+    built_against = unpacked(wheel("nvidia-nvjitlink-cu12==12.8.93")) / NVJITLINK_LIB
+    consumer = elf_builder.build(
+        "_ext.so", "typedef struct H *H;\nint nvJitLinkDestroy(H *);\nint f(H h) { return nvJitLinkDestroy(&h); }\n",
+        link=[built_against], runpath="$ORIGIN/../nvidia/nvjitlink/lib", directory="site/app",
+    )
+    make_dist_info(site, "nvidia-nvjitlink-cu12", installed, files=(NVJITLINK_LIB,))
+    make_dist_info(site, "app", "1.0", files=("app/_ext.so",), requires=("nvidia-nvjitlink-cu12",))
+    diagnosis = run(site, tmp_path)
+    glibc = glibc_dlopen_error(consumer)
+    if installed == "12.8.93":
+        assert glibc == ""
+        assert [f.check for f in diagnosis.findings] == ["driver-floor"]  # 12.8 on the host's CUDA 12.4 driver
+        return
+    assert glibc == f"{consumer}: undefined symbol: nvJitLinkDestroy, version libnvJitLink.so.12"
+    assert by_check(diagnosis) == [
+        ("symbol-skew", "error", "app 1.0"),
+        ("advisory", "warning", "nvidia-nvjitlink-cu12 12.1.105"),
+    ]
+    skew, advisory = diagnosis.findings
+    assert skew.message == "_ext.so: undefined symbol: nvJitLinkDestroy, version libnvJitLink.so.12"
+    assert advisory.evidence == ("NVIDIA/cccl#10083", f"{consumer} references nvJitLinkDestroy@libnvJitLink.so.12")
+    assert advisory.fix == knowledge.advisory("nvjitlink-no-inline").fix
+
+
 def test_shadowing_copy_that_has_every_version_is_only_a_warning(foo_env, elf_builder, tmp_path):
     site, consumer, _ = foo_env
     elf_builder.build("libfoo.so.1", FOO_V2, soname="libfoo.so.1", version_script=MAP_V2, directory="system-cuda")

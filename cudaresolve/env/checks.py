@@ -5,6 +5,7 @@ Checks that follow the loader (symbol skew, missing libraries, shadowing) live i
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections import defaultdict
 from typing import Iterable, Optional
@@ -334,17 +335,37 @@ def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBui
                 continue
             if not _conditions_hold(advisory, dist, build_cuda.get(dist.name), host):
                 continue
+            referencing = _referencing(env, advisory.references) if advisory.references else ()
+            if advisory.references and not referencing:
+                continue
             findings.append(
                 Finding(
                     "advisory",
                     "warning",
                     f"{dist.name} {dist.version}",
                     f"known problem {advisory.id}: {advisory.symptom}",
-                    tuple(advisory.refs),
+                    tuple(advisory.refs) + referencing,
                     advisory.fix,
                 )
             )
     return findings
+
+
+def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[str, ...]:
+    """"FILE references NAME@VERSION" for each ELF file with an undefined symbol that matches one of
+    `patterns` (the first such symbol of the file)."""
+    wanted = []
+    for pattern in patterns:
+        name, _, version = pattern.partition("@")
+        wanted.append((re.compile(fnmatch.translate(name)).match, version or None))
+    found = []
+    for elf in env.elf_files:
+        for symbol in elf.facts.undefined if elf.facts else ():
+            if any(match(symbol.name) and version in (None, symbol.version) for match, version in wanted):
+                named = f"{symbol.name}@{symbol.version}" if symbol.version else symbol.name
+                found.append(f"{elf.path} references {named}")
+                break
+    return tuple(found)
 
 
 def _installed(requirement: Requirement, installed: dict) -> bool:
