@@ -4,8 +4,8 @@ Usage: python scripts/bench_fatbin.py PATH... [--runs N]
 Prints, per file, the best CPU time of N runs of summarize_fatbins (CPU time, because the machine
 may be shared; the first run pages the file in and is not counted apart), with what was found, and
 the best CPU time of the scan for embedded containers alone (the magic searched for in every
-allocated data section, each hit's entry chain checked, no entry judged): the part no change to the
-reader's Python around the search can remove. With several files, also the totals.
+allocated data section, each hit's entry chain checked, no entry judged), the part that stays
+whatever the reader does with the entries. With several files, also the totals.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    totals = [0.0, 0.0, 0]  # summarize seconds, search seconds, bytes scanned
+    totals = [0.0, 0.0, 0]  # summarize seconds, scan seconds, bytes scanned
     for path in args.paths:
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
             table = section_table(data)
@@ -64,15 +64,16 @@ def main() -> None:
             ]
             summary = summarize_fatbins(data, table)
             seconds = best_cpu(lambda: summarize_fatbins(data, table), args.runs)
-            search = best_cpu(lambda: [_scan(data, a, b) for a, b in scanned], args.runs)
+            scan = best_cpu(lambda: [_scan(data, a, b) for a, b in scanned], args.runs)
         size = sum(b - a for a, b in scanned)
-        for i, value in enumerate((seconds, search, size)):
+        for i, value in enumerate((seconds, scan, size)):
             totals[i] += value
         found = "no fatbin" if summary is None else f"{summary.containers} containers, {summary.entries} entries"
-        print(f"{path}: {seconds * 1000:.1f} ms; {found}; {size / 1e6:.0f} MB scanned, the scan alone {search * 1000:.1f} ms")
+        print(f"{path}: {seconds * 1000:.1f} ms; {found}; {size / 1e6:.0f} MB scanned, the scan alone {scan * 1000:.1f} ms")
     if len(args.paths) > 1:
-        seconds, search, size = totals
-        print(f"{len(args.paths)} files: {seconds:.3f} s; {size / 1e9:.2f} GB scanned, the scan alone {search:.3f} s")
+        seconds, scan, size = totals
+        print(f"{len(args.paths)} files: {seconds:.3f} s; {size / 1e9:.2f} GB scanned, the scan alone {scan:.3f} s")
+
 
 if __name__ == "__main__":
     main()

@@ -248,7 +248,8 @@ def test_advisory_on_references_needs_a_binary_that_makes_them():
         Symbol("malloc", "GLIBC_2.2.5", "libc.so.6"), Symbol("nvJitLinkDestroy", node, node),
         Symbol("nvJitLinkCreate", node, node)))
     unversioned = elf("other/_ext.so", "other", undefined=(Symbol("nvJitLinkDestroy"),))
-    assert advisory_ids(environment(old, elf_files=(inline, unversioned)), host()) == set()
+    weak = elf("weak/_ext.so", "weak", undefined=(Symbol("nvJitLinkDestroy", node, node, binding="WEAK"),))
+    assert advisory_ids(environment(old, elf_files=(inline, unversioned, weak)), host()) == set()
     assert advisory_ids(environment(new, elf_files=(inline, no_inline)), host()) == set()
     [finding] = checks.check_advisories(environment(old, elf_files=(inline, no_inline)), host(), ())
     assert finding.subject == "nvidia-nvjitlink-cu12 12.1.105"

@@ -352,8 +352,8 @@ def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBui
 
 
 def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[str, ...]:
-    """"FILE references NAME@VERSION" for each ELF file with an undefined symbol that matches one of
-    `patterns` (the first such symbol of the file)."""
+    """One line per ELF file that needs (non-weak) a symbol matching one of `patterns`: the file and
+    the first such symbol."""
     wanted = []
     for pattern in patterns:
         name, _, version = pattern.partition("@")
@@ -361,7 +361,9 @@ def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[str, ...]:
     found = []
     for elf in env.elf_files:
         for symbol in elf.facts.undefined if elf.facts else ():
-            if any(match(symbol.name) and version in (None, symbol.version) for match, version in wanted):
+            if symbol.binding != "WEAK" and any(
+                match(symbol.name) and version in (None, symbol.version) for match, version in wanted
+            ):
                 named = f"{symbol.name}@{symbol.version}" if symbol.version else symbol.name
                 found.append(f"{elf.path} references {named}")
                 break
