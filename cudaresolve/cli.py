@@ -65,9 +65,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from cudaresolve.env.doctor import examine
+    from cudaresolve.doctor import examine
     from cudaresolve.env.errors import EnvError
-    from cudaresolve.env.findings import exit_code
+    from cudaresolve.checks.findings import exit_code
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.output.doctor import render_json, render_text, use_colour
 

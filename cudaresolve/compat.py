@@ -102,3 +102,21 @@ def _jit_driver(isa: Optional[str]) -> Optional[str]:
         return knowledge.toolkits()[0].ga_driver
     toolkit = knowledge.toolkit_for_ptx_isa(isa)
     return toolkit.ga_driver if toolkit else None
+
+
+def driver_verdict(cuda: str, release: Optional[str], driver_cuda: Optional[str]) -> Optional[str]:
+    """How a driver runs code built with CUDA `cuda` ("12.8", or the major alone, "12"): "native",
+    "minor-compat", or None (it cannot). `release` is the driver release, `driver_cuda` the CUDA
+    version it reports; either may be unknown (CONDA_OVERRIDE_CUDA gives only the latter)."""
+    if "." not in cuda:
+        floor = knowledge.family_floor(int(cuda))
+        if release is not None and floor is not None:
+            return "native" if Version(release) >= Version(floor) else None
+        return "native" if driver_cuda and int(driver_cuda.split(".")[0]) >= int(cuda) else None
+    if release is not None:
+        return knowledge.driver_support(release, cuda)
+    # Only the driver's CUDA version is known: the same major is minor-version compatibility.
+    want, have = Version(cuda), Version(driver_cuda or "0")
+    if have >= want:
+        return "native"
+    return "minor-compat" if have.major == want.major else None

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cudaresolve.cli import main
-from cudaresolve.env import doctor
+from cudaresolve import doctor
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import UsageError
 from conftest import cache_dir

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from dataclasses import replace
 from typing import Optional
 
 import pytest
@@ -19,16 +20,28 @@ from packaging.version import Version
 from cudaresolve import knowledge
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable
-from cudaresolve.env import checks
+from cudaresolve.checks import judge
+from cudaresolve.checks.advisories import check_advisories
+from cudaresolve.checks.arch_coverage import check_arch_coverage
+from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.driver_floor import check_driver_floor
+from cudaresolve.checks.duplicates import check_duplicate_libraries
+from cudaresolve.checks.findings import Finding, exit_code, sort_findings
+from cudaresolve.checks.mixed_majors import check_mixed_majors
+from cudaresolve.doctor import Diagnosis
 from cudaresolve.env.distributions import Distribution, Problem
-from cudaresolve.env.doctor import Diagnosis, diagnose
-from cudaresolve.env.findings import Finding, exit_code, sort_findings
+from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
-from cudaresolve.env.scan import ElfFile, Environment
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
 from cudaresolve.output.doctor import render_json, render_text, use_colour
 
 SP = "/env/site-packages"
+MARKERS = {  # CPython 3.11 on x86_64 Linux
+    "implementation_name": "cpython", "implementation_version": "3.11.7", "os_name": "posix",
+    "platform_machine": "x86_64", "platform_python_implementation": "CPython", "platform_release": "6.1.0",
+    "platform_system": "Linux", "platform_version": "#1 SMP", "python_full_version": "3.11.7",
+    "python_version": "3.11", "sys_platform": "linux",
+}
 
 
 def dist(name: str, version: str, *requires: str) -> Distribution:
@@ -57,8 +70,11 @@ def elf(relpath: str, owner: str, **kw) -> ElfFile:
 
 
 def environment(*dists: Distribution, elf_files: tuple[ElfFile, ...] = (), problems=()) -> Environment:
+    """An installed environment as the scan builds it: extras whose requirements are installed count as installed."""
+    installed = {d.name: d.version for d in dists}
+    dists = tuple(replace(d, extras=installed_extras(d, installed, MARKERS)) for d in dists)
     return Environment(
-        target=Target(site_packages=(SP,)),
+        target=Target(site_packages=(SP,), markers=tuple(sorted(MARKERS.items()))),
         distributions=tuple(sorted(dists, key=lambda d: d.name)),
         elf_files=tuple(sorted(elf_files, key=lambda e: e.path)),
         problems=tuple(problems),
@@ -96,7 +112,7 @@ def cu126_fix(version: str) -> str:
 
 
 def driver_floor(env: Environment, on: HostFacts) -> list[Finding]:
-    return checks.check_driver_floor(env, checks.cuda_builds(env), on)
+    return check_driver_floor(env, cuda_builds(env), on)
 
 
 def test_driver_floor_native_is_silent():
@@ -177,7 +193,7 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
 
 def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
     env = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.14.1"))
-    assert checks.check_mixed_majors(env, checks.cuda_builds(env)) == [
+    assert check_mixed_majors(env, cuda_builds(env)) == [
         Finding(
             "mixed-majors",
             "error",
@@ -196,18 +212,18 @@ def test_mixed_majors_counts_extension_modules_linking_a_cudart():
         dist("my-ext", "1.0"),
         elf_files=(elf("my_ext/_C.so", "my-ext", needed=("libcudart.so.12", "libc.so.6")),),
     )
-    [finding] = checks.check_mixed_majors(env, checks.cuda_builds(env))
+    [finding] = check_mixed_majors(env, cuda_builds(env))
     assert finding.evidence == ("CUDA 12: my-ext", "CUDA 13: torch")
     assert finding.fix == "install the CUDA 13 builds of: my-ext"
     one_major = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.8.0"))
-    assert checks.check_mixed_majors(one_major, checks.cuda_builds(one_major)) == []
+    assert check_mixed_majors(one_major, cuda_builds(one_major)) == []
 
 
 # -- advisories --------------------------------------------------------------------------------------
 
 
 def advisory_ids(env: Environment, on: HostFacts) -> set[str]:
-    found = checks.check_advisories(env, on, checks.cuda_builds(env))
+    found = check_advisories(env, on, cuda_builds(env))
     assert {f.check for f in found} <= {"advisory"}
     return {re.match(r"known problem (\S+): ", f.message).group(1) for f in found}
 
@@ -216,7 +232,7 @@ def test_advisory_numba_0_59_0_cooperative_groups_cache():
     env = environment(dist("numba", "0.59.0"))
     assert advisory_ids(env, host("570.124.06")) == {"numba-0.59.0-cg-cache"}
     assert advisory_ids(env, host("580.65.06")) == {"numba-0.59.0-cg-cache", "numba-driver-580"}
-    [finding] = checks.check_advisories(env, host(), ())
+    [finding] = check_advisories(env, host(), ())
     assert finding.subject == "numba 0.59.0"
     assert finding.fix == knowledge.advisory("numba-0.59.0-cg-cache").fix
     assert finding.evidence == ("numba/numba#9432", "numba/numba#9447")
@@ -251,7 +267,7 @@ def test_advisory_on_references_needs_a_binary_that_makes_them():
     weak = elf("weak/_ext.so", "weak", undefined=(Symbol("nvJitLinkDestroy", node, node, binding="WEAK"),))
     assert advisory_ids(environment(old, elf_files=(inline, unversioned, weak)), host()) == set()
     assert advisory_ids(environment(new, elf_files=(inline, no_inline)), host()) == set()
-    [finding] = checks.check_advisories(environment(old, elf_files=(inline, no_inline)), host(), ())
+    [finding] = check_advisories(environment(old, elf_files=(inline, no_inline)), host(), ())
     assert finding.subject == "nvidia-nvjitlink-cu12 12.1.105"
     assert finding.message.startswith("known problem nvjitlink-no-inline: undefined symbol: nvJitLinkDestroy")
     assert finding.evidence == ("NVIDIA/cccl#10083", f"{SP}/app/_ext.so references nvJitLinkDestroy@libnvJitLink.so.12")
@@ -274,7 +290,7 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
             elf("plain/libplain.so", "other-kernels"),  # no device code: never judged
         ),
     )
-    found = checks.check_arch_coverage(env, host("580.65.06", "6.1"))
+    found = check_arch_coverage(env, host("580.65.06", "6.1"))
     assert [f.subject for f in found] == ["other-kernels 1.0", "torch 2.14.1"]
     torch = found[1]
     assert torch == Finding(
@@ -307,16 +323,16 @@ def test_arch_coverage_one_library_short_of_a_gpu_is_reported_but_a_lone_stub_en
             elf("nvidia/cu13/lib/libcufftw.so.12", "nvidia-cufft", fatbin=fatbin("sm_75", entries=1)),
         ),
     )
-    on_t4 = checks.check_arch_coverage(env, host("580.65.06", "7.5"))
+    on_t4 = check_arch_coverage(env, host("580.65.06", "7.5"))
     assert [(f.subject, len(f.evidence)) for f in on_t4] == [("torch 2.14.1", 1)]
     assert on_t4[0].evidence[0].startswith(f"{SP}/torch/lib/libtorch_cuda_linalg.so: no SASS for compute capability 7.5")
-    assert checks.check_arch_coverage(env, host("580.65.06", "8.9")) == []
+    assert check_arch_coverage(env, host("580.65.06", "8.9")) == []
     # Without a sibling that runs, the one entry is all the package has: judged.
     alone = environment(
         dist("nvidia-cufft", "12.0.0.61"),
         elf_files=(elf("nvidia/cu13/lib/libcufftw.so.12", "nvidia-cufft", fatbin=fatbin("sm_75", entries=1)),),
     )
-    assert [f.subject for f in checks.check_arch_coverage(alone, host("580.65.06", "8.9"))] == ["nvidia-cufft 12.0.0.61"]
+    assert [f.subject for f in check_arch_coverage(alone, host("580.65.06", "8.9"))] == ["nvidia-cufft 12.0.0.61"]
 
 
 def test_arch_coverage_ptx_needs_a_driver_that_can_jit_it():
@@ -324,8 +340,8 @@ def test_arch_coverage_ptx_needs_a_driver_that_can_jit_it():
         dist("kernels", "1.0"),
         elf_files=(elf("kernels/libk.so", "kernels", fatbin=fatbin("sm_80", ptx=(("compute_80", "8.7"),))),),
     )
-    assert checks.check_arch_coverage(env, host("580.65.06", "9.0")) == []  # JIT from compute_80
-    [finding] = checks.check_arch_coverage(env, host("550.144.03", "9.0"))
+    assert check_arch_coverage(env, host("580.65.06", "9.0")) == []  # JIT from compute_80
+    [finding] = check_arch_coverage(env, host("550.144.03", "9.0"))
     assert "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" in finding.evidence[0]
 
 
@@ -342,7 +358,7 @@ def test_duplicate_library_counts_auditwheel_renamed_copies():
             elf("b_pkg/lib/libonly.so.1", "b-pkg", soname="libonly.so.1"),
         ),
     )
-    assert checks.check_duplicate_libraries(env) == [
+    assert check_duplicate_libraries(env) == [
         Finding(
             "duplicate-library",
             "warning",
@@ -367,7 +383,7 @@ def test_duplicate_libraries_of_one_set_of_distributions_are_one_finding():
             elf("triton/backends/nvidia/lib/cupti/libnvperf_host.so", "triton", soname="libnvperf_host.so"),
         ),
     )
-    [finding] = checks.check_duplicate_libraries(env)
+    [finding] = check_duplicate_libraries(env)
     assert finding.subject == "2 libraries of nvidia-cuda-cupti, triton"
     assert finding.message == (
         "libcupti.so.13, libnvperf_host.so are each installed by 2 distributions (nvidia-cuda-cupti, triton); "
@@ -381,10 +397,10 @@ def test_duplicate_libraries_of_one_set_of_distributions_are_one_finding():
     )
 
 
-# -- diagnose, exit codes ----------------------------------------------------------------------------
+# -- judge, exit codes ----------------------------------------------------------------------------
 
 
-def test_diagnose_reports_scan_problems_and_an_absent_driver():
+def test_judge_reports_scan_problems_and_an_absent_driver():
     env = Environment(
         target=Target(site_packages=(SP,)),
         distributions=(),
@@ -392,7 +408,7 @@ def test_diagnose_reports_scan_problems_and_an_absent_driver():
         problems=(Problem(f"{SP}/bad-1.0.dist-info", "METADATA has no Version"),),
     )
     no_gpu = host().with_notes(Note("nvml", "libnvidia-ml.so.1 not found"))
-    assert diagnose(env, no_gpu, ()) == (
+    assert judge(env, no_gpu).findings == (
         Finding("environment", "warning", f"{SP}/bad-1.0.dist-info", "METADATA has no Version"),
         Finding("environment", "warning", f"{SP}/x/libbad.so",
                 f"cannot read its binary facts: {SP}/x/libbad.so: file too short"),

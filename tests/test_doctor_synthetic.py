@@ -20,8 +20,8 @@ import pytest
 from cudaresolve import knowledge
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.cli import main
-from cudaresolve.env.doctor import Diagnosis, examine
-from cudaresolve.env.findings import Finding
+from cudaresolve.doctor import Diagnosis, examine
+from cudaresolve.checks.findings import Finding
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from test_env_distributions import make_dist_info

@@ -68,9 +68,9 @@ def test_real_venv_through_its_interpreter(venv):
     lib = site / "nvidia"
     assert env.elf_files == (
         ElfFile(str(lib / "cusparse/lib/libcusparse.so.12"), ("nvidia-cusparse-cu12",),
-                stub_facts(str(lib / "cusparse/lib/libcusparse.so.12")), None),
+                stub_facts(str(lib / "cusparse/lib/libcusparse.so.12")), None, os.path.realpath(lib / "cusparse/lib/libcusparse.so.12")),
         ElfFile(str(lib / "nvjitlink/lib/libnvJitLink.so.12"), ("nvidia-nvjitlink-cu12",),
-                stub_facts(str(lib / "nvjitlink/lib/libnvJitLink.so.12")), None),
+                stub_facts(str(lib / "nvjitlink/lib/libnvJitLink.so.12")), None, os.path.realpath(lib / "nvjitlink/lib/libnvJitLink.so.12")),
     )
     assert reader.paths == [e.path for e in env.elf_files]
     assert env.problems == ()
@@ -137,8 +137,9 @@ def test_reader_errors_become_the_files_error(tmp_path):
 
     env = scan_environment(target_for_site_packages(str(tmp_path)), facts_for=failing)
     assert env.elf_files == (
-        ElfFile(str(tmp_path / "liba.so"), (), None, f"{tmp_path / 'liba.so'}: truncated dynamic section"),
-        ElfFile(str(tmp_path / "libb.so"), (), None, "cannot read: Permission denied"),
+        ElfFile(str(tmp_path / "liba.so"), (), None, f"{tmp_path / 'liba.so'}: truncated dynamic section",
+                os.path.realpath(tmp_path / "liba.so")),
+        ElfFile(str(tmp_path / "libb.so"), (), None, "cannot read: Permission denied", os.path.realpath(tmp_path / "libb.so")),
     )
 
 

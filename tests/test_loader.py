@@ -14,6 +14,7 @@ from typing import Optional
 
 import pytest
 
+from cudaresolve import knowledge
 from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.ldcache import CacheEntry, LdCache
 from cudaresolve.binary.loader import (
@@ -42,6 +43,8 @@ from cudaresolve.binary.loader import (
     system_layout,
 )
 from cudaresolve.errors import UsageError
+
+DRIVER_LIBRARIES = frozenset(knowledge.driver_libraries())
 
 # -- plain data ------------------------------------------------------------------------------------
 
@@ -114,6 +117,7 @@ def test_runpath_is_not_inherited():
             MISSING_LIBRARY,
             "libleaf.so.1: cannot open shared object file: No such file or directory",
             "/app/deps/libmid.so.1",
+            "libleaf.so.1",
         ),
     )
 
@@ -299,6 +303,7 @@ def test_missing_version_and_undefined_symbol_wording():
             MISSING_VERSION,
             "version `GLIBC_2.99' not found (required by /app/a.so)",
             "/app/a.so",
+            "libc.so.6",
             "/sys/lib64/libc.so.6",
             DEFAULT_DIR,
             version="GLIBC_2.99",
@@ -307,6 +312,7 @@ def test_missing_version_and_undefined_symbol_wording():
             UNDEFINED_SYMBOL,
             "undefined symbol: memfd_secret, version GLIBC_2.99",
             "/app/a.so",
+            "libc.so.6",
             "/sys/lib64/libc.so.6",
             DEFAULT_DIR,
             "memfd_secret",
@@ -333,7 +339,7 @@ def test_weak_python_and_scope_rules():
         GLIBC,
     )
     result = resolve(["/site/ext.so"], facts_of=files, env=ENV)
-    assert result.problems == (Problem(UNDEFINED_SYMBOL, "undefined symbol: nowhere", "/site/ext.so", symbol="nowhere"),)
+    assert result.problems == (Problem(UNDEFINED_SYMBOL, "undefined symbol: nowhere", "/site/ext.so", None, symbol="nowhere"),)
 
 
 def test_unresolved_symbols_are_not_blamed_when_a_library_is_missing():
@@ -416,12 +422,16 @@ def test_helpers():
 
 def test_from_system(tmp_path):
     env = LoaderEnv.from_system(
-        {"LD_LIBRARY_PATH": "/a:/b"}, preloaded={"libx.so.1": "/x/libx.so.1"}, cache_path=str(tmp_path / "none")
+        {"LD_LIBRARY_PATH": "/a:/b", "LD_PRELOAD": "/x/libx.so.1 libnotapath.so:/y/liby.so"},
+        driver_libraries=frozenset({"libcuda.so.1", "libnvidia-ml.so.1"}),
+        cache_path=str(tmp_path / "none"),
     )
     assert env.machine == platform.machine()
     assert env.ld_library_path == ("/a", "/b")
     assert env.cache.entries == () and "cannot read" in env.cache.note
-    assert env.preloaded["libx.so.1"] == "/x/libx.so.1"
+    assert env.preloaded["libx.so.1"] == "/x/libx.so.1" and env.preloaded["liby.so"] == "/y/liby.so"
+    assert "libnotapath.so" not in env.preloaded
+    assert env.cwd == os.getcwd()
     assert {"libcuda.so.1", "libnvidia-ml.so.1"} <= env.driver_libraries
     interpreter = INTERPRETERS.get(env.machine)
     if interpreter is None or not os.path.exists(interpreter):
@@ -479,7 +489,10 @@ def disk(path: str):
 
 def ours(root: str, ld_library_path: Optional[str] = None, preloaded: Optional[dict] = None):
     """Our answer in ldd's terms, plus the full result."""
-    env = LoaderEnv.from_system({"LD_LIBRARY_PATH": ld_library_path} if ld_library_path else {}, preloaded=preloaded)
+    environ = {"LD_LIBRARY_PATH": ld_library_path} if ld_library_path else {}
+    if preloaded:
+        environ["LD_PRELOAD"] = " ".join(preloaded.values())
+    env = LoaderEnv.from_system(environ, driver_libraries=DRIVER_LIBRARIES)
     result = resolve([root], facts_of=disk, env=env)
     found = {}
     for obj in result.objects:
@@ -580,10 +593,10 @@ def test_gcc_versioned_symbol_missing_in_too_old_provider(elf_builder):
     result = assert_same_as_ldd(str(consumer))
     old = f"{elf_builder.root}/old/libfoo.so.1"
     assert result.problems == (
-        Problem(MISSING_VERSION, f"version `FOO_2.0' not found (required by {consumer})", str(consumer), old, RUNPATH,
-                version="FOO_2.0"),
-        Problem(UNDEFINED_SYMBOL, "undefined symbol: foo_new, version FOO_2.0", str(consumer), old, RUNPATH,
-                "foo_new", "FOO_2.0"),
+        Problem(MISSING_VERSION, f"version `FOO_2.0' not found (required by {consumer})", str(consumer), "libfoo.so.1", old,
+                RUNPATH, version="FOO_2.0"),
+        Problem(UNDEFINED_SYMBOL, "undefined symbol: foo_new, version FOO_2.0", str(consumer), "libfoo.so.1",
+                old, RUNPATH, "foo_new", "FOO_2.0"),
     )
     # LD_LIBRARY_PATH is searched before RUNPATH: the new provider wins and nothing fails.
     fixed = assert_same_as_ldd(str(consumer), ld_library_path=f"{elf_builder.root}/new")

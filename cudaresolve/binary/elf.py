@@ -33,7 +33,7 @@ import struct
 from array import array
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from cudaresolve.binary.facts import BinaryFacts, SymbolTable, VersionNeed, little_endian, native_array
+from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts, SymbolTable, VersionNeed, little_endian, native_array
 from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.errors import CudaresolveError
 
@@ -44,7 +44,6 @@ class ElfError(CudaresolveError):
 
 Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 
-_MAGIC = b"\x7fELF"
 _MACHINES = {62: "x86_64", 183: "aarch64"}
 _ELF_TYPES = {2: "EXEC", 3: "DYN"}
 
@@ -80,7 +79,7 @@ def is_elf(path: Union[str, os.PathLike]) -> bool:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return False
         with open(path, "rb") as f:
-            return f.read(4) == _MAGIC
+            return f.read(4) == ELF_MAGIC
     except OSError:
         return False
 
@@ -217,7 +216,7 @@ class _Reader:
     def _read_header(self) -> None:
         if self.size == 0:
             raise self.error("empty file, not an ELF object")
-        if self.size < 4 or bytes(self.data[:4]) != _MAGIC:
+        if self.size < 4 or bytes(self.data[:4]) != ELF_MAGIC:
             raise self.error("not an ELF file (no \\x7fELF magic)")
         if self.size < _EHDR.size:
             raise self.error(f"truncated ELF header ({self.size} of {_EHDR.size} bytes)")

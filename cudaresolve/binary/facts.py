@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Dict, Iterable, List, Optional, Tuple
 
+ELF_MAGIC = b"\x7fELF"  # the first four bytes of every ELF file
+
 BINDINGS = {1: "GLOBAL", 2: "WEAK", 10: "GNU_UNIQUE"}  # st_info >> 4; 0 is LOCAL
 SYMBOL_TYPES = {0: "NOTYPE", 1: "OBJECT", 2: "FUNC", 3: "SECTION", 4: "FILE", 5: "COMMON", 6: "TLS", 10: "IFUNC"}
 VERSYM_HIDDEN = 0x8000

@@ -51,7 +51,7 @@ from collections import Counter
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from cudaresolve.binary import lz
-from cudaresolve.binary.facts import FatbinSummary, PtxTarget
+from cudaresolve.binary.facts import ELF_MAGIC, FatbinSummary, PtxTarget
 
 try:
     import zstandard
@@ -322,7 +322,7 @@ def _suffix(payloads: "_Payloads", entry: _Entry) -> Optional[str]:
 
 def _cubin_suffix(head: bytes, arch: int) -> Optional[str]:
     """The suffix a cubin's ELF header records, if the header is a 64-bit EM_CUDA one for `arch`."""
-    if len(head) < 0x34 or head[:4] != b"\x7fELF" or head[4] != 2:
+    if len(head) < 0x34 or head[:4] != ELF_MAGIC or head[4] != 2:
         return None
     (machine,) = struct.unpack_from("<H", head, 0x12)
     (flags,) = struct.unpack_from("<I", head, 0x30)

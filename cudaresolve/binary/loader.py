@@ -36,17 +36,20 @@ import os
 import platform
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
-from cudaresolve import knowledge
 from cudaresolve.binary.elf import ElfError, read_binary_facts
-from cudaresolve.binary.facts import BinaryFacts, Symbol
+from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts, Symbol
 from cudaresolve.binary.ldcache import LdCache, read_ld_cache
 from cudaresolve.errors import UsageError
 
 DF_1_NODEFLIB = 0x800
 
 # Search steps (Resolution.step); "rpath" comes with the path of the object whose DT_RPATH matched.
+Step = Literal[
+    "path", "preloaded", "already loaded", "driver", "rpath", "LD_LIBRARY_PATH", "runpath", "ld.so.cache",
+    "default dir", "not found",
+]
 PATH = "path"
 PRELOADED = "preloaded"
 ALREADY_LOADED = "already loaded"
@@ -59,6 +62,7 @@ DEFAULT_DIR = "default dir"
 NOT_FOUND = "not found"
 
 # Problem kinds.
+ProblemKind = Literal["missing-library", "invalid-library", "missing-version", "undefined-symbol"]
 MISSING_LIBRARY = "missing-library"
 INVALID_LIBRARY = "invalid-library"
 MISSING_VERSION = "missing-version"
@@ -73,9 +77,22 @@ _ELF_MACHINES = {"x86_64": 62, "aarch64": 183}
 FactsOf = Callable[[str], Optional[BinaryFacts]]
 
 
+def read_header(path: str) -> Optional[bytes]:
+    """The first 64 bytes of a file (an ELF header's size), None when it cannot be opened."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(64)
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class LoaderEnv:
-    """Everything outside the files that decides ld.so's choices."""
+    """Everything outside the files that decides ld.so's choices, and the loader's only ways to the disk.
+
+    `real_path` and `read_header` are the file-system seam besides `resolve`'s `facts_of`: a planned
+    environment answers them from memory, an installed one from the disk.
+    """
 
     machine: str  # "x86_64", "aarch64": candidates for other machines are skipped
     ld_library_path: tuple[str, ...] = ()  # split on ":" and ";"; "" means the current directory
@@ -85,19 +102,23 @@ class LoaderEnv:
     platform: str = ""  # what $PLATFORM expands to
     preloaded: Mapping[str, str] = field(default_factory=dict)  # soname -> path, loaded before, in load order
     driver_libraries: frozenset[str] = frozenset()  # sonames the NVIDIA driver installs (libcuda.so.1, ...)
+    cwd: str = "/"  # what a relative object name or $ORIGIN is relative to
+    real_path: Callable[[str], str] = os.path.realpath  # one file under two names is loaded once
+    read_header: Callable[[str], Optional[bytes]] = read_header  # why ld.so refuses a file our reader could not read
 
     @classmethod
     def from_system(
         cls,
         environ: Mapping[str, str],
         *,
-        preloaded: Optional[Mapping[str, str]] = None,
+        driver_libraries: frozenset[str],
         cache_path: str = "/etc/ld.so.cache",
     ) -> "LoaderEnv":
-        """This machine's loader: its ld.so.cache, directory layout, and LD_LIBRARY_PATH from `environ`.
+        """This machine's loader: its ld.so.cache, directory layout, LD_LIBRARY_PATH and LD_PRELOAD from `environ`.
 
-        The dynamic linker itself is always loaded, so it is added to `preloaded`; the driver's
-        libraries come from the knowledge tables.
+        The dynamic linker itself is always loaded, so it is added to `preloaded`, followed by the
+        LD_PRELOAD objects given by absolute path (ld.so matches them by file name, as a DT_NEEDED
+        entry naming them would be).
         """
         machine = platform.machine()
         triplet = TRIPLETS.get(machine, "")
@@ -107,7 +128,8 @@ class LoaderEnv:
         interpreter = INTERPRETERS.get(machine)
         if interpreter and os.path.exists(interpreter):
             loaded[os.path.basename(interpreter)] = interpreter
-        loaded.update(preloaded or {})
+        for path in split_preload(environ.get("LD_PRELOAD", "")):
+            loaded.setdefault(os.path.basename(path), path)
         return cls(
             machine=machine,
             ld_library_path=split_library_path(environ.get("LD_LIBRARY_PATH", "")),
@@ -116,7 +138,8 @@ class LoaderEnv:
             lib=lib,
             platform=machine,
             preloaded=loaded,
-            driver_libraries=frozenset(knowledge.driver_libraries()),
+            driver_libraries=driver_libraries,
+            cwd=os.getcwd(),
         )
 
 
@@ -139,13 +162,19 @@ def split_library_path(value: str) -> tuple[str, ...]:
     return tuple(re.split("[:;]", value))
 
 
+def split_preload(value: str) -> tuple[str, ...]:
+    """LD_PRELOAD's absolute paths, split on spaces and ":" as ld.so does; names without a slash are
+    searched for by ld.so and are not modelled."""
+    return tuple(entry for entry in re.split("[ :]", value) if entry.startswith("/"))
+
+
 @dataclass(frozen=True)
 class Resolution:
     """The answer for one DT_NEEDED entry of one object."""
 
     needed: str
     path: Optional[str]  # the file chosen (or refused); None when not found or provided by the driver
-    step: str  # one of the search steps above
+    step: Step
     rpath_of: Optional[str] = None  # for step "rpath": the object whose DT_RPATH held the directory
     skipped: tuple[str, ...] = ()  # files found on the way but passed over (other machine or ELF class)
     error: Optional[str] = None  # ld.so's message when this entry fails to load
@@ -170,9 +199,10 @@ class LoadedObject:
 class Problem:
     """Something ld.so would refuse, with its own wording in `message`."""
 
-    kind: str  # missing-library, invalid-library, missing-version, undefined-symbol
+    kind: ProblemKind
     message: str
     consumer: str  # the object that needs the library, version or symbol
+    needed: Optional[str]  # the DT_NEEDED name (library problems), the provider's soname (versioned); None: unversioned symbol
     provider: Optional[str] = None  # the file the loader chose for it
     provider_step: Optional[str] = None  # why that file was chosen ("runpath", "rpath of X", ...)
     symbol: Optional[str] = None
@@ -242,7 +272,6 @@ class _Namespace:
         self.by_file: Dict[str, _Node] = {}
         self.facts: Dict[str, Optional[BinaryFacts]] = {}
         self.problems: List[Problem] = []
-        self.cwd = os.getcwd()
 
     def run(self, roots: Sequence[str]) -> LoadResult:
         scopes = []
@@ -288,7 +317,7 @@ class _Namespace:
         return self._add(root, facts, None, None)
 
     def _add(self, path: str, facts: BinaryFacts, loader: Optional[_Node], found: Optional[Resolution]) -> _Node:
-        real = os.path.realpath(path)
+        real = self.env.real_path(path)
         existing = self.by_file.get(real)
         if existing is not None:
             return existing
@@ -341,14 +370,12 @@ class _Namespace:
             try:
                 facts = self._read(path)
             except ElfError as exc:
-                refusal = _refusal(path, self.env.machine, str(exc))
+                refusal = _refusal(self.env.read_header(path), path, self.env.machine, str(exc))
                 if refusal is None:
                     skipped.append(path)
                     continue
                 found = Resolution(name, path, step, rpath_of, tuple(skipped), f"{path}: {refusal}")
-                self.problems.append(
-                    Problem(INVALID_LIBRARY, found.error, loader.path, path, found.why)
-                )
+                self.problems.append(Problem(INVALID_LIBRARY, found.error, loader.path, name, path, found.why))
                 return found, None
             if facts is None:
                 continue
@@ -362,7 +389,7 @@ class _Namespace:
                 found = Resolution(name, node.path, step, rpath_of, tuple(skipped))
             return found, node
         found = Resolution(name, None, NOT_FOUND, None, tuple(skipped), f"{name}: {NO_SUCH_FILE}")
-        self.problems.append(Problem(MISSING_LIBRARY, found.error, loader.path))
+        self.problems.append(Problem(MISSING_LIBRARY, found.error, loader.path, name))
         return found, None
 
     def _candidates(self, loader: _Node, name: str):
@@ -411,7 +438,7 @@ class _Namespace:
 
     def _origin(self, path: str) -> str:
         """The directory of an object as ld.so derives it from the object's name (no symlink resolution)."""
-        full = path if path.startswith("/") else f"{self.cwd}/{path}"
+        full = path if path.startswith("/") else f"{self.env.cwd}/{path}"
         return full[: full.rindex("/")] or "/"
 
     # -- binding -------------------------------------------------------------------------------
@@ -432,6 +459,7 @@ class _Namespace:
                             MISSING_VERSION,
                             f"version `{version}' not found (required by {node.path})",
                             node.path,
+                            need.file,
                             provider.path,
                             provider.why,
                             version=version,
@@ -459,6 +487,7 @@ class _Namespace:
                     UNDEFINED_SYMBOL,
                     message,
                     node.path,
+                    symbol.file,
                     provider.path if provider else None,
                     provider.why if provider else None,
                     symbol.name,
@@ -515,20 +544,17 @@ def _join(directory: str, name: str) -> str:
     return (stripped if stripped == "/" else stripped + "/") + name
 
 
-def _refusal(path: str, machine: str, reason: str) -> Optional[str]:
+def _refusal(head: Optional[bytes], path: str, machine: str, reason: str) -> Optional[str]:
     """Why ld.so would refuse a file our reader could not read, from its ELF header (open_verify).
 
     None means ld.so passes over it (another ELF class or machine, or a file it cannot open) and
     keeps searching.
     """
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-    except OSError:
+    if head is None:
         return None
     if len(head) < 64:
         return "file too short"
-    if head[:4] != b"\x7fELF":
+    if head[:4] != ELF_MAGIC:
         return "invalid ELF header"
     if head[4] != 2:
         return None  # other ELF class: skipped

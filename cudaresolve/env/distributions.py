@@ -28,6 +28,7 @@ class Distribution:
     installer: Optional[str]  # INSTALLER's first line ("pip", "uv", "conda"); None when absent
     dist_info: str  # absolute path of the .dist-info directory
     files: tuple[str, ...]  # RECORD entries as absolute, normalised paths; () when RECORD is unusable
+    extras: frozenset[str] = frozenset()  # extras installed with it (normalised names)
 
 
 @dataclass(frozen=True)

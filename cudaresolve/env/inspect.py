@@ -16,11 +16,11 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 
 from cudaresolve.binary.elf import is_elf, read_binary_facts, read_binary_facts_from_buffer
-from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.env.distributions import read_distributions
 from cudaresolve.env.interpreter import Target
-from cudaresolve.env.scan import ELF_MAGIC, find_elf_files, is_shared_object_name
+from cudaresolve.env.scan import find_elf_files, is_shared_object_name
 from cudaresolve.errors import CudaresolveError, UsageError
 
 

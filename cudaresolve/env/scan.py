@@ -10,35 +10,16 @@ listed by several RECORDs (one wheel overwrote another's file) has several owner
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable, Iterable, Optional, Sequence
+from dataclasses import replace
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
+from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.env.distributions import Distribution, Problem, read_distributions
+from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
+from cudaresolve.env.preloads import preloaded_libraries, preloader_of
 from cudaresolve.errors import CudaresolveError
-
-ELF_MAGIC = b"\x7fELF"
-
-
-@dataclass(frozen=True)
-class ElfFile:
-    path: str  # as found under site-packages (not resolved through symlinks)
-    owners: tuple[str, ...]  # canonical names of the distributions whose RECORD lists it, sorted
-    facts: Optional[BinaryFacts]  # None when reading failed
-    error: Optional[str]  # why reading failed
-
-
-@dataclass(frozen=True)
-class Environment:
-    target: Target
-    distributions: tuple[Distribution, ...]  # sorted by name, then dist-info path
-    elf_files: tuple[ElfFile, ...]  # sorted by path
-    problems: tuple[Problem, ...]
-
-    def distribution(self, name: str) -> Optional[Distribution]:
-        """The first installed distribution with this canonical name."""
-        return next((d for d in self.distributions if d.name == name), None)
 
 
 def scan_environment(
@@ -46,12 +27,16 @@ def scan_environment(
     *,
     facts_for: Callable[[str], BinaryFacts],
     prefetch: Optional[Callable[[Sequence[str]], None]] = None,
+    loader: Optional[LoaderEnv] = None,
+    environ: Mapping[str, str] = {},
 ) -> Environment:
-    """Read the target's distributions and every ELF file under its site-packages.
+    """Read the target's distributions and every ELF file under its site-packages into an `Environment`.
 
     `facts_for(path)` reads one file's facts (normally the on-disk cache in front of the ELF
-    reader); a CudaresolveError or OSError from it becomes that file's `error`. `prefetch(paths)`,
-    when given, is called once with every ELF path first (the cache reads its misses in parallel).
+    reader); a CudaresolveError or OSError from it becomes that file's `error`, and it also serves
+    the loader the system libraries it picks. `prefetch(paths)`, when given, is called once with
+    every ELF path first (the cache reads its misses in parallel). `loader` is the machine's loader
+    (LoaderEnv.from_system); `environ` gives CONDA_PREFIX to the preloaders that search it.
     """
     distributions: list[Distribution] = []
     problems: list[Problem] = []
@@ -78,13 +63,43 @@ def scan_environment(
             error = str(exc)
         except OSError as exc:
             error = f"cannot read: {exc.strerror or exc}"
-        elf_files.append(ElfFile(path, owners.get(path, ()), facts, error))
+        elf_files.append(ElfFile(path, owners.get(path, ()), facts, error, os.path.realpath(path)))
+    markers = target.marker_environment() or {}
+    installed = {d.name: d.version for d in distributions}
+    distributions = [replace(d, extras=installed_extras(d, installed, markers)) for d in distributions]
+    conda_prefix = target.prefix if target.conda else environ.get("CONDA_PREFIX")
+
+    def system_facts(path: str) -> Optional[BinaryFacts]:
+        return facts_for(path) if os.path.isfile(path) else None
+
     return Environment(
         target=target,
         distributions=tuple(distributions),
         elf_files=tuple(elf_files),
         problems=tuple(problems),
+        loader=loader or LoaderEnv(machine=target.machine or "x86_64"),
+        system_facts=system_facts,
+        preloads=_preloads(distributions, elf_files, target.site_packages, conda_prefix),
     )
+
+
+def _preloads(
+    distributions: Iterable[Distribution], elf_files: Iterable[ElfFile], site_packages: tuple[str, ...],
+    conda_prefix: Optional[str],
+) -> dict[str, dict[str, str]]:
+    """For each distribution with a preloader: where it finds each CUDA library its files need."""
+    needed: dict[str, set[str]] = {}
+    for elf in elf_files:
+        if elf.facts is not None and elf.owner is not None:
+            needed.setdefault(elf.owner, set()).update(elf.facts.needed)
+    preloads = {}
+    for dist in distributions:
+        preloader = preloader_of(dist)
+        if preloader is not None and dist.name in needed:
+            preloads[dist.name] = preloaded_libraries(
+                needed[dist.name], preloader, site_packages, conda_prefix, os.path.isfile
+            )
+    return preloads
 
 
 def owners_by_path(distributions: Iterable[Distribution]) -> dict[str, tuple[str, ...]]:

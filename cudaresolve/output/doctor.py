@@ -7,8 +7,8 @@ import os
 from collections import Counter
 from typing import IO
 
-from cudaresolve.env.doctor import Diagnosis
-from cudaresolve.env.findings import SEVERITIES
+from cudaresolve.doctor import Diagnosis
+from cudaresolve.checks.findings import SEVERITIES
 
 SCHEMA = 1
 _COLOURS = {"error": "31", "warning": "33", "info": "36"}

@@ -1,21 +1,25 @@
-"""A doctor finding: one problem, with the evidence that shows it and the fix that removes it.
+"""A finding: one problem, with the evidence that shows it and the fix that removes it.
 
-Every check returns findings; the doctor sorts, renders and turns them into an exit code. Kept
-separate from the checks so the output layer and a later `lock --explain` can share it.
+Every check returns findings; the doctor sorts, renders and turns them into an exit code, and
+`lock --explain` gives them as the reasons a set of wheels was refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Literal, Optional, get_args
 
-SEVERITIES = ("error", "warning", "info")
+from cudaresolve.env.environment import Environment
+
+Severity = Literal["error", "warning", "info"]  # will break / may break or degraded / for information
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+UNOWNED = "(unowned files)"  # what findings call files no distribution's RECORD lists
 
 
 @dataclass(frozen=True)
 class Finding:
     check: str  # the check's id: "symbol-skew", "arch-coverage", ...
-    severity: str  # "error" (will break), "warning" (may break / degraded), "info"
+    severity: Severity
     subject: str  # what it is about: a distribution ("nvidia-cusparse-cu12 12.3.1.170") or a file
     message: str  # one line, the problem
     evidence: tuple[str, ...] = ()  # the facts that show it (file paths, symbols, versions, search steps)
@@ -30,6 +34,12 @@ class Finding:
             "evidence": list(self.evidence),
             "fix": self.fix,
         }
+
+
+def subject(env: Environment, owner: Optional[str]) -> str:
+    """How a finding names a distribution ("torch 2.14.1"), or the files no distribution owns."""
+    dist = env.distribution(owner) if owner else None
+    return f"{dist.name} {dist.version}" if dist else (owner or UNOWNED)
 
 
 def sort_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:

@@ -1,5 +1,5 @@
-"""The environment's CUDA picture: which installed distribution is which CUDA component, and which
-CUDA version each package was built for. Data only; the checks judge it.
+"""Which CUDA each distribution was built for: NVIDIA's component wheels by name and version, torch
+by its local label, CuPy by its name. The driver-floor, mixed-majors and advisory checks judge it.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Iterable, Optional
 
 from cudaresolve import knowledge
 from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import Environment
 
 # Components whose wheel version is the CUDA release itself (12.8.90 -> CUDA 12.8); the library
 # wheels (cuBLAS 13.1.0.3 under CUDA 13.0) are versioned by their library instead.
@@ -60,3 +61,9 @@ def framework_build(dist: Distribution) -> Optional[CudaBuild]:
         return None
     major = cupy.cuda[0].split(".")[0]
     return CudaBuild(dist.name, version, major, f"{dist.name} is CuPy's CUDA {major} wheel")
+
+
+def cuda_builds(env: Environment) -> tuple[CudaBuild, ...]:
+    """Every distribution of `env` whose CUDA build the tables can tell: frameworks, then components."""
+    frameworks = [b for b in (framework_build(d) for d in env.distributions) if b is not None]
+    return tuple(frameworks) + component_builds(env.distributions)

@@ -1,0 +1,79 @@
+"""The judge: every check, over one `Environment` (installed or planned) and the host.
+
+`doctor` runs it on the environment it scanned; `lock` runs it on the environment a set of wheels
+would make, and refuses the set on any error. Each check is a pure function of the environment's
+value and the host, in a module of its own; the loader's file access goes through the
+environment's seams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cudaresolve.checks.advisories import check_advisories
+from cudaresolve.checks.arch_coverage import check_arch_coverage
+from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.driver_floor import check_driver_floor
+from cudaresolve.checks.duplicates import check_duplicate_libraries
+from cudaresolve.checks.findings import Finding, sort_findings
+from cudaresolve.checks.linking import (
+    check_foreign_files,
+    check_missing_libraries,
+    check_plugin_libraries,
+    check_shadowing,
+    check_symbol_skew,
+)
+from cudaresolve.checks.loading import PackageLoad, load_packages
+from cudaresolve.checks.metadata import check_metadata_vs_binary
+from cudaresolve.checks.mixed_majors import check_mixed_majors
+from cudaresolve.env.environment import Environment
+from cudaresolve.host.facts import HostFacts
+
+
+@dataclass(frozen=True)
+class Judgement:
+    loads: tuple[PackageLoad, ...]  # how each package's libraries load, for the report
+    findings: tuple[Finding, ...]  # errors first
+
+
+def judge(env: Environment, host: HostFacts) -> Judgement:
+    """Load every package as ld.so would, then run every check."""
+    loads = load_packages(env)
+    builds = cuda_builds(env)
+    findings: list[Finding] = []
+    findings += _environment_problems(env)
+    findings += check_foreign_files(env, loads)
+    findings += check_missing_libraries(env, loads)
+    findings += check_plugin_libraries(env, loads)
+    findings += check_symbol_skew(env, loads)
+    findings += check_shadowing(env, loads)
+    findings += check_duplicate_libraries(env)
+    findings += check_arch_coverage(env, host)
+    findings += check_driver_floor(env, builds, host)
+    findings += check_mixed_majors(env, builds)
+    findings += check_advisories(env, host, builds)
+    findings += check_metadata_vs_binary(env)
+    if host.driver.release is None and host.driver.cuda is None and not host.gpus:
+        findings.append(
+            Finding(
+                "host",
+                "info",
+                "host",
+                "no NVIDIA driver or GPU found: driver and GPU checks were skipped",
+                tuple(f"{n.source}: {n.message}" for n in host.notes[:5]),
+                "judge for a GPU machine with --host FILE (from `cudaresolve probe --json` there) "
+                "or --driver/--gpu",
+            )
+        )
+    return Judgement(loads, sort_findings(findings))
+
+
+def _environment_problems(env: Environment) -> list[Finding]:
+    """What the environment's builder could not read (a broken dist-info, an unreadable library)."""
+    found = [Finding("environment", "warning", problem.path, problem.reason, (), None) for problem in env.problems]
+    found += [
+        Finding("environment", "warning", elf.path, f"cannot read its binary facts: {elf.error}", elf.owners, None)
+        for elf in env.elf_files
+        if elf.error is not None
+    ]
+    return found

@@ -1,0 +1,104 @@
+"""advisory: installed versions that match a known-bad release or combination in data/advisories.toml."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Iterable, Mapping, Optional
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve import knowledge
+from cudaresolve.checks.builds import CudaBuild
+from cudaresolve.checks.findings import Finding
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import Environment
+from cudaresolve.host.facts import HostFacts
+
+
+def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBuild]) -> list[Finding]:
+    """An advisory applies when an installed distribution matches one of its `affects` and every other
+    condition holds. Requirement markers in `affects`, `together_with` and `unless` are evaluated in
+    the target's marker environment: an aarch64-only combination is no problem on x86_64."""
+    installed = {d.name: d for d in env.distributions}
+    markers = env.marker_environment
+    build_cuda = {b.dist: b.cuda for b in builds}
+    findings = []
+    for advisory in knowledge.advisories():
+        for text in advisory.affects:
+            dist = _match(Requirement(text), installed, markers)
+            if dist is None:
+                continue
+            if not all(_match(Requirement(t), installed, markers) for t in advisory.together_with):
+                continue
+            if any(_match(Requirement(t), installed, markers) for t in advisory.unless):
+                continue
+            if not _conditions_hold(advisory, dist, build_cuda.get(dist.name), host):
+                continue
+            referencing = _referencing(env, advisory.references) if advisory.references else ()
+            if advisory.references and not referencing:
+                continue
+            findings.append(
+                Finding(
+                    "advisory",
+                    "warning",
+                    f"{dist.name} {dist.version}",
+                    f"known problem {advisory.id}: {advisory.symptom}",
+                    tuple(advisory.refs) + referencing,
+                    advisory.fix,
+                )
+            )
+    return findings
+
+
+def _match(
+    requirement: Requirement, installed: Mapping[str, Distribution], markers: Mapping[str, str]
+) -> Optional[Distribution]:
+    """The installed distribution `requirement` names, if its version matches and its marker holds here."""
+    dist = installed.get(canonicalize_name(requirement.name))
+    if dist is None or not requirement.specifier.contains(dist.version, prereleases=True):
+        return None
+    if requirement.marker is not None and not requirement.marker.evaluate({**markers, "extra": ""}):
+        return None
+    return dist
+
+
+def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[str, ...]:
+    """One line per ELF file that needs (non-weak) a symbol matching one of `patterns`: the file and
+    the first such symbol."""
+    wanted = []
+    for pattern in patterns:
+        name, _, version = pattern.partition("@")
+        wanted.append((re.compile(fnmatch.translate(name)).match, version or None))
+    found = []
+    for elf in env.elf_files:
+        for symbol in elf.facts.undefined if elf.facts else ():
+            if symbol.binding != "WEAK" and any(
+                match(symbol.name) and version in (None, symbol.version) for match, version in wanted
+            ):
+                named = f"{symbol.name}@{symbol.version}" if symbol.version else symbol.name
+                found.append(f"{elf.path} references {named}")
+                break
+    return tuple(found)
+
+
+def _conditions_hold(advisory: knowledge.Advisory, dist: Distribution, cuda: Optional[str], host: HostFacts) -> bool:
+    if advisory.cuda is not None and (cuda is None or "." not in cuda or Version(cuda) not in SpecifierSet(advisory.cuda)):
+        return False
+    if advisory.variants:
+        local = dist.version.local or (f"cu{cuda.replace('.', '')}" if cuda and "." in cuda else None)
+        if local not in advisory.variants:
+            return False
+    if advisory.driver is not None:
+        if host.driver.release is None or Version(host.driver.release) not in SpecifierSet(advisory.driver):
+            return False
+    if advisory.gpu is not None:
+        spec = SpecifierSet(advisory.gpu)
+        if not any(Version(str(g.compute_capability)) in spec for g in host.visible_gpus):
+            return False
+    if advisory.platform is not None and advisory.platform != host.system:
+        return False
+    return True

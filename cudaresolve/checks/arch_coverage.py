@@ -1,0 +1,70 @@
+"""arch-coverage: every library with device code has SASS or JIT-able PTX for every visible GPU
+("no kernel image is available for execution on the device")."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.checks.dependencies import fold_into_requirers
+from cudaresolve.checks.findings import UNOWNED, Finding
+from cudaresolve.checks.fixes import arch_fix
+from cudaresolve.compat import can_run
+from cudaresolve.env.environment import Environment
+from cudaresolve.host.facts import HostFacts
+
+
+def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
+    """One finding per package and GPU capability it cannot run on, with the CUDA wheels it pulls in
+    that fail too folded into it.
+
+    A library whose whole device code is one entry (libcufftw.so.12: one sm_75 cubin, nvcc's
+    default target) beside a library of the same package that runs on the GPU carries a stub, not
+    kernels the package needs: it is not judged.
+    """
+    findings = []
+    ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
+    failures: dict[tuple[str, ComputeCapability], list[tuple[str, str, int]]] = defaultdict(list)
+    runs: set[tuple[str, ComputeCapability]] = set()
+    for elf in env.elf_files:
+        fatbin = elf.facts.fatbin if elf.facts else None
+        if fatbin is None or not (fatbin.sass or fatbin.ptx):
+            continue
+        owner = elf.owner or UNOWNED
+        for cc in ccs:
+            verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)
+            if verdict.runs:
+                runs.add((owner, cc))
+            else:
+                failures[(owner, cc)].append((elf.path, verdict.reason, fatbin.entries))
+    for key in list(failures):
+        if key in runs:
+            failures[key] = [f for f in failures[key] if f[2] != 1]
+            if not failures[key]:
+                del failures[key]
+    folded = fold_into_requirers(env, {owner for owner, _ in failures})
+    for (owner, cc), files in sorted(failures.items()):
+        if owner not in folded:
+            continue
+        dist = env.distribution(owner)
+        subject = f"{owner} {dist.version}" if dist else owner
+        gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip()
+                         for g in host.visible_gpus if g.compute_capability == cc)
+        evidence = tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
+        if len(files) > 3:
+            evidence += (f"... and {len(files) - 3} more libraries of {owner}",)
+        dependencies = sorted(d for d in folded[owner] if (d, cc) in failures)
+        if dependencies:
+            evidence += (f"its CUDA dependencies lack code for {cc} too: {', '.join(dependencies)}",)
+        findings.append(
+            Finding(
+                "arch-coverage",
+                "error",
+                subject,
+                f"no kernel image for compute capability {cc} ({gpus}): "
+                f"\"no kernel image is available for execution on the device\"",
+                evidence,
+                arch_fix(dist, cc, host),
+            )
+        )
+    return findings

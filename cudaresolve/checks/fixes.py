@@ -1,0 +1,72 @@
+"""Fixes that name something installable: a torch variant this host runs, the wheel that provides a
+library, a toolkit that still targets a GPU."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from cudaresolve import knowledge
+from cudaresolve.arch import ComputeCapability, Target
+from cudaresolve.checks.builds import framework_build
+from cudaresolve.compat import can_run, driver_verdict
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import Environment
+from cudaresolve.host.facts import HostFacts
+
+
+def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional[str]:
+    """The newest variant of the installed torch release that this driver and every visible GPU can run."""
+    if dist is None or dist.name != "torch":
+        return None
+    public = dist.version.public
+    release = knowledge.torch_release(public)
+    if release is None:
+        return None
+    driver = host.driver
+    for variant in reversed(release.variants):
+        if public not in variant.versions or variant.arch_list_for(host.machine) is None:
+            continue
+        if (driver.release or driver.cuda) and driver_verdict(variant.cuda, driver.release, driver.cuda) is None:
+            continue
+        sass, ptx = variant.sass(host.machine), variant.ptx(host.machine)
+        if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
+            return (
+                f"install the {variant.name} variant: torch=={public}+{variant.name} from the PyTorch "
+                f"index ({knowledge.torch_index_path(variant.name)}), with its matching CUDA wheels"
+            )
+    return None
+
+
+def arch_fix(dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts) -> Optional[str]:
+    """Name a variant that runs on `cc` with this driver, where the tables know one."""
+    variant = torch_variant_fix(dist, host)
+    if variant:
+        return variant
+    supporting = [t for t in knowledge.toolkits() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
+    if supporting:
+        return f"use a build made with CUDA <= {supporting[-1].version} (the newest toolkit that still targets {cc})"
+    return None
+
+
+def provider_dists(soname: str, major: Optional[int]) -> list[str]:
+    """The wheels that install `soname`, for one CUDA major (all majors when None)."""
+    rows = knowledge.components_for_soname(soname)
+    return sorted({r.dist for r in rows if major is None or r.cuda_major == major})
+
+
+def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[str]) -> Optional[str]:
+    """`pip install "<wheel that provides soname>[>=minimum]"`, choosing the consumer's CUDA major."""
+    major = None
+    dist = env.distribution(consumer_dist) if consumer_dist else None
+    build = framework_build(dist) if dist else None
+    if minimum:
+        major = int(minimum.split(".")[0])
+    elif build is not None:
+        major = int(build.cuda.split(".")[0])
+    providers = provider_dists(soname, major)
+    if not providers:
+        return None
+    spec = f">={minimum}" if minimum else ""
+    return "pip install " + " ".join(f'"{p}{spec}"' for p in providers[:1]) + (
+        f" (also provided by {', '.join(providers[1:])})" if len(providers) > 1 else ""
+    )

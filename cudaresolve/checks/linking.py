@@ -1,0 +1,252 @@
+"""What each package's libraries bind to, and what fails: one check per kind of loader problem.
+
+- symbol-skew: a version or symbol the chosen provider lacks (glibc's "version `X' not found",
+  "undefined symbol: X, version Y");
+- missing-library: a DT_NEEDED nothing on the search path provides, or a file ld.so refuses; an
+  optional feature's library (CuPy's NCCL) is a warning;
+- plugin libraries nothing links and no import loads (NVSHMEM transports) whose libraries are
+  missing: one info per package;
+- files built for another machine, which the loader passes over;
+- shadowing: the loader picks a library from outside the environment while a wheel in it has it.
+
+Each takes the packages' loads (`loading.load_packages`) and reads nothing from the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Iterable, Optional
+
+from packaging.version import Version
+
+from cudaresolve.binary.loader import (
+    DEFAULT_DIR,
+    INVALID_LIBRARY,
+    LD_LIBRARY_PATH,
+    LD_SO_CACHE,
+    MISSING_LIBRARY,
+    MISSING_VERSION,
+    PRELOADED,
+    UNDEFINED_SYMBOL,
+    Problem,
+)
+from cudaresolve.checks.findings import Finding, subject
+from cudaresolve.checks.fixes import provider_fix
+from cudaresolve.checks.loading import PackageLoad, linked_names
+from cudaresolve.env.environment import ElfFile, Environment
+
+
+class _Files:
+    """The environment's ELF files by the names the loader uses for them."""
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.by_path = {elf.path: elf for elf in env.elf_files}
+        self.by_identity = {elf.identity: elf for elf in env.elf_files}
+
+    def identity(self, path: str) -> str:
+        """The file behind a loader path: the scan's real path, or the loader seam's for other files."""
+        elf = self.by_path.get(path)
+        return elf.identity if elf is not None else self.env.loader.real_path(path)
+
+    def elf(self, path: str) -> Optional[ElfFile]:
+        return self.by_path.get(path) or self.by_identity.get(self.identity(path))
+
+
+def check_foreign_files(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
+    """Files built for another machine: this machine's loader cannot load them, so they were not checked."""
+    return [
+        Finding(
+            "environment",
+            "warning",
+            path,
+            f"built for {machine}: this machine's loader cannot load it, so it was not checked",
+            (f"installed by {subject(env, load.dist)}",),
+            None,
+        )
+        for load in loads
+        for path, machine in load.foreign
+    ]
+
+
+def _library_problems(env: Environment, loads: Iterable[PackageLoad], files: _Files):
+    """(load, problem) for each missing or refused library, once per consumer file and name."""
+    seen = set()
+    for load in loads:
+        for problem in load.result.problems:
+            if problem.kind not in (MISSING_LIBRARY, INVALID_LIBRARY):
+                continue
+            key = (problem.kind, files.identity(problem.consumer), problem.needed)
+            if key not in seen:
+                seen.add(key)
+                yield load, problem
+
+
+def is_plugin(path: str, linked: set[str]) -> bool:
+    """Not linked against by anything, and not a Python extension module (`name.so`, `name.cpython-*.so`)."""
+    name = os.path.basename(path)
+    extension = name.endswith(".so") and not name.startswith("lib")
+    return not extension and name not in linked
+
+
+def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
+    """A library the loader cannot find or load: an error in glibc's words, or a warning when only an
+    optional feature of a preloading package needs it."""
+    files = _Files(env)
+    linked = linked_names(env)
+    findings = []
+    for load, problem in _library_problems(env, loads, files):
+        if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
+            continue  # check_plugin_libraries
+        who = subject(env, load.dist)
+        consumer = os.path.basename(problem.consumer)
+        needed = problem.needed or ""
+        optional = set(load.preloader.optional_sonames) if load.preloader else set()
+        if problem.kind == MISSING_LIBRARY and needed in optional:
+            findings.append(
+                Finding(
+                    "missing-library",
+                    "warning",
+                    who,
+                    f"optional feature unavailable: {consumer} needs {needed}, which is not installed "
+                    f"({load.preloader.optional_features or 'loaded only on use'})",
+                    (f"{problem.consumer}: {problem.message}",),
+                    provider_fix(needed, env, load.dist, None),
+                )
+            )
+            continue
+        if problem.kind == INVALID_LIBRARY:  # ld.so stops at the refused file
+            needed = os.path.basename(needed)
+            where = f"the loader finds {problem.provider} first ({problem.provider_step}) and cannot load it"
+        else:
+            copies = [e.path for e in env.elf_files if e.facts and e.facts.soname == needed]
+            if copies:
+                where = f"the environment's copy ({', '.join(copies)}) is not on its search path"
+            else:
+                where = "nothing on its search path, in the environment or in the system provides it"
+        findings.append(
+            Finding(
+                "missing-library",
+                "error",
+                who,
+                f"{consumer}: {problem.message}",
+                (f"{problem.consumer} needs {needed}; {where}",),
+                provider_fix(needed, env, load.dist, None),
+            )
+        )
+    return findings
+
+
+def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
+    """Plugins a package dlopens on demand (nothing links them, no import loads them) whose libraries
+    are missing: the features they provide are unavailable, the environment is not broken."""
+    files = _Files(env)
+    linked = linked_names(env)
+    plugins: dict[Optional[str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for load, problem in _library_problems(env, loads, files):
+        if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
+            plugins[load.dist][os.path.basename(problem.consumer)].add(problem.needed or "")
+    findings = []
+    for dist, by_plugin in plugins.items():
+        missing = sorted({n for names in by_plugin.values() for n in names})
+        findings.append(
+            Finding(
+                "missing-library",
+                "info",
+                subject(env, dist),
+                ("1 plugin library loads only on demand and needs" if len(by_plugin) == 1
+                 else f"{len(by_plugin)} plugin libraries load only on demand and need")
+                + f" libraries that are not on their search path ({', '.join(missing)}); the features they "
+                "provide are unavailable here",
+                tuple(f"{plugin} needs {', '.join(sorted(names))}" for plugin, names in sorted(by_plugin.items())),
+                None,
+            )
+        )
+    return findings
+
+
+def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
+    """Versions and symbols the chosen provider lacks: one finding per consumer file and provider file,
+    naming the newest provider release the consumer's versioned names imply."""
+    files = _Files(env)
+    skew: dict[tuple[str, Optional[str]], list[Problem]] = defaultdict(list)
+    for load in loads:
+        for problem in load.result.problems:
+            if problem.kind in (UNDEFINED_SYMBOL, MISSING_VERSION):
+                skew[(problem.consumer, problem.provider)].append(problem)
+    findings = {}
+    for (consumer, provider), problems in skew.items():
+        key = (files.identity(consumer), provider and files.identity(provider))
+        if key in findings:
+            continue
+        elf = files.elf(consumer)
+        owner = elf.owner if elf is not None else None
+        first = problems[0]
+        versions = [p.min_provider_version for p in problems if p.min_provider_version]
+        minimum = max(versions, key=Version) if versions else None
+        # glibc names the provider in a version error and the consumer in a symbol error.
+        evidence = [f"{_named_by_glibc(p)}: {p.message}" for p in problems[:5]]
+        if len(problems) > 5:
+            evidence.append(f"... and {len(problems) - 5} more")
+        if provider:
+            evidence.append(f"the loader picks {provider} ({first.provider_step})")
+        needed_file = first.version if first.kind == UNDEFINED_SYMBOL else None
+        findings[key] = Finding(
+            "symbol-skew",
+            "error",
+            subject(env, owner),
+            f"{os.path.basename(_named_by_glibc(first))}: {first.message}",
+            tuple(evidence),
+            provider_fix(needed_file or (os.path.basename(provider) if provider else ""), env, owner, minimum),
+        )
+    return list(findings.values())
+
+
+def check_shadowing(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
+    """The loader picks a library from outside the environment while a wheel in it has that soname."""
+    in_env: dict[str, list[ElfFile]] = defaultdict(list)
+    for elf in env.elf_files:
+        if elf.facts is not None and elf.facts.soname:
+            in_env[elf.facts.soname].append(elf)
+    files = _Files(env)
+    roots = tuple(env.loader.real_path(sp) + os.sep for sp in env.target.site_packages)
+    findings: dict[tuple, Finding] = {}
+    for load in loads:
+        for obj in load.result.objects:
+            for res in obj.needed:
+                if res.path is None or res.step == PRELOADED or res.needed not in in_env:
+                    continue
+                real = files.identity(res.path)
+                if real.startswith(roots):
+                    continue
+                key = (res.needed, real, res.step)
+                if key in findings:
+                    continue
+                wheel_copies = in_env[res.needed]
+                owners = sorted({o for elf in wheel_copies for o in elf.owners})
+                how = {
+                    LD_LIBRARY_PATH: "LD_LIBRARY_PATH",
+                    LD_SO_CACHE: "the system's ld.so.cache",
+                    DEFAULT_DIR: "the system's default directory",
+                }.get(res.step, f"the {res.step}" + (f" of {res.rpath_of}" if res.rpath_of else ""))
+                findings[key] = Finding(
+                    "shadowing",
+                    "warning",
+                    res.needed,
+                    f"{how} makes the loader pick {res.path} for {os.path.basename(obj.path)}, "
+                    f"not the environment's copy from {', '.join(owners) or 'an unowned file'}",
+                    (f"{obj.path} needs {res.needed}: chosen {res.path} ({res.step})",)
+                    + tuple(f"environment copy: {elf.path}" for elf in wheel_copies),
+                    "remove the stale directory from LD_LIBRARY_PATH"
+                    if res.step == LD_LIBRARY_PATH
+                    else "make the package find its wheel's copy (fix its RPATH or the preload order)",
+                )
+    return list(findings.values())
+
+
+def _named_by_glibc(problem: Problem) -> str:
+    """The file glibc puts before a binding error: the provider for `version ... not found`, else the consumer."""
+    if problem.kind == MISSING_VERSION and problem.provider:
+        return problem.provider
+    return problem.consumer

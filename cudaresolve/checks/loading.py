@@ -1,0 +1,84 @@
+"""How each package's libraries load: the loader emulation run over an `Environment`.
+
+Every distribution's top-level ELF files are loaded as roots of one namespace, the way importing
+that package loads them. Packages that preload CUDA libraries by absolute path (CuPy through
+cuda-pathfinder, torch; see `preloaders` in data/components.toml) get those libraries as already
+loaded, from where the environment's builder found them (`Environment.preloads`): otherwise every
+CuPy environment would look broken, because its extension modules carry no RPATH at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from cudaresolve import knowledge
+from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.loader import LoadResult, resolve
+from cudaresolve.env.environment import Environment
+from cudaresolve.env.preloads import preloader_of
+
+
+@dataclass(frozen=True)
+class PackageLoad:
+    """How one distribution's libraries load: the loader's result and who preloaded what."""
+
+    dist: Optional[str]  # None for files no distribution owns
+    roots: tuple[str, ...]
+    result: LoadResult
+    preloader: Optional[knowledge.Preloader]
+    foreign: tuple[tuple[str, str], ...] = ()  # (path, machine) of files built for another machine: not loaded
+
+
+def linked_names(env: Environment) -> set[str]:
+    """Every name some ELF file of the environment lists in DT_NEEDED."""
+    return {needed for elf in env.elf_files if elf.facts for needed in elf.facts.needed}
+
+
+def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
+    """Load each distribution's top-level ELF files (and the unowned ones) as one namespace per package."""
+    by_owner: dict[Optional[str], list[str]] = defaultdict(list)
+    needed: dict[Optional[str], set[str]] = defaultdict(set)  # what each package's roots link, for its preloads
+    foreign: dict[Optional[str], list[tuple[str, str]]] = defaultdict(list)
+    linked = linked_names(env)
+    loader = env.loader
+    for elf in env.elf_files:
+        # A library something links against is loaded in its consumers' trees, where the RPATHs it
+        # inherits apply (auditwheel's vendored libraries rely on that); loading it alone would
+        # report misses no process meets.
+        if elf.facts is None or elf.facts.soname in linked or os.path.basename(elf.path) in linked:
+            continue
+        if elf.facts.machine != loader.machine:
+            foreign[elf.owner].append((elf.path, elf.facts.machine))
+        else:
+            by_owner[elf.owner].append(elf.path)
+            needed[elf.owner].update(elf.facts.needed)
+    facts_of = _facts_of(env)
+    loads = []
+    for owner in sorted(set(by_owner) | set(foreign), key=lambda o: (o is None, o or "")):
+        roots = tuple(by_owner[owner])
+        preloader = preloader_of(env.distribution(owner) if owner else None)
+        namespace = loader
+        if preloader is not None:
+            found = env.preloads.get(owner or "", {})
+            namespace = replace(
+                loader, preloaded={**loader.preloaded, **{s: p for s, p in found.items() if s in needed[owner]}}
+            )
+        result = resolve(roots, facts_of=facts_of, env=namespace)
+        loads.append(PackageLoad(owner, roots, result, preloader, tuple(foreign[owner])))
+    return tuple(loads)
+
+
+def _facts_of(env: Environment):
+    """The environment's own files from memory (the scan read them), anything else through its seam."""
+    by_path = {elf.path: elf for elf in env.elf_files}
+
+    def facts_of(path: str) -> Optional[BinaryFacts]:
+        elf = by_path.get(path) or by_path.get(os.path.normpath(path))
+        if elf is not None and elf.facts is not None:
+            return elf.facts
+        return env.system_facts(path)
+
+    return facts_of

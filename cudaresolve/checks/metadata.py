@@ -1,0 +1,65 @@
+"""metadata-vs-binary: a dependency the metadata leaves open below what the binary binds
+(nvidia-cusparse-cu12 12.3.1.170 needs nvJitLink >= 12.4 but declares it unpinned)."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve import knowledge
+from cudaresolve.binary.loader import min_provider_version
+from cudaresolve.checks.findings import Finding
+from cudaresolve.checks.fixes import provider_dists
+from cudaresolve.env.environment import Environment
+
+
+def check_metadata_vs_binary(env: Environment) -> list[Finding]:
+    """For each distribution: the newest provider release its files bind, against the requirement it
+    declares on that provider (only requirements that apply here count)."""
+    findings = []
+    for dist in env.distributions:
+        needs: dict[str, tuple[str, str, str]] = {}  # provider soname -> (min version, symbol, consumer)
+        for elf in env.elf_files:
+            if elf.facts is None or dist.name not in elf.owners:
+                continue
+            for symbol in elf.facts.undefined:
+                minimum = min_provider_version(symbol)
+                if minimum and (symbol.file not in needs or Version(minimum) > Version(needs[symbol.file][0])):
+                    needs[symbol.file] = (minimum, symbol.name, elf.path)
+        requirements = env.requirements(dist)
+        for soname, (minimum, symbol, consumer) in sorted(needs.items()):
+            for provider in provider_dists(soname, int(minimum.split(".")[0])):
+                requirement = next((r for r in requirements if canonicalize_name(r.name) == provider), None)
+                lower = _admitted_older(provider, requirement, minimum)
+                if requirement is not None and not lower:
+                    continue
+                declared = f"declares '{requirement}'" if requirement else f"does not declare {provider}"
+                findings.append(
+                    Finding(
+                        "metadata-vs-binary",
+                        "warning",
+                        f"{dist.name} {dist.version}",
+                        f"needs {provider} >= {minimum} ({os.path.basename(consumer)} binds {symbol}) but "
+                        f"{declared}" + (f", which admits {', '.join(lower)}" if lower else ""),
+                        (f"{consumer} needs {symbol} from {soname}",),
+                        f"constrain it: pip install \"{provider}>={minimum}\" (or add it to your constraints file)",
+                    )
+                )
+    return findings
+
+
+def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: str) -> list[str]:
+    """Known releases of `provider` below `minimum` that `requirement` admits (all of them if undeclared)."""
+    component = next((c.name for c in knowledge.components_for_dist(provider)), None)
+    if component not in ("nvrtc", "nvjitlink"):
+        return []
+    versions = sorted({getattr(r, component) for r in knowledge.cuda_releases()}, key=Version)
+    major = int(minimum.split(".")[0])
+    older = [v for v in versions if Version(v).major == major and Version(v) < Version(minimum)]
+    if requirement is not None:
+        older = [v for v in older if requirement.specifier.contains(v, prereleases=True)]
+    return older

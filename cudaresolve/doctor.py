@@ -1,0 +1,64 @@
+"""`cudaresolve doctor`: scan an installed environment, judge it, hand the result to the renderer.
+
+This is the I/O edge: the facts cache, the machine's loader and the environment variables are
+read here; `checks.judge` does the judging on the value the scan builds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional
+
+from cudaresolve import knowledge
+from cudaresolve.binary.elf import read_binary_facts
+from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.checks import judge
+from cudaresolve.checks.findings import Finding, sort_findings
+from cudaresolve.checks.loading import PackageLoad
+from cudaresolve.env.cache import FactsCache, default_cache_dir
+from cudaresolve.env.environment import Environment
+from cudaresolve.env.interpreter import Target
+from cudaresolve.env.scan import scan_environment
+from cudaresolve.host.facts import HostFacts
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    host: HostFacts
+    environment: Environment
+    loads: tuple[PackageLoad, ...]
+    findings: tuple[Finding, ...]
+
+
+def examine(
+    target: Target,
+    host: HostFacts,
+    environ: Mapping[str, str],
+    *,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Diagnosis:
+    """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`."""
+    cache = FactsCache(default_cache_dir(environ))
+    seen: dict[str, BinaryFacts] = {}  # the loader asks for a system library once per package that loads it
+
+    def cached(path: str) -> BinaryFacts:
+        if path not in seen:
+            if progress:
+                progress(path)
+            seen[path] = cache.facts_for(path, read=read_binary_facts)
+        return seen[path]
+
+    env = scan_environment(
+        target,
+        facts_for=cached,
+        prefetch=lambda paths: cache.fill(paths, read=read_binary_facts, progress=progress),
+        loader=LoaderEnv.from_system(environ, driver_libraries=frozenset(knowledge.driver_libraries())),
+        environ=environ,
+    )
+    judgement = judge(env, host)
+    findings = judgement.findings
+    if cache.write_error:
+        findings = sort_findings(findings + (Finding("environment", "info", "cache", cache.write_error),))
+    return Diagnosis(host, env, judgement.loads, findings)

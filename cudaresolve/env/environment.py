@@ -1,0 +1,120 @@
+"""The environment the checks judge: one frozen value, installed or planned.
+
+`env.scan` builds it from a site-packages on disk; the resolver builds it from the distributions
+that stay plus the wheels it chose; tests build it from plain data. Everything a check needs is
+in it, computed once by whoever built it (real paths, which libraries a package preloads and
+from where), so no check touches the disk. The loader reaches files only through `loader`'s
+seams and `system_facts`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable, Iterable, Mapping, Optional
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.env.distributions import Distribution, Problem
+from cudaresolve.env.interpreter import Target
+
+_EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]|['"]([^'"]+)['"]\s*==\s*extra\b""")
+
+FactsOf = Callable[[str], Optional[BinaryFacts]]
+
+
+def _no_file(path: str) -> Optional[BinaryFacts]:
+    return None
+
+
+@dataclass(frozen=True)
+class ElfFile:
+    path: str  # where it is (or will be) installed, not resolved through symlinks
+    owners: tuple[str, ...]  # canonical names of the distributions whose RECORD lists it, sorted
+    facts: Optional[BinaryFacts]  # None when reading failed
+    error: Optional[str]  # why reading failed
+    real_path: str = ""  # the path with symlinks resolved; "" means the same as `path`
+
+    @property
+    def owner(self) -> Optional[str]:
+        """The distribution the file is judged under: the first owner, None when no RECORD lists it."""
+        return self.owners[0] if self.owners else None
+
+    @property
+    def identity(self) -> str:
+        return self.real_path or self.path
+
+
+@dataclass(frozen=True)
+class Environment:
+    target: Target  # the interpreter (or bare site-packages) the distributions belong to
+    distributions: tuple[Distribution, ...]  # sorted by name, then dist-info path
+    elf_files: tuple[ElfFile, ...]  # sorted by path
+    problems: tuple[Problem, ...] = ()  # what the builder could not read
+    loader: LoaderEnv = LoaderEnv(machine="x86_64")  # LD_LIBRARY_PATH, LD_PRELOAD, ld.so.cache, driver libraries
+    # Facts of files outside `elf_files` that the loader may pick (system libraries); None: no file.
+    system_facts: FactsOf = field(default=_no_file, compare=False)
+    # distribution -> {soname: path} its preloader finds, for every CUDA soname its files need.
+    preloads: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def distribution(self, name: str) -> Optional[Distribution]:
+        """The first installed distribution with this canonical name."""
+        return next((d for d in self.distributions if d.name == name), None)
+
+    def requirements(self, dist: Distribution) -> tuple[Requirement, ...]:
+        """`dist`'s Requires-Dist that apply here: markers evaluated in the target's marker environment,
+        `extra == X` true only for the extras installed with it (`Distribution.extras`)."""
+        markers = self.marker_environment
+        return tuple(
+            r
+            for r in dist.requires
+            if r.marker is None
+            or any(r.marker.evaluate({**markers, "extra": extra}) for extra in ("",) + tuple(sorted(dist.extras)))
+        )
+
+    def requires_names(self, dist: Distribution) -> set[str]:
+        """Canonical names of the distributions `dist` requires here."""
+        return {canonicalize_name(r.name) for r in self.requirements(dist)}
+
+    @cached_property
+    def marker_environment(self) -> dict[str, str]:
+        """The target interpreter's markers; this interpreter's for a bare site-packages, which runs here."""
+        return self.target.marker_environment() or dict(default_environment())
+
+
+def installed_extras(dist: Distribution, installed: Mapping[str, Version], markers: Mapping[str, str]) -> frozenset[str]:
+    """The extras of `dist` whose every requirement (where its marker holds) is installed in a matching version.
+
+    Installers record no extras, so this is how an installed environment tells `torch[cu13]`'s
+    requirements from ones that were never asked for.
+    """
+    extras: dict[str, list[Requirement]] = {}
+    for requirement in dist.requires:
+        for extra in _extras_named(requirement):
+            if requirement.marker.evaluate({**markers, "extra": extra}):
+                extras.setdefault(extra, []).append(requirement)
+            else:
+                extras.setdefault(extra, [])
+    return frozenset(
+        extra
+        for extra, requirements in extras.items()
+        if requirements
+        and all(
+            canonicalize_name(r.name) in installed
+            and r.specifier.contains(installed[canonicalize_name(r.name)], prereleases=True)
+            for r in requirements
+        )
+    )
+
+
+def _extras_named(requirement: Requirement) -> Iterable[str]:
+    """The extra names a requirement's marker compares `extra` with (`extra == "cu13"`)."""
+    if requirement.marker is None:
+        return ()
+    return sorted({a or b for a, b in _EXTRA.findall(str(requirement.marker))})

@@ -1,0 +1,66 @@
+"""Which CUDA libraries a package loads by absolute path before its extension modules, and from where.
+
+CuPy (through cuda-pathfinder) and torch load their CUDA libraries themselves (`preloaders` in
+data/components.toml); their extension modules carry no RPATH to find them. Where each library is
+found depends on which files exist, so the builder of an `Environment` answers it once, through
+`exists`: the disk for an installed environment, the planned file list for a lock.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable, Optional
+
+from packaging.requirements import Requirement
+
+from cudaresolve import knowledge
+from cudaresolve.env.distributions import Distribution
+
+
+def preloader_of(dist: Optional[Distribution]) -> Optional[knowledge.Preloader]:
+    """The preloader row whose `applies_to` names this distribution and version, if any."""
+    if dist is None:
+        return None
+    for preloader in knowledge.preloaders():
+        for text in preloader.applies_to:
+            requirement = Requirement(text)
+            if requirement.name == dist.name and requirement.specifier.contains(dist.version, prereleases=True):
+                return preloader
+    return None
+
+
+def preloaded_libraries(
+    wanted: Iterable[str],
+    preloader: knowledge.Preloader,
+    site_packages: Iterable[str],
+    conda_prefix: Optional[str],
+    exists: Callable[[str], bool],
+) -> dict[str, str]:
+    """soname -> path for the CUDA libraries `preloader` would load by absolute path, in its search order.
+
+    The "system" step is the OS loader's own search, so it is left to the loader emulation.
+    """
+    found: dict[str, str] = {}
+    for soname in sorted(set(wanted)):
+        rows = knowledge.components_for_soname(soname)
+        if not rows:
+            continue
+        for step in preloader.search:
+            path = None
+            if step == "site-packages":
+                path = next(
+                    (
+                        os.path.join(sp, row.lib_dir, soname)
+                        for sp in site_packages
+                        for row in rows
+                        if exists(os.path.join(sp, row.lib_dir, soname))
+                    ),
+                    None,
+                )
+            elif step == "conda-prefix" and conda_prefix:
+                candidate = os.path.join(conda_prefix, "lib", soname)
+                path = candidate if exists(candidate) else None
+            if path:
+                found[soname] = path
+                break
+    return found
