@@ -1,0 +1,178 @@
+"""The linking checks on plain data: one row per problem kind, each a planned environment of a few
+libraries (no files on disk), the check that reports it, and the findings it must give.
+
+test_doctor_synthetic.py holds the same situations as gcc-built files checked against glibc."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Union
+
+import pytest
+
+from cudaresolve.binary.elf import ElfError
+from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
+from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.checks.linking import (
+    check_foreign_files,
+    check_missing_libraries,
+    check_plugin_libraries,
+    check_shadowing,
+    check_symbol_skew,
+)
+from cudaresolve.checks.loading import load_packages
+from cudaresolve.env.environment import ElfFile, Environment
+from test_checks_planned import PLANNED, dist, planned, so
+
+NO_FILE = "cannot open shared object file: No such file or directory"
+SP = PLANNED
+NVJITLINK = f"{SP}/nvidia/nvjitlink/lib/libnvJitLink.so.12"
+CUSPARSE = f"{SP}/nvidia/cusparse/lib/libcusparse.so.12"
+EXT = f"{SP}/pkg/_ext.so"
+
+
+@dataclass
+class Case:
+    """Files as {path: (owner, facts)}; `system` answers the loader for paths outside the environment."""
+
+    files: Mapping[str, tuple[Optional[str], BinaryFacts]]
+    dists: tuple = ()
+    system: Mapping[str, Union[BinaryFacts, Exception]] = field(default_factory=dict)
+    ld_library_path: tuple[str, ...] = ()
+    headers: Mapping[str, bytes] = field(default_factory=dict)
+
+    def environment(self) -> Environment:
+        def system_facts(path: str) -> Optional[BinaryFacts]:
+            answer = self.system.get(path)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        env = planned(*self.dists, elf_files=tuple(
+            ElfFile(path, (owner,) if owner else (), facts, None) for path, (owner, facts) in self.files.items()
+        ))
+        loader = LoaderEnv(machine="x86_64", ld_library_path=self.ld_library_path, default_dirs=("/nowhere",),
+                           real_path=lambda p: p, read_header=self.headers.get)
+        return Environment(env.target, env.distributions, env.elf_files, loader=loader, system_facts=system_facts)
+
+
+def nvjitlink(version_definitions=("libnvJitLink.so.12",), defined=("__nvJitLinkComplete_12_0",)) -> BinaryFacts:
+    return so(NVJITLINK, soname="libnvJitLink.so.12", version_definitions=version_definitions,
+              defined=tuple(Symbol(name, "libnvJitLink.so.12") for name in defined))
+
+
+CUSPARSE_NEEDS_12_4 = so(
+    CUSPARSE, soname="libcusparse.so.12", needed=("libnvJitLink.so.12",), runpath=("$ORIGIN/../../nvjitlink/lib",),
+    undefined=(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12"),),
+    version_needs=(VersionNeed("libnvJitLink.so.12", ("libnvJitLink.so.12",)),),
+)
+SKEW = Case(
+    files={CUSPARSE: ("nvidia-cusparse-cu12", CUSPARSE_NEEDS_12_4), NVJITLINK: ("nvidia-nvjitlink-cu12", nvjitlink())},
+    dists=(dist("nvidia-cusparse-cu12", "12.3.1.170", "nvidia-nvjitlink-cu12"), dist("nvidia-nvjitlink-cu12", "12.1.105")),
+)
+MISSING_VERSION = Case(
+    files={
+        EXT: ("pkg", so(EXT, needed=("libfoo.so.1",), runpath=("$ORIGIN/lib",),
+                        undefined=(Symbol("foo_new", "FOO_2.0", "libfoo.so.1"),),
+                        version_needs=(VersionNeed("libfoo.so.1", ("FOO_2.0",)),))),
+        f"{SP}/pkg/lib/libfoo.so.1": ("pkg", so(f"{SP}/pkg/lib/libfoo.so.1", soname="libfoo.so.1",
+                                                  version_definitions=("libfoo.so.1", "FOO_1.0"))),
+    },
+    dists=(dist("pkg", "1.0"),),
+)
+MISSING = Case(files={EXT: ("pkg", so(EXT, needed=("libcublas.so.12",)))}, dists=(dist("pkg", "1.0"),))
+OFF_PATH = Case(
+    files={EXT: ("pkg", so(EXT, needed=("libfoo.so.1",))),
+           f"{SP}/other/libfoo.so.1": ("other", so(f"{SP}/other/libfoo.so.1", soname="libfoo.so.1"))},
+    dists=(dist("pkg", "1.0"), dist("other", "2.0")),
+)
+CUPY_EXT = f"{SP}/cupy/cuda/nccl.cpython-311-x86_64-linux-gnu.so"
+CUPY_OPTIONAL = Case(files={CUPY_EXT: ("cupy-cuda12x", so(CUPY_EXT, needed=("libnccl.so.2",)))},
+                     dists=(dist("cupy-cuda12x", "14.2.0"),))
+PLUGIN = f"{SP}/nvidia/nvshmem/lib/nvshmem_transport_ibrc.so.3"
+PLUGINS = Case(files={PLUGIN: ("nvidia-nvshmem-cu12", so(PLUGIN, needed=("libibverbs.so.1", "libmlx5.so.1")))},
+               dists=(dist("nvidia-nvshmem-cu12", "3.4.5"),))
+REFUSED = Case(
+    files={EXT: ("pkg", so(EXT, needed=("libfoo.so.1",)))}, dists=(dist("pkg", "1.0"),), ld_library_path=("/bad",),
+    system={"/bad/libfoo.so.1": ElfError("/bad/libfoo.so.1: not an ELF file (no \\x7fELF magic)")},
+    headers={"/bad/libfoo.so.1": b"INPUT(-lfoo)\n" + bytes(64)},
+)
+FOREIGN = Case(files={EXT: ("pkg", BinaryFacts(**{**so(EXT).__dict__, "machine": "aarch64"}))},
+               dists=(dist("pkg", "1.0"),))
+SHADOWED = Case(
+    files={CUSPARSE: ("nvidia-cusparse-cu12", CUSPARSE_NEEDS_12_4),
+           NVJITLINK: ("nvidia-nvjitlink-cu12", nvjitlink(defined=("__nvJitLinkComplete_12_4",)))},
+    dists=SKEW.dists, ld_library_path=("/opt/cuda/lib64",),
+    system={"/opt/cuda/lib64/libnvJitLink.so.12": so("/opt/cuda/lib64/libnvJitLink.so.12",
+                                                      soname="libnvJitLink.so.12",
+                                                      defined=(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12"),),
+                                                      version_definitions=("libnvJitLink.so.12",))},
+)
+
+ROWS = [
+    pytest.param(SKEW, check_symbol_skew, [(
+        "symbol-skew", "error", "nvidia-cusparse-cu12 12.3.1.170",
+        "libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+        (f"{CUSPARSE}: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+         f"the loader picks {SP}/nvidia/cusparse/lib/../../nvjitlink/lib/libnvJitLink.so.12 (runpath)"),
+        'pip install "nvidia-nvjitlink-cu12>=12.4"',
+    )], id="undefined-versioned-symbol"),
+    pytest.param(MISSING_VERSION, check_symbol_skew, [(
+        "symbol-skew", "error", "pkg 1.0",
+        f"libfoo.so.1: version `FOO_2.0' not found (required by {EXT})",
+        (f"{SP}/pkg/lib/libfoo.so.1: version `FOO_2.0' not found (required by {EXT})",
+         f"{EXT}: undefined symbol: foo_new, version FOO_2.0",
+         f"the loader picks {SP}/pkg/lib/libfoo.so.1 (runpath)"),
+        None,
+    )], id="missing-version"),
+    pytest.param(MISSING, check_missing_libraries, [(
+        "missing-library", "error", "pkg 1.0", f"_ext.so: libcublas.so.12: {NO_FILE}",
+        (f"{EXT} needs libcublas.so.12; nothing on its search path, in the environment or in the system provides it",),
+        'pip install "nvidia-cublas-cu12"',
+    )], id="missing-library"),
+    pytest.param(OFF_PATH, check_missing_libraries, [(
+        "missing-library", "error", "pkg 1.0", f"_ext.so: libfoo.so.1: {NO_FILE}",
+        (f"{EXT} needs libfoo.so.1; the environment's copy ({SP}/other/libfoo.so.1) is not on its search path",),
+        None,
+    )], id="copy-off-the-search-path"),
+    pytest.param(CUPY_OPTIONAL, check_missing_libraries, [(
+        "missing-library", "warning", "cupy-cuda12x 14.2.0",
+        "optional feature unavailable: nccl.cpython-311-x86_64-linux-gnu.so needs libnccl.so.2, which is not "
+        "installed (NCCL (cupy.cuda.nccl, cupyx.distributed) and cuTENSOR routines; [ctk] installs neither)",
+        (f"{CUPY_EXT}: libnccl.so.2: {NO_FILE}",),
+        'pip install "nvidia-nccl-cu12"',
+    )], id="optional-feature"),
+    pytest.param(PLUGINS, check_plugin_libraries, [(
+        "missing-library", "info", "nvidia-nvshmem-cu12 3.4.5",
+        "1 plugin library loads only on demand and needs libraries that are not on their search path "
+        "(libibverbs.so.1, libmlx5.so.1); the features they provide are unavailable here",
+        ("nvshmem_transport_ibrc.so.3 needs libibverbs.so.1, libmlx5.so.1",),
+        None,
+    )], id="plugin"),
+    pytest.param(PLUGINS, check_missing_libraries, [], id="plugin-is-not-an-error"),
+    pytest.param(REFUSED, check_missing_libraries, [(
+        "missing-library", "error", "pkg 1.0", "_ext.so: /bad/libfoo.so.1: invalid ELF header",
+        (f"{EXT} needs libfoo.so.1; the loader finds /bad/libfoo.so.1 first (LD_LIBRARY_PATH) and cannot load it",),
+        None,
+    )], id="refused-file"),
+    pytest.param(FOREIGN, check_foreign_files, [(
+        "environment", "warning", EXT, "built for aarch64: this machine's loader cannot load it, so it was not checked",
+        ("installed by pkg 1.0",), None,
+    )], id="foreign-machine"),
+    pytest.param(SHADOWED, check_shadowing, [(
+        "shadowing", "warning", "libnvJitLink.so.12",
+        "LD_LIBRARY_PATH makes the loader pick /opt/cuda/lib64/libnvJitLink.so.12 for libcusparse.so.12, "
+        "not the environment's copy from nvidia-nvjitlink-cu12",
+        (f"{CUSPARSE} needs libnvJitLink.so.12: chosen /opt/cuda/lib64/libnvJitLink.so.12 (LD_LIBRARY_PATH)",
+         f"environment copy: {NVJITLINK}"),
+        "remove the stale directory from LD_LIBRARY_PATH",
+    )], id="shadowed-by-ld-library-path"),
+    pytest.param(SHADOWED, check_symbol_skew, [], id="shadowing-copy-binds"),
+]
+
+
+@pytest.mark.parametrize("case, check, expected", ROWS)
+def test_linking_check(case: Case, check: Callable, expected):
+    env = case.environment()
+    found = [(f.check, f.severity, f.subject, f.message, f.evidence, f.fix) for f in check(env, load_packages(env))]
+    assert found == expected

@@ -1,0 +1,222 @@
+"""The judge on a planned environment: plain data, no files on disk, the same findings as the
+installed environment it describes; and requirements followed only where their markers hold."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
+from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.checks import judge
+from cudaresolve.checks.advisories import check_advisories
+from cudaresolve.checks.arch_coverage import check_arch_coverage
+from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.driver_floor import check_driver_floor
+from cudaresolve.checks.metadata import check_metadata_vs_binary
+from cudaresolve.doctor import examine
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import ElfFile, Environment, installed_extras
+from cudaresolve.env.interpreter import Target, target_for_site_packages
+from cudaresolve.host.facts import Driver, Gpu, HostFacts
+from test_doctor_synthetic import FOO_V1, FOO_V2, HOST, MAP_V1, MAP_V2
+from test_env_distributions import make_dist_info
+
+PLANNED = "/planned/site-packages"  # nowhere on disk
+X86_64 = {
+    "implementation_name": "cpython", "implementation_version": "3.11.7", "os_name": "posix",
+    "platform_machine": "x86_64", "platform_python_implementation": "CPython", "platform_release": "6.1.0",
+    "platform_system": "Linux", "platform_version": "#1 SMP", "python_full_version": "3.11.7",
+    "python_version": "3.11", "sys_platform": "linux",
+}
+# The loader's file-system seam answered from memory: a lookup that reached the disk would fail the test.
+NO_DISK = LoaderEnv(
+    machine="x86_64", default_dirs=("/nowhere/lib64",), real_path=os.path.normpath, read_header=lambda path: None
+)
+
+
+def so(path: str, *, soname: Optional[str] = None, needed: tuple[str, ...] = (), runpath: tuple[str, ...] = (),
+       undefined: tuple[Symbol, ...] = (), defined: tuple[Symbol, ...] = (), version_definitions=(),
+       version_needs=(), fatbin: Optional[FatbinSummary] = None) -> BinaryFacts:
+    return BinaryFacts(
+        path=path, machine="x86_64", elf_type="DYN", soname=soname, needed=needed, rpath=(), runpath=runpath,
+        flags=0, flags_1=0, symbols=SymbolTable.of(undefined, defined), version_definitions=version_definitions,
+        version_needs=version_needs, build_id=None, fatbin=fatbin,
+    )
+
+
+def dist(name: str, version: str, *requires: str, files: tuple[str, ...] = (), extras=frozenset()) -> Distribution:
+    return Distribution(name, Version(version), tuple(Requirement(r) for r in requires), "pip",
+                        f"{PLANNED}/{name.replace('-', '_')}-{version}.dist-info", files, frozenset(extras))
+
+
+def planned(*dists: Distribution, elf_files: tuple[ElfFile, ...] = (), markers=X86_64) -> Environment:
+    return Environment(
+        target=Target(site_packages=(PLANNED,), markers=tuple(sorted(markers.items()))),
+        distributions=tuple(sorted(dists, key=lambda d: d.name)),
+        elf_files=tuple(sorted(elf_files, key=lambda e: e.path)),
+        loader=NO_DISK,
+    )
+
+
+# -- one judge: a planned environment gets the installed one's finding --------------------------------
+
+
+def test_a_planned_environment_gets_the_symbol_skew_of_the_installed_one(elf_builder, tmp_path):
+    """consumer-pkg is built against libfoo FOO_2.0; nvidia-foo-cu12 ships a libfoo with FOO_1.0 only.
+    Installed (gcc-built files, read from disk) and planned (the same two distributions as plain
+    data, at paths that do not exist) give one and the same symbol-skew finding."""
+    new = elf_builder.build("libfoo.so.1", FOO_V2, soname="libfoo.so.1", version_script=MAP_V2, directory="v2")
+    elf_builder.build("libfoo.so.1", FOO_V1, soname="libfoo.so.1", version_script=MAP_V1,
+                      directory="site/nvidia/foo/lib")
+    elf_builder.build(
+        "libconsumer.so",
+        "int foo_old(void); int foo_new(void);\nint consume(void) { return foo_old() + foo_new(); }\n",
+        link=[new], runpath="$ORIGIN/../../nvidia/foo/lib", directory="site/consumer/lib",
+    )
+    site = elf_builder.root / "site"
+    make_dist_info(site, "nvidia-foo-cu12", "1.2", files=("nvidia/foo/lib/libfoo.so.1",))
+    make_dist_info(site, "consumer-pkg", "1.0", files=("consumer/lib/libconsumer.so",), requires=("nvidia-foo-cu12",))
+    installed = examine(target_for_site_packages(str(site)), HOST, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "c")})
+    [installed_skew] = [f for f in installed.findings if f.check == "symbol-skew"]
+
+    foo = f"{PLANNED}/nvidia/foo/lib/libfoo.so.1"
+    consumer = f"{PLANNED}/consumer/lib/libconsumer.so"
+    env = planned(
+        dist("nvidia-foo-cu12", "1.2", files=(foo,)),
+        dist("consumer-pkg", "1.0", "nvidia-foo-cu12", files=(consumer,)),
+        elf_files=(
+            ElfFile(foo, ("nvidia-foo-cu12",), so(
+                foo, soname="libfoo.so.1", version_definitions=("libfoo.so.1", "FOO_1.0"),
+                defined=(Symbol("foo_old", "FOO_1.0"),),
+            ), None),
+            ElfFile(consumer, ("consumer-pkg",), so(
+                consumer, needed=("libfoo.so.1",), runpath=("$ORIGIN/../../nvidia/foo/lib",),
+                undefined=(Symbol("foo_old", "FOO_1.0", "libfoo.so.1"), Symbol("foo_new", "FOO_2.0", "libfoo.so.1")),
+                version_needs=(VersionNeed("libfoo.so.1", ("FOO_1.0", "FOO_2.0")),),
+            ), None),
+        ),
+    )
+    planned_findings = judge(env, HOST).findings
+    assert [f.check for f in planned_findings] == ["symbol-skew"]
+    assert planned_findings[0] == replace(
+        installed_skew,
+        message=installed_skew.message.replace(str(site), PLANNED),
+        evidence=tuple(e.replace(str(site), PLANNED) for e in installed_skew.evidence),
+    )
+    assert installed_skew.message == f"libfoo.so.1: version `FOO_2.0' not found (required by {site}/consumer/lib/libconsumer.so)"
+
+
+# -- markers and extras --------------------------------------------------------------------------------
+
+
+def on(release: str, *ccs: str) -> HostFacts:
+    return HostFacts("Linux", "x86_64", Driver(release, "test", "12.4", "test"),
+                     tuple(Gpu(ComputeCapability.parse(cc), "test", i) for i, cc in enumerate(ccs)))
+
+
+CUDA13_LIB = f"{PLANNED}/nvidia/cu13/lib/libcudart.so.13"
+TORCH_LIB = f"{PLANNED}/torch/lib/libtorch_cuda.so"
+LACKING_SM61 = (  # torch cu130 and its CUDA runtime wheel both lack code for a GTX 1080 (6.1)
+    ElfFile(CUDA13_LIB, ("nvidia-cuda-runtime",),
+            so(CUDA13_LIB, fatbin=FatbinSummary(("sm_75", "sm_90"), (), 40, 40, (".nv_fatbin",))), None),
+    ElfFile(TORCH_LIB, ("torch",), so(TORCH_LIB, fatbin=FatbinSummary(("sm_75",), (), 40, 40, (".nv_fatbin",))), None),
+)
+
+
+def torch_requiring(marker: str, extras=()) -> Environment:
+    return planned(dist("torch", "2.14.1", f"nvidia-cuda-runtime==13.0.96; {marker}", extras=extras),
+                   dist("nvidia-cuda-runtime", "13.0.96"), elf_files=LACKING_SM61)
+
+
+IGNORED = [
+    pytest.param('extra == "cu13"', (), id="extra-not-installed"),
+    pytest.param('platform_machine == "aarch64"', (), id="aarch64-only"),
+    pytest.param('extra == "cu13" and platform_machine == "aarch64"', ("cu13",), id="extra-installed-aarch64-only"),
+]
+FOLLOWED = [
+    pytest.param('extra == "cu13"', ("cu13",), id="extra-installed"),
+    pytest.param('platform_machine == "x86_64"', (), id="x86_64"),
+]
+
+
+@pytest.mark.parametrize("marker, extras", IGNORED)
+def test_requirements_whose_markers_do_not_hold_are_not_followed(marker, extras):
+    """The runtime wheel fails on its own account: its findings are not folded into torch's."""
+    env = torch_requiring(marker, extras)
+    assert env.requirements(env.distribution("torch")) == ()
+    gtx_1080_on_550 = on("550.144.03", "6.1")
+    both = ["nvidia-cuda-runtime 13.0.96", "torch 2.14.1"]
+    assert sorted(f.subject for f in check_arch_coverage(env, gtx_1080_on_550)) == both
+    assert sorted(f.subject for f in check_driver_floor(env, cuda_builds(env), gtx_1080_on_550)) == both
+
+
+@pytest.mark.parametrize("marker, extras", FOLLOWED)
+def test_requirements_whose_markers_hold_are_followed(marker, extras):
+    """torch pulls the runtime wheel in: one finding each for arch and driver, the wheel as evidence."""
+    env = torch_requiring(marker, extras)
+    assert env.requires_names(env.distribution("torch")) == {"nvidia-cuda-runtime"}
+    gtx_1080_on_550 = on("550.144.03", "6.1")
+    [arch] = check_arch_coverage(env, gtx_1080_on_550)
+    [floor] = check_driver_floor(env, cuda_builds(env), gtx_1080_on_550)
+    assert arch.subject == floor.subject == "torch 2.14.1"
+    assert "its CUDA dependencies lack code for 6.1 too: nvidia-cuda-runtime" in arch.evidence
+    assert "its CUDA dependencies need that driver too: nvidia-cuda-runtime" in floor.evidence
+
+
+def test_metadata_vs_binary_counts_only_requirements_that_apply():
+    """cusparse binds nvJitLink 12.4 symbols; a `>=12.4` requirement only for another extra or machine
+    is no declaration at all here."""
+    lib = f"{PLANNED}/nvidia/cusparse/lib/libcusparse.so.12"
+    needs_12_4 = ElfFile(lib, ("nvidia-cusparse-cu12",), so(
+        lib, needed=("libnvJitLink.so.12",),
+        undefined=(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12"),),
+    ), None)
+    for requirement, declared in (
+        ("nvidia-nvjitlink-cu12>=12.4", True),
+        ('nvidia-nvjitlink-cu12>=12.4; extra == "jit"', False),
+        ('nvidia-nvjitlink-cu12>=12.4; platform_machine == "aarch64"', False),
+    ):
+        env = planned(dist("nvidia-cusparse-cu12", "12.3.1.170", requirement), elf_files=(needs_12_4,))
+        messages = [f.message for f in check_metadata_vs_binary(env)]
+        if declared:
+            assert messages == []
+        else:
+            assert len(messages) == 1 and "does not declare nvidia-nvjitlink-cu12" in messages[0], requirement
+
+
+def test_advisory_requirements_carry_markers(monkeypatch):
+    """numba 0.61.2 on driver 580 unless numba-cuda is installed: an `unless` (or `affects`) that
+    names another machine neither excuses nor accuses this one."""
+    from cudaresolve.checks import advisories
+
+    real = next(a for a in advisories.knowledge.advisories() if "numba-cuda" in " ".join(a.unless))
+    rows = (
+        replace(real, id="unless-on-arm", unless=('numba-cuda; platform_machine == "aarch64"',)),
+        replace(real, id="affects-arm", affects=('numba==0.61.2; platform_machine == "aarch64"',), unless=()),
+        replace(real, id="unless-here", unless=('numba-cuda; platform_machine == "x86_64"',)),
+    )
+    monkeypatch.setattr(advisories.knowledge, "advisories", lambda: rows)
+    host = on("580.65.06", "8.6")
+    found = lambda env: {f.message.split(":")[0] for f in check_advisories(env, host, cuda_builds(env))}
+    arm = {**X86_64, "platform_machine": "aarch64"}
+    both = (dist("numba", "0.61.2"), dist("numba-cuda", "0.15.0"))
+    assert found(planned(*both)) == {"known problem unless-on-arm"}
+    assert found(planned(*both, markers=arm)) == {"known problem affects-arm", "known problem unless-here"}
+
+
+def test_installed_extras_are_those_whose_requirements_are_installed():
+    installed = {"nvidia-cublas": Version("13.1.1.3"), "nvidia-cuda-runtime": Version("13.0.96")}
+    toolkit = dist("cuda-toolkit", "13.0.3", 'nvidia-cublas==13.1.1.3; extra == "cublas"',
+                   'nvidia-cuda-runtime==13.0.96; extra == "cudart"', 'nvidia-cufft; extra == "cufft"',
+                   'nvidia-cublas==13.1.1.3; extra == "arm" and platform_machine == "aarch64"')
+    assert installed_extras(toolkit, installed, X86_64) == {"cublas", "cudart"}
+    wrong_version = {**installed, "nvidia-cublas": Version("13.0.0.19")}
+    assert installed_extras(toolkit, wrong_version, X86_64) == {"cudart"}
