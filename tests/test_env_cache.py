@@ -284,7 +284,7 @@ def read_in_worker(path: str) -> BinaryFacts:
     return dataclasses.replace(big_facts(path, symbols=10), build_id=str(os.getpid()))
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="fill reads in parallel only with two CPUs or more")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="fill reads in parallel only with two CPUs or more")
 def test_fill_reads_the_misses_in_worker_processes(tmp_path, cache):
     paths = []
     for name in ("liba.so", "libb.so", "libc.so", "bad.so"):
@@ -315,3 +315,23 @@ def test_fill_with_an_unwritable_cache_reads_nothing(tmp_path, lib):
     other = tmp_path / "lib" / "libother.so"
     other.write_bytes(b"\x7fELF" + b"\1" * 100)
     FactsCache(str(blocker)).fill([str(lib), str(other)], read=read_in_worker, progress=pytest.fail)
+
+
+@pytest.mark.parametrize("platform, start_methods", [("darwin", ["spawn", "fork", "forkserver"]), ("win32", ["spawn"])])
+def test_fill_without_a_safe_fork_leaves_every_read_to_facts_for(tmp_path, cache, monkeypatch, platform, start_methods):
+    """macOS (fork unsafe) and Windows (no fork, no sched_getaffinity): fill reads nothing, the scan still works."""
+    import multiprocessing
+
+    from cudaresolve.env import cache as cache_module
+
+    monkeypatch.setattr(cache_module.sys, "platform", platform)
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: start_methods)
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    paths = []
+    for name in ("liba.so", "libb.so"):
+        path = tmp_path / name
+        path.write_bytes(b"\x7fELF" + name.encode())
+        paths.append(str(path))
+    cache.fill(paths, read=read_in_worker, progress=pytest.fail)
+    assert not os.path.isdir(cache.directory)
+    assert cache.facts_for(paths[0], read=read_in_worker).build_id == str(os.getpid())

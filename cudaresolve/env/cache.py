@@ -32,6 +32,7 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -118,14 +119,15 @@ class FactsCache:
                 continue
             if not os.path.exists(entry):
                 missing.append((key[1], path))
-        workers = min(len(missing), len(os.sched_getaffinity(0)))
-        if workers < 2 or not self._writable():
+        context = _fork_context()
+        workers = min(len(missing), _usable_cpus())
+        if context is None or workers < 2 or not self._writable():
             return
         missing.sort(reverse=True)  # largest first, so no worker is left with a big file at the end
         global _fill_read
         _fill_read = read  # reaches the workers by fork, so `read` need not be picklable
         try:
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            with ProcessPoolExecutor(workers, mp_context=context) as pool:
                 futures = {pool.submit(_fill_one, self, path): path for _, path in missing}
                 for future in as_completed(futures):
                     future.result()
@@ -169,6 +171,21 @@ class FactsCache:
 
 
 _fill_read: Optional[Callable[[str], BinaryFacts]] = None  # FactsCache.fill's reader, for its forked workers
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one, as on Linux)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _fork_context():
+    """fork's multiprocessing context, or None where fork is missing (Windows) or unsafe (macOS,
+    whose system libraries may not survive it): there `fill` leaves all reads to `facts_for`."""
+    if sys.platform == "darwin" or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return multiprocessing.get_context("fork")
 
 
 def _fill_one(cache: FactsCache, path: str) -> None:
