@@ -47,8 +47,9 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
 
 
-def run(site: Path, tmp_path: Path, ld_library_path: str = "") -> Diagnosis:
-    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "facts-cache"), "LD_LIBRARY_PATH": ld_library_path}
+def run(site: Path, tmp_path: Path, ld_library_path: str = "", ld_preload: str = "") -> Diagnosis:
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "facts-cache"), "LD_LIBRARY_PATH": ld_library_path,
+               "LD_PRELOAD": ld_preload}
     return examine(target_for_site_packages(str(site)), HOST, environ)
 
 
@@ -56,10 +57,11 @@ def by_check(diagnosis: Diagnosis) -> list[tuple[str, str, str]]:
     return [(f.check, f.severity, f.subject) for f in diagnosis.findings]
 
 
-def glibc_dlopen_error(path: Path, ld_library_path: str = "") -> str:
+def glibc_dlopen_error(path: Path, ld_library_path: str = "", ld_preload: str = "") -> str:
     """What dlopen(path, RTLD_NOW) tells Python, from a clean process."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     env["LD_LIBRARY_PATH"] = ld_library_path
+    env["LD_PRELOAD"] = ld_preload
     code = "import ctypes, sys\ntry:\n    ctypes.CDLL(sys.argv[1])\nexcept OSError as e:\n    print(e)\n"
     return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
                           check=True).stdout.strip()
@@ -130,6 +132,19 @@ def test_stale_copy_on_ld_library_path_shadows_the_wheel_and_lacks_a_version(foo
         ),
         "remove the stale directory from LD_LIBRARY_PATH",
     )
+
+
+def test_a_stale_copy_in_ld_preload_is_the_one_that_binds(foo_env, tmp_path):
+    """LD_PRELOAD loads the old libfoo before anything: the consumer's FOO_2.0 then fails, as dlopen says."""
+    site, consumer, stale = foo_env
+    preload = str(stale / "libfoo.so.1")
+    diagnosis = run(site, tmp_path, ld_preload=preload)
+    version_error = f"{preload}: version `FOO_2.0' not found (required by {consumer})"
+    assert glibc_dlopen_error(consumer, ld_preload=preload) == version_error
+    [skew] = [f for f in diagnosis.findings if f.check == "symbol-skew"]
+    assert skew.message == f"libfoo.so.1: version `FOO_2.0' not found (required by {consumer})"
+    assert skew.evidence[0] == version_error
+    assert skew.evidence[-1] == f"the loader picks {preload} (preloaded)"
 
 
 NVJITLINK_LIB = "nvidia/nvjitlink/lib/libnvJitLink.so.12"
