@@ -11,12 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional, Union
 
-from packaging.version import InvalidVersion, Version
-
-from cudaresolve import knowledge
-from cudaresolve.arch import ComputeCapability, Target
-from cudaresolve.binary.facts import PtxTarget
-from cudaresolve.errors import UsageError
+from cudaresolve.arch import ComputeCapability, PtxTarget, Target
+from cudaresolve.knowledge import toolkits
+from cudaresolve.versions import DriverRelease
 
 
 @dataclass(frozen=True)
@@ -28,19 +25,11 @@ class Verdict:
     needs_driver: Optional[str] = None  # minimum driver for the PTX path, when that path is taken
 
 
-def driver_version(text: str) -> Version:
-    """A driver release ("550.144.03") as a comparable version."""
-    try:
-        return Version(text)
-    except InvalidVersion:
-        raise UsageError(f"not a driver version: {text!r} (expected e.g. 550.144.03)") from None
-
-
 def can_run(
     gpu: Union[ComputeCapability, str],
     sass: Iterable[str] = (),
     ptx: Iterable[Union[PtxTarget, tuple[str, Optional[str]]]] = (),
-    driver: Optional[str] = None,
+    driver: Union[DriverRelease, str, None] = None,
 ) -> Verdict:
     """Decide whether code built for `sass` targets and `ptx` targets (with ISA) runs on `gpu`.
 
@@ -75,7 +64,8 @@ def can_run(
                 f"{target} PTX (ISA {isa}) can be JIT-compiled for {cc} by a driver >= {needs}",
                 needs_driver=needs,
             )
-        if driver_version(driver) >= driver_version(needs):
+        release = driver if isinstance(driver, DriverRelease) else DriverRelease.parse(driver)
+        if release >= DriverRelease.parse(needs):
             return Verdict(
                 True,
                 "ptx",
@@ -99,6 +89,6 @@ def _jit_driver(isa: Optional[str]) -> Optional[str]:
     """The minimum driver whose JIT accepts PTX of this ISA: the GA driver of its toolkit."""
     if isa is None:
         # Without the ISA we cannot do better than the oldest toolkit's driver.
-        return knowledge.toolkits()[0].ga_driver
-    toolkit = knowledge.toolkit_for_ptx_isa(isa)
+        return toolkits.known()[0].ga_driver
+    toolkit = toolkits.for_ptx_isa(isa)
     return toolkit.ga_driver if toolkit else None

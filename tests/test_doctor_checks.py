@@ -16,9 +16,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve import knowledge
-from cudaresolve.arch import ComputeCapability
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable
+from cudaresolve.arch import ComputeCapability, PtxTarget
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable
 from cudaresolve.env import checks
 from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.doctor import Diagnosis, diagnose
@@ -26,9 +25,14 @@ from cudaresolve.env.findings import Finding, exit_code, sort_findings
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import ElfFile, Environment
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
+from cudaresolve.knowledge import advisories, toolkits
 from cudaresolve.output.doctor import render_json, render_text, use_colour
 
 SP = "/env/site-packages"
+
+
+def advisory_named(advisory_id: str) -> advisories.Advisory:
+    return next(a for a in advisories.load() if a.id == advisory_id)
 
 
 def dist(name: str, version: str, *requires: str) -> Distribution:
@@ -67,7 +71,7 @@ def environment(*dists: Distribution, elf_files: tuple[ElfFile, ...] = (), probl
 
 def host(release: Optional[str] = None, *ccs: str, cuda: Optional[str] = None) -> HostFacts:
     if release is not None and cuda is None:
-        cuda = knowledge.max_cuda_for_driver(release)
+        cuda = toolkits.max_cuda_for_driver(release)
     return HostFacts(
         system="Linux",
         machine="x86_64",
@@ -218,7 +222,7 @@ def test_advisory_numba_0_59_0_cooperative_groups_cache():
     assert advisory_ids(env, host("580.65.06")) == {"numba-0.59.0-cg-cache", "numba-driver-580"}
     [finding] = checks.check_advisories(env, host(), ())
     assert finding.subject == "numba 0.59.0"
-    assert finding.fix == knowledge.advisory("numba-0.59.0-cg-cache").fix
+    assert finding.fix == advisory_named("numba-0.59.0-cg-cache").fix
     assert finding.evidence == ("numba/numba#9432", "numba/numba#9447")
     assert advisory_ids(environment(dist("numba", "0.59.1")), host("570.124.06")) == set()
 

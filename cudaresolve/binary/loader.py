@@ -38,11 +38,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from cudaresolve import knowledge
 from cudaresolve.binary.elf import ElfError, read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts, Symbol
 from cudaresolve.binary.ldcache import LdCache, read_ld_cache
 from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import components
 
 DF_1_NODEFLIB = 0x800
 
@@ -116,7 +116,7 @@ class LoaderEnv:
             lib=lib,
             platform=machine,
             preloaded=loaded,
-            driver_libraries=frozenset(knowledge.driver_libraries()),
+            driver_libraries=frozenset(components.driver_libraries()),
         )
 
 

@@ -14,13 +14,13 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from cudaresolve import knowledge
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.compat import can_run
 from cudaresolve.env.cuda import CudaBuild, component_builds, framework_build
 from cudaresolve.env.findings import Finding
 from cudaresolve.env.scan import Environment
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import advisories, components, toolkits, torch
 
 # auditwheel renames vendored libraries to libfoo-<8 hex>.so.N; the soname underneath is libfoo.so.N.
 _MANGLED = re.compile(r"^(?P<stem>.+?)-[0-9a-f]{8}(?P<suffix>\.so(?:\.\d+)*)$")
@@ -67,7 +67,7 @@ def _driver_finding(
     if dependencies:
         evidence += (f"its CUDA dependencies need that driver too: {', '.join(dependencies)}",)
     if severity == "warning":
-        needed = knowledge.toolkit(build.cuda) if "." in build.cuda else None
+        needed = toolkits.get(build.cuda) if "." in build.cuda else None
         return Finding(
             "driver-floor",
             "warning",
@@ -77,7 +77,7 @@ def _driver_finding(
             evidence,
             f"upgrade the driver to >= {needed.ga_driver} for native support" if needed else None,
         )
-    floor = knowledge.family_floor(int(build.cuda.split(".")[0]))
+    floor = toolkits.family_floor(int(build.cuda.split(".")[0]))
     return Finding(
         "driver-floor",
         "error",
@@ -96,12 +96,12 @@ def _driver_finding(
 def _driver_verdict(cuda: str, release: Optional[str], driver_cuda: Optional[str]) -> Optional[str]:
     """"native", "minor-compat" or None for a build CUDA ("12.8", or just "12") on a driver."""
     if "." not in cuda:
-        floor = knowledge.family_floor(int(cuda))
+        floor = toolkits.family_floor(int(cuda))
         if release is not None and floor is not None:
             return "native" if Version(release) >= Version(floor) else None
         return "native" if driver_cuda and int(driver_cuda.split(".")[0]) >= int(cuda) else None
     if release is not None:
-        return knowledge.driver_support(release, cuda)
+        return toolkits.driver_support(release, cuda)
     # Only the driver's CUDA version is known (e.g. CONDA_OVERRIDE_CUDA): same major is minor compat.
     want, have = Version(cuda), Version(driver_cuda or "0")
     if have >= want:
@@ -203,7 +203,7 @@ def _arch_fix(dist, cc: ComputeCapability, host: HostFacts) -> Optional[str]:
     variant = _torch_variant_fix(dist, host)
     if variant:
         return variant
-    supporting = [t for t in knowledge.toolkits() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
+    supporting = [t for t in toolkits.known() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
     if supporting:
         return f"use a build made with CUDA <= {supporting[-1].version} (the newest toolkit that still targets {cc})"
     return None
@@ -214,7 +214,7 @@ def _torch_variant_fix(dist, host: HostFacts) -> Optional[str]:
     if dist is None or dist.name != "torch":
         return None
     public = dist.version.public
-    release = knowledge.torch_release(public)
+    release = torch.release(public)
     if release is None:
         return None
     driver = host.driver
@@ -227,7 +227,7 @@ def _torch_variant_fix(dist, host: HostFacts) -> Optional[str]:
         if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
             return (
                 f"install the {variant.name} variant: torch=={public}+{variant.name} from the PyTorch "
-                f"index ({knowledge.torch_index_path(variant.name)}), with its matching CUDA wheels"
+                f"index ({torch.index_path(variant.name)}), with its matching CUDA wheels"
             )
     return None
 
@@ -243,7 +243,7 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Fi
             continue
         owner = elf.owners[0] if elf.owners else elf.path
         for needed in elf.facts.needed:
-            rows = knowledge.components_for_soname(_unmangled(needed))
+            rows = components.for_soname(_unmangled(needed))
             majors = {c.cuda_major for c in rows}
             if len(majors) == 1 and any(c.name == "cudart" for c in rows):
                 needs[majors.pop()].add(owner)
@@ -323,7 +323,7 @@ def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBui
     installed = {d.name: d for d in env.distributions}
     build_cuda = {b.dist: b.cuda for b in builds}
     findings = []
-    for advisory in knowledge.advisories():
+    for advisory in advisories.load():
         for text in advisory.affects:
             requirement = Requirement(text)
             dist = installed.get(requirement.name)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from cudaresolve import knowledge
 from cudaresolve.env.distributions import Distribution
+from cudaresolve.knowledge import components, cupy, torch
 
 # Components whose wheel version is the CUDA release itself (12.8.90 -> CUDA 12.8); the library
 # wheels (cuBLAS 13.1.0.3 under CUDA 13.0) are versioned by their library instead.
@@ -29,7 +29,7 @@ def component_builds(distributions: Iterable[Distribution]) -> tuple[CudaBuild, 
     """CUDA of every installed NVIDIA component wheel (nvidia-cuda-runtime-cu12 12.8.90 -> 12.8)."""
     builds = []
     for dist in distributions:
-        rows = knowledge.components_for_dist(dist.name, str(dist.version))
+        rows = components.for_dist(dist.name, str(dist.version))
         if not rows:
             continue
         row = rows[0]
@@ -50,13 +50,13 @@ def framework_build(dist: Distribution) -> Optional[CudaBuild]:
         local = dist.version.local
         if local is not None and not local.startswith("cu"):
             return None  # +cpu, +rocm...: not a CUDA build
-        variant = knowledge.torch_variant(dist.version.public, local)
+        variant = torch.variant(dist.version.public, local)
         if variant is None:
             return None
         how = f"+{local}" if local else "the PyPI build"
         return CudaBuild(dist.name, version, variant.cuda, f"torch {version} is {how}, built with CUDA {variant.cuda}")
-    cupy = knowledge.cupy_dist(dist.name, dist.version.public) if dist.name.startswith("cupy-cuda") else None
-    if cupy is None:
+    row = cupy.dist(dist.name, dist.version.public) if dist.name.startswith("cupy-cuda") else None
+    if row is None:
         return None
-    major = cupy.cuda[0].split(".")[0]
+    major = row.cuda[0].split(".")[0]
     return CudaBuild(dist.name, version, major, f"{dist.name} is CuPy's CUDA {major} wheel")

@@ -17,7 +17,6 @@ from typing import Callable, Iterable, Mapping, Optional
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from cudaresolve import knowledge
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import (
     LD_LIBRARY_PATH,
@@ -36,6 +35,7 @@ from cudaresolve.env.cuda import framework_build
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.findings import Finding
 from cudaresolve.env.scan import Environment
+from cudaresolve.knowledge import components
 
 FactsOf = Callable[[str], Optional[BinaryFacts]]
 
@@ -47,14 +47,14 @@ class PackageLoad:
     dist: Optional[str]  # None for files no distribution owns
     roots: tuple[str, ...]
     result: LoadResult
-    preloader: Optional[knowledge.Preloader]
+    preloader: Optional[components.Preloader]
     foreign: tuple[tuple[str, str], ...] = ()  # (path, machine) of files built for another machine: not loaded
 
 
-def preloader_of(dist: Optional[Distribution]) -> Optional[knowledge.Preloader]:
+def preloader_of(dist: Optional[Distribution]) -> Optional[components.Preloader]:
     if dist is None:
         return None
-    for preloader in knowledge.preloaders():
+    for preloader in components.preloaders():
         for text in preloader.applies_to:
             requirement = Requirement(text)
             if requirement.name == dist.name and requirement.specifier.contains(dist.version, prereleases=True):
@@ -63,7 +63,7 @@ def preloader_of(dist: Optional[Distribution]) -> Optional[knowledge.Preloader]:
 
 
 def preloaded_libraries(
-    wanted: Iterable[str], preloader: knowledge.Preloader, site_packages: Iterable[str], conda_prefix: Optional[str]
+    wanted: Iterable[str], preloader: components.Preloader, site_packages: Iterable[str], conda_prefix: Optional[str]
 ) -> dict[str, str]:
     """soname -> path for the CUDA libraries `preloader` would load by absolute path, in its search order.
 
@@ -71,7 +71,7 @@ def preloaded_libraries(
     """
     found: dict[str, str] = {}
     for soname in sorted(set(wanted)):
-        rows = knowledge.components_for_soname(soname)
+        rows = components.for_soname(soname)
         if not rows:
             continue
         for step in preloader.search:
@@ -333,16 +333,16 @@ def _is_plugin(path: str, linked: set[str]) -> bool:
 
 
 def _provider_dists(soname: str, major: Optional[int]) -> list[str]:
-    rows = knowledge.components_for_soname(soname)
+    rows = components.for_soname(soname)
     return sorted({r.dist for r in rows if major is None or r.cuda_major == major})
 
 
 def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: str) -> list[str]:
     """Known releases of `provider` below `minimum` that `requirement` admits (all of them if undeclared)."""
-    component = next((c.name for c in knowledge.components_for_dist(provider)), None)
+    component = next((c.name for c in components.for_dist(provider)), None)
     if component not in ("nvrtc", "nvjitlink"):
         return []
-    versions = sorted({getattr(r, component) for r in knowledge.cuda_releases()}, key=Version)
+    versions = sorted({getattr(r, component) for r in components.cuda_releases()}, key=Version)
     major = int(minimum.split(".")[0])
     older = [v for v in versions if Version(v).major == major and Version(v) < Version(minimum)]
     if requirement is not None:
