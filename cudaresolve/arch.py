@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 from cudaresolve.errors import UsageError
 
@@ -74,6 +75,14 @@ class Target:
     def __str__(self) -> str:
         prefix = "sm" if self.kind == "sass" else "compute"
         return f"{prefix}_{self.cc.arch_number}{self.suffix}"
+
+
+@dataclass(frozen=True)
+class PtxTarget:
+    """A PTX entry: its virtual arch and the PTX ISA version the producing toolkit wrote."""
+
+    target: str  # "compute_90", "compute_90a"
+    isa: Optional[str]  # "8.4"; None when the header did not carry it
 
 
 def parse_arch_list(text: str) -> tuple[Target, ...]:

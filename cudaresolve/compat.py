@@ -11,12 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional, Union
 
-from packaging.version import InvalidVersion, Version
-
-from cudaresolve import knowledge
-from cudaresolve.arch import ComputeCapability, Target
-from cudaresolve.binary.facts import PtxTarget
-from cudaresolve.errors import UsageError
+from cudaresolve.arch import ComputeCapability, PtxTarget, Target
+from cudaresolve.knowledge import toolkits
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 
 @dataclass(frozen=True)
@@ -28,19 +25,11 @@ class Verdict:
     needs_driver: Optional[str] = None  # minimum driver for the PTX path, when that path is taken
 
 
-def driver_version(text: str) -> Version:
-    """A driver release ("550.144.03") as a comparable version."""
-    try:
-        return Version(text)
-    except InvalidVersion:
-        raise UsageError(f"not a driver version: {text!r} (expected e.g. 550.144.03)") from None
-
-
 def can_run(
     gpu: Union[ComputeCapability, str],
     sass: Iterable[str] = (),
     ptx: Iterable[Union[PtxTarget, tuple[str, Optional[str]]]] = (),
-    driver: Optional[str] = None,
+    driver: Union[DriverRelease, str, None] = None,
 ) -> Verdict:
     """Decide whether code built for `sass` targets and `ptx` targets (with ISA) runs on `gpu`.
 
@@ -75,7 +64,8 @@ def can_run(
                 f"{target} PTX (ISA {isa}) can be JIT-compiled for {cc} by a driver >= {needs}",
                 needs_driver=needs,
             )
-        if driver_version(driver) >= driver_version(needs):
+        release = driver if isinstance(driver, DriverRelease) else DriverRelease.parse(driver)
+        if release >= DriverRelease.parse(needs):
             return Verdict(
                 True,
                 "ptx",
@@ -99,24 +89,27 @@ def _jit_driver(isa: Optional[str]) -> Optional[str]:
     """The minimum driver whose JIT accepts PTX of this ISA: the GA driver of its toolkit."""
     if isa is None:
         # Without the ISA we cannot do better than the oldest toolkit's driver.
-        return knowledge.toolkits()[0].ga_driver
-    toolkit = knowledge.toolkit_for_ptx_isa(isa)
+        return toolkits.known()[0].ga_driver
+    toolkit = toolkits.for_ptx_isa(isa)
     return toolkit.ga_driver if toolkit else None
 
 
-def driver_verdict(cuda: str, release: Optional[str], driver_cuda: Optional[str]) -> Optional[str]:
-    """How a driver runs code built with CUDA `cuda` ("12.8", or the major alone, "12"): "native",
+def driver_verdict(
+    cuda: Union[CudaVersion, str], release: Optional[str], driver_cuda: Optional[str]
+) -> Optional[str]:
+    """How a driver runs code built with CUDA `cuda` (12.8, or the major alone, 12): "native",
     "minor-compat", or None (it cannot). `release` is the driver release, `driver_cuda` the CUDA
     version it reports; either may be unknown (CONDA_OVERRIDE_CUDA gives only the latter)."""
-    if "." not in cuda:
-        floor = knowledge.family_floor(int(cuda))
+    want = cuda if isinstance(cuda, CudaVersion) else CudaVersion.parse(cuda)
+    have = CudaVersion.parse(driver_cuda) if driver_cuda else None
+    if want.minor is None:
+        floor = toolkits.family_floor(want)
         if release is not None and floor is not None:
-            return "native" if Version(release) >= Version(floor) else None
-        return "native" if driver_cuda and int(driver_cuda.split(".")[0]) >= int(cuda) else None
+            return "native" if DriverRelease.parse(release) >= DriverRelease.parse(floor) else None
+        return "native" if have is not None and have.major >= want.major else None
     if release is not None:
-        return knowledge.driver_support(release, cuda)
+        return toolkits.driver_support(release, want)
     # Only the driver's CUDA version is known: the same major is minor-version compatibility.
-    want, have = Version(cuda), Version(driver_cuda or "0")
-    if have >= want:
+    if have is not None and have >= want:
         return "native"
-    return "minor-compat" if have.major == want.major else None
+    return "minor-compat" if have is not None and have.major == want.major else None

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import components
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
@@ -54,7 +54,7 @@ def examine(
         target,
         facts_for=cached,
         prefetch=lambda paths: cache.fill(paths, read=read_binary_facts, progress=progress),
-        loader=LoaderEnv.from_system(environ, driver_libraries=frozenset(knowledge.driver_libraries())),
+        loader=LoaderEnv.from_system(environ, driver_libraries=frozenset(components.driver_libraries())),
         environ=environ,
     )
     judgement = judge(env, host)

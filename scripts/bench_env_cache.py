@@ -19,8 +19,9 @@ import tempfile
 import time
 from typing import Callable
 
+from cudaresolve.arch import PtxTarget
 from cudaresolve.binary.elf import read_binary_facts
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable, VersionNeed
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.env.cache import FactsCache
 from cudaresolve.env.scan import find_elf_files
 

@@ -26,6 +26,7 @@ from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target, target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
+from cudaresolve.knowledge import advisories
 from test_doctor_synthetic import FOO_V1, FOO_V2, HOST, MAP_V1, MAP_V2
 from test_env_distributions import make_dist_info
 
@@ -195,15 +196,13 @@ def test_metadata_vs_binary_counts_only_requirements_that_apply():
 def test_advisory_requirements_carry_markers(monkeypatch):
     """numba 0.61.2 on driver 580 unless numba-cuda is installed: an `unless` (or `affects`) that
     names another machine neither excuses nor accuses this one."""
-    from cudaresolve.checks import advisories
-
-    real = next(a for a in advisories.knowledge.advisories() if "numba-cuda" in " ".join(a.unless))
+    real = next(a for a in advisories.load() if "numba-cuda" in " ".join(a.unless))
     rows = (
         replace(real, id="unless-on-arm", unless=('numba-cuda; platform_machine == "aarch64"',)),
         replace(real, id="affects-arm", affects=('numba==0.61.2; platform_machine == "aarch64"',), unless=()),
         replace(real, id="unless-here", unless=('numba-cuda; platform_machine == "x86_64"',)),
     )
-    monkeypatch.setattr(advisories.knowledge, "advisories", lambda: rows)
+    monkeypatch.setattr(advisories, "load", lambda: rows)
     host = on("580.65.06", "8.6")
     found = lambda env: {f.message.split(":")[0] for f in check_advisories(env, host, cuda_builds(env))}
     arm = {**X86_64, "platform_machine": "aarch64"}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from cudaresolve import knowledge
-from cudaresolve.arch import ComputeCapability
-from cudaresolve.binary.facts import PtxTarget
+from cudaresolve.arch import ComputeCapability, PtxTarget
+
 from cudaresolve.compat import can_run
 from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import torch
 
 GTX_1080 = "6.1"
 RTX_5090 = "12.0"
@@ -18,7 +18,7 @@ B200 = "10.0"
 
 def torch_code(version: str):
     """(sass, ptx) of an official torch wheel, from the knowledge table."""
-    variant = knowledge.torch_variant(version)
+    variant = torch.variant(version)
     assert variant is not None, version
     return variant.sass(), variant.ptx()
 

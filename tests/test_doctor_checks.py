@@ -17,9 +17,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve import knowledge
-from cudaresolve.arch import ComputeCapability
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable
+from cudaresolve.arch import ComputeCapability, PtxTarget
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable
 from cudaresolve.checks import judge
 from cudaresolve.checks.advisories import check_advisories
 from cudaresolve.checks.arch_coverage import check_arch_coverage
@@ -33,6 +32,7 @@ from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
+from cudaresolve.knowledge import advisories, toolkits
 from cudaresolve.output.doctor import render_json, render_text, use_colour
 
 SP = "/env/site-packages"
@@ -42,6 +42,10 @@ MARKERS = {  # CPython 3.11 on x86_64 Linux
     "platform_system": "Linux", "platform_version": "#1 SMP", "python_full_version": "3.11.7",
     "python_version": "3.11", "sys_platform": "linux",
 }
+
+
+def advisory_named(advisory_id: str) -> advisories.Advisory:
+    return next(a for a in advisories.load() if a.id == advisory_id)
 
 
 def dist(name: str, version: str, *requires: str) -> Distribution:
@@ -83,7 +87,7 @@ def environment(*dists: Distribution, elf_files: tuple[ElfFile, ...] = (), probl
 
 def host(release: Optional[str] = None, *ccs: str, cuda: Optional[str] = None) -> HostFacts:
     if release is not None and cuda is None:
-        cuda = knowledge.max_cuda_for_driver(release)
+        cuda = toolkits.max_cuda_for_driver(release)
     return HostFacts(
         system="Linux",
         machine="x86_64",
@@ -234,7 +238,7 @@ def test_advisory_numba_0_59_0_cooperative_groups_cache():
     assert advisory_ids(env, host("580.65.06")) == {"numba-0.59.0-cg-cache", "numba-driver-580"}
     [finding] = check_advisories(env, host(), ())
     assert finding.subject == "numba 0.59.0"
-    assert finding.fix == knowledge.advisory("numba-0.59.0-cg-cache").fix
+    assert finding.fix == advisory_named("numba-0.59.0-cg-cache").fix
     assert finding.evidence == ("numba/numba#9432", "numba/numba#9447")
     assert advisory_ids(environment(dist("numba", "0.59.1")), host("570.124.06")) == set()
 

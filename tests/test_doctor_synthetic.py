@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from cudaresolve import knowledge
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.cli import main
 from cudaresolve.doctor import Diagnosis, examine
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
+from cudaresolve.knowledge import advisories, components
 from test_env_distributions import make_dist_info
 
 HOST = HostFacts(
@@ -38,6 +38,10 @@ MAP_V1 = "FOO_1.0 { global: foo_old; local: *; };\n"
 MAP_V2 = MAP_V1 + "FOO_2.0 { global: foo_new; } FOO_1.0;\n"
 LEAF = "int leaf(void) { return 1; }\n"
 USES_LEAF = "int leaf(void);\nint use(void) { return leaf(); }\n"
+
+
+def advisory_named(advisory_id: str) -> advisories.Advisory:
+    return next(a for a in advisories.load() if a.id == advisory_id)
 
 
 @pytest.fixture(autouse=True)
@@ -179,7 +183,7 @@ def test_no_inline_nvjitlink_consumer(installed, elf_builder, wheel, unpacked, t
     skew, advisory = diagnosis.findings
     assert skew.message == "_ext.so: undefined symbol: nvJitLinkDestroy, version libnvJitLink.so.12"
     assert advisory.evidence == ("NVIDIA/cccl#10083", f"{consumer} references nvJitLinkDestroy@libnvJitLink.so.12")
-    assert advisory.fix == knowledge.advisory("nvjitlink-no-inline").fix
+    assert advisory.fix == advisory_named("nvjitlink-no-inline").fix
 
 
 def test_shadowing_copy_that_has_every_version_is_only_a_warning(foo_env, elf_builder, tmp_path):
@@ -268,7 +272,7 @@ def test_a_plugin_nothing_links_needing_an_absent_library_is_info(absent_env, tm
 def cupy_env(elf_builder):
     """A CuPy-like extension module with no RPATH needing libcublas.so.12 (installed by a wheel) and
     libnccl.so.2 (not installed), as cupy-cuda12x 14 ships them."""
-    [cublas_row] = [c for c in knowledge.components_for_soname("libcublas.so.12") if c.dist == "nvidia-cublas-cu12"]
+    [cublas_row] = [c for c in components.for_soname("libcublas.so.12") if c.dist == "nvidia-cublas-cu12"]
     assert cublas_row.lib_dir == "nvidia/cublas/lib"  # data/components.toml: where the wheel puts it
     cublas = elf_builder.build("libcublas.so.12", "int cublasCreate_v2(void) { return 0; }\n",
                                soname="libcublas.so.12", directory=f"site/{cublas_row.lib_dir}")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, PtxTarget, Symbol, SymbolTable, VersionNeed
+from cudaresolve.arch import PtxTarget
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.elf import ElfError
 from cudaresolve.env import cache as cache_module
 from cudaresolve.env.cache import HEADER, FactsCache, default_cache_dir

@@ -26,8 +26,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, cache_dir, fetch_wheel
+from cudaresolve.arch import PtxTarget
 from cudaresolve.binary import fatbin, lz
-from cudaresolve.binary.facts import FatbinSummary, PtxTarget
+from cudaresolve.binary.facts import FatbinSummary
 from cudaresolve.binary.fatbin import FatbinEntry, read_fatbin_entries, summarize_entries, summarize_fatbins
 
 FATBIN_FIXTURES = FIXTURES / "fatbin"

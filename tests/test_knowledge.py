@@ -14,7 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve import knowledge as k
+from cudaresolve.knowledge import advisories, components, cupy, files, gpus, toolkits, torch
 from cudaresolve.arch import ComputeCapability, parse_arch_list
 from cudaresolve.errors import DataError, UsageError
 
@@ -29,7 +29,7 @@ def raw(name: str) -> dict:
 
 
 def test_everything_loads():
-    k.load_all()
+    files.load_all()
 
 
 # -- provenance -------------------------------------------------------------------------------------
@@ -37,28 +37,25 @@ def test_everything_loads():
 
 def test_every_file_and_top_level_table_names_source_and_confidence():
     expected = set()
-    for name in k.DATA_FILES:
-        expected.add((name, ""))
-        expected.update((name, key) for key, value in raw(name).items() if isinstance(value, dict))
-    rows = k.provenance()
-    assert {(p.file, p.table) for p in rows} == expected
-    for p in rows:
-        assert p.source.strip() and p.confidence in ("H", "M", "L")
+    for name in files.NAMES:
+        data = raw(name)
+        for table in [data] + [value for value in data.values() if isinstance(value, dict)]:
+            assert table["source"].strip() and table["confidence"] in ("H", "M", "L"), name
     # No URL in the data: index bases come from configuration, sources are named, not linked.
-    for name in k.DATA_FILES:
+    for name in files.NAMES:
         assert "://" not in resources.files("cudaresolve.data").joinpath(name).read_text(), name
 
 
 def test_data_files_are_the_ones_shipped():
     shipped = {p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml")}
-    assert shipped == set(k.DATA_FILES)
+    assert shipped == set(files.NAMES)
 
 
 # -- toolkits and drivers ---------------------------------------------------------------------------
 
 
 def test_toolkit_list_is_complete_and_ordered():
-    versions = [t.version for t in k.toolkits()]
+    versions = [t.version for t in toolkits.known()]
     assert versions[0] == "11.0" and versions[-1] == "13.4"
     assert "12.7" not in versions
     assert len(versions) == 23  # 11.0-11.8, 12.0-12.6, 12.8, 12.9, 13.0-13.4
@@ -66,38 +63,39 @@ def test_toolkit_list_is_complete_and_ordered():
 
 
 def test_ga_drivers_rise_with_the_toolkit_and_report_their_own_cuda():
-    drivers = [Version(t.ga_driver) for t in k.toolkits()]
+    drivers = [Version(t.ga_driver) for t in toolkits.known()]
     assert drivers == sorted(drivers)
     # Table 3 (GA drivers) and the branch table were transcribed separately: they must agree.
-    for t in k.toolkits():
-        assert k.max_cuda_for_driver(t.ga_driver) == t.version, t
+    for t in toolkits.known():
+        ga = t.ga_driver if "." in t.ga_driver else f"{t.ga_driver}.0"  # 13.3/13.4: only the branch is known
+        assert toolkits.max_cuda_for_driver(ga) == t.version, t
         for update in t.updates:
-            assert k.max_cuda_for_driver(update.driver) == t.version, update
-            assert k.toolkit(update.release) == t
+            assert toolkits.max_cuda_for_driver(update.driver) == t.version, update
+            assert toolkits.get(update.release) == t
 
 
 def test_branch_table_is_monotonic():
-    branches = k.driver_branches()
-    assert [b for b, _, _ in branches] == sorted({b for b, _, _ in branches})
-    cudas = [Version(c) for _, c, _ in branches]
+    branches = toolkits.load().branches
+    assert [b for b, _ in branches] == sorted({b for b, _ in branches})
+    cudas = [Version(c) for _, c in branches]
     assert cudas == sorted(set(cudas))
-    assert branches[-1] == (615, "13.4", "M") and branches[0] == (450, "11.0", "H")
+    assert branches[-1] == (615, "13.4") and branches[0] == (450, "11.0")
 
 
 def test_family_floors_and_their_toolkits():
-    assert k.family_floor(11) == "450.80.02"
-    assert k.family_floor(12) == "525.60.13"
-    assert k.family_floor(13) == "580.65.06"
-    assert k.family_floor(10) is None
-    for t in k.toolkits():
-        assert t.family_floor == k.family_floor(t.major)
-        first = k.toolkit(f"{t.major}.0")
+    assert toolkits.family_floor(11) == "450.80.02"
+    assert toolkits.family_floor(12) == "525.60.13"
+    assert toolkits.family_floor(13) == "580.65.06"
+    assert toolkits.family_floor(10) is None
+    for t in toolkits.known():
+        assert t.family_floor == toolkits.family_floor(t.major)
+        first = toolkits.get(f"{t.major}.0")
         assert Version(t.family_floor) >= Version(first.ga_driver)
 
 
 def test_ptx_isa_rises_with_the_toolkit():
-    known = [t for t in k.toolkits() if t.ptx_isa is not None]
-    assert [t.version for t in k.toolkits() if t.ptx_isa is None] == ["13.3", "13.4"]
+    known = [t for t in toolkits.known() if t.ptx_isa is not None]
+    assert [t.version for t in toolkits.known() if t.ptx_isa is None] == ["13.3", "13.4"]
     isas = [Version(t.ptx_isa) for t in known]
     assert isas == sorted(isas)
 
@@ -107,18 +105,18 @@ def test_ptx_isa_rises_with_the_toolkit():
     [("8.5", "12.5"), ("7.0", "11.0"), ("8.7", "12.8"), ("8.6", "12.8"), ("9.2", "13.2"), ("9.3", None)],
 )
 def test_toolkit_for_ptx_isa(isa, toolkit):
-    found = k.toolkit_for_ptx_isa(isa)
+    found = toolkits.for_ptx_isa(isa)
     assert (found.version if found else None) == toolkit
 
 
 def test_sass_targets_parse_and_follow_the_removals():
-    for t in k.toolkits():
+    for t in toolkits.known():
         assert all(re.match(r"^sm_\d{2,3}[af]?$", s) for s in t.sass_targets), t.version
-    assert "sm_35" in k.toolkit("11.8").sass_targets and "sm_35" not in k.toolkit("12.0").sass_targets
-    assert "sm_120" not in k.toolkit("12.6").sass_targets and "sm_120" in k.toolkit("12.8").sass_targets
-    assert "sm_70" in k.toolkit("12.9").sass_targets and "sm_70" not in k.toolkit("13.0").sass_targets
-    assert "sm_110" in k.toolkit("13.0").sass_targets and "sm_101" in k.toolkit("12.9").sass_targets
-    assert k.toolkit("13.4").sass_targets == ()
+    assert "sm_35" in toolkits.get("11.8").sass_targets and "sm_35" not in toolkits.get("12.0").sass_targets
+    assert "sm_120" not in toolkits.get("12.6").sass_targets and "sm_120" in toolkits.get("12.8").sass_targets
+    assert "sm_70" in toolkits.get("12.9").sass_targets and "sm_70" not in toolkits.get("13.0").sass_targets
+    assert "sm_110" in toolkits.get("13.0").sass_targets and "sm_101" in toolkits.get("12.9").sass_targets
+    assert toolkits.get("13.4").sass_targets == ()
 
 
 @pytest.mark.parametrize(
@@ -136,7 +134,7 @@ def test_sass_targets_parse_and_follow_the_removals():
     ],
 )
 def test_max_cuda_for_driver(release, cuda):
-    assert k.max_cuda_for_driver(release) == cuda
+    assert toolkits.max_cuda_for_driver(release) == cuda
 
 
 @pytest.mark.parametrize(
@@ -155,32 +153,33 @@ def test_max_cuda_for_driver(release, cuda):
     ],
 )
 def test_driver_support(release, cuda, support):
-    assert k.driver_support(release, cuda) == support
+    assert toolkits.driver_support(release, cuda) == support
 
 
 def test_toolkit_lookup_and_bad_input():
-    assert k.toolkit("12.8.1").ga_driver == "570.26"
-    assert k.toolkit("12.8").ga_driver_windows == "570.65"
-    assert k.toolkit("13.1").ga_driver_windows is None
-    assert k.toolkit("12.7") is None
-    assert k.toolkit("13.3").ga_driver == "610" and k.toolkit("13.3").confidence == "M"
+    assert toolkits.get("12.8.1").ga_driver == "570.26"
+    assert toolkits.get("12.8").ga_driver_windows == "570.65"
+    assert toolkits.get("13.1").ga_driver_windows is None
+    assert toolkits.get("12.7") is None
+    assert toolkits.get("13.3").ga_driver == "610" and toolkits.get("13.3").confidence == "M"
     with pytest.raises(UsageError):
-        k.toolkit("twelve")
+        toolkits.get("twelve")
     with pytest.raises(UsageError):
-        k.max_cuda_for_driver("N/A")
+        toolkits.max_cuda_for_driver("N/A")
     with pytest.raises(UsageError):
-        k.toolkit_for_ptx_isa("x")
+        toolkits.for_ptx_isa("x")
 
 
 # -- GPUs -------------------------------------------------------------------------------------------
 
 
 def test_gpu_table():
-    assert k.gpu_arch("6.1").arch == "Pascal" and "GTX 1080" in k.gpu_arch("6.1").examples
-    assert k.gpu_arch(ComputeCapability(12, 0)).arch == "Blackwell (RTX)"
-    assert k.gpu_arch("10.7").confidence == "L"
-    assert k.gpu_arch("3.0") is None
-    ccs = [g.cc for g in k.gpu_archs()]
+    by_cc = {g.cc: g for g in gpus.load()}
+    assert by_cc[ComputeCapability(6, 1)].arch == "Pascal" and "GTX 1080" in by_cc[ComputeCapability(6, 1)].examples
+    assert by_cc[ComputeCapability(12, 0)].arch == "Blackwell (RTX)"
+    assert by_cc[ComputeCapability(10, 7)].confidence == "L"
+    assert ComputeCapability(3, 0) not in by_cc
+    ccs = [g.cc for g in gpus.load()]
     assert ccs == sorted(set(ccs))
 
 
@@ -188,12 +187,12 @@ def test_gpu_table():
 
 
 def all_variants():
-    return [v for r in k.torch_releases() for v in r.variants]
+    return [v for r in torch.load().releases for v in r.variants]
 
 
 def test_torch_releases_cover_2_0_to_2_15():
-    assert [r.series for r in k.torch_releases()] == [f"2.{i}" for i in range(16)]
-    for r in k.torch_releases():
+    assert [r.series for r in torch.load().releases] == [f"2.{i}" for i in range(16)]
+    for r in torch.load().releases:
         SpecifierSet(r.python)
         Marker(r.pypi_marker)
         for v in r.versions:
@@ -206,10 +205,9 @@ def test_torch_releases_cover_2_0_to_2_15():
 
 def test_every_torch_variant_has_a_toolkit_and_a_driver_floor():
     for v in all_variants():
-        t = k.toolkit(v.cuda)
+        t = toolkits.get(v.cuda)
         assert t is not None and t.ptx_isa is not None, v
-        assert k.family_floor(t.major) is not None
-        assert k.torch_variant_cuda(v.name) == v.cuda
+        assert toolkits.family_floor(t.major) is not None
 
 
 def test_every_arch_list_parses():
@@ -226,7 +224,7 @@ def test_every_arch_list_parses():
 
 def test_torch_requirements_match_their_variant():
     """The CUDA a variant's pins name (runtime or cuda-toolkit version, dist suffix) is the variant's CUDA."""
-    dists = {canonicalize_name(c.dist) for c in k.components()}
+    dists = {canonicalize_name(c.dist) for c in components.load().component}
     for v in all_variants():
         if v.pypi_default:
             assert v.requires is not None and v.requires_confidence == "H", v
@@ -244,13 +242,6 @@ def test_torch_requirements_match_their_variant():
             pinned = [Version(s.version) for s in req.specifier if s.operator == "=="]
             if name in ("nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime", "cuda-toolkit"):
                 assert f"{pinned[0].major}.{pinned[0].minor}" == v.cuda, (v.release, v.name, text)
-            if name == "cuda-toolkit":
-                assert req.extras <= set(k.cuda_toolkit_extras())
-                for extra in req.extras:
-                    assert k.cuda_toolkit_dists(extra, major), (extra, major)
-            if name in ("nvidia-nvjitlink-cu12", "nvidia-nvjitlink"):
-                releases = k.cuda_releases_of("nvjitlink", str(pinned[0]))
-                assert releases and all(r.startswith(v.cuda + ".") for r in releases), text
 
 
 @pytest.mark.parametrize(
@@ -265,70 +256,49 @@ def test_torch_requirements_match_their_variant():
     ],
 )
 def test_torch_variant_lookup(version, variant, name, cuda):
-    found = k.torch_variant(version, variant)
+    found = torch.variant(version, variant)
     assert (found.name, found.cuda) == (name, cuda)
 
 
 @pytest.mark.parametrize("version", ["2.12.0+cu129", "2.14.2", "2.8.0+cu121", "1.13.1", "2.14.1+cpu", "3"])
 def test_torch_variant_unknown(version):
-    assert k.torch_variant(version) is None
+    assert torch.variant(version) is None
 
 
 def test_torch_exact_values():
-    assert k.torch_variant("2.14.1+cu126").sass() == ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
-    cu130 = k.torch_variant("2.14.1+cu130")
+    assert torch.variant("2.14.1+cu126").sass() == ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
+    cu130 = torch.variant("2.14.1+cu130")
     assert cu130.sass() == ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
     assert [(p.target, p.isa) for p in cu130.ptx()] == [("compute_120", "9.0")]
     assert cu130.arch_list_aarch64 == "8.0;9.0;10.0;11.0;12.0+PTX"
-    assert "sm_70" not in k.torch_variant("2.11.0+cu128").sass()
-    assert "sm_70" in k.torch_variant("2.10.0+cu128").sass()
-    assert k.torch_variant("2.8.0").requires[-1] == "nvidia-cufile-cu12==1.13.1.3"
-    assert k.torch_release("2.14.1").triton == (("2.14.0", "~=3.8.0"), ("2.14.1", "~=3.8.0"))
-    assert k.torch_index_path("cu128") == "whl/cu128"
-    assert k.torch_variant_cuda("cu999") is None
-
-
-def test_torch_companions():
-    assert [c.version for c in k.torch_companions_for("torchvision", "2.0.1")] == ["0.15.2"]
-    assert [c.version for c in k.torch_companions_for("torchvision", "2.14.0+cu130")] == ["0.29.0", "0.29.1", "0.29.2"]
-    assert [c.version for c in k.torch_companions_for("torchaudio", "2.10.0")] == ["2.10.0"]
-    assert k.torch_companions_for("torchaudio", "2.11.0") == ()  # 2.11.0 declares no torch dependency
-    # Every published torch up to 2.14 has a torchvision release that accepts it.
-    for r in k.torch_releases():
-        for version in r.versions:
-            if Version(version) < Version("2.15"):
-                assert k.torch_companions_for("torchvision", version), version
+    assert "sm_70" not in torch.variant("2.11.0+cu128").sass()
+    assert "sm_70" in torch.variant("2.10.0+cu128").sass()
+    assert torch.variant("2.8.0").requires[-1] == "nvidia-cufile-cu12==1.13.1.3"
+    assert torch.release("2.14.1").triton == (("2.14.0", "~=3.8.0"), ("2.14.1", "~=3.8.0"))
+    assert torch.index_path("cu128") == "whl/cu128"
 
 
 # -- CuPy -------------------------------------------------------------------------------------------
 
 
 def test_cupy_tables():
-    assert [m.major for m in k.cupy_majors()] == [12, 13, 14]
-    for major in k.cupy_majors():
+    assert [m.major for m in cupy.load()] == [12, 13, 14]
+    for major in cupy.load():
         SpecifierSet(major.versions)
         for dist in major.dists:
             for cuda in dist.cuda:
-                assert cuda == "10.2" or k.toolkit(cuda) is not None, (dist, cuda)
-    assert k.cupy_dist("cupy-cuda13x", "13.6.0").cuda == ("13.0",)
-    assert k.cupy_dist("cupy-cuda13x", "13.5.0") is None
-    assert k.cupy_dist("cupy_cuda11x", "14.0.0") is None
-    assert k.cupy_dist("cupy-cuda12x", "14.2.0").latest == "14.2.0"
-    assert k.cupy_build("13.2").ptx == ("compute_120",)
-    assert k.cupy_build("13.2").aarch64_sass == ("sm_87", "sm_110")
-    assert "sm_100" in k.cupy_build("12.8.1").sass and "sm_100" not in k.cupy_build("12.6").sass
-    assert k.cupy_build("11.2") is None
-    assert k.cupy_ctk_requirement("cupy-cuda13x", "14.2.0") == (
-        "cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==13.*"
-    )
-    assert k.cupy_ctk_requirement("cupy-cuda12x", "13.6.0") is None
+                assert cuda == "10.2" or toolkits.get(cuda) is not None, (dist, cuda)
+    assert cupy.dist("cupy-cuda13x", "13.6.0").cuda == ("13.0",)
+    assert cupy.dist("cupy-cuda13x", "13.5.0") is None
+    assert cupy.dist("cupy_cuda11x", "14.0.0") is None
+    assert cupy.dist("cupy-cuda12x", "14.2.0").latest == "14.2.0"
 
 
 # -- components -------------------------------------------------------------------------------------
 
 
 def test_component_rows_follow_the_naming_rules():
-    for c in k.components():
+    for c in components.load().component:
         suffix = re.search(r"-cu(\d+)$", c.dist)
         if c.cuda_major == 13 and c.name in ("cudart", "nvrtc", "nvjitlink", "cublas", "cufft", "curand",
                                              "cusolver", "cusparse", "cupti", "nvtx", "cufile", "nvvm"):
@@ -352,27 +322,17 @@ def test_component_rows_follow_the_naming_rules():
     ],
 )
 def test_components_for_soname(soname, dists):
-    assert [c.dist for c in k.components_for_soname(soname)] == dists
+    assert [c.dist for c in components.for_soname(soname)] == dists
 
 
 def test_cudnn_rows_depend_on_the_dist_version():
-    assert [c.sonames[0] for c in k.components_for_dist("nvidia-cudnn-cu12", "8.9.2.26")] == ["libcudnn.so.8"]
-    assert [c.sonames[0] for c in k.components_for_dist("nvidia_cudnn_cu12", "9.10.2.21")] == ["libcudnn.so.9"]
-    assert len(k.components_for_dist("nvidia-cudnn-cu12")) == 2
-
-
-def test_cuda_toolkit_metapackage():
-    assert k.cuda_toolkit_dists("cusparse", 13) == ("nvidia-cusparse", "nvidia-nvjitlink")
-    assert k.cuda_toolkit_dists("cudart", 12) == ("nvidia-cuda-runtime-cu12",)
-    assert "nvidia-nvjitlink>=13.0.88,<14" in k.cuda_toolkit_pins("13.0.3")
-    assert k.cuda_toolkit_pins("12.0.0") is None
-    for _, pins in [(p, k.cuda_toolkit_pins(p)) for p in ("12.8.1", "13.2.2")]:
-        for text in pins:
-            assert canonicalize_name(Requirement(text).name) in {canonicalize_name(c.dist) for c in k.components()}
+    assert [c.sonames[0] for c in components.for_dist("nvidia-cudnn-cu12", "8.9.2.26")] == ["libcudnn.so.8"]
+    assert [c.sonames[0] for c in components.for_dist("nvidia_cudnn_cu12", "9.10.2.21")] == ["libcudnn.so.9"]
+    assert len(components.for_dist("nvidia-cudnn-cu12")) == 2
 
 
 def test_nvjitlink_and_nvrtc_release_tables():
-    releases = k.cuda_releases()
+    releases = components.cuda_releases()
     assert [Version(r.cuda) for r in releases] == sorted(Version(r.cuda) for r in releases)
     for r in releases:
         assert Version(r.nvrtc).release[:2] == Version(r.cuda).release[:2]
@@ -386,23 +346,18 @@ def test_nvjitlink_and_nvrtc_release_tables():
         "13.2.86", "13.3.33", "13.4.52", "13.4.92", "13.5.37",
     ]  # fmt: skip
     assert len({r.nvrtc for r in releases if r.nvrtc.startswith("12.")}) == 22
-    assert k.cuda_releases_of("nvjitlink", "12.8.93") == ("12.8.1", "12.8.2")
-    assert k.cuda_releases_of("nvrtc", "12.3.107") == ("12.3.2",)
-    assert k.cuda_releases_of("nvjitlink", "12.7.1") == ()
-    with pytest.raises(UsageError):
-        k.cuda_releases_of("cublas", "12.8.4.1")
 
 
 def test_preloaders_and_driver_libraries():
-    cupy, torch = k.preloaders()
+    cupy, torch = components.preloaders()
     assert cupy.search == ("site-packages", "conda-prefix", "system")
     assert set(cupy.optional_sonames) == {"libnccl.so.2", "libcutensor.so.2", "libcutensorMg.so.2"}
     for soname in cupy.optional_sonames:
-        assert k.components_for_soname(soname)
+        assert components.for_soname(soname)
     assert torch.top_levels == ("torch",)
-    drivers = k.driver_libraries()
+    drivers = components.driver_libraries()
     assert "libcuda.so.1" in drivers and "libnvidia-ml.so.1" in drivers
-    assert not any(k.components_for_soname(s) for s in drivers)
+    assert not any(components.for_soname(s) for s in drivers)
 
 
 # The directories and sonames against real wheels (small ones; downloaded once into the test cache).
@@ -422,7 +377,7 @@ def test_component_matches_the_real_wheel(requirement, wheel, unpacked):
     from elftools.elf.elffile import ELFFile
 
     name, _, version = requirement.partition("==")
-    (row,) = k.components_for_dist(name, version)
+    (row,) = components.for_dist(name, version)
     root = unpacked(wheel(requirement))
     found = {}
     for path in sorted((root / row.lib_dir).iterdir()):
@@ -445,9 +400,9 @@ def test_component_matches_the_real_wheel(requirement, wheel, unpacked):
 
 
 def test_advisories_parse_and_are_complete():
-    ids = [a.id for a in k.advisories()]
+    ids = [a.id for a in advisories.load()]
     assert len(ids) == 17 and len(set(ids)) == 17
-    for a in k.advisories():
+    for a in advisories.load():
         for text in a.affects + a.together_with + a.unless:
             Requirement(text)
         for spec in (a.cuda, a.driver, a.gpu):
@@ -456,33 +411,33 @@ def test_advisories_parse_and_are_complete():
         assert a.refs or a.note, a.id
         for ref in a.refs:
             assert re.match(r"^[\w.-]+/[\w.-]+#\d+$", ref), ref
-        for variant in a.variants:
-            assert k.torch_variant_cuda(variant) is not None
+        variants = {v.name for r in torch.load().releases for v in r.variants}
+        assert set(a.variants) <= variants, a.id
         assert a.symptom and a.fix
 
 
 def test_advisory_exact_conditions():
-    a = k.advisory("numba-driver-580")
+    by_id = {a.id: a for a in advisories.load()}
+    a = by_id["numba-driver-580"]
     assert a.affects == ("numba<0.63.0",) and a.unless == ("numba-cuda",)
     assert Version("580.65.06") in SpecifierSet(a.driver) and Version("575.57.08") not in SpecifierSet(a.driver)
-    pascal = k.advisory("pascal-cu128")
+    pascal = by_id["pascal-cu128"]
     assert Version("6.1") in SpecifierSet(pascal.gpu) and Version("7.0") not in SpecifierSet(pascal.gpu)
-    assert k.advisory("cupy-nccl-preload").confidence == "L"
-    assert k.advisory("no-such-advisory") is None
+    assert by_id["cupy-nccl-preload"].confidence == "L"
 
 
 # -- malformed data ---------------------------------------------------------------------------------
 
 
-CACHED = (k._file, k._driver_tables, k.gpu_archs, k._torch_tables, k._cupy_tables, k._component_tables, k.advisories)
+CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories))
 
 
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
     """A copy of the data directory that the loader reads instead of the package's, caches cleared."""
-    for name in k.DATA_FILES:
+    for name in files.NAMES:
         (tmp_path / name).write_bytes(resources.files("cudaresolve.data").joinpath(name).read_bytes())
-    monkeypatch.setattr(k.resources, "files", lambda package: Path(tmp_path))
+    monkeypatch.setattr(files.resources, "files", lambda package: Path(tmp_path))
     for cached in CACHED:
         cached.cache_clear()
     yield tmp_path
@@ -518,11 +473,19 @@ def edit(path: Path, old: str, new: str) -> None:
 def test_malformed_data_is_a_data_error(data_dir, file, old, new, message):
     edit(data_dir / file, old, new)
     with pytest.raises(DataError) as info:
-        k.load_all()
+        files.load_all()
     assert message in str(info.value)
 
 
 def test_missing_file_is_a_data_error(data_dir):
     (data_dir / "cupy.toml").unlink()
     with pytest.raises(DataError, match="cupy.toml"):
-        k.cupy_majors()
+        cupy.load()
+
+
+def test_point_6_tables():
+    assert [c for c in ("cudart", "nvrtc", "nvjitlink", "cupti", "nvtx", "cublas", "cudnn") if components.versioned_by_cuda(c)] == [
+        "cudart", "nvrtc", "nvjitlink", "cupti", "nvtx"
+    ]
+    assert components.needs_build_runtime("torch") and components.needs_build_runtime("cupy_cuda12x")
+    assert not components.needs_build_runtime("torchvision") and not components.needs_build_runtime("cupy")

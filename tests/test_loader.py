@@ -14,7 +14,7 @@ from typing import Optional
 
 import pytest
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import components
 from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.ldcache import CacheEntry, LdCache
 from cudaresolve.binary.loader import (
@@ -44,7 +44,7 @@ from cudaresolve.binary.loader import (
 )
 from cudaresolve.errors import UsageError
 
-DRIVER_LIBRARIES = frozenset(knowledge.driver_libraries())
+DRIVER_LIBRARIES = frozenset(components.driver_libraries())
 
 # -- plain data ------------------------------------------------------------------------------------
 

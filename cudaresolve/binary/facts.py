@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from cudaresolve.arch import PtxTarget
+
 ELF_MAGIC = b"\x7fELF"  # the first four bytes of every ELF file
 
 BINDINGS = {1: "GLOBAL", 2: "WEAK", 10: "GNU_UNIQUE"}  # st_info >> 4; 0 is LOCAL
@@ -191,14 +193,6 @@ def _names(strings: bytes, offsets: Iterable[int]) -> List[str]:
         return [text[offset : find("\0", offset)] for offset in offsets]
     find = strings.find
     return [strings[offset : find(b"\0", offset)].decode("utf-8", "backslashreplace") for offset in offsets]
-
-
-@dataclass(frozen=True)
-class PtxTarget:
-    """A PTX entry: its virtual arch and the PTX ISA version the producing toolkit wrote."""
-
-    target: str  # "compute_90", "compute_90a"
-    isa: Optional[str]  # "8.4"; None when the header did not carry it
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,9 @@ import struct
 from collections import Counter
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+from cudaresolve.arch import PtxTarget
 from cudaresolve.binary import lz
-from cudaresolve.binary.facts import ELF_MAGIC, FatbinSummary, PtxTarget
+from cudaresolve.binary.facts import ELF_MAGIC, FatbinSummary
 
 try:
     import zstandard

@@ -11,12 +11,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import advisories
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.versions import CudaVersion
 
 
 def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBuild]) -> list[Finding]:
@@ -27,7 +28,7 @@ def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBui
     markers = env.marker_environment
     build_cuda = {b.dist: b.cuda for b in builds}
     findings = []
-    for advisory in knowledge.advisories():
+    for advisory in advisories.load():
         for text in advisory.affects:
             dist = _match(Requirement(text), installed, markers)
             if dist is None:
@@ -85,11 +86,14 @@ def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _conditions_hold(advisory: knowledge.Advisory, dist: Distribution, cuda: Optional[str], host: HostFacts) -> bool:
-    if advisory.cuda is not None and (cuda is None or "." not in cuda or Version(cuda) not in SpecifierSet(advisory.cuda)):
+def _conditions_hold(
+    advisory: advisories.Advisory, dist: Distribution, cuda: Optional[CudaVersion], host: HostFacts
+) -> bool:
+    minor = cuda if cuda is not None and cuda.minor is not None else None
+    if advisory.cuda is not None and (minor is None or Version(str(minor)) not in SpecifierSet(advisory.cuda)):
         return False
     if advisory.variants:
-        local = dist.version.local or (f"cu{cuda.replace('.', '')}" if cuda and "." in cuda else None)
+        local = dist.version.local or (f"cu{minor.major}{minor.minor}" if minor else None)
         if local not in advisory.variants:
             return False
     if advisory.driver is not None:

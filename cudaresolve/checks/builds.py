@@ -7,13 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from cudaresolve import knowledge
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
-
-# Components whose wheel version is the CUDA release itself (12.8.90 -> CUDA 12.8); the library
-# wheels (cuBLAS 13.1.0.3 under CUDA 13.0) are versioned by their library instead.
-_VERSIONED_LIKE_CUDA = ("cudart", "nvrtc", "nvjitlink", "cupti", "nvtx")
+from cudaresolve.knowledge import components, cupy, torch
+from cudaresolve.versions import CudaVersion
 
 
 @dataclass(frozen=True)
@@ -22,7 +19,7 @@ class CudaBuild:
 
     dist: str
     version: str
-    cuda: str  # "13.0", or the major alone ("12") when only that is known
+    cuda: CudaVersion  # 13.0, or the major alone (12) when only that is known
     evidence: str
 
 
@@ -30,15 +27,15 @@ def component_builds(distributions: Iterable[Distribution]) -> tuple[CudaBuild, 
     """CUDA of every installed NVIDIA component wheel (nvidia-cuda-runtime-cu12 12.8.90 -> 12.8)."""
     builds = []
     for dist in distributions:
-        rows = knowledge.components_for_dist(dist.name, str(dist.version))
+        rows = components.for_dist(dist.name, str(dist.version))
         if not rows:
             continue
         row = rows[0]
-        if row.name in _VERSIONED_LIKE_CUDA and dist.version.release[0] == row.cuda_major:
-            cuda = f"{dist.version.release[0]}.{dist.version.release[1]}"
+        if components.versioned_by_cuda(row.name) and dist.version.release[0] == row.cuda_major:
+            cuda = CudaVersion(dist.version.release[0], dist.version.release[1])
             evidence = f"{dist.name} {dist.version} is the CUDA {cuda} {row.name}"
         else:
-            cuda = str(row.cuda_major)
+            cuda = CudaVersion(row.cuda_major)
             evidence = f"{dist.name} {dist.version} is a CUDA {row.cuda_major} component"
         builds.append(CudaBuild(dist.name, str(dist.version), cuda, evidence))
     return tuple(builds)
@@ -51,15 +48,16 @@ def framework_build(dist: Distribution) -> Optional[CudaBuild]:
         local = dist.version.local
         if local is not None and not local.startswith("cu"):
             return None  # +cpu, +rocm...: not a CUDA build
-        variant = knowledge.torch_variant(dist.version.public, local)
+        variant = torch.variant(dist.version.public, local)
         if variant is None:
             return None
         how = f"+{local}" if local else "the PyPI build"
-        return CudaBuild(dist.name, version, variant.cuda, f"torch {version} is {how}, built with CUDA {variant.cuda}")
-    cupy = knowledge.cupy_dist(dist.name, dist.version.public) if dist.name.startswith("cupy-cuda") else None
-    if cupy is None:
+        cuda = CudaVersion.parse(variant.cuda)
+        return CudaBuild(dist.name, version, cuda, f"torch {version} is {how}, built with CUDA {cuda}")
+    row = cupy.dist(dist.name, dist.version.public) if dist.name.startswith("cupy-cuda") else None
+    if row is None:
         return None
-    major = cupy.cuda[0].split(".")[0]
+    major = CudaVersion(CudaVersion.parse(row.cuda[0]).major)
     return CudaBuild(dist.name, version, major, f"{dist.name} is CuPy's CUDA {major} wheel")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import toolkits
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import Finding, Severity
@@ -43,7 +43,7 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
     if dependencies:
         evidence += (f"its CUDA dependencies need that driver too: {', '.join(dependencies)}",)
     if severity == "warning":
-        needed = knowledge.toolkit(build.cuda) if "." in build.cuda else None
+        needed = toolkits.get(build.cuda) if build.cuda.minor is not None else None
         return Finding(
             "driver-floor",
             "warning",
@@ -53,7 +53,7 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
             evidence,
             f"upgrade the driver to >= {needed.ga_driver} for native support" if needed else None,
         )
-    floor = knowledge.family_floor(int(build.cuda.split(".")[0]))
+    floor = toolkits.family_floor(build.cuda)
     return Finding(
         "driver-floor",
         "error",

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import components, toolkits, torch
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.checks.builds import framework_build
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.versions import CudaVersion
 
 
 def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional[str]:
@@ -19,7 +20,7 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
     if dist is None or dist.name != "torch":
         return None
     public = dist.version.public
-    release = knowledge.torch_release(public)
+    release = torch.release(public)
     if release is None:
         return None
     driver = host.driver
@@ -32,7 +33,7 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
         if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
             return (
                 f"install the {variant.name} variant: torch=={public}+{variant.name} from the PyTorch "
-                f"index ({knowledge.torch_index_path(variant.name)}), with its matching CUDA wheels"
+                f"index ({torch.index_path(variant.name)}), with its matching CUDA wheels"
             )
     return None
 
@@ -42,7 +43,7 @@ def arch_fix(dist: Optional[Distribution], cc: ComputeCapability, host: HostFact
     variant = torch_variant_fix(dist, host)
     if variant:
         return variant
-    supporting = [t for t in knowledge.toolkits() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
+    supporting = [t for t in toolkits.known() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
     if supporting:
         return f"use a build made with CUDA <= {supporting[-1].version} (the newest toolkit that still targets {cc})"
     return None
@@ -50,7 +51,7 @@ def arch_fix(dist: Optional[Distribution], cc: ComputeCapability, host: HostFact
 
 def provider_dists(soname: str, major: Optional[int]) -> list[str]:
     """The wheels that install `soname`, for one CUDA major (all majors when None)."""
-    rows = knowledge.components_for_soname(soname)
+    rows = components.for_soname(soname)
     return sorted({r.dist for r in rows if major is None or r.cuda_major == major})
 
 
@@ -60,9 +61,9 @@ def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], mi
     dist = env.distribution(consumer_dist) if consumer_dist else None
     build = framework_build(dist) if dist else None
     if minimum:
-        major = int(minimum.split(".")[0])
+        major = CudaVersion.parse(minimum).major
     elif build is not None:
-        major = int(build.cuda.split(".")[0])
+        major = build.cuda.major
     providers = provider_dists(soname, major)
     if not providers:
         return None

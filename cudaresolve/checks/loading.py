@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import components
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoadResult, resolve
 from cudaresolve.env.environment import Environment
@@ -28,7 +28,7 @@ class PackageLoad:
     dist: Optional[str]  # None for files no distribution owns
     roots: tuple[str, ...]
     result: LoadResult
-    preloader: Optional[knowledge.Preloader]
+    preloader: Optional[components.Preloader]
     foreign: tuple[tuple[str, str], ...] = ()  # (path, machine) of files built for another machine: not loaded
 
 

@@ -10,11 +10,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import components
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.checks.findings import Finding
 from cudaresolve.checks.fixes import provider_dists
 from cudaresolve.env.environment import Environment
+from cudaresolve.versions import CudaVersion
 
 
 def check_metadata_vs_binary(env: Environment) -> list[Finding]:
@@ -32,7 +33,7 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
                     needs[symbol.file] = (minimum, symbol.name, elf.path)
         requirements = env.requirements(dist)
         for soname, (minimum, symbol, consumer) in sorted(needs.items()):
-            for provider in provider_dists(soname, int(minimum.split(".")[0])):
+            for provider in provider_dists(soname, CudaVersion.parse(minimum).major):
                 requirement = next((r for r in requirements if canonicalize_name(r.name) == provider), None)
                 lower = _admitted_older(provider, requirement, minimum)
                 if requirement is not None and not lower:
@@ -54,11 +55,11 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
 
 def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: str) -> list[str]:
     """Known releases of `provider` below `minimum` that `requirement` admits (all of them if undeclared)."""
-    component = next((c.name for c in knowledge.components_for_dist(provider)), None)
+    component = next((c.name for c in components.for_dist(provider)), None)
     if component not in ("nvrtc", "nvjitlink"):
         return []
-    versions = sorted({getattr(r, component) for r in knowledge.cuda_releases()}, key=Version)
-    major = int(minimum.split(".")[0])
+    versions = sorted({getattr(r, component) for r in components.cuda_releases()}, key=Version)
+    major = CudaVersion.parse(minimum).major
     older = [v for v in versions if Version(v).major == major and Version(v) < Version(minimum)]
     if requirement is not None:
         older = [v for v in older if requirement.specifier.contains(v, prereleases=True)]

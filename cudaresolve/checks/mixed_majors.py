@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import components
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Finding
@@ -21,13 +21,13 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Fi
             continue
         owner = elf.owner or elf.path
         for needed in elf.facts.needed:
-            rows = knowledge.components_for_soname(unmangled(needed))
+            rows = components.for_soname(unmangled(needed))
             majors = {c.cuda_major for c in rows}
             if len(majors) == 1 and any(c.name == "cudart" for c in rows):
                 needs[majors.pop()].add(owner)
     for build in builds:
-        if build.dist in {"torch"} or build.dist.startswith("cupy-cuda"):
-            needs[int(build.cuda.split(".")[0])].add(build.dist)
+        if components.needs_build_runtime(build.dist):
+            needs[build.cuda.major].add(build.dist)
     if len(needs) < 2:
         return []
     evidence = tuple(f"CUDA {major}: {', '.join(sorted(owners))}" for major, owners in sorted(needs.items()))

@@ -20,7 +20,7 @@ shared 2-core machine, a venv holding nvidia-cusparse-cu12 12.3.1.170 and nvidia
 - One file per library against one per environment, 60 entries: 1.3 against 0.6 ms to load them all,
   but a per-environment file must be rewritten whole when one library changes, and merged under a
   lock when two runs write it. Per-library files need neither.
-The unpickler only builds the classes of cudaresolve.binary.facts, so a planted entry cannot run
+The unpickler only builds the classes of cudaresolve.binary.facts (and the PtxTarget it uses), so a planted entry cannot run
 code. Entries of deleted files are not pruned; deleting the directory is always safe.
 """
 
@@ -44,16 +44,17 @@ from cudaresolve.binary.facts import BinaryFacts
 
 CACHE_FORMAT = 1
 
+# The dataclasses the facts module defines or imports (PtxTarget lives in cudaresolve.arch).
 _FACT_CLASSES = {
-    cls.__name__: cls
-    for cls in vars(facts_module).values()
-    if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == facts_module.__name__
+    cls.__name__: cls for cls in vars(facts_module).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)
 }
 
 
 def _schema() -> str:
     """A fingerprint of the facts classes' fields: entries written before a field changed are stale."""
-    layout = sorted((name, tuple(f.name for f in dataclasses.fields(cls))) for name, cls in _FACT_CLASSES.items())
+    layout = sorted(
+        (name, cls.__module__, tuple(f.name for f in dataclasses.fields(cls))) for name, cls in _FACT_CLASSES.items()
+    )
     return hashlib.sha256(repr(layout).encode()).hexdigest()[:16]
 
 
@@ -201,8 +202,9 @@ def _key(real: str, st: os.stat_result) -> tuple:
 
 class _FactsUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> type:
-        if module == facts_module.__name__ and name in _FACT_CLASSES:
-            return _FACT_CLASSES[name]
+        cls = _FACT_CLASSES.get(name)
+        if cls is not None and cls.__module__ == module:
+            return cls
         raise pickle.UnpicklingError(f"{module}.{name} is not a facts class")
 
 

@@ -13,15 +13,15 @@ from typing import Callable, Iterable, Optional
 
 from packaging.requirements import Requirement
 
-from cudaresolve import knowledge
+from cudaresolve.knowledge import components
 from cudaresolve.env.distributions import Distribution
 
 
-def preloader_of(dist: Optional[Distribution]) -> Optional[knowledge.Preloader]:
+def preloader_of(dist: Optional[Distribution]) -> Optional[components.Preloader]:
     """The preloader row whose `applies_to` names this distribution and version, if any."""
     if dist is None:
         return None
-    for preloader in knowledge.preloaders():
+    for preloader in components.preloaders():
         for text in preloader.applies_to:
             requirement = Requirement(text)
             if requirement.name == dist.name and requirement.specifier.contains(dist.version, prereleases=True):
@@ -31,7 +31,7 @@ def preloader_of(dist: Optional[Distribution]) -> Optional[knowledge.Preloader]:
 
 def preloaded_libraries(
     wanted: Iterable[str],
-    preloader: knowledge.Preloader,
+    preloader: components.Preloader,
     site_packages: Iterable[str],
     conda_prefix: Optional[str],
     exists: Callable[[str], bool],
@@ -42,7 +42,7 @@ def preloaded_libraries(
     """
     found: dict[str, str] = {}
     for soname in sorted(set(wanted)):
-        rows = knowledge.components_for_soname(soname)
+        rows = components.for_soname(soname)
         if not rows:
             continue
         for step in preloader.search:

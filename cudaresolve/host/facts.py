@@ -10,8 +10,10 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
+from cudaresolve import records
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
+from cudaresolve.versions import DriverRelease
 
 SCHEMA = 1
 
@@ -34,7 +36,7 @@ class Driver:
         """The driver branch (first field of the release), e.g. 550."""
         if not self.release:
             return None
-        return int(self.release.split(".")[0])
+        return DriverRelease.parse(self.release).branch
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class Gpu:
     """One physical GPU as the driver enumerates it."""
 
     compute_capability: ComputeCapability
-    source: str
+    source: str = "host-file"  # what a host file that does not name the source gets
     index: Optional[int] = None
     name: Optional[str] = None
     memory_mib: Optional[int] = None
@@ -136,65 +138,15 @@ class HostFacts:
     @classmethod
     def from_dict(cls, data: Any, origin: str = "host JSON") -> "HostFacts":
         """Read the `to_dict` form back; any shape error is a UsageError naming `origin` and the key."""
+        if isinstance(data, dict) and data.get("schema") != SCHEMA:
+            raise UsageError(f"{origin}: schema is {data.get('schema')!r}, this cudaresolve reads schema {SCHEMA}")
         try:
-            if not isinstance(data, dict):
-                raise TypeError("top level is not an object")
-            schema = data.get("schema")
-            if schema != SCHEMA:
-                raise ValueError(f"schema is {schema!r}, this cudaresolve reads schema {SCHEMA}")
-            drv = _obj(data.get("driver", {}), "driver")
-            driver = Driver(
-                release=_opt_str(drv, "release"),
-                release_source=_opt_str(drv, "release_source"),
-                cuda=_opt_str(drv, "cuda"),
-                cuda_source=_opt_str(drv, "cuda_source"),
-            )
-            gpus = []
-            for i, raw in enumerate(_list(data.get("gpus", []), "gpus")):
-                g = _obj(raw, f"gpus[{i}]")
-                migs = tuple(
-                    MigDevice(
-                        uuid=_str(_obj(m, f"gpus[{i}].mig_devices[{j}]"), "uuid"),
-                        name=_opt_str(m, "name"),
-                        memory_mib=_opt_int(m, "memory_mib"),
-                    )
-                    for j, m in enumerate(_list(g.get("mig_devices", []), f"gpus[{i}].mig_devices"))
-                )
-                gpus.append(
-                    Gpu(
-                        compute_capability=ComputeCapability.parse(_str(g, "compute_capability")),
-                        source=_opt_str(g, "source") or "host-file",
-                        index=_opt_int(g, "index"),
-                        name=_opt_str(g, "name"),
-                        memory_mib=_opt_int(g, "memory_mib"),
-                        uuid=_opt_str(g, "uuid"),
-                        mig_mode=_opt_bool(g, "mig_mode"),
-                        mig_devices=migs,
-                        visible=bool(g.get("visible", True)),
-                    )
-                )
-            notes = tuple(
-                Note(
-                    source=_str(_obj(n, f"notes[{i}]"), "source"),
-                    message=_str(n, "message"),
-                    line=_opt_str(n, "line"),
-                )
-                for i, n in enumerate(_list(data.get("notes", []), "notes"))
-            )
-            return cls(
-                system=_str(data, "system"),
-                machine=_str(data, "machine"),
-                driver=driver,
-                gpus=tuple(gpus),
-                glibc=_opt_str(data, "glibc"),
-                tegra=bool(data.get("tegra", False)),
-                cuda_visible_devices=_opt_str(data, "cuda_visible_devices"),
-                notes=notes,
-            )
-        except UsageError as exc:
-            raise UsageError(f"{origin}: {exc}") from None
-        except (TypeError, ValueError, KeyError) as exc:
-            raise UsageError(f"{origin}: {exc}") from None
+            return records.load(cls, data, records.JSON)
+        except records.RecordError as exc:
+            if exc.message is not None:
+                raise UsageError(f"{origin}: {exc.path}: {exc.message}") from None
+            where = f"{exc.path!r}" if exc.path else "top level"
+            raise UsageError(f"{origin}: {where} must be {exc.expected}, got {exc.value!r}") from None
 
     @classmethod
     def from_json(cls, text: str, origin: str = "host JSON") -> "HostFacts":
@@ -204,42 +156,3 @@ class HostFacts:
             raise UsageError(f"{origin}: not valid JSON ({exc})") from None
         return cls.from_dict(data, origin)
 
-
-def _obj(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise TypeError(f"{where} must be an object")
-    return value
-
-
-def _list(value: Any, where: str) -> list:
-    if not isinstance(value, list):
-        raise TypeError(f"{where} must be a list")
-    return value
-
-
-def _str(d: dict, key: str) -> str:
-    value = d.get(key)
-    if not isinstance(value, str):
-        raise TypeError(f"{key!r} must be a string, got {value!r}")
-    return value
-
-
-def _opt_str(d: dict, key: str) -> Optional[str]:
-    value = d.get(key)
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"{key!r} must be a string or null, got {value!r}")
-    return value
-
-
-def _opt_int(d: dict, key: str) -> Optional[int]:
-    value = d.get(key)
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise TypeError(f"{key!r} must be an integer or null, got {value!r}")
-    return value
-
-
-def _opt_bool(d: dict, key: str) -> Optional[bool]:
-    value = d.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise TypeError(f"{key!r} must be true, false or null, got {value!r}")
-    return value

@@ -19,7 +19,7 @@ from typing import Mapping, Optional, Sequence
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu
-from cudaresolve.host.sources import release_or_none
+from cudaresolve.versions import DriverRelease
 
 RELEASE_VARIABLES = ("CUDARESOLVE_DRIVER", "UV_CUDA_DRIVER_VERSION")
 CUDA_VARIABLES = ("CUDARESOLVE_CUDA", "CONDA_OVERRIDE_CUDA")
@@ -58,10 +58,10 @@ def _pick(*candidates: tuple[str, Optional[str]]) -> Optional[tuple[str, str]]:
 def _release(where: str, value: str) -> Optional[str]:
     if value == "" and where != "--driver":
         return None
-    release = release_or_none(value)
-    if release is None:
-        raise UsageError(f"{where}: {value!r} is not a driver release (expected e.g. 535.104.05)")
-    return release
+    try:
+        return str(DriverRelease.parse(value))
+    except UsageError:
+        raise UsageError(f"{where}: {value!r} is not a driver release (expected e.g. 535.104.05)") from None
 
 
 def _cuda(where: str, value: str) -> Optional[str]:

@@ -16,10 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Sequence, TextIO
 
-from cudaresolve import knowledge
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
 from cudaresolve.host.overrides import Overrides, overrides_from
+from cudaresolve.knowledge import toolkits
 from cudaresolve.host.readers import Readers, SourceUnavailable, system_readers
 from cudaresolve.host.sources import (
     SMI_FIELDS,
@@ -178,7 +178,7 @@ def derive_cuda(facts: HostFacts) -> HostFacts:
         if facts.tegra:
             # Jetson releases (540.4.0 reports CUDA 12.6) do not follow the desktop branches.
             return _noted(facts, Note(DERIVED, "not used on Jetson/Tegra; the CUDA version is unknown"))
-        cuda = knowledge.max_cuda_for_driver(driver.release)
+        cuda = toolkits.max_cuda_for_driver(driver.release)
         if cuda is not None:
             return replace(facts, driver=replace(driver, cuda=cuda, cuda_source=DERIVED))
         why = f"driver branch {driver.branch} is not in the table; its CUDA version is unknown"

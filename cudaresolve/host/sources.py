@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from cudaresolve.arch import ComputeCapability
+from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Gpu, MigDevice, Note
+from cudaresolve.versions import DriverRelease
 
-_RELEASE_RE = re.compile(r"^\d{2,4}\.\d{1,3}(?:\.\d{1,3})?$")
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.103.01  Thu Jan ..." (proprietary) and
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ..." (open).
 _NVRM_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)(?:\s|$)")
@@ -70,8 +71,10 @@ class NvmlValues:
 
 def release_or_none(text: str) -> Optional[str]:
     """A driver release ("550.144.03", WSL/Windows "573.24", Jetson "540.4.0") or None."""
-    text = text.strip()
-    return text if _RELEASE_RE.match(text) else None
+    try:
+        return str(DriverRelease.parse(text))
+    except UsageError:
+        return None
 
 
 def cuda_from_int(value: int) -> Optional[str]:

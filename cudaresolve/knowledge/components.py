@@ -1,0 +1,170 @@
+"""CUDA library wheels (data/components.toml): which wheel provides which soname, where it installs,
+the cuda-toolkit metapackage, nvrtc / nvJitLink releases, preloading packages and driver libraries."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve import records
+from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import files
+from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
+
+SEARCH_STEPS = ("site-packages", "conda-prefix", "system")
+
+
+def _search_step(step: str) -> None:
+    if step not in SEARCH_STEPS:
+        raise UsageError(f"unknown step {step!r}; known: {', '.join(SEARCH_STEPS)}")
+
+
+@dataclass(frozen=True)
+class Component:
+    """One CUDA library wheel for one CUDA major: where it installs and which sonames it provides."""
+
+    name: str  # the cuda-toolkit extra name where one exists ("cudart", "cusparse"), else "cudnn", ...
+    cuda_major: int
+    dist: str
+    lib_dir: str  # relative to site-packages
+    sonames: tuple[str, ...]
+    dist_versions: Optional[str] = field(default=None, metadata=SPECIFIER)  # only these versions of the dist
+    confidence: str = field(default="H", metadata=CONFIDENCE)
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    """A CUDA update release and the nvrtc / nvJitLink wheel versions that belong to it."""
+
+    cuda: str = field(metadata=VERSION)  # "12.8.1"
+    nvrtc: str = field(metadata=VERSION)
+    nvjitlink: str = field(metadata=VERSION)
+    confidence: str = field(default="M", metadata=CONFIDENCE)
+
+
+@dataclass(frozen=True)
+class Preloader:
+    """A package that loads CUDA libraries by absolute path before its extension modules."""
+
+    name: str
+    applies_to: tuple[str, ...] = field(metadata=REQUIREMENT)  # the distributions that do it
+    top_levels: tuple[str, ...]  # import packages whose extension modules benefit
+    search: tuple[str, ...] = field(metadata=records.check(_search_step))  # steps from SEARCH_STEPS, in order
+    optional_sonames: tuple[str, ...]  # needed only by optional features, loaded on use
+    optional_features: Optional[str] = None
+    note: Optional[str] = None
+
+
+# -- the file as written; cuda_toolkit is checked on load, no caller reads it yet ----------------------
+
+
+@dataclass(frozen=True)
+class _Pin:
+    version: str = field(metadata=VERSION)
+    requires: tuple[str, ...] = field(metadata=REQUIREMENT)
+
+
+@dataclass(frozen=True)
+class _CudaToolkit:
+    extras: tuple[str, ...]
+    companions: Mapping[str, tuple[str, ...]]
+    pins: tuple[_Pin, ...]
+
+
+@dataclass(frozen=True)
+class _Releases:
+    confidence: str = field(metadata=CONFIDENCE)
+    releases: tuple[CudaRelease, ...]
+
+
+@dataclass(frozen=True)
+class _Preloaders:
+    packages: tuple[Preloader, ...]
+
+
+@dataclass(frozen=True)
+class _Sonames:
+    sonames: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _CudaVersioned:
+    components: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _FrameworkRuntime:
+    dists: tuple[str, ...]  # shell-style patterns on canonical distribution names
+
+
+@dataclass(frozen=True)
+class Tables:
+    confidence: str = field(metadata=CONFIDENCE)
+    component: tuple[Component, ...]
+    cuda_toolkit: _CudaToolkit
+    cuda_releases: _Releases
+    preloaders: _Preloaders
+    driver_libraries: _Sonames
+    cuda_versioned: _CudaVersioned
+    framework_runtime: _FrameworkRuntime
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> Tables:
+    return files.read("components.toml", Tables)
+
+
+# -- accessors --------------------------------------------------------------------------------------
+
+
+def for_soname(soname: str) -> tuple[Component, ...]:
+    """The wheels that provide `soname`, across CUDA majors (libcurand.so.10 is in cu11, cu12 and 13)."""
+    return tuple(c for c in load().component if soname in c.sonames)
+
+
+def for_dist(dist: str, version: Optional[str] = None) -> tuple[Component, ...]:
+    """The rows for distribution `dist`, restricted to those that apply to `version` when given."""
+    wanted = canonicalize_name(dist)
+    rows = [c for c in load().component if canonicalize_name(c.dist) == wanted]
+    if version is not None:
+        parsed = Version(version)
+        rows = [c for c in rows if c.dist_versions is None or parsed in SpecifierSet(c.dist_versions)]
+    return tuple(rows)
+
+
+def cuda_releases() -> tuple[CudaRelease, ...]:
+    """CUDA update releases with their nvrtc / nvJitLink wheel versions, oldest first."""
+    return load().cuda_releases.releases
+
+
+def preloaders() -> tuple[Preloader, ...]:
+    """Packages that preload CUDA libraries by absolute path."""
+    return load().preloaders.packages
+
+
+def driver_libraries() -> tuple[str, ...]:
+    """Sonames the NVIDIA driver provides (libcuda.so.1, libnvidia-ml.so.1, ...), never a wheel."""
+    return load().driver_libraries.sonames
+
+
+def versioned_by_cuda(component: str) -> bool:
+    """Whether the wheels of `component` ("cudart") carry the CUDA release as their version.
+
+    nvidia-cuda-runtime-cu12 12.8.90 is CUDA 12.8; a library wheel such as cuBLAS 13.1.0.3 (CUDA 13.0)
+    is versioned by its library instead, so only its major tells the CUDA it belongs to.
+    """
+    return component in load().cuda_versioned.components
+
+
+def needs_build_runtime(dist: str) -> bool:
+    """Whether framework `dist` (torch, cupy-cuda12x) needs at run time the CUDA runtime major it was
+    built with, so that its build CUDA counts as a runtime need when majors are mixed."""
+    name = canonicalize_name(dist)
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in load().framework_runtime.dists)

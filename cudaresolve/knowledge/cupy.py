@@ -1,0 +1,87 @@
+"""CuPy majors and their binary distributions (data/cupy.toml)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve import records
+from cudaresolve.arch import Target
+from cudaresolve.knowledge import files
+from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
+
+_TARGETS = records.check(Target.parse)
+
+
+@dataclass(frozen=True)
+class CupyDist:
+    """A CuPy binary distribution within one CuPy major, e.g. cupy-cuda12x in v14."""
+
+    name: str
+    cupy_major: int = field(metadata=records.check(inherit=True, key="major"))
+    cuda: tuple[str, ...] = field(metadata=VERSION)  # toolkit versions it supports
+    first: Optional[str] = field(default=None, metadata=VERSION)  # first version, when later than the major's first
+    latest: Optional[str] = field(default=None, metadata=VERSION)  # newest version on the index, for dists that ended
+
+
+@dataclass(frozen=True)
+class CupyMajor:
+    major: int
+    versions: str = field(metadata=SPECIFIER)
+    python: str = field(metadata=SPECIFIER)
+    dists: tuple[CupyDist, ...]
+    requires: tuple[str, ...] = field(default=(), metadata=REQUIREMENT)
+    note: Optional[str] = None
+
+
+# -- the file as written; wheel_arch and ctk_extra are checked on load, no caller reads them yet -----
+
+
+@dataclass(frozen=True)
+class _Build:
+    cuda: str = field(metadata=SPECIFIER)
+    sass: tuple[str, ...] = field(metadata=_TARGETS)
+    ptx: tuple[str, ...] = field(metadata=_TARGETS)
+    aarch64_sass: tuple[str, ...] = field(metadata=_TARGETS)
+
+
+@dataclass(frozen=True)
+class _WheelArch:
+    builds: tuple[_Build, ...]
+
+
+@dataclass(frozen=True)
+class _CtkExtra:
+    versions: str = field(metadata=SPECIFIER)
+    requires: Mapping[str, str] = field(metadata=REQUIREMENT)
+
+
+@dataclass(frozen=True)
+class _File:
+    confidence: str = field(metadata=CONFIDENCE)
+    major: tuple[CupyMajor, ...]
+    wheel_arch: _WheelArch
+    ctk_extra: _CtkExtra
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> tuple[CupyMajor, ...]:
+    """CuPy majors (12, 13, 14) with their binary distributions."""
+    return files.read("cupy.toml", _File).major
+
+
+def dist(name: str, cupy_version: str) -> Optional[CupyDist]:
+    """The row for distribution `name` ("cupy-cuda12x") at `cupy_version`; None if not published."""
+    version = Version(cupy_version)
+    wanted = canonicalize_name(name)
+    for major in load():
+        if version in SpecifierSet(major.versions):
+            for row in major.dists:
+                if canonicalize_name(row.name) == wanted and (row.first is None or version >= Version(row.first)):
+                    return row
+    return None

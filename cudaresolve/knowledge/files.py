@@ -1,0 +1,97 @@
+"""Reading one data file: TOML into its records, each file and top-level table checked for provenance.
+
+Every file, and every top-level table in it, names its `source` and an H/M/L `confidence`; rows
+without their own confidence inherit the nearest enclosing one (docs/data.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Callable, TypeVar
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from cudaresolve import records
+from cudaresolve.errors import DataError, UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+NAMES = ("toolkits.toml", "gpus.toml", "torch.toml", "cupy.toml", "components.toml", "advisories.toml")
+CONFIDENCES = ("H", "M", "L")
+
+_T = TypeVar("_T")
+
+
+def check_confidence(value: str) -> None:
+    if value not in CONFIDENCES:
+        raise UsageError(f"expected one of {', '.join(CONFIDENCES)}, got {value!r}")
+
+
+def _nonblank(value: str) -> None:
+    if not value.strip():
+        raise UsageError("is empty")
+
+
+def parses(parse: Callable[[str], Any]) -> Callable[[str], None]:
+    """A check that `parse` (Version, SpecifierSet, Requirement) accepts the text."""
+
+    def check(value: str) -> None:
+        try:
+            parse(value)
+        except (InvalidVersion, InvalidSpecifier, InvalidRequirement) as exc:
+            raise UsageError(f"{value!r} does not parse: {exc}") from None
+
+    return check
+
+
+VERSION = records.check(parses(Version))
+SPECIFIER = records.check(parses(SpecifierSet))
+REQUIREMENT = records.check(parses(Requirement))
+CONFIDENCE = records.check(check_confidence, inherit=True)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a file's or table's facts come from."""
+
+    source: str = field(metadata=records.check(_nonblank))
+    confidence: str = field(metadata=CONFIDENCE)
+
+
+def error(name: str, path: str, message: str) -> DataError:
+    """A defect found after loading, worded like the loader's: `file: key.path: message`."""
+    return DataError(f"{name}: {path or 'top level'}: {message}")
+
+
+def read(name: str, cls: type[_T]) -> _T:
+    """Load data file `name` into `cls`, once its provenance and that of its top-level tables check."""
+    try:
+        raw = resources.files("cudaresolve.data").joinpath(name).read_bytes()
+    except OSError as exc:
+        raise DataError(f"{name}: cannot be read from the installed package ({exc})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{name}: not valid TOML: {exc}") from None
+    tables = [("", data)] + [(key, value) for key, value in data.items() if isinstance(value, dict)]
+    try:
+        for key, table in tables:
+            records.load(Provenance, table, path=key)
+        return records.load(cls, data)
+    except records.RecordError as exc:
+        raise error(name, exc.path, exc.problem) from None
+
+
+def load_all() -> None:
+    """Load and check every table now (tests, start-up): raises DataError on the first defect."""
+    from cudaresolve.knowledge import advisories, components, cupy, gpus, toolkits, torch
+
+    for module in (toolkits, gpus, torch, cupy, components, advisories):
+        module.load()

@@ -1,0 +1,222 @@
+"""CUDA toolkits and drivers (data/toolkits.toml): GA drivers, family floors, branches, PTX ISA, SASS."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Union
+
+from packaging.version import InvalidVersion, Version
+
+from cudaresolve import records
+from cudaresolve.arch import Target
+from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import files
+from cudaresolve.knowledge.files import CONFIDENCE, VERSION
+from cudaresolve.versions import CudaVersion, DriverRelease
+
+FILE = "toolkits.toml"
+
+
+@dataclass(frozen=True)
+class ToolkitUpdate:
+    """An update release of a toolkit minor and the driver it bundled."""
+
+    release: str = field(metadata=VERSION)  # "12.8.1"
+    driver: str = field(metadata=records.check(files.parses(Version), key="linux"))  # Linux x86_64
+    driver_windows: Optional[str] = field(default=None, metadata=records.check(files.parses(Version), key="windows"))
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """One CUDA toolkit minor release and what a binary built with it needs from the host."""
+
+    version: str  # "12.8"
+    ga_driver: str  # Linux x86_64 GA driver, "570.26"; only the branch ("610") where that is all we know
+    ptx_isa: Optional[str]  # PTX ISA it writes, "8.7"; None when unknown
+    family_floor: str  # minor-version-compat floor of its major, "525.60.13"
+    sass_targets: tuple[str, ...]  # what nvcc can build offline; () when unknown
+    ga_driver_windows: Optional[str] = None
+    updates: tuple[ToolkitUpdate, ...] = ()
+    confidence: str = "H"
+    note: Optional[str] = None
+
+    @property
+    def major(self) -> int:
+        return CudaVersion.parse(self.version).major
+
+
+# -- the file as written ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Row:
+    version: str = field(metadata=VERSION)
+    ga_driver: str = field(metadata=VERSION)
+    confidence: str = field(metadata=CONFIDENCE)
+    ga_driver_windows: Optional[str] = field(default=None, metadata=VERSION)
+    updates: tuple[ToolkitUpdate, ...] = ()
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _Floors:
+    linux: Mapping[str, str] = field(metadata=records.check(DriverRelease.parse))
+
+
+@dataclass(frozen=True)
+class _Branch:
+    branch: int
+    cuda: str = field(metadata=VERSION)
+    confidence: str = field(metadata=CONFIDENCE)
+
+
+@dataclass(frozen=True)
+class _Branches:
+    confidence: str = field(metadata=CONFIDENCE)
+    max_cuda: tuple[_Branch, ...]
+
+
+@dataclass(frozen=True)
+class _PtxIsa:
+    versions: Mapping[str, str] = field(metadata=VERSION)
+
+
+@dataclass(frozen=True)
+class _SassRow:
+    version: str = field(metadata=VERSION)
+    targets: tuple[str, ...] = field(metadata=records.check(Target.parse))
+
+
+@dataclass(frozen=True)
+class _Sass:
+    toolkit: tuple[_SassRow, ...]
+
+
+@dataclass(frozen=True)
+class _File:
+    confidence: str = field(metadata=CONFIDENCE)
+    toolkit: tuple[_Row, ...]
+    family_floors: _Floors
+    branches: _Branches
+    ptx_isa: _PtxIsa
+    sass_targets: _Sass
+
+
+@dataclass(frozen=True)
+class Tables:
+    toolkits: tuple[Toolkit, ...]  # oldest first
+    floors: Mapping[int, str]
+    branches: tuple[tuple[int, str], ...]  # (branch, highest CUDA version), by branch
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> Tables:
+    """Load and cross-check the file: every toolkit needs a family floor; PTX and SASS rows a toolkit."""
+    raw = files.read(FILE, _File)
+    for major in raw.family_floors.linux:
+        if not major.isdigit():
+            raise files.error(FILE, f"family_floors.linux.{major}", "expected a CUDA major number as the key")
+    floors = {int(major): floor for major, floor in raw.family_floors.linux.items()}
+    sass = {row.version: row.targets for row in raw.sass_targets.toolkit}
+    toolkits = []
+    for i, row in enumerate(raw.toolkit):
+        where = f"toolkit[{i}].version"
+        try:
+            version = CudaVersion.parse(row.version)
+        except UsageError as exc:
+            raise files.error(FILE, where, str(exc)) from None
+        if version.minor is None or row.version != str(version):
+            raise files.error(FILE, where, f"expected MAJOR.MINOR, got {row.version!r}")
+        if version.major not in floors:
+            raise files.error(FILE, where, f"no family floor for CUDA {version.major} in [family_floors]")
+        fields = {name: getattr(row, name) for name in row.__dataclass_fields__}
+        toolkits.append(Toolkit(**fields, ptx_isa=raw.ptx_isa.versions.get(row.version),
+                                family_floor=floors[version.major], sass_targets=sass.get(row.version, ())))
+    known = {t.version for t in toolkits}
+    if len(known) != len(toolkits):
+        raise files.error(FILE, "toolkit", "a version is listed twice")
+    for table, keys in (("ptx_isa", raw.ptx_isa.versions), ("sass_targets", sass)):
+        for key in keys:
+            if key not in known:
+                raise files.error(FILE, f"{table}.{key}", "names a toolkit that is not in [[toolkit]]")
+    return Tables(
+        toolkits=tuple(sorted(toolkits, key=lambda t: Version(t.version))),
+        floors=floors,
+        branches=tuple(sorted((b.branch, b.cuda) for b in raw.branches.max_cuda)),
+    )
+
+
+# -- accessors --------------------------------------------------------------------------------------
+
+
+def known() -> tuple[Toolkit, ...]:
+    """Every known CUDA toolkit minor release, oldest first."""
+    return load().toolkits
+
+
+def get(version: Union[CudaVersion, str]) -> Optional[Toolkit]:
+    """The toolkit entry for "12.8" or any of its releases ("12.8.1"); None if no such toolkit."""
+    wanted = str(_minor(version))
+    return next((t for t in known() if t.version == wanted), None)
+
+
+def for_ptx_isa(isa: str) -> Optional[Toolkit]:
+    """The oldest toolkit whose PTX ISA is at least `isa` ("8.5" -> 12.5).
+
+    Its GA driver is the first driver whose JIT accepts that PTX. None when `isa` is newer than every
+    toolkit whose ISA is known.
+    """
+    try:
+        wanted = Version(isa)
+    except InvalidVersion:
+        raise UsageError(f"not a PTX ISA version: {isa!r} (expected e.g. 8.5)") from None
+    return next((t for t in known() if t.ptx_isa is not None and Version(t.ptx_isa) >= wanted), None)
+
+
+def family_floor(cuda: Union[int, CudaVersion]) -> Optional[str]:
+    """The lowest driver that runs any binary of a CUDA major (12, or CudaVersion 12.8) by minor-version compatibility."""
+    return load().floors.get(cuda.major if isinstance(cuda, CudaVersion) else cuda)
+
+
+def max_cuda_for_driver(release: Union[DriverRelease, str]) -> Optional[str]:
+    """The highest CUDA version a driver reports ("550.144.03" -> "12.4"), from its branch.
+
+    A branch between two listed ones reports the lower one's version; None below the oldest branch.
+    """
+    branch = _release(release).branch
+    answer = None
+    for listed, cuda in load().branches:
+        if listed <= branch:
+            answer = cuda
+    return answer
+
+
+def driver_support(release: Union[DriverRelease, str], cuda: Union[CudaVersion, str]) -> Optional[str]:
+    """How a driver runs binaries built with CUDA `cuda`: "native", "minor-compat", or None (cannot run).
+
+    Native when the driver's CUDA version is at least `cuda`; minor-compat when the driver is at least
+    the family floor of `cuda`'s major (limited features, and newer PTX cannot be JIT-compiled).
+    """
+    wanted = _minor(cuda)
+    driver = _release(release)
+    reported = max_cuda_for_driver(driver)
+    if reported is None:
+        return None
+    if CudaVersion.parse(reported) >= wanted:
+        return "native"
+    floor = family_floor(wanted)
+    if floor is not None and driver >= DriverRelease.parse(floor):
+        return "minor-compat"
+    return None
+
+
+def _minor(cuda: Union[CudaVersion, str]) -> CudaVersion:
+    version = cuda if isinstance(cuda, CudaVersion) else CudaVersion.parse(cuda)
+    if version.minor is None:
+        raise UsageError(f"not a CUDA minor version: {str(cuda)!r} (expected e.g. 12.8 or 12.8.1)")
+    return version
+
+
+def _release(release: Union[DriverRelease, str]) -> DriverRelease:
+    return release if isinstance(release, DriverRelease) else DriverRelease.parse(release)

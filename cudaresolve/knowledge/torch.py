@@ -1,0 +1,249 @@
+"""PyTorch releases and their CUDA variants (data/torch.toml): arch lists, CUDA pins, index paths.
+
+Never `import torch` here: this module is the table about it, named for what it describes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from cudaresolve import records
+from cudaresolve.arch import PtxTarget, Target, parse_arch_list
+from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import files, toolkits
+from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
+
+FILE = "torch.toml"
+_ARCH_LIST = records.check(parse_arch_list)
+
+
+@dataclass(frozen=True)
+class TorchVariant:
+    """One CUDA build of a PyTorch release, e.g. 2.8 cu128.
+
+    `requires` lists its CUDA requirements (PEP 508); it is exhaustive only when `requires_confidence`
+    is "H" (PyPI metadata). None means the pins are unknown: read the wheel's own metadata.
+    """
+
+    release: str  # "2.8"
+    name: str  # "cu128"
+    cuda: str  # "12.8"
+    arch_list: str  # TORCH_CUDA_ARCH_LIST of the Linux x86_64 wheel
+    arch_list_aarch64: Optional[str]
+    versions: tuple[str, ...]  # patch releases built with this variant
+    pypi_default: bool
+    requires: Optional[tuple[str, ...]] = None
+    requires_confidence: Optional[str] = None
+    confidence: str = "H"
+    note: Optional[str] = None
+
+    def arch_list_for(self, machine: str) -> Optional[str]:
+        """The arch list of the wheel for `machine` ("x86_64", "aarch64"); None when unknown."""
+        return {"x86_64": self.arch_list, "aarch64": self.arch_list_aarch64}.get(machine)
+
+    def sass(self, machine: str = "x86_64") -> tuple[str, ...]:
+        """The SASS targets the wheel carries, e.g. ("sm_75", "sm_80", ...)."""
+        return tuple(str(t) for t in self._targets(machine) if t.kind == "sass")
+
+    def ptx(self, machine: str = "x86_64") -> tuple[PtxTarget, ...]:
+        """The PTX targets the wheel carries, with the PTX ISA of the toolkit it was built with."""
+        built_with = toolkits.get(self.cuda)
+        isa = built_with.ptx_isa if built_with else None
+        return tuple(PtxTarget(str(t), isa) for t in self._targets(machine) if t.kind == "ptx")
+
+    def _targets(self, machine: str) -> tuple[Target, ...]:
+        arch_list = self.arch_list_for(machine)
+        if arch_list is None:
+            raise UsageError(f"torch {self.release} {self.name}: no known arch list for {machine}")
+        return parse_arch_list(arch_list)
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    """A PyTorch minor release series (2.8) with its patch releases and CUDA variants."""
+
+    series: str
+    versions: tuple[str, ...]
+    python: str  # CPython versions with wheels, as a specifier
+    default_variant: str  # the build PyPI serves
+    pypi_marker: str  # environment marker on the PyPI build's CUDA requirements
+    triton: tuple[tuple[str, str], ...]  # (torch version, triton specifier)
+    variants: tuple[TorchVariant, ...]
+    confidence: str = "H"
+    note: Optional[str] = None
+
+    def variant(self, name: str) -> Optional[TorchVariant]:
+        return next((v for v in self.variants if v.name == name), None)
+
+
+# -- the file as written ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Variant:
+    name: str
+    arch_list: str = field(metadata=_ARCH_LIST)
+    versions: tuple[str, ...] = field(metadata=records.check(inherit=True))  # the release's when absent
+    confidence: str = field(metadata=CONFIDENCE)
+    requires: Optional[tuple[str, ...]] = field(default=None, metadata=REQUIREMENT)
+    requires_confidence: Optional[str] = field(default=None, metadata=records.check(files.check_confidence))
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _Release:
+    series: str = field(metadata=VERSION)
+    versions: tuple[str, ...] = field(metadata=VERSION)
+    python: str = field(metadata=SPECIFIER)
+    default_variant: str
+    pypi_marker: str
+    triton: Mapping[str, str] = field(metadata=SPECIFIER)
+    confidence: str = field(metadata=CONFIDENCE)
+    variant: tuple[_Variant, ...]
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _VariantCuda:
+    cuda: Mapping[str, str] = field(metadata=VERSION)
+
+
+@dataclass(frozen=True)
+class _Aarch64:
+    releases: str = field(metadata=SPECIFIER)
+    arch_lists: Mapping[str, str] = field(metadata=_ARCH_LIST)
+
+
+@dataclass(frozen=True)
+class _Companion:
+    version: str = field(metadata=VERSION)
+    requires_torch: Optional[str] = field(default=None, metadata=SPECIFIER)
+    python: Optional[str] = field(default=None, metadata=SPECIFIER)
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _Companions:
+    packages: tuple[_Companion, ...]
+
+
+@dataclass(frozen=True)
+class _File:
+    confidence: str = field(metadata=CONFIDENCE)
+    index_path: str
+    variant_cuda: _VariantCuda
+    aarch64: _Aarch64
+    release: tuple[_Release, ...]
+    torchvision: _Companions  # checked on load; no caller reads them yet
+    torchaudio: _Companions
+
+
+@dataclass(frozen=True)
+class Tables:
+    index_path: str
+    releases: tuple[TorchRelease, ...]  # oldest first
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> Tables:
+    """Load and cross-check the file: variants name a known CUDA label, releases a variant they have."""
+    raw = files.read(FILE, _File)
+    if "{variant}" not in raw.index_path or "//" in raw.index_path or raw.index_path.startswith("/"):
+        raise files.error(FILE, "index_path", f"expected a relative path template with {{variant}}, got {raw.index_path!r}")
+    cuda_of = raw.variant_cuda.cuda
+    aarch64_releases = SpecifierSet(raw.aarch64.releases)
+    releases = []
+    for i, row in enumerate(raw.release):
+        variants = []
+        for j, v in enumerate(row.variant):
+            where = f"release[{i}].variant[{j}]"
+            if v.name not in cuda_of:
+                raise files.error(FILE, f"{where}.name", f"{v.name!r} is not in [variant_cuda]")
+            if not set(v.versions) <= set(row.versions):
+                raise files.error(FILE, f"{where}.versions", f"{list(v.versions)!r} are not all releases of {row.series}")
+            if v.requires is not None and v.requires_confidence is None:
+                raise files.error(FILE, f"{where}.requires_confidence", "missing")
+            in_aarch64 = Version(v.versions[0]) in aarch64_releases
+            variants.append(
+                TorchVariant(
+                    release=row.series,
+                    name=v.name,
+                    cuda=cuda_of[v.name],
+                    arch_list=v.arch_list,
+                    arch_list_aarch64=raw.aarch64.arch_lists.get(v.name) if in_aarch64 else None,
+                    versions=v.versions,
+                    pypi_default=v.name == row.default_variant,
+                    requires=v.requires,
+                    requires_confidence=v.requires_confidence if v.requires is not None else None,
+                    confidence=v.confidence,
+                    note=v.note,
+                )
+            )
+        if row.default_variant not in {v.name for v in variants}:
+            raise files.error(FILE, f"release[{i}].default_variant", f"{row.default_variant!r} is not one of its variants")
+        releases.append(
+            TorchRelease(
+                series=row.series,
+                versions=row.versions,
+                python=row.python,
+                default_variant=row.default_variant,
+                pypi_marker=row.pypi_marker,
+                triton=tuple(row.triton.items()),
+                variants=tuple(variants),
+                confidence=row.confidence,
+                note=row.note,
+            )
+        )
+    return Tables(raw.index_path, tuple(sorted(releases, key=lambda r: Version(r.series))))
+
+
+# -- accessors --------------------------------------------------------------------------------------
+
+
+def release(version: str) -> Optional[TorchRelease]:
+    """The series of "2.8", "2.8.0" or "2.8.0+cu128"; None if unknown (or an unknown patch release)."""
+    parsed = _version(version)
+    if len(parsed.release) < 2:
+        return None
+    series = f"{parsed.release[0]}.{parsed.release[1]}"
+    found = next((r for r in load().releases if r.series == series), None)
+    if found is None or len(parsed.release) == 2:
+        return found
+    return found if _has_patch(found.versions, parsed) else None
+
+
+def variant(version: str, name: Optional[str] = None) -> Optional[TorchVariant]:
+    """The CUDA build of a torch version: variant `name` ("cu128"), else its local label ("2.8.0+cu128").
+
+    A version without either is the PyPI build (the release's default variant). None when that
+    release or variant is unknown, or the variant was not built for that patch release.
+    """
+    parsed = _version(version)
+    series = release(version)
+    if series is None:
+        return None
+    found = series.variant(name or parsed.local or series.default_variant)
+    if found is None or len(parsed.release) == 2:
+        return found
+    return found if _has_patch(found.versions, parsed) else None
+
+
+def index_path(variant_name: str) -> str:
+    """The variant's index path relative to the configured PyTorch index base ("whl/cu128")."""
+    return load().index_path.format(variant=variant_name)
+
+
+def _has_patch(versions: tuple[str, ...], wanted: Version) -> bool:
+    return any(Version(v) == Version(wanted.public) for v in versions)
+
+
+def _version(version: str) -> Version:
+    try:
+        return Version(version)
+    except InvalidVersion:
+        raise UsageError(f"not a torch version: {version!r} (expected e.g. 2.8.0 or 2.8.0+cu128)") from None
