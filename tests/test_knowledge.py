@@ -355,6 +355,9 @@ def test_preloaders_and_driver_libraries():
     for soname in cupy.optional_sonames:
         assert components.for_soname(soname)
     assert torch.top_levels == ("torch",)
+    assert components.preloader_for("cupy-cuda12x", Version("14.2.0")) == cupy
+    assert components.preloader_for("cupy-cuda12x", Version("13.6.0")) is None  # CuPy 13 preloads nothing
+    assert components.preloader_for("torch", Version("2.14.1+cu126")) == torch
     drivers = components.driver_libraries()
     assert "libcuda.so.1" in drivers and "libnvidia-ml.so.1" in drivers
     assert not any(components.for_soname(s) for s in drivers)

@@ -18,7 +18,6 @@ from cudaresolve.knowledge import components
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoadResult, resolve
 from cudaresolve.env.environment import Environment
-from cudaresolve.env.preloads import preloader_of
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,8 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
     loads = []
     for owner in sorted(set(by_owner) | set(foreign), key=lambda o: (o is None, o or "")):
         roots = tuple(by_owner[owner])
-        preloader = preloader_of(env.distribution(owner) if owner else None)
+        dist = env.distribution(owner) if owner else None
+        preloader = components.preloader_for(dist.name, dist.version) if dist else None
         namespace = loader
         if preloader is not None:
             found = env.preloads.get(owner or "", {})

@@ -11,22 +11,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Iterable, Optional
 
-from packaging.requirements import Requirement
-
 from cudaresolve.knowledge import components
-from cudaresolve.env.distributions import Distribution
-
-
-def preloader_of(dist: Optional[Distribution]) -> Optional[components.Preloader]:
-    """The preloader row whose `applies_to` names this distribution and version, if any."""
-    if dist is None:
-        return None
-    for preloader in components.preloaders():
-        for text in preloader.applies_to:
-            requirement = Requirement(text)
-            if requirement.name == dist.name and requirement.specifier.contains(dist.version, prereleases=True):
-                return preloader
-    return None
 
 
 def preloaded_libraries(

@@ -18,7 +18,8 @@ from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.env.distributions import Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
-from cudaresolve.env.preloads import preloaded_libraries, preloader_of
+from cudaresolve.env.preloads import preloaded_libraries
+from cudaresolve.knowledge import components
 from cudaresolve.errors import CudaresolveError
 
 
@@ -94,7 +95,7 @@ def _preloads(
             needed.setdefault(elf.owner, set()).update(elf.facts.needed)
     preloads = {}
     for dist in distributions:
-        preloader = preloader_of(dist)
+        preloader = components.preloader_for(dist.name, dist.version)
         if preloader is not None and dist.name in needed:
             preloads[dist.name] = preloaded_libraries(
                 needed[dist.name], preloader, site_packages, conda_prefix, os.path.isfile

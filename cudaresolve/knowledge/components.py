@@ -8,6 +8,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -147,6 +148,16 @@ def cuda_releases() -> tuple[CudaRelease, ...]:
 def preloaders() -> tuple[Preloader, ...]:
     """Packages that preload CUDA libraries by absolute path."""
     return load().preloaders.packages
+
+
+def preloader_for(dist: str, version: Version) -> Optional[Preloader]:
+    """The preloader whose `applies_to` names this distribution (canonical name) at this version."""
+    for preloader in preloaders():
+        for text in preloader.applies_to:
+            requirement = Requirement(text)
+            if canonicalize_name(requirement.name) == dist and requirement.specifier.contains(version, prereleases=True):
+                return preloader
+    return None
 
 
 def driver_libraries() -> tuple[str, ...]:
