@@ -12,16 +12,11 @@ since the loader ignores notes.
 Tables are found through the section headers, as readelf and pyelftools do; a file without them
 (sstrip) is read through its dynamic tags, as the loader does, counting symbols from its hash table.
 
-Why not pyelftools: it builds several Python objects per symbol. On libtorch_cpu.so from torch
-2.14.1 (446 MB, 75,768 dynamic symbols), reading the same facts (needed libraries, version tables,
-every dynamic symbol with its version), best of 15 runs, warm page cache, Python 3.11, on a shared
-2-core machine:
-    read_binary_facts without the fatbin scan      12 ms
-    read_binary_facts (fatbin.py scans .rodata)     18 ms
-    pyelftools 0.33                              3862 ms
-The symbols stay in the file's own layout (facts.SymbolTable: the string table and the st_name,
-st_info, st_shndx and versym columns, sliced out in C); building one frozen Symbol per symbol, as
-this reader first did, took 150 ms of the same read. (scripts/bench_elf.py repeats the measurement.)
+Why not pyelftools: it builds several Python objects per symbol, which makes it two orders of
+magnitude slower on the libraries that matter (libtorch_cpu.so: 75,768 dynamic symbols); pyelftools
+stays as the tests' oracle. The symbols stay in the file's own layout (facts.SymbolTable: the string
+table and the st_name, st_info, st_shndx and versym columns, sliced out in C) for the same reason.
+Figures: docs/performance.md ("Single files"), measured by scripts/bench_elf.py.
 """
 
 from __future__ import annotations

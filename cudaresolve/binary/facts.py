@@ -48,12 +48,11 @@ VersionSlot = Tuple[int, str, Optional[str]]
 class SymbolTable:
     """An object's dynamic symbols (.dynsym without its null entry) as columns, in file order.
 
-    Why columns: libtriton.so carries 136k dynamic symbols. Built as one frozen Symbol each, they
-    cost 365 ms to read, 0.56 s to pickle and 0.53 s to unpickle; as these byte strings, 52 ms to
-    read (fatbin scan included), 9 ms to pickle and 1 ms to unpickle (15.7 MB), so a warm scan of a
-    torch venv takes 10 ms (docs/performance.md). Symbol objects and the definitions index are built
-    on first use (libtriton.so: 14 ms for its 681 undefined symbols), cached on the instance and
-    never pickled. Numbers are unsigned, in the file's (little-endian) byte order.
+    Why columns: libtriton.so carries 136k dynamic symbols; one frozen Symbol each made reading,
+    pickling and unpickling its facts cost tenths of a second apiece, as byte strings they cost
+    milliseconds (docs/performance.md), which is what keeps a warm scan cheap. Symbol objects and
+    the definitions index are built on first use, cached on the instance and never pickled.
+    Numbers are unsigned, in the file's (little-endian) byte order.
     """
 
     strings: bytes  # the dynamic string table

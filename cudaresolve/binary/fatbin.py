@@ -31,15 +31,9 @@ or the `.target` line), decompressing only that prefix: zstd (flag 0x8000) with 
 zstandard, or with an undecodable payload, the target is undetermined; nothing here raises on bad
 data.
 
-Cost of `summarize_fatbins`, best CPU time of 5 runs, file in the page cache (scripts/bench_fatbin.py;
-entries with equal headers judged once, one zstd decompressor per file):
-    libtorch_cuda.so   (torch 2.14.1)  475 containers, 2,975 entries, 19 MB scanned        7 ms
-    libcublas.so.13    (CUDA 13.1)     193 containers, 1,257 entries, 189 zstd prefixes   12 ms
-    libcufft.so.12     (CUDA 13.0)     23,984 containers, 280 MB scanned, 461 LZ4 prefixes 49 ms
-    libcusparseLt.so.0 (cu12 0.6.3)    2,513 containers, 189 MB scanned                    9 ms (before)
-A file not in the page cache costs what the disk takes to page in the headers and the scanned
-sections (libtorch_cuda.so: ~0.3 s once). cuobjdump 13.4 `--list-elf` takes 19.6 s on
-libtorch_cuda.so and lists neither `.ldata` nor `__nv_relfatbin`.
+Why not cuobjdump: it is part of the CUDA toolkit (not on a user's machine), takes seconds per large
+library, and lists neither `.ldata` nor `__nv_relfatbin`. What `summarize_fatbins` costs, per file
+and for a whole environment, is in docs/performance.md (scripts/bench_fatbin.py measures it).
 """
 
 from __future__ import annotations
@@ -66,8 +60,8 @@ Section = Tuple[str, int, int, int, int]
 MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 # Allocated PROGBITS sections whose format the toolchain fixes (unwind tables, GOT, pointer
-# arrays, fatbin registration records), so they cannot embed a container: not scanned. In the
-# torch 2.14.1 venv they are 124 MB of the 1.24 GB that would be scanned.
+# arrays, fatbin registration records), so they cannot embed a container: not scanned (their share
+# of a torch venv's data sections: docs/performance.md).
 TOOLCHAIN_SECTIONS = frozenset(
     (".eh_frame", ".eh_frame_hdr", ".gcc_except_table", ".got", ".got.plt", ".interp", ".tm_clone_table",
      ".ctors", ".dtors", ".jcr", ".nvFatBinSegment")

@@ -6,20 +6,15 @@ Each entry is written to a temporary file in the cache directory and moved into 
 os.replace, so a reader sees a whole entry or none. An entry that does not load cleanly (wrong
 header, truncated, foreign classes, wrong key or type) is read again and rewritten, never trusted.
 
-Why pickle, and why one file per library (scripts/bench_env_cache.py, best-of-N CPU times on the
-shared 2-core machine, a venv holding nvidia-cusparse-cu12 12.3.1.170 and nvidia-nvjitlink-cu12 12.1.105):
-- A warm lookup of libcusparse.so.12 (281 MB, 672 dynamic symbols, 21 KB entry) takes 0.08 ms and of
-  libnvJitLink.so.12 0.07 ms, against 18.5 + 4.2 ms to read them with binary.elf (fatbin included)
-  and 12 + 10 ms for `ldd -r`: 1/143 of the `ldd -r` loop. Symbols are stored as byte columns
-  (facts.SymbolTable), so an entry loads as a few memcpy's whatever the symbol count; with one
-  frozen Symbol per symbol, as first built, the same lookups took 0.4-0.85 and 0.2-0.45 ms and
-  libtriton.so's entry 0.53 s.
+Why pickle, and why one file per library (figures: docs/performance.md, "Facts cache", measured by
+scripts/bench_env_cache.py):
+- A warm lookup costs a small fraction of reading the file or of `ldd -r` on it: symbols are stored
+  as byte columns (facts.SymbolTable), so an entry loads as a few memcpy's whatever the symbol count.
 - Pickle needs no hand-written decoder that must follow every change to the facts classes; a JSON
-  entry must also encode the byte columns (as latin-1 text: 11.0 against 6.3 MB, 12 ms against
-  under 1 ms to load for a synthetic 110k-symbol entry).
-- One file per library against one per environment, 60 entries: 1.3 against 0.6 ms to load them all,
-  but a per-environment file must be rewritten whole when one library changes, and merged under a
-  lock when two runs write it. Per-library files need neither.
+  entry must also encode the byte columns as text, larger and slower to load.
+- One file per environment loads a little faster than one per library, but must be rewritten whole
+  when one library changes, and merged under a lock when two runs write it. Per-library files need
+  neither.
 The unpickler only builds the classes of cudaresolve.binary.facts (and the PtxTarget it uses), so a planted entry cannot run
 code. Entries of deleted files are not pruned; deleting the directory is always safe.
 """
@@ -106,8 +101,8 @@ class FactsCache:
     ) -> None:
         """Read the files of `paths` the cache lacks, in one worker process per CPU, into the cache.
 
-        A first scan of an environment is CPU-bound (fatbin scanning): on two cores this makes it
-        1.5x faster (torch 2.14.1 venv: 0.67 -> 0.44 s). Workers are forked: they start in
+        A first scan of an environment is CPU-bound (fatbin scanning), so this shortens it where
+        there are two CPUs or more (docs/performance.md). Workers are forked: they start in
         milliseconds and inherit the imported modules and `read`. Nothing here can
         stop a scan: files that fail, a cache that cannot be written and a pool that cannot start
         or loses a worker all leave the work to `facts_for`, which reports what goes wrong.
