@@ -89,6 +89,12 @@ OFF_PATH = Case(
 CUPY_EXT = f"{SP}/cupy/cuda/nccl.cpython-311-x86_64-linux-gnu.so"
 CUPY_OPTIONAL = Case(files={CUPY_EXT: ("cupy-cuda12x", so(CUPY_EXT, needed=("libnccl.so.2",)))},
                      dists=(dist("cupy-cuda12x", "14.2.0"),))
+CUPY_TENSOR = f"{SP}/cupy/cutensor.cpython-311-x86_64-linux-gnu.so"
+CUPY_OPTIONALS = Case(  # cupy-cuda12x[ctk] installs neither NCCL nor cuTENSOR: one cause, one finding
+    files={CUPY_EXT: ("cupy-cuda12x", so(CUPY_EXT, needed=("libnccl.so.2",))),
+           CUPY_TENSOR: ("cupy-cuda12x", so(CUPY_TENSOR, needed=("libcutensor.so.2", "libcutensorMg.so.2")))},
+    dists=(dist("cupy-cuda12x", "14.2.0"),),
+)
 PLUGIN = f"{SP}/nvidia/nvshmem/lib/nvshmem_transport_ibrc.so.3"
 PLUGINS = Case(files={PLUGIN: ("nvidia-nvshmem-cu12", so(PLUGIN, needed=("libibverbs.so.1", "libmlx5.so.1")))},
                dists=(dist("nvidia-nvshmem-cu12", "3.4.5"),))
@@ -142,6 +148,14 @@ ROWS = [
         (f"{CUPY_EXT}: libnccl.so.2: {NO_FILE}",),
         'pip install "nvidia-nccl-cu12"',
     )], id="optional-feature"),
+    pytest.param(CUPY_OPTIONALS, check_missing_libraries, [(
+        "missing-library", "warning", "cupy-cuda12x 14.2.0",
+        "optional features unavailable: 2 modules need libcutensor.so.2, libcutensorMg.so.2, libnccl.so.2, which "
+        "are not installed (NCCL (cupy.cuda.nccl, cupyx.distributed) and cuTENSOR routines; [ctk] installs neither)",
+        (f"{CUPY_EXT}: libnccl.so.2: {NO_FILE}", f"{CUPY_TENSOR}: libcutensor.so.2: {NO_FILE}",
+         f"{CUPY_TENSOR}: libcutensorMg.so.2: {NO_FILE}"),
+        'pip install "cutensor-cu12" "nvidia-nccl-cu12"',
+    )], id="optional-features-one-finding"),
     pytest.param(PLUGINS, check_plugin_libraries, [(
         "missing-library", "info", "nvidia-nvshmem-cu12 3.4.5",
         "1 plugin library loads only on demand and needs libraries that are not on their search path "

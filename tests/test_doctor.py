@@ -86,8 +86,7 @@ def metadata_warning(site: Path) -> dict:
         "severity": "warning",
         "subject": "nvidia-cusparse-cu12 12.3.1.170",
         "message": "needs nvidia-nvjitlink-cu12 >= 12.4 (libcusparse.so.12 binds __nvJitLinkComplete_12_4) but "
-        "declares 'nvidia-nvjitlink-cu12', which admits 12.0.76, 12.0.140, 12.1.55, 12.1.105, 12.2.91, "
-        "12.2.128, 12.2.140, 12.3.52, 12.3.101",
+        "declares 'nvidia-nvjitlink-cu12', which admits 12.0.76 … 12.3.101, 9 releases",
         "evidence": [f"{cusparse} needs __nvJitLinkComplete_12_4 from libnvJitLink.so.12"],
         "fix": 'constrain it: pip install "nvidia-nvjitlink-cu12>=12.4" (or add it to your constraints file)',
     }

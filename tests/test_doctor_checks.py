@@ -25,7 +25,7 @@ from cudaresolve.checks.arch_coverage import check_arch_coverage
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.duplicates import check_duplicate_libraries
-from cudaresolve.checks.findings import Finding, exit_code, sort_findings
+from cudaresolve.checks.findings import Finding, exit_code, sort_findings, version_list
 from cudaresolve.checks.mixed_majors import check_mixed_majors
 from cudaresolve.doctor import Diagnosis
 from cudaresolve.env.distributions import Distribution, Problem
@@ -420,6 +420,13 @@ def test_judge_reports_scan_problems_and_an_absent_driver():
                 ("nvml: libnvidia-ml.so.1 not found",),
                 "judge for a GPU machine with --host FILE (from `cudaresolve probe --json` there) or --driver/--gpu"),
     )
+
+
+def test_version_list_names_a_few_versions_and_summarises_many():
+    assert version_list([]) == ""
+    assert version_list(["12.0.76", "12.1.105"]) == "12.0.76, 12.1.105"
+    assert version_list(["1", "2", "3", "4"]) == "1, 2, 3, 4"
+    assert version_list([f"12.{n}.0" for n in range(9)]) == "12.0.0 … 12.8.0, 9 releases"
 
 
 def test_exit_codes():

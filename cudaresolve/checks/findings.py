@@ -42,6 +42,14 @@ def subject(env: Environment, owner: Optional[str]) -> str:
     return f"{dist.name} {dist.version}" if dist else (owner or UNOWNED)
 
 
+def version_list(versions: list[str]) -> str:
+    """Versions for a message, oldest first: all of a few, or the ends and the count of many
+    ("12.0.76 … 12.3.101, 9 releases")."""
+    if len(versions) <= 4:
+        return ", ".join(versions)
+    return f"{versions[0]} … {versions[-1]}, {len(versions)} releases"
+
+
 def sort_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     """Errors first, then warnings, then info; stable by check and subject within a severity."""
     return tuple(

@@ -55,8 +55,11 @@ def provider_dists(soname: str, major: Optional[int]) -> list[str]:
     return sorted({r.dist for r in rows if major is None or r.cuda_major == major})
 
 
-def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[str]) -> Optional[str]:
-    """`pip install "<wheel that provides soname>[>=minimum]"`, choosing the consumer's CUDA major."""
+def provider_requirement(
+    soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[str]
+) -> Optional[tuple[str, list[str]]]:
+    """(`"<wheel that provides soname>[>=minimum]"`, the other wheels that also provide it), choosing
+    the consumer's CUDA major; None when no wheel is known to provide it."""
     major = None
     dist = env.distribution(consumer_dist) if consumer_dist else None
     build = framework_build(dist) if dist else None
@@ -67,7 +70,13 @@ def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], mi
     providers = provider_dists(soname, major)
     if not providers:
         return None
-    spec = f">={minimum}" if minimum else ""
-    return "pip install " + " ".join(f'"{p}{spec}"' for p in providers[:1]) + (
-        f" (also provided by {', '.join(providers[1:])})" if len(providers) > 1 else ""
-    )
+    return f'"{providers[0]}{f">={minimum}" if minimum else ""}"', providers[1:]
+
+
+def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[str]) -> Optional[str]:
+    """`pip install "<wheel that provides soname>[>=minimum]"`, naming the other wheels that provide it too."""
+    found = provider_requirement(soname, env, consumer_dist, minimum)
+    if found is None:
+        return None
+    requirement, others = found
+    return f"pip install {requirement}" + (f" (also provided by {', '.join(others)})" if others else "")

@@ -32,7 +32,7 @@ from cudaresolve.binary.loader import (
     Problem,
 )
 from cudaresolve.checks.findings import Finding, subject
-from cudaresolve.checks.fixes import provider_fix
+from cudaresolve.checks.fixes import provider_fix, provider_requirement
 from cudaresolve.checks.loading import PackageLoad, linked_names
 from cudaresolve.env.environment import ElfFile, Environment
 
@@ -91,30 +91,18 @@ def is_plugin(path: str, linked: set[str]) -> bool:
 
 
 def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
-    """A library the loader cannot find or load: an error in glibc's words, or a warning when only an
-    optional feature of a preloading package needs it."""
+    """A library the loader cannot find or load: an error in glibc's words; or, when only optional
+    features of a preloading package need it, one warning for that package naming the features."""
     files = _Files(env)
     linked = linked_names(env)
     findings = []
+    optional: dict[Optional[str], list[tuple[PackageLoad, Problem]]] = defaultdict(list)
     for load, problem in _library_problems(env, loads, files):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
             continue  # check_plugin_libraries
-        who = subject(env, load.dist)
-        consumer = os.path.basename(problem.consumer)
         needed = problem.needed or ""
-        optional = set(load.preloader.optional_sonames) if load.preloader else set()
-        if problem.kind == MISSING_LIBRARY and needed in optional:
-            findings.append(
-                Finding(
-                    "missing-library",
-                    "warning",
-                    who,
-                    f"optional feature unavailable: {consumer} needs {needed}, which is not installed "
-                    f"({load.preloader.optional_features or 'loaded only on use'})",
-                    (f"{problem.consumer}: {problem.message}",),
-                    provider_fix(needed, env, load.dist, None),
-                )
-            )
+        if problem.kind == MISSING_LIBRARY and load.preloader and needed in load.preloader.optional_sonames:
+            optional[load.dist].append((load, problem))
             continue
         if problem.kind == INVALID_LIBRARY:  # ld.so stops at the refused file
             needed = os.path.basename(needed)
@@ -129,13 +117,41 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad]) -> l
             Finding(
                 "missing-library",
                 "error",
-                who,
-                f"{consumer}: {problem.message}",
+                subject(env, load.dist),
+                f"{os.path.basename(problem.consumer)}: {problem.message}",
                 (f"{problem.consumer} needs {needed}; {where}",),
                 provider_fix(needed, env, load.dist, None),
             )
         )
+    for dist, problems in optional.items():
+        findings.append(_optional_features(env, dist, problems))
     return findings
+
+
+def _optional_features(env: Environment, dist: Optional[str], problems: list[tuple[PackageLoad, Problem]]) -> Finding:
+    """One warning for all of a package's modules that need optional libraries (CuPy's NCCL, cuTENSOR)."""
+    preloader = problems[0][0].preloader
+    features = preloader.optional_features if preloader and preloader.optional_features else "loaded only on use"
+    sonames = sorted({problem.needed or "" for _, problem in problems})
+    modules = sorted({problem.consumer for _, problem in problems})
+    if len(problems) == 1:
+        problem = problems[0][1]
+        message = (f"optional feature unavailable: {os.path.basename(problem.consumer)} needs {sonames[0]}, "
+                   f"which is not installed ({features})")
+    else:
+        message = (f"optional features unavailable: {len(modules)} module{'s' if len(modules) > 1 else ''} "
+                   f"need{'s' if len(modules) == 1 else ''} {', '.join(sonames)}, "
+                   f"which {'is' if len(sonames) == 1 else 'are'} not installed ({features})")
+    found = [provider_requirement(soname, env, dist, None) for soname in sonames]
+    installs = list(dict.fromkeys(requirement for requirement, _ in filter(None, found)))
+    return Finding(
+        "missing-library",
+        "warning",
+        subject(env, dist),
+        message,
+        tuple(f"{problem.consumer}: {problem.message}" for _, problem in problems),
+        f"pip install {' '.join(installs)}" if installs else None,
+    )
 
 
 def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:

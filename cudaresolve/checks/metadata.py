@@ -12,7 +12,7 @@ from packaging.version import Version
 
 from cudaresolve.knowledge import components
 from cudaresolve.binary.loader import min_provider_version
-from cudaresolve.checks.findings import Finding
+from cudaresolve.checks.findings import Finding, version_list
 from cudaresolve.checks.fixes import provider_dists
 from cudaresolve.env.environment import Environment
 from cudaresolve.versions import CudaVersion
@@ -45,7 +45,7 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
                         "warning",
                         f"{dist.name} {dist.version}",
                         f"needs {provider} >= {minimum} ({os.path.basename(consumer)} binds {symbol}) but "
-                        f"{declared}" + (f", which admits {', '.join(lower)}" if lower else ""),
+                        f"{declared}" + (f", which admits {version_list(lower)}" if lower else ""),
                         (f"{consumer} needs {symbol} from {soname}",),
                         f"constrain it: pip install \"{provider}>={minimum}\" (or add it to your constraints file)",
                     )
