@@ -25,6 +25,7 @@ from cudaresolve.checks.arch_coverage import check_arch_coverage
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.duplicates import check_duplicate_libraries
+from cudaresolve.checks.loading import load_packages
 from cudaresolve.checks.findings import Finding, exit_code, sort_findings, version_list
 from cudaresolve.checks.mixed_majors import check_mixed_majors
 from cudaresolve.doctor import Diagnosis
@@ -60,9 +61,9 @@ def dist(name: str, version: str, *requires: str) -> Distribution:
 
 
 def facts(path: str, *, needed: tuple[str, ...] = (), fatbin: Optional[FatbinSummary] = None,
-          soname: Optional[str] = None, undefined: tuple[Symbol, ...] = ()) -> BinaryFacts:
+          soname: Optional[str] = None, undefined: tuple[Symbol, ...] = (), runpath: tuple[str, ...] = ()) -> BinaryFacts:
     return BinaryFacts(
-        path=path, machine="x86_64", elf_type="DYN", soname=soname, needed=needed, rpath=(), runpath=(),
+        path=path, machine="x86_64", elf_type="DYN", soname=soname, needed=needed, rpath=(), runpath=runpath,
         flags=0, flags_1=0, symbols=SymbolTable.of(undefined), version_definitions=(), version_needs=(),
         build_id=None, fatbin=fatbin,
     )
@@ -352,53 +353,80 @@ def test_arch_coverage_ptx_needs_a_driver_that_can_jit_it():
 # -- duplicate-library -------------------------------------------------------------------------------
 
 
-def test_duplicate_library_counts_auditwheel_renamed_copies():
+def test_duplicate_library_counts_auditwheel_renamed_copies_but_they_never_clash():
+    """auditwheel renames a vendored libgomp: the same library, but ld.so knows it by another name, so
+    each package's consumer binds its own copy: private copies, information only."""
     env = environment(
         dist("a-pkg", "1.0"),
         dist("b-pkg", "2.0"),
         elf_files=(
             elf("a_pkg/lib/libgomp.so.1", "a-pkg", soname="libgomp.so.1"),
+            elf("a_pkg/_ext.so", "a-pkg", needed=("libgomp.so.1",), runpath=("$ORIGIN/lib",)),
             elf("b_pkg.libs/libgomp-a34b3233.so.1", "b-pkg", soname="libgomp-a34b3233.so.1"),
+            elf("b_pkg/_ext.so", "b-pkg", needed=("libgomp-a34b3233.so.1",), runpath=("$ORIGIN/../b_pkg.libs",)),
             elf("b_pkg/lib/libonly.so.1", "b-pkg", soname="libonly.so.1"),
         ),
     )
-    assert check_duplicate_libraries(env) == [
+    assert check_duplicate_libraries(env, load_packages(env)) == [
         Finding(
             "duplicate-library",
-            "warning",
+            "info",
             "libgomp.so.1",
-            "libgomp.so.1 is installed by 2 distributions (a-pkg, b-pkg); a process can load both copies, "
-            "or the older one first",
-            (f"{SP}/a_pkg/lib/libgomp.so.1 (from a-pkg)", f"{SP}/b_pkg.libs/libgomp-a34b3233.so.1 (from b-pkg)"),
-            "keep one provider: uninstall the distribution you do not need, or pin both to one version",
+            "libgomp.so.1 is installed by 2 distributions (a-pkg, b-pkg); at most one copy is found by the "
+            "loader, the others are private copies their package loads by path",
+            (f"{SP}/a_pkg/lib/libgomp.so.1 (from a-pkg): found by the loader for {SP}/a_pkg/_ext.so",
+             f"{SP}/b_pkg.libs/libgomp-a34b3233.so.1 (from b-pkg): found by the loader for {SP}/b_pkg/_ext.so"),
+            None,
         )
     ]
 
 
-def test_duplicate_libraries_of_one_set_of_distributions_are_one_finding():
-    # triton vendors CUPTI beside nvidia-cuda-cupti's: one decision for the user, one finding.
+def test_a_package_private_copies_beside_the_wheel_the_loader_finds_are_one_info():
+    """triton vendors CUPTI under its own tree and loads it by path; torch's libraries find
+    nvidia-cuda-cupti's copy. No consumer can bind triton's: one info for the set, no warning."""
     env = environment(
         dist("nvidia-cuda-cupti", "13.0.85"),
+        dist("torch", "2.14.1"),
         dist("triton", "3.8.0"),
         elf_files=(
             elf("nvidia/cu13/lib/libcupti.so.13", "nvidia-cuda-cupti", soname="libcupti.so.13"),
             elf("nvidia/cu13/lib/libnvperf_host.so", "nvidia-cuda-cupti", soname="libnvperf_host.so"),
+            elf("torch/lib/libtorch_cuda.so", "torch", needed=("libcupti.so.13",),
+                runpath=("$ORIGIN/../../nvidia/cu13/lib",)),
             elf("triton/backends/nvidia/lib/cupti/libcupti.so.13", "triton", soname="libcupti.so.13"),
             elf("triton/backends/nvidia/lib/cupti/libnvperf_host.so", "triton", soname="libnvperf_host.so"),
         ),
     )
-    [finding] = check_duplicate_libraries(env)
-    assert finding.subject == "2 libraries of nvidia-cuda-cupti, triton"
-    assert finding.message == (
-        "libcupti.so.13, libnvperf_host.so are each installed by 2 distributions (nvidia-cuda-cupti, triton); "
-        "a process can load both copies, or the older one first"
+    [finding] = check_duplicate_libraries(env, load_packages(env))
+    assert (finding.severity, finding.subject) == ("info", "2 libraries of nvidia-cuda-cupti, triton")
+    assert finding.message.startswith("libcupti.so.13, libnvperf_host.so are each installed by 2 distributions")
+    assert finding.evidence[0] == (
+        f"{SP}/nvidia/cu13/lib/libcupti.so.13 (from nvidia-cuda-cupti): found by the loader for "
+        f"{SP}/torch/lib/libtorch_cuda.so"
     )
+    assert finding.evidence[1] == f"{SP}/triton/backends/nvidia/lib/cupti/libcupti.so.13 (from triton): loaded by path only"
+    assert finding.fix is None
+
+
+def test_two_builds_found_by_the_loader_for_different_consumers_clash():
+    env = environment(
+        dist("a-pkg", "1.0"),
+        dist("b-pkg", "2.0", "a-pkg"),
+        elf_files=(
+            elf("a_pkg/lib/libdup.so.1", "a-pkg", soname="libdup.so.1"),
+            elf("a_pkg/_ext.so", "a-pkg", needed=("libdup.so.1",), runpath=("$ORIGIN/lib",)),
+            elf("b_pkg/lib/libdup.so.1", "b-pkg", soname="libdup.so.1"),
+            elf("b_pkg/_ext.so", "b-pkg", needed=("libdup.so.1",), runpath=("$ORIGIN/lib",)),
+        ),
+    )
+    [finding] = check_duplicate_libraries(env, load_packages(env))
+    assert (finding.severity, finding.subject) == ("error", "libdup.so.1")
     assert finding.evidence == (
-        f"{SP}/nvidia/cu13/lib/libcupti.so.13 (from nvidia-cuda-cupti)",
-        f"{SP}/triton/backends/nvidia/lib/cupti/libcupti.so.13 (from triton)",
-        f"{SP}/nvidia/cu13/lib/libnvperf_host.so (from nvidia-cuda-cupti)",
-        f"{SP}/triton/backends/nvidia/lib/cupti/libnvperf_host.so (from triton)",
+        f"{SP}/a_pkg/lib/libdup.so.1 (from a-pkg) is what {SP}/a_pkg/_ext.so loads",
+        f"{SP}/b_pkg/lib/libdup.so.1 (from b-pkg) is what {SP}/b_pkg/_ext.so loads",
     )
+    # b-pkg requires a-pkg, so only b-pkg could go
+    assert finding.fix.startswith("keep one build: uninstall b-pkg, which nothing installed requires")
 
 
 # -- judge, exit codes ----------------------------------------------------------------------------

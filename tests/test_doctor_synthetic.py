@@ -197,7 +197,7 @@ def test_shadowing_copy_that_has_every_version_is_only_a_warning(foo_env, elf_bu
 # -- duplicates, missing libraries, plugins ----------------------------------------------------------
 
 
-def test_duplicate_library_from_two_distributions(elf_builder, tmp_path):
+def test_copies_only_their_own_package_loads_are_private(elf_builder, tmp_path):
     elf_builder.build("libdup.so.1", LEAF, soname="libdup.so.1", directory="site/a_pkg/lib")
     # another build of the library (a different build-id), as two wheels vendoring it would ship
     elf_builder.build("libdup.so.1", LEAF.replace("1;", "2;"), soname="libdup.so.1", directory="site/b_pkg/libs")
@@ -208,14 +208,48 @@ def test_duplicate_library_from_two_distributions(elf_builder, tmp_path):
     assert diagnosis.findings == (
         Finding(
             "duplicate-library",
-            "warning",
+            "info",
             "libdup.so.1",
-            "libdup.so.1 is installed by 2 distributions (a-pkg, b-pkg); a process can load both copies, or the "
-            "older one first",
-            (f"{site}/a_pkg/lib/libdup.so.1 (from a-pkg)", f"{site}/b_pkg/libs/libdup.so.1 (from b-pkg)"),
-            "keep one provider: uninstall the distribution you do not need, or pin both to one version",
+            "libdup.so.1 is installed by 2 distributions (a-pkg, b-pkg); at most one copy is found by the loader, "
+            "the others are private copies their package loads by path",
+            (f"{site}/a_pkg/lib/libdup.so.1 (from a-pkg): loaded by path only",
+             f"{site}/b_pkg/libs/libdup.so.1 (from b-pkg): loaded by path only"),
+            None,
         ),
     )
+
+
+def test_a_preloaded_copy_and_another_on_a_consumers_runpath_clash(elf_builder, tmp_path):
+    """cupy-cuda12x 14 preloads nvidia-nccl-cu12's libnccl.so.2; other-pkg's extension finds its own
+    build through RUNPATH. In one process the first loaded serves both: glibc shows it."""
+    [row] = [c for c in components.for_soname("libnccl.so.2") if c.dist == "nvidia-nccl-cu12"]
+    wheel_nccl = elf_builder.build("libnccl.so.2", "int nccl_build(void) { return 12; }\n", soname="libnccl.so.2",
+                                   directory=f"site/{row.lib_dir}")
+    own_nccl = elf_builder.build("libnccl.so.2", "int nccl_build(void) { return 99; }\n", soname="libnccl.so.2",
+                                 directory="site/other_pkg/lib")
+    calls = "int nccl_build(void);\nint which(void) { return nccl_build(); }\n"
+    cupy = elf_builder.build("nccl.cpython-311-x86_64-linux-gnu.so", calls, link=[wheel_nccl], directory="site/cupy/cuda")
+    other = elf_builder.build("_ext.cpython-311-x86_64-linux-gnu.so", calls, link=[own_nccl], runpath="$ORIGIN/lib",
+                              directory="site/other_pkg")
+    site = elf_builder.root / "site"
+    make_dist_info(site, "nvidia-nccl-cu12", "2.27.3", files=(f"{row.lib_dir}/libnccl.so.2",))
+    make_dist_info(site, "cupy-cuda12x", "14.2.0", files=("cupy/cuda/nccl.cpython-311-x86_64-linux-gnu.so",))
+    make_dist_info(site, "other-pkg", "1.0", files=("other_pkg/_ext.cpython-311-x86_64-linux-gnu.so",
+                                                     "other_pkg/lib/libnccl.so.2"))
+    diagnosis = run(site, tmp_path)
+    [clash] = [f for f in diagnosis.findings if f.check == "duplicate-library"]
+    assert (clash.severity, clash.subject) == ("error", "libnccl.so.2")
+    assert clash.evidence == (
+        f"{site}/{row.lib_dir}/libnccl.so.2 (from nvidia-nccl-cu12) is what {cupy} loads",
+        f"{site}/other_pkg/lib/libnccl.so.2 (from other-pkg) is what {other} loads",
+    )
+    # glibc: with cupy's copy loaded first (its preload), other-pkg's extension binds it, not its own.
+    code = ("import ctypes, sys\nctypes.CDLL(sys.argv[1], ctypes.RTLD_GLOBAL)\nctypes.CDLL(sys.argv[2])\n"
+            "print(ctypes.CDLL(sys.argv[3]).which())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    out = subprocess.run([sys.executable, "-c", code, str(wheel_nccl), str(cupy), str(other)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "12"
 
 
 @pytest.fixture

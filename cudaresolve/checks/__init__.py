@@ -47,7 +47,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_plugin_libraries(env, loads)
     findings += check_symbol_skew(env, loads)
     findings += check_shadowing(env, loads)
-    findings += check_duplicate_libraries(env)
+    findings += check_duplicate_libraries(env, loads)
     findings += check_arch_coverage(env, host)
     findings += check_driver_floor(env, builds, host)
     findings += check_mixed_majors(env, builds)

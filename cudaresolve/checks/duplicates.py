@@ -1,13 +1,15 @@
-"""duplicate-library: one soname installed by several distributions; whichever loads first wins and
-the other copy is skew."""
+"""duplicate-library: one soname installed by several distributions, and whether one process can
+load two of its builds against each other."""
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import Iterable
 
 from cudaresolve.checks.findings import UNOWNED, Finding
-from cudaresolve.env.environment import Environment
+from cudaresolve.checks.loading import PackageLoad
+from cudaresolve.env.environment import ElfFile, Environment
 
 # auditwheel renames vendored libraries to libfoo-<8 hex>.so.N; the soname underneath is libfoo.so.N.
 _MANGLED = re.compile(r"^(?P<stem>.+?)-[0-9a-f]{8}(?P<suffix>\.so(?:\.\d+)*)$")
@@ -19,37 +21,100 @@ def unmangled(soname: str) -> str:
     return match.group("stem") + match.group("suffix") if match else soname
 
 
-def check_duplicate_libraries(env: Environment) -> list[Finding]:
-    """One finding per set of distributions sharing sonames; one build vendored twice is not a duplicate."""
-    by_soname: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    build_ids: dict[str, set] = defaultdict(set)
+def check_duplicate_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
+    """One soname installed by several distributions, judged by what the loader does with the copies.
+
+    Two different builds that the loader picks for consumers (through a search path or a preload)
+    can meet in one process: whichever loads first serves both, an error. A copy that only its own
+    package loads by path (triton's CUPTI under its own tree) is private: nothing else can bind it,
+    so it is information. One finding per set of distributions: a package vendoring a whole SDK is
+    one decision for the user, not five. One build vendored twice (numpy.libs and scipy.libs) is the
+    same code whichever loads: no finding.
+    """
+    by_soname: dict[str, list[ElfFile]] = defaultdict(list)
     for elf in env.elf_files:
-        if elf.facts is None or not elf.facts.soname:
-            continue
-        by_soname[unmangled(elf.facts.soname)].append((elf.owner or UNOWNED, elf.path))
-        build_ids[unmangled(elf.facts.soname)].add(elf.facts.build_id)
-    # One finding per set of distributions: a package vendoring a whole SDK (triton's CUPTI: five
-    # libraries) is one decision for the user, not five.
-    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        if elf.facts is not None and elf.facts.soname:
+            by_soname[unmangled(elf.facts.soname)].append(elf)
+    consumers = _consumers(env, loads)
+    clashing: dict[tuple[str, ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
+    private: dict[tuple[str, ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
     for soname, copies in sorted(by_soname.items()):
-        owners = tuple(sorted({owner for owner, _ in copies}))
-        if len(owners) < 2:
+        owners = tuple(sorted({elf.owner or UNOWNED for elf in copies}))
+        builds = {elf.facts.build_id for elf in copies if elf.facts}
+        if len(owners) < 2 or (len(builds) == 1 and None not in builds):
             continue
-        if len(build_ids[soname]) == 1 and None not in build_ids[soname]:
-            continue  # one build vendored twice (numpy.libs and scipy.libs): whichever loads, it is the same code
-        groups[owners].append(soname)
-    findings = []
-    for owners, sonames in sorted(groups.items()):
-        names = ", ".join(sonames)
-        findings.append(
-            Finding(
-                "duplicate-library",
-                "warning",
-                names if len(sonames) == 1 else f"{len(sonames)} libraries of {', '.join(owners)}",
-                f"{names} {'is' if len(sonames) == 1 else 'are each'} installed by {len(owners)} distributions "
-                f"({', '.join(owners)}); a process can load both copies, or the older one first",
-                tuple(f"{path} (from {owner})" for soname in sonames for owner, path in sorted(by_soname[soname])),
-                "keep one provider: uninstall the distribution you do not need, or pin both to one version",
-            )
-        )
+        found = [elf for elf in copies if consumers.get(elf.identity)]
+        same_name = defaultdict(set)  # ld.so matches a loaded object by its soname, not by what it was renamed from
+        for elf in found:
+            same_name[elf.facts.soname].add(elf.facts.build_id or elf.identity)
+        if any(len(ids) > 1 for ids in same_name.values()):
+            clashing[owners].append((soname, found))
+        else:
+            private[owners].append((soname, copies))
+    findings = [_clash(env, owners, group, consumers) for owners, group in sorted(clashing.items())]
+    findings += [_private(owners, group, consumers) for owners, group in sorted(private.items())]
     return findings
+
+
+def _consumers(env: Environment, loads: Iterable[PackageLoad]) -> dict[str, set[str]]:
+    """File identity -> the objects whose DT_NEEDED the loader resolved to it (preloads included)."""
+    by_path = {elf.path: elf.identity for elf in env.elf_files}
+    found: dict[str, set[str]] = defaultdict(set)
+    for load in loads:
+        for obj in load.result.objects:
+            for res in obj.needed:
+                if res.path is not None:
+                    found[by_path.get(res.path) or env.loader.real_path(res.path)].add(obj.path)
+    return found
+
+
+def _names(group: list[tuple[str, list[ElfFile]]]) -> str:
+    return ", ".join(soname for soname, _ in group)
+
+
+def _subject(owners: tuple[str, ...], group: list) -> str:
+    return group[0][0] if len(group) == 1 else f"{len(group)} libraries of {', '.join(owners)}"
+
+
+def _clash(env: Environment, owners: tuple[str, ...], group, consumers: dict[str, set[str]]) -> Finding:
+    names = _names(group)
+    evidence = tuple(
+        f"{elf.path} (from {elf.owner or UNOWNED}) is what {', '.join(sorted(consumers[elf.identity])[:3])} "
+        f"load{'s' if len(consumers[elf.identity]) == 1 else ''}"
+        + (f" and {len(consumers[elf.identity]) - 3} more" if len(consumers[elf.identity]) > 3 else "")
+        for _, copies in group
+        for elf in sorted(copies, key=lambda e: e.path)
+    )
+    required = {name for dist in env.distributions for name in env.requires_names(dist)}
+    removable = [owner for owner in owners if owner not in required and owner != UNOWNED]
+    return Finding(
+        "duplicate-library",
+        "error",
+        _subject(owners, group),
+        f"{names} {'is' if len(group) == 1 else 'are each'} loaded from different builds for different consumers "
+        f"({', '.join(owners)}): in one process the first copy loaded serves every consumer",
+        evidence,
+        (f"keep one build: uninstall {removable[0]}, which nothing installed requires, "
+         "or install releases that share one provider") if len(removable) == 1
+        else "install releases of these packages that load one build of it (the evidence says who loads which)",
+    )
+
+
+def _private(owners: tuple[str, ...], group, consumers: dict[str, set[str]]) -> Finding:
+    names = _names(group)
+    return Finding(
+        "duplicate-library",
+        "info",
+        _subject(owners, group),
+        f"{names} {'is' if len(group) == 1 else 'are each'} installed by {len(owners)} distributions "
+        f"({', '.join(owners)}); at most one copy is found by the loader, the others are private copies "
+        "their package loads by path",
+        tuple(
+            f"{elf.path} (from {elf.owner or UNOWNED}): "
+            + ("found by the loader for " + ", ".join(sorted(consumers[elf.identity])[:3])
+               if consumers.get(elf.identity) else "loaded by path only")
+            for _, copies in group
+            for elf in sorted(copies, key=lambda e: (e.owner or UNOWNED, e.path))
+        ),
+        None,
+    )
