@@ -115,6 +115,21 @@ SHADOWED = Case(
                                                       version_definitions=("libnvJitLink.so.12",))},
 )
 
+OLD_NVJITLINK = "/opt/cuda-12.1/lib64/libnvJitLink.so.12"
+STALE_ON_LD_LIBRARY_PATH = Case(  # the wheel's nvJitLink has the 12.4 symbols; an older one comes first
+    files=SHADOWED.files, dists=SKEW.dists, ld_library_path=("/opt/cuda-12.1/lib64",),
+    system={OLD_NVJITLINK: so(OLD_NVJITLINK, soname="libnvJitLink.so.12", version_definitions=("libnvJitLink.so.12",),
+                              defined=(Symbol("__nvJitLinkComplete_12_0", "libnvJitLink.so.12"),))},
+)
+NEW_ENOUGH = (dist("nvidia-cusparse-cu12", "12.3.1.170", "nvidia-nvjitlink-cu12"), dist("nvidia-nvjitlink-cu12", "12.8.93"))
+CUSPARSE_NO_RUNPATH = BinaryFacts(**{**CUSPARSE_NEEDS_12_4.__dict__, "runpath": ()})
+FROM_THE_CACHE = Case(  # the wheel's copy is not on cuSPARSE's search path; the system's old one is
+    files={CUSPARSE: ("nvidia-cusparse-cu12", CUSPARSE_NO_RUNPATH),
+           NVJITLINK: ("nvidia-nvjitlink-cu12", nvjitlink(defined=("__nvJitLinkComplete_12_4",)))},
+    dists=NEW_ENOUGH,
+    system={"/nowhere/libnvJitLink.so.12": STALE_ON_LD_LIBRARY_PATH.system[OLD_NVJITLINK]},
+)
+
 ROWS = [
     pytest.param(SKEW, check_symbol_skew, [(
         "symbol-skew", "error", "nvidia-cusparse-cu12 12.3.1.170",
@@ -139,7 +154,8 @@ ROWS = [
     pytest.param(OFF_PATH, check_missing_libraries, [(
         "missing-library", "error", "pkg 1.0", f"_ext.so: libfoo.so.1: {NO_FILE}",
         (f"{EXT} needs libfoo.so.1; the environment's copy ({SP}/other/libfoo.so.1) is not on its search path",),
-        None,
+        f"other has it, but not where _ext.so looks: put {SP}/other on LD_LIBRARY_PATH, or install a release of its "
+        "package that finds it",
     )], id="copy-off-the-search-path"),
     pytest.param(CUPY_OPTIONAL, check_missing_libraries, [(
         "missing-library", "warning", "cupy-cuda12x 14.2.0",
@@ -182,6 +198,22 @@ ROWS = [
         "remove the stale directory from LD_LIBRARY_PATH",
     )], id="shadowed-by-ld-library-path"),
     pytest.param(SHADOWED, check_symbol_skew, [], id="shadowing-copy-binds"),
+    pytest.param(STALE_ON_LD_LIBRARY_PATH, check_symbol_skew, [(
+        "symbol-skew", "error", "nvidia-cusparse-cu12 12.3.1.170",
+        "libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+        (f"{CUSPARSE}: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+         f"the loader picks {OLD_NVJITLINK} (LD_LIBRARY_PATH)"),
+        "remove /opt/cuda-12.1/lib64 from LD_LIBRARY_PATH: the loader takes its libnvJitLink.so.12 first",
+    )], id="fix-names-ld-library-path-not-an-installed-wheel"),
+    pytest.param(FROM_THE_CACHE, check_symbol_skew, [(
+        "symbol-skew", "error", "nvidia-cusparse-cu12 12.3.1.170",
+        "libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+        (f"{CUSPARSE}: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+         "the loader picks /nowhere/libnvJitLink.so.12 (default dir)"),
+        f"nvidia-nvjitlink-cu12 12.8.93 ({NVJITLINK}) has what libcusparse.so.12 needs, but the loader picks "
+        "/nowhere/libnvJitLink.so.12 (default dir) first: remove that copy, or put "
+        f"{SP}/nvidia/nvjitlink/lib first on LD_LIBRARY_PATH",
+    )], id="fix-never-installs-what-is-installed"),
 ]
 
 

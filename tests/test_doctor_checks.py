@@ -141,6 +141,34 @@ def test_driver_floor_minor_version_compat_is_a_warning():
     ]
 
 
+def test_driver_floor_pins_a_cuda_versioned_component_to_the_drivers_cuda_where_nothing_forbids_it():
+    """nvJitLink 13.5 on a CUDA 13.0 driver: the newest 13.0 release (data/components.toml) fits the
+    installed requirements and binaries; one a binary or a requirement rules out is not proposed."""
+    toolkit = dist("cuda-toolkit", "13.0.3", "nvidia-nvjitlink<14,>=13.0.88")
+    on_580 = host("580.65.06")
+    [finding] = driver_floor(environment(toolkit, dist("nvidia-nvjitlink", "13.5.37")), on_580)
+    assert (finding.severity, finding.fix) == ("warning", 'pin it to the driver\'s CUDA: pip install "nvidia-nvjitlink==13.0.88"')
+    needs_13_5 = elf("app/_ext.so", "app", undefined=(
+        Symbol("__nvJitLinkCreate_13_5", "libnvJitLink.so.13", "libnvJitLink.so.13"),))
+    [finding] = driver_floor(environment(toolkit, dist("nvidia-nvjitlink", "13.5.37"), dist("app", "1.0"),
+                                         elf_files=(needs_13_5,)), on_580)
+    assert finding.fix is None
+    too_new = dist("cuda-toolkit", "13.5.0", "nvidia-nvjitlink>=13.5")
+    [finding] = driver_floor(environment(too_new, dist("nvidia-nvjitlink", "13.5.37")), on_580)
+    assert finding.fix is None
+
+
+def test_driver_floor_names_the_wheel_of_the_drivers_cuda_major():
+    """cuSPARSE for CUDA 12 on driver 470 (CUDA 11.4): the CUDA 11 wheel is nvidia-cusparse-cu11."""
+    [finding] = driver_floor(environment(dist("nvidia-cusparse-cu12", "12.3.1.170")), host("470.57.02"))
+    assert finding.fix == ('upgrade the driver to >= 525.60.13, or use the CUDA 11 build instead: '
+                           'pip install "nvidia-cusparse-cu11" in place of nvidia-cusparse-cu12')
+    # required by another package: that package must change, not the wheel under it
+    env = environment(dist("nvidia-cusparse-cu12", "12.3.1.170"), dist("app", "1.0", "nvidia-cusparse-cu12"))
+    [finding] = driver_floor(env, host("470.57.02"))
+    assert finding.fix == "upgrade the driver to >= 525.60.13, or install a build of app for CUDA 11.4"
+
+
 def test_driver_floor_cu121_on_driver_470_is_an_error_naming_a_variant_the_driver_runs():
     env = environment(dist("torch", "2.1.0+cu121"))
     assert driver_floor(env, host("470.82.01")) == [
@@ -179,7 +207,7 @@ def test_driver_floor_folds_the_cuda_wheels_a_failing_package_requires():
     )
     assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix("2.14.1")
     [cufft] = [f for f in found if f.subject == "nvidia-cufft 12.0.0.61"]
-    assert cufft.fix == "upgrade the driver to >= 580.65.06, or install a build of nvidia-cufft for CUDA 12.4"
+    assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12\" in place of nvidia-cufft"
 
 
 def test_driver_floor_from_the_driver_cuda_version_alone():

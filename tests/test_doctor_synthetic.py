@@ -122,7 +122,7 @@ def test_stale_copy_on_ld_library_path_shadows_the_wheel_and_lacks_a_version(foo
             f"{consumer}: undefined symbol: foo_new, version FOO_2.0",
             f"the loader picks {stale}/libfoo.so.1 (LD_LIBRARY_PATH)",
         ),
-        None,
+        f"remove {stale} from LD_LIBRARY_PATH: the loader takes its libfoo.so.1 first",
     )
     assert shadowing == Finding(
         "shadowing",
@@ -360,7 +360,11 @@ def test_cupy_13_preloads_nothing_so_the_wheel_library_is_not_found(cupy_env, tm
     assert cublas_error.evidence == (
         f"{extension} needs libcublas.so.12; the environment's copy ({cublas}) is not on its search path",
     )
-    assert cublas_error.fix == 'pip install "nvidia-cublas-cu12"'
+    # the wheel is installed: the fix says where it is, never to install it again
+    assert cublas_error.fix == (
+        f"nvidia-cublas-cu12 has it, but not where x.cpython-311-x86_64-linux-gnu.so looks: put {cublas.parent} on "
+        "LD_LIBRARY_PATH, or install a release of its package that finds it"
+    )
 
 
 # -- what cannot be read -----------------------------------------------------------------------------

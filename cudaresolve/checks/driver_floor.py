@@ -3,9 +3,12 @@ compatibility, or not at all ("CUDA driver version is insufficient for CUDA runt
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Optional
 
-from cudaresolve.knowledge import toolkits
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import Finding, Severity
@@ -13,6 +16,8 @@ from cudaresolve.checks.fixes import torch_variant_fix
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import components, toolkits
+from cudaresolve.versions import CudaVersion
 
 
 def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
@@ -44,6 +49,10 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
         evidence += (f"its CUDA dependencies need that driver too: {', '.join(dependencies)}",)
     if severity == "warning":
         needed = toolkits.get(build.cuda) if build.cuda.minor is not None else None
+        fixes = [f"upgrade the driver to >= {needed.ga_driver} for native support"] if needed else []
+        pin = _release_for_driver(env, build, driver.cuda)
+        if pin:
+            fixes.append(f'pin it to the driver\'s CUDA: pip install "{build.dist}=={pin}"')
         return Finding(
             "driver-floor",
             "warning",
@@ -51,7 +60,7 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
             f"built for CUDA {build.cuda}, newer than the driver's CUDA {driver.cuda or '?'}: "
             "runs under minor-version compatibility (PTX from the newer toolkit cannot be JIT-compiled)",
             evidence,
-            f"upgrade the driver to >= {needed.ga_driver} for native support" if needed else None,
+            ", or ".join(fixes) or None,
         )
     floor = toolkits.family_floor(build.cuda)
     return Finding(
@@ -64,9 +73,58 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
         f"upgrade the driver to >= {floor}, or "
         + (
             torch_variant_fix(env.distribution(build.dist), host)
-            or f"install a build of {build.dist} for CUDA {driver.cuda or 'your driver supports'}"
+            or _component_for_driver(env, build, driver.cuda)
+            or f"install a build of {_requirers(env, build.dist) or build.dist} for CUDA "
+            f"{driver.cuda or 'your driver supports'}"
         ),
     )
+
+
+def _requirers(env: Environment, name: str) -> str:
+    """The installed distributions that require `name`, for a fix that must change them instead."""
+    return ", ".join(d.name for d in env.distributions if name in env.requires_names(d))
+
+
+def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[str]) -> Optional[str]:
+    """The same NVIDIA component's wheel for the driver's CUDA major (nvidia-cusparse-cu11 for 11.4),
+    when nothing installed requires the one to replace."""
+    if not driver_cuda or _requirers(env, build.dist):
+        return None
+    major = CudaVersion.parse(driver_cuda).major
+    names = {row.name for row in components.for_dist(build.dist, build.version)}
+    wheels = sorted({row.dist for name in names for row in components.for_component(name, major)})
+    if not wheels:
+        return None
+    return f"use the CUDA {major} build instead: pip install \"{wheels[0]}\" in place of {build.dist}"
+
+
+def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[str]) -> Optional[str]:
+    """The newest release of a CUDA-versioned component (nvJitLink, NVRTC) of the driver's CUDA minor
+    that every installed requirement on it admits and every binary of the environment can bind."""
+    if not driver_cuda:
+        return None
+    have = CudaVersion.parse(driver_cuda)
+    names = [row.name for row in components.for_dist(build.dist, build.version)]
+    if not names or names[0] not in ("nvrtc", "nvjitlink"):
+        return None
+    candidates = [
+        getattr(release, names[0]) for release in components.cuda_releases()
+        if CudaVersion.parse(release.cuda) == have
+    ]
+    sonames = {s for row in components.for_dist(build.dist, build.version) for s in row.sonames}
+    needed = [
+        CudaVersion.parse(minimum)
+        for elf in env.elf_files if elf.facts
+        for symbol in elf.facts.undefined
+        if symbol.file in sonames and (minimum := min_provider_version(symbol))
+    ]
+    requirements = [
+        r for dist in env.distributions for r in env.requirements(dist) if canonicalize_name(r.name) == build.dist
+    ]
+    for version in sorted(set(candidates), key=Version, reverse=True):
+        if all(r.specifier.contains(version, prereleases=True) for r in requirements) and all(n <= have for n in needed):
+            return version
+    return None
 
 
 def _describe_driver(host: HostFacts) -> str:

@@ -32,9 +32,10 @@ from cudaresolve.binary.loader import (
     Problem,
 )
 from cudaresolve.checks.findings import Finding, subject
-from cudaresolve.checks.fixes import provider_fix, provider_requirement
+from cudaresolve.checks.fixes import provider_dists, provider_fix, provider_requirement
 from cudaresolve.checks.loading import PackageLoad, linked_names
 from cudaresolve.env.environment import ElfFile, Environment
+from cudaresolve.versions import CudaVersion
 
 
 class _Files:
@@ -104,13 +105,17 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad]) -> l
         if problem.kind == MISSING_LIBRARY and load.preloader and needed in load.preloader.optional_sonames:
             optional[load.dist].append((load, problem))
             continue
+        fix = None
         if problem.kind == INVALID_LIBRARY:  # ld.so stops at the refused file
             needed = os.path.basename(needed)
             where = f"the loader finds {problem.provider} first ({problem.provider_step}) and cannot load it"
         else:
-            copies = [e.path for e in env.elf_files if e.facts and e.facts.soname == needed]
+            copies = [e for e in env.elf_files if e.facts and e.facts.soname == needed]
             if copies:
-                where = f"the environment's copy ({', '.join(copies)}) is not on its search path"
+                where = f"the environment's copy ({', '.join(e.path for e in copies)}) is not on its search path"
+                fix = (f"{copies[0].owner or 'the environment'} has it, but not where "
+                       f"{os.path.basename(problem.consumer)} looks: put {os.path.dirname(copies[0].path)} on "
+                       "LD_LIBRARY_PATH, or install a release of its package that finds it")
             else:
                 where = "nothing on its search path, in the environment or in the system provides it"
         findings.append(
@@ -120,7 +125,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad]) -> l
                 subject(env, load.dist),
                 f"{os.path.basename(problem.consumer)}: {problem.message}",
                 (f"{problem.consumer} needs {needed}; {where}",),
-                provider_fix(needed, env, load.dist, None),
+                fix or provider_fix(needed, env, load.dist, None),
             )
         )
     for dist, problems in optional.items():
@@ -207,16 +212,48 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             evidence.append(f"... and {len(problems) - 5} more")
         if provider:
             evidence.append(f"the loader picks {provider} ({first.provider_step})")
-        needed_file = first.version if first.kind == UNDEFINED_SYMBOL else None
+        soname = first.needed or (os.path.basename(provider) if provider else "")
         findings[key] = Finding(
             "symbol-skew",
             "error",
             subject(env, owner),
             f"{os.path.basename(_named_by_glibc(first))}: {first.message}",
             tuple(evidence),
-            provider_fix(needed_file or (os.path.basename(provider) if provider else ""), env, owner, minimum),
+            _loader_cause_fix(env, files, first, soname) or _installed_elsewhere_fix(env, first, soname, owner, minimum)
+            or provider_fix(soname, env, owner, minimum),
         )
     return list(findings.values())
+
+
+def _loader_cause_fix(env: Environment, files: _Files, problem: Problem, soname: str) -> Optional[str]:
+    """When the provider is a file from outside the environment that LD_LIBRARY_PATH or LD_PRELOAD put
+    first, that setting is the cause, whatever is installed."""
+    provider = problem.provider
+    if provider is None or files.elf(provider) is not None:
+        return None
+    if problem.provider_step == LD_LIBRARY_PATH:
+        return f"remove {os.path.dirname(provider)} from LD_LIBRARY_PATH: the loader takes its {soname} first"
+    if problem.provider_step == PRELOADED and provider in env.loader.preloaded.values():
+        return f"remove {provider} from LD_PRELOAD: it is loaded before everything and serves {soname}"
+    return None
+
+
+def _installed_elsewhere_fix(
+    env: Environment, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[str]
+) -> Optional[str]:
+    """A wheel that would satisfy the consumer is installed, but the loader picked another file: say
+    where the right copy is instead of asking to install it again."""
+    major = CudaVersion.parse(minimum).major if minimum else None
+    for name in provider_dists(soname, major):
+        dist = env.distribution(name)
+        if dist is None or (minimum and dist.version < Version(minimum)):
+            continue
+        copies = [e.path for e in env.elf_files if e.owner == name and e.facts and e.facts.soname == soname]
+        where = f" ({copies[0]})" if copies else ""
+        return (f"{name} {dist.version}{where} has what {os.path.basename(problem.consumer)} needs, but the loader "
+                f"picks {problem.provider} ({problem.provider_step}) first: remove that copy, or put "
+                f"{os.path.dirname(copies[0]) if copies else 'its directory'} first on LD_LIBRARY_PATH")
+    return None
 
 
 def check_shadowing(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:

@@ -140,6 +140,11 @@ def for_dist(dist: str, version: Optional[str] = None) -> tuple[Component, ...]:
     return tuple(rows)
 
 
+def for_component(name: str, cuda_major: int) -> tuple[Component, ...]:
+    """The wheels of component `name` ("cusparse") for one CUDA major (nvidia-cusparse-cu11 for 11)."""
+    return tuple(c for c in load().component if c.name == name and c.cuda_major == cuda_major)
+
+
 def cuda_releases() -> tuple[CudaRelease, ...]:
     """CUDA update releases with their nvrtc / nvJitLink wheel versions, oldest first."""
     return load().cuda_releases.releases
