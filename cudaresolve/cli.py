@@ -1,7 +1,9 @@
 """The `cudaresolve` command line: argument parsing and error reporting, nothing else.
 
 Each command is a `_cmd_<name>(args) -> int` that calls the pipeline and an output renderer.
-Every error the user can cause is a CudaresolveError and prints one line, never a traceback.
+The exit-code contract (docs/cli.md) lives here and in errors.py only: a command returns 0 or 2,
+doctor --strict also 1, and anything that stops a command, a bad command line included, is a
+CudaresolveError that `main` prints as one line and turns into 3.
 """
 
 from __future__ import annotations
@@ -9,10 +11,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from cudaresolve import __version__
-from cudaresolve.errors import CudaresolveError
+from cudaresolve.errors import CudaresolveError, UsageError
+
+EXIT_CODES = (
+    "exit status: 0 ok; 1 warnings only (doctor --strict); 2 problems found; 3 could not run "
+    "(bad input, missing interpreter; see docs/cli.md)"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's own exit status 2 would read as "problems found": a bad command line is bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 def _add_host_options(parser: argparse.ArgumentParser) -> None:
@@ -61,12 +75,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     items = inspect_names(args.paths, target_for(python=args.python))
     sys.stdout.write(render_json(items) if args.json else render_text(items))
-    return 0 if all(item.facts is not None for item in items) else 1
+    return 0 if all(item.facts is not None for item in items) else 2
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from cudaresolve.doctor import examine
-    from cudaresolve.env.errors import EnvError
     from cudaresolve.checks.findings import exit_code
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.output.doctor import render_json, render_text, use_colour
@@ -76,13 +89,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         def progress(path: str) -> None:
             sys.stderr.write(f"\r\033[Kreading {os.path.basename(path)}")
             sys.stderr.flush()
-    try:
-        target = target_for(python=args.python, site_packages=args.site_packages)
-        host = _host(args)
-        diagnosis = examine(target, host, os.environ, progress=progress)
-    except CudaresolveError as exc:
-        # Whatever stops the doctor (a bad --gpu, --host file or interpreter) is exit 3, never 2 ("errors found").
-        raise EnvError(str(exc)) from None
+    target = target_for(python=args.python, site_packages=args.site_packages)
+    diagnosis = examine(target, _host(args), os.environ, progress=progress)
     if progress:
         sys.stderr.write("\r\033[K")
     if args.json:
@@ -93,9 +101,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="cudaresolve",
         description="Make CUDA wheels install right: read the host, the binaries and the environment.",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"cudaresolve {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -105,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="host facts: driver, driver CUDA version, GPUs and their compute capabilities",
         description="Report the driver release, the CUDA version it supports and every GPU, "
         "with the source that answered each fact.",
+        epilog=EXIT_CODES,
     )
     _add_host_options(probe)
     probe.add_argument("--json", action="store_true", help="print the host JSON (docs/host-json.md)")
@@ -114,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect",
         help="what libraries need and carry: needed libs, versioned symbols, SASS/PTX archs",
         description="Read the ELF facts of .so files, directories, .whl files (read in place) or installed "
-        "distributions. Exit 1 when some file could not be read.",
+        "distributions. Exit 2 when a file or name could not be read or found (each says why).",
+        epilog=EXIT_CODES,
     )
     inspect.add_argument("paths", nargs="+", metavar="PATH", help="a .so, a directory, a .whl or a distribution name")
     inspect.add_argument("--python", metavar="PATH", help="where to look up distribution names (default: this one)")
@@ -125,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor",
         help="diagnose an installed environment: symbols, libraries, archs, driver, advisories",
         description="Read every CUDA library of an environment, load it as ld.so would and judge it for "
-        "the host. Exit 0 clean, 1 warnings only (with --strict), 2 errors, 3 could not run.",
+        "the host. Exit 2 when there are error findings.",
+        epilog=EXIT_CODES,
     )
     where = doctor.add_mutually_exclusive_group()
     where.add_argument("--python", metavar="PATH", help="the interpreter of the environment (default: this one)")
@@ -139,13 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run one command and return its exit status; the console script and tests both use the return."""
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except CudaresolveError as exc:
         print(f"cudaresolve: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except SystemExit as exc:
+        # Only --help and --version get here (usage errors are UsageError): argparse exits 0 for them.
+        return exc.code
     except KeyboardInterrupt:
         print("cudaresolve: interrupted", file=sys.stderr)
         return 130

@@ -2,13 +2,17 @@
 
 
 class CudaresolveError(Exception):
-    """Base class: the CLI prints `cudaresolve: error: <message>` and exits with `exit_code`."""
+    """Base class: the CLI prints `cudaresolve: error: <message>` and exits `exit_code`.
 
-    exit_code = 2
+    3 is "could not run" in the exit-code contract (docs/cli.md): whatever stops a command before it
+    has an answer, so a caller never mistakes it for 2, "problems found".
+    """
+
+    exit_code = 3
 
 
 class UsageError(CudaresolveError):
-    """Bad input from the user: a flag value, a host file, a path."""
+    """Bad input from the user: a flag value, a host file, a path, a command line argparse refuses."""
 
 
 class DataError(CudaresolveError):

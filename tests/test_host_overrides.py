@@ -76,9 +76,18 @@ def test_cuda_forms():
         ((None, None, ["86"]), {}, "--gpu: '86' is not a compute capability (expected e.g. 8.6)"),
         ((None, None, []), {"CUDARESOLVE_GPUS": "8.6,,9.0"}, "CUDARESOLVE_GPUS: '' is not a compute capability"),
         ((None, None, []), {"CONDA_OVERRIDE_CUDA_ARCH": "sm_86"}, "CONDA_OVERRIDE_CUDA_ARCH: 'sm_86' is not a compute"),
+        ((None, None, ["99.9"]), {}, "--gpu: unknown compute capability 99.9 (known majors: 3, 5, 6, 7, 8, 9, 10, 11, 12)"),
+        ((None, None, []), {"CUDARESOLVE_GPUS": "8.6,2.1"}, "CUDARESOLVE_GPUS: unknown compute capability 2.1 ("),
+        ((None, None, []), {"CONDA_OVERRIDE_CUDA_ARCH": "13.0"}, "CONDA_OVERRIDE_CUDA_ARCH: unknown compute capability"),
     ],
 )
 def test_bad_values_name_their_flag_or_variable(args, environ, message):
     with pytest.raises(UsageError) as caught:
         overrides_from(*args, environ)
     assert str(caught.value).startswith(message)
+
+
+def test_an_unlisted_minor_of_a_known_major_is_accepted():
+    """8.8 is in no table, but may be a new GPU of a known family; only an unknown major is a typo."""
+    stated = overrides_from(None, None, ["8.8", "3.7"], {})
+    assert [g.compute_capability for g in stated.gpus] == [ComputeCapability(8, 8), ComputeCapability(3, 7)]

@@ -483,10 +483,29 @@ def test_cli_empty_conda_override_cuda_arch_means_no_gpus(clean_environ, capsys)
          "(expected e.g. 8.6)"),
         ([], {"CUDARESOLVE_CUDA": "12.x"}, "CUDARESOLVE_CUDA: '12.x' is not a CUDA version (expected e.g. 12.4)"),
         (["--host", "/nonexistent/h.json"], {}, "--host /nonexistent/h.json: cannot read it (No such file or directory)"),
+        (["--gpu", "99.9"], {}, "--gpu: unknown compute capability 99.9 (known majors: 3, 5, 6, 7, 8, 9, 10, 11, 12)"),
     ],
 )
-def test_cli_bad_values_exit_2_with_one_line(clean_environ, capsys, argv, variables, message):
+def test_cli_bad_values_exit_3_with_one_line(clean_environ, capsys, argv, variables, message):
     for name, value in variables.items():
         clean_environ.setenv(name, value)
     code, out, err = run_cli(capsys, "--json", *argv)
-    assert (code, out, err) == (2, "", f"cudaresolve: error: {message}\n")
+    assert (code, out, err) == (3, "", f"cudaresolve: error: {message}\n")
+
+
+def test_host_file_gpus_are_checked_only_when_stated(clean_environ, capsys, tmp_path):
+    """A GPU a probe found is the driver's truth, even of a major newer than data/gpus.toml."""
+    code, out, _ = run_cli(capsys, "--json", "--driver", "550.144.03", "--gpu", "8.6")
+    assert code == 0
+    host = tmp_path / "host.json"
+    host.write_text(out.replace('"8.6"', '"99.9"'))
+    assert run_cli(capsys, "--host", str(host)) == (
+        3,
+        "",
+        f"cudaresolve: error: --host {host}: gpus[0].compute_capability: unknown compute capability 99.9 "
+        "(known majors: 3, 5, 6, 7, 8, 9, 10, 11, 12)\n",
+    )
+    host.write_text(out.replace('"8.6"', '"99.9"').replace('"override:--gpu"', '"nvml"'))
+    code, out, err = run_cli(capsys, "--json", "--host", str(host))
+    assert (code, err) == (0, "")
+    assert json.loads(out)["gpus"][0]["compute_capability"] == "99.9"

@@ -37,21 +37,23 @@ def test_inspect_installed_distribution_of_another_python(cuda_venv, capsys):
 
 
 @pytest.mark.parametrize("content", [b"", b"not an elf at all"])
-def test_inspect_bad_input_is_one_line(tmp_path, capsys, content):
+def test_inspect_a_file_that_is_not_elf_is_a_problem_found(tmp_path, capsys, content):
     bad = tmp_path / "x.so"
     bad.write_bytes(content)
     assert main(["inspect", str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("cudaresolve: error:") and err.count("\n") == 1
+    assert capsys.readouterr() == (f"{bad}\n  error: not an ELF file, directory, wheel or installed distribution\n", "")
 
 
-def test_inspect_unknown_name(capsys):
-    assert main(["inspect", "no-such-distribution-xyz"]) == 2
-    assert "no distribution of that name" in capsys.readouterr().err
+def test_inspect_unknown_name_is_reported_and_the_others_still_read(capsys):
+    assert main(["inspect", "--json", "no-such-distribution-xyz", "/bin/sh"]) == 2
+    out, err = capsys.readouterr()
+    (unknown, sh) = json.loads(out)["libraries"]
+    assert unknown["path"] == "no-such-distribution-xyz" and "no distribution of that name" in unknown["error"]
+    assert sh["error"] is None and err == ""
 
 
 def test_inspect_corrupt_wheel(tmp_path, capsys):
     bad = tmp_path / "x-1.0-py3-none-any.whl"
     bad.write_bytes(b"PK\x03\x04garbage")
     assert main(["inspect", str(bad)]) == 2
-    assert "not a readable wheel" in capsys.readouterr().err
+    assert "error: not a readable wheel" in capsys.readouterr().out

@@ -6,6 +6,4 @@ from cudaresolve.errors import CudaresolveError
 
 
 class EnvError(CudaresolveError):
-    """The target interpreter or site-packages cannot be read: the doctor could not run (exit 3)."""
-
-    exit_code = 3
+    """The target interpreter or site-packages cannot be read: the command could not run."""

@@ -3,6 +3,9 @@
 A name is a `.so` file, a directory (every ELF file below it), a `.whl` file (its ELF members are
 read from the zip into memory; nothing is written to disk) or an installed distribution (its
 RECORD says which files are its own).
+
+A name that cannot be read or found is reported like a file that cannot be read, an `Inspected`
+with its error, so the other names are still read and the CLI exits 2 ("problems found").
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.env.distributions import read_distributions
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import find_elf_files, is_shared_object_name
-from cudaresolve.errors import CudaresolveError, UsageError
+from cudaresolve.errors import CudaresolveError
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,10 @@ def inspect_names(names: list[str], target: Target) -> list[Inspected]:
             found += [_inspect_file(p) for p in sorted(paths)]
             found += [Inspected(p.path, None, p.reason) for p in problems]
         elif os.path.exists(name):
-            if not is_elf(name):
-                raise UsageError(f"{name}: not an ELF file, directory, wheel or installed distribution")
-            found.append(_inspect_file(name))
+            if is_elf(name):
+                found.append(_inspect_file(name))
+            else:
+                found.append(Inspected(name, None, "not an ELF file, directory, wheel or installed distribution"))
         else:
             found += _inspect_distribution(name, target)
     return found
@@ -113,7 +117,7 @@ def _inspect_wheel(wheel: str) -> list[Inspected]:
                     found.append(Inspected(where, None, str(exc)))
             return found
     except (zipfile.BadZipFile, OSError) as exc:
-        raise UsageError(f"{wheel}: not a readable wheel ({exc})") from None
+        return [Inspected(wheel, None, f"not a readable wheel ({exc})")]
 
 
 def _inspect_distribution(name: str, target: Target) -> list[Inspected]:
@@ -124,10 +128,14 @@ def _inspect_distribution(name: str, target: Target) -> list[Inspected]:
             if dist.name == wanted:
                 paths = [p for p in dist.files if is_shared_object_name(os.path.basename(p)) and _elf_on_disk(p)]
                 return [_inspect_file(p) for p in sorted(paths)]
-    raise UsageError(
-        f"{name}: no such file or directory, and no distribution of that name is installed in "
-        f"{', '.join(target.site_packages)}"
-    )
+    return [
+        Inspected(
+            name,
+            None,
+            "no such file or directory, and no distribution of that name is installed in "
+            + ", ".join(target.site_packages),
+        )
+    ]
 
 
 def _elf_on_disk(path: str) -> bool:

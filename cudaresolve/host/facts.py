@@ -13,6 +13,7 @@ from typing import Any, Optional
 from cudaresolve import records
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import gpus as known_gpus
 from cudaresolve.versions import DriverRelease
 
 SCHEMA = 1
@@ -48,6 +49,18 @@ class MigDevice:
     memory_mib: Optional[int] = None
 
 
+def check_known(cc: ComputeCapability) -> None:
+    """Refuse a stated capability of a major data/gpus.toml does not know.
+
+    A typo (99.9, 86.0) would otherwise judge every package unable to run on the GPU. A new minor
+    of a known major (8.8) may be a GPU newer than the table, so it passes. Probed GPUs are never
+    checked (`Gpu.stated`): the driver's answer is the truth, even of a major newer than the table.
+    """
+    majors = known_gpus.known_majors()
+    if cc.major not in majors:
+        raise UsageError(f"unknown compute capability {cc} (known majors: {', '.join(map(str, majors))})")
+
+
 @dataclass(frozen=True)
 class Gpu:
     """One physical GPU as the driver enumerates it."""
@@ -61,6 +74,11 @@ class Gpu:
     mig_mode: Optional[bool] = None
     mig_devices: tuple[MigDevice, ...] = ()
     visible: bool = True  # False when CUDA_VISIBLE_DEVICES hides it from CUDA programs
+
+    @property
+    def stated(self) -> bool:
+        """Stated by a user (an override, or a host file naming no source) rather than probed."""
+        return self.source == "host-file" or self.source.startswith("override:")
 
 
 @dataclass(frozen=True)

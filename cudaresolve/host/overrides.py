@@ -18,7 +18,7 @@ from typing import Mapping, Optional, Sequence
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver, Gpu
+from cudaresolve.host.facts import Driver, Gpu, check_known
 from cudaresolve.versions import DriverRelease
 
 RELEASE_VARIABLES = ("CUDARESOLVE_DRIVER", "UV_CUDA_DRIVER_VERSION")
@@ -91,4 +91,8 @@ def _gpu(where: str, text: str, index: int) -> Gpu:
         cc = ComputeCapability.parse(text)
     except UsageError:
         raise UsageError(f"{where}: {text!r} is not a compute capability (expected e.g. 8.6)") from None
+    try:
+        check_known(cc)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc}") from None
     return Gpu(compute_capability=cc, source=f"override:{where}", index=index)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Sequence, TextIO
 
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
+from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note, check_known
 from cudaresolve.host.overrides import Overrides, overrides_from
 from cudaresolve.knowledge import toolkits
 from cudaresolve.host.readers import Readers, SourceUnavailable, system_readers
@@ -68,7 +68,10 @@ def host_for(
 
 
 def load_host_file(path: str, stdin: TextIO) -> HostFacts:
-    """Read `probe --json` output back ("-" is stdin); any problem is a UsageError naming the path."""
+    """Read `probe --json` output back ("-" is stdin); any problem is a UsageError naming the path.
+
+    Its stated GPUs are checked like --gpu; the ones a probe found are not (facts.check_known).
+    """
     origin = f"--host {path}"
     try:
         text = stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
@@ -76,7 +79,14 @@ def load_host_file(path: str, stdin: TextIO) -> HostFacts:
         raise UsageError(f"{origin}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise UsageError(f"{origin}: not UTF-8 text") from None
-    return HostFacts.from_json(text, origin=origin)
+    facts = HostFacts.from_json(text, origin=origin)
+    for i, gpu in enumerate(facts.gpus):
+        if gpu.stated:
+            try:
+                check_known(gpu.compute_capability)
+            except UsageError as exc:
+                raise UsageError(f"{origin}: gpus[{i}].compute_capability: {exc}") from None
+    return facts
 
 
 def probe(

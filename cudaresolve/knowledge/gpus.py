@@ -1,4 +1,5 @@
-"""Compute capabilities (data/gpus.toml): architecture names and example GPUs, for humans only."""
+"""Compute capabilities (data/gpus.toml): architecture names and example GPUs for humans, and the
+majors a stated capability must belong to."""
 
 from __future__ import annotations
 
@@ -32,3 +33,8 @@ class _File:
 def load() -> tuple[GpuArch, ...]:
     """Every known compute capability, lowest first."""
     return tuple(sorted(files.read("gpus.toml", _File).gpu, key=lambda g: g.cc))
+
+
+def known_majors() -> tuple[int, ...]:
+    """The majors of the known capabilities, lowest first."""
+    return tuple(sorted({g.cc.major for g in load()}))
