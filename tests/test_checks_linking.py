@@ -130,6 +130,19 @@ FROM_THE_CACHE = Case(  # the wheel's copy is not on cuSPARSE's search path; the
     system={"/nowhere/libnvJitLink.so.12": STALE_ON_LD_LIBRARY_PATH.system[OLD_NVJITLINK]},
 )
 
+BRIDGE = f"{SP}/cuda/core/cu12/_tensor_bridge.cpython-311-x86_64-linux-gnu.so"
+LIBTORCH = f"{SP}/torch/lib/libtorch_cpu.so"
+BRIDGE_FACTS = so(BRIDGE, undefined=(Symbol("aoti_torch_dtype_bool"), Symbol("aoti_torch_device_type_cuda")))
+BRIDGE_WITHOUT_TORCH = Case(files={BRIDGE: ("cuda-core", BRIDGE_FACTS)}, dists=(dist("cuda-core", "1.2.2"),))
+
+
+def with_torch(*exported: str) -> Case:
+    return Case(files={BRIDGE: ("cuda-core", BRIDGE_FACTS),
+                       LIBTORCH: ("torch", so(LIBTORCH, soname="libtorch_cpu.so",
+                                              defined=tuple(Symbol(name) for name in exported)))},
+                dists=(dist("cuda-core", "1.2.2"), dist("torch", "2.14.1")))
+
+
 ROWS = [
     pytest.param(SKEW, check_symbol_skew, [(
         "symbol-skew", "error", "nvidia-cusparse-cu12 12.3.1.170",
@@ -198,6 +211,21 @@ ROWS = [
         "remove the stale directory from LD_LIBRARY_PATH",
     )], id="shadowed-by-ld-library-path"),
     pytest.param(SHADOWED, check_symbol_skew, [], id="shadowing-copy-binds"),
+    pytest.param(BRIDGE_WITHOUT_TORCH, check_symbol_skew, [(
+        "bridge", "info", "cuda-core 1.2.2",
+        "bridge unused: _tensor_bridge.cpython-311-x86_64-linux-gnu.so binds 2 symbols of torch, which is not "
+        "installed; it is imported only with torch",
+        (f"{BRIDGE} needs aoti_torch_device_type_cuda, aoti_torch_dtype_bool, which torch defines",),
+        None,
+    )], id="bridge-to-an-absent-package"),
+    pytest.param(with_torch("aoti_torch_dtype_bool", "aoti_torch_device_type_cuda"), check_symbol_skew, [],
+                 id="bridge-to-an-installed-package-that-defines-the-symbols"),
+    pytest.param(with_torch("aoti_torch_dtype_bool"), check_symbol_skew, [(
+        "symbol-skew", "error", "cuda-core 1.2.2",
+        "_tensor_bridge.cpython-311-x86_64-linux-gnu.so: undefined symbol: aoti_torch_device_type_cuda",
+        (f"{BRIDGE}: undefined symbol: aoti_torch_device_type_cuda",),
+        None,
+    )], id="bridge-to-an-installed-package-that-lacks-one"),
     pytest.param(STALE_ON_LD_LIBRARY_PATH, check_symbol_skew, [(
         "symbol-skew", "error", "nvidia-cusparse-cu12 12.3.1.170",
         "libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",

@@ -449,3 +449,14 @@ def test_one_build_vendored_by_two_distributions_is_not_a_duplicate(elf_builder,
     make_dist_info(site, "a-pkg", "1.0", files=("a_pkg/lib/libdup.so.1",))
     make_dist_info(site, "b-pkg", "2.0", files=("b_pkg/libs/libdup.so.1",))
     assert run(site, tmp_path).findings == ()
+
+
+def test_cuda_core_tensor_bridge_without_torch_is_an_unused_bridge(wheel, unpacked, tmp_path):
+    """cuda-core's _tensor_bridge extensions take torch's aoti_torch_* symbols from the process (no
+    DT_NEEDED): without torch they are never imported, so no symbol-skew, one info per build."""
+    site = unpacked(wheel("cuda-core==1.2.2"))
+    diagnosis = run(site, tmp_path)
+    assert [f for f in diagnosis.findings if f.check == "symbol-skew"] == []
+    bridges = [f for f in diagnosis.findings if f.check == "bridge"]
+    assert [(f.severity, f.subject) for f in bridges] == [("info", "cuda-core 1.2.2")] * 2
+    assert all("binds 25 symbols of torch, which is not installed" in f.message for f in bridges)

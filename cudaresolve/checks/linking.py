@@ -35,6 +35,7 @@ from cudaresolve.checks.findings import Finding, subject
 from cudaresolve.checks.fixes import provider_dists, provider_fix, provider_requirement
 from cudaresolve.checks.loading import PackageLoad, linked_names
 from cudaresolve.env.environment import ElfFile, Environment
+from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
 
 
@@ -192,11 +193,12 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
     naming the newest provider release the consumer's versioned names imply."""
     files = _Files(env)
     skew: dict[tuple[str, Optional[str]], list[Problem]] = defaultdict(list)
+    bridges = _Bridges(env)
     for load in loads:
         for problem in load.result.problems:
-            if problem.kind in (UNDEFINED_SYMBOL, MISSING_VERSION):
+            if problem.kind in (UNDEFINED_SYMBOL, MISSING_VERSION) and not bridges.take(load, problem):
                 skew[(problem.consumer, problem.provider)].append(problem)
-    findings = {}
+    findings: dict = {("bridge", consumer): finding for consumer, finding in bridges.unused().items()}
     for (consumer, provider), problems in skew.items():
         key = (files.identity(consumer), provider and files.identity(provider))
         if key in findings:
@@ -223,6 +225,55 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             or provider_fix(soname, env, owner, minimum),
         )
     return list(findings.values())
+
+
+class _Bridges:
+    """Extensions that bind another distribution's symbols without linking its libraries (cuda-core's
+    _tensor_bridge and torch's aoti_torch_*; data/components.toml [bridges]): they are imported only
+    after that distribution, whose libraries then provide the symbols. Judged against those libraries
+    when it is installed; when it is not, the bridge is unused, which is information."""
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.defined: dict[str, set[str]] = {}  # distribution -> names its libraries export
+        self.absent: dict[str, tuple[str, Optional[str], set[str]]] = {}  # consumer -> (provider, package, symbols)
+
+    def take(self, load: PackageLoad, problem: Problem) -> bool:
+        """True when `problem` is a bridged symbol that is provided, or recorded as an unused bridge."""
+        if problem.kind != UNDEFINED_SYMBOL or problem.needed is not None or problem.symbol is None:
+            return False
+        provider = components.bridge_provider(problem.symbol)
+        if provider is None:
+            return False
+        if self.env.distribution(provider) is None:
+            self.absent.setdefault(problem.consumer, (provider, load.dist, set()))[2].add(problem.symbol)
+            return True
+        return problem.symbol in self._exported(provider)
+
+    def _exported(self, dist: str) -> set[str]:
+        if dist not in self.defined:
+            self.defined[dist] = {
+                name
+                for elf in self.env.elf_files if elf.facts is not None and dist in elf.owners
+                for name, definitions in elf.facts.symbols.definitions.items()
+                if any(not hidden for _, hidden in definitions)
+            }
+        return self.defined[dist]
+
+    def unused(self) -> dict[str, Finding]:
+        return {
+            consumer: Finding(
+                "bridge",
+                "info",
+                subject(self.env, package),
+                f"bridge unused: {os.path.basename(consumer)} binds {len(symbols)} symbols of {provider}, which is "
+                f"not installed; it is imported only with {provider}",
+                (f"{consumer} needs {', '.join(sorted(symbols)[:3])}"
+                 + (f" and {len(symbols) - 3} more" if len(symbols) > 3 else "") + f", which {provider} defines",),
+                None,
+            )
+            for consumer, (provider, package, symbols) in sorted(self.absent.items())
+        }
 
 
 def _loader_cause_fix(env: Environment, files: _Files, problem: Problem, soname: str) -> Optional[str]:

@@ -106,6 +106,20 @@ class _FrameworkRuntime:
 
 
 @dataclass(frozen=True)
+class Bridge:
+    """Undefined symbols an extension takes from another distribution's already-loaded libraries."""
+
+    symbols: tuple[str, ...]  # shell-style patterns on symbol names
+    dist: str  # canonical name of the distribution that defines them
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _Bridges:
+    packages: tuple[Bridge, ...]
+
+
+@dataclass(frozen=True)
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
@@ -115,6 +129,7 @@ class Tables:
     driver_libraries: _Sonames
     cuda_versioned: _CudaVersioned
     framework_runtime: _FrameworkRuntime
+    bridges: _Bridges
 
 
 @functools.lru_cache(maxsize=None)
@@ -184,3 +199,12 @@ def needs_build_runtime(dist: str) -> bool:
     built with, so that its build CUDA counts as a runtime need when majors are mixed."""
     name = canonicalize_name(dist)
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in load().framework_runtime.dists)
+
+
+def bridge_provider(symbol: str) -> Optional[str]:
+    """The distribution whose libraries define `symbol` for extensions that link none of them
+    ("aoti_torch_dtype_bool" -> "torch"); None for any other symbol."""
+    for bridge in load().bridges.packages:
+        if any(fnmatch.fnmatchcase(symbol, pattern) for pattern in bridge.symbols):
+            return bridge.dist
+    return None
