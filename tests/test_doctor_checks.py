@@ -340,7 +340,22 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
         ),
         cu126_fix("2.14.1"),
     )
-    assert found[0].fix == "use a build made with CUDA <= 12.9 (the newest toolkit that still targets 6.1)"
+    assert found[0].fix == ("use a build made with CUDA <= 12.9 (the newest toolkit that still targets 6.1 and this "
+                            "driver runs)")
+    # on an RTX 3090 with driver 550 (CUDA 12.4), CUDA 13 still targets 8.6, but the driver cannot run it
+    env = environment(dist("other-kernels", "1.0"), elf_files=(elf("k/libk.so", "other-kernels", fatbin=fatbin("sm_90")),))
+    [finding] = check_arch_coverage(env, host("550.144.03", "8.6"))
+    assert finding.fix == ("use a build made with CUDA <= 12.9 (the newest toolkit that still targets 8.6 and this "
+                           "driver runs)")
+
+
+def test_a_package_requiring_itself_with_extras_is_not_its_own_dependency():
+    """cuda-cccl[cu12] requires cuda-cccl: its arch finding's evidence names no dependency."""
+    env = environment(dist("cuda-cccl", "1.2.1", 'cuda-cccl[cu12]; extra == "minimal-cu12"'),
+                      elf_files=(elf("cuda/compute/libk.so", "cuda-cccl", fatbin=fatbin("sm_90")),))
+    env = replace(env, distributions=tuple(replace(d, extras=frozenset({"minimal-cu12"})) for d in env.distributions))
+    [finding] = check_arch_coverage(env, host("550.144.03", "8.6"))
+    assert not any("dependencies" in line for line in finding.evidence)
 
 
 def test_arch_coverage_one_library_short_of_a_gpu_is_reported_but_a_lone_stub_entry_is_not():

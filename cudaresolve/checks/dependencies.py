@@ -25,7 +25,8 @@ def fold_into_requirers(env: Environment, failing: set[str]) -> dict[str, set[st
                     stack.append(dep)
         return seen
 
-    pulled = {name: closure(name) & failing for name in failing}
+    # A package requiring itself with extras (cuda-cccl[cu12] -> cuda-cccl) pulls in only others.
+    pulled = {name: (closure(name) & failing) - {name} for name in failing}
     roots = {name for name in failing if not any(name in deps for other, deps in pulled.items() if other != name)}
     return {name: pulled[name] for name in roots}
 

@@ -43,9 +43,15 @@ def arch_fix(dist: Optional[Distribution], cc: ComputeCapability, host: HostFact
     variant = torch_variant_fix(dist, host)
     if variant:
         return variant
-    supporting = [t for t in toolkits.known() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
+    driver = host.driver
+    supporting = [
+        t for t in toolkits.known()
+        if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)
+        and (not (driver.release or driver.cuda) or driver_verdict(t.version, driver.release, driver.cuda) is not None)
+    ]
     if supporting:
-        return f"use a build made with CUDA <= {supporting[-1].version} (the newest toolkit that still targets {cc})"
+        return (f"use a build made with CUDA <= {supporting[-1].version} (the newest toolkit that still targets {cc}"
+                + (" and this driver runs)" if driver.release or driver.cuda else ")"))
     return None
 
 
