@@ -570,3 +570,23 @@ def test_damaged_note_loses_only_the_build_id(built):
     facts = read_binary_facts_from_buffer(data, "x")
     assert facts.build_id is None
     assert facts.needed == ("libv.so.1", "libc.so.6")
+
+
+@pytest.mark.parametrize("tag", ["DT_NEEDED", "DT_SONAME"])
+def test_bad_dynamic_string_offset_blames_dynstr_not_the_table_read_first(elf_builder, tag):
+    # Version definitions and no RPATH/RUNPATH: .gnu.version_d is the first user of .dynstr, whose
+    # name the error once carried for every later user.
+    libv = elf_builder.build("libv.so.1", LIBV_SOURCE, soname="libv.so.1", version_script=LIBV_MAP)
+    libd = elf_builder.build("libd.so", "extern int bar(void);\nint d(void) { return bar(); }\n", soname="libd.so",
+                             version_script="D1 { global: d; local: *; };\n", link=[libv])
+    image = Image(libd)
+    message = _error(image.put("<Q", image.dynamic_entry(tag) + 8, HUGE))
+    assert message == f"bad.so: {tag} string offset {HUGE:#x} is outside the dynamic string table (.dynstr)"
+
+
+def test_bad_version_definition_name_names_dynstr_as_linked_from_version_d(elf_builder):
+    libv = elf_builder.build("libv.so.1", LIBV_SOURCE, soname="libv.so.1", version_script=LIBV_MAP)
+    image = Image(libv)
+    verdaux = image.sections[".gnu.version_d"][1] + struct.unpack_from("<I", image.data, image.sections[".gnu.version_d"][1] + 12)[0]
+    message = _error(image.put("<I", verdaux, 0x7FFF0000))
+    assert message == "bad.so: string offset 0x7fff0000 is outside .dynstr, the string table of .gnu.version_d"
