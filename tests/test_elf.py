@@ -7,6 +7,7 @@ Hand-written expectations pin the facts the resolver relies on.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -19,8 +20,8 @@ from typing import Dict, List, Optional, Set, Tuple
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from cudaresolve.binary.elf import ElfError, is_elf, read_binary_facts, read_binary_facts_from_buffer
-from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
+from cudaresolve.binary.elf import NO_SECTIONS, ElfError, is_elf, read_binary_facts, read_binary_facts_from_buffer
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, VersionNeed
 from cudaresolve.errors import CudaresolveError
 from conftest import cache_dir, fetch_wheel
 
@@ -302,7 +303,9 @@ def test_file_without_section_headers_reads_through_dynamic_tags(elf_builder, ha
     )
     full = read_binary_facts(libu)
     bare = read_binary_facts_from_buffer(_without_section_headers(libu.read_bytes()), str(libu))
-    assert bare == full
+    # Only sections locate device code: a file without them says so instead of "none".
+    assert full.fatbin is None
+    assert bare == dataclasses.replace(full, fatbin=FatbinSummary(damage=(NO_SECTIONS,)))
     assert bare.build_id is not None and bare.version_needs and bare.undefined
 
 

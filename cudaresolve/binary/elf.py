@@ -10,7 +10,8 @@ reading without bound or leaking struct.error. Only a damaged note costs nothing
 since the loader ignores notes.
 
 Tables are found through the section headers, as readelf and pyelftools do; a file without them
-(sstrip) is read through its dynamic tags, as the loader does, counting symbols from its hash table.
+(sstrip) is read through its dynamic tags, as the loader does, counting symbols from its hash table;
+its device code, which only sections locate, is then reported as not looked for (NO_SECTIONS).
 
 Why not pyelftools: it builds several Python objects per symbol, which makes it two orders of
 magnitude slower on the libraries that matter (libtorch_cpu.so: 75,768 dynamic symbols); pyelftools
@@ -28,7 +29,15 @@ import struct
 from array import array
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts, SymbolTable, VersionNeed, little_endian, native_array
+from cudaresolve.binary.facts import (
+    ELF_MAGIC,
+    BinaryFacts,
+    FatbinSummary,
+    SymbolTable,
+    VersionNeed,
+    little_endian,
+    native_array,
+)
 from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.errors import CudaresolveError
 
@@ -67,6 +76,8 @@ NT_GNU_BUILD_ID = 3
 VER_FLG_BASE = 1
 SHN_UNDEF, SHN_XINDEX, PN_XNUM = 0, 0xFFFF, 0xFFFF
 _TAG_NAMES = {DT_NEEDED: "DT_NEEDED", DT_SONAME: "DT_SONAME", DT_RPATH: "DT_RPATH", DT_RUNPATH: "DT_RUNPATH"}
+# The damage note of a file without usable section headers: "no device code" would be a guess.
+NO_SECTIONS = "no section header table: device code could not be looked for"
 
 
 def is_elf(path: Union[str, os.PathLike]) -> bool:
@@ -210,8 +221,14 @@ class _Reader:
             version_definitions=version_definitions,
             version_needs=version_needs,
             build_id=self._read_build_id(),
-            fatbin=summarize_fatbins(self.data, [(s.name, s.offset, s.size, s.flags, s.type) for s in self.sections]),
+            fatbin=self._read_fatbins(),
         )
+
+    def _read_fatbins(self) -> Optional[FatbinSummary]:
+        """The device code, found by section; without sections a note, so the file does not read as CPU-only."""
+        if not self.sections:
+            return FatbinSummary(damage=(NO_SECTIONS,))
+        return summarize_fatbins(self.data, [(s.name, s.offset, s.size, s.flags, s.type) for s in self.sections])
 
     def _read_header(self) -> None:
         if self.size == 0:
