@@ -69,6 +69,8 @@ def main() -> None:
         for i, value in enumerate((seconds, scan, size)):
             totals[i] += value
         found = "no fatbin" if summary is None else f"{summary.containers} containers, {summary.entries} entries"
+        if summary is not None and summary.damage:
+            found += f" ({'; '.join(summary.damage)})"
         print(f"{path}: {seconds * 1000:.1f} ms; {found}; {size / 1e6:.0f} MB scanned, the scan alone {scan * 1000:.1f} ms")
     if len(args.paths) > 1:
         seconds, scan, size = totals

@@ -7,6 +7,7 @@ Hand-written expectations pin the facts the resolver relies on.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -19,8 +20,8 @@ from typing import Dict, List, Optional, Set, Tuple
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from cudaresolve.binary.elf import ElfError, is_elf, read_binary_facts, read_binary_facts_from_buffer
-from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
+from cudaresolve.binary.elf import NO_SECTIONS, ElfError, is_elf, read_binary_facts, read_binary_facts_from_buffer
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, VersionNeed
 from cudaresolve.errors import CudaresolveError
 from conftest import cache_dir, fetch_wheel
 
@@ -302,7 +303,9 @@ def test_file_without_section_headers_reads_through_dynamic_tags(elf_builder, ha
     )
     full = read_binary_facts(libu)
     bare = read_binary_facts_from_buffer(_without_section_headers(libu.read_bytes()), str(libu))
-    assert bare == full
+    # Only sections locate device code: a file without them says so instead of "none".
+    assert full.fatbin is None
+    assert bare == dataclasses.replace(full, fatbin=FatbinSummary(damage=(NO_SECTIONS,)))
     assert bare.build_id is not None and bare.version_needs and bare.undefined
 
 
@@ -570,3 +573,23 @@ def test_damaged_note_loses_only_the_build_id(built):
     facts = read_binary_facts_from_buffer(data, "x")
     assert facts.build_id is None
     assert facts.needed == ("libv.so.1", "libc.so.6")
+
+
+@pytest.mark.parametrize("tag", ["DT_NEEDED", "DT_SONAME"])
+def test_bad_dynamic_string_offset_blames_dynstr_not_the_table_read_first(elf_builder, tag):
+    # Version definitions and no RPATH/RUNPATH: .gnu.version_d is the first user of .dynstr, whose
+    # name the error once carried for every later user.
+    libv = elf_builder.build("libv.so.1", LIBV_SOURCE, soname="libv.so.1", version_script=LIBV_MAP)
+    libd = elf_builder.build("libd.so", "extern int bar(void);\nint d(void) { return bar(); }\n", soname="libd.so",
+                             version_script="D1 { global: d; local: *; };\n", link=[libv])
+    image = Image(libd)
+    message = _error(image.put("<Q", image.dynamic_entry(tag) + 8, HUGE))
+    assert message == f"bad.so: {tag} string offset {HUGE:#x} is outside the dynamic string table (.dynstr)"
+
+
+def test_bad_version_definition_name_names_dynstr_as_linked_from_version_d(elf_builder):
+    libv = elf_builder.build("libv.so.1", LIBV_SOURCE, soname="libv.so.1", version_script=LIBV_MAP)
+    image = Image(libv)
+    verdaux = image.sections[".gnu.version_d"][1] + struct.unpack_from("<I", image.data, image.sections[".gnu.version_d"][1] + 12)[0]
+    message = _error(image.put("<I", verdaux, 0x7FFF0000))
+    assert message == "bad.so: string offset 0x7fff0000 is outside .dynstr, the string table of .gnu.version_d"

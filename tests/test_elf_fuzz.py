@@ -2,7 +2,9 @@
 
 Hypothesis overwrites bytes inside the structures the reader walks (ELF header, program and section
 header tables, .dynamic, the version tables, .gnu.hash) of a small gcc-built library that has both
-version definitions and version needs, with and without its section header table.
+version definitions and version needs, with and without its section header table; and inside the
+fatbin containers of a library's `.nv_fatbin`, where damage must be reported, never read as "no
+device code".
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 
 from cudaresolve.binary.elf import ElfError, read_binary_facts_from_buffer
 from cudaresolve.binary.facts import BinaryFacts
+from test_fatbin import container, cubin, entry, fatbin_library, ptx, zstd_entry
 
 LIBV = """
 int foo_v1(void) { return 1; }
@@ -99,3 +102,54 @@ def test_mutated_headers_give_facts_or_elf_error(images, data):
         mutated[position : position + width] = value.to_bytes(width, "little")
     cut = data.draw(st.one_of(st.none(), st.integers(0, len(mutated))), label="truncate at")
     _check(bytes(mutated[:cut]))
+
+
+# Three containers, each entry kind and a suffix read from the payload (plain and zstd), padding between.
+CONTAINERS = (
+    container(entry(1, 90, ptx("sm_90a"), version=(8, 4)), entry(2, 90, cubin(90), version=(1, 7)), entry(8, 75, b"ltoir")),
+    container(zstd_entry(2, 90, cubin(90, arch_specific=True) + bytes(500), (1, 7))),
+    container(entry(2, 100, b"opaque", flags=0x200011, header_size=112)),
+)
+FATBIN = b"".join(blob + bytes(8) for blob in CONTAINERS)
+
+
+@pytest.fixture
+def fatbin_image(elf_builder) -> Tuple[bytes, Dict[str, Tuple[int, int]]]:
+    """(image, regions) of a library whose .nv_fatbin holds FATBIN: its container and entry headers, and all of it."""
+    data = fatbin_library(elf_builder, FATBIN).read_bytes()
+    from io import BytesIO
+
+    start = ELFFile(BytesIO(data)).get_section_by_name(".nv_fatbin")["sh_offset"]
+    regions = {".nv_fatbin": (start, len(FATBIN))}
+    at = start
+    for number, blob in enumerate(CONTAINERS, 1):
+        regions[f"container {number} header"] = (at, 16)
+        pos = at + 16
+        while pos < at + len(blob):
+            header_size, size = struct.unpack_from("<IQ", data, pos + 4)
+            regions[f"container {number} entry at {pos - at:#x}"] = (pos, header_size)
+            pos += header_size + size
+        at += len(blob) + 8
+    return data, regions
+
+
+def test_unmodified_fatbin_image_reads_whole(fatbin_image):
+    summary = read_binary_facts_from_buffer(fatbin_image[0], "fuzz.so").fatbin
+    assert (summary.sass, summary.containers, summary.damage) == (("sm_90", "sm_90a", "sm_100f"), len(CONTAINERS), ())
+
+
+@settings(max_examples=400, deadline=timedelta(seconds=5), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mutated_fatbin_is_read_whole_or_reported_damaged(fatbin_image, data):
+    image, regions = fatbin_image
+    mutated = bytearray(image)
+    start, size = regions[data.draw(st.sampled_from(sorted(regions)), label="region")]
+    for _ in range(data.draw(st.integers(1, 4), label="edits")):
+        position = start + data.draw(st.integers(0, size - 1), label="position")
+        width = data.draw(st.sampled_from([1, 2, 4, 8]), label="width")
+        value = data.draw(st.one_of(SPECIAL, st.integers(0, 2**64 - 1)), label="value") % (1 << (8 * width))
+        mutated[position : position + width] = value.to_bytes(width, "little")
+    summary = read_binary_facts_from_buffer(bytes(mutated), "fuzz.so").fatbin
+    assert summary is not None and (summary.entries or summary.damage)  # never "no device code" unnoted
+    if not summary.damage:  # then the corruption left every container readable
+        assert summary.containers == len(CONTAINERS)

@@ -7,6 +7,7 @@ cuobjdump itself where it is on PATH.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import mmap
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 from conftest import FIXTURES, cache_dir, fetch_wheel
 from cudaresolve.arch import PtxTarget
 from cudaresolve.binary import fatbin, lz
+from cudaresolve.binary.elf import read_binary_facts_from_buffer
 from cudaresolve.binary.facts import FatbinSummary
 from cudaresolve.binary.fatbin import FatbinEntry, read_fatbin_entries, summarize_entries, summarize_fatbins
 
@@ -99,6 +101,14 @@ def summary_of(content: bytes) -> Optional[FatbinSummary]:
     return summarize_fatbins(*nv_fatbin(content))
 
 
+NV_FATBIN_AT = 64  # file offset of the section `nv_fatbin` lays out
+
+
+def unreadable(at: int, container: int, why: str) -> str:
+    """The damage note for a walk of `nv_fatbin`'s section stopped at content offset `at`."""
+    return f".nv_fatbin: device code unreadable from container {container} (offset {NV_FATBIN_AT + at:#x}) on: {why}"
+
+
 # -- hand-built containers ---------------------------------------------------------------------
 
 HAND_MADE = (
@@ -111,10 +121,10 @@ HAND_MADE = (
     + b"\0" * 8
     + container(entry(2, 100, b"opaque", flags=0x200011, header_size=112))
     + b"\0" * 16
-    # Truncated: the header promises more than the section holds.
-    + struct.pack("<IHHQ", MAGIC, 1, 16, 4096)
-    + entry(2, 120, cubin(120, abi=8))
 )
+# Truncated: the header promises more than the section holds.
+HAND_MADE_TRUNCATED_AT = len(HAND_MADE)
+HAND_MADE += struct.pack("<IHHQ", MAGIC, 1, 16, 4096) + entry(2, 120, cubin(120, abi=8))
 HAND_MADE_SUMMARY = FatbinSummary(
     sass=("sm_80", "sm_90a", "sm_100f"),
     ptx=(PtxTarget("compute_90", "8.4"),),
@@ -122,6 +132,7 @@ HAND_MADE_SUMMARY = FatbinSummary(
     containers=2,
     entries=5,
     sections=(".nv_fatbin",),
+    damage=(unreadable(HAND_MADE_TRUNCATED_AT, 3, "fat_size 0x1000 runs past the section end"),),
 )
 
 
@@ -140,11 +151,15 @@ def test_entries_in_file_order_with_their_container():
     ]
 
 
-def test_no_fatbin_or_garbage_at_the_start_is_none():
+def test_no_fatbin_is_none():
     assert summarize_fatbins(*layout((".rodata", b"hello" * 100, ALLOC, PROGBITS))) is None
-    assert summary_of(b"\x01" + HAND_MADE) is None
     assert summary_of(b"") is None
+    assert summary_of(b"\0" * 64) is None
     assert summarize_entries([]) is None
+
+
+def test_garbage_at_the_start_of_nv_fatbin_is_damage_not_no_device_code():
+    assert summary_of(b"\x01" + HAND_MADE) == FatbinSummary(damage=(unreadable(0, 1, "no container magic"),))
 
 
 def test_bad_container_stops_the_walk_keeping_the_ones_before():
@@ -154,24 +169,46 @@ def test_bad_container_stops_the_walk_keeping_the_ones_before():
     bad = struct.pack("<IHHQ", MAGIC, 1, 16, len(body) + 1) + body + b"\0" * 7
     summary = summary_of(good + bad + good)
     assert (summary.sass, summary.containers, summary.entries) == (("sm_80",), 1, 1)
+    assert summary.damage == (unreadable(len(good), 2, "entry chain overruns fat_size"),)
+
+
+def test_seventh_of_thirteen_containers_corrupted_keeps_six_and_notes_the_rest():
+    blobs = [container(entry(2, 50 + i, cubin(50 + i), version=(1, 7))) + b"\0" * 8 for i in range(13)]
+    seventh = sum(map(len, blobs[:6]))
+    data = bytearray(b"".join(blobs))
+    struct.pack_into("<Q", data, seventh + 8, 0x7FFF_FFFF)  # its fat_size
+    summary = summary_of(bytes(data))
+    assert (summary.sass, summary.containers, summary.entries) == (tuple(f"sm_{50 + i}" for i in range(6)), 6, 6)
+    assert summary.damage == (unreadable(seventh, 7, "fat_size 0x7fffffff runs past the section end"),)
+
+
+@pytest.mark.parametrize("fat_size,why", [(0x47, "entry chain overruns fat_size"), (0x10, "fat_size 0x10 cannot hold an entry")])
+def test_corrupted_fat_size_of_the_only_container_is_damage(fat_size, why):
+    data = bytearray(container(entry(2, 80, cubin(80), version=(1, 7))) + b"\0" * 64)
+    struct.pack_into("<Q", data, 8, fat_size)
+    assert summary_of(bytes(data)) == FatbinSummary(damage=(unreadable(0, 1, why),))
 
 
 @pytest.mark.parametrize(
-    "bad_header",
+    "bad_header,why",
     [
-        struct.pack("<IHHQ", MAGIC, 1, 8, 64),  # header smaller than 16 bytes
-        struct.pack("<IHHQ", MAGIC, 1, 16, 0),  # no entries
-        struct.pack("<IHHQ", MAGIC, 1, 16, 2**64 - 1),  # fat_size past everything
+        (struct.pack("<IHHQ", MAGIC, 1, 8, 64), "container header_size 8 is below 16"),
+        (struct.pack("<IHHQ", MAGIC, 1, 16, 0), "fat_size 0x0 cannot hold an entry"),
+        (struct.pack("<IHHQ", MAGIC, 1, 16, 2**64 - 1), "fat_size 0xffffffffffffffff runs past the section end"),
+        (struct.pack("<IHH", MAGIC, 1, 16), "container header runs past the section end"),
     ],
 )
-def test_impossible_container_headers(bad_header):
-    assert summary_of(bad_header + b"\0" * 128) is None
+def test_impossible_container_headers(bad_header, why):
+    padding = b"\0" * 128 if len(bad_header) == 16 else b""
+    assert summary_of(bad_header + padding) == FatbinSummary(damage=(unreadable(0, 1, why),))
 
 
 def test_entry_header_smaller_than_64_bytes_or_payload_past_the_container():
-    for bad in (entry(2, 80, b"x" * 64)[:4] + struct.pack("<I", 32) + entry(2, 80, b"x" * 64)[8:],
-                entry(2, 80, b"x" * 8)[:8] + struct.pack("<Q", 4096) + entry(2, 80, b"x" * 8)[16:]):
-        assert summary_of(container(bad)) is None
+    for bad, why in ((entry(2, 80, b"x" * 64)[:4] + struct.pack("<I", 32) + entry(2, 80, b"x" * 64)[8:],
+                      "entry 1 header_size 32 is below 64"),
+                     (entry(2, 80, b"x" * 8)[:8] + struct.pack("<Q", 4096) + entry(2, 80, b"x" * 8)[16:],
+                      "entry chain overruns fat_size")):
+        assert summary_of(container(bad)) == FatbinSummary(damage=(unreadable(0, 1, why),))
 
 
 def test_header_bits_decide_the_suffix_without_reading_the_payload():
@@ -421,8 +458,11 @@ def test_sections_reaching_past_the_end_of_a_truncated_file():
     data, table = nv_fatbin(HAND_MADE)
     name, offset, size, flags, sh_type = table[0]
     assert summarize_fatbins(data, [(name, offset, size * 10, flags, sh_type)]) == HAND_MADE_SUMMARY
-    assert summarize_fatbins(data, [(name, len(data) + 8, size, flags, sh_type)]) is None
-    assert summarize_fatbins(data[: offset + 100], table) is None
+    past_the_end = FatbinSummary(damage=(f".nv_fatbin: device code unreadable past the end of the file ({len(data):#x} bytes)",))
+    assert summarize_fatbins(data, [(name, len(data) + 8, size, flags, sh_type)]) == past_the_end
+    (fat_size,) = struct.unpack_from("<Q", HAND_MADE, 8)
+    cut = unreadable(0, 1, f"fat_size {fat_size:#x} runs past the section end")
+    assert summarize_fatbins(data[: offset + 100], table) == FatbinSummary(damage=(cut,))
 
 
 def test_bytes_bytearray_memoryview_and_mmap_agree(tmp_path):
@@ -444,7 +484,7 @@ def test_random_bytes_never_raise(blob):
     for content in (blob, struct.pack("<IHHQ", MAGIC, 1, 16, len(blob)) + blob):
         data, table = layout((".nv_fatbin", content, ALLOC, PROGBITS), (".ldata", content, ALLOC | WRITE, PROGBITS))
         summary = summarize_fatbins(data, table)
-        assert summary is None or summary.entries >= summary.containers > 0
+        assert summary is None or summary.entries >= summary.containers > 0 or summary.damage
 
 
 ENTRY_SPECS = st.lists(
@@ -497,8 +537,9 @@ def section_table(data) -> List[Section]:
 def summarize_file(path: Path, only: Sequence[str] = ()) -> Tuple[Optional[FatbinSummary], List[FatbinEntry]]:
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         table = [s for s in section_table(data) if not only or s[0] in only]
-        entries = read_fatbin_entries(data, table)
-        return summarize_entries(entries), entries
+        summary, entries = summarize_fatbins(data, table), read_fatbin_entries(data, table)
+        assert summarize_entries(entries) == (summary and dataclasses.replace(summary, damage=()))
+        return summary, entries
 
 
 def test_objcopy_section_and_rodata_array_in_a_gcc_built_library(elf_builder, tmp_path):
@@ -516,6 +557,10 @@ def test_objcopy_section_and_rodata_array_in_a_gcc_built_library(elf_builder, tm
         check=True, capture_output=True,
     )
     summary, _ = summarize_file(tmp_path / "libf.so")
+    with open(tmp_path / "libf.so", "rb") as handle:
+        (at,) = [offset for name, offset, *_ in section_table(handle.read()) if name == ".nv_fatbin"]
+    truncated = (f".nv_fatbin: device code unreadable from container 3 (offset {at + HAND_MADE_TRUNCATED_AT:#x}) on: "
+                 "fat_size 0x1000 runs past the section end")
     assert summary == FatbinSummary(
         sass=("sm_80", "sm_86", "sm_90a", "sm_100f"),
         ptx=(PtxTarget("compute_86", "7.5"), PtxTarget("compute_90", "8.4")),
@@ -523,6 +568,7 @@ def test_objcopy_section_and_rodata_array_in_a_gcc_built_library(elf_builder, tm
         containers=3,
         entries=7,
         sections=(".rodata", ".nv_fatbin"),
+        damage=(truncated,),
     )
     assert summarize_file(built)[0].sections == (".rodata",)
 
@@ -709,3 +755,22 @@ def test_without_zstandard_cublas_leaves_the_pre_abi8_and_ptx_targets_undetermin
     summary, _ = summarize_file(wheel_member("nvidia-cublas==13.1.1.3", "nvidia/cu13/lib/libcublas.so.13"))
     assert summary.undetermined == ("sm_90", "compute_120")
     assert summary.sass == WHEEL_SUMMARIES[("nvidia-cublas==13.1.1.3", "nvidia/cu13/lib/libcublas.so.13")].sass
+
+
+# -- damage seen through the ELF reader --------------------------------------------------------
+
+
+def fatbin_library(elf_builder, content: bytes) -> Path:
+    """A gcc-built library whose `.nv_fatbin` holds `content`, placed there as nvcc's host code does."""
+    array = ", ".join(map(str, content))
+    source = f'__attribute__((section(".nv_fatbin"), aligned(8), used)) const unsigned char fatbin[] = {{{array}}};\n'
+    return elf_builder.build("libfat.so", source)
+
+
+def test_zeroed_e_shoff_notes_device_code_not_looked_for_instead_of_none(elf_builder):
+    data = bytearray(fatbin_library(elf_builder, container(entry(2, 80, cubin(80), version=(1, 7)))).read_bytes())
+    whole = read_binary_facts_from_buffer(bytes(data), "libfat.so").fatbin
+    assert (whole.sass, whole.sections, whole.damage) == (("sm_80",), (".nv_fatbin",), ())
+    struct.pack_into("<Q", data, 0x28, 0)  # e_shoff; the reader falls back on dynamic tags
+    bare = read_binary_facts_from_buffer(bytes(data), "libfat.so")
+    assert bare.fatbin == FatbinSummary(damage=("no section header table: device code could not be looked for",))

@@ -1,10 +1,12 @@
 """`cudaresolve inspect` on a real NVIDIA wheel (read inside the zip), a directory, a dist name and bad input."""
 
 import json
+import struct
 
 import pytest
 
 from cudaresolve.cli import main
+from test_fatbin import container, cubin, entry, fatbin_library
 
 
 def test_inspect_wheel_reads_members_in_place(wheel, capsys, tmp_path, monkeypatch):
@@ -57,3 +59,23 @@ def test_inspect_corrupt_wheel(tmp_path, capsys):
     bad.write_bytes(b"PK\x03\x04garbage")
     assert main(["inspect", str(bad)]) == 2
     assert "error: not a readable wheel" in capsys.readouterr().out
+
+
+def test_inspect_shows_damaged_device_code_in_text_and_json(elf_builder, capsys):
+    good = container(entry(2, 80, cubin(80), version=(1, 7)))
+    library = fatbin_library(elf_builder, good + good)
+    data = bytearray(library.read_bytes())
+    second = data.index(good, data.index(good) + 1)
+    struct.pack_into("<Q", data, second + 8, 0x10)  # its fat_size
+    library.write_bytes(bytes(data))
+    note = f".nv_fatbin: device code unreadable from container 2 (offset {second:#x}) on: fat_size 0x10 cannot hold an entry"
+    assert main(["inspect", str(library)]) == 0
+    assert f"  device code: SASS sm_80\n    damaged: {note}\n" in capsys.readouterr().out
+    assert main(["inspect", "--json", str(library)]) == 0
+    (lib,) = json.loads(capsys.readouterr().out)["libraries"]
+    assert (lib["device_code"]["sass"], lib["device_code"]["containers"], lib["device_code"]["damage"]) == (["sm_80"], 1, [note])
+    struct.pack_into("<Q", data, 0x28, 0)  # e_shoff: nothing can be looked for
+    library.write_bytes(bytes(data))
+    assert main(["inspect", str(library)]) == 0
+    out = capsys.readouterr().out
+    assert "  device code: unknown, none could be read\n    damaged: no section header table: device code could not be looked for\n" in out

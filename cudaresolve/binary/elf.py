@@ -10,7 +10,8 @@ reading without bound or leaking struct.error. Only a damaged note costs nothing
 since the loader ignores notes.
 
 Tables are found through the section headers, as readelf and pyelftools do; a file without them
-(sstrip) is read through its dynamic tags, as the loader does, counting symbols from its hash table.
+(sstrip) is read through its dynamic tags, as the loader does, counting symbols from its hash table;
+its device code, which only sections locate, is then reported as not looked for (NO_SECTIONS).
 
 Why not pyelftools: it builds several Python objects per symbol, which makes it two orders of
 magnitude slower on the libraries that matter (libtorch_cpu.so: 75,768 dynamic symbols); pyelftools
@@ -28,7 +29,15 @@ import struct
 from array import array
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts, SymbolTable, VersionNeed, little_endian, native_array
+from cudaresolve.binary.facts import (
+    ELF_MAGIC,
+    BinaryFacts,
+    FatbinSummary,
+    SymbolTable,
+    VersionNeed,
+    little_endian,
+    native_array,
+)
 from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.errors import CudaresolveError
 
@@ -66,6 +75,9 @@ DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFC, 0x6FFFFFFD, 0x6
 NT_GNU_BUILD_ID = 3
 VER_FLG_BASE = 1
 SHN_UNDEF, SHN_XINDEX, PN_XNUM = 0, 0xFFFF, 0xFFFF
+_TAG_NAMES = {DT_NEEDED: "DT_NEEDED", DT_SONAME: "DT_SONAME", DT_RPATH: "DT_RPATH", DT_RUNPATH: "DT_RUNPATH"}
+# The damage note of a file without usable section headers: "no device code" would be a guess.
+NO_SECTIONS = "no section header table: device code could not be looked for"
 
 
 def is_elf(path: Union[str, os.PathLike]) -> bool:
@@ -113,7 +125,8 @@ class _Section(NamedTuple):
 
 
 class _Strings:
-    """A string table copied out of the file; strings are sliced out of it on demand."""
+    """A string table copied out of the file, under the name its errors give it; strings are sliced
+    out of it on demand."""
 
     __slots__ = ("_blob", "_last", "_reader", "_what")
 
@@ -123,12 +136,13 @@ class _Strings:
         self._reader = reader
         self._what = what
 
-    def _check(self, offset: int) -> None:
+    def _check(self, offset: int, user: str = "string") -> None:
         if not 0 <= offset <= self._last:
-            raise self._reader.error(f"string offset {offset:#x} is outside {self._what}")
+            raise self._reader.error(f"{user} offset {offset:#x} is outside {self._what}")
 
-    def get(self, offset: int) -> str:
-        self._check(offset)
+    def get(self, offset: int, user: str = "string") -> str:
+        """The string at `offset`; `user` names what points there, for the error."""
+        self._check(offset, user)
         # backslashreplace: a non-UTF-8 name must never make a later print or JSON dump fail.
         return self._blob[offset : self._blob.find(b"\0", offset)].decode("utf-8", "backslashreplace")
 
@@ -148,7 +162,7 @@ class _Reader:
         self.data = data
         self.size = len(data) if not isinstance(data, memoryview) else data.nbytes
         self.path = path
-        self._string_tables: Dict[Tuple[int, int], _Strings] = {}
+        self._string_blobs: Dict[Tuple[int, int], bytes] = {}
 
     def error(self, message: str) -> ElfError:
         return ElfError(f"{self.path}: {message}")
@@ -168,12 +182,14 @@ class _Reader:
         return bytes(self.data[offset : offset + size])
 
     def strings(self, offset: int, size: int, what: str) -> _Strings:
+        """The string table at `offset`, named `what` by this caller: tables are shared (.dynstr
+        serves DT_NEEDED, .dynsym and both version tables) but copied once, and each user's errors
+        name the table as that user found it."""
         key = (offset, size)
-        table = self._string_tables.get(key)
-        if table is None:
-            table = _Strings(self.block(offset, size, what), self, what)
-            self._string_tables[key] = table
-        return table
+        blob = self._string_blobs.get(key)
+        if blob is None:
+            blob = self._string_blobs[key] = self.block(offset, size, what)
+        return _Strings(blob, self, what)
 
     # -- headers -------------------------------------------------------------------------------
 
@@ -186,7 +202,7 @@ class _Reader:
 
         def text(tag: int) -> Optional[str]:
             values = dynamic.get(tag)
-            return None if not values else self._need_strings(dynstr).get(values[-1])
+            return None if not values else self._need_strings(dynstr).get(values[-1], f"{_TAG_NAMES[tag]} string")
 
         rpath, runpath = text(DT_RPATH), text(DT_RUNPATH)
         versions, version_definitions, version_needs = self._read_versions(dynamic, dynstr)
@@ -196,7 +212,7 @@ class _Reader:
             machine=self.machine,
             elf_type=self.elf_type,
             soname=text(DT_SONAME),
-            needed=tuple(self._need_strings(dynstr).get(v) for v in dynamic.get(DT_NEEDED, ())),
+            needed=tuple(self._need_strings(dynstr).get(v, "DT_NEEDED string") for v in dynamic.get(DT_NEEDED, ())),
             rpath=tuple(rpath.split(":")) if rpath is not None else (),
             runpath=tuple(runpath.split(":")) if runpath is not None else (),
             flags=dynamic.get(DT_FLAGS, [0])[-1],
@@ -205,8 +221,14 @@ class _Reader:
             version_definitions=version_definitions,
             version_needs=version_needs,
             build_id=self._read_build_id(),
-            fatbin=summarize_fatbins(self.data, [(s.name, s.offset, s.size, s.flags, s.type) for s in self.sections]),
+            fatbin=self._read_fatbins(),
         )
+
+    def _read_fatbins(self) -> Optional[FatbinSummary]:
+        """The device code, found by section; without sections a note, so the file does not read as CPU-only."""
+        if not self.sections:
+            return FatbinSummary(damage=(NO_SECTIONS,))
+        return summarize_fatbins(self.data, [(s.name, s.offset, s.size, s.flags, s.type) for s in self.sections])
 
     def _read_header(self) -> None:
         if self.size == 0:
@@ -295,7 +317,8 @@ class _Reader:
         if not 0 < link < len(self.sections) or self.sections[link].type != SHT_STRTAB:
             raise self.error(f"{what} links to section {link}, which is not a string table")
         target = self.sections[link]
-        return self.strings(target.offset, target.size, f"string table of {what}")
+        name = target.name or f"section {link}"
+        return self.strings(target.offset, target.size, f"{name}, the string table of {what}")
 
     def _file_offset(self, vaddr: int, what: str) -> int:
         """Map a run-time address to a file offset through the PT_LOAD segments, as the loader does."""
@@ -339,7 +362,7 @@ class _Reader:
     def _need_strings(self, dynstr: Optional[Tuple[int, int]]) -> _Strings:
         if dynstr is None:
             raise self.error("dynamic section names strings but has no string table")
-        return self.strings(dynstr[0], dynstr[1], "the dynamic string table")
+        return self.strings(dynstr[0], dynstr[1], "the dynamic string table (.dynstr)")
 
     # -- symbol versions -----------------------------------------------------------------------
 

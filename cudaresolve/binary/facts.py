@@ -202,6 +202,9 @@ class FatbinSummary:
     (compressed payload and no decompressor available); they are also listed in `sass` or `ptx`
     without a suffix.
     `unknown_kinds` counts entries of kinds that are neither PTX nor SASS (e.g. kind 8, likely LTO-IR).
+    `damage` has one line per place where device code could not be read, e.g. ".nv_fatbin: device
+    code unreadable from container 7 (offset 0x1a2b0) on: entry chain overruns fat_size": the other
+    fields then cover only what was read, and a summary may hold damage alone.
     """
 
     sass: tuple[str, ...] = ()  # sorted, unique: "sm_75", "sm_90a", "sm_100"
@@ -211,6 +214,7 @@ class FatbinSummary:
     containers: int = 0
     entries: int = 0
     sections: tuple[str, ...] = ()  # sections the containers were found in
+    damage: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,7 @@ class BinaryFacts:
     version_definitions: tuple[str, ...]  # verdef names, excluding the BASE entry (the soname)
     version_needs: tuple[VersionNeed, ...]
     build_id: Optional[str]  # hex of NT_GNU_BUILD_ID
-    fatbin: Optional[FatbinSummary]  # None when the file carries no fatbin
+    fatbin: Optional[FatbinSummary]  # None when the file carries no fatbin and none was found damaged
 
     @property
     def undefined(self) -> tuple[Symbol, ...]:

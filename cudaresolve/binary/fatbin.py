@@ -9,9 +9,12 @@ dropped. Everything listed here comes from those headers; no payload is decompre
 
 Where containers are looked for. `.nv_fatbin` and `__nv_relfatbin` (what nvcc's host stubs
 register) are walked container by container, skipping zero padding; a container whose header or
-entry chain does not fit stops that walk, keeping the containers before it. Every other allocated,
-non-executable PROGBITS section is scanned for the magic, always (except the toolchain's own tables,
-TOOLCHAIN_SECTIONS), and a hit counts only if its entries tile its fat_size exactly. Libraries also carry fatbins they load themselves:
+entry chain does not fit, or bytes that are neither padding nor a container, stop that walk,
+keeping the containers before it and recording where and why in `FatbinSummary.damage`: a damaged
+library must not read as one without device code. Every other allocated, non-executable PROGBITS
+section is scanned for the magic, always (except the toolchain's own tables, TOOLCHAIN_SECTIONS),
+and a hit counts only if its entries tile its fat_size exactly. Libraries also carry fatbins they
+load themselves:
 libcufft.so.12 (CUDA 13 wheels) has a 672-byte `.nv_fatbin` with sm_75 alone and 23,983
 containers in its 278 MB `.ldata`; libcusparseLt.so.0 0.6.3 (cu12) has an 18 MB `.nv_fatbin` and
 2,494 more containers in its 188 MB `.rodata`. No size rule separates those cases, and the scan is
@@ -120,7 +123,8 @@ class FatbinEntry(NamedTuple):
 
 
 def summarize_fatbins(data: Buffer, sections: Sequence[Section]) -> Optional[FatbinSummary]:
-    """The device code in one ELF file, from its section table; None when it carries no fatbin.
+    """The device code in one ELF file, from its section table; None when it carries no fatbin and
+    no damage was met (with damage, a summary carrying it, so "unreadable" never reads as "CPU-only").
 
     `data` is the whole file (bytes, memoryview or mmap); no reference to it is kept. Entries whose
     headers are equal are judged once (all 112 files of a torch 2.14.1 venv: 47,716 entries).
@@ -128,7 +132,7 @@ def summarize_fatbins(data: Buffer, sections: Sequence[Section]) -> Optional[Fat
     fold = _Fold()
     header_suffixes: Dict[tuple, Optional[str]] = {}  # the suffixes the entry header alone decides
     payloads = _Payloads(data)
-    for section, container in _containers(data, sections):
+    for section, container in _containers(data, sections, fold.damage):
         fold.containers += 1
         for raw in container:
             key = raw[:5]
@@ -143,10 +147,11 @@ def summarize_fatbins(data: Buffer, sections: Sequence[Section]) -> Optional[Fat
 
 
 def read_fatbin_entries(data: Buffer, sections: Sequence[Section]) -> List[FatbinEntry]:
-    """Every entry of every container found in the file, in section and file order."""
+    """Every entry of every container found in the file, in section and file order (damage is
+    reported by `summarize_fatbins` only)."""
     payloads = _Payloads(data)
     entries: List[FatbinEntry] = []
-    for index, (section, container) in enumerate(_containers(data, sections)):
+    for index, (section, container) in enumerate(_containers(data, sections, [])):
         for raw in container:
             suffix = _suffix(payloads, raw)
             entries.append(FatbinEntry(section, index, raw.kind, raw.arch, suffix or "", _isa(raw), suffix is not None))
@@ -162,17 +167,21 @@ def summarize_entries(entries: Sequence[FatbinEntry]) -> Optional[FatbinSummary]
     return fold.summary()
 
 
-def _containers(data: Buffer, sections: Sequence[Section]) -> Iterator[Tuple[str, List[_Entry]]]:
-    """(section name, entries) of every container, in section and file order."""
+def _containers(data: Buffer, sections: Sequence[Section], damage: List[str]) -> Iterator[Tuple[str, List[_Entry]]]:
+    """(section name, entries) of every container, in section and file order; where a fatbin
+    section cannot be read to its end, a note appended to `damage`."""
     length = len(data)
     for name, offset, size, flags, sh_type in sections:
-        if sh_type != SHT_PROGBITS or offset >= length:
+        if sh_type != SHT_PROGBITS:
             continue
-        end = min(offset + size, length)
         if name in FATBIN_SECTIONS:
-            found = _walk(data, offset, end)
+            found, stop = _walk(data, offset, min(offset + size, length))
+            if stop is None and offset + size > length:
+                stop = f"past the end of the file ({length:#x} bytes)"
+            if stop is not None:
+                damage.append(f"{name}: device code unreadable {stop}")
         elif flags & SHF_ALLOC and not flags & SHF_EXECINSTR and name not in TOOLCHAIN_SECTIONS:
-            found = _scan(data, offset, end)
+            found = _scan(data, offset, min(offset + size, length))
         else:
             continue
         for container in found:
@@ -190,6 +199,7 @@ class _Fold:
         self.ptx: set = set()
         self.undetermined: set = set()
         self.unknown: Counter = Counter()
+        self.damage: List[str] = []
 
     def add(self, section: str, kind: int, arch: int, suffix: Optional[str], isa: Optional[str]) -> None:
         """One entry; `suffix` None means it could not be determined."""
@@ -206,7 +216,7 @@ class _Fold:
             self.undetermined.add((kind == KIND_PTX, arch))
 
     def summary(self) -> Optional[FatbinSummary]:
-        if not self.entries:
+        if not self.entries and not self.damage:
             return None
         ptx = sorted((arch, suffix, _version_key(isa), isa) for arch, suffix, isa in self.ptx)
         return FatbinSummary(
@@ -217,6 +227,7 @@ class _Fold:
             containers=self.containers,
             entries=self.entries,
             sections=tuple(self.sections),
+            damage=tuple(self.damage),
         )
 
 
@@ -224,25 +235,29 @@ def _version_key(isa: Optional[str]) -> Tuple[int, ...]:
     return tuple(int(part) for part in isa.split(".")) if isa else ()
 
 
-def _walk(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
-    """Containers laid back to back from `start`, with zero padding between them."""
+class _Unreadable(Exception):
+    """Raised with the reason the bytes where a container should start are not one."""
+
+
+def _walk(data: Buffer, start: int, end: int) -> Tuple[List[List[_Entry]], Optional[str]]:
+    """Containers laid back to back from `start`, with zero padding between them, and where and why
+    the walk stopped short of `end` (None when it reached it)."""
     found = []
     pos = start
-    while pos + _HEADER.size <= end:
-        if data[pos : pos + 4] == MAGIC:
-            parsed = _container(data, pos, end)
-            if parsed is None:
-                break
-            entries, pos = parsed
-            found.append(entries)
-        elif data[pos] == 0:
+    while pos < end:
+        if data[pos] == 0:
             nonzero = _NONZERO_RE.search(data, pos, end)
             if nonzero is None:
                 break
             pos = nonzero.start()
-        else:
-            break
-    return found
+        try:
+            if data[pos : pos + 4] != MAGIC:
+                raise _Unreadable("no container magic")
+            entries, pos = _container(data, pos, end)
+        except _Unreadable as why:
+            return found, f"from container {len(found) + 1} (offset {pos:#x}) on: {why}"
+        found.append(entries)
+    return found, None
 
 
 def _scan(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
@@ -253,32 +268,40 @@ def _scan(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
         hit = _MAGIC_RE.search(data, pos, end)
         if hit is None:
             return found
-        parsed = _container(data, hit.start(), end)
-        if parsed is None:
+        try:
+            entries, pos = _container(data, hit.start(), end)
+        except _Unreadable:
+            # Not damage: outside the fatbin sections nothing says a container is there, and any
+            # four bytes of data (a constant, a hash, compressed bytes) can equal the magic.
             pos = hit.start() + 1
             continue
-        entries, pos = parsed
         found.append(entries)
 
 
-def _container(data: Buffer, at: int, end: int) -> Optional[Tuple[List[_Entry], int]]:
-    """The entries of the container at `at` and the offset after it, or None unless every entry
+def _container(data: Buffer, at: int, end: int) -> Tuple[List[_Entry], int]:
+    """The entries of the container at `at` and the offset after it; `_Unreadable` unless every entry
     header fits and the entries fill fat_size exactly."""
     if at + _HEADER.size > end:
-        return None
+        raise _Unreadable("container header runs past the section end")
     _, _, header_size, fat_size = _HEADER.unpack_from(data, at)
     pos = at + header_size
     stop = pos + fat_size
-    if header_size < _HEADER.size or fat_size < _ENTRY_MIN or stop > end:
-        return None
+    if header_size < _HEADER.size:
+        raise _Unreadable(f"container header_size {header_size} is below {_HEADER.size}")
+    if fat_size < _ENTRY_MIN:
+        raise _Unreadable(f"fat_size {fat_size:#x} cannot hold an entry")
+    if stop > end:
+        raise _Unreadable(f"fat_size {fat_size:#x} runs past the section end")
     entries = []
     while pos < stop:
         if pos + _ENTRY_MIN > stop:
-            return None
+            raise _Unreadable("entry chain overruns fat_size")
         kind, entry_header_size, size, compressed_size, minor, major, arch, flags = _ENTRY.unpack_from(data, pos)
         payload = pos + entry_header_size
-        if entry_header_size < _ENTRY_MIN or payload + size > stop:
-            return None
+        if entry_header_size < _ENTRY_MIN:
+            raise _Unreadable(f"entry {len(entries) + 1} header_size {entry_header_size} is below {_ENTRY_MIN}")
+        if payload + size > stop:
+            raise _Unreadable("entry chain overruns fat_size")
         entries.append(_Entry(kind, arch, major, minor, flags, payload, size, compressed_size))
         pos = payload + size
     return entries, stop

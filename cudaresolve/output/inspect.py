@@ -14,6 +14,8 @@ def _device_code(facts) -> str:
     fatbin = facts.fatbin
     if fatbin is None:
         return "none"
+    if not fatbin.entries and fatbin.damage:
+        return "unknown, none could be read"
     parts = []
     if fatbin.sass:
         parts.append("SASS " + ", ".join(fatbin.sass))
@@ -49,6 +51,8 @@ def render_text(items: Iterable[Inspected]) -> str:
         if facts.version_definitions:
             lines.append(f"  defines: {', '.join(facts.version_definitions)}")
         lines.append(f"  device code: {_device_code(facts)}")
+        if facts.fatbin is not None:
+            lines += [f"    damaged: {note}" for note in facts.fatbin.damage]
     return "\n".join(lines) + "\n" if lines else "no ELF files found\n"
 
 
@@ -84,6 +88,7 @@ def render_json(items: Iterable[Inspected]) -> str:
                         "containers": fatbin.containers,
                         "entries": fatbin.entries,
                         "sections": list(fatbin.sections),
+                        "damage": list(fatbin.damage),
                     },
                 }
             )
