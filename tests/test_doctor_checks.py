@@ -21,7 +21,8 @@ from cudaresolve.arch import ComputeCapability, PtxTarget
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable
 from cudaresolve.checks import judge
 from cudaresolve.checks.advisories import check_advisories
-from cudaresolve.checks.arch_coverage import check_arch_coverage
+from cudaresolve.binary.elf import NO_SECTIONS
+from cudaresolve.checks.arch_coverage import check_arch_coverage, check_unreadable_device_code
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.duplicates import check_duplicate_libraries
@@ -347,6 +348,25 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
     [finding] = check_arch_coverage(env, host("550.144.03", "8.6"))
     assert finding.fix == ("use a build made with CUDA <= 12.9 (the newest toolkit that still targets 8.6 and this "
                            "driver runs)")
+
+
+def test_unreadable_device_code_is_said_not_taken_for_none():
+    note = ".nv_fatbin: device code unreadable from container 7 (offset 0x1a2b0) on: entry chain overruns fat_size"
+    damaged = FatbinSummary(sass=("sm_80",), entries=6, containers=6, sections=(".nv_fatbin",), damage=(note,))
+    env = environment(
+        dist("pkg", "1.0"),
+        elf_files=(elf("pkg/libk.so", "pkg", fatbin=damaged),
+                   elf("pkg/libstripped.so", "pkg", fatbin=FatbinSummary(damage=(NO_SECTIONS,))),
+                   elf("pkg/libplain.so", "pkg")),
+    )
+    assert check_unreadable_device_code(env) == [
+        Finding("environment", "warning", f"{SP}/pkg/libk.so",
+                f"device code partly unreadable ({note}): its GPU coverage is judged on what could be read",
+                (note, "installed by pkg 1.0")),
+        Finding("environment", "info", "pkg 1.0",
+                "1 library has no section header table: its device code, if any, could not be looked for",
+                (f"{SP}/pkg/libstripped.so",)),
+    ]
 
 
 def test_a_package_requiring_itself_with_extras_is_not_its_own_dependency():

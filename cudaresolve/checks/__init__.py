@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cudaresolve.checks.advisories import check_advisories
-from cudaresolve.checks.arch_coverage import check_arch_coverage
+from cudaresolve.checks.arch_coverage import check_arch_coverage, check_unreadable_device_code
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.duplicates import check_duplicate_libraries
@@ -49,6 +49,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_shadowing(env, loads)
     findings += check_duplicate_libraries(env, loads)
     findings += check_arch_coverage(env, host)
+    findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)
     findings += check_mixed_majors(env, builds)
     findings += check_advisories(env, host, builds)

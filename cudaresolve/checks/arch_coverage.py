@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cudaresolve.arch import ComputeCapability
+from cudaresolve.binary.elf import NO_SECTIONS
 from cudaresolve.checks.dependencies import fold_into_requirers
-from cudaresolve.checks.findings import UNOWNED, Finding
+from cudaresolve.checks.findings import UNOWNED, Finding, subject
 from cudaresolve.checks.fixes import arch_fix
 from cudaresolve.compat import can_run
 from cudaresolve.env.environment import Environment
@@ -65,6 +66,42 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
                 f"\"no kernel image is available for execution on the device\"",
                 evidence,
                 arch_fix(dist, cc, host),
+            )
+        )
+    return findings
+
+
+def check_unreadable_device_code(env: Environment) -> list[Finding]:
+    """Device code the reader could not walk is said, never taken for "no device code": a warning per
+    damaged file (its GPU coverage is judged on the part read), and one info per package for files
+    without section headers, where device code cannot be looked for at all (sstripped libraries)."""
+    findings = []
+    headerless: dict[str, list[str]] = defaultdict(list)
+    for elf in env.elf_files:
+        damage = elf.facts.fatbin.damage if elf.facts and elf.facts.fatbin else ()
+        if damage == (NO_SECTIONS,):
+            headerless[elf.owner or UNOWNED].append(elf.path)
+        elif damage:
+            findings.append(
+                Finding(
+                    "environment",
+                    "warning",
+                    elf.path,
+                    f"device code partly unreadable ({damage[0]}): its GPU coverage is judged on what could be read",
+                    damage + ((f"installed by {subject(env, elf.owner)}",) if elf.owner else ()),
+                    None,
+                )
+            )
+    for owner, paths in sorted(headerless.items()):
+        findings.append(
+            Finding(
+                "environment",
+                "info",
+                subject(env, owner),
+                f"{len(paths)} librar{'y has' if len(paths) == 1 else 'ies have'} no section header table: "
+                f"{'its' if len(paths) == 1 else 'their'} device code, if any, could not be looked for",
+                tuple(paths[:5]) + ((f"... and {len(paths) - 5} more",) if len(paths) > 5 else ()),
+                None,
             )
         )
     return findings
