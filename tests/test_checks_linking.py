@@ -5,6 +5,7 @@ test_doctor_synthetic.py holds the same situations as gcc-built files checked ag
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Union
 
@@ -23,6 +24,7 @@ from cudaresolve.checks.linking import (
 from cudaresolve.checks.loading import load_packages
 from cudaresolve.env.environment import ElfFile, Environment
 from test_checks_planned import PLANNED, dist, planned, so
+from test_doctor_synthetic import HOST
 
 NO_FILE = "cannot open shared object file: No such file or directory"
 SP = PLANNED
@@ -143,6 +145,8 @@ def with_torch(*exported: str) -> Case:
                 dists=(dist("cuda-core", "1.2.2"), dist("torch", "2.14.1")))
 
 
+MISSING_LIBRARIES = functools.partial(check_missing_libraries, host=HOST)
+
 ROWS = [
     pytest.param(SKEW, check_symbol_skew, [(
         "symbol-skew", "error", "nvidia-cusparse-cu12 12.3.1.170",
@@ -159,25 +163,25 @@ ROWS = [
          f"the loader picks {SP}/pkg/lib/libfoo.so.1 (runpath)"),
         None,
     )], id="missing-version"),
-    pytest.param(MISSING, check_missing_libraries, [(
+    pytest.param(MISSING, MISSING_LIBRARIES, [(
         "missing-library", "error", "pkg 1.0", f"_ext.so: libcublas.so.12: {NO_FILE}",
         (f"{EXT} needs libcublas.so.12; nothing on its search path, in the environment or in the system provides it",),
         'pip install "nvidia-cublas-cu12"',
     )], id="missing-library"),
-    pytest.param(OFF_PATH, check_missing_libraries, [(
+    pytest.param(OFF_PATH, MISSING_LIBRARIES, [(
         "missing-library", "error", "pkg 1.0", f"_ext.so: libfoo.so.1: {NO_FILE}",
         (f"{EXT} needs libfoo.so.1; the environment's copy ({SP}/other/libfoo.so.1) is not on its search path",),
         f"other has it, but not where _ext.so looks: put {SP}/other on LD_LIBRARY_PATH, or install a release of its "
         "package that finds it",
     )], id="copy-off-the-search-path"),
-    pytest.param(CUPY_OPTIONAL, check_missing_libraries, [(
+    pytest.param(CUPY_OPTIONAL, MISSING_LIBRARIES, [(
         "missing-library", "warning", "cupy-cuda12x 14.2.0",
         "optional feature unavailable: nccl.cpython-311-x86_64-linux-gnu.so needs libnccl.so.2, which is not "
         "installed (NCCL (cupy.cuda.nccl, cupyx.distributed) and cuTENSOR routines; [ctk] installs neither)",
         (f"{CUPY_EXT}: libnccl.so.2: {NO_FILE}",),
         'pip install "nvidia-nccl-cu12"',
     )], id="optional-feature"),
-    pytest.param(CUPY_OPTIONALS, check_missing_libraries, [(
+    pytest.param(CUPY_OPTIONALS, MISSING_LIBRARIES, [(
         "missing-library", "warning", "cupy-cuda12x 14.2.0",
         "optional features unavailable: 2 modules need libcutensor.so.2, libcutensorMg.so.2, libnccl.so.2, which "
         "are not installed (NCCL (cupy.cuda.nccl, cupyx.distributed) and cuTENSOR routines; [ctk] installs neither)",
@@ -192,8 +196,8 @@ ROWS = [
         ("nvshmem_transport_ibrc.so.3 needs libibverbs.so.1, libmlx5.so.1",),
         None,
     )], id="plugin"),
-    pytest.param(PLUGINS, check_missing_libraries, [], id="plugin-is-not-an-error"),
-    pytest.param(REFUSED, check_missing_libraries, [(
+    pytest.param(PLUGINS, MISSING_LIBRARIES, [], id="plugin-is-not-an-error"),
+    pytest.param(REFUSED, MISSING_LIBRARIES, [(
         "missing-library", "error", "pkg 1.0", "_ext.so: /bad/libfoo.so.1: invalid ELF header",
         (f"{EXT} needs libfoo.so.1; the loader finds /bad/libfoo.so.1 first (LD_LIBRARY_PATH) and cannot load it",),
         None,

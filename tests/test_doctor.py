@@ -315,3 +315,40 @@ def test_torch_judged_for_a_host_file_written_by_probe(torch_python, capsys, tmp
     assert from_file["host"] == json.loads(probe_json)
     assert from_file["findings"] == from_overrides["findings"]
     assert [(f["check"], f["subject"]) for f in errors_of(from_file)] == [("arch-coverage", "torch 2.14.1")]
+
+
+# -- cuda-cccl: one build per CUDA major, pathfinder preloads, kernels compiled at run time -----------
+
+CCCL = ["cuda-cccl==1.2.1", "cuda-core==1.2.2", "cuda-pathfinder==1.9.0", "nvidia-cuda-nvrtc-cu12==12.9.86",
+        "nvidia-cuda-runtime-cu12==12.9.79", "nvidia-nvjitlink-cu12==12.9.86"]
+
+
+def test_cuda_cccl_cu12_on_driver_550_has_no_errors(cuda_venv, capsys):
+    """cuda-bindings 12 selects cuda/compute/cu12/; cuda.pathfinder preloads the cu12 wheels' nvrtc and
+    nvJitLink that its libcccl.c.parallel.so needs; that library's sm_75 stub is not its kernels (NVRTC
+    12.9 compiles them for the 8.6 GPU); the unselected cu13/ build is not judged."""
+    python = str(cuda_venv(CCCL + ["cuda-bindings==12.9.10"]) / "bin" / "python")
+    code, report = doctor_json(capsys, "--python", python, *AMPERE_ON_550)
+    assert (code, report["counts"]["error"]) == (0, 0)
+    assert {f["check"] for f in report["findings"]} <= {"driver-floor", "bridge"}  # 12.9 wheels on a 12.4 driver
+    cccl = [lib for lib in report["libraries"] if lib["package"] == "cuda-cccl"]
+    assert [(lib["build"], lib["selected"], lib["preloader"]) for lib in cccl] == [
+        ("cu12", True, "cuda-cccl"), ("cu13", False, "cuda-cccl"),
+    ]
+
+
+@pytest.mark.parametrize("driver, fix", [
+    ("580.65.06", 'pip install "cuda-cccl[cu13]" (the CUDA 13 libraries its cu13 build needs)'),
+    ("550.144.03", 'this driver cannot run CUDA 13; take the CUDA 12 route: pip install "cuda-bindings<13" '
+                   '"cuda-cccl[cu12]"'),
+])
+def test_cuda_cccl_selected_by_cuda_bindings_13_without_cuda_13_libraries(cuda_venv, capsys, driver, fix):
+    python = str(cuda_venv(CCCL + ["cuda-bindings==13.5.0"]) / "bin" / "python")
+    code, report = doctor_json(capsys, "--python", python, "--driver", driver, "--gpu", "8.6")
+    assert code == 2
+    [missing] = [f for f in report["findings"] if f["check"] == "missing-library"]
+    assert missing["message"] == ("libcccl.c.parallel.so: libnvrtc.so.13: cannot open shared object file: "
+                                  "No such file or directory")
+    assert [line.split(" needs ")[1].split(";")[0] for line in missing["evidence"]] == [
+        "libnvrtc.so.13", "libnvJitLink.so.13"]
+    assert missing["fix"] == fix

@@ -349,7 +349,8 @@ def test_nvjitlink_and_nvrtc_release_tables():
 
 
 def test_preloaders_and_driver_libraries():
-    cupy, torch = components.preloaders()
+    cupy, torch, cccl = components.preloaders()
+    assert cccl.libraries == ("nvrtc", "nvjitlink", "cudart")
     assert cupy.search == ("site-packages", "conda-prefix", "system")
     assert set(cupy.optional_sonames) == {"libnccl.so.2", "libcutensor.so.2", "libcutensorMg.so.2"}
     for soname in cupy.optional_sonames:

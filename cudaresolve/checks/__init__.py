@@ -39,15 +39,16 @@ class Judgement:
 def judge(env: Environment, host: HostFacts) -> Judgement:
     """Load every package as ld.so would, then run every check."""
     loads = load_packages(env)
+    imported = tuple(load for load in loads if load.selected)  # not the builds a package does not import here
     builds = cuda_builds(env)
     findings: list[Finding] = []
     findings += _environment_problems(env)
-    findings += check_foreign_files(env, loads)
-    findings += check_missing_libraries(env, loads)
-    findings += check_plugin_libraries(env, loads)
-    findings += check_symbol_skew(env, loads)
-    findings += check_shadowing(env, loads)
-    findings += check_duplicate_libraries(env, loads)
+    findings += check_foreign_files(env, imported)
+    findings += check_missing_libraries(env, imported, host)
+    findings += check_plugin_libraries(env, imported)
+    findings += check_symbol_skew(env, imported)
+    findings += check_shadowing(env, imported)
+    findings += check_duplicate_libraries(env, imported)
     findings += check_arch_coverage(env, host)
     findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)

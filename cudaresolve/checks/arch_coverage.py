@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
+from typing import Callable, Optional
 
-from cudaresolve.arch import ComputeCapability
+from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.binary.elf import NO_SECTIONS
+from cudaresolve.checks.builds import build_of, component_builds
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import UNOWNED, Finding, subject
 from cudaresolve.checks.fixes import arch_fix
 from cudaresolve.compat import can_run
-from cudaresolve.env.environment import Environment
+from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import components, toolkits
 
 
 def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
@@ -21,7 +25,10 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
 
     A library whose whole device code is one entry (libcufftw.so.12: one sm_75 cubin, nvcc's
     default target) beside a library of the same package that runs on the GPU carries a stub, not
-    kernels the package needs: it is not judged.
+    kernels the package needs: it is not judged. A library that compiles its kernels at run time
+    (data/components.toml [run_time_compilers]) is judged by whether its NVRTC targets the GPU, and
+    files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12)
+    not at all.
     """
     findings = []
     ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
@@ -31,8 +38,19 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
         fatbin = elf.facts.fatbin if elf.facts else None
         if fatbin is None or not (fatbin.sass or fatbin.ptx):
             continue
+        build = build_of(env, elf.owner, elf.path)
+        if build is not None and not build.selected:
+            continue  # a build the package does not import here
         owner = elf.owner or UNOWNED
+        compiler = _run_time_compiler(env, elf) if components.compiles_at_run_time(os.path.basename(elf.path)) else None
         for cc in ccs:
+            if compiler is not None:
+                reason = compiler(cc)
+                if reason is None:
+                    runs.add((owner, cc))
+                else:
+                    failures[(owner, cc)].append((elf.path, reason, 0))
+                continue
             verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)
             if verdict.runs:
                 runs.add((owner, cc))
@@ -69,6 +87,27 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
             )
         )
     return findings
+
+
+def _run_time_compiler(env: Environment, elf: ElfFile) -> Callable[[ComputeCapability], Optional[str]]:
+    """For a library that compiles its kernels at run time: why the NVRTC it links cannot target a
+    GPU (None when it can, or when the tables cannot tell). Its own fatbin is a stub: not judged."""
+    majors = {row.cuda_major for needed in elf.facts.needed for row in components.for_soname(needed) if row.name == "nvrtc"}
+    nvrtc = [
+        build for build in component_builds(env.distributions)
+        if build.cuda.major in majors and any(row.name == "nvrtc" for row in components.for_dist(build.dist, build.version))
+    ]
+    toolkit = toolkits.get(nvrtc[0].cuda) if nvrtc and nvrtc[0].cuda.minor is not None else None
+
+    def reason(cc: ComputeCapability) -> Optional[str]:
+        if toolkit is None or not toolkit.sass_targets:
+            return None  # NVRTC not installed (a missing library) or a toolkit the tables do not know
+        if any(Target.parse(target).runs_on(cc) for target in toolkit.sass_targets):
+            return None
+        return (f"compiles its kernels at run time with NVRTC {toolkit.version} ({nvrtc[0].dist} {nvrtc[0].version}), "
+                f"which cannot target compute capability {cc}")
+
+    return reason
 
 
 def check_unreadable_device_code(env: Environment) -> list[Finding]:

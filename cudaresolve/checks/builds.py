@@ -65,3 +65,35 @@ def cuda_builds(env: Environment) -> tuple[CudaBuild, ...]:
     """Every distribution of `env` whose CUDA build the tables can tell: frameworks, then components."""
     frameworks = [b for b in (framework_build(d) for d in env.distributions) if b is not None]
     return tuple(frameworks) + component_builds(env.distributions)
+
+
+@dataclass(frozen=True)
+class Build:
+    """Which of a package's per-CUDA-major builds a file belongs to, and whether the package imports it."""
+
+    directory: str  # "cu12"
+    cuda_major: int
+    selected: bool
+
+
+def build_of(env: Environment, dist: Optional[str], path: str) -> Optional[Build]:
+    """The build of `dist` that `path` belongs to (data/components.toml [alternative_builds]); None for
+    files of a package with one build, or outside its build directories.
+
+    The selected build is the one whose major the `selected_by` distribution has (cuda-cccl imports
+    cu13/ when cuda-bindings 13 is installed); without it, the one major of the environment's NVIDIA
+    component wheels; failing both, every build counts as selected.
+    """
+    row = components.alternative_builds(dist) if dist else None
+    if row is None:
+        return None
+    directory = next((part for part in path.split("/") if part in row.directories), None)
+    if directory is None:
+        return None
+    major = row.directories[directory]
+    chooser = env.distribution(row.selected_by) if row.selected_by else None
+    if chooser is not None:
+        chosen = {chooser.version.release[0]}
+    else:
+        chosen = {build.cuda.major for build in component_builds(env.distributions)}
+    return Build(directory, major, len(chosen) != 1 or major in chosen)

@@ -7,7 +7,7 @@ from typing import Optional
 
 from cudaresolve.knowledge import components, toolkits, torch
 from cudaresolve.arch import ComputeCapability, Target
-from cudaresolve.checks.builds import framework_build
+from cudaresolve.checks.builds import Build, framework_build
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
@@ -86,3 +86,27 @@ def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], mi
         return None
     requirement, others = found
     return f"pip install {requirement}" + (f" (also provided by {', '.join(others)})" if others else "")
+
+
+def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[str]:
+    """For a library missing from the build a package imports (cuda-cccl's cu13/ without CUDA 13
+    wheels): the extra that installs that build's libraries, or, when the driver cannot run that
+    CUDA major, the route to a build it runs."""
+    row = components.alternative_builds(dist)
+    if row is None:
+        return None
+    driver = host.driver
+
+    def runs(major: int) -> bool:
+        return not (driver.release or driver.cuda) or driver_verdict(CudaVersion(major), driver.release, driver.cuda) is not None
+
+    extra = row.extras.get(build.directory)
+    if runs(build.cuda_major) and extra:
+        return f'pip install "{dist}[{extra}]" (the CUDA {build.cuda_major} libraries its {build.directory} build needs)'
+    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]):
+        if major != build.cuda_major and runs(major) and row.extras.get(directory):
+            chooser = (f'"{row.selected_by}<{build.cuda_major}" ' if major < build.cuda_major
+                       else f'"{row.selected_by}>={major}" ') if row.selected_by else ""
+            return (f"this driver cannot run CUDA {build.cuda_major}; take the CUDA {major} route: "
+                    f'pip install {chooser}"{dist}[{row.extras[directory]}]"')
+    return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import replace
 from typing import Iterable, Optional
 
 from packaging.version import Version
@@ -32,9 +33,10 @@ from cudaresolve.binary.loader import (
     Problem,
 )
 from cudaresolve.checks.findings import Finding, subject
-from cudaresolve.checks.fixes import provider_dists, provider_fix, provider_requirement
+from cudaresolve.checks.fixes import build_fix, provider_dists, provider_fix, provider_requirement
 from cudaresolve.checks.loading import PackageLoad, linked_names
 from cudaresolve.env.environment import ElfFile, Environment
+from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
 
@@ -92,12 +94,13 @@ def is_plugin(path: str, linked: set[str]) -> bool:
     return not extension and name not in linked
 
 
-def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
+def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host: HostFacts) -> list[Finding]:
     """A library the loader cannot find or load: an error in glibc's words; or, when only optional
     features of a preloading package need it, one warning for that package naming the features."""
     files = _Files(env)
     linked = linked_names(env)
-    findings = []
+    findings: list[Finding] = []
+    causes: dict[tuple, int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[PackageLoad, Problem]]] = defaultdict(list)
     for load, problem in _library_problems(env, loads, files):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
@@ -119,6 +122,18 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad]) -> l
                        "LD_LIBRARY_PATH, or install a release of its package that finds it")
             else:
                 where = "nothing on its search path, in the environment or in the system provides it"
+        fix = (
+            fix
+            or (build_fix(load.dist, load.build, host) if load.build and load.dist and components.for_soname(needed)
+                else None)
+            or provider_fix(needed, env, load.dist, None)
+        )
+        same_cause = (load.dist, files.identity(problem.consumer), fix)  # one fix for several libraries: one finding
+        if fix is not None and same_cause in causes:
+            found = findings[causes[same_cause]]
+            findings[causes[same_cause]] = replace(found, evidence=found.evidence + (f"{problem.consumer} needs {needed}; {where}",))
+            continue
+        causes[same_cause] = len(findings)
         findings.append(
             Finding(
                 "missing-library",
@@ -126,7 +141,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad]) -> l
                 subject(env, load.dist),
                 f"{os.path.basename(problem.consumer)}: {problem.message}",
                 (f"{problem.consumer} needs {needed}; {where}",),
-                fix or provider_fix(needed, env, load.dist, None),
+                fix,
             )
         )
     for dist, problems in optional.items():

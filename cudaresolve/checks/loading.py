@@ -17,18 +17,26 @@ from typing import Optional
 from cudaresolve.knowledge import components
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoadResult, resolve
+from cudaresolve.checks.builds import Build, build_of
 from cudaresolve.env.environment import Environment
 
 
 @dataclass(frozen=True)
 class PackageLoad:
-    """How one distribution's libraries load: the loader's result and who preloaded what."""
+    """How one distribution's libraries load (or one of its per-CUDA-major builds): the loader's
+    result and who preloaded what."""
 
     dist: Optional[str]  # None for files no distribution owns
     roots: tuple[str, ...]
     result: LoadResult
     preloader: Optional[components.Preloader]
     foreign: tuple[tuple[str, str], ...] = ()  # (path, machine) of files built for another machine: not loaded
+    build: Optional[Build] = None  # the build these roots belong to, for a package that ships several
+
+    @property
+    def selected(self) -> bool:
+        """False for a build the package does not import here: its problems are not this environment's."""
+        return self.build is None or self.build.selected
 
 
 def linked_names(env: Environment) -> set[str]:
@@ -57,18 +65,33 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
     facts_of = _facts_of(env)
     loads = []
     for owner in sorted(set(by_owner) | set(foreign), key=lambda o: (o is None, o or "")):
-        roots = tuple(by_owner[owner])
         dist = env.distribution(owner) if owner else None
         preloader = components.preloader_for(dist.name, dist.version) if dist else None
+        # A package shipping one build per CUDA major imports one: each build is its own namespace.
+        builds: dict[Optional[Build], list[str]] = {None: []}
+        for root in by_owner[owner]:
+            builds.setdefault(build_of(env, owner, root), []).append(root)
         namespace = loader
         if preloader is not None:
             found = env.preloads.get(owner or "", {})
-            namespace = replace(
-                loader, preloaded={**loader.preloaded, **{s: p for s, p in found.items() if s in needed[owner]}}
-            )
-        result = resolve(roots, facts_of=facts_of, env=namespace)
-        loads.append(PackageLoad(owner, roots, result, preloader, tuple(foreign[owner])))
+            namespace = replace(loader, preloaded={**loader.preloaded, **_preloaded(preloader, found, needed[owner])})
+        for build, roots in builds.items():
+            if roots or foreign[owner]:
+                result = resolve(tuple(roots), facts_of=facts_of, env=namespace)
+                loads.append(PackageLoad(owner, tuple(roots), result, preloader,
+                                         tuple(foreign[owner]) if build is None else (), build))
     return tuple(loads)
+
+
+def _preloaded(preloader: components.Preloader, found: dict[str, str], roots_need: set[str]) -> dict[str, str]:
+    """What `preloader` loads before the package's extensions: the listed components wherever its files
+    need them (cuda-pathfinder users), else what its extension modules themselves need (CuPy, torch)."""
+    if preloader.libraries:
+        return {
+            soname: path for soname, path in found.items()
+            if any(row.name in preloader.libraries for row in components.for_soname(soname))
+        }
+    return {soname: path for soname, path in found.items() if soname in roots_need}
 
 
 def _facts_of(env: Environment):

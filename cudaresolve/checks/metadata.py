@@ -36,8 +36,8 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
             for provider in provider_dists(soname, CudaVersion.parse(minimum).major):
                 requirement = next((r for r in requirements if canonicalize_name(r.name) == provider), None)
                 lower = _admitted_older(provider, requirement, minimum)
-                if requirement is not None and not lower:
-                    continue
+                if not lower:
+                    continue  # nothing installable is too old: declared or not, any release binds
                 declared = f"declares '{requirement}'" if requirement else f"does not declare {provider}"
                 findings.append(
                     Finding(

@@ -60,6 +60,7 @@ class Preloader:
     search: tuple[str, ...] = field(metadata=records.check(_search_step))  # steps from SEARCH_STEPS, in order
     optional_sonames: tuple[str, ...]  # needed only by optional features, loaded on use
     optional_features: Optional[str] = None
+    libraries: tuple[str, ...] = ()  # components it loads for any of its files; () = what its extensions need
     note: Optional[str] = None
 
 
@@ -120,6 +121,26 @@ class _Bridges:
 
 
 @dataclass(frozen=True)
+class AlternativeBuilds:
+    """A package shipping one build per CUDA major, importing the one `selected_by`'s major names."""
+
+    dist: str
+    directories: Mapping[str, int]  # directory name -> CUDA major ("cu12" -> 12)
+    selected_by: Optional[str] = None  # distribution whose installed major picks the build
+    extras: Mapping[str, str] = field(default_factory=dict)  # directory -> extra installing its CUDA libraries
+
+
+@dataclass(frozen=True)
+class _AlternativeBuilds:
+    packages: tuple[AlternativeBuilds, ...]
+
+
+@dataclass(frozen=True)
+class _RunTimeCompilers:
+    libraries: tuple[str, ...]  # shell-style patterns on file names
+
+
+@dataclass(frozen=True)
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
@@ -130,6 +151,8 @@ class Tables:
     cuda_versioned: _CudaVersioned
     framework_runtime: _FrameworkRuntime
     bridges: _Bridges
+    alternative_builds: _AlternativeBuilds
+    run_time_compilers: _RunTimeCompilers
 
 
 @functools.lru_cache(maxsize=None)
@@ -208,3 +231,13 @@ def bridge_provider(symbol: str) -> Optional[str]:
         if any(fnmatch.fnmatchcase(symbol, pattern) for pattern in bridge.symbols):
             return bridge.dist
     return None
+
+
+def alternative_builds(dist: str) -> Optional[AlternativeBuilds]:
+    """How `dist` (canonical name) ships and selects one build per CUDA major, if it does."""
+    return next((row for row in load().alternative_builds.packages if row.dist == dist), None)
+
+
+def compiles_at_run_time(file_name: str) -> bool:
+    """Whether a library's kernels are compiled at run time (libcccl.c.parallel.so), its fatbin a stub."""
+    return any(fnmatch.fnmatchcase(file_name, pattern) for pattern in load().run_time_compilers.libraries)

@@ -67,6 +67,8 @@ def render_json(diagnosis: Diagnosis) -> str:
         "libraries": [
             {
                 "package": load.dist,
+                "build": load.build.directory if load.build else None,
+                "selected": load.selected,
                 "preloader": load.preloader.name if load.preloader else None,
                 "objects": [
                     {
