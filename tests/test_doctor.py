@@ -303,6 +303,18 @@ def test_torch_on_an_rtx_4090_with_driver_580_runs(torch_python, capsys):
 
 
 @pytest.mark.torch_venv
+def test_torch_on_an_h100_with_driver_580_has_one_warning_a_user_can_act_on(torch_python, capsys):
+    """triton's private CUPTI is information, not a duplicate to remove; what is left under --strict is
+    nvJitLink 13.5 on a CUDA 13.0 driver, with a pin the installed requirements admit."""
+    code, data = doctor_json(capsys, "--python", torch_python, "--strict", "--gpu", "9.0", "--driver", "580.65.06")
+    warnings = [f for f in data["findings"] if f["severity"] == "warning"]
+    assert (code, [(f["check"], f["subject"]) for f in warnings]) == (1, [("driver-floor", "nvidia-nvjitlink 13.5.37")])
+    assert warnings[0]["fix"] == 'pin it to the driver\'s CUDA: pip install "nvidia-nvjitlink==13.0.88"'
+    [cupti] = [f for f in data["findings"] if f["check"] == "duplicate-library"]
+    assert (cupti["severity"], cupti["subject"]) == ("info", "5 libraries of nvidia-cuda-cupti, triton")
+
+
+@pytest.mark.torch_venv
 def test_torch_judged_for_a_host_file_written_by_probe(torch_python, capsys, tmp_path):
     assert main(["probe", "--json", "--gpu", "6.1", "--driver", "580.65.06"]) == 0
     probe_json = capsys.readouterr().out
