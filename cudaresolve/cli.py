@@ -79,7 +79,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from cudaresolve.doctor import examine
+    from cudaresolve.doctor import examine, examine_example
     from cudaresolve.checks.findings import exit_code
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.output.doctor import render_json, render_text, use_colour
@@ -89,8 +89,11 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         def progress(path: str) -> None:
             sys.stderr.write(f"\r\033[Kreading {os.path.basename(path)}")
             sys.stderr.flush()
-    target = target_for(python=args.python, site_packages=args.site_packages)
-    diagnosis = examine(target, _host(args), os.environ, progress=progress)
+    if args.example:
+        diagnosis = examine_example(_host(args))
+    else:
+        target = target_for(python=args.python, site_packages=args.site_packages)
+        diagnosis = examine(target, _host(args), os.environ, progress=progress)
     if progress:
         sys.stderr.write("\r\033[K")
     if args.json:
@@ -142,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     where = doctor.add_mutually_exclusive_group()
     where.add_argument("--python", metavar="PATH", help="the interpreter of the environment (default: this one)")
     where.add_argument("--site-packages", metavar="DIR", help="a site-packages directory to diagnose")
+    where.add_argument(
+        "--example",
+        action="store_true",
+        help="diagnose the built-in example (cuSPARSE 12.3 beside nvJitLink 12.1, as planned, nothing installed)",
+    )
     doctor.add_argument("--strict", action="store_true", help="exit 1 when there are warnings but no errors")
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON (docs/doctor.md)")
     _add_host_options(doctor)

@@ -19,6 +19,7 @@ from cudaresolve.checks.findings import Finding, sort_findings
 from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.env.cache import FactsCache, default_cache_dir
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.example import example_environment
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import scan_environment
 from cudaresolve.host.facts import HostFacts
@@ -62,3 +63,10 @@ def examine(
     if cache.write_error:
         findings = sort_findings(findings + (Finding("environment", "info", "cache", cache.write_error),))
     return Diagnosis(host, env, judgement.loads, findings)
+
+
+def examine_example(host: HostFacts) -> Diagnosis:
+    """Judge the built-in example (env/example.py) for `host`: nothing is read from the disk."""
+    env = example_environment()
+    judgement = judge(env, host)
+    return Diagnosis(host, env, judgement.loads, judgement.findings)

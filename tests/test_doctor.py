@@ -364,3 +364,15 @@ def test_cuda_cccl_selected_by_cuda_bindings_13_without_cuda_13_libraries(cuda_v
     assert [line.split(" needs ")[1].split(";")[0] for line in missing["evidence"]] == [
         "libnvrtc.so.13", "libnvJitLink.so.13"]
     assert missing["fix"] == fix
+
+
+def test_the_built_in_example_is_judged_as_the_real_environment_it_was_made_from(skewed_venv, capsys):
+    """data/example.toml is cuSPARSE 12.3 beside nvJitLink 12.1 reduced to what lies between them
+    (scripts/make_example.py): as a planned environment it gets the real venv's findings."""
+    code, example = doctor_json(capsys, "--example", *AMPERE_ON_550)
+    real_code, real = doctor_json(capsys, "--python", str(skewed_venv / "bin" / "python"), *AMPERE_ON_550)
+    site = str(site_packages(skewed_venv))
+    as_example = json.loads(json.dumps(real["findings"]).replace(site, "/example/site-packages"))
+    assert (code, example["findings"]) == (real_code, as_example)
+    assert code == 2 and [f["check"] for f in as_example] == ["symbol-skew", "metadata-vs-binary"]
+    assert example["environment"]["site_packages"] == ["/example/site-packages"]

@@ -23,7 +23,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-NAMES = ("toolkits.toml", "gpus.toml", "torch.toml", "cupy.toml", "components.toml", "advisories.toml")
+# The knowledge tables, and the built-in example `doctor --example` judges (env/example.py).
+NAMES = ("toolkits.toml", "gpus.toml", "torch.toml", "cupy.toml", "components.toml", "advisories.toml", "example.toml")
 CONFIDENCES = ("H", "M", "L")
 
 _T = TypeVar("_T")
