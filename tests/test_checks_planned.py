@@ -219,3 +219,18 @@ def test_installed_extras_are_those_whose_requirements_are_installed():
     assert installed_extras(toolkit, installed, X86_64) == {"cublas", "cudart"}
     wrong_version = {**installed, "nvidia-cublas": Version("13.0.0.19")}
     assert installed_extras(toolkit, wrong_version, X86_64) == {"cudart"}
+
+
+def test_a_package_build_directory_is_looked_for_below_site_packages_only():
+    """cuda-cccl's cu12/ and cu13/ builds: a venv that happens to live under a directory named cu13
+    does not make every file part of the cu13 build."""
+    from cudaresolve.checks.builds import build_of
+
+    root = "/opt/cu13/venv/site-packages"
+    env = replace(planned(dist("cuda-cccl", "1.2.1"), dist("cuda-bindings", "12.9.10")),
+                  target=Target(site_packages=(root,), markers=tuple(sorted(X86_64.items()))))
+    assert build_of(env, "cuda-cccl", f"{root}/cuda/compute/_bindings.py") is None
+    cu12 = build_of(env, "cuda-cccl", f"{root}/cuda/compute/cu12/cccl/libcccl.c.parallel.so")
+    cu13 = build_of(env, "cuda-cccl", f"{root}/cuda/compute/cu13/cccl/libcccl.c.parallel.so")
+    assert (cu12.directory, cu12.cuda_major, cu12.selected) == ("cu12", 12, True)
+    assert (cu13.directory, cu13.selected) == ("cu13", False)  # cuda-bindings 12 selects cu12

@@ -87,7 +87,8 @@ def build_of(env: Environment, dist: Optional[str], path: str) -> Optional[Build
     row = components.alternative_builds(dist) if dist else None
     if row is None:
         return None
-    directory = next((part for part in path.split("/") if part in row.directories), None)
+    inside = next((path[len(sp):] for sp in env.target.site_packages if path.startswith(sp.rstrip("/") + "/")), path)
+    directory = next((part for part in inside.split("/") if part in row.directories), None)
     if directory is None:
         return None
     major = row.directories[directory]
