@@ -70,13 +70,23 @@ class Environment:
     def requirements(self, dist: Distribution) -> tuple[Requirement, ...]:
         """`dist`'s Requires-Dist that apply here: markers evaluated in the target's marker environment,
         `extra == X` true only for the extras installed with it (`Distribution.extras`)."""
-        markers = self.marker_environment
-        return tuple(
-            r
-            for r in dist.requires
-            if r.marker is None
-            or any(r.marker.evaluate({**markers, "extra": extra}) for extra in ("",) + tuple(sorted(dist.extras)))
-        )
+        key = (dist.name, dist.dist_info)
+        if key not in self._applicable:
+            markers = self.marker_environment
+            self._applicable[key] = tuple(
+                r
+                for r in dist.requires
+                if r.marker is None
+                # only the extras the marker names can make it true (cuda-toolkit: 60 requirements, 20 extras)
+                or any(r.marker.evaluate({**markers, "extra": extra})
+                       for extra in ("", *(e for e in _extras_named(r) if e in dist.extras)))
+            )
+        return self._applicable[key]
+
+    @cached_property
+    def _applicable(self) -> dict[tuple[str, str], tuple[Requirement, ...]]:
+        """requirements() per distribution, computed once: every check that follows requirements asks."""
+        return {}
 
     def requires_names(self, dist: Distribution) -> set[str]:
         """Canonical names of the distributions `dist` requires here."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from typing import IO
 
@@ -52,6 +51,12 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
 
 def render_json(diagnosis: Diagnosis) -> str:
     env = diagnosis.environment
+    identities = {elf.path: elf.identity for elf in env.elf_files}
+
+    def identity(path: str) -> str:
+        """The file behind a loader path: the scan's real path, or the loader's seam for other files."""
+        return identities.get(path) or env.loader.real_path(path)
+
     counts = Counter(f.severity for f in diagnosis.findings)
     data = {
         "schema": SCHEMA,
@@ -79,7 +84,7 @@ def render_json(diagnosis: Diagnosis) -> str:
                         ],
                     }
                     for obj in load.result.objects
-                    if os.path.realpath(obj.path) in {os.path.realpath(r) for r in load.roots}
+                    if identity(obj.path) in {identity(root) for root in load.roots}
                 ],
             }
             for load in diagnosis.loads
