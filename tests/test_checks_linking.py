@@ -97,6 +97,8 @@ CUPY_OPTIONALS = Case(  # cupy-cuda12x[ctk] installs neither NCCL nor cuTENSOR: 
            CUPY_TENSOR: ("cupy-cuda12x", so(CUPY_TENSOR, needed=("libcutensor.so.2", "libcutensorMg.so.2")))},
     dists=(dist("cupy-cuda12x", "14.2.0"),),
 )
+TBBPOOL = f"{SP}/numba/np/ufunc/tbbpool.cpython-311-x86_64-linux-gnu.so"
+NUMBA_WITHOUT_TBB = Case(files={TBBPOOL: ("numba", so(TBBPOOL, needed=("libtbb.so.12",)))}, dists=(dist("numba", "0.62.1"),))
 PLUGIN = f"{SP}/nvidia/nvshmem/lib/nvshmem_transport_ibrc.so.3"
 PLUGINS = Case(files={PLUGIN: ("nvidia-nvshmem-cu12", so(PLUGIN, needed=("libibverbs.so.1", "libmlx5.so.1")))},
                dists=(dist("nvidia-nvshmem-cu12", "3.4.5"),))
@@ -175,20 +177,31 @@ ROWS = [
         "package that finds it",
     )], id="copy-off-the-search-path"),
     pytest.param(CUPY_OPTIONAL, MISSING_LIBRARIES, [(
-        "missing-library", "warning", "cupy-cuda12x 14.2.0",
-        "optional feature unavailable: nccl.cpython-311-x86_64-linux-gnu.so needs libnccl.so.2, which is not "
-        "installed (NCCL (cupy.cuda.nccl, cupyx.distributed) and cuTENSOR routines; [ctk] installs neither)",
+        "missing-library", "info", "cupy-cuda12x 14.2.0",
+        "optional feature unavailable: NCCL (cupy.cuda.nccl, cupyx.distributed) (libnccl.so.2 not installed)",
         (f"{CUPY_EXT}: libnccl.so.2: {NO_FILE}",),
-        'pip install "nvidia-nccl-cu12"',
-    )], id="optional-feature"),
+        'to enable: pip install "nvidia-nccl-cu12"',
+    )], id="optional-layer"),
     pytest.param(CUPY_OPTIONALS, MISSING_LIBRARIES, [(
-        "missing-library", "warning", "cupy-cuda12x 14.2.0",
-        "optional features unavailable: 2 modules need libcutensor.so.2, libcutensorMg.so.2, libnccl.so.2, which "
-        "are not installed (NCCL (cupy.cuda.nccl, cupyx.distributed) and cuTENSOR routines; [ctk] installs neither)",
+        "missing-library", "info", "cupy-cuda12x 14.2.0",
+        "optional features unavailable: NCCL (cupy.cuda.nccl, cupyx.distributed); cuTENSOR routines (cupyx.cutensor) "
+        "(libcutensor.so.2, libcutensorMg.so.2, libnccl.so.2 not installed)",
         (f"{CUPY_EXT}: libnccl.so.2: {NO_FILE}", f"{CUPY_TENSOR}: libcutensor.so.2: {NO_FILE}",
          f"{CUPY_TENSOR}: libcutensorMg.so.2: {NO_FILE}"),
-        'pip install "cutensor-cu12" "nvidia-nccl-cu12"',
-    )], id="optional-features-one-finding"),
+        'to enable: pip install "nvidia-nccl-cu12" "cutensor-cu12"',
+    )], id="optional-layers-one-finding"),
+    pytest.param(NUMBA_WITHOUT_TBB, MISSING_LIBRARIES, [(
+        "missing-library", "info", "numba 0.62.1",
+        "optional feature unavailable: TBB threading layer (numba falls back to OpenMP or its workqueue) "
+        "(libtbb.so.12 not installed)",
+        (f"{TBBPOOL}: libtbb.so.12: {NO_FILE}",),
+        'to enable: pip install "tbb"',
+    )], id="numba-without-tbb"),
+    pytest.param(Case(files=NUMBA_WITHOUT_TBB.files, dists=(dist("numba", "0.56.4"),)), MISSING_LIBRARIES, [(
+        "missing-library", "error", "numba 0.56.4", f"tbbpool.cpython-311-x86_64-linux-gnu.so: libtbb.so.12: {NO_FILE}",
+        (f"{TBBPOOL} needs libtbb.so.12; nothing on its search path, in the environment or in the system provides it",),
+        None,
+    )], id="an-optional-layer-only-for-the-releases-data-names"),
     pytest.param(PLUGINS, check_plugin_libraries, [(
         "missing-library", "info", "nvidia-nvshmem-cu12 3.4.5",
         "1 plugin library loads only on demand and needs libraries that are not on their search path "

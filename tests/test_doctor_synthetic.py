@@ -330,12 +330,11 @@ def test_cupy_14_preloads_the_wheel_library_and_nccl_is_an_optional_feature(cupy
     assert diagnosis.findings == (
         Finding(
             "missing-library",
-            "warning",
+            "info",
             "cupy-cuda12x 14.0.0",
-            "optional feature unavailable: x.cpython-311-x86_64-linux-gnu.so needs libnccl.so.2, which is not "
-            "installed (NCCL (cupy.cuda.nccl, cupyx.distributed) and cuTENSOR routines; [ctk] installs neither)",
+            "optional feature unavailable: NCCL (cupy.cuda.nccl, cupyx.distributed) (libnccl.so.2 not installed)",
             (f"{extension}: libnccl.so.2: {NO_SUCH_FILE}",),
-            'pip install "nvidia-nccl-cu12"',
+            'to enable: pip install "nvidia-nccl-cu12"',
         ),
     )
     [cupy] = [load for load in diagnosis.loads if load.dist == "cupy-cuda12x"]

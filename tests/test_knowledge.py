@@ -352,9 +352,11 @@ def test_preloaders_and_driver_libraries():
     cupy, torch, cccl = components.preloaders()
     assert cccl.libraries == ("nvrtc", "nvjitlink", "cudart")
     assert cupy.search == ("site-packages", "conda-prefix", "system")
-    assert set(cupy.optional_sonames) == {"libnccl.so.2", "libcutensor.so.2", "libcutensorMg.so.2"}
-    for soname in cupy.optional_sonames:
-        assert components.for_soname(soname)
+    for soname in ("libnccl.so.2", "libcutensor.so.2", "libcutensorMg.so.2"):
+        layer = components.optional_layer("cupy-cuda12x", Version("14.2.0"), soname)
+        assert layer is not None and layer.provided_by is None and components.for_soname(soname)
+    assert components.optional_layer("numba", Version("0.62.1"), "libtbb.so.12").provided_by == "tbb"
+    assert components.optional_layer("numba", Version("0.62.1"), "libnccl.so.2") is None
     assert torch.top_levels == ("torch",)
     assert components.preloader_for("cupy-cuda12x", Version("14.2.0")) == cupy
     assert components.preloader_for("cupy-cuda12x", Version("13.6.0")) is None  # CuPy 13 preloads nothing

@@ -2,8 +2,8 @@
 
 - symbol-skew: a version or symbol the chosen provider lacks (glibc's "version `X' not found",
   "undefined symbol: X, version Y");
-- missing-library: a DT_NEEDED nothing on the search path provides, or a file ld.so refuses; an
-  optional feature's library (CuPy's NCCL) is a warning;
+- missing-library: a DT_NEEDED nothing on the search path provides, or a file ld.so refuses; the
+  library of an optional layer (numba's TBB, CuPy's NCCL) is one info per package;
 - plugin libraries nothing links and no import loads (NVSHMEM transports) whose libraries are
   missing: one info per package;
 - files built for another machine, which the loader passes over;
@@ -95,19 +95,21 @@ def is_plugin(path: str, linked: set[str]) -> bool:
 
 
 def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host: HostFacts) -> list[Finding]:
-    """A library the loader cannot find or load: an error in glibc's words; or, when only optional
-    features of a preloading package need it, one warning for that package naming the features."""
+    """A library the loader cannot find or load: an error in glibc's words; or, when only a package's
+    optional layers need it, one info for that package naming the features."""
     files = _Files(env)
     linked = linked_names(env)
     findings: list[Finding] = []
     causes: dict[tuple, int] = {}  # (package, consumer, fix) -> its finding's index
-    optional: dict[Optional[str], list[tuple[PackageLoad, Problem]]] = defaultdict(list)
+    optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
     for load, problem in _library_problems(env, loads, files):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
             continue  # check_plugin_libraries
         needed = problem.needed or ""
-        if problem.kind == MISSING_LIBRARY and load.preloader and needed in load.preloader.optional_sonames:
-            optional[load.dist].append((load, problem))
+        dist = env.distribution(load.dist) if load.dist else None
+        layer = components.optional_layer(dist.name, dist.version, needed) if dist else None
+        if problem.kind == MISSING_LIBRARY and layer is not None:
+            optional[load.dist].append((layer, problem))
             continue
         fix = None
         if problem.kind == INVALID_LIBRARY:  # ld.so stops at the refused file
@@ -149,29 +151,28 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     return findings
 
 
-def _optional_features(env: Environment, dist: Optional[str], problems: list[tuple[PackageLoad, Problem]]) -> Finding:
-    """One warning for all of a package's modules that need optional libraries (CuPy's NCCL, cuTENSOR)."""
-    preloader = problems[0][0].preloader
-    features = preloader.optional_features if preloader and preloader.optional_features else "loaded only on use"
+def _optional_features(
+    env: Environment, dist: Optional[str], problems: list[tuple[components.OptionalLayer, Problem]]
+) -> Finding:
+    """One info for all of a package's optional layers whose library is absent (numba's TBB threading
+    layer, CuPy's NCCL and cuTENSOR modules): the package works without them (data: [optional_layers])."""
+    features = list(dict.fromkeys(layer.feature for layer, _ in problems))
     sonames = sorted({problem.needed or "" for _, problem in problems})
-    modules = sorted({problem.consumer for _, problem in problems})
-    if len(problems) == 1:
-        problem = problems[0][1]
-        message = (f"optional feature unavailable: {os.path.basename(problem.consumer)} needs {sonames[0]}, "
-                   f"which is not installed ({features})")
-    else:
-        message = (f"optional features unavailable: {len(modules)} module{'s' if len(modules) > 1 else ''} "
-                   f"need{'s' if len(modules) == 1 else ''} {', '.join(sonames)}, "
-                   f"which {'is' if len(sonames) == 1 else 'are'} not installed ({features})")
-    found = [provider_requirement(soname, env, dist, None) for soname in sonames]
-    installs = list(dict.fromkeys(requirement for requirement, _ in filter(None, found)))
+    installs = []
+    for layer, problem in problems:
+        if layer.provided_by:
+            installs.append(f'"{layer.provided_by}"')
+        else:
+            found = provider_requirement(problem.needed or "", env, dist, None)
+            installs += [found[0]] if found else []
     return Finding(
         "missing-library",
-        "warning",
+        "info",
         subject(env, dist),
-        message,
+        f"optional feature{'s' if len(features) > 1 else ''} unavailable: {'; '.join(features)} "
+        f"({', '.join(sonames)} not installed)",
         tuple(f"{problem.consumer}: {problem.message}" for _, problem in problems),
-        f"pip install {' '.join(installs)}" if installs else None,
+        f"to enable: pip install {' '.join(dict.fromkeys(installs))}" if installs else None,
     )
 
 

@@ -58,8 +58,6 @@ class Preloader:
     applies_to: tuple[str, ...] = field(metadata=REQUIREMENT)  # the distributions that do it
     top_levels: tuple[str, ...]  # import packages whose extension modules benefit
     search: tuple[str, ...] = field(metadata=records.check(_search_step))  # steps from SEARCH_STEPS, in order
-    optional_sonames: tuple[str, ...]  # needed only by optional features, loaded on use
-    optional_features: Optional[str] = None
     libraries: tuple[str, ...] = ()  # components it loads for any of its files; () = what its extensions need
     note: Optional[str] = None
 
@@ -141,6 +139,21 @@ class _RunTimeCompilers:
 
 
 @dataclass(frozen=True)
+class OptionalLayer:
+    """Extension modules a package imports behind a fallback, and the library they need."""
+
+    dists: tuple[str, ...] = field(metadata=REQUIREMENT)  # the packages that have the layer
+    sonames: tuple[str, ...]
+    feature: str
+    provided_by: Optional[str] = None  # the distribution that installs the library; None: the NVIDIA wheel
+
+
+@dataclass(frozen=True)
+class _OptionalLayers:
+    layers: tuple[OptionalLayer, ...]
+
+
+@dataclass(frozen=True)
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
@@ -153,6 +166,7 @@ class Tables:
     bridges: _Bridges
     alternative_builds: _AlternativeBuilds
     run_time_compilers: _RunTimeCompilers
+    optional_layers: _OptionalLayers
 
 
 @functools.lru_cache(maxsize=None)
@@ -241,3 +255,14 @@ def alternative_builds(dist: str) -> Optional[AlternativeBuilds]:
 def compiles_at_run_time(file_name: str) -> bool:
     """Whether a library's kernels are compiled at run time (libcccl.c.parallel.so), its fatbin a stub."""
     return any(fnmatch.fnmatchcase(file_name, pattern) for pattern in load().run_time_compilers.libraries)
+
+
+def optional_layer(dist: str, version: Version, soname: str) -> Optional[OptionalLayer]:
+    """The optional layer of `dist` (canonical name) at `version` whose modules need `soname`, if any."""
+    for layer in load().optional_layers.layers:
+        if soname in layer.sonames and any(
+            canonicalize_name(r.name) == dist and r.specifier.contains(version, prereleases=True)
+            for r in map(Requirement, layer.dists)
+        ):
+            return layer
+    return None
