@@ -268,10 +268,16 @@ def test_torch_on_a_gtx_1080_has_no_kernel_image(torch_python, capsys):
     assert error["evidence"][-1] == (
         "its CUDA dependencies lack code for 6.1 too: nvidia-cublas, nvidia-cuda-cupti, nvidia-cudnn-cu13, "
         "nvidia-cufft, nvidia-cufile, nvidia-curand, nvidia-cusolver, nvidia-cusparse, nvidia-cusparselt-cu13, "
-        "nvidia-nccl-cu13, nvidia-nvshmem-cu13, triton"
+        "nvidia-nccl-cu13, triton"
     )
     pascal = [f for f in data["findings"] if f["message"].startswith("known problem pascal-cu128:")]
     assert [(f["severity"], f["subject"]) for f in pascal] == [("warning", "torch 2.14.1")]
+    # NVSHMEM serves an opt-in feature: a warning naming it, apart from the error
+    [nvshmem] = [f for f in data["findings"] if f["check"] == "arch-coverage" and f["severity"] == "warning"]
+    assert nvshmem["message"] == ("opt-in feature unavailable on compute capability 6.1: NVSHMEM symmetric memory "
+                                  "(torch.distributed._symmetric_memory) has no kernel image for it")
+    assert [line.split(": ")[0].rsplit("/", 1)[1] for line in nvshmem["evidence"]] == [
+        "libnvshmem_host.so.3", "libtorch_nvshmem.so"]
 
 
 @pytest.mark.torch_venv

@@ -350,6 +350,22 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
                            "driver runs)")
 
 
+def test_libraries_of_an_opt_in_feature_lacking_a_gpu_are_one_warning_naming_the_feature():
+    env = environment(
+        dist("torch", "2.14.1", "nvidia-nvshmem-cu12"),
+        dist("nvidia-nvshmem-cu12", "3.4.5"),
+        elf_files=(elf("torch/lib/libtorch_cuda.so", "torch", fatbin=fatbin("sm_61", "sm_90")),
+                   elf("torch/lib/libtorch_nvshmem.so", "torch", fatbin=fatbin("sm_90")),
+                   elf("nvidia/nvshmem/lib/libnvshmem_host.so.3", "nvidia-nvshmem-cu12", fatbin=fatbin("sm_90"))),
+    )
+    [finding] = check_arch_coverage(env, host("580.65.06", "6.1"))
+    assert (finding.severity, finding.subject) == ("warning", "torch 2.14.1")
+    assert finding.message == ("opt-in feature unavailable on compute capability 6.1: NVSHMEM symmetric memory "
+                               "(torch.distributed._symmetric_memory) has no kernel image for it")
+    assert [line.split(":")[0] for line in finding.evidence] == [
+        f"{SP}/nvidia/nvshmem/lib/libnvshmem_host.so.3", f"{SP}/torch/lib/libtorch_nvshmem.so"]
+
+
 def test_unreadable_device_code_is_said_not_taken_for_none():
     note = ".nv_fatbin: device code unreadable from container 7 (offset 0x1a2b0) on: entry chain overruns fat_size"
     damaged = FatbinSummary(sass=("sm_80",), entries=6, containers=6, sections=(".nv_fatbin",), damage=(note,))

@@ -34,6 +34,7 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
     ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
     failures: dict[tuple[str, ComputeCapability], list[tuple[str, str, int]]] = defaultdict(list)
     runs: set[tuple[str, ComputeCapability]] = set()
+    opt_in: dict[tuple[components.OptIn, ComputeCapability], list[tuple[str, str, int]]] = defaultdict(list)
     for elf in env.elf_files:
         fatbin = elf.facts.fatbin if elf.facts else None
         if fatbin is None or not (fatbin.sass or fatbin.ptx):
@@ -43,6 +44,13 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
             continue  # a build the package does not import here
         owner = elf.owner or UNOWNED
         compiler = _run_time_compiler(env, elf) if components.compiles_at_run_time(os.path.basename(elf.path)) else None
+        feature = components.opt_in_feature(elf.owner, os.path.basename(elf.path))
+        if feature is not None:
+            for cc in ccs:
+                verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)
+                if not verdict.runs:
+                    opt_in[(feature, cc)].append((elf.path, verdict.reason, fatbin.entries))
+            continue
         for cc in ccs:
             if compiler is not None:
                 reason = compiler(cc)
@@ -84,6 +92,19 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
                 f"\"no kernel image is available for execution on the device\"",
                 evidence,
                 arch_fix(dist, cc, host),
+            )
+        )
+    for (feature, cc), files in sorted(opt_in.items(), key=lambda item: (item[0][0].feature, item[0][1])):
+        dist = env.distribution(feature.of)
+        findings.append(
+            Finding(
+                "arch-coverage",
+                "warning",
+                f"{feature.of} {dist.version}" if dist else feature.of,
+                f"opt-in feature unavailable on compute capability {cc}: {feature.feature} has no kernel image for it",
+                tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
+                + ((f"... and {len(files) - 3} more libraries",) if len(files) > 3 else ()),
+                None,
             )
         )
     return findings

@@ -154,6 +154,21 @@ class _OptionalLayers:
 
 
 @dataclass(frozen=True)
+class OptIn:
+    """Libraries whose kernels run only for an opt-in feature of a package."""
+
+    of: str  # the package
+    feature: str
+    dists: tuple[str, ...] = ()  # distributions wholly serving the feature
+    files: tuple[str, ...] = ()  # file names of the package's own libraries serving it
+
+
+@dataclass(frozen=True)
+class _OptIns:
+    features: tuple[OptIn, ...]
+
+
+@dataclass(frozen=True)
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
@@ -167,6 +182,7 @@ class Tables:
     alternative_builds: _AlternativeBuilds
     run_time_compilers: _RunTimeCompilers
     optional_layers: _OptionalLayers
+    opt_in: _OptIns
 
 
 @functools.lru_cache(maxsize=None)
@@ -266,3 +282,8 @@ def optional_layer(dist: str, version: Version, soname: str) -> Optional[Optiona
         ):
             return layer
     return None
+
+
+def opt_in_feature(owner: Optional[str], file_name: str) -> Optional[OptIn]:
+    """The opt-in feature a library serves: owned by one of its distributions, or one of its files."""
+    return next((row for row in load().opt_in.features if owner in row.dists or file_name in row.files), None)
