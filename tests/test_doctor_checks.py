@@ -159,6 +159,24 @@ def test_driver_floor_pins_a_cuda_versioned_component_to_the_drivers_cuda_where_
     assert finding.fix is None
 
 
+def test_a_package_the_tables_do_not_know_is_a_cuda_build_of_the_libraries_its_binaries_link():
+    """onnxruntime-gpu's CUDA provider links libcublas.so.13: a CUDA 13 build, which driver 575 (CUDA
+    12.9) cannot run, whatever its metadata says; on driver 580 it runs."""
+    provider = elf("onnxruntime/capi/libonnxruntime_providers_cuda.so", "onnxruntime-gpu",
+                   needed=("libcublas.so.13", "libcublasLt.so.13", "libcudart.so.13", "libcurand.so.10"))
+    env = environment(dist("onnxruntime-gpu", "1.31.0"), elf_files=(provider,))
+    [build] = cuda_builds(env)
+    assert (build.dist, str(build.cuda)) == ("onnxruntime-gpu", "13")
+    assert build.evidence == "onnxruntime-gpu 1.31.0 is a CUDA 13 build: libonnxruntime_providers_cuda.so links libcublas.so.13"
+    [floor] = driver_floor(env, host("575.57.08"))
+    assert (floor.severity, floor.subject) == ("error", "onnxruntime-gpu 1.31.0")
+    assert floor.message.startswith("built for CUDA 13, which needs a driver >= 580.65.06")
+    assert driver_floor(env, host("580.65.06")) == []
+    # linking two majors, the package is left undecided
+    both = replace(provider, facts=replace(provider.facts, needed=("libcublas.so.13", "libcudart.so.12")))
+    assert cuda_builds(environment(dist("onnxruntime-gpu", "1.31.0"), elf_files=(both,))) == ()
+
+
 def test_driver_floor_names_the_wheel_of_the_drivers_cuda_major():
     """cuSPARSE for CUDA 12 on driver 470 (CUDA 11.4): the CUDA 11 wheel is nvidia-cusparse-cu11."""
     [finding] = driver_floor(environment(dist("nvidia-cusparse-cu12", "12.3.1.170")), host("470.57.02"))

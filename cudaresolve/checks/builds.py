@@ -4,6 +4,7 @@ by its local label, CuPy by its name. The driver-floor, mixed-majors and advisor
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -62,9 +63,40 @@ def framework_build(dist: Distribution) -> Optional[CudaBuild]:
 
 
 def cuda_builds(env: Environment) -> tuple[CudaBuild, ...]:
-    """Every distribution of `env` whose CUDA build the tables can tell: frameworks, then components."""
+    """Every distribution of `env` whose CUDA build is known: frameworks and NVIDIA components from the
+    tables, then any other package from the CUDA libraries its binaries link."""
     frameworks = [b for b in (framework_build(d) for d in env.distributions) if b is not None]
-    return tuple(frameworks) + component_builds(env.distributions)
+    components_ = component_builds(env.distributions)
+    known = {b.dist for b in frameworks} | {b.dist for b in components_}
+    return tuple(frameworks) + components_ + binary_builds(env, known)
+
+
+def binary_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
+    """The CUDA major of packages the tables do not know, read from their binaries: a file that links
+    `libcublas.so.13` (a soname only CUDA 13 wheels provide) is a CUDA 13 consumer, whatever its
+    metadata says. Files of builds a package does not import here do not count; a package whose files
+    link two majors is left undecided."""
+    needs: dict[str, dict[int, tuple[str, str]]] = {}  # dist -> major -> (file, soname)
+    for elf in env.elf_files:
+        owner = elf.owner
+        if elf.facts is None or owner is None or owner in known:
+            continue
+        build = build_of(env, owner, elf.path)
+        if build is not None and not build.selected:
+            continue
+        for soname in elf.facts.needed:
+            majors = {row.cuda_major for row in components.for_soname(soname)}
+            if len(majors) == 1:
+                needs.setdefault(owner, {}).setdefault(majors.pop(), (elf.path, soname))
+    builds = []
+    for name, by_major in sorted(needs.items()):
+        dist = env.distribution(name)
+        if dist is None or len(by_major) != 1:
+            continue
+        [(major, (path, soname))] = by_major.items()
+        builds.append(CudaBuild(name, str(dist.version), CudaVersion(major),
+                                f"{name} {dist.version} is a CUDA {major} build: {os.path.basename(path)} links {soname}"))
+    return tuple(builds)
 
 
 @dataclass(frozen=True)
