@@ -147,6 +147,19 @@ def with_torch(*exported: str) -> Case:
                 dists=(dist("cuda-core", "1.2.2"), dist("torch", "2.14.1")))
 
 
+SYSTEM_CUDART = "/usr/local/cuda-12.4/lib64/libcudart.so.12"
+WHEEL_CUDART = f"{SP}/nvidia/cuda_runtime/lib/libcudart.so.12"
+TOOLKIT_FIRST = Case(  # one library's RPATH names a system toolkit; the next one gets that copy too
+    files={f"{SP}/pkg/a.so": ("pkg", so(f"{SP}/pkg/a.so", needed=("libcudart.so.12",))),
+           f"{SP}/pkg/b.so": ("pkg", so(f"{SP}/pkg/b.so", needed=("libcudart.so.12",),
+                                        runpath=("$ORIGIN/../nvidia/cuda_runtime/lib",))),
+           WHEEL_CUDART: ("nvidia-cuda-runtime-cu12", so(WHEEL_CUDART, soname="libcudart.so.12"))},
+    dists=(dist("pkg", "1.0"), dist("nvidia-cuda-runtime-cu12", "12.4.127")),
+    system={SYSTEM_CUDART: so(SYSTEM_CUDART, soname="libcudart.so.12")},
+)
+TOOLKIT_FIRST.files[f"{SP}/pkg/a.so"] = ("pkg", BinaryFacts(**{**TOOLKIT_FIRST.files[f"{SP}/pkg/a.so"][1].__dict__,
+                                                               "rpath": ("/usr/local/cuda-12.4/lib64",)}))
+
 MISSING_LIBRARIES = functools.partial(check_missing_libraries, host=HOST)
 
 ROWS = [
@@ -228,6 +241,20 @@ ROWS = [
         "remove the stale directory from LD_LIBRARY_PATH",
     )], id="shadowed-by-ld-library-path"),
     pytest.param(SHADOWED, check_symbol_skew, [], id="shadowing-copy-binds"),
+    pytest.param(TOOLKIT_FIRST, check_shadowing, [(
+        "shadowing", "warning", "libcudart.so.12",
+        f"the RPATH of {SP}/pkg/a.so makes the loader pick {SYSTEM_CUDART} for a.so, not the environment's copy "
+        "from nvidia-cuda-runtime-cu12",
+        (f"{SP}/pkg/a.so needs libcudart.so.12: chosen {SYSTEM_CUDART} (rpath)", f"environment copy: {WHEEL_CUDART}"),
+        "make the package find its wheel's copy (fix its RPATH or the preload order)",
+    ), (
+        "shadowing", "warning", "libcudart.so.12",
+        f"a copy another library of the package loaded first makes the loader pick {SYSTEM_CUDART} for b.so, not "
+        "the environment's copy from nvidia-cuda-runtime-cu12",
+        (f"{SP}/pkg/b.so needs libcudart.so.12: chosen {SYSTEM_CUDART} (already loaded)",
+         f"environment copy: {WHEEL_CUDART}"),
+        "make the package find its wheel's copy (fix its RPATH or the preload order)",
+    )], id="shadowed-by-a-system-toolkit-on-an-rpath-then-already-loaded"),
     pytest.param(BRIDGE_WITHOUT_TORCH, check_symbol_skew, [(
         "bridge", "info", "cuda-core 1.2.2",
         "bridge unused: _tensor_bridge.cpython-311-x86_64-linux-gnu.so binds 2 symbols of torch, which is not "

@@ -22,6 +22,7 @@ from typing import Iterable, Optional
 from packaging.version import Version
 
 from cudaresolve.binary.loader import (
+    ALREADY_LOADED,
     DEFAULT_DIR,
     INVALID_LIBRARY,
     LD_LIBRARY_PATH,
@@ -29,6 +30,8 @@ from cudaresolve.binary.loader import (
     MISSING_LIBRARY,
     MISSING_VERSION,
     PRELOADED,
+    RPATH,
+    RUNPATH,
     UNDEFINED_SYMBOL,
     Problem,
 )
@@ -349,7 +352,10 @@ def check_shadowing(env: Environment, loads: Iterable[PackageLoad]) -> list[Find
                     LD_LIBRARY_PATH: "LD_LIBRARY_PATH",
                     LD_SO_CACHE: "the system's ld.so.cache",
                     DEFAULT_DIR: "the system's default directory",
-                }.get(res.step, f"the {res.step}" + (f" of {res.rpath_of}" if res.rpath_of else ""))
+                    RPATH: f"the RPATH of {res.rpath_of}",
+                    RUNPATH: f"the RUNPATH of {os.path.basename(obj.path)}",
+                    ALREADY_LOADED: "a copy another library of the package loaded first",
+                }.get(res.step, f"the name {res.needed}")
                 findings[key] = Finding(
                     "shadowing",
                     "warning",
