@@ -77,7 +77,7 @@ def check_foreign_files(env: Environment, loads: Iterable[PackageLoad]) -> list[
     ]
 
 
-def _library_problems(env: Environment, loads: Iterable[PackageLoad], files: _Files):
+def _library_problems(loads: Iterable[PackageLoad], files: _Files):
     """(load, problem) for each missing or refused library, once per consumer file and name."""
     seen = set()
     for load in loads:
@@ -105,7 +105,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     findings: list[Finding] = []
     causes: dict[tuple, int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
-    for load, problem in _library_problems(env, loads, files):
+    for load, problem in _library_problems(loads, files):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
             continue  # check_plugin_libraries
         needed = problem.needed or ""
@@ -185,7 +185,7 @@ def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> li
     files = _Files(env)
     linked = linked_names(env)
     plugins: dict[Optional[str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for load, problem in _library_problems(env, loads, files):
+    for load, problem in _library_problems(loads, files):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
             plugins[load.dist][os.path.basename(problem.consumer)].add(problem.needed or "")
     findings = []
