@@ -382,3 +382,41 @@ def test_the_built_in_example_is_judged_as_the_real_environment_it_was_made_from
     assert (code, example["findings"]) == (real_code, as_example)
     assert code == 2 and [f["check"] for f in as_example] == ["symbol-skew", "metadata-vs-binary"]
     assert example["environment"]["site_packages"] == ["/example/site-packages"]
+
+
+# -- onnxruntime-gpu: a primary plugin, a preload the program must call, a CUDA major read from binaries --
+
+ORT = ["onnxruntime-gpu==1.31.1", "nvidia-cublas==13.1.1.3", "nvidia-cuda-runtime==13.0.96", "nvidia-curand==10.4.0.35"]
+
+
+@pytest.mark.parametrize("driver, errors", [
+    ("575.57.08", ["nvidia-cublas 13.1.1.3", "nvidia-cuda-runtime 13.0.96", "nvidia-curand 10.4.0.35",
+                   "onnxruntime-gpu 1.31.1"]),
+    ("580.65.06", []),
+])
+def test_onnxruntime_gpu_cuda_provider_is_judged_in_full(cuda_venv, capsys, driver, errors):
+    """The CUDA provider is why onnxruntime-gpu is installed: the wheels' libraries it links are found
+    only once the program calls onnxruntime.preload_dlls() (a warning with that fix, not a plugin info),
+    and it links libcublas.so.13, so the package is a CUDA 13 build that driver 575 cannot run; so are
+    the CUDA 13 wheels beside it, whose fixes name their -cu12 builds. (libcudart.so.13 may also come
+    from a system toolkit in ld.so.cache: the assertions leave that to the machine.)"""
+    python = str(cuda_venv(ORT) / "bin" / "python")
+    code, report = doctor_json(capsys, "--python", python, "--driver", driver, "--gpu", "8.9")
+    assert sorted(f["subject"] for f in report["findings"] if f["severity"] == "error") == errors
+    assert {f["check"] for f in report["findings"] if f["severity"] == "error"} <= {"driver-floor"}
+    assert code == (2 if errors else 0)
+    [provider] = [f for f in report["findings"] if f["check"] == "missing-library" and f["severity"] == "warning"]
+    assert provider["message"].startswith("libonnxruntime_providers_cuda.so finds libcublasLt.so.13, libcublas.so.13, "
+                                          "libcurand.so.10")
+    assert provider["message"].endswith("only after the program calls onnxruntime.preload_dlls(): without it the CUDA "
+                                        "execution provider (CUDAExecutionProvider) does not load")
+    assert provider["fix"].startswith("call onnxruntime.preload_dlls() before the first use")
+    if errors:
+        floors = {f["subject"]: f for f in report["findings"] if f["check"] == "driver-floor"}
+        ort = floors["onnxruntime-gpu 1.31.1"]
+        assert ort["message"].startswith("built for CUDA 13, which needs a driver >= 580.65.06")
+        assert ort["evidence"][0] == ("onnxruntime-gpu 1.31.1 is a CUDA 13 build: libonnxruntime_providers_cuda.so "
+                                      "links libcublasLt.so.13")
+        assert floors["nvidia-cublas 13.1.1.3"]["fix"] == (
+            'upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install "nvidia-cublas-cu12" '
+            "in place of nvidia-cublas")

@@ -90,11 +90,12 @@ def _library_problems(loads: Iterable[PackageLoad], files: _Files):
                 yield load, problem
 
 
-def is_plugin(path: str, linked: set[str]) -> bool:
-    """Not linked against by anything, and not a Python extension module (`name.so`, `name.cpython-*.so`)."""
+def is_plugin(path: str, linked: set[str], owner: Optional[str]) -> bool:
+    """Not linked against by anything, not a Python extension module (`name.so`, `name.cpython-*.so`),
+    and not its package's primary plugin (data: onnxruntime-gpu's CUDA provider), which is judged in full."""
     name = os.path.basename(path)
     extension = name.endswith(".so") and not name.startswith("lib")
-    return not extension and name not in linked
+    return not extension and name not in linked and components.primary_plugin(owner, name) is None
 
 
 def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host: HostFacts) -> list[Finding]:
@@ -105,14 +106,19 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     findings: list[Finding] = []
     causes: dict[tuple, int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
+    on_call: dict[tuple[Optional[str], str], list[Problem]] = defaultdict(list)
     for load, problem in _library_problems(loads, files):
-        if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
+        if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked, load.dist):
             continue  # check_plugin_libraries
         needed = problem.needed or ""
         dist = env.distribution(load.dist) if load.dist else None
         layer = components.optional_layer(dist.name, dist.version, needed) if dist else None
         if problem.kind == MISSING_LIBRARY and layer is not None:
             optional[load.dist].append((layer, problem))
+            continue
+        preload = load.preloader
+        if problem.kind == MISSING_LIBRARY and preload and preload.on_call and needed in env.preloads.get(load.dist or "", {}):
+            on_call[(load.dist, problem.consumer)].append(problem)
             continue
         fix = None
         if problem.kind == INVALID_LIBRARY:  # ld.so stops at the refused file
@@ -151,7 +157,29 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
         )
     for dist, problems in optional.items():
         findings.append(_optional_features(env, dist, problems))
+    for (dist, consumer), problems in on_call.items():
+        findings.append(_found_on_call(env, dist, consumer, problems, loads))
     return findings
+
+
+def _found_on_call(
+    env: Environment, dist: Optional[str], consumer: str, problems: list[Problem], loads: Iterable[PackageLoad]
+) -> Finding:
+    """Libraries a file finds only after the program makes its package's preload call
+    (onnxruntime.preload_dlls()): it works in programs that make it, so a warning whose fix is the call."""
+    call = next(load.preloader.on_call for load in loads if load.dist == dist and load.preloader)
+    name = os.path.basename(consumer)
+    plugin = components.primary_plugin(dist, name)
+    found = env.preloads.get(dist or "", {})
+    return Finding(
+        "missing-library",
+        "warning",
+        subject(env, dist),
+        f"{name} finds {', '.join(p.needed or '' for p in problems)} only after the program calls {call}"
+        + (f": without it the {plugin.feature} does not load" if plugin else ""),
+        tuple(f"{consumer} needs {p.needed}; {call} loads {found[p.needed or '']}" for p in problems),
+        f"call {call} before the first use (see the package's documentation for other ways it preloads)",
+    )
 
 
 def _optional_features(
@@ -186,7 +214,7 @@ def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> li
     linked = linked_names(env)
     plugins: dict[Optional[str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for load, problem in _library_problems(loads, files):
-        if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked):
+        if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked, load.dist):
             plugins[load.dist][os.path.basename(problem.consumer)].add(problem.needed or "")
     findings = []
     for dist, by_plugin in plugins.items():

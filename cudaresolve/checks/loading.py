@@ -72,7 +72,7 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
         for root in by_owner[owner]:
             builds.setdefault(build_of(env, owner, root), []).append(root)
         namespace = loader
-        if preloader is not None:
+        if preloader is not None and preloader.on_call is None:  # a call-dependent preload is not assumed
             found = env.preloads.get(owner or "", {})
             namespace = replace(loader, preloaded={**loader.preloaded, **_preloaded(preloader, found, needed[owner])})
         for build, roots in builds.items():

@@ -59,6 +59,7 @@ class Preloader:
     top_levels: tuple[str, ...]  # import packages whose extension modules benefit
     search: tuple[str, ...] = field(metadata=records.check(_search_step))  # steps from SEARCH_STEPS, in order
     libraries: tuple[str, ...] = ()  # components it loads for any of its files; () = what its extensions need
+    on_call: Optional[str] = None  # the call a program must make for the preload ("onnxruntime.preload_dlls()")
     note: Optional[str] = None
 
 
@@ -169,6 +170,20 @@ class _OptIns:
 
 
 @dataclass(frozen=True)
+class PrimaryPlugin:
+    """An on-demand plugin that is its package's main feature (onnxruntime-gpu's CUDA provider)."""
+
+    dist: str
+    files: tuple[str, ...]
+    feature: str
+
+
+@dataclass(frozen=True)
+class _PrimaryPlugins:
+    plugins: tuple[PrimaryPlugin, ...]
+
+
+@dataclass(frozen=True)
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
@@ -183,6 +198,7 @@ class Tables:
     run_time_compilers: _RunTimeCompilers
     optional_layers: _OptionalLayers
     opt_in: _OptIns
+    primary_plugins: _PrimaryPlugins
 
 
 @functools.lru_cache(maxsize=None)
@@ -287,3 +303,8 @@ def optional_layer(dist: str, version: Version, soname: str) -> Optional[Optiona
 def opt_in_feature(owner: Optional[str], file_name: str) -> Optional[OptIn]:
     """The opt-in feature a library serves: owned by one of its distributions, or one of its files."""
     return next((row for row in load().opt_in.features if owner in row.dists or file_name in row.files), None)
+
+
+def primary_plugin(owner: Optional[str], file_name: str) -> Optional[PrimaryPlugin]:
+    """The primary plugin row for a file of `owner`, if the file is one."""
+    return next((row for row in load().primary_plugins.plugins if row.dist == owner and file_name in row.files), None)
