@@ -1,5 +1,7 @@
 """Which CUDA each distribution was built for: NVIDIA's component wheels by name and version, torch
-by its local label, CuPy by its name. The driver-floor, mixed-majors and advisory checks judge it.
+by its local label, CuPy by its name, any other package by the CUDA libraries its binaries link;
+and, for a package shipping one build per CUDA major, which build a file belongs to and whether the
+package imports it here. The driver-floor, mixed-majors, advisory and arch checks judge these.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from cudaresolve.versions import CudaVersion
 
 @dataclass(frozen=True)
 class CudaBuild:
-    """The CUDA a package was built for, as far as its name, version or the tables tell."""
+    """The CUDA a package was built for, as far as its name, version, the tables or its binaries tell."""
 
     dist: str
     version: str
