@@ -10,7 +10,6 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
-from cudaresolve.knowledge import components
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
@@ -23,6 +22,7 @@ from cudaresolve.env.example import example_environment
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import scan_environment
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import components
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.knowledge import advisories
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import advisories
 from cudaresolve.versions import CudaVersion
 
 

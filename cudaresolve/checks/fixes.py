@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cudaresolve.knowledge import components, toolkits, torch
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.checks.builds import Build, framework_build
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import components, toolkits, torch
 from cudaresolve.versions import CudaVersion
 
 

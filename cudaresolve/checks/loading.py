@@ -14,11 +14,11 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from cudaresolve.knowledge import components
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoadResult, resolve
 from cudaresolve.checks.builds import Build, build_of
 from cudaresolve.env.environment import Environment
+from cudaresolve.knowledge import components
 
 
 @dataclass(frozen=True)

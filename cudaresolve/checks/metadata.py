@@ -10,11 +10,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.knowledge import components
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.checks.findings import Finding, version_list
 from cudaresolve.checks.fixes import provider_dists
 from cudaresolve.env.environment import Environment
+from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
 
 

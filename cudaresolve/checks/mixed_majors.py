@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
-from cudaresolve.knowledge import components
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.environment import Environment
+from cudaresolve.knowledge import components
 
 
 def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Finding]:

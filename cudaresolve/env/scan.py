@@ -19,8 +19,8 @@ from cudaresolve.env.distributions import Distribution, Problem, read_distributi
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.preloads import preloaded_libraries
-from cudaresolve.knowledge import components
 from cudaresolve.errors import CudaresolveError
+from cudaresolve.knowledge import components
 
 
 def scan_environment(

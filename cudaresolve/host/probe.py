@@ -19,7 +19,6 @@ from typing import Callable, Iterator, Mapping, Optional, Sequence, TextIO
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note, check_known
 from cudaresolve.host.overrides import Overrides, overrides_from
-from cudaresolve.knowledge import toolkits
 from cudaresolve.host.readers import Readers, SourceUnavailable, system_readers
 from cudaresolve.host.sources import (
     SMI_FIELDS,
@@ -34,6 +33,7 @@ from cudaresolve.host.sources import (
     parse_tegra,
 )
 from cudaresolve.host.visibility import apply_visible_devices
+from cudaresolve.knowledge import toolkits
 
 SYSFS_VERSION = "/sys/module/nvidia/version"
 PROCFS_VERSION = "/proc/driver/nvidia/version"

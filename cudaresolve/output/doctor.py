@@ -6,8 +6,8 @@ import json
 from collections import Counter
 from typing import IO
 
-from cudaresolve.doctor import Diagnosis
 from cudaresolve.checks.findings import SEVERITIES
+from cudaresolve.doctor import Diagnosis
 
 SCHEMA = 1
 _COLOURS = {"error": "31", "warning": "33", "info": "36"}
