@@ -408,7 +408,7 @@ def test_component_matches_the_real_wheel(requirement, wheel, unpacked):
 
 def test_advisories_parse_and_are_complete():
     ids = [a.id for a in advisories.load()]
-    assert len(ids) == 17 and len(set(ids)) == 17
+    assert len(ids) == 16 and len(set(ids)) == 16
     for a in advisories.load():
         for text in a.affects + a.together_with + a.unless:
             Requirement(text)
