@@ -23,6 +23,7 @@ STACKS = {
     "torch": ["torch==2.14.1"],
     "cupy-cuda12x[ctk]": ["cupy-cuda12x[ctk]==14.2.0"],
     "cuda-cccl[minimal-cu12]": ["cuda-cccl[minimal-cu12]==1.2.1"],
+    "cuda-cccl (cuda-bindings 13, CUDA 12 libraries)": ["cuda-cccl[minimal-cu12]==1.2.1", "cuda-bindings==13.*"],
     "numba-cuda[cu12]": ["numba", "numba-cuda[cu12]"],
     "onnxruntime-gpu[cuda,cudnn]": ["onnxruntime-gpu[cuda,cudnn]==1.31.1"],
 }
