@@ -408,7 +408,7 @@ def test_component_matches_the_real_wheel(requirement, wheel, unpacked):
 
 def test_advisories_parse_and_are_complete():
     ids = [a.id for a in advisories.load()]
-    assert len(ids) == 16 and len(set(ids)) == 16
+    assert len(ids) == 15 and len(set(ids)) == 15
     for a in advisories.load():
         for text in a.affects + a.together_with + a.unless:
             Requirement(text)
@@ -496,3 +496,25 @@ def test_point_6_tables():
     ]
     assert components.needs_build_runtime("torch") and components.needs_build_runtime("cupy_cuda12x")
     assert not components.needs_build_runtime("torchvision") and not components.needs_build_runtime("cupy")
+
+
+def test_every_advisory_is_bounded_by_the_releases_on_the_index():
+    """data/advisories.toml [releases] (scripts/record_releases.py): each affected range holds a release
+    that exists, each fixed release exists, and no release from a fixed one on is affected, so no
+    advisory fires on a release it does not affect or points to a fix the index does not have."""
+    releases = {name: [Version(v) for v in versions] for name, versions in advisories.releases().items()}
+    for advisory in advisories.load():
+        for text in advisory.affects:
+            requirement = Requirement(text)
+            name = canonicalize_name(requirement.name)
+            assert name in releases, (advisory.id, name)
+            assert any(requirement.specifier.contains(v, prereleases=True) for v in releases[name]), (advisory.id, text)
+        for text in advisory.fixed_in:
+            fixed = Requirement(text)
+            name = canonicalize_name(fixed.name)
+            [version] = [Version(s.version) for s in fixed.specifier]
+            assert version in releases[name], (advisory.id, text)
+            later = [v for v in releases[name] if v >= version]
+            for affected in map(Requirement, advisory.affects):
+                if canonicalize_name(affected.name) == name:
+                    assert not any(affected.specifier.contains(v, prereleases=True) for v in later), (advisory.id, text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Mapping, Optional
 
 from cudaresolve import records
 from cudaresolve.errors import UsageError
@@ -45,20 +45,37 @@ class Advisory:
     gpu: Optional[str] = field(default=None, metadata=SPECIFIER)
     platform: Optional[str] = None
     references: tuple[str, ...] = field(default=(), metadata=records.check(_symbol_pattern))
+    fixed_in: tuple[str, ...] = field(default=(), metadata=REQUIREMENT)  # NAME==VERSION, first release without it
     confidence: str = field(default="H", metadata=CONFIDENCE)
     note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _Releases:
+    versions: Mapping[str, tuple[str, ...]]  # distribution -> its releases on the index
 
 
 @dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
     advisory: tuple[Advisory, ...]
+    releases: _Releases
+
+
+def _file() -> _File:
+    return files.read(FILE, _File)
+
+
+@functools.lru_cache(maxsize=None)
+def releases() -> Mapping[str, tuple[str, ...]]:
+    """The releases on the index of the distributions the advisories name ([releases])."""
+    return _file().releases.versions
 
 
 @functools.lru_cache(maxsize=None)
 def load() -> tuple[Advisory, ...]:
     """Every known advisory, in file order; ids are unique."""
-    rows = files.read(FILE, _File).advisory
+    rows = _file().advisory
     ids = [a.id for a in rows]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
