@@ -177,6 +177,23 @@ def test_a_package_the_tables_do_not_know_is_a_cuda_build_of_the_libraries_its_b
     assert cuda_builds(environment(dist("onnxruntime-gpu", "1.31.0"), elf_files=(both,))) == ()
 
 
+def test_a_cuda_13_build_beside_cuda_12_wheels_is_one_mixed_majors_error_naming_both_sides():
+    """onnxruntime-gpu's provider links libcublas.so.13, the environment has nvidia-cublas-cu12: the
+    loader finds nothing, and the finding says which majors meet, once (not as a missing library)."""
+    provider = elf("onnxruntime/capi/libonnxruntime_providers_cuda.so", "onnxruntime-gpu",
+                   needed=("libcublas.so.13",))
+    env = environment(dist("onnxruntime-gpu", "1.31.1"), dist("nvidia-cublas-cu12", "12.9.2.10"),
+                      elf_files=(provider, elf("nvidia/cublas/lib/libcublas.so.12", "nvidia-cublas-cu12",
+                                               soname="libcublas.so.12")))
+    findings = judge(env, host("580.65.06", "8.9")).findings
+    assert [(f.severity, f.check, f.subject) for f in findings if f.severity == "error"] == [
+        ("error", "mixed-majors", "onnxruntime-gpu 1.31.1")]
+    [mixed] = [f for f in findings if f.check == "mixed-majors"]
+    assert mixed.message == "links CUDA 13 libraries, but the environment's wheels of them are CUDA 12"
+    assert mixed.evidence == ("libonnxruntime_providers_cuda.so needs libcublas.so.13; installed: nvidia-cublas-cu12",)
+    assert mixed.fix == "install the CUDA 13 wheels (nvidia-cublas), or a build of onnxruntime-gpu for CUDA 12"
+
+
 def test_driver_floor_names_the_wheel_of_the_drivers_cuda_major():
     """cuSPARSE for CUDA 12 on driver 470 (CUDA 11.4): the CUDA 11 wheel is nvidia-cusparse-cu11."""
     [finding] = driver_floor(environment(dist("nvidia-cusparse-cu12", "12.3.1.170")), host("470.57.02"))

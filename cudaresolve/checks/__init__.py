@@ -25,7 +25,7 @@ from cudaresolve.checks.linking import (
 )
 from cudaresolve.checks.loading import PackageLoad, load_packages
 from cudaresolve.checks.metadata import check_metadata_vs_binary
-from cudaresolve.checks.mixed_majors import check_mixed_majors
+from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 
@@ -53,6 +53,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)
     findings += check_mixed_majors(env, builds)
+    findings += check_companion_majors(env)
     findings += check_advisories(env, host, builds)
     findings += check_metadata_vs_binary(env)
     if host.driver.release is None and host.driver.cuda is None and not host.gpus:

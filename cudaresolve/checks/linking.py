@@ -38,6 +38,7 @@ from cudaresolve.binary.loader import (
 from cudaresolve.checks.findings import Finding, subject
 from cudaresolve.checks.fixes import build_fix, provider_dists, provider_fix, provider_requirement
 from cudaresolve.checks.loading import PackageLoad, linked_names
+from cudaresolve.checks.mixed_majors import other_major_wheels
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
@@ -116,6 +117,8 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
         if problem.kind == MISSING_LIBRARY and layer is not None:
             optional[load.dist].append((layer, problem))
             continue
+        if problem.kind == MISSING_LIBRARY and load.build is None and other_major_wheels(env, needed):
+            continue  # another major's wheel of it is installed: check_companion_majors names both sides
         preload = load.preloader
         if problem.kind == MISSING_LIBRARY and preload and preload.on_call and needed in env.preloads.get(load.dist or "", {}):
             on_call[(load.dist, problem.consumer)].append(problem)

@@ -3,10 +3,11 @@ imports both, and two CUDA runtimes do not share contexts, memory or streams).""
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Iterable
 
-from cudaresolve.checks.builds import CudaBuild
+from cudaresolve.checks.builds import CudaBuild, build_of
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.environment import Environment
@@ -44,3 +45,58 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Fi
             + ", ".join(sorted(set().union(*(owners for m, owners in needs.items() if m != newest)))),
         )
     ]
+
+
+def other_major_wheels(env: Environment, soname: str) -> dict[int, str]:
+    """major -> installed wheel, for a soname of one CUDA major (libcublas.so.13) whose component the
+    environment has only in other majors (nvidia-cublas-cu12); {} otherwise."""
+    rows = components.for_soname(soname)
+    if len({row.cuda_major for row in rows}) != 1:
+        return {}
+    wheels = {
+        row.cuda_major: dist.name
+        for dist in env.distributions
+        for row in components.for_dist(dist.name, str(dist.version))
+        if row.name == rows[0].name
+    }
+    return {} if rows[0].cuda_major in wheels else wheels
+
+
+def check_companion_majors(env: Environment) -> list[Finding]:
+    """A package whose binaries link one CUDA major's library (libcublas.so.13) while the environment's
+    wheels of that component are another major's (nvidia-cublas-cu12): the loader finds nothing, and
+    the fix is either side's major. One finding per package, naming both sides."""
+    mismatches: dict[str, list[tuple[str, str, int, dict[int, str]]]] = defaultdict(list)
+    for elf in env.elf_files:
+        if elf.facts is None or elf.owner is None or components.for_dist(elf.owner):
+            continue  # NVIDIA's own wheels are judged by their loads
+        if components.alternative_builds(elf.owner):
+            continue  # its selected build's missing libraries are reported with that build's fix
+        build = build_of(env, elf.owner, elf.path)
+        if build is not None and not build.selected:
+            continue
+        for needed in elf.facts.needed:
+            wheels = other_major_wheels(env, needed)
+            if wheels:
+                major = components.for_soname(needed)[0].cuda_major
+                mismatches[elf.owner].append((elf.path, needed, major, wheels))
+    findings = []
+    for owner, found in sorted(mismatches.items()):
+        dist = env.distribution(owner)
+        needs = sorted({major for _, _, major, _ in found})
+        have = sorted({m for _, _, _, wheels in found for m in wheels})
+        wanted = sorted({row.dist for _, needed, _, _ in found for row in components.for_soname(needed)})
+        findings.append(
+            Finding(
+                "mixed-majors",
+                "error",
+                f"{owner} {dist.version}" if dist else owner,
+                f"links CUDA {', '.join(map(str, needs))} libraries, but the environment's wheels of them are "
+                f"CUDA {', '.join(map(str, have))}",
+                tuple(f"{os.path.basename(path)} needs {needed}; installed: {', '.join(sorted(wheels.values()))}"
+                      for path, needed, _, wheels in found[:5]),
+                f"install the CUDA {needs[-1]} wheels ({', '.join(wanted)}), or a build of {owner} for CUDA "
+                f"{have[-1]}",
+            )
+        )
+    return findings
