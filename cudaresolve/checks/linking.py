@@ -107,7 +107,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     findings: list[Finding] = []
     causes: dict[tuple, int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
-    on_call: dict[tuple[Optional[str], str], list[Problem]] = defaultdict(list)
+    on_call: dict[tuple[Optional[str], str, str], list[Problem]] = defaultdict(list)  # (package, file, call)
     for load, problem in _library_problems(loads, files):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked, load.dist):
             continue  # check_plugin_libraries
@@ -121,7 +121,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
             continue  # another major's wheel of it is installed: check_companion_majors names both sides
         preload = load.preloader
         if problem.kind == MISSING_LIBRARY and preload and preload.on_call and needed in env.preloads.get(load.dist or "", {}):
-            on_call[(load.dist, problem.consumer)].append(problem)
+            on_call[(load.dist, problem.consumer, preload.on_call)].append(problem)
             continue
         fix = None
         if problem.kind == INVALID_LIBRARY:  # ld.so stops at the refused file
@@ -160,17 +160,14 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
         )
     for dist, problems in optional.items():
         findings.append(_optional_features(env, dist, problems))
-    for (dist, consumer), problems in on_call.items():
-        findings.append(_found_on_call(env, dist, consumer, problems, loads))
+    for (dist, consumer, call), problems in on_call.items():
+        findings.append(_found_on_call(env, dist, consumer, call, problems))
     return findings
 
 
-def _found_on_call(
-    env: Environment, dist: Optional[str], consumer: str, problems: list[Problem], loads: Iterable[PackageLoad]
-) -> Finding:
+def _found_on_call(env: Environment, dist: Optional[str], consumer: str, call: str, problems: list[Problem]) -> Finding:
     """Libraries a file finds only after the program makes its package's preload call
     (onnxruntime.preload_dlls()): it works in programs that make it, so a warning whose fix is the call."""
-    call = next(load.preloader.on_call for load in loads if load.dist == dist and load.preloader)
     name = os.path.basename(consumer)
     plugin = components.primary_plugin(dist, name)
     found = env.preloads.get(dist or "", {})
