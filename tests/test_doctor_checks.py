@@ -420,6 +420,17 @@ def test_unreadable_device_code_is_said_not_taken_for_none():
     ]
 
 
+def test_an_arch_fix_never_describes_what_the_installed_build_already_is():
+    """cuDNN for CUDA 12 lacking sm_61: "a build made with CUDA <= 12.9" is already true of it."""
+    env = environment(dist("nvidia-cudnn-cu12", "9.10.2.21"),
+                      elf_files=(elf("nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9", "nvidia-cudnn-cu12",
+                                     fatbin=fatbin("sm_75", "sm_80", "sm_90")),))
+    [finding] = check_arch_coverage(env, host("580.65.06", "6.1"))
+    assert finding.fix == (
+        "nvidia-cudnn-cu12 9.10.2.21 is built with CUDA 12 and still lacks code for 6.1: an older release of "
+        "nvidia-cudnn-cu12 may carry sm_61; the device code of its releases is not known here, so none is named")
+
+
 def test_a_package_requiring_itself_with_extras_is_not_its_own_dependency():
     """cuda-cccl[cu12] requires cuda-cccl: its arch finding's evidence names no dependency."""
     env = environment(dist("cuda-cccl", "1.2.1", 'cuda-cccl[cu12]; extra == "minimal-cu12"'),

@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.binary.elf import NO_SECTIONS
-from cudaresolve.checks.builds import build_of, component_builds
+from cudaresolve.checks.builds import build_of, component_builds, cuda_builds
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import UNOWNED, Finding, subject
 from cudaresolve.checks.fixes import arch_fix
@@ -70,6 +70,7 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
             if not failures[key]:
                 del failures[key]
     folded = fold_into_requirers(env, {owner for owner, _ in failures})
+    built = {build.dist: build for build in cuda_builds(env)}
     for (owner, cc), files in sorted(failures.items()):
         if owner not in folded:
             continue
@@ -91,7 +92,7 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
                 f"no kernel image for compute capability {cc} ({gpus}): "
                 f"\"no kernel image is available for execution on the device\"",
                 evidence,
-                arch_fix(dist, cc, host),
+                arch_fix(dist, cc, host, built.get(owner)),
             )
         )
     for (feature, cc), files in sorted(opt_in.items(), key=lambda item: (item[0][0].feature, item[0][1])):

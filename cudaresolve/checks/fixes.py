@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from cudaresolve.arch import ComputeCapability, Target
-from cudaresolve.checks.builds import Build, framework_build
+from cudaresolve.checks.builds import Build, CudaBuild, framework_build
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
@@ -38,8 +38,12 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
     return None
 
 
-def arch_fix(dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts) -> Optional[str]:
-    """Name a variant that runs on `cc` with this driver, where the tables know one."""
+def arch_fix(
+    dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None
+) -> Optional[str]:
+    """Name a variant that runs on `cc` with this driver, where the tables know one; never a
+    description the installed build already meets (cuDNN built with CUDA 12 lacking sm_61 is not fixed
+    by "a build made with CUDA <= 12.9")."""
     variant = torch_variant_fix(dist, host)
     if variant:
         return variant
@@ -49,10 +53,15 @@ def arch_fix(dist: Optional[Distribution], cc: ComputeCapability, host: HostFact
         if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)
         and (not (driver.release or driver.cuda) or driver_verdict(t.version, driver.release, driver.cuda) is not None)
     ]
-    if supporting:
-        return (f"use a build made with CUDA <= {supporting[-1].version} (the newest toolkit that still targets {cc}"
-                + (" and this driver runs)" if driver.release or driver.cuda else ")"))
-    return None
+    if not supporting:
+        return None
+    newest = CudaVersion.parse(supporting[-1].version)
+    if build is not None and build.cuda.major <= newest.major and dist is not None:
+        return (f"{dist.name} {dist.version} is built with CUDA {build.cuda} and still lacks code for {cc}: an older "
+                f"release of {dist.name} may carry sm_{cc.arch_number}; the device code of its releases is not known "
+                "here, so none is named")
+    return (f"use a build made with CUDA <= {newest} (the newest toolkit that still targets {cc}"
+            + (" and this driver runs)" if driver.release or driver.cuda else ")"))
 
 
 def provider_dists(soname: str, major: Optional[int]) -> list[str]:
