@@ -6,7 +6,6 @@ read here; `checks.judge` does the judging on the value the scan builds.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 

@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from cudaresolve.errors import UsageError
 

@@ -19,7 +19,7 @@ import subprocess
 import zipfile
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import pytest
 import zstandard

@@ -36,7 +36,6 @@ def test_everything_loads():
 
 
 def test_every_file_and_top_level_table_names_source_and_confidence():
-    expected = set()
     for name in files.NAMES:
         data = raw(name)
         for table in [data] + [value for value in data.values() if isinstance(value, dict)]:
