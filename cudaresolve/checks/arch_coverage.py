@@ -28,7 +28,8 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
     kernels the package needs: it is not judged. A library that compiles its kernels at run time
     (data/components.toml [run_time_compilers]) is judged by whether its NVRTC targets the GPU, and
     files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12)
-    not at all.
+    not at all. Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning
+    per feature and GPU, apart from the package's error.
     """
     findings = []
     ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
