@@ -58,13 +58,12 @@ def check_duplicate_libraries(env: Environment, loads: Iterable[PackageLoad]) ->
 
 def _consumers(env: Environment, loads: Iterable[PackageLoad]) -> dict[str, set[str]]:
     """File identity -> the objects whose DT_NEEDED the loader resolved to it (preloads included)."""
-    by_path = {elf.path: elf.identity for elf in env.elf_files}
     found: dict[str, set[str]] = defaultdict(set)
     for load in loads:
         for obj in load.result.objects:
             for res in obj.needed:
                 if res.path is not None:
-                    found[by_path.get(res.path) or env.loader.real_path(res.path)].add(obj.path)
+                    found[env.identity(res.path)].add(obj.path)
     return found
 
 

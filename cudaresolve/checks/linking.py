@@ -37,29 +37,12 @@ from cudaresolve.binary.loader import (
 )
 from cudaresolve.checks.findings import Finding, subject
 from cudaresolve.checks.fixes import build_fix, provider_dists, provider_fix, provider_requirement
-from cudaresolve.checks.loading import PackageLoad, linked_names
+from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.checks.mixed_majors import other_major_wheels
-from cudaresolve.env.environment import ElfFile, Environment
+from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
-
-
-class _Files:
-    """The environment's ELF files by the names the loader uses for them."""
-
-    def __init__(self, env: Environment):
-        self.env = env
-        self.by_path = {elf.path: elf for elf in env.elf_files}
-        self.by_identity = {elf.identity: elf for elf in env.elf_files}
-
-    def identity(self, path: str) -> str:
-        """The file behind a loader path: the scan's real path, or the loader seam's for other files."""
-        elf = self.by_path.get(path)
-        return elf.identity if elf is not None else self.env.loader.real_path(path)
-
-    def elf(self, path: str) -> Optional[ElfFile]:
-        return self.by_path.get(path) or self.by_identity.get(self.identity(path))
 
 
 def check_foreign_files(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
@@ -78,14 +61,14 @@ def check_foreign_files(env: Environment, loads: Iterable[PackageLoad]) -> list[
     ]
 
 
-def _library_problems(loads: Iterable[PackageLoad], files: _Files):
+def _library_problems(env: Environment, loads: Iterable[PackageLoad]):
     """(load, problem) for each missing or refused library, once per consumer file and name."""
     seen = set()
     for load in loads:
         for problem in load.result.problems:
             if problem.kind not in (MISSING_LIBRARY, INVALID_LIBRARY):
                 continue
-            key = (problem.kind, files.identity(problem.consumer), problem.needed)
+            key = (problem.kind, env.identity(problem.consumer), problem.needed)
             if key not in seen:
                 seen.add(key)
                 yield load, problem
@@ -102,13 +85,12 @@ def is_plugin(path: str, linked: set[str], owner: Optional[str]) -> bool:
 def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host: HostFacts) -> list[Finding]:
     """A library the loader cannot find or load: an error in glibc's words; or, when only a package's
     optional layers need it, one info for that package naming the features."""
-    files = _Files(env)
-    linked = linked_names(env)
+    linked = env.linked
     findings: list[Finding] = []
     causes: dict[tuple, int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
     on_call: dict[tuple[Optional[str], str, str], list[Problem]] = defaultdict(list)  # (package, file, call)
-    for load, problem in _library_problems(loads, files):
+    for load, problem in _library_problems(env, loads):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked, load.dist):
             continue  # check_plugin_libraries
         needed = problem.needed or ""
@@ -128,7 +110,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
             needed = os.path.basename(needed)
             where = f"the loader finds {problem.provider} first ({problem.provider_step}) and cannot load it"
         else:
-            copies = [e for e in env.elf_files if e.facts and e.facts.soname == needed]
+            copies = env.with_soname(needed)
             if copies:
                 where = f"the environment's copy ({', '.join(e.path for e in copies)}) is not on its search path"
                 fix = (f"{copies[0].owner or 'the environment'} has it, but not where "
@@ -142,7 +124,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
                 else None)
             or provider_fix(needed, env, load.dist, None)
         )
-        same_cause = (load.dist, files.identity(problem.consumer), fix)  # one fix for several libraries: one finding
+        same_cause = (load.dist, env.identity(problem.consumer), fix)  # one fix for several libraries: one finding
         if fix is not None and same_cause in causes:
             found = findings[causes[same_cause]]
             findings[causes[same_cause]] = replace(found, evidence=found.evidence + (f"{problem.consumer} needs {needed}; {where}",))
@@ -210,10 +192,9 @@ def _optional_features(
 def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
     """Plugins a package dlopens on demand (nothing links them, no import loads them) whose libraries
     are missing: the features they provide are unavailable, the environment is not broken."""
-    files = _Files(env)
-    linked = linked_names(env)
+    linked = env.linked
     plugins: dict[Optional[str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for load, problem in _library_problems(loads, files):
+    for load, problem in _library_problems(env, loads):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked, load.dist):
             plugins[load.dist][os.path.basename(problem.consumer)].add(problem.needed or "")
     findings = []
@@ -238,7 +219,6 @@ def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> li
 def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
     """Versions and symbols the chosen provider lacks: one finding per consumer file and provider file,
     naming the newest provider release the consumer's versioned names imply."""
-    files = _Files(env)
     skew: dict[tuple[str, Optional[str]], list[Problem]] = defaultdict(list)
     bridges = _Bridges(env)
     for load in loads:
@@ -247,10 +227,10 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
                 skew[(problem.consumer, problem.provider)].append(problem)
     findings: dict = {("bridge", consumer): finding for consumer, finding in bridges.unused().items()}
     for (consumer, provider), problems in skew.items():
-        key = (files.identity(consumer), provider and files.identity(provider))
+        key = (env.identity(consumer), provider and env.identity(provider))
         if key in findings:
             continue
-        elf = files.elf(consumer)
+        elf = env.elf_file(consumer)
         owner = elf.owner if elf is not None else None
         first = problems[0]
         versions = [p.min_provider_version for p in problems if p.min_provider_version]
@@ -268,7 +248,7 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             subject(env, owner),
             f"{os.path.basename(_named_by_glibc(first))}: {first.message}",
             tuple(evidence),
-            _loader_cause_fix(env, files, first, soname) or _installed_elsewhere_fix(env, first, soname, owner, minimum)
+            _loader_cause_fix(env, first, soname) or _installed_elsewhere_fix(env, first, soname, owner, minimum)
             or provider_fix(soname, env, owner, minimum),
         )
     return list(findings.values())
@@ -323,11 +303,11 @@ class _Bridges:
         }
 
 
-def _loader_cause_fix(env: Environment, files: _Files, problem: Problem, soname: str) -> Optional[str]:
+def _loader_cause_fix(env: Environment, problem: Problem, soname: str) -> Optional[str]:
     """When the provider is a file from outside the environment that LD_LIBRARY_PATH or LD_PRELOAD put
     first, that setting is the cause, whatever is installed."""
     provider = problem.provider
-    if provider is None or files.elf(provider) is not None:
+    if provider is None or env.elf_file(provider) is not None:
         return None
     if problem.provider_step == LD_LIBRARY_PATH:
         return f"remove {os.path.dirname(provider)} from LD_LIBRARY_PATH: the loader takes its {soname} first"
@@ -356,25 +336,20 @@ def _installed_elsewhere_fix(
 
 def check_shadowing(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
     """The loader picks a library from outside the environment while a wheel in it has that soname."""
-    in_env: dict[str, list[ElfFile]] = defaultdict(list)
-    for elf in env.elf_files:
-        if elf.facts is not None and elf.facts.soname:
-            in_env[elf.facts.soname].append(elf)
-    files = _Files(env)
     roots = tuple(env.loader.real_path(sp) + os.sep for sp in env.target.site_packages)
     findings: dict[tuple, Finding] = {}
     for load in loads:
         for obj in load.result.objects:
             for res in obj.needed:
-                if res.path is None or res.step == PRELOADED or res.needed not in in_env:
+                wheel_copies = env.with_soname(res.needed)
+                if res.path is None or res.step == PRELOADED or not wheel_copies:
                     continue
-                real = files.identity(res.path)
+                real = env.identity(res.path)
                 if real.startswith(roots):
                     continue
                 key = (res.needed, real, res.step)
                 if key in findings:
                     continue
-                wheel_copies = in_env[res.needed]
                 owners = sorted({o for elf in wheel_copies for o in elf.owners})
                 how = {
                     LD_LIBRARY_PATH: "LD_LIBRARY_PATH",

@@ -39,17 +39,12 @@ class PackageLoad:
         return self.build is None or self.build.selected
 
 
-def linked_names(env: Environment) -> set[str]:
-    """Every name some ELF file of the environment lists in DT_NEEDED."""
-    return {needed for elf in env.elf_files if elf.facts for needed in elf.facts.needed}
-
-
 def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
     """Load each distribution's top-level ELF files (and the unowned ones) as one namespace per package."""
     by_owner: dict[Optional[str], list[str]] = defaultdict(list)
     needed: dict[Optional[str], set[str]] = defaultdict(set)  # what each package's roots link, for its preloads
     foreign: dict[Optional[str], list[tuple[str, str]]] = defaultdict(list)
-    linked = linked_names(env)
+    linked = env.linked
     loader = env.loader
     for elf in env.elf_files:
         # A library something links against is loaded in its consumers' trees, where the RPATHs it
@@ -96,7 +91,7 @@ def _preloaded(preloader: components.Preloader, found: dict[str, str], roots_nee
 
 def _facts_of(env: Environment):
     """The environment's own files from memory (the scan read them), anything else through its seam."""
-    by_path = {elf.path: elf for elf in env.elf_files}
+    by_path = env.files_by_path
 
     def facts_of(path: str) -> Optional[BinaryFacts]:
         elf = by_path.get(path) or by_path.get(os.path.normpath(path))

@@ -88,6 +88,42 @@ class Environment:
         """requirements() per distribution, computed once: every check that follows requirements asks."""
         return {}
 
+    @cached_property
+    def files_by_path(self) -> dict[str, ElfFile]:
+        """The ELF files by the path they are (or will be) installed at."""
+        return {elf.path: elf for elf in self.elf_files}
+
+    @cached_property
+    def _files_by_identity(self) -> dict[str, ElfFile]:
+        return {elf.identity: elf for elf in self.elf_files}
+
+    @cached_property
+    def _files_by_soname(self) -> dict[str, tuple[ElfFile, ...]]:
+        found: dict[str, list[ElfFile]] = {}
+        for elf in self.elf_files:
+            if elf.facts is not None and elf.facts.soname:
+                found.setdefault(elf.facts.soname, []).append(elf)
+        return {soname: tuple(files) for soname, files in found.items()}
+
+    def identity(self, path: str) -> str:
+        """The file behind a loader path: the builder's real path for the environment's files, the
+        loader's seam for any other (a system library, a path with `..` in it)."""
+        elf = self.files_by_path.get(path)
+        return elf.identity if elf is not None else self.loader.real_path(path)
+
+    def elf_file(self, path: str) -> Optional[ElfFile]:
+        """The environment's ELF file a loader path names, under that name or another."""
+        return self.files_by_path.get(path) or self._files_by_identity.get(self.identity(path))
+
+    def with_soname(self, soname: str) -> tuple[ElfFile, ...]:
+        """The environment's ELF files whose DT_SONAME is `soname`, in path order."""
+        return self._files_by_soname.get(soname, ())
+
+    @cached_property
+    def linked(self) -> frozenset[str]:
+        """Every name some ELF file of the environment lists in DT_NEEDED."""
+        return frozenset(needed for elf in self.elf_files if elf.facts for needed in elf.facts.needed)
+
     def requires_names(self, dist: Distribution) -> set[str]:
         """Canonical names of the distributions `dist` requires here."""
         return {canonicalize_name(r.name) for r in self.requirements(dist)}

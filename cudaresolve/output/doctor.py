@@ -51,11 +51,6 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
 
 def render_json(diagnosis: Diagnosis) -> str:
     env = diagnosis.environment
-    identities = {elf.path: elf.identity for elf in env.elf_files}
-
-    def identity(path: str) -> str:
-        """The file behind a loader path: the scan's real path, or the loader's seam for other files."""
-        return identities.get(path) or env.loader.real_path(path)
 
     counts = Counter(f.severity for f in diagnosis.findings)
     data = {
@@ -84,7 +79,7 @@ def render_json(diagnosis: Diagnosis) -> str:
                         ],
                     }
                     for obj in load.result.objects
-                    if identity(obj.path) in {identity(root) for root in load.roots}
+                    if env.identity(obj.path) in {env.identity(root) for root in load.roots}
                 ],
             }
             for load in diagnosis.loads
