@@ -154,7 +154,7 @@ def test_requirements_whose_markers_do_not_hold_are_not_followed(marker, extras)
     assert env.requirements(env.distribution("torch")) == ()
     gtx_1080_on_550 = on("550.144.03", "6.1")
     both = ["nvidia-cuda-runtime 13.0.96", "torch 2.14.1"]
-    assert sorted(f.subject for f in check_arch_coverage(env, gtx_1080_on_550)) == both
+    assert sorted(f.subject for f in check_arch_coverage(env, cuda_builds(env), gtx_1080_on_550)) == both
     assert sorted(f.subject for f in check_driver_floor(env, cuda_builds(env), gtx_1080_on_550)) == both
 
 
@@ -164,7 +164,7 @@ def test_requirements_whose_markers_hold_are_followed(marker, extras):
     env = torch_requiring(marker, extras)
     assert env.requires_names(env.distribution("torch")) == {"nvidia-cuda-runtime"}
     gtx_1080_on_550 = on("550.144.03", "6.1")
-    [arch] = check_arch_coverage(env, gtx_1080_on_550)
+    [arch] = check_arch_coverage(env, cuda_builds(env), gtx_1080_on_550)
     [floor] = check_driver_floor(env, cuda_builds(env), gtx_1080_on_550)
     assert arch.subject == floor.subject == "torch 2.14.1"
     assert "its CUDA dependencies lack code for 6.1 too: nvidia-cuda-runtime" in arch.evidence

@@ -359,7 +359,7 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
             elf("plain/libplain.so", "other-kernels"),  # no device code: never judged
         ),
     )
-    found = check_arch_coverage(env, host("580.65.06", "6.1"))
+    found = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1"))
     assert [f.subject for f in found] == ["other-kernels 1.0", "torch 2.14.1"]
     torch = found[1]
     assert torch == Finding(
@@ -380,7 +380,7 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
                             "driver runs)")
     # on an RTX 3090 with driver 550 (CUDA 12.4), CUDA 13 still targets 8.6, but the driver cannot run it
     env = environment(dist("other-kernels", "1.0"), elf_files=(elf("k/libk.so", "other-kernels", fatbin=fatbin("sm_90")),))
-    [finding] = check_arch_coverage(env, host("550.144.03", "8.6"))
+    [finding] = check_arch_coverage(env, cuda_builds(env), host("550.144.03", "8.6"))
     assert finding.fix == ("use a build made with CUDA <= 12.9 (the newest toolkit that still targets 8.6 and this "
                            "driver runs)")
 
@@ -393,7 +393,7 @@ def test_libraries_of_an_opt_in_feature_lacking_a_gpu_are_one_warning_naming_the
                    elf("torch/lib/libtorch_nvshmem.so", "torch", fatbin=fatbin("sm_90")),
                    elf("nvidia/nvshmem/lib/libnvshmem_host.so.3", "nvidia-nvshmem-cu12", fatbin=fatbin("sm_90"))),
     )
-    [finding] = check_arch_coverage(env, host("580.65.06", "6.1"))
+    [finding] = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1"))
     assert (finding.severity, finding.subject) == ("warning", "torch 2.14.1")
     assert finding.message == ("opt-in feature unavailable on compute capability 6.1: NVSHMEM symmetric memory "
                                "(torch.distributed._symmetric_memory) has no kernel image for it")
@@ -425,7 +425,7 @@ def test_an_arch_fix_never_describes_what_the_installed_build_already_is():
     env = environment(dist("nvidia-cudnn-cu12", "9.10.2.21"),
                       elf_files=(elf("nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9", "nvidia-cudnn-cu12",
                                      fatbin=fatbin("sm_75", "sm_80", "sm_90")),))
-    [finding] = check_arch_coverage(env, host("580.65.06", "6.1"))
+    [finding] = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1"))
     assert finding.fix == (
         "nvidia-cudnn-cu12 9.10.2.21 is built with CUDA 12 and still lacks code for 6.1: an older release of "
         "nvidia-cudnn-cu12 may carry sm_61; the device code of its releases is not known here, so none is named")
@@ -436,7 +436,7 @@ def test_a_package_requiring_itself_with_extras_is_not_its_own_dependency():
     env = environment(dist("cuda-cccl", "1.2.1", 'cuda-cccl[cu12]; extra == "minimal-cu12"'),
                       elf_files=(elf("cuda/compute/libk.so", "cuda-cccl", fatbin=fatbin("sm_90")),))
     env = replace(env, distributions=tuple(replace(d, extras=frozenset({"minimal-cu12"})) for d in env.distributions))
-    [finding] = check_arch_coverage(env, host("550.144.03", "8.6"))
+    [finding] = check_arch_coverage(env, cuda_builds(env), host("550.144.03", "8.6"))
     assert not any("dependencies" in line for line in finding.evidence)
 
 
@@ -453,16 +453,16 @@ def test_arch_coverage_one_library_short_of_a_gpu_is_reported_but_a_lone_stub_en
             elf("nvidia/cu13/lib/libcufftw.so.12", "nvidia-cufft", fatbin=fatbin("sm_75", entries=1)),
         ),
     )
-    on_t4 = check_arch_coverage(env, host("580.65.06", "7.5"))
+    on_t4 = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "7.5"))
     assert [(f.subject, len(f.evidence)) for f in on_t4] == [("torch 2.14.1", 1)]
     assert on_t4[0].evidence[0].startswith(f"{SP}/torch/lib/libtorch_cuda_linalg.so: no SASS for compute capability 7.5")
-    assert check_arch_coverage(env, host("580.65.06", "8.9")) == []
+    assert check_arch_coverage(env, cuda_builds(env), host("580.65.06", "8.9")) == []
     # Without a sibling that runs, the one entry is all the package has: judged.
     alone = environment(
         dist("nvidia-cufft", "12.0.0.61"),
         elf_files=(elf("nvidia/cu13/lib/libcufftw.so.12", "nvidia-cufft", fatbin=fatbin("sm_75", entries=1)),),
     )
-    assert [f.subject for f in check_arch_coverage(alone, host("580.65.06", "8.9"))] == ["nvidia-cufft 12.0.0.61"]
+    assert [f.subject for f in check_arch_coverage(alone, cuda_builds(alone), host("580.65.06", "8.9"))] == ["nvidia-cufft 12.0.0.61"]
 
 
 def test_arch_coverage_ptx_needs_a_driver_that_can_jit_it():
@@ -470,8 +470,8 @@ def test_arch_coverage_ptx_needs_a_driver_that_can_jit_it():
         dist("kernels", "1.0"),
         elf_files=(elf("kernels/libk.so", "kernels", fatbin=fatbin("sm_80", ptx=(("compute_80", "8.7"),))),),
     )
-    assert check_arch_coverage(env, host("580.65.06", "9.0")) == []  # JIT from compute_80
-    [finding] = check_arch_coverage(env, host("550.144.03", "9.0"))
+    assert check_arch_coverage(env, cuda_builds(env), host("580.65.06", "9.0")) == []  # JIT from compute_80
+    [finding] = check_arch_coverage(env, cuda_builds(env), host("550.144.03", "9.0"))
     assert "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" in finding.evidence[0]
 
 

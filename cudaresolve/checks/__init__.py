@@ -49,7 +49,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_symbol_skew(env, imported)
     findings += check_shadowing(env, imported)
     findings += check_duplicate_libraries(env, imported)
-    findings += check_arch_coverage(env, host)
+    findings += check_arch_coverage(env, builds, host)
     findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)
     findings += check_mixed_majors(env, builds)

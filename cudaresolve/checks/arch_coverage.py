@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.binary.elf import NO_SECTIONS
-from cudaresolve.checks.builds import build_of, component_builds, cuda_builds
+from cudaresolve.checks.builds import CudaBuild, build_of, component_builds
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import UNOWNED, Finding, subject
 from cudaresolve.checks.fixes import arch_fix
@@ -19,7 +19,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkits
 
 
-def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
+def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
     """One finding per package and GPU capability it cannot run on, with the CUDA wheels it pulls in
     that fail too folded into it.
 
@@ -71,7 +71,7 @@ def check_arch_coverage(env: Environment, host: HostFacts) -> list[Finding]:
             if not failures[key]:
                 del failures[key]
     folded = fold_into_requirers(env, {owner for owner, _ in failures})
-    built = {build.dist: build for build in cuda_builds(env)}
+    built = {build.dist: build for build in builds}
     for (owner, cc), files in sorted(failures.items()):
         if owner not in folded:
             continue
