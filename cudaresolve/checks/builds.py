@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 from cudaresolve.env.distributions import Distribution
-from cudaresolve.env.environment import Environment
+from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.knowledge import components, cupy, torch
 from cudaresolve.versions import CudaVersion
 
@@ -76,20 +76,11 @@ def cuda_builds(env: Environment) -> tuple[CudaBuild, ...]:
 def binary_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
     """The CUDA major of packages the tables do not know, read from their binaries: a file that links
     `libcublas.so.13` (a soname only CUDA 13 wheels provide) is a CUDA 13 consumer, whatever its
-    metadata says. Files of builds a package does not import here do not count; a package whose files
-    link two majors is left undecided."""
+    metadata says. A package whose files link two majors is left undecided."""
     needs: dict[str, dict[int, tuple[str, str]]] = {}  # dist -> major -> (file, soname)
-    for elf in env.elf_files:
-        owner = elf.owner
-        if elf.facts is None or owner is None or owner in known:
-            continue
-        build = build_of(env, owner, elf.path)
-        if build is not None and not build.selected:
-            continue
-        for soname in elf.facts.needed:
-            majors = {row.cuda_major for row in components.for_soname(soname)}
-            if len(majors) == 1:
-                needs.setdefault(owner, {}).setdefault(majors.pop(), (elf.path, soname))
+    for elf, soname, major in major_needs(env):
+        if elf.owner not in known:
+            needs.setdefault(elf.owner, {}).setdefault(major, (elf.path, soname))
     builds = []
     for name, by_major in sorted(needs.items()):
         dist = env.distribution(name)
@@ -99,6 +90,22 @@ def binary_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
         builds.append(CudaBuild(name, str(dist.version), CudaVersion(major),
                                 f"{name} {dist.version} is a CUDA {major} build: {os.path.basename(path)} links {soname}"))
     return tuple(builds)
+
+
+def major_needs(env: Environment) -> Iterator[tuple[ElfFile, str, int]]:
+    """(file, soname, CUDA major) for each DT_NEEDED of a distribution's files that only one CUDA
+    major's wheels provide (libcublas.so.13: 13; not libcurand.so.10, in three majors). Files of a
+    build their package does not import here do not count."""
+    for elf in env.elf_files:
+        if elf.facts is None or elf.owner is None:
+            continue
+        build = build_of(env, elf.owner, elf.path)
+        if build is not None and not build.selected:
+            continue
+        for soname in elf.facts.needed:
+            majors = {row.cuda_major for row in components.for_soname(soname)}
+            if len(majors) == 1:
+                yield elf, soname, majors.pop()
 
 
 @dataclass(frozen=True)

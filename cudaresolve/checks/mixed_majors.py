@@ -7,7 +7,7 @@ import os
 from collections import defaultdict
 from typing import Iterable
 
-from cudaresolve.checks.builds import CudaBuild, build_of
+from cudaresolve.checks.builds import CudaBuild, major_needs
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.environment import Environment
@@ -67,19 +67,12 @@ def check_companion_majors(env: Environment) -> list[Finding]:
     wheels of that component are another major's (nvidia-cublas-cu12): the loader finds nothing, and
     the fix is either side's major. One finding per package, naming both sides."""
     mismatches: dict[str, list[tuple[str, str, int, dict[int, str]]]] = defaultdict(list)
-    for elf in env.elf_files:
-        if elf.facts is None or elf.owner is None or components.for_dist(elf.owner):
-            continue  # NVIDIA's own wheels are judged by their loads
-        if components.alternative_builds(elf.owner):
-            continue  # its selected build's missing libraries are reported with that build's fix
-        build = build_of(env, elf.owner, elf.path)
-        if build is not None and not build.selected:
-            continue
-        for needed in elf.facts.needed:
-            wheels = other_major_wheels(env, needed)
-            if wheels:
-                major = components.for_soname(needed)[0].cuda_major
-                mismatches[elf.owner].append((elf.path, needed, major, wheels))
+    for elf, needed, major in major_needs(env):
+        if components.for_dist(elf.owner) or components.alternative_builds(elf.owner):
+            continue  # NVIDIA's own wheels are judged by their loads; a selected build's misses have its fix
+        wheels = other_major_wheels(env, needed)
+        if wheels:
+            mismatches[elf.owner].append((elf.path, needed, major, wheels))
     findings = []
     for owner, found in sorted(mismatches.items()):
         dist = env.distribution(owner)
