@@ -104,14 +104,14 @@ def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optiona
     if not driver_cuda:
         return None
     have = CudaVersion.parse(driver_cuda)
-    names = [row.name for row in components.for_dist(build.dist, build.version)]
-    if not names or names[0] not in ("nvrtc", "nvjitlink"):
-        return None
+    rows = components.for_dist(build.dist, build.version)
     candidates = [
-        getattr(release, names[0]) for release in components.cuda_releases()
-        if CudaVersion.parse(release.cuda) == have
+        version for cuda, version in components.wheel_releases(rows[0].name if rows else "")
+        if CudaVersion.parse(cuda) == have
     ]
-    sonames = {s for row in components.for_dist(build.dist, build.version) for s in row.sonames}
+    if not candidates:
+        return None
+    sonames = {s for row in rows for s in row.sonames}
     needed = [
         CudaVersion.parse(minimum)
         for elf in env.elf_files if elf.facts

@@ -55,10 +55,8 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
 
 def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: str) -> list[str]:
     """Known releases of `provider` below `minimum` that `requirement` admits (all of them if undeclared)."""
-    component = next((c.name for c in components.for_dist(provider)), None)
-    if component not in ("nvrtc", "nvjitlink"):
-        return []
-    versions = sorted({getattr(r, component) for r in components.cuda_releases()}, key=Version)
+    component = next((c.name for c in components.for_dist(provider)), "")
+    versions = sorted({version for _, version in components.wheel_releases(component)}, key=Version)
     major = CudaVersion.parse(minimum).major
     older = [v for v in versions if Version(v).major == major and Version(v) < Version(minimum)]
     if requirement is not None:

@@ -234,19 +234,30 @@ def cuda_releases() -> tuple[CudaRelease, ...]:
     return load().cuda_releases.releases
 
 
+def wheel_releases(component: str) -> tuple[tuple[str, str], ...]:
+    """(CUDA update release, wheel version) of each known release of a component's wheel: the table
+    covers nvrtc and nvjitlink, whose versions follow CUDA's; () for every other component."""
+    if component not in ("nvrtc", "nvjitlink"):
+        return ()
+    return tuple((release.cuda, getattr(release, component)) for release in cuda_releases())
+
+
 def preloaders() -> tuple[Preloader, ...]:
     """Packages that preload CUDA libraries by absolute path."""
     return load().preloaders.packages
 
 
+def _names(requirements: tuple[str, ...], dist: str, version: Version) -> bool:
+    """Whether one of a row's requirements names this distribution (canonical name) at this version."""
+    return any(
+        canonicalize_name(r.name) == dist and r.specifier.contains(version, prereleases=True)
+        for r in map(Requirement, requirements)
+    )
+
+
 def preloader_for(dist: str, version: Version) -> Optional[Preloader]:
     """The preloader whose `applies_to` names this distribution (canonical name) at this version."""
-    for preloader in preloaders():
-        for text in preloader.applies_to:
-            requirement = Requirement(text)
-            if canonicalize_name(requirement.name) == dist and requirement.specifier.contains(version, prereleases=True):
-                return preloader
-    return None
+    return next((p for p in preloaders() if _names(p.applies_to, dist, version)), None)
 
 
 def driver_libraries() -> tuple[str, ...]:
@@ -291,13 +302,8 @@ def compiles_at_run_time(file_name: str) -> bool:
 
 def optional_layer(dist: str, version: Version, soname: str) -> Optional[OptionalLayer]:
     """The optional layer of `dist` (canonical name) at `version` whose modules need `soname`, if any."""
-    for layer in load().optional_layers.layers:
-        if soname in layer.sonames and any(
-            canonicalize_name(r.name) == dist and r.specifier.contains(version, prereleases=True)
-            for r in map(Requirement, layer.dists)
-        ):
-            return layer
-    return None
+    return next((layer for layer in load().optional_layers.layers
+                 if soname in layer.sonames and _names(layer.dists, dist, version)), None)
 
 
 def opt_in_feature(owner: Optional[str], file_name: str) -> Optional[OptIn]:
