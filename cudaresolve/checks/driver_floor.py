@@ -8,11 +8,11 @@ from typing import Iterable, Optional
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import Finding, Severity
 from cudaresolve.checks.fixes import torch_variant_fix
+from cudaresolve.checks.metadata import versioned_needs
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
@@ -112,12 +112,7 @@ def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optiona
     if not candidates:
         return None
     sonames = {s for row in rows for s in row.sonames}
-    needed = [
-        CudaVersion.parse(minimum)
-        for elf in env.elf_files if elf.facts
-        for symbol in elf.facts.undefined
-        if symbol.file in sonames and (minimum := min_provider_version(symbol))
-    ]
+    needed = [CudaVersion.parse(minimum) for _, symbol, minimum in versioned_needs(env) if symbol.file in sonames]
     requirements = [
         r for dist in env.distributions for r in env.requirements(dist) if canonicalize_name(r.name) == build.dist
     ]

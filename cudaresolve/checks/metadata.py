@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Iterator, Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from cudaresolve.binary.facts import Symbol
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.checks.findings import Finding, version_list
 from cudaresolve.checks.fixes import provider_dists
-from cudaresolve.env.environment import Environment
+from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
 
@@ -21,16 +22,15 @@ from cudaresolve.versions import CudaVersion
 def check_metadata_vs_binary(env: Environment) -> list[Finding]:
     """For each distribution: the newest provider release its files bind, against the requirement it
     declares on that provider (only requirements that apply here count)."""
+    by_dist: dict[str, dict[str, tuple[str, str, str]]] = {}  # dist -> provider soname -> (minimum, symbol, file)
+    for elf, symbol, minimum in versioned_needs(env):
+        for owner in elf.owners:
+            needs = by_dist.setdefault(owner, {})
+            if symbol.file not in needs or Version(minimum) > Version(needs[symbol.file][0]):
+                needs[symbol.file] = (minimum, symbol.name, elf.path)
     findings = []
     for dist in env.distributions:
-        needs: dict[str, tuple[str, str, str]] = {}  # provider soname -> (min version, symbol, consumer)
-        for elf in env.elf_files:
-            if elf.facts is None or dist.name not in elf.owners:
-                continue
-            for symbol in elf.facts.undefined:
-                minimum = min_provider_version(symbol)
-                if minimum and (symbol.file not in needs or Version(minimum) > Version(needs[symbol.file][0])):
-                    needs[symbol.file] = (minimum, symbol.name, elf.path)
+        needs = by_dist.get(dist.name, {})
         requirements = env.requirements(dist)
         for soname, (minimum, symbol, consumer) in sorted(needs.items()):
             for provider in provider_dists(soname, CudaVersion.parse(minimum).major):
@@ -51,6 +51,16 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
                     )
                 )
     return findings
+
+
+def versioned_needs(env: Environment) -> Iterator[tuple[ElfFile, Symbol, str]]:
+    """(file, symbol, release) for each undefined symbol whose versioned name implies a minimum
+    provider release (`__nvJitLinkComplete_12_4` -> "12.4")."""
+    for elf in env.elf_files:
+        for symbol in elf.facts.undefined if elf.facts else ():
+            minimum = min_provider_version(symbol)
+            if minimum:
+                yield elf, symbol, minimum
 
 
 def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: str) -> list[str]:
