@@ -3,7 +3,7 @@ library, a toolkit that still targets a GPU."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.checks.builds import Build, CudaBuild, framework_build
@@ -13,6 +13,13 @@ from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkits, torch
 from cudaresolve.versions import CudaVersion
+
+
+def driver_runs(cuda: Union[CudaVersion, str], host: HostFacts) -> bool:
+    """Whether the host's driver runs code built with `cuda` (natively or by minor-version
+    compatibility); True when the driver is unknown, so a fix is not ruled out for lack of facts."""
+    driver = host.driver
+    return not (driver.release or driver.cuda) or driver_verdict(cuda, driver.release, driver.cuda) is not None
 
 
 def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional[str]:
@@ -27,7 +34,7 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
     for variant in reversed(release.variants):
         if public not in variant.versions or variant.arch_list_for(host.machine) is None:
             continue
-        if (driver.release or driver.cuda) and driver_verdict(variant.cuda, driver.release, driver.cuda) is None:
+        if not driver_runs(variant.cuda, host):
             continue
         sass, ptx = variant.sass(host.machine), variant.ptx(host.machine)
         if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
@@ -51,7 +58,7 @@ def arch_fix(
     supporting = [
         t for t in toolkits.known()
         if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)
-        and (not (driver.release or driver.cuda) or driver_verdict(t.version, driver.release, driver.cuda) is not None)
+        and driver_runs(t.version, host)
     ]
     if not supporting:
         return None
@@ -104,10 +111,8 @@ def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[str]:
     row = components.alternative_builds(dist)
     if row is None:
         return None
-    driver = host.driver
-
     def runs(major: int) -> bool:
-        return not (driver.release or driver.cuda) or driver_verdict(CudaVersion(major), driver.release, driver.cuda) is not None
+        return driver_runs(CudaVersion(major), host)
 
     extra = row.extras.get(build.directory)
     if runs(build.cuda_major) and extra:
