@@ -49,6 +49,12 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _roots(env, load) -> list:
+    """The objects of a load that are its roots, matched by file (a root may be loaded under another name)."""
+    roots = {env.identity(root) for root in load.roots}
+    return [obj for obj in load.result.objects if env.identity(obj.path) in roots]
+
+
 def render_json(diagnosis: Diagnosis) -> str:
     env = diagnosis.environment
 
@@ -78,8 +84,7 @@ def render_json(diagnosis: Diagnosis) -> str:
                             for r in obj.needed
                         ],
                     }
-                    for obj in load.result.objects
-                    if env.identity(obj.path) in {env.identity(root) for root in load.roots}
+                    for obj in _roots(env, load)
                 ],
             }
             for load in diagnosis.loads
