@@ -7,7 +7,10 @@ from collections import Counter
 from typing import IO
 
 from cudaresolve.checks.findings import SEVERITIES
+from cudaresolve.binary.loader import LoadedObject
+from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.doctor import Diagnosis
+from cudaresolve.env.environment import Environment
 
 SCHEMA = 1
 _COLOURS = {"error": "31", "warning": "33", "info": "36"}
@@ -49,7 +52,7 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _roots(env, load) -> list:
+def _roots(env: Environment, load: PackageLoad) -> list[LoadedObject]:
     """The objects of a load that are its roots, matched by file (a root may be loaded under another name)."""
     roots = {env.identity(root) for root in load.roots}
     return [obj for obj in load.result.objects if env.identity(obj.path) in roots]
