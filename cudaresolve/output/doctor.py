@@ -6,8 +6,8 @@ import json
 from collections import Counter
 from typing import IO
 
-from cudaresolve.checks.findings import SEVERITIES
 from cudaresolve.binary.loader import LoadedObject
+from cudaresolve.checks.findings import SEVERITIES
 from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.doctor import Diagnosis
 from cudaresolve.env.environment import Environment
