@@ -65,6 +65,15 @@ def ldd_undefined(path: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^(undefined symbol: [^\t]*)\t\(", proc.stdout + proc.stderr, re.M)]
 
 
+def ldd_not_found(path: str) -> list[str]:
+    """The DT_NEEDED names glibc's loader finds nowhere for `path` (`ldd`'s "=> not found" lines), in order."""
+    if shutil.which("ldd") is None:
+        pytest.skip("ldd is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    proc = subprocess.run(["ldd", path], capture_output=True, text=True, env=env)
+    return re.findall(r"^\t(\S+) => not found$", proc.stdout, re.M)
+
+
 # -- cuSPARSE beside nvJitLink -----------------------------------------------------------------------
 
 
@@ -369,6 +378,9 @@ def test_cuda_cccl_selected_by_cuda_bindings_13_without_cuda_13_libraries(cuda_v
                                   "No such file or directory")
     assert [line.split(" needs ")[1].split(";")[0] for line in missing["evidence"]] == [
         "libnvrtc.so.13", "libnvJitLink.so.13"]
+    # glibc's loader agrees (the CUDA 13 libraries are nowhere; nothing of CUDA 12 stands in for them)
+    cu13 = site_packages(Path(python).parent.parent) / "cuda/compute/cu13/cccl/libcccl.c.parallel.so"
+    assert ldd_not_found(str(cu13))[:2] == ["libnvrtc.so.13", "libnvJitLink.so.13"]
     assert missing["fix"] == fix
 
 
@@ -411,6 +423,9 @@ def test_onnxruntime_gpu_cuda_provider_is_judged_in_full(cuda_venv, capsys, driv
     assert provider["message"].endswith("only after the program calls onnxruntime.preload_dlls(): without it the CUDA "
                                         "execution provider (CUDAExecutionProvider) does not load")
     assert provider["fix"].startswith("call onnxruntime.preload_dlls() before the first use")
+    # glibc's loader, without the call: the wheels' libraries are not on the provider's search path
+    provider_so = site_packages(Path(python).parent.parent) / "onnxruntime/capi/libonnxruntime_providers_cuda.so"
+    assert {"libcublasLt.so.13", "libcublas.so.13", "libcurand.so.10"} <= set(ldd_not_found(str(provider_so)))
     if errors:
         floors = {f["subject"]: f for f in report["findings"] if f["check"] == "driver-floor"}
         ort = floors["onnxruntime-gpu 1.31.1"]

@@ -459,3 +459,6 @@ def test_cuda_core_tensor_bridge_without_torch_is_an_unused_bridge(wheel, unpack
     bridges = [f for f in diagnosis.findings if f.check == "bridge"]
     assert [(f.severity, f.subject) for f in bridges] == [("info", "cuda-core 1.2.2")] * 2
     assert all("binds 25 symbols of torch, which is not installed" in f.message for f in bridges)
+    # glibc: the bridge cannot load on its own (no DT_NEEDED provides aoti_torch_*), only once torch is loaded
+    bridge = site / "cuda/core/cu12/_tensor_bridge.cpython-311-x86_64-linux-gnu.so"
+    assert "undefined symbol: aoti_torch_" in glibc_dlopen_error(bridge)
