@@ -33,6 +33,7 @@ def describe():
         "implementation": sys.implementation.name,
         "machine": platform.machine(),
         "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
+        "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         "markers": markers(),
     }
 
@@ -76,6 +77,7 @@ class Target:
     implementation: Optional[str] = None  # "cpython", "pypy"
     machine: Optional[str] = None  # platform.machine(): "x86_64", "aarch64"
     conda: bool = False  # sys.prefix holds conda-meta/
+    free_threaded: bool = False  # a free-threaded CPython build (its wheels carry the cp313t ABI)
     markers: tuple[tuple[str, str], ...] = ()  # its PEP 508 marker environment, sorted by name
 
     def marker_environment(self) -> Optional[dict[str, str]]:
@@ -186,5 +188,6 @@ def _target_from_answer(executable: str, answer: dict) -> Target:
         implementation=answer["implementation"],
         machine=answer["machine"],
         conda=bool(answer["conda"]),
+        free_threaded=answer.get("free_threaded") is True,
         markers=tuple(sorted(answer["markers"].items())),
     )

@@ -1,0 +1,289 @@
+"""Core metadata of a file an index offers, fetched as cheaply as the index allows.
+
+In this order: the PEP 658 `.metadata` file when the index advertises one; else HTTP range
+requests into the wheel (the zip's tail, which holds the end-of-central-directory record and
+usually the whole central directory, then only the `*.dist-info/METADATA` member); else the whole
+file. A host that answers a range request with the whole file is remembered and not asked again.
+
+The range reads go through the standard library's `zipfile` over a file object backed by range
+requests (`_RangeFile`): zipfile already parses ZIP64, data descriptors and checks the member's
+CRC-32 when it is read to the end, so the only code here is which bytes to ask for. The tail read
+and the member read are each one request (the member's compressed size is known from the central
+directory before it is opened), so a wheel's metadata costs two requests whatever its size.
+
+sdists: only a `PKG-INFO` of Metadata-Version >= 2.2 whose `Requires-Dist` is not listed as
+dynamic is used. Nothing is ever built and no code from a package is run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import urllib.parse
+import zipfile
+from dataclasses import dataclass
+from typing import IO, Optional
+
+from packaging.metadata import parse_email
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from cudaresolve.index.cache import IndexCache, OfflineMiss
+from cudaresolve.index.downloads import Progress, check_sha256, download
+from cudaresolve.index.http import Http, IndexAccessError
+from cudaresolve.index.pages import ProjectFile
+
+TAIL = 65 * 1024  # the first range read: EOCD (with any comment) and, for nearly every wheel, the central directory
+MEMBER_SLACK = 1024  # local header name + extra field beyond what the central directory says
+
+
+@dataclass(frozen=True)
+class CoreMetadata:
+    """What the resolver needs from a distribution's METADATA / PKG-INFO."""
+
+    name: str
+    version: str
+    metadata_version: str
+    requires_dist: tuple[str, ...]
+    requires_python: Optional[str]
+    provides_extra: tuple[str, ...]
+    how: str  # "pep658", "range", "download", "cache", "local"
+
+
+class MetadataUnavailable(IndexAccessError):
+    """The file's metadata cannot be had without building it (an sdist with dynamic dependencies)."""
+
+
+def core_metadata(
+    http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None
+) -> CoreMetadata:
+    """The core metadata of `file`, from the cache, PEP 658, range reads or a full download."""
+    key = _cache_key(file)
+    if key is not None:
+        stored = cache.blob("metadata", key)
+        if stored is not None:
+            return parse_metadata(stored, file, "cache")
+        if cache.offline:
+            raise OfflineMiss(f"--offline: the metadata of {file.filename} is not in the cache")
+    raw, how = _fetch(http, cache, file, progress)
+    parsed = parse_metadata(raw, file, how)
+    if key is not None:
+        cache.store_blob("metadata", key, raw)
+    return parsed
+
+
+def parse_metadata(raw: bytes, file: ProjectFile, how: str) -> CoreMetadata:
+    """Parse METADATA/PKG-INFO bytes and check they describe the file they came from."""
+    fields, _ = parse_email(raw)
+    name, version = fields.get("name"), fields.get("version")
+    if not name or not version:
+        raise IndexAccessError(f"{file.filename}: its metadata has no Name or Version")
+    try:
+        same_version = Version(version) == file.version
+    except InvalidVersion:
+        same_version = False
+    if canonicalize_name(name) != file.name or not same_version:
+        raise IndexAccessError(
+            f"{file.filename}: its metadata describes {name} {version}, not {file.name} {file.version}"
+        )
+    return CoreMetadata(
+        name=name,
+        version=version,
+        metadata_version=fields.get("metadata_version", ""),
+        requires_dist=tuple(fields.get("requires_dist", ())),
+        requires_python=fields.get("requires_python"),
+        provides_extra=tuple(fields.get("provides_extra", ())),
+        how=how,
+    )
+
+
+def _cache_key(file: ProjectFile) -> Optional[str]:
+    """Immutable files are cached by hash; local files are not cached (reading them is as cheap)."""
+    if file.url.startswith("file:"):
+        return None
+    return file.sha256 or "url:" + file.url
+
+
+def _fetch(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress]) -> tuple[bytes, str]:
+    what = f"{file.name} {file.version}"
+    if file.url.startswith("file:"):
+        with open(_local(file.url), "rb") as local:
+            return _from_archive(local, file), "local"
+    if file.metadata_hashes is not None:
+        reply = http.get(file.url + ".metadata", what=what)
+        if reply.status == 200:
+            expected = dict(file.metadata_hashes).get("sha256")
+            if expected and hashlib.sha256(reply.body).hexdigest() != expected:
+                raise IndexAccessError(f"{file.url}.metadata: sha256 does not match the index's {expected}")
+            return reply.body, "pep658"
+    if file.is_wheel:
+        host = urllib.parse.urlsplit(file.url).netloc
+        if not cache.refuses_ranges(host):
+            ranged = _range_read(http, cache, file, host)
+            if ranged is not None:
+                return ranged
+    with download(http, file, progress) as whole:
+        return _from_archive(whole, file), "download"
+
+
+def _range_read(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> Optional[tuple[bytes, str]]:
+    """METADATA through range requests; None when the server does not do ranges (then remembered)."""
+    what = f"{file.name} {file.version}"
+    reply = http.get(file.url, headers={"Range": f"bytes=-{TAIL}", "Accept-Encoding": "identity"}, what=what)
+    if reply.status == 200:  # the server sent the whole file: use it, and ask it no more ranges
+        cache.remember_refuses_ranges(host)
+        check_sha256(file, hashlib.sha256(reply.body).hexdigest())
+        return _from_archive(io.BytesIO(reply.body), file), "download"
+    if reply.status != 206:
+        if reply.status in (404, 410):
+            raise IndexAccessError(f"cannot read {file.url} ({what}): HTTP {reply.status}")
+        return None
+    size = _total_size(reply.headers.get("Content-Range"))
+    if size is None:
+        return None
+    ranged = _RangeFile(http, file.url, size, what)
+    ranged.add(size - len(reply.body), reply.body)
+    return _from_archive(ranged, file), "range"
+
+
+def _from_archive(stream: IO[bytes], file: ProjectFile) -> bytes:
+    """METADATA from a wheel, PKG-INFO from an sdist (zip or tar.gz), read from `stream`."""
+    if file.is_wheel:
+        return _wheel_metadata(stream, file)
+    if file.filename.endswith(".zip"):
+        with _open_zip(stream, file) as archive:
+            names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith("/PKG-INFO")]
+            return _static_pkg_info(_read_member(archive, names, file), file)
+    try:
+        with tarfile.open(fileobj=stream, mode="r:gz") as archive:
+            member = next((m for m in archive.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
+            extracted = archive.extractfile(member) if member is not None and member.isfile() else None
+            if extracted is None:
+                raise MetadataUnavailable(f"{file.filename}: no PKG-INFO at the top of the sdist")
+            return _static_pkg_info(extracted.read(), file)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise IndexAccessError(f"{file.filename}: not a readable sdist ({exc})") from None
+
+
+def _wheel_metadata(stream: IO[bytes], file: ProjectFile) -> bytes:
+    with _open_zip(stream, file) as archive:
+        names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+        if isinstance(stream, _RangeFile) and len(names) == 1:
+            info = archive.getinfo(names[0])
+            stream.prefetch(info.header_offset, 30 + len(info.filename) + MEMBER_SLACK + info.compress_size)
+        return _read_member(archive, names, file)
+
+
+def _open_zip(stream: IO[bytes], file: ProjectFile) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(stream)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise IndexAccessError(f"{file.filename}: not a readable zip ({exc})") from None
+
+
+def _read_member(archive: zipfile.ZipFile, names: list[str], file: ProjectFile) -> bytes:
+    if len(names) != 1:
+        found = "none" if not names else ", ".join(names)
+        raise IndexAccessError(f"{file.filename}: expected one top-level metadata file, found {found}")
+    try:
+        return archive.read(names[0])  # checks the member's CRC-32
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise IndexAccessError(f"{file.filename}: {names[0]} is damaged ({exc})") from None
+
+
+def _static_pkg_info(raw: bytes, file: ProjectFile) -> bytes:
+    """PKG-INFO only when its dependencies are static (Metadata 2.2+, Requires-Dist not dynamic)."""
+    fields, _ = parse_email(raw)
+    version = fields.get("metadata_version", "0")
+    dynamic = {d.lower() for d in fields.get("dynamic", ())}
+    try:
+        recent = Version(version) >= Version("2.2")
+    except InvalidVersion:
+        recent = False
+    if not recent or "requires-dist" in dynamic:
+        why = f"Metadata-Version {version}" if not recent else "Requires-Dist is dynamic"
+        raise MetadataUnavailable(
+            f"{file.filename}: the sdist's dependencies are not static ({why}); cudaresolve never builds sdists"
+        )
+    return raw
+
+
+def _total_size(content_range: Optional[str]) -> Optional[int]:
+    """The total of `bytes a-b/total`; None when the server did not say."""
+    if not content_range or "/" not in content_range:
+        return None
+    total = content_range.rsplit("/", 1)[1].strip()
+    return int(total) if total.isdigit() else None
+
+
+def _local(url: str) -> str:
+    import urllib.request
+
+    return urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+
+
+class _RangeFile(io.RawIOBase):
+    """A read-only, seekable view of a remote file: regions already fetched are served from memory,
+    anything else is one range request for exactly what is missing."""
+
+    def __init__(self, http: Http, url: str, size: int, what: str):
+        super().__init__()
+        self._http, self._url, self._size, self._what = http, url, size, what
+        self._regions: list[tuple[int, bytes]] = []  # (start, data), non-overlapping in practice
+        self._position = 0
+
+    def add(self, start: int, data: bytes) -> None:
+        self._regions.append((start, data))
+
+    def prefetch(self, start: int, length: int) -> None:
+        end = min(self._size, start + length)
+        if self._find(start, end - start) is None:
+            self._fetch(start, end)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def read(self, n: int = -1) -> bytes:
+        end = self._size if n is None or n < 0 else min(self._size, self._position + n)
+        if end <= self._position:
+            return b""
+        data = self._find(self._position, end - self._position)
+        if data is None:
+            self._fetch(self._position, end)
+            data = self._find(self._position, end - self._position)
+            assert data is not None
+        self._position = end
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _find(self, start: int, length: int) -> Optional[bytes]:
+        for region_start, data in self._regions:
+            if region_start <= start and start + length <= region_start + len(data):
+                return data[start - region_start : start - region_start + length]
+        return None
+
+    def _fetch(self, start: int, end: int) -> None:
+        reply = self._http.get(
+            self._url, headers={"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}, what=self._what
+        )
+        if reply.status != 206 or len(reply.body) != end - start:
+            raise IndexAccessError(
+                f"cannot read bytes {start}-{end - 1} of {self._url} ({self._what}): HTTP {reply.status}, {len(reply.body)} bytes"
+            )
+        self._regions.append((start, reply.body))

@@ -1,0 +1,92 @@
+"""Which wheels fit the target: its tags, most preferred first, computed with `packaging.tags`.
+
+The target interpreter's tags are computed here from what it told us (version, implementation,
+machine, free-threading) and this host's platform tags, not by running code in the target, which
+may not have `packaging`. A target of another machine type, or an implementation other than
+CPython, needs the explicit options (`--python-version`, `--platform`, `--implementation`,
+`--abi`), which work like pip download's: an explicit manylinux platform also admits the older
+manylinux tags of its architecture.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from packaging import tags
+from packaging.tags import Tag
+
+from cudaresolve.env.interpreter import Target
+from cudaresolve.errors import UsageError
+
+_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_(\w+)$")
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+@dataclass(frozen=True)
+class TagOverrides:
+    """pip download's options for another target; None or () means "as the target interpreter"."""
+
+    python_version: Optional[str] = None  # "3.11" or "311"
+    platforms: tuple[str, ...] = ()
+    implementation: Optional[str] = None  # "cp", "pp", "py"
+    abis: tuple[str, ...] = ()
+
+
+def target_tags(target: Target, overrides: TagOverrides = TagOverrides()) -> tuple[Tag, ...]:
+    """The tags a wheel may carry to install on the target, most preferred first."""
+    version = _version(overrides.python_version) if overrides.python_version else _version(target.version or "")
+    implementation = overrides.implementation or {"cpython": "cp", "pypy": "pp"}.get(target.implementation or "")
+    if overrides.platforms:
+        platforms = [p for given in overrides.platforms for p in _expand_platform(given)]
+    else:
+        if target.machine and target.machine != platform.machine():
+            raise UsageError(
+                f"the target is a {target.machine} interpreter on this {platform.machine()} host: give --platform"
+            )
+        platforms = list(tags.platform_tags())
+    if implementation == "cp":
+        abis = list(overrides.abis) or [f"cp{version[0]}{version[1]}{'t' if target.free_threaded else ''}"]
+        found = list(tags.cpython_tags(version, abis, platforms))
+    elif implementation and overrides.abis:
+        interpreter = f"{implementation}{version[0]}{version[1]}"
+        found = list(tags.generic_tags(interpreter, list(overrides.abis), platforms))
+    else:
+        raise UsageError(
+            f"cannot compute wheel tags for a {target.implementation or 'unknown'} interpreter: give --implementation and --abi"
+        )
+    found += tags.compatible_tags(version, f"{implementation}{version[0]}{version[1]}", platforms)
+    return tuple(dict.fromkeys(found))
+
+
+def best_rank(wheel_tags: Sequence[Tag] | frozenset, ranks: dict[Tag, int]) -> Optional[int]:
+    """The best (lowest) rank of any of a wheel's tags; None when none fits the target."""
+    found = [ranks[tag] for tag in wheel_tags if tag in ranks]
+    return min(found) if found else None
+
+
+def _version(text: str) -> tuple[int, int]:
+    match = re.match(r"^(\d)\.?(\d+)", text.strip())
+    if not match:
+        raise UsageError(f"not a Python version: {text!r} (give e.g. 3.11)")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _expand_platform(given: str) -> list[str]:
+    """A manylinux platform and every older manylinux tag of its architecture, as pip expands it."""
+    legacy = next((glibc for prefix, glibc in _LEGACY.items() if given.startswith(prefix + "_")), None)
+    if legacy is not None:
+        arch = given.split("_", 1)[1]
+        major, minor = legacy
+    else:
+        match = _MANYLINUX.match(given)
+        if not match:
+            return [given]
+        major, minor, arch = int(match.group(1)), int(match.group(2)), match.group(3)
+    expanded = []
+    for glibc_minor in range(minor, 4, -1):
+        expanded.append(f"manylinux_{major}_{glibc_minor}_{arch}")
+        expanded += [f"{name}_{arch}" for name, (_, m) in _LEGACY.items() if m == glibc_minor]
+    return expanded
