@@ -101,7 +101,7 @@ class IndexServer:
         server = self
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         return self.url
 

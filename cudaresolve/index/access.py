@@ -1,0 +1,138 @@
+"""One object the resolver and `inspect` ask about distributions: which files the configured indexes
+offer for a name, which of them fit the target, their core metadata and their binary facts.
+
+Independent fetches (the pages of several indexes, the metadata of many files) run in a bounded
+thread pool over one HTTP session, so a resolution's first round costs about one round trip per
+wave of names, not one per file.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Mapping, Optional, TypeVar
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
+from cudaresolve.env.cache import default_cache_dir
+from cudaresolve.env.interpreter import Target
+from cudaresolve.index.cache import IndexCache
+from cudaresolve.index.downloads import Progress
+from cudaresolve.index.http import Http
+from cudaresolve.index.metadata import CoreMetadata, core_metadata
+from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
+from cudaresolve.index.tags import TagOverrides, target_tags
+
+WORKERS = 8  # concurrent requests: enough to hide round trips, few enough to be polite to an index
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class PackageIndex:
+    """The configured indexes as the target sees them. `config` is an `IndexConfig`."""
+
+    def __init__(
+        self,
+        config,
+        cache: IndexCache,
+        http: Http,
+        tags: tuple[Tag, ...],
+        python_version: Optional[str],
+        progress: Optional[Progress] = None,
+    ):
+        self.config = config
+        self.cache = cache
+        self.http = http
+        self.ranks = {tag: rank for rank, tag in enumerate(tags)}
+        self.python_version = Version(python_version) if python_version else None
+        self.progress = progress
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="cudaresolve-index")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> "PackageIndex":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def files(self, name: str, torch_variant: Optional[str] = None) -> tuple[ProjectFile, ...]:
+        """Every file the indexes for `name` and the find-links locations list, each URL once."""
+        sources: list[Callable[[], tuple[ProjectFile, ...]]] = [
+            (lambda url=url: index_files(self.http, self.cache, url, name))
+            for url in self.config.indexes_for(name, torch_variant)
+        ]
+        sources += [(lambda link=link: find_links_files(self.http, self.cache, link, name)) for link in self.config.find_links]
+        seen: dict[str, ProjectFile] = {}
+        for listed in self.map(lambda fetch: fetch(), sources):
+            for file in listed:
+                seen.setdefault(file.url, file)
+        return tuple(seen.values())
+
+    def installable(self, files: Iterable[ProjectFile]) -> tuple[ProjectFile, ...]:
+        """The files that fit the target: wheels with a matching tag, sdists, and requires-python
+        satisfied. Wheels come first, best tag first; yanked files are kept (pip takes one only for
+        an exact == pin) and the caller decides."""
+        fitting = []
+        for file in files:
+            if not self.fits_python(file):
+                continue
+            if file.is_wheel:
+                rank = min((self.ranks[t] for t in parse_wheel_filename(file.filename)[3] if t in self.ranks), default=None)
+                if rank is None:
+                    continue
+            else:
+                rank = len(self.ranks)
+            fitting.append((rank, file))
+        fitting.sort(key=lambda pair: pair[0])
+        return tuple(file for _, file in fitting)
+
+    def fits_python(self, file: ProjectFile) -> bool:
+        if self.python_version is None or not file.requires_python:
+            return True
+        try:
+            return SpecifierSet(file.requires_python).contains(self.python_version, prereleases=True)
+        except InvalidSpecifier:
+            return True  # pip ignores a requires-python it cannot parse
+
+    def metadata(self, file: ProjectFile) -> CoreMetadata:
+        return core_metadata(self.http, self.cache, file, self.progress)
+
+    def metadata_of_all(self, files: Iterable[ProjectFile]) -> list[CoreMetadata]:
+        """Core metadata of many files at once, in the order given."""
+        return self.map(self.metadata, list(files))
+
+    def map(self, function: Callable[[T], R], items: list[T]) -> list[R]:
+        """`function` over `items` in the pool, results in order; the first error in that order is raised.
+
+        Call it from the caller's thread, not from a function it runs (that could wait on itself)."""
+        return list(self._pool.map(function, items))
+
+
+def open_index(
+    config,
+    target: Target,
+    environ: Mapping[str, str],
+    *,
+    offline: bool = False,
+    refresh: bool = False,
+    tag_overrides: TagOverrides = TagOverrides(),
+    progress: Optional[Progress] = None,
+) -> PackageIndex:
+    """The PackageIndex for `config` (an IndexConfig) and the target, caching under the cache dir."""
+    cache = IndexCache(os.path.join(default_cache_dir(environ), "index"), offline=offline, refresh=refresh)
+    http = Http(
+        timeout=config.timeout,
+        retries=config.retries,
+        trusted_hosts=config.trusted_hosts,
+        cert=config.cert,
+        client_cert=config.client_cert,
+        proxy=config.proxy,
+    )
+    python_version = tag_overrides.python_version or target.version
+    return PackageIndex(config, cache, http, target_tags(target, tag_overrides), python_version, progress)
