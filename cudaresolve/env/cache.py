@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import io
 import multiprocessing
 import os
 import pickle
@@ -201,6 +202,22 @@ class _FactsUnpickler(pickle.Unpickler):
         if cls is not None and cls.__module__ == module:
             return cls
         raise pickle.UnpicklingError(f"{module}.{name} is not a facts class")
+
+
+def dumps_facts(value: object) -> bytes:
+    """`value` (tuples, strings, numbers and facts objects) as bytes `loads_facts` reads back."""
+    return HEADER + pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads_facts(data: bytes) -> Optional[object]:
+    """What `dumps_facts` wrote, or None for anything else (another version's entry, garbage, a
+    pickle naming classes other than the facts classes, which is never unpickled)."""
+    if not data.startswith(HEADER):
+        return None
+    try:
+        return _FactsUnpickler(io.BytesIO(data[len(HEADER):])).load()
+    except Exception:  # noqa: BLE001 - garbage can fail to unpickle in any way; the caller reads again
+        return None
 
 
 def _load(entry: str, key: tuple) -> Optional[BinaryFacts]:
