@@ -11,10 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
 from cudaresolve import __version__
 from cudaresolve.errors import CudaresolveError, UsageError
+
+if TYPE_CHECKING:
+    from cudaresolve.env.interpreter import Target
+    from cudaresolve.index.config import IndexConfig
 
 EXIT_CODES = (
     "exit status: 0 ok; 1 warnings only (doctor --strict); 2 problems found; 3 could not run "
@@ -60,6 +64,51 @@ def _host(args: argparse.Namespace):
     )
 
 
+def _add_index_options(parser: argparse.ArgumentParser) -> None:
+    """Which package indexes to use; each flag replaces pip's configured value (docs/index.md)."""
+    group = parser.add_argument_group("package indexes (default: pip's configuration)")
+    group.add_argument("--index-url", metavar="URL", help="the main index (http(s)://, file:// or a directory)")
+    group.add_argument(
+        "--extra-index-url",
+        metavar="URL",
+        action="append",
+        help="another index to search too (repeatable; replaces pip's configured extra indexes)",
+    )
+    group.add_argument(
+        "--find-links",
+        metavar="URL",
+        action="append",
+        help="a page or directory of distribution files (repeatable; replaces pip's configured ones)",
+    )
+    group.add_argument("--no-index", action="store_true", default=None, help="use no index, only --find-links")
+    group.add_argument(
+        "--torch-index-base",
+        metavar="URL",
+        help="where the PyTorch variant indexes (whl/<variant>) live (default: PyTorch's download site)",
+    )
+
+
+_INDEX_FLAGS = {"index_url", "extra_index_url", "find_links", "no_index", "torch_index_base"}
+
+
+def index_config_for(args: argparse.Namespace, target: Target) -> IndexConfig:
+    """The index configuration of the command line `args` for the interpreter of `target`; the
+    project is `--project` where the command has it, else the current directory."""
+    from cudaresolve.index.config import IndexFlags, index_config
+
+    flags = IndexFlags(
+        index_url=args.index_url,
+        extra_index_urls=tuple(args.extra_index_url) if args.extra_index_url is not None else None,
+        find_links=tuple(args.find_links) if args.find_links is not None else None,
+        no_index=args.no_index,
+        torch_index_base=args.torch_index_base,
+    )
+    project_dir = getattr(args, "project", None) or os.getcwd()
+    return index_config(
+        target.python, target.prefix, os.environ, project_dir, flags, site_packages=target.site_packages
+    )
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     from cudaresolve.output.host import render_host
 
@@ -73,7 +122,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.output.inspect import render_json, render_text
 
-    items = inspect_names(args.paths, target_for(python=args.python))
+    target = target_for(python=args.python)
+    if _INDEX_FLAGS & {name for name, value in vars(args).items() if value is not None}:
+        index_config_for(args, target)  # a bad index value is bad input now; NAME==VERSION will use it
+    items = inspect_names(args.paths, target)
     sys.stdout.write(render_json(items) if args.json else render_text(items))
     return 0 if all(item.facts is not None for item in items) else 2
 
@@ -133,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("paths", nargs="+", metavar="PATH", help="a .so, a directory, a .whl or a distribution name")
     inspect.add_argument("--python", metavar="PATH", help="where to look up distribution names (default: this one)")
     inspect.add_argument("--json", action="store_true", help="print JSON (docs/inspect.md)")
+    _add_index_options(inspect)
     inspect.set_defaults(func=_cmd_inspect)
 
     doctor = commands.add_parser(

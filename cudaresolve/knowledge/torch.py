@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve import records
@@ -132,10 +133,28 @@ class _Companions:
     packages: tuple[_Companion, ...]
 
 
+def _canonical(name: str) -> None:
+    if canonicalize_name(name) != name:
+        raise UsageError(f"{name!r} is not a canonical distribution name (expected {canonicalize_name(name)!r})")
+
+
+@dataclass(frozen=True)
+class _FamilyDist:
+    name: str = field(metadata=records.check(_canonical))
+    confidence: str = field(metadata=CONFIDENCE)
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _Family:
+    dists: tuple[_FamilyDist, ...]
+
+
 @dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
     index_path: str
+    family: _Family
     variant_cuda: _VariantCuda
     aarch64: _Aarch64
     release: tuple[_Release, ...]
@@ -146,6 +165,7 @@ class _File:
 @dataclass(frozen=True)
 class Tables:
     index_path: str
+    family: tuple[str, ...]  # canonical names, file order
     releases: tuple[TorchRelease, ...]  # oldest first
 
 
@@ -199,7 +219,8 @@ def load() -> Tables:
                 note=row.note,
             )
         )
-    return Tables(raw.index_path, tuple(sorted(releases, key=lambda r: Version(r.series))))
+    family = tuple(d.name for d in raw.family.dists)
+    return Tables(raw.index_path, family, tuple(sorted(releases, key=lambda r: Version(r.series))))
 
 
 # -- accessors --------------------------------------------------------------------------------------
@@ -236,6 +257,11 @@ def variant(version: str, name: Optional[str] = None) -> Optional[TorchVariant]:
 def index_path(variant_name: str) -> str:
     """The variant's index path relative to the configured PyTorch index base ("whl/cu128")."""
     return load().index_path.format(variant=variant_name)
+
+
+def family() -> tuple[str, ...]:
+    """The canonical names whose builds a chosen CUDA variant takes from the variant index only."""
+    return load().family
 
 
 def _has_patch(versions: tuple[str, ...], wanted: Version) -> bool:
