@@ -38,7 +38,7 @@ def closure(requirements: list[str]) -> dict:
 
     start = time.perf_counter()
     target = running_target()
-    config = index_config(target.python, target.prefix, os.environ, None, IndexFlags())
+    config = index_config(target.python, target.prefix, os.environ, None, IndexFlags(), site_packages=target.site_packages)
     markers = target.marker_environment()
     chosen: dict = {}  # name -> [file, metadata, extras]
     wave = [Requirement(text) for text in requirements]

@@ -24,7 +24,7 @@ def registry(tmp_path):
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     environ["CUDARESOLVE_CACHE_DIR"] = str(tmp_path / "cache")
     environ["PIP_CONFIG_FILE"] = os.devnull  # pip's own default index, whatever this machine adds
-    config = index_config(target.python, target.prefix, environ, None, IndexFlags())
+    config = index_config(target.python, target.prefix, environ, None, IndexFlags(), site_packages=target.site_packages)
     opened = []
 
     def open_(**options):
