@@ -14,7 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.knowledge import advisories, components, cupy, files, gpus, toolkits, torch
+from cudaresolve.knowledge import advisories, components, cupy, files, gpus, toolkits, torch, wheel_facts
 from cudaresolve.arch import ComputeCapability, parse_arch_list
 from cudaresolve.errors import DataError, UsageError
 
@@ -435,7 +435,7 @@ def test_advisory_exact_conditions():
 # -- malformed data ---------------------------------------------------------------------------------
 
 
-CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories))
+CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts))
 
 
 @pytest.fixture

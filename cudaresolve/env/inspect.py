@@ -11,20 +11,20 @@ with its error, so the other names are still read and the CLI exits 2 ("problems
 from __future__ import annotations
 
 import os
-import zipfile
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from cudaresolve.binary.elf import is_elf, read_binary_facts, read_binary_facts_from_buffer
+from cudaresolve.binary.elf import is_elf, read_binary_facts
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.env.distributions import read_distributions
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import find_elf_files, is_shared_object_name
 from cudaresolve.errors import CudaresolveError
+from cudaresolve.index.wheel_facts import WheelError, read_wheel
 
 
 @dataclass(frozen=True)
@@ -101,23 +101,15 @@ def _inspect_file(path: str) -> Inspected:
 
 def _inspect_wheel(wheel: str) -> list[Inspected]:
     try:
-        with zipfile.ZipFile(wheel) as archive:
-            found = []
-            for info in archive.infolist():
-                if info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
-                    continue
-                where = f"{wheel}!{info.filename}"
-                with archive.open(info) as member:
-                    if member.read(4) != ELF_MAGIC:
-                        continue
-                data = archive.read(info)
-                try:
-                    found.append(Inspected(where, read_binary_facts_from_buffer(data, where)))
-                except CudaresolveError as exc:
-                    found.append(Inspected(where, None, str(exc)))
-            return found
-    except (zipfile.BadZipFile, OSError) as exc:
+        with open(wheel, "rb") as stream:
+            read = read_wheel(stream, wheel)
+    except WheelError as exc:
+        return [Inspected(wheel, None, exc.reason)]
+    except OSError as exc:
         return [Inspected(wheel, None, f"not a readable wheel ({exc})")]
+    found = [Inspected(facts.path, facts) for facts in read.members]
+    found += [Inspected(f"{wheel}!{member}", None, why) for member, why in read.unreadable]
+    return found
 
 
 def _inspect_distribution(name: str, target: Target) -> list[Inspected]:

@@ -24,7 +24,8 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 # The knowledge tables, and the built-in example `doctor --example` judges (env/example.py).
-NAMES = ("toolkits.toml", "gpus.toml", "torch.toml", "cupy.toml", "components.toml", "advisories.toml", "example.toml")
+NAMES = ("toolkits.toml", "gpus.toml", "torch.toml", "cupy.toml", "components.toml", "advisories.toml", "wheel_facts.toml",
+         "example.toml")
 CONFIDENCES = ("H", "M", "L")
 
 _T = TypeVar("_T")
@@ -92,7 +93,7 @@ def read(name: str, cls: type[_T]) -> _T:
 
 def load_all() -> None:
     """Load and check every table now (tests, start-up): raises DataError on the first defect."""
-    from cudaresolve.knowledge import advisories, components, cupy, gpus, toolkits, torch
+    from cudaresolve.knowledge import advisories, components, cupy, gpus, toolkits, torch, wheel_facts
 
-    for module in (toolkits, gpus, torch, cupy, components, advisories):
+    for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts):
         module.load()

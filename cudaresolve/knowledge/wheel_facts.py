@@ -1,0 +1,165 @@
+"""What known CUDA component wheels' ELF files bind and carry (data/wheel_facts.toml).
+
+Why a table: the resolver must know a candidate wheel's cross-component needs (cuSPARSE 12.3.1.170
+binds `__nvJitLinkComplete_12_4`, so it needs nvJitLink >= 12.4 though its metadata does not say so)
+without downloading 300 MB. scripts/record_wheel_facts.py reads the wheels once and writes the table.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from cudaresolve import records
+from cudaresolve.arch import Target
+from cudaresolve.errors import UsageError
+from cudaresolve.index.wheel_facts import WheelFacts, from_record
+from cudaresolve.knowledge import files
+from cudaresolve.knowledge.files import CONFIDENCE, VERSION
+
+FILE = "wheel_facts.toml"
+
+
+def _versioned_symbol(value: str) -> None:
+    name, at, version = value.partition("@")
+    if not name or not at or not version.lstrip("@") or "@" in version.lstrip("@"):
+        raise UsageError(f"expected NAME@VERSION or NAME@@VERSION, got {value!r}")
+
+
+def _ptx(value: str) -> None:
+    target, colon, isa = value.partition(":")
+    if Target.parse(target).kind != "ptx" or not colon or (isa and not re.fullmatch(r"\d+\.\d+", isa)):
+        raise UsageError(f"expected compute_XY:ISA (ISA may be empty), got {value!r}")
+
+
+def _sass(value: str) -> None:
+    if Target.parse(value).kind != "sass":
+        raise UsageError(f"not a SASS target: {value!r}")
+
+
+def _sha256(value: str) -> None:
+    if not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise UsageError(f"not a sha256 in lower-case hex: {value!r}")
+
+
+def _canonical(value: str) -> None:
+    if canonicalize_name(value) != value:
+        raise UsageError(f"not a canonical distribution name: {value!r}")
+
+
+_SYMBOLS = records.check(_versioned_symbol)
+
+
+@dataclass(frozen=True)
+class Bind:
+    """What one member needs from one non-system provider file (`.gnu.version_r` and the symbols bound there)."""
+
+    file: str  # "libnvJitLink.so.12"
+    versions: tuple[str, ...]
+    symbols: tuple[str, ...] = field(default=(), metadata=_SYMBOLS)  # NAME@VERSION
+    min_version: Optional[str] = field(default=None, metadata=VERSION)  # the release the names imply: "12.4"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One ELF shared object of a wheel, reduced to what crosses components."""
+
+    path: str  # inside the wheel
+    soname: Optional[str] = None
+    needed: tuple[str, ...] = ()
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    version_definitions: tuple[str, ...] = ()
+    binds: tuple[Bind, ...] = ()
+    defines: tuple[str, ...] = field(default=(), metadata=_SYMBOLS)  # NAME@@VERSION (default) or NAME@VERSION
+    sass: Optional[tuple[str, ...]] = field(default=None, metadata=records.check(_sass))  # None: no fatbin
+    ptx: Optional[tuple[str, ...]] = field(default=None, metadata=records.check(_ptx))  # TARGET:ISA
+    undetermined: tuple[str, ...] = ()
+    damage: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """One wheel as read: its identity (file name and sha256) and its ELF members."""
+
+    name: str = field(metadata=records.check(_canonical))
+    version: str = field(metadata=VERSION)
+    filename: str
+    sha256: str = field(metadata=records.check(_sha256))
+    why: tuple[str, ...]  # which rule of the generator chose it
+    machine: str
+    member: tuple[Member, ...] = ()
+    not_elf: tuple[str, ...] = ()
+    confidence: str = field(default="H", metadata=CONFIDENCE)
+
+
+@dataclass(frozen=True)
+class _Releases:
+    added: tuple[str, ...]  # NAME==VERSION given to the generator's --add
+
+
+@dataclass(frozen=True)
+class _File:
+    confidence: str = field(metadata=CONFIDENCE)
+    releases: _Releases
+    wheel: tuple[Wheel, ...] = ()
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> tuple[Wheel, ...]:
+    """Every wheel in the table, by name then version; file names are unique and match name and version."""
+    rows = files.read(FILE, _File).wheel
+    seen = set()
+    for index, wheel in enumerate(rows):
+        where = f"wheel[{index}]"
+        try:
+            name, version, _, _ = parse_wheel_filename(wheel.filename)
+        except InvalidWheelFilename as exc:
+            raise files.error(FILE, f"{where}.filename", str(exc)) from None
+        if (name, version) != (wheel.name, Version(wheel.version)):
+            raise files.error(FILE, f"{where}.filename", f"{wheel.filename!r} is not {wheel.name} {wheel.version}")
+        if wheel.filename in seen:
+            raise files.error(FILE, f"{where}.filename", f"{wheel.filename!r} is listed twice")
+        seen.add(wheel.filename)
+        for number, member in enumerate(wheel.member):
+            for slot, bind in enumerate(member.binds):
+                stray = [s for s in bind.symbols if s.partition("@")[2] not in bind.versions]
+                if stray:
+                    raise files.error(FILE, f"{where}.member[{number}].binds[{slot}].symbols",
+                                      f"versions not needed from {bind.file}: {stray[:3]}")
+            stray = [s for s in member.defines if s.partition("@")[2].lstrip("@") not in member.version_definitions]
+            if stray:
+                raise files.error(FILE, f"{where}.member[{number}].defines", f"versions the member does not define: {stray[:3]}")
+    return rows
+
+
+def find(name: str, version: str, filename: Optional[str] = None) -> Optional[Wheel]:
+    """The table's row of a release (of one file of it, when given), None when the table lacks it."""
+    wanted, release = canonicalize_name(name), Version(version)
+    rows = [w for w in load() if w.name == wanted and Version(w.version) == release
+            and (filename is None or w.filename == filename)]
+    if len(rows) > 1:
+        raise UsageError(f"{name} {version} has {len(rows)} wheels in {FILE}: name the file")
+    return rows[0] if rows else None
+
+
+def facts_for(name: str, version: str, filename: Optional[str] = None) -> Optional[WheelFacts]:
+    """The release's members as the reader would give them, partial (`complete=False`); None when not in the table."""
+    row = find(name, version, filename)
+    return None if row is None else from_record(row)
+
+
+def min_provider_release(name: str, version: str, filename: Optional[str] = None) -> Mapping[str, str]:
+    """Provider file -> the newest release any member's versioned symbol names imply ({} when none or unknown)."""
+    row = find(name, version, filename)
+    found: dict[str, str] = {}
+    for member in row.member if row else ():
+        for bind in member.binds:
+            if bind.min_version and (bind.file not in found or Version(bind.min_version) > Version(found[bind.file])):
+                found[bind.file] = bind.min_version
+    return dict(sorted(found.items()))

@@ -1,0 +1,391 @@
+"""Regenerate data/wheel_facts.toml: what known NVIDIA CUDA component wheels' ELF files bind and carry.
+
+Usage: python scripts/record_wheel_facts.py [--cache DIR] [--add NAME==VERSION ...]
+
+Why a generated table: NVIDIA keeps .dynstr/.dynamic at the end of 300 MB libraries inside deflated
+zip members, so the resolver cannot read a candidate wheel's needs without downloading all of it.
+The releases covered (each requirement below expands to the newest release of each X.Y minor among
+the index's releases that satisfy it):
+  - the CUDA wheels torch 2.14.1 pins (its METADATA, read from the test cache's wheel), through the
+    cuda-toolkit extras it names;
+  - the `[ctk]` extra of the newest cupy-cuda12x and cupy-cuda13x, and cuda-cccl 1.2.1's `[cu12]`
+    and `[cu13]`: cuda-toolkit==12.* / ==13.* and its extras, read from cuda-toolkit's METADATA;
+  - every minor of the components that bind each other by versioned symbols (EACH_MINOR), the newest
+    cuDNN of each CUDA major, and `--add NAME==VERSION` (also read from the table's previous
+    `[releases] added`, so an addition survives a rerun).
+Versions come from `pip index versions`, wheels from `pip download` (pip's own index configuration,
+Linux x86_64 manylinux tags, CPython 3.11), kept with their read facts in the cache directory
+(default ~/.cache/cudaresolve-wheel-facts) so a rerun only downloads and reads what is new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from cudaresolve.env.inspect import provider_needs
+from cudaresolve.index.wheel_facts import is_system_provider, read_wheel
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "data" / "wheel_facts.toml"
+TORCH = ("torch", "2.14.1")
+CUPY = ("cupy-cuda12x", "cupy-cuda13x")
+CCCL = ("cuda-cccl==1.2.1", ("cu12", "cu13"))
+EACH_MINOR = tuple(
+    f"nvidia-{component}{suffix}"
+    for suffix in ("-cu12", "")
+    for component in ("nvjitlink", "cuda-nvrtc", "cusparse", "cusolver", "cufft", "cublas")
+) + ("nvidia-cublas-cu11", "nvidia-cusparse-cu11", "nvidia-cusolver-cu11", "nvidia-cufft-cu11")
+NEWEST = ("nvidia-cudnn-cu12", "nvidia-cudnn-cu13")
+# Linux x86_64 wheels as pip on a glibc 2.28 machine takes them (torch 2.14.1 is manylinux_2_28).
+PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)) + (
+    "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64")
+TARGET = [flag for platform in PLATFORMS for flag in ("--platform", platform)] + ["--python-version", "3.11"]
+MARKERS = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+           "python_version": "3.11", "python_full_version": "3.11.0", "os_name": "posix",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+READ_FORMAT = 1  # bump when what read_one() keeps changes: cached reads of another format are read again
+ABI_SUFFIX = re.compile(r"_(\d+)_(\d+)$")
+
+
+# -- which releases ---------------------------------------------------------------------------------
+
+
+def pip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+
+
+_VERSIONS: Dict[str, List[Version]] = {}
+
+
+def index_versions(name: str) -> List[Version]:
+    """Every release of `name` on the index with a wheel for the target, newest first."""
+    if name not in _VERSIONS:
+        out = pip("index", "versions", name, *TARGET, "--only-binary=:all:").stdout
+        match = re.search(r"Available versions: (.*)", out)
+        found = []
+        for text in (match.group(1).split(",") if match else ()):
+            try:
+                found.append(Version(text.strip()))
+            except InvalidVersion:
+                continue
+        _VERSIONS[name] = sorted(found, reverse=True)
+    return _VERSIONS[name]
+
+
+def newest_of_each_minor(requirement: Requirement, only_newest: bool = False) -> List[str]:
+    """The newest release of each X.Y among those the requirement allows (pre-releases excepted)."""
+    chosen: Dict[Tuple[int, ...], Version] = {}
+    for version in index_versions(str(canonicalize_name(requirement.name))):
+        if version.is_prerelease or not requirement.specifier.contains(version, prereleases=False):
+            continue
+        chosen.setdefault(version.release[:2], version)
+    versions = sorted(chosen.values(), reverse=True)
+    return [str(v) for v in (versions[:1] if only_newest else versions)]
+
+
+def download(requirement: str, cache: Path) -> Optional[Path]:
+    """The cached wheel of NAME==VERSION, downloaded by pip when absent; None (and a warning) when pip has none."""
+    name, _, version = requirement.partition("==")
+    wheels = cache / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+
+    def cached() -> Optional[Path]:
+        for path in wheels.glob("*.whl"):
+            dist, found, _, _ = parse_wheel_filename(path.name)
+            if dist == canonicalize_name(name) and found == Version(version):
+                return path
+        return None
+
+    path = cached()
+    if path is None:
+        result = pip("download", "--no-deps", "--only-binary=:all:", *TARGET, "-d", str(wheels), requirement)
+        path = cached()
+        if path is None:
+            print(f"  skipped {requirement}: {result.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+    return path
+
+
+def metadata_requires(wheel: Path) -> List[Requirement]:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
+        text = archive.read(name).decode("utf-8")
+    return [Requirement(line.split(":", 1)[1].strip()) for line in text.splitlines() if line.startswith("Requires-Dist:")]
+
+
+def expand(dist: str, version: str, extras: Iterable[str], cache: Path, wheel: Optional[Path] = None) -> List[Requirement]:
+    """The NVIDIA component requirements `dist==version[extras]` names, through its own extras and cuda-toolkit's."""
+    wheel = wheel or download(f"{dist}=={version}", cache)
+    if wheel is None:
+        raise SystemExit(f"cannot read the requirements of {dist} {version}")
+    requires = metadata_requires(wheel)
+    wanted, seen, found = [""] + list(extras), set(), []
+    while wanted:
+        extra = wanted.pop()
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for req in requires:
+            if req.marker is not None and not req.marker.evaluate({**MARKERS, "extra": extra}):
+                continue
+            if req.marker is None and extra:
+                continue  # unconditional requirements are taken once, in the pass of the empty extra
+            name = canonicalize_name(req.name)
+            if name == canonicalize_name(dist):
+                wanted += sorted(req.extras)
+            elif name == "cuda-toolkit":
+                for toolkit in newest_of_each_minor(req):
+                    found += expand("cuda-toolkit", toolkit, sorted(req.extras), cache)
+            elif name.startswith("nvidia-"):
+                found.append(req)
+    return found
+
+
+def release_set(cache: Path, added: Iterable[str]) -> Dict[str, Set[str]]:
+    """NAME==VERSION -> why it is in the table."""
+    chosen: Dict[str, Set[str]] = defaultdict(set)
+
+    def take(requirement: Requirement, why: str, only_newest: bool = False) -> None:
+        versions = newest_of_each_minor(requirement, only_newest)
+        if not versions:
+            print(f"  no release on the index allows {requirement} ({why})", file=sys.stderr)
+        for version in versions:
+            chosen[f"{canonicalize_name(requirement.name)}=={version}"].add(why)
+
+    torch_wheel = next((cache_root_tests() / "wheels").glob(f"{TORCH[0]}-{TORCH[1]}-*.whl"), None)
+    if torch_wheel is None:
+        raise SystemExit(f"no cached {TORCH[0]} {TORCH[1]} wheel: run the tests once (they download it)")
+    for req in expand(*TORCH, (), cache, wheel=torch_wheel):
+        take(req, f"{TORCH[0]} {TORCH[1]}")
+    for dist in CUPY:
+        newest = newest_of_each_minor(Requirement(dist), only_newest=True)[0]
+        for req in expand(dist, newest, ("ctk",), cache):
+            take(req, f"{dist} {newest} [ctk]")
+    name, _, version = CCCL[0].partition("==")
+    for extra in CCCL[1]:
+        for req in expand(name, version, (extra,), cache):
+            take(req, f"{name} {version} [{extra}]")
+    for dist in EACH_MINOR:
+        take(Requirement(dist), "each minor")
+    for dist in NEWEST:
+        take(Requirement(dist), "newest", only_newest=True)
+    for requirement in added:
+        req = Requirement(requirement)
+        (spec,) = req.specifier
+        chosen[f"{canonicalize_name(req.name)}=={spec.version}"].add("added")
+    return chosen
+
+
+def cache_root_tests() -> Path:
+    root = os.environ.get("CUDARESOLVE_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cudaresolve-tests")
+    return Path(root)
+
+
+# -- reading one wheel ------------------------------------------------------------------------------
+
+
+def read_one(path: str) -> dict:
+    """Everything the table may keep of one wheel: non-system binds, every versioned definition, device code."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+        stream.seek(0)
+        facts = read_wheel(stream, os.path.basename(path))
+    if facts.unreadable:
+        raise SystemExit(f"{path}: members the reader refuses: {facts.unreadable}")
+    members = []
+    for member in facts.members:
+        binds = []
+        for need in provider_needs(member):
+            if is_system_provider(need.versions):
+                continue
+            symbols = sorted(f"{s.name}@{s.version}" for s in member.undefined if s.file == need.file)
+            weak = [s.name for s in member.undefined if s.file == need.file and s.binding == "WEAK"]
+            if weak:
+                raise SystemExit(f"{member.path}: weak versioned needs {weak[:3]}: the table cannot say so yet")
+            binds.append({"file": need.file, "versions": list(need.versions), "symbols": symbols,
+                          "min_version": need.min_version})
+        defined = sorted({f"{s.name}{'@' if s.hidden else '@@'}{s.version}" for s in member.defined
+                          if s.version is not None and s.name != s.version})
+        fatbin = member.fatbin
+        members.append({
+            "path": member.path.split("!", 1)[1], "machine": member.machine, "soname": member.soname,
+            "needed": list(member.needed), "rpath": list(member.rpath), "runpath": list(member.runpath),
+            "version_definitions": list(member.version_definitions), "binds": binds, "defined": defined,
+            "fatbin": None if fatbin is None else {
+                "sass": list(fatbin.sass), "ptx": [f"{p.target}:{p.isa or ''}" for p in fatbin.ptx],
+                "undetermined": list(fatbin.undetermined), "damage": list(fatbin.damage)},
+        })
+    return {"format": READ_FORMAT, "filename": os.path.basename(path), "sha256": digest.hexdigest(),
+            "size": os.path.getsize(path), "members": members, "not_elf": list(facts.not_elf)}
+
+
+def cached_read(path: Path, cache: Path) -> Optional[dict]:
+    file = cache / "facts" / f"{path.name}.json"
+    if file.exists():
+        data = json.loads(file.read_text())
+        if data.get("format") == READ_FORMAT and data["size"] == path.stat().st_size:
+            return data
+    return None
+
+
+# -- writing the table ------------------------------------------------------------------------------
+
+
+def abi_suffixed(text: str) -> bool:
+    """`__nvJitLinkComplete_12_4@@libnvJitLink.so.12`: a name carrying the CUDA major.minor of its version node's major."""
+    name, _, version = text.partition("@")
+    suffix, node = ABI_SUFFIX.search(name), re.search(r"\.so\.(\d+)", version)
+    return bool(suffix and node and suffix.group(1) == node.group(1))
+
+
+def q(value: str) -> str:
+    return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
+
+
+def strings(values: Iterable[str]) -> str:
+    return "[" + ", ".join(q(v) for v in values) + "]"
+
+
+def render(reads: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], added: List[str], downloaded: int) -> str:
+    bound: Set[Tuple[str, str]] = set()
+    for _, _, data in reads:
+        for member in data["members"]:
+            for bind in member["binds"]:
+                bound.update(tuple(s.split("@", 1)) for s in bind["symbols"])
+    lines = [
+        "# Generated by scripts/record_wheel_facts.py: do not edit by hand (docs/data.md says how to extend it).",
+        "# What known NVIDIA CUDA component wheels' ELF files bind and carry, read from the wheels themselves:",
+        "# per shared-object member its DT_SONAME, DT_NEEDED, DT_RPATH/DT_RUNPATH, version definitions,",
+        "# `binds` (per non-system provider file: the versions needed, the versioned symbols bound to it as",
+        "# NAME@VERSION, and the provider release their names imply), `defines` (versioned definitions",
+        "# carrying a CUDA ABI suffix, plus every one some wheel here binds; NAME@@VERSION is the default",
+        "# definition, NAME@VERSION a hidden one) and the SASS / PTX (TARGET:ISA) of its fatbins (absent:",
+        "# none). C/C++ runtime needs (GLIBC_, GLIBCXX_, CXXABI_, GCC_ versions) are left out.",
+        "# Releases: the newest of each X.Y minor among those allowed by torch 2.14.1's pins, the [ctk] extra",
+        "# of the newest cupy-cuda12x/cupy-cuda13x, cuda-cccl 1.2.1's [cu12]/[cu13], every minor of the",
+        "# components binding each other (nvjitlink, nvrtc, cusparse, cusolver, cufft, cublas; cu11, cu12",
+        "# and CUDA 13), the newest cuDNN per CUDA major, and [releases] added; each wheel's `why` says which.",
+        f'source = {q(f"scripts/record_wheel_facts.py, {datetime.date.today().isoformat()}: {len(reads)} Linux x86_64 wheels ({downloaded} bytes) downloaded with pip and read with cudaresolve.index.wheel_facts.read_wheel")}',
+        'confidence = "H"',
+        "",
+        "[releases]",
+        'source = "scripts/record_wheel_facts.py --add NAME==VERSION"',
+        'confidence = "H"',
+        f"added = {strings(sorted(added))}",
+    ]
+    for name, version, data in reads:
+        lines += ["", "[[wheel]]", f"name = {q(name)}", f"version = {q(version)}", f"filename = {q(data['filename'])}",
+                  f"sha256 = {q(data['sha256'])}", f"why = {strings(reasons[f'{name}=={version}'])}"]
+        machines = sorted({m["machine"] for m in data["members"]})
+        if len(machines) > 1:
+            raise SystemExit(f"{data['filename']}: members of several machines {machines}")
+        lines.append(f"machine = {q(machines[0] if machines else 'x86_64')}")
+        if data["not_elf"]:
+            lines.append(f"not_elf = {strings(data['not_elf'])}")
+        for member in sorted(data["members"], key=lambda m: m["path"]):
+            lines += ["[[wheel.member]]", f"path = {q(member['path'])}"]
+            if member["soname"] is not None:
+                lines.append(f"soname = {q(member['soname'])}")
+            for key in ("needed", "rpath", "runpath", "version_definitions"):
+                if member[key]:
+                    lines.append(f"{key} = {strings(member[key])}")
+            if member["binds"]:
+                lines.append("binds = [")
+                for bind in member["binds"]:
+                    minimum = f", min_version = {q(bind['min_version'])}" if bind["min_version"] else ""
+                    lines.append(f"  {{ file = {q(bind['file'])}, versions = {strings(bind['versions'])}{minimum}, "
+                                 f"symbols = {strings(bind['symbols'])} }},")
+                lines.append("]")
+            defines = [d for d in member["defined"] if abi_suffixed(d) or tuple(d.replace("@@", "@").split("@", 1)) in bound]
+            if defines:
+                lines.append(f"defines = {strings(defines)}")
+            fatbin = member["fatbin"]
+            if fatbin is not None:
+                lines += [f"sass = {strings(fatbin['sass'])}", f"ptx = {strings(fatbin['ptx'])}"]
+                for key in ("undetermined", "damage"):
+                    if fatbin[key]:
+                        lines.append(f"{key} = {strings(fatbin[key])}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "cudaresolve-wheel-facts",
+                        help="where downloaded wheels and their read facts are kept (default: %(default)s)")
+    parser.add_argument("--add", action="append", default=[], metavar="NAME==VERSION",
+                        help="also record this release (kept in the table's [releases] added for later runs)")
+    args = parser.parse_args()
+    for requirement in args.add:
+        req = Requirement(requirement)
+        if len(req.specifier) != 1 or next(iter(req.specifier)).operator != "==":
+            parser.error(f"--add {requirement}: expected NAME==VERSION")
+    previous = tomllib.loads(OUT.read_text())["releases"]["added"] if OUT.exists() else []
+    added = sorted(set(previous) | set(args.add))
+    started = time.monotonic()
+    print("choosing releases ...", flush=True)
+    chosen = release_set(args.cache, added)
+    reasons = {requirement: sorted(why) for requirement, why in chosen.items()}
+    print(f"{len(chosen)} releases", flush=True)
+    reads: Dict[str, dict] = {}
+    downloaded = 0
+    (args.cache / "facts").mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
+        pending = {}
+
+        def harvest(wait: bool) -> None:
+            for requirement, (path, future) in list(pending.items()):
+                if wait or future.done():
+                    reads[requirement] = data = future.result()
+                    (args.cache / "facts" / f"{path.name}.json").write_text(json.dumps(data))
+                    del pending[requirement]
+                    print(f"  read {requirement}, {time.monotonic() - started:.0f} s", flush=True)
+
+        for requirement in sorted(chosen, key=lambda r: (r.split("==")[0], Version(r.split("==")[1]))):
+            path = download(requirement, args.cache)
+            if path is None:
+                continue
+            downloaded += path.stat().st_size
+            data = cached_read(path, args.cache)
+            if data is not None:
+                reads[requirement] = data
+            else:
+                pending[requirement] = (path, pool.submit(read_one, str(path)))
+            print(f"  {requirement}: {path.stat().st_size >> 20} MB, {time.monotonic() - started:.0f} s", flush=True)
+            harvest(wait=len(pending) > 4)  # downloads stay a few wheels ahead of the readers
+        harvest(wait=True)
+    rows = sorted(((*r.split("=="), d) for r, d in reads.items()), key=lambda row: (row[0], Version(row[1])))
+    OUT.write_text(render(rows, reasons, added, downloaded))
+    crossing = sorted({(name, b["file"]) for name, _, d in rows for m in d["members"] for b in m["binds"]})
+    print(f"wrote {OUT} ({OUT.stat().st_size} bytes): {len(rows)} wheels, {downloaded} bytes of wheels, "
+          f"{time.monotonic() - started:.0f} s")
+    print("versioned needs of non-system providers (distribution -> file):")
+    for name, file in crossing:
+        print(f"  {name} -> {file}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
