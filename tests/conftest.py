@@ -176,3 +176,16 @@ def build_venv(requirements: Sequence[str]) -> Path:
 def cuda_venv():
     """`cuda_venv(["nvidia-nvjitlink-cu12==12.1.105", ...])` -> root of a cached venv holding those wheels."""
     return build_venv
+
+
+@pytest.fixture(scope="session")
+def cuda_index():
+    """The fake CUDA package universe (tests/fake_cuda_index.py) served on 127.0.0.1 for the session:
+    `.index_url` is the regular index, `.torch_index_base + "/whl/cu128"` a PyTorch-style variant index."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    from fake_cuda_index import build_universe, serve
+
+    served = serve(build_universe())
+    yield served
+    served.stop()

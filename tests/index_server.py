@@ -2,6 +2,10 @@
 requests, PEP 658 metadata files, and switches for what real servers do wrong (failures, slowness,
 redirects, no ranges). It counts every request and every body byte it sends, so tests can assert
 what a behaviour costs. `make_wheel` builds wheels with real metadata shapes.
+
+Besides the regular index at `/simple/<project>/` it serves further roots added by `add(...,
+root=...)`, e.g. PyTorch-style variant indexes at `/whl/cu128/<project>/`; every root's files are
+under `/files/`.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional, Sequence
+from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -72,11 +77,12 @@ class Hosted:
 
 @dataclass
 class IndexServer:
-    """The index: `add(...)` files, then point an index URL at `url + "/simple"`."""
+    """The index: `add(...)` files, then point an index URL at `url + "/simple"` (or `url + "/" + root`)."""
 
     pages: str = "json"  # "json", "html", or "both" (content negotiation on Accept)
     ranges: bool = True
-    projects: dict[str, list[Hosted]] = field(default_factory=lambda: defaultdict(list))
+    projects: dict[str, list[Hosted]] = field(default_factory=lambda: defaultdict(list))  # the "simple" root
+    roots: dict[str, dict[str, list[Hosted]]] = field(default_factory=dict)  # "whl/cu128" -> its projects
     fail: dict[str, list[int]] = field(default_factory=dict)  # path -> statuses to answer first, in order
     delay: dict[str, float] = field(default_factory=dict)  # path -> seconds to wait before answering
     redirects: dict[str, str] = field(default_factory=dict)  # path with query -> location
@@ -84,11 +90,16 @@ class IndexServer:
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     sent: Counter = field(default_factory=Counter)  # path -> body bytes sent
 
-    def add(self, filename: str, data: bytes, **options) -> Hosted:
+    def add(self, filename: str, data: bytes, *, root: str = "simple", **options) -> Hosted:
         project = canonicalize_name(parse_wheel_filename(filename)[0]) if filename.endswith(".whl") else canonicalize_name(filename.split("-")[0])
         hosted = Hosted(filename, data, **options)
-        self.projects[project].append(hosted)
+        self._root(root)[project].append(hosted)
         return hosted
+
+    def _root(self, root: str) -> dict[str, list[Hosted]]:
+        if root == "simple":
+            return self.projects
+        return self.roots.setdefault(root.strip("/"), defaultdict(list))
 
     @property
     def bytes_sent(self) -> int:
@@ -111,12 +122,13 @@ class IndexServer:
 
     # what the handler serves ------------------------------------------------------------------
 
-    def page(self, project: str, as_json: bool) -> tuple[bytes, str]:
-        hosted = self.projects.get(project, [])
+    def page(self, project: str, as_json: bool, root: str = "simple") -> tuple[bytes, str]:
+        hosted = self._root(root).get(project, [])
+        up = "../" * (root.count("/") + 2)  # from /<root>/<project>/ to /
         if as_json:
             files = []
             for h in hosted:
-                entry = {"filename": h.filename, "url": f"../../files/{h.filename}", "hashes": {"sha256": _digest(h)}}
+                entry = {"filename": h.filename, "url": f"{up}files/{h.filename}", "hashes": {"sha256": _digest(h)}}
                 if h.requires_python:
                     entry["requires-python"] = h.requires_python
                 if h.yanked is not None:
@@ -129,7 +141,7 @@ class IndexServer:
             return json.dumps(document).encode(), "application/vnd.pypi.simple.v1+json"
         anchors = []
         for h in hosted:
-            attrs = f'href="../../files/{h.filename}#sha256={_digest(h)}"'
+            attrs = f'href="{up}files/{h.filename}#sha256={_digest(h)}"'
             if h.requires_python:
                 attrs += f' data-requires-python="{html.escape(h.requires_python)}"'
             if h.yanked is not None:
@@ -140,8 +152,8 @@ class IndexServer:
         return ("<!DOCTYPE html><html><body>" + "".join(anchors) + "</body></html>").encode(), "text/html"
 
     def file(self, name: str) -> Optional[bytes]:
-        for hosted in self.projects.values():
-            for h in hosted:
+        for projects in (self.projects, *self.roots.values()):
+            for h in (h for hosted in projects.values() for h in hosted):
                 if h.filename == name:
                     return h.data
                 if h.metadata and name == h.filename + ".metadata":
@@ -178,16 +190,16 @@ def _handler(server: IndexServer):
                 return self._send(status, b"failure injected by the test\n", "text/plain", extra, path)
             if self.path in server.redirects:
                 return self._send(302, b"", "text/plain", {"Location": server.redirects[self.path]}, path)
-            if path.startswith("/simple/"):
-                project = path[len("/simple/"):].strip("/")
-                if project not in server.projects:
+            root, _, project = path.strip("/").rpartition("/")
+            if root == "simple" or root in server.roots:
+                if project not in server._root(root):
                     return self._send(404, b"not found\n", "text/plain", {}, path)
                 accept = self.headers.get("Accept", "")
                 as_json = server.pages == "json" or (server.pages == "both" and "vnd.pypi.simple.v1+json" in accept)
-                body, content_type = server.page(project, as_json)
+                body, content_type = server.page(project, as_json, root)
                 return self._send(200, body, content_type, {"ETag": f'"{hashlib.sha256(body).hexdigest()[:16]}"'}, path)
             if path.startswith("/files/"):
-                data = server.file(path[len("/files/"):])
+                data = server.file(unquote(path[len("/files/"):]))  # "+" of a local version arrives as %2B
                 if data is None:
                     return self._send(404, b"not found\n", "text/plain", {}, path)
                 wanted = self.headers.get("Range")

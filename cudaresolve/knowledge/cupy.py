@@ -39,7 +39,7 @@ class CupyMajor:
     note: Optional[str] = None
 
 
-# -- the file as written; wheel_arch and ctk_extra are checked on load, no caller reads them yet -----
+# -- the file as written; wheel_arch is checked on load, no caller reads it yet ---------------------
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,20 @@ class _File:
 def load() -> tuple[CupyMajor, ...]:
     """CuPy majors (12, 13, 14) with their binary distributions."""
     return files.read("cupy.toml", _File).major
+
+
+@functools.lru_cache(maxsize=None)
+def _ctk_extra() -> _CtkExtra:
+    return files.read("cupy.toml", _File).ctk_extra
+
+
+def ctk_requirement(name: str, cupy_version: str) -> Optional[str]:
+    """The requirement behind the [ctk] extra of `name` at `cupy_version` ("cuda-toolkit[cublas,...]==12.*");
+    None where that release has no such extra."""
+    ctk = _ctk_extra()
+    if Version(cupy_version) not in SpecifierSet(ctk.versions):
+        return None
+    return next((r for d, r in ctk.requires.items() if canonicalize_name(d) == canonicalize_name(name)), None)
 
 
 def dist(name: str, cupy_version: str) -> Optional[CupyDist]:
