@@ -13,6 +13,7 @@ import io
 import json
 import threading
 import time
+import urllib.parse
 import zipfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -187,7 +188,7 @@ def _handler(server: IndexServer):
                 body, content_type = server.page(project, as_json)
                 return self._send(200, body, content_type, {"ETag": f'"{hashlib.sha256(body).hexdigest()[:16]}"'}, path)
             if path.startswith("/files/"):
-                data = server.file(path[len("/files/"):])
+                data = server.file(urllib.parse.unquote(path[len("/files/"):]))  # "+cu118" arrives as "%2Bcu118"
                 if data is None:
                     return self._send(404, b"not found\n", "text/plain", {}, path)
                 wanted = self.headers.get("Range")
