@@ -1,0 +1,451 @@
+"""What `cudaresolve lock` is asked to lock: pip requirements files, pyproject.toml and command-line
+requirements, read into one `RequirementSet` for the resolver.
+
+Requirements files follow pip's documented format (comments, continuations, `${VAR}`, -r/-c,
+index options, --hash); what cudaresolve cannot lock yet (direct references, editables, the pip
+options it does not model) is refused with a one-line UsageError naming the file and line, never
+dropped silently. Every requirement is checked with packaging's PEP 508 parser where it is read, so
+a bad one names where it came from.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import NormalizedName, canonicalize_name
+
+from cudaresolve.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """pip's index options as the inputs set them; None / empty: not set, the caller's defaults apply."""
+
+    index_url: Optional[str] = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    no_index: bool = False
+    trusted_hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RequirementSet:
+    """Everything the resolver is asked for, with the files it came from."""
+
+    requirements: tuple[str, ...]  # PEP 508 strings, each parsed once by packaging
+    constraints: tuple[str, ...]
+    index_options: IndexOptions = field(default_factory=IndexOptions)
+    hashes: dict[NormalizedName, frozenset[str]] = field(default_factory=dict)  # name -> allowed sha256 digests
+    sources: tuple[str, ...] = ()  # files read, in order
+
+
+# -- one requirement -----------------------------------------------------------------------------
+
+
+def parse_requirement(text: str, origin: str) -> Requirement:
+    """`text` as a PEP 508 requirement; `origin` ("reqs.txt:3", "pyproject.toml: project.dependencies[0]")
+    names it in the error. Direct references are refused: the resolver locks index files only."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        if _looks_like_location(text):
+            raise UsageError(f"{origin}: {text}: direct references (URLs and paths) are not supported yet") from None
+        reason = str(exc).splitlines()[0]
+        raise UsageError(f"{origin}: not a valid requirement: {text!r} ({reason})") from None
+    if requirement.url:
+        raise UsageError(f"{origin}: {requirement.name} @ {requirement.url}: direct references are not supported yet")
+    return requirement
+
+
+def _looks_like_location(text: str) -> bool:
+    """pip also takes a bare path or URL as a requirement (a local wheel, an archive, a project directory)."""
+    return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text)) or "/" in text or "\\" in text or text.startswith(".")
+
+
+def from_command_line(texts: Sequence[str]) -> RequirementSet:
+    """Requirements given as arguments (`cudaresolve lock torch cupy-cuda12x`)."""
+    parsed = [str(parse_requirement(text, f"command line: {text!r}")) for text in texts]
+    return RequirementSet(requirements=tuple(dict.fromkeys(parsed)), constraints=())
+
+
+def merge(sets: Iterable[RequirementSet]) -> RequirementSet:
+    """Several inputs as one: requirements and constraints in order without repeats, the last
+    --index-url wins (as in pip, where a later option overrides an earlier one), the other index
+    options and the hashes add up."""
+    requirements: list[str] = []
+    constraints: list[str] = []
+    hashes: dict[NormalizedName, frozenset[str]] = {}
+    sources: list[str] = []
+    index = IndexOptions()
+    for one in sets:
+        requirements += one.requirements
+        constraints += one.constraints
+        sources += one.sources
+        for name, digests in one.hashes.items():
+            hashes[name] = hashes.get(name, frozenset()) | digests
+        index = _merge_index(index, one.index_options)
+    return RequirementSet(
+        requirements=tuple(dict.fromkeys(requirements)),
+        constraints=tuple(dict.fromkeys(constraints)),
+        index_options=index,
+        hashes=hashes,
+        sources=tuple(dict.fromkeys(sources)),
+    )
+
+
+def _merge_index(a: IndexOptions, b: IndexOptions) -> IndexOptions:
+    return IndexOptions(
+        index_url=b.index_url or a.index_url,
+        extra_index_urls=tuple(dict.fromkeys(a.extra_index_urls + b.extra_index_urls)),
+        find_links=tuple(dict.fromkeys(a.find_links + b.find_links)),
+        no_index=a.no_index or b.no_index,
+        trusted_hosts=tuple(dict.fromkeys(a.trusted_hosts + b.trusted_hosts)),
+    )
+
+
+# -- pip requirements files ----------------------------------------------------------------------
+
+# Options cudaresolve reads, by every spelling pip accepts, and whether each takes a value.
+_OPTIONS = {
+    "-r": "requirement", "--requirement": "requirement",
+    "-c": "constraint", "--constraint": "constraint",
+    "-i": "index-url", "--index-url": "index-url",
+    "--extra-index-url": "extra-index-url",
+    "-f": "find-links", "--find-links": "find-links",
+    "--no-index": "no-index",
+    "--trusted-host": "trusted-host",
+    "-e": "editable", "--editable": "editable",
+    "--hash": "hash",
+}
+_FLAGS = {"no-index"}
+_PER_REQUIREMENT = {"hash"}
+# pip options a requirements file may hold that cudaresolve does not model: refused, not ignored,
+# since each changes what pip would install.
+_UNSUPPORTED = {
+    "--pre", "--prefer-binary", "--only-binary", "--no-binary", "--require-hashes", "--use-feature",
+    "--config-settings", "--global-option", "--install-option",
+}
+_ENV_VAR = re.compile(r"\$\{([A-Z0-9_]+)\}")  # pip expands the POSIX ${NAME} form only
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+@dataclass
+class _Collected:
+    """What the files read so far add up to (mutable while reading; frozen into a RequirementSet)."""
+
+    requirements: list[str] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+    hashes: dict[NormalizedName, set[str]] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+    index_url: Optional[str] = None
+    extra_index_urls: list[str] = field(default_factory=list)
+    find_links: list[str] = field(default_factory=list)
+    no_index: bool = False
+    trusted_hosts: list[str] = field(default_factory=list)
+
+
+def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None) -> RequirementSet:
+    """A pip requirements file with everything it includes; `environ` (default os.environ) for `${VAR}`."""
+    collected = _Collected()
+    _read_file(path, constraint=False, stack=(), collected=collected, environ=os.environ if environ is None else environ)
+    return RequirementSet(
+        requirements=tuple(dict.fromkeys(collected.requirements)),
+        constraints=tuple(dict.fromkeys(collected.constraints)),
+        index_options=IndexOptions(
+            index_url=collected.index_url,
+            extra_index_urls=tuple(dict.fromkeys(collected.extra_index_urls)),
+            find_links=tuple(dict.fromkeys(collected.find_links)),
+            no_index=collected.no_index,
+            trusted_hosts=tuple(dict.fromkeys(collected.trusted_hosts)),
+        ),
+        hashes={name: frozenset(digests) for name, digests in collected.hashes.items()},
+        sources=tuple(dict.fromkeys(collected.sources)),
+    )
+
+
+def _decode(data: bytes, path: str) -> str:
+    """UTF-8 unless a BOM or a PEP 263 coding comment in the first two lines says otherwise, as pip reads it."""
+    encoding = "utf-8"
+    if data.startswith(codecs.BOM_UTF8):
+        encoding, data = "utf-8", data[len(codecs.BOM_UTF8):]
+    else:
+        for line in data.split(b"\n")[:2]:
+            match = _CODING.match(line)
+            if match:
+                encoding = match.group(1).decode("ascii")
+                break
+    try:
+        return data.decode(encoding)
+    except LookupError:
+        raise UsageError(f"{path}: unknown encoding {encoding!r}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not {encoding} ({exc})") from None
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) after joining `\\` continuations and stripping comments, in that
+    order as pip documents; a comment line ending in a backslash continues nothing."""
+    lines: list[tuple[int, str]] = []
+    pending: Optional[tuple[int, str]] = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        is_comment = line.lstrip().startswith("#")
+        if pending is not None:
+            start, joined = pending
+            line, number = joined + line, start
+            pending = None
+        if line.endswith("\\") and not is_comment:
+            pending = (number, line[:-1])
+            continue
+        lines.append((number, line))
+    if pending is not None:
+        lines.append(pending)
+    stripped = [(number, _COMMENT.sub("", line).strip()) for number, line in lines]
+    return [(number, line) for number, line in stripped if line]
+
+
+def _expand(line: str, environ: dict[str, str]) -> str:
+    """`${NAME}` replaced by the variable's value; an unset or empty variable is left as written, as pip does."""
+    return _ENV_VAR.sub(lambda m: environ.get(m.group(1)) or m.group(0), line)
+
+
+def _split(line: str, where: str) -> tuple[str, list[str]]:
+    """(requirement text, option tokens): the requirement runs up to the first word starting with "-"."""
+    words = line.split()
+    cut = next((i for i, word in enumerate(words) if word.startswith("-")), len(words))
+    try:
+        options = shlex.split(" ".join(words[cut:]))
+    except ValueError as exc:
+        raise UsageError(f"{where}: cannot split the options ({exc})") from None
+    return " ".join(words[:cut]), options
+
+
+def _options(tokens: list[str], where: str) -> list[tuple[str, Optional[str], str]]:
+    """(option name, value, as written) for each option, in pip's spellings: `--opt value`,
+    `--opt=value`, `-o value` and `-ovalue`."""
+    found = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith("--"):
+            spelled, has_value, value = token.partition("=")
+        else:
+            spelled, value = token[:2], token[2:]
+            has_value = bool(value)
+        if spelled in _UNSUPPORTED:
+            raise UsageError(f"{where}: pip option {spelled} is not supported by cudaresolve lock")
+        name = _OPTIONS.get(spelled)
+        if name is None:
+            raise UsageError(f"{where}: unknown option {spelled}")
+        if name in _FLAGS:
+            if has_value:
+                raise UsageError(f"{where}: {spelled} takes no value")
+            found.append((name, None, spelled))
+        elif has_value:
+            found.append((name, value, spelled))
+        elif i + 1 < len(tokens):
+            i += 1
+            found.append((name, tokens[i], spelled))
+        else:
+            raise UsageError(f"{where}: {spelled} needs a value")
+        i += 1
+    return found
+
+
+def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected: _Collected, environ: dict[str, str]) -> None:
+    real = os.path.realpath(path)
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    collected.sources.append(path)
+    for number, line in _logical_lines(_decode(data, path)):
+        where = f"{path}:{number}"
+        text, tokens = _split(_expand(line, environ), where)
+        options = _options(tokens, where)
+        if text:
+            _requirement(text, options, where, constraint, collected)
+            continue
+        for name, value, spelled in options:
+            if name in _PER_REQUIREMENT:
+                raise UsageError(f"{where}: {spelled} belongs on a requirement's line")
+            if name in ("requirement", "constraint"):
+                if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
+                    raise UsageError(f"{where}: {spelled} {value}: remote requirements files are not supported")
+                included = value if os.path.isabs(value) else os.path.join(os.path.dirname(path), value)
+                chain = stack + (real,)
+                if os.path.realpath(included) in chain:
+                    loop = chain[chain.index(os.path.realpath(included)):] + (os.path.realpath(included),)
+                    raise UsageError(f"{where}: {spelled} {value}: files include each other ({' -> '.join(loop)})")
+                _read_file(
+                    included,
+                    constraint=constraint or name == "constraint",
+                    stack=stack + (real,),
+                    collected=collected,
+                    environ=environ,
+                )
+            elif name == "editable":
+                raise UsageError(f"{where}: {spelled} {value}: editable installs are not locked")
+            elif name == "index-url":
+                collected.index_url = value
+            elif name == "extra-index-url":
+                collected.extra_index_urls.append(value)
+            elif name == "find-links":
+                # pip takes a relative find-links path relative to the file when it exists there.
+                beside = os.path.join(os.path.dirname(path), value)
+                collected.find_links.append(beside if "://" not in value and os.path.exists(beside) else value)
+            elif name == "no-index":
+                collected.no_index = True
+            elif name == "trusted-host":
+                collected.trusted_hosts.append(value)
+
+
+def _requirement(text: str, options: list, where: str, constraint: bool, collected: _Collected) -> None:
+    requirement = parse_requirement(text, where)
+    for name, value, spelled in options:
+        if name not in _PER_REQUIREMENT:
+            raise UsageError(f"{where}: {spelled} must be on its own line, not after a requirement")
+        algorithm, _, digest = value.partition(":")
+        if algorithm != "sha256":
+            raise UsageError(f"{where}: --hash={value}: only sha256 hashes are supported")
+        if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+            raise UsageError(f"{where}: --hash={value}: not a sha256 hex digest")
+        collected.hashes.setdefault(canonicalize_name(requirement.name), set()).add(digest.lower())
+    if constraint:
+        if requirement.extras:
+            raise UsageError(f"{where}: {text}: a constraint cannot name extras (pip refuses them too)")
+        collected.constraints.append(str(requirement))
+    else:
+        collected.requirements.append(str(requirement))
+
+
+# -- pyproject.toml ------------------------------------------------------------------------------
+
+
+def read_project(directory: str, extras: Sequence[str] = (), groups: Sequence[str] = ()) -> RequirementSet:
+    """The requirements of the project in `directory`: `[project].dependencies`, the optional
+    dependencies of `extras` and the PEP 735 dependency groups `groups`.
+
+    A requirement naming the project itself (`all = ["me[gpu,test]"]`) stands for the project's
+    dependencies with those extras: the project is being locked, it is not on an index.
+    """
+    path = os.path.join(directory, "pyproject.toml")
+    try:
+        with open(path, "rb") as stream:
+            data = tomllib.loads(stream.read().decode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    project = _table(data, "project", path)
+    dependency_groups = _table(data, "dependency-groups", path)
+    if "project" not in data and not groups:
+        raise UsageError(f"{path}: has no [project] table")
+    reader = _Project(path, project, dependency_groups)
+    requirements = reader.dependencies(tuple(extras)) if "project" in data else []
+    for group in groups:
+        requirements += reader.group(group, ())
+    return RequirementSet(requirements=tuple(dict.fromkeys(requirements)), constraints=(), sources=(path,))
+
+
+def _table(data: dict, key: str, path: str) -> dict:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: {key} must be a table")
+    return value
+
+
+class _Project:
+    """Reads one pyproject.toml's dependency lists, resolving extras, groups and self-references."""
+
+    def __init__(self, path: str, project: dict, groups: dict) -> None:
+        self.path = path
+        self.project = project
+        self.name = canonicalize_name(project["name"]) if isinstance(project.get("name"), str) else None
+        dynamic = project.get("dynamic", [])
+        self.dynamic = set(dynamic) if isinstance(dynamic, list) else set()
+        optional = _table(project, "optional-dependencies", f"{path}: project")
+        self.extras = {canonicalize_name(extra): (extra, value) for extra, value in optional.items()}
+        self.groups = {canonicalize_name(group): (group, value) for group, value in groups.items()}
+
+    def _strings(self, key: str, value: object) -> list[tuple[str, str]]:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise UsageError(f"{self.path}: {key} must be an array of strings")
+        return [(f"{key}[{i}]", item) for i, item in enumerate(value)]
+
+    def dependencies(self, extras: tuple[str, ...], marker: Optional[str] = None, seen: frozenset = frozenset()) -> list[str]:
+        """The project's dependencies plus those of `extras`, each under `marker` when given."""
+        if "dependencies" in self.dynamic:
+            raise UsageError(f"{self.path}: project.dependencies is dynamic; cudaresolve cannot read it without building the project")
+        entries = self._strings("project.dependencies", self.project.get("dependencies", []))
+        for extra in extras:
+            key = canonicalize_name(extra)
+            if key in seen:
+                continue
+            if key not in self.extras:
+                if "optional-dependencies" in self.dynamic:
+                    raise UsageError(f"{self.path}: project.optional-dependencies is dynamic; cudaresolve cannot read extra {extra!r} without building the project")
+                known = ", ".join(sorted(spelled for spelled, _ in self.extras.values())) or "none"
+                raise UsageError(f"{self.path}: unknown extra {extra!r} (known: {known})")
+            spelled, value = self.extras[key]
+            entries += self._strings(f"project.optional-dependencies.{spelled}", value)
+            seen |= {key}
+        return self._requirements(entries, marker, seen)
+
+    def group(self, group: str, including: tuple[str, ...]) -> list[str]:
+        """A PEP 735 dependency group with the groups it includes; an include cycle is an error."""
+        key = canonicalize_name(group)
+        if key not in self.groups:
+            known = ", ".join(sorted(spelled for spelled, _ in self.groups.values())) or "none"
+            raise UsageError(f"{self.path}: unknown dependency group {group!r} (known: {known})")
+        if key in including:
+            chain = " -> ".join(including[including.index(key):] + (key,))
+            raise UsageError(f"{self.path}: dependency-groups include themselves ({chain})")
+        spelled, value = self.groups[key]
+        where = f"dependency-groups.{spelled}"
+        if not isinstance(value, list):
+            raise UsageError(f"{self.path}: {where} must be an array")
+        found: list[str] = []
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                found += self._requirements([(f"{where}[{i}]", item)], None, None)
+            elif isinstance(item, dict) and set(item) == {"include-group"} and isinstance(item["include-group"], str):
+                found += self.group(item["include-group"], including + (key,))
+            else:
+                raise UsageError(f"{self.path}: {where}[{i}] must be a requirement string or {{include-group = \"...\"}}")
+        return found
+
+    def _requirements(self, entries: list[tuple[str, str]], marker: Optional[str], seen: Optional[frozenset]) -> list[str]:
+        """Parsed requirements under `marker`; `seen`: the extras already expanded (None: not even
+        the base dependencies, as in a dependency group)."""
+        found: list[str] = []
+        for key, text in entries:
+            requirement = parse_requirement(text, f"{self.path}: {key}")
+            own = requirement.marker and str(requirement.marker)
+            both = f"({own}) and ({marker})" if own and marker else own or marker
+            if self.name is not None and canonicalize_name(requirement.name) == self.name:
+                if requirement.specifier:
+                    raise UsageError(f"{self.path}: {key}: {text!r} names the project itself with a version")
+                extras = {canonicalize_name(extra) for extra in requirement.extras}
+                if seen is None or extras - seen:
+                    # Expanded once per new extra: a self-reference inside what is being expanded adds nothing.
+                    found += self.dependencies(tuple(sorted(extras - (seen or set()))), both, seen or frozenset())
+                continue
+            if both != own:
+                requirement.marker = Marker(both)
+            found.append(str(requirement))
+        return found
