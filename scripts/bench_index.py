@@ -45,7 +45,7 @@ def closure(requirements: list[str]) -> dict:
     with open_index(config, target, os.environ) as index:
         while wave:
             names = sorted({canonicalize_name(r.name) for r in wave} - set(chosen))
-            pages = dict(zip(names, index.map(index.files, names)))
+            pages = dict(zip(names, index.files_of_all([(name, None) for name in names])))
             picked = {}
             for requirement in wave:
                 name = canonicalize_name(requirement.name)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Optional, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
-from packaging.utils import parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from cudaresolve.env.cache import default_cache_dir
@@ -63,16 +64,25 @@ class PackageIndex:
 
     def files(self, name: str, torch_variant: Optional[str] = None) -> tuple[ProjectFile, ...]:
         """Every file the indexes for `name` and the find-links locations list, each URL once."""
-        sources: list[Callable[[], tuple[ProjectFile, ...]]] = [
-            (lambda url=url: index_files(self.http, self.cache, url, name))
-            for url in self.config.indexes_for(name, torch_variant)
-        ]
-        sources += [(lambda link=link: find_links_files(self.http, self.cache, link, name)) for link in self.config.find_links]
-        seen: dict[str, ProjectFile] = {}
-        for listed in self.map(lambda fetch: fetch(), sources):
+        return self.files_of_all([(name, torch_variant)])[0]
+
+    def files_of_all(self, wanted: list[tuple[str, Optional[str]]]) -> list[tuple[ProjectFile, ...]]:
+        """`files` of several (name, torch variant) pairs, every page fetched in one parallel wave."""
+        fetches: list[tuple[int, Callable[[], tuple[ProjectFile, ...]]]] = []
+        for position, (name, variant) in enumerate(wanted):
+            fetches += [
+                (position, lambda url=url, name=name: index_files(self.http, self.cache, url, name))
+                for url in self.config.indexes_for(name, variant)
+            ]
+            fetches += [
+                (position, lambda link=link, name=name: find_links_files(self.http, self.cache, link, name))
+                for link in self.config.find_links
+            ]
+        seen: list[dict[str, ProjectFile]] = [{} for _ in wanted]
+        for (position, _), listed in zip(fetches, self.map(lambda fetch: fetch[1](), fetches)):
             for file in listed:
-                seen.setdefault(file.url, file)
-        return tuple(seen.values())
+                seen[position].setdefault(file.url, file)
+        return [tuple(found.values()) for found in seen]
 
     def installable(self, files: Iterable[ProjectFile]) -> tuple[ProjectFile, ...]:
         """The files that fit the target: wheels with a matching tag, sdists, and requires-python
@@ -83,7 +93,11 @@ class PackageIndex:
             if not self.fits_python(file):
                 continue
             if file.is_wheel:
-                rank = min((self.ranks[t] for t in parse_wheel_filename(file.filename)[3] if t in self.ranks), default=None)
+                try:
+                    tags = wheel_tags(file.filename)
+                except InvalidWheelFilename:
+                    continue  # pip skips a file whose name it cannot read
+                rank = min((self.ranks[t] for t in tags if t in self.ranks), default=None)
                 if rank is None:
                     continue
             else:
@@ -95,10 +109,7 @@ class PackageIndex:
     def fits_python(self, file: ProjectFile) -> bool:
         if self.python_version is None or not file.requires_python:
             return True
-        try:
-            return SpecifierSet(file.requires_python).contains(self.python_version, prereleases=True)
-        except InvalidSpecifier:
-            return True  # pip ignores a requires-python it cannot parse
+        return _python_fits(file.requires_python, self.python_version)
 
     def metadata(self, file: ProjectFile) -> CoreMetadata:
         return core_metadata(self.http, self.cache, file, self.progress)
@@ -112,6 +123,20 @@ class PackageIndex:
 
         Call it from the caller's thread, not from a function it runs (that could wait on itself)."""
         return list(self._pool.map(function, items))
+
+
+@lru_cache(maxsize=None)
+def _python_fits(requires_python: str, version: Version) -> bool:
+    """Memoized: a project page repeats a handful of requires-python values over thousands of files."""
+    try:
+        return SpecifierSet(requires_python).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        return True  # pip ignores a requires-python it cannot parse
+
+
+@lru_cache(maxsize=65536)
+def wheel_tags(filename: str) -> frozenset[Tag]:
+    return parse_wheel_filename(filename)[3]
 
 
 def open_index(
