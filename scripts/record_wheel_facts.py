@@ -40,7 +40,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.env.inspect import provider_needs
-from cudaresolve.index.wheel_facts import is_system_provider, read_wheel
+from cudaresolve.binary.wheel import is_system_provider, read_wheel
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -288,7 +288,7 @@ def render(reads: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], ad
         "# of the newest cupy-cuda12x/cupy-cuda13x, cuda-cccl 1.2.1's [cu12]/[cu13], every minor of the",
         "# components binding each other (nvjitlink, nvrtc, cusparse, cusolver, cufft, cublas; cu11, cu12",
         "# and CUDA 13), the newest cuDNN per CUDA major, and [releases] added; each wheel's `why` says which.",
-        f'source = {q(f"scripts/record_wheel_facts.py, {datetime.date.today().isoformat()}: {len(reads)} Linux x86_64 wheels ({downloaded} bytes) downloaded with pip and read with cudaresolve.index.wheel_facts.read_wheel")}',
+        f'source = {q(f"scripts/record_wheel_facts.py, {datetime.date.today().isoformat()}: {len(reads)} Linux x86_64 wheels ({downloaded} bytes) downloaded with pip and read with cudaresolve.binary.wheel.read_wheel")}',
         'confidence = "H"',
         "",
         "[releases]",

@@ -15,7 +15,8 @@ from packaging.version import Version
 from cudaresolve.binary.facts import BinaryFacts, SymbolTable
 from cudaresolve.env.distributions import Problem
 from cudaresolve.env.interpreter import Target, target_for_python, target_for_site_packages
-from cudaresolve.env.scan import ElfFile, find_elf_files, is_shared_object_name, scan_environment
+from cudaresolve.binary.wheel import is_shared_object_name
+from cudaresolve.env.scan import ElfFile, find_elf_files, scan_environment
 from cudaresolve.errors import CudaresolveError
 from test_env_distributions import make_dist_info
 

@@ -19,7 +19,8 @@ from cudaresolve import records
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.env.inspect import provider_needs
 from cudaresolve.errors import DataError
-from cudaresolve.index.wheel_facts import WheelError, from_record, is_system_provider, read_wheel
+from cudaresolve.binary.wheel import WheelError, is_system_provider, read_wheel
+from cudaresolve.index.wheel_facts import from_record
 from cudaresolve.knowledge import files, wheel_facts
 
 if sys.version_info >= (3, 11):
@@ -28,6 +29,11 @@ else:
     import tomli as tomllib
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "record_wheel_facts.py"
+
+
+def table_facts(name: str, version: str):
+    """The table row of a release as the WheelFacts the resolver gets."""
+    return from_record(wheel_facts.find(name, version))
 
 
 def cross_component(facts) -> tuple:
@@ -57,7 +63,7 @@ def test_cusparse_row_binds_nvjitlink_12_4_like_the_wheel(wheel):
     assert row.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert wheel_facts.min_provider_release("nvidia-cusparse-cu12", "12.3.1.170") == {"libnvJitLink.so.12": "12.4"}
 
-    table = wheel_facts.facts_for("nvidia-cusparse-cu12", "12.3.1.170")
+    table = table_facts("nvidia-cusparse-cu12", "12.3.1.170")
     real = read_path(path)
     assert table.complete is False and real.complete is True
     table_lib = next(m for m in table.members if m.path.endswith("!nvidia/cusparse/lib/libcusparse.so.12"))
@@ -76,7 +82,7 @@ def test_cusparse_row_binds_nvjitlink_12_4_like_the_wheel(wheel):
 def test_nvjitlink_rows_define_every_abi_suffixed_symbol_of_the_wheel(wheel, version, has_12_4):
     real = read_path(wheel(f"nvidia-nvjitlink-cu12=={version}"))
     (real_lib,) = real.members
-    (table_lib,) = wheel_facts.facts_for("nvidia-nvjitlink-cu12", version).members
+    (table_lib,) = table_facts("nvidia-nvjitlink-cu12", version).members
     suffixed = {(s.name, s.version, s.hidden) for s in real_lib.defined if re.search(r"_12_\d+$", s.name)}
     assert suffixed and {(s.name, s.version, s.hidden) for s in table_lib.defined} == suffixed
     assert ("__nvJitLinkComplete_12_4" in table_lib.symbols.definitions) is has_12_4
@@ -84,12 +90,12 @@ def test_nvjitlink_rows_define_every_abi_suffixed_symbol_of_the_wheel(wheel, ver
 
 def test_a_planned_cusparse_binds_only_a_new_enough_nvjitlink_from_the_table():
     """The row of each provider satisfies its consumers in the table: what the resolver relies on."""
-    (cusparse,) = [m for m in wheel_facts.facts_for("nvidia-cusparse-cu12", "12.3.1.170").members
+    (cusparse,) = [m for m in table_facts("nvidia-cusparse-cu12", "12.3.1.170").members
                    if m.soname == "libcusparse.so.12"]
     wanted = [s for s in cusparse.undefined if s.file == "libnvJitLink.so.12"]
 
     def missing(version: str) -> list:
-        (provider,) = wheel_facts.facts_for("nvidia-nvjitlink-cu12", version).members
+        (provider,) = table_facts("nvidia-nvjitlink-cu12", version).members
         return [s.name for s in wanted if (s.version, False) not in provider.symbols.definitions.get(s.name, ())]
 
     assert missing("12.9.86") == [] and "__nvJitLinkComplete_12_4" in missing("12.1.105")
@@ -125,8 +131,8 @@ def test_table_is_generated_sorted_and_small():
                    for row in wheel_facts.load() for m in row.member for b in m.binds for v in b.versions)
 
 
-def test_facts_for_a_release_not_in_the_table_is_none():
-    assert wheel_facts.facts_for("nvidia-cusparse-cu12", "0.0.1") is None
+def test_a_release_not_in_the_table_has_no_row():
+    assert wheel_facts.find("nvidia-cusparse-cu12", "0.0.1") is None
     assert wheel_facts.min_provider_release("nvidia-cusparse-cu12", "0.0.1") == {}
 
 

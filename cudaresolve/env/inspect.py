@@ -22,9 +22,9 @@ from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.env.distributions import read_distributions
 from cudaresolve.env.interpreter import Target
-from cudaresolve.env.scan import find_elf_files, is_shared_object_name
+from cudaresolve.env.scan import find_elf_files
 from cudaresolve.errors import CudaresolveError
-from cudaresolve.index.wheel_facts import WheelError, read_wheel
+from cudaresolve.binary.wheel import WheelError, is_shared_object_name, read_wheel
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.binary.wheel import is_shared_object_name
 from cudaresolve.env.distributions import Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
@@ -110,11 +111,6 @@ def owners_by_path(distributions: Iterable[Distribution]) -> dict[str, tuple[str
         for path in distribution.files:
             owners.setdefault(path, set()).add(distribution.name)
     return {path: tuple(sorted(names)) for path, names in owners.items()}
-
-
-def is_shared_object_name(name: str) -> bool:
-    """`*.so` or `*.so.*` (a substring test: fnmatch was measurably slower on torch's 22k file names)."""
-    return name.endswith(".so") or ".so." in name
 
 
 def find_elf_files(site_packages: str) -> tuple[tuple[str, ...], tuple[Problem, ...]]:

@@ -1,116 +1,62 @@
-"""The ELF facts of a wheel: read from the wheel itself, or rebuilt from the knowledge table.
+"""Binary facts of a wheel that is not installed, without downloading it where possible.
 
-Why a reader of the whole wheel: NVIDIA keeps .dynstr/.dynamic at the end of 300 MB libraries inside
-deflated zip members, so no partial read of a remote wheel can give them. `read_wheel` takes any
-seekable file object (a wheel on disk, or a download in memory or in a temporary file) and inflates
-one shared-object member at a time into memory; nothing is extracted to disk.
-
-`from_record` turns a row of data/wheel_facts.toml (knowledge.wheel_facts) back into BinaryFacts, so a
-planned environment is built from table entries exactly as from a read wheel. Those facts are
-partial: only the symbols that cross components are kept, which `WheelFacts.complete` says.
+In this order: the knowledge table (data/wheel_facts.toml, generated from the real wheels by
+scripts/record_wheel_facts.py), whose rows hold what crosses components (partial facts:
+`complete=False`); else, or with `deep`, the wheel itself: downloaded once (size announced, sha256
+checked), its ELF members read one at a time in memory, and the result cached by the wheel's sha256
+so no wheel is read twice. Partial reads of a remote wheel cannot work: NVIDIA keeps .dynstr and
+.dynamic at the end of 300 MB libraries inside deflated members.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import zipfile
-import zlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Iterable
+import urllib.parse
+import urllib.request
+from typing import Optional
 
 from cudaresolve.arch import PtxTarget
-from cudaresolve.binary.elf import read_binary_facts_from_buffer
-from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
-from cudaresolve.env.scan import is_shared_object_name
-from cudaresolve.errors import CudaresolveError
-
-if TYPE_CHECKING:  # the table's rows; knowledge.wheel_facts imports this module
-    from cudaresolve.knowledge.wheel_facts import Member, Wheel
-
-# Version nodes of the C/C++ runtime (glibc with libm/libdl/libpthread/librt/ld-linux, libstdc++,
-# libgcc_s): a provider whose versions all belong to these families is the system's, not a wheel's.
-_SYSTEM_VERSION = re.compile(r"^(GLIBC|GLIBCXX|CXXABI|GCC)_")
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
+from cudaresolve.binary.wheel import WheelFacts, read_wheel, split_symbol
+from cudaresolve.env.cache import dumps_facts, loads_facts
+from cudaresolve.index.cache import IndexCache, OfflineMiss
+from cudaresolve.index.downloads import Progress, download
+from cudaresolve.index.http import Http
+from cudaresolve.index.pages import ProjectFile
+from cudaresolve.knowledge import wheel_facts as table
+from cudaresolve.knowledge.wheel_facts import Member, Wheel
 
 
-class WheelError(CudaresolveError):
-    """The wheel is not a readable zip archive (truncated, damaged, not a zip at all)."""
-
-    def __init__(self, label: str, reason: str):
-        self.label, self.reason = label, reason
-        super().__init__(f"{label}: {reason}")
-
-
-@dataclass(frozen=True)
-class WheelFacts:
-    """The ELF members of one wheel, in archive order; each BinaryFacts.path is "<label>!<member>".
-
-    `complete` is False for facts rebuilt from the knowledge table: they hold only the symbols that
-    cross components (versioned needs of non-system providers, and the definitions those bind), so
-    an absent symbol there proves nothing.
-    """
-
-    label: str  # the wheel's file name or path
-    members: tuple[BinaryFacts, ...]
-    unreadable: tuple[tuple[str, str], ...] = ()  # (member, why) of ELF members the reader refused
-    not_elf: tuple[str, ...] = ()  # members named like shared objects that are not ELF (the loader refuses them)
-    complete: bool = True
-
-
-def read_wheel(stream: BinaryIO, label: str) -> WheelFacts:
-    """Facts of every ELF shared-object member of the wheel in `stream` (seekable, opened in binary mode)."""
-    members, unreadable, not_elf = [], [], []
-    try:
-        with zipfile.ZipFile(stream) as archive:
-            for info in archive.infolist():
-                if info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
-                    continue
-                where = f"{label}!{info.filename}"
-                data = _elf_member(archive, info)
-                if data is None:
-                    not_elf.append(info.filename)
-                    continue
-                try:
-                    members.append(read_binary_facts_from_buffer(data, where))
-                except CudaresolveError as exc:
-                    unreadable.append((info.filename, str(exc)))
-                del data  # one member in memory at a time
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
-        raise WheelError(label, f"not a readable wheel ({exc})") from None
-    return WheelFacts(label, tuple(members), tuple(unreadable), tuple(not_elf))
+def wheel_binary_facts(
+    http: Http, cache: IndexCache, file: ProjectFile, *, deep: bool = False, progress: Optional[Progress] = None
+) -> WheelFacts:
+    """The ELF facts of the wheel `file`: from the table unless `deep`, else read from the wheel."""
+    if not deep:
+        row = table.find(file.name, str(file.version), file.filename)
+        if row is not None:
+            return from_record(row)
+    if file.url.startswith("file:"):
+        with open(urllib.request.url2pathname(urllib.parse.urlsplit(file.url).path), "rb") as local:
+            return read_wheel(local, file.filename)
+    key = file.sha256 or "url:" + file.url
+    stored = loads_facts(cache.blob("wheel-facts", key) or b"")
+    if isinstance(stored, tuple) and len(stored) == 4:
+        label, members, unreadable, not_elf = stored
+        return WheelFacts(label, members, unreadable, not_elf)
+    if cache.offline:
+        raise OfflineMiss(f"--offline: the binary facts of {file.filename} are not in the cache")
+    with download(http, file, progress) as stream:
+        facts = read_wheel(stream, file.filename)
+    cache.store_blob("wheel-facts", key, dumps_facts((facts.label, facts.members, facts.unreadable, facts.not_elf)))
+    return facts
 
 
-def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo):
-    """The member inflated into one buffer of its size, or None when it does not start with the ELF magic."""
-    with archive.open(info) as member:
-        magic = member.read(4)
-        if magic != ELF_MAGIC:
-            return None
-        data = bytearray(info.file_size)
-        data[:4] = magic
-        view, filled = memoryview(data), 4
-        while filled < info.file_size:
-            count = member.readinto(view[filled:])
-            if not count:
-                raise EOFError(f"{info.filename}: member ends after {filled} of {info.file_size} bytes")
-            filled += count
-        view.release()
-        return data
-
-
-def is_system_provider(versions: Iterable[str]) -> bool:
-    """True when every version needed from a file is the C/C++ runtime's (GLIBC_*, GLIBCXX_*, CXXABI_*, GCC_*)."""
-    versions = tuple(versions)
-    return bool(versions) and all(_SYSTEM_VERSION.match(v) for v in versions)
-
-
-def from_record(wheel: "Wheel") -> WheelFacts:
+def from_record(wheel: Wheel) -> WheelFacts:
     """A table row as the WheelFacts a read of the wheel would give, reduced to what crosses components."""
     members = tuple(_member_facts(wheel.filename, wheel.machine, m) for m in wheel.member)
     return WheelFacts(wheel.filename, members, complete=False)
 
 
-def _member_facts(label: str, machine: str, member: "Member") -> BinaryFacts:
+def _member_facts(label: str, machine: str, member: Member) -> BinaryFacts:
     undefined = [
         Symbol(name, version, bind.file)
         for bind in member.binds
@@ -131,9 +77,3 @@ def _member_facts(label: str, machine: str, member: "Member") -> BinaryFacts:
         version_needs=tuple(VersionNeed(bind.file, bind.versions) for bind in member.binds), build_id=None,
         fatbin=fatbin,
     )
-
-
-def split_symbol(text: str) -> tuple[str, str]:
-    """"name@version" or "name@@version" (the default definition) -> (name, version)."""
-    name, _, version = text.partition("@")
-    return name, version.lstrip("@")

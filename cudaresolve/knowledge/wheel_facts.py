@@ -18,7 +18,6 @@ from packaging.version import Version
 from cudaresolve import records
 from cudaresolve.arch import Target
 from cudaresolve.errors import UsageError
-from cudaresolve.index.wheel_facts import WheelFacts, from_record
 from cudaresolve.knowledge import files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
 
@@ -146,12 +145,6 @@ def find(name: str, version: str, filename: Optional[str] = None) -> Optional[Wh
     if len(rows) > 1:
         raise UsageError(f"{name} {version} has {len(rows)} wheels in {FILE}: name the file")
     return rows[0] if rows else None
-
-
-def facts_for(name: str, version: str, filename: Optional[str] = None) -> Optional[WheelFacts]:
-    """The release's members as the reader would give them, partial (`complete=False`); None when not in the table."""
-    row = find(name, version, filename)
-    return None if row is None else from_record(row)
 
 
 def min_provider_release(name: str, version: str, filename: Optional[str] = None) -> Mapping[str, str]:

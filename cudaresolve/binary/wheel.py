@@ -1,0 +1,110 @@
+"""The ELF facts of a wheel, read from the wheel itself.
+
+Why a reader of the whole wheel: NVIDIA keeps .dynstr/.dynamic at the end of 300 MB libraries inside
+deflated zip members, so no partial read of a remote wheel can give them. `read_wheel` takes any
+seekable file object (a wheel on disk, or a download in memory or in a temporary file) and inflates
+one shared-object member at a time into memory; nothing is extracted to disk.
+
+`knowledge.wheel_facts` builds the same WheelFacts from a row of data/wheel_facts.toml, so a planned
+environment is built from table entries exactly as from a read wheel. Those facts are partial: only
+the symbols that cross components are kept, which `WheelFacts.complete` says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO, Iterable
+
+from cudaresolve.binary.elf import read_binary_facts_from_buffer
+from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
+from cudaresolve.errors import CudaresolveError
+
+# Version nodes of the C/C++ runtime (glibc with libm/libdl/libpthread/librt/ld-linux, libstdc++,
+# libgcc_s): a provider whose versions all belong to these families is the system's, not a wheel's.
+_SYSTEM_VERSION = re.compile(r"^(GLIBC|GLIBCXX|CXXABI|GCC)_")
+
+
+class WheelError(CudaresolveError):
+    """The wheel is not a readable zip archive (truncated, damaged, not a zip at all)."""
+
+    def __init__(self, label: str, reason: str):
+        self.label, self.reason = label, reason
+        super().__init__(f"{label}: {reason}")
+
+
+@dataclass(frozen=True)
+class WheelFacts:
+    """The ELF members of one wheel, in archive order; each BinaryFacts.path is "<label>!<member>".
+
+    `complete` is False for facts rebuilt from the knowledge table: they hold only the symbols that
+    cross components (versioned needs of non-system providers, and the definitions those bind), so
+    an absent symbol there proves nothing.
+    """
+
+    label: str  # the wheel's file name or path
+    members: tuple[BinaryFacts, ...]
+    unreadable: tuple[tuple[str, str], ...] = ()  # (member, why) of ELF members the reader refused
+    not_elf: tuple[str, ...] = ()  # members named like shared objects that are not ELF (the loader refuses them)
+    complete: bool = True
+
+
+def read_wheel(stream: BinaryIO, label: str) -> WheelFacts:
+    """Facts of every ELF shared-object member of the wheel in `stream` (seekable, opened in binary mode)."""
+    members, unreadable, not_elf = [], [], []
+    try:
+        with zipfile.ZipFile(stream) as archive:
+            for info in archive.infolist():
+                if info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
+                    continue
+                where = f"{label}!{info.filename}"
+                data = _elf_member(archive, info)
+                if data is None:
+                    not_elf.append(info.filename)
+                    continue
+                try:
+                    members.append(read_binary_facts_from_buffer(data, where))
+                except CudaresolveError as exc:
+                    unreadable.append((info.filename, str(exc)))
+                del data  # one member in memory at a time
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+        raise WheelError(label, f"not a readable wheel ({exc})") from None
+    return WheelFacts(label, tuple(members), tuple(unreadable), tuple(not_elf))
+
+
+def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo):
+    """The member inflated into one buffer of its size, or None when it does not start with the ELF magic."""
+    with archive.open(info) as member:
+        magic = member.read(4)
+        if magic != ELF_MAGIC:
+            return None
+        data = bytearray(info.file_size)
+        data[:4] = magic
+        view, filled = memoryview(data), 4
+        while filled < info.file_size:
+            count = member.readinto(view[filled:])
+            if not count:
+                raise EOFError(f"{info.filename}: member ends after {filled} of {info.file_size} bytes")
+            filled += count
+        view.release()
+        return data
+
+
+def is_system_provider(versions: Iterable[str]) -> bool:
+    """True when every version needed from a file is the C/C++ runtime's (GLIBC_*, GLIBCXX_*, CXXABI_*, GCC_*)."""
+    versions = tuple(versions)
+    return bool(versions) and all(_SYSTEM_VERSION.match(v) for v in versions)
+
+
+def is_shared_object_name(name: str) -> bool:
+    """`*.so` or `*.so.*` (a substring test: fnmatch was measurably slower on torch's 22k file names)."""
+    return name.endswith(".so") or ".so." in name
+
+
+def split_symbol(text: str) -> tuple[str, str]:
+    """"name@version" or "name@@version" (the default definition) -> (name, version)."""
+    name, _, version = text.partition("@")
+    return name, version.lstrip("@")
