@@ -81,6 +81,8 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
         help="a page or directory of distribution files (repeatable; replaces pip's configured ones)",
     )
     group.add_argument("--no-index", action="store_true", default=None, help="use no index, only --find-links")
+    group.add_argument("--offline", action="store_true", help="use only what the cache holds (a miss is an error)")
+    group.add_argument("--refresh", action="store_true", help="ignore the cache and fetch again")
     group.add_argument(
         "--torch-index-base",
         metavar="URL",
@@ -124,10 +126,44 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     target = target_for(python=args.python)
     if _INDEX_FLAGS & {name for name, value in vars(args).items() if value is not None}:
-        index_config_for(args, target)  # a bad index value is bad input now; NAME==VERSION will use it
-    items = inspect_names(args.paths, target)
+        index_config_for(args, target)  # a bad index value is bad input even when no name needs an index
+    items = []
+    index = None
+    try:
+        for name in args.paths:
+            if os.path.exists(name) or not _is_index_name(name):
+                items += inspect_names([name], target)
+                continue
+            from cudaresolve.index.inspect import inspect_index_name
+
+            index = index or _open_index(args, target)
+            items += inspect_index_name(index, name, deep=args.deep)
+    finally:
+        if index is not None:
+            index.close()
     sys.stdout.write(render_json(items) if args.json else render_text(items))
     return 0 if all(item.facts is not None for item in items) else 2
+
+
+def _is_index_name(name: str) -> bool:
+    """A wheel URL or a requirement with a version (NAME==VERSION): read through the indexes (a local
+    path wins). Any specifier counts, so `foo>=1` is told to name one version, not sought on disk."""
+    return name.startswith(("http://", "https://", "file://")) or any(c in name for c in "<>=!~")
+
+
+def _open_index(args: argparse.Namespace, target: Target):
+    """The configured indexes for `target`, caching as the flags say, downloads shown on stderr."""
+    from cudaresolve.index.access import open_index
+    from cudaresolve.output.progress import download_progress
+
+    return open_index(
+        index_config_for(args, target),
+        target,
+        os.environ,
+        offline=args.offline,
+        refresh=args.refresh,
+        progress=download_progress(sys.stderr),
+    )
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -178,11 +214,23 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser(
         "inspect",
         help="what libraries need and carry: needed libs, versioned symbols, SASS/PTX archs",
-        description="Read the ELF facts of .so files, directories, .whl files (read in place) or installed "
-        "distributions. Exit 2 when a file or name could not be read or found (each says why).",
+        description="Read the ELF facts of .so files, directories, .whl files (read in place), installed "
+        "distributions, wheel URLs and NAME==VERSION from the configured indexes (the knowledge table's "
+        "cross-component facts when it knows the wheel, else the wheel, downloaded once). Exit 2 when a file "
+        "or name could not be read or found (each says why).",
         epilog=EXIT_CODES,
     )
-    inspect.add_argument("paths", nargs="+", metavar="PATH", help="a .so, a directory, a .whl or a distribution name")
+    inspect.add_argument(
+        "paths",
+        nargs="+",
+        metavar="NAME",
+        help="a .so, a directory, a .whl, an installed distribution, a wheel URL, or NAME==VERSION from the indexes",
+    )
+    inspect.add_argument(
+        "--deep",
+        action="store_true",
+        help="read a remote wheel itself (downloaded once, cached) even when the knowledge table knows it",
+    )
     inspect.add_argument("--python", metavar="PATH", help="where to look up distribution names (default: this one)")
     inspect.add_argument("--json", action="store_true", help="print JSON (docs/inspect.md)")
     _add_index_options(inspect)

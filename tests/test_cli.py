@@ -48,7 +48,7 @@ def test_an_unknown_flag_could_not_run(capsys, commands, command):
     "argv, reason",
     [
         (["probe", "--gpu"], "argument --gpu: expected one argument (see 'cudaresolve probe --help')"),
-        (["inspect"], "the following arguments are required: PATH (see 'cudaresolve inspect --help')"),
+        (["inspect"], "the following arguments are required: NAME (see 'cudaresolve inspect --help')"),
         (["doctor", "--python"], "argument --python: expected one argument (see 'cudaresolve doctor --help')"),
         ([], "the following arguments are required: COMMAND (see 'cudaresolve --help')"),
         (["lock"], "argument COMMAND: invalid choice: 'lock' (choose from 'probe', 'inspect', 'doctor') "

@@ -58,3 +58,27 @@ def test_metadata_by_range_requests_reads_under_one_percent(registry, name, vers
         assert metadata.requires_dist == ("nvidia-nvjitlink-cu12",)  # unpinned: the binaries say >= 12.4
     else:
         assert any(r.startswith("cuda-toolkit[") for r in metadata.requires_dist)
+
+
+def test_binary_facts_of_a_wheel_read_once_agree_with_the_table_then_come_from_the_cache(registry):
+    from cudaresolve.env.inspect import provider_needs
+    from cudaresolve.index.wheel_facts import from_record
+    from cudaresolve.knowledge import wheel_facts
+
+    index = registry()
+    file = _exact(index, "nvidia-cusparse-cu12", "12.3.1.170")
+    before = index.http.bytes_received
+    read = index.binary_facts(file, deep=True)
+    assert read.complete and index.http.bytes_received - before == file.size  # the whole wheel, once
+
+    def nvjitlink_need(facts):
+        (lib,) = [m for m in facts.members if m.soname == "libcusparse.so.12"]
+        (need,) = [n for n in provider_needs(lib) if n.file == "libnvJitLink.so.12"]
+        return need.min_version, need.symbols
+
+    table = from_record(wheel_facts.find(file.name, str(file.version), file.filename))
+    assert nvjitlink_need(read)[0] == "12.4" and "__nvJitLinkComplete_12_4" in nvjitlink_need(read)[1]
+    assert nvjitlink_need(read) == nvjitlink_need(table)
+    again = registry(offline=True)  # a new session: nothing but the cache
+    cached = again.binary_facts(file, deep=True)
+    assert again.http.requests_made == 0 and nvjitlink_need(cached) == nvjitlink_need(read)

@@ -24,7 +24,7 @@ from cudaresolve.env.distributions import read_distributions
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import find_elf_files
 from cudaresolve.errors import CudaresolveError
-from cudaresolve.binary.wheel import WheelError, is_shared_object_name, read_wheel
+from cudaresolve.binary.wheel import WheelError, WheelFacts, is_shared_object_name, read_wheel
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Inspected:
     path: str  # a file path, or "<wheel>!<member>" for a file inside a wheel
     facts: Optional[BinaryFacts]
     error: Optional[str] = None
+    source: str = "file"  # "file", or "table": the knowledge table's partial facts of a wheel not read
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,14 @@ def _inspect_wheel(wheel: str) -> list[Inspected]:
         return [Inspected(wheel, None, exc.reason)]
     except OSError as exc:
         return [Inspected(wheel, None, f"not a readable wheel ({exc})")]
-    found = [Inspected(facts.path, facts) for facts in read.members]
-    found += [Inspected(f"{wheel}!{member}", None, why) for member, why in read.unreadable]
+    return wheel_items(read)
+
+
+def wheel_items(read: WheelFacts) -> list[Inspected]:
+    """One item per ELF member of a wheel read (or known from the table), then its unreadable members."""
+    source = "file" if read.complete else "table"
+    found = [Inspected(facts.path, facts, source=source) for facts in read.members]
+    found += [Inspected(f"{read.label}!{member}", None, why) for member, why in read.unreadable]
     return found
 
 

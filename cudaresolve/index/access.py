@@ -18,6 +18,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
+from cudaresolve.binary.wheel import WheelFacts
 from cudaresolve.env.cache import default_cache_dir
 from cudaresolve.env.interpreter import Target
 from cudaresolve.index.cache import IndexCache
@@ -25,6 +26,7 @@ from cudaresolve.index.downloads import Progress
 from cudaresolve.index.http import Http
 from cudaresolve.index.metadata import CoreMetadata, core_metadata
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
+from cudaresolve.index.wheel_facts import wheel_binary_facts
 from cudaresolve.index.tags import TagOverrides, target_tags
 
 WORKERS = 8  # concurrent requests: enough to hide round trips, few enough to be polite to an index
@@ -117,6 +119,16 @@ class PackageIndex:
     def metadata_of_all(self, files: Iterable[ProjectFile]) -> list[CoreMetadata]:
         """Core metadata of many files at once, in the order given."""
         return self.map(self.metadata, list(files))
+
+    def binary_facts(self, file: ProjectFile, *, deep: bool = False) -> WheelFacts:
+        """The ELF facts of a wheel: the knowledge table's (partial) unless `deep`, else the wheel's own."""
+        return wheel_binary_facts(self.http, self.cache, file, deep=deep, progress=self.progress)
+
+    def best_wheel(self, name: str, version: Version, torch_variant: Optional[str] = None) -> Optional[ProjectFile]:
+        """The wheel of exactly `name==version` pip would take for the target (best tag first; a
+        yanked file only when nothing else fits, as PEP 592 allows for an exact pin)."""
+        wheels = [f for f in self.installable(self.files(name, torch_variant)) if f.is_wheel and f.version == version]
+        return next((f for f in wheels if not f.yanked), wheels[0] if wheels else None)
 
     def map(self, function: Callable[[T], R], items: list[T]) -> list[R]:
         """`function` over `items` in the pool, results in order; the first error in that order is raised.

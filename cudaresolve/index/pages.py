@@ -96,6 +96,20 @@ def find_links_files(http: Http, cache: IndexCache, location: str, name: str) ->
     return parse_page(page.body, page.content_type, page.final_url, name, source=location)
 
 
+def file_from_url(url: str) -> ProjectFile:
+    """A wheel or sdist named by URL alone (its `#sha256=` fragment, when present, is its hash)."""
+    address, _, fragment = url.partition("#")
+    filename = urllib.parse.unquote(address.rsplit("/", 1)[-1])
+    hashes = dict([fragment.split("=", 1)]) if "=" in fragment else {}
+    try:
+        name = parse_sdist_filename(filename)[0] if not filename.endswith(".whl") else _wheel_name_version(filename)[0]
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        raise IndexAccessError(f"{url}: not a wheel or sdist file name") from None
+    made = _project_file(filename, address, name, address, hashes, None, None, None, None)
+    assert made is not None
+    return made
+
+
 def parse_page(body: bytes, content_type: str, base_url: str, name: str, *, source: str) -> tuple[ProjectFile, ...]:
     """The files of `name` on a PEP 691 JSON or PEP 503 HTML page served from `base_url`."""
     mime = content_type.split(";")[0].strip().lower()

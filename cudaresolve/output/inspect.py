@@ -36,6 +36,8 @@ def render_text(items: Iterable[Inspected]) -> str:
             lines.append(f"  error: {item.error}")
             continue
         facts = item.facts
+        if item.source == "table":
+            lines.append("  (from the knowledge table, not read: cross-component symbols only; --deep reads the wheel)")
         lines.append(f"  soname:  {facts.soname or '-'}    ({facts.machine}, {facts.elf_type})")
         lines.append(f"  needed:  {', '.join(facts.needed) or '-'}")
         if facts.rpath:
@@ -59,7 +61,7 @@ def render_text(items: Iterable[Inspected]) -> str:
 def render_json(items: Iterable[Inspected]) -> str:
     libraries = []
     for item in items:
-        entry = {"path": item.path, "error": item.error}
+        entry = {"path": item.path, "error": item.error, "source": item.source}
         facts = item.facts
         if facts is not None:
             fatbin = facts.fatbin
