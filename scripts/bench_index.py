@@ -5,11 +5,13 @@ cold (empty cache) and warm (all cached), beside `pip download --no-deps` of the
     python scripts/bench_index.py --runs 5 'torch==2.9.1'
     python scripts/bench_index.py --skip-pip ...       # ours only (pip downloads several hundred MB)
 
-The closure is walked greedily in waves (each wave's pages, then its metadata, fetched in parallel):
-the newest release that fits the target and the specifier, markers evaluated with the requested
-extras. That is not a resolver, only the set of files a resolver would read first; pip then
+The closure is walked greedily, each name's page and metadata fetched in the index's thread pool as
+soon as a chosen distribution asks for it: the newest release that fits the target and the first
+specifier seen, markers evaluated with the requested extras. That is not a resolver, only the set of files a resolver would read first; pip then
 downloads exactly those files. Each figure is the median of `--runs` runs of a fresh process
-(`--once` is the child); cold runs each get an empty cache directory. Figures: docs/performance.md.
+(`--once` is the child); cold runs each get an empty index cache (pip's default index, looked up
+once per pip version with a pip subprocess, is known: the first run ever, which pays for it too,
+is printed apart). Figures: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import FIRST_COMPLETED, wait
 
 DEFAULT = ["cupy-cuda12x==14.2.0", "cuda-cccl[cu12]==1.2.1"]
 
 
 def closure(requirements: list[str]) -> dict:
     """Walk the closure with the configured indexes; what it read and what it cost."""
-    from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     from cudaresolve.env.interpreter import running_target
@@ -41,25 +43,25 @@ def closure(requirements: list[str]) -> dict:
     config = index_config(target.python, target.prefix, os.environ, None, IndexFlags(), site_packages=target.site_packages)
     markers = target.marker_environment()
     chosen: dict = {}  # name -> [file, metadata, extras]
-    wave = [Requirement(text) for text in requirements]
     with open_index(config, target, os.environ) as index:
-        while wave:
-            names = sorted({canonicalize_name(r.name) for r in wave} - set(chosen))
-            pages = dict(zip(names, index.files_of_all([(name, None) for name in names])))
-            picked = {}
-            for requirement in wave:
-                name = canonicalize_name(requirement.name)
-                if name in chosen or name in picked:
-                    continue
-                fitting = [
-                    f for f in index.installable(pages[name])
-                    if f.is_wheel and not f.yanked and requirement.specifier.contains(f.version)
-                ]
-                if not fitting:
-                    raise SystemExit(f"nothing fits {requirement}")
-                newest = max(f.version for f in fitting)
-                picked[name] = next(f for f in fitting if f.version == newest)
-            for (name, file), metadata in zip(picked.items(), index.metadata_of_all(picked.values())):
+
+        def fetch(requirement):
+            fitting = [
+                f for f in index.installable(index.files(requirement.name))
+                if f.is_wheel and not f.yanked and requirement.specifier.contains(f.version)
+            ]
+            if not fitting:
+                raise SystemExit(f"nothing fits {requirement}")
+            newest = max(f.version for f in fitting)
+            file = next(f for f in fitting if f.version == newest)
+            return canonicalize_name(requirement.name), file, index.metadata(file)
+
+        pending = {index.submit(fetch, r): canonicalize_name(r.name) for r in _requested(requirements)}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                del pending[future]
+                name, file, metadata = future.result()
                 chosen[name] = [file, metadata, set()]
             while True:  # a requirement with extras on a chosen name widens what that name needs
                 wanted = _requested(requirements) + [r for entry in chosen.values() for r in _needs(entry, markers)]
@@ -68,7 +70,10 @@ def closure(requirements: list[str]) -> dict:
                     chosen[canonicalize_name(requirement.name)][2].update(requirement.extras)
                 if not widened:
                     break
-            wave = [r for r in wanted if canonicalize_name(r.name) not in chosen]
+            for requirement in wanted:
+                name = canonicalize_name(requirement.name)
+                if name not in chosen and name not in pending.values():
+                    pending[index.submit(fetch, requirement)] = name
         seconds = time.perf_counter() - start
         return {
             "seconds": seconds,
@@ -123,13 +128,18 @@ def main() -> None:
         return
     scratch = tempfile.mkdtemp(prefix="bench-index-")
     try:
+        first = _child(args.requirements, os.path.join(scratch, "first"))  # nothing cached at all
         cold = []
         for run in range(args.runs):
-            cold.append(_child(args.requirements, os.path.join(scratch, f"cold-{run}")))
+            # the index cache empty; pip's default index (once per pip version, not index data) known
+            cache = os.path.join(scratch, f"cold-{run}")
+            shutil.copytree(os.path.join(scratch, "first", "pip-default-index"), os.path.join(cache, "pip-default-index"))
+            cold.append(_child(args.requirements, cache))
         warm = [_child(args.requirements, os.path.join(scratch, "cold-0")) for _ in range(args.runs)]
         files = cold[0]["files"]
         print(f"closure of {' '.join(args.requirements)}: {len(files)} files, {cold[0]['wheel_bytes'] / 1e6:.0f} MB of wheels")
         print("  " + " ".join(files))
+        print(f"first run ever (pip's default index looked up too): {first['process_seconds']:.3f} s whole process")
         for label, runs in (("cold", cold), ("warm", warm)):
             print(
                 f"cudaresolve {label}: {statistics.median(r['seconds'] for r in runs):.3f} s in process, "

@@ -9,7 +9,7 @@ wave of names, not one per file.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Optional, TypeVar
 
@@ -65,26 +65,32 @@ class PackageIndex:
         self.close()
 
     def files(self, name: str, torch_variant: Optional[str] = None) -> tuple[ProjectFile, ...]:
-        """Every file the indexes for `name` and the find-links locations list, each URL once."""
-        return self.files_of_all([(name, torch_variant)])[0]
+        """Every file the indexes for `name` and the find-links locations list, each URL once.
+
+        Fetched one source after another in the calling thread, so a task running in the pool may
+        call it; `files_of_all` fetches many names' pages at once."""
+        seen: dict[str, ProjectFile] = {}
+        for fetch in self._sources(name, torch_variant):
+            for file in fetch():
+                seen.setdefault(file.url, file)
+        return tuple(seen.values())
 
     def files_of_all(self, wanted: list[tuple[str, Optional[str]]]) -> list[tuple[ProjectFile, ...]]:
         """`files` of several (name, torch variant) pairs, every page fetched in one parallel wave."""
-        fetches: list[tuple[int, Callable[[], tuple[ProjectFile, ...]]]] = []
-        for position, (name, variant) in enumerate(wanted):
-            fetches += [
-                (position, lambda url=url, name=name: index_files(self.http, self.cache, url, name))
-                for url in self.config.indexes_for(name, variant)
-            ]
-            fetches += [
-                (position, lambda link=link, name=name: find_links_files(self.http, self.cache, link, name))
-                for link in self.config.find_links
-            ]
+        fetches = [(position, fetch) for position, (name, variant) in enumerate(wanted) for fetch in self._sources(name, variant)]
         seen: list[dict[str, ProjectFile]] = [{} for _ in wanted]
-        for (position, _), listed in zip(fetches, self.map(lambda fetch: fetch[1](), fetches)):
+        for (position, _), listed in zip(fetches, self.map(lambda pair: pair[1](), fetches)):
             for file in listed:
                 seen[position].setdefault(file.url, file)
         return [tuple(found.values()) for found in seen]
+
+    def _sources(self, name: str, variant: Optional[str]) -> list[Callable[[], tuple[ProjectFile, ...]]]:
+        """One fetch per index and find-links location that may list `name`."""
+        fetches: list[Callable[[], tuple[ProjectFile, ...]]] = [
+            (lambda url=url: index_files(self.http, self.cache, url, name)) for url in self.config.indexes_for(name, variant)
+        ]
+        fetches += [(lambda link=link: find_links_files(self.http, self.cache, link, name)) for link in self.config.find_links]
+        return fetches
 
     def installable(self, files: Iterable[ProjectFile]) -> tuple[ProjectFile, ...]:
         """The files that fit the target: wheels with a matching tag, sdists, and requires-python
@@ -129,6 +135,10 @@ class PackageIndex:
         yanked file only when nothing else fits, as PEP 592 allows for an exact pin)."""
         wheels = [f for f in self.installable(self.files(name, torch_variant)) if f.is_wheel and f.version == version]
         return next((f for f in wheels if not f.yanked), wheels[0] if wheels else None)
+
+    def submit(self, function: Callable[..., R], *args) -> "Future[R]":
+        """Run `function(*args)` in the pool (it may call `files`, `metadata`, never `map`)."""
+        return self._pool.submit(function, *args)
 
     def map(self, function: Callable[[T], R], items: list[T]) -> list[R]:
         """`function` over `items` in the pool, results in order; the first error in that order is raised.
