@@ -81,6 +81,13 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
         help="a page or directory of distribution files (repeatable; replaces pip's configured ones)",
     )
     group.add_argument("--no-index", action="store_true", default=None, help="use no index, only --find-links")
+    wheels = parser.add_argument_group("which wheels fit (default: the target interpreter's tags, as pip download's options)")
+    wheels.add_argument("--python-version", metavar="X.Y", help="the Python version wheels must fit, e.g. 3.12")
+    wheels.add_argument(
+        "--platform", metavar="TAG", action="append", help="a platform tag, e.g. manylinux_2_28_x86_64 (repeatable)"
+    )
+    wheels.add_argument("--implementation", metavar="IMPL", help="cp, pp or py")
+    wheels.add_argument("--abi", metavar="TAG", action="append", help="an ABI tag, e.g. cp312 (repeatable)")
     group.add_argument("--offline", action="store_true", help="use only what the cache holds (a miss is an error)")
     group.add_argument("--refresh", action="store_true", help="ignore the cache and fetch again")
     group.add_argument(
@@ -156,12 +163,20 @@ def _open_index(args: argparse.Namespace, target: Target):
     from cudaresolve.index.access import open_index
     from cudaresolve.output.progress import download_progress
 
+    from cudaresolve.index.tags import TagOverrides
+
     return open_index(
         index_config_for(args, target),
         target,
         os.environ,
         offline=args.offline,
         refresh=args.refresh,
+        tag_overrides=TagOverrides(
+            python_version=args.python_version,
+            platforms=tuple(args.platform or ()),
+            implementation=args.implementation,
+            abis=tuple(args.abi or ()),
+        ),
         progress=download_progress(sys.stderr),
     )
 

@@ -310,3 +310,30 @@ def test_sdist_pkg_info_only_when_static(tmp_path, cache):
         core_metadata(http(), cache, files["2.0"])
     with pytest.raises(MetadataUnavailable, match="Metadata-Version 2.1"):
         core_metadata(http(), cache, files["3.0"])
+
+
+def _writer(directory: str, value: bytes, rounds: int) -> None:
+    cache = IndexCache(directory)
+    for _ in range(rounds):
+        cache.store_blob("metadata", "a" * 64, value)
+
+
+def test_two_processes_writing_one_entry_leave_a_whole_one(tmp_path):
+    import multiprocessing
+
+    values = [bytes([65 + n]) * 200_000 for n in range(2)]
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_writer, args=(str(tmp_path), value, 200)) for value in values]
+    for process in writers:
+        process.start()
+    reader = IndexCache(str(tmp_path))
+    seen = set()
+    while any(process.is_alive() for process in writers):
+        read = reader.blob("metadata", "a" * 64)
+        if read is not None:
+            seen.add(read)
+    for process in writers:
+        process.join()
+        assert process.exitcode == 0
+    assert seen <= set(values) and reader.blob("metadata", "a" * 64) in values
+    assert not [name for name in os.listdir(tmp_path / "metadata" / "aa") if name.startswith(".tmp-")]

@@ -53,6 +53,8 @@ def target_tags(target: Target, overrides: TagOverrides = TagOverrides()) -> tup
     elif implementation and overrides.abis:
         interpreter = f"{implementation}{version[0]}{version[1]}"
         found = list(tags.generic_tags(interpreter, list(overrides.abis), platforms))
+    elif implementation:
+        raise UsageError(f"give --abi with --implementation {implementation} (e.g. the ABI tag of its wheels)")
     else:
         raise UsageError(
             f"cannot compute wheel tags for a {target.implementation or 'unknown'} interpreter: give --implementation and --abi"
