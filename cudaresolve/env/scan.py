@@ -81,15 +81,17 @@ def scan_environment(
         problems=tuple(problems),
         loader=loader or LoaderEnv(machine=target.machine or "x86_64"),
         system_facts=system_facts,
-        preloads=_preloads(distributions, elf_files, target.site_packages, conda_prefix),
+        preloads=preloads_of(distributions, elf_files, target.site_packages, conda_prefix),
     )
 
 
-def _preloads(
+def preloads_of(
     distributions: Iterable[Distribution], elf_files: Iterable[ElfFile], site_packages: tuple[str, ...],
     conda_prefix: Optional[str],
+    exists: Callable[[str], bool] = os.path.isfile,
 ) -> dict[str, dict[str, str]]:
-    """For each distribution with a preloader: where it finds each CUDA library its files need."""
+    """For each distribution with a preloader: where it finds each CUDA library its files need
+    (`exists` says where a file is: the disk for an installed environment, the plan for a lock)."""
     needed: dict[str, set[str]] = {}
     for elf in elf_files:
         if elf.facts is not None and elf.owner is not None:
@@ -99,7 +101,7 @@ def _preloads(
         preloader = components.preloader_for(dist.name, dist.version)
         if preloader is not None and dist.name in needed:
             preloads[dist.name] = preloaded_libraries(
-                needed[dist.name], preloader, site_packages, conda_prefix, os.path.isfile
+                needed[dist.name], preloader, site_packages, conda_prefix, exists
             )
     return preloads
 

@@ -238,6 +238,13 @@ def release(version: str) -> Optional[TorchRelease]:
     return found if _has_patch(found.versions, parsed) else None
 
 
+def variant_names() -> tuple[str, ...]:
+    """Every CUDA variant any known release was built in ("cu118", ...), oldest CUDA first: the
+    variant indexes a torch-family name may come from."""
+    names = {v.name for r in load().releases for v in r.variants if v.name.startswith("cu")}
+    return tuple(sorted(names, key=lambda n: Version(n[2:-1] + "." + n[-1])))
+
+
 def variant(version: str, name: Optional[str] = None) -> Optional[TorchVariant]:
     """The CUDA build of a torch version: variant `name` ("cu128"), else its local label ("2.8.0+cu128").
 

@@ -1,0 +1,160 @@
+"""Candidates: one `(name, version, wheel)` each, where the wheel fixes the variant (torch `+cu128`
+from its variant index, the PyPI default build, an NVIDIA component of one CUDA release), or the
+installed distribution kept as it is.
+
+`CandidateFinder` lists a name's candidates best first and records, for `--explain`, every one it
+set aside and why (requires-python and tags are the index's business; here: yanked, a build that
+does not run on a host, an sdist that is not locked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Optional, Sequence
+
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
+
+from cudaresolve.checks.builds import CudaBuild, component_builds, framework_build
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.access import PackageIndex
+from cudaresolve.index.pages import ProjectFile
+from cudaresolve.knowledge import torch
+from cudaresolve.resolve.fit import rejection
+from cudaresolve.versions import CudaVersion
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: NormalizedName
+    version: Version
+    file: Optional[ProjectFile]  # the wheel to install; None: the installed distribution, kept
+    installed: Optional[Distribution] = None
+    extras: frozenset[str] = frozenset()
+    build: Optional[CudaBuild] = field(default=None, compare=False)  # the CUDA it was built for, when known
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+    def with_extras(self, extras: Iterable[str]) -> "Candidate":
+        return replace(self, extras=frozenset(extras))
+
+
+@dataclass
+class Rejections:
+    """What was set aside, per name: (candidate label, reason), in the order met."""
+
+    by_name: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def add(self, name: str, label: str, reason: str) -> None:
+        entries = self.by_name.setdefault(name, [])
+        if (label, reason) not in entries:
+            entries.append((label, reason))
+
+
+class CandidateFinder:
+    """A name's candidates from the indexes (and the installed distribution), best first."""
+
+    def __init__(
+        self,
+        index: PackageIndex,
+        hosts: Sequence[tuple[str, HostFacts]],
+        installed: dict[str, Distribution],
+        *,
+        upgrade: bool,
+        machine: str,
+    ):
+        self.index = index
+        self.hosts = list(hosts)
+        self.installed = installed
+        self.upgrade = upgrade
+        self.machine = machine
+        self.rejections = Rejections()
+        self._cache: dict[str, tuple[Candidate, ...]] = {}
+        self._pages: dict[str, dict[Optional[str], tuple[ProjectFile, ...]]] = {}  # name -> variant -> files
+
+    def prefetch(self, names: Iterable[str]) -> None:
+        """Fetch the pages of several names at once (the resolver's next round needs them)."""
+        wanted = [n for n in dict.fromkeys(canonicalize_name(n) for n in names) if n not in self._cache]
+        pairs = [(name, variant) for name in wanted for variant in self._variants(name)]
+        for (name, variant), files in zip(pairs, self.index.files_of_all(pairs)):
+            self._pages.setdefault(name, {})[variant] = files
+
+    def candidates(self, name: str) -> tuple[Candidate, ...]:
+        """Every usable candidate of `name`, best first (yanked files included: the provider admits
+        them only for an exact pin)."""
+        name = canonicalize_name(name)
+        if name not in self._cache:
+            self._cache[name] = self._find(name)
+        return self._cache[name]
+
+    def _variants(self, name: str) -> list[Optional[str]]:
+        """None (the regular indexes) and, for the torch family, every variant index data/ knows."""
+        if name not in torch.family():
+            return [None]
+        return [None, *torch.variant_names()]
+
+    def _find(self, name: NormalizedName) -> tuple[Candidate, ...]:
+        if name not in self._pages:
+            self.prefetch([name])
+        pages = self._pages[name]
+        best: dict[Version, ProjectFile] = {}
+        for variant in self._variants(name):
+            for file in self.index.installable(pages.get(variant, ())):
+                if variant is not None and file.version.local != variant:
+                    continue  # a variant index serves only its own builds of the torch family
+                if not file.is_wheel:
+                    self.rejections.add(name, f"{name} {file.version}", "only an sdist: cudaresolve locks wheels")
+                    continue
+                best.setdefault(file.version, file)  # installable() lists the best tag first
+        found = []
+        for version, file in best.items():
+            candidate = Candidate(name, version, file, build=cuda_build(name, version))
+            reason = self._does_not_run(candidate)
+            if reason:
+                self.rejections.add(name, candidate.label, reason)
+                continue
+            found.append(candidate)
+        found.sort(key=_preference, reverse=True)
+        kept = self.installed.get(name)
+        if kept is not None and not self.upgrade:
+            current = Candidate(name, kept.version, None, kept, build=cuda_build(name, kept.version))
+            reason = self._does_not_run(current)
+            if reason:
+                self.rejections.add(name, f"{current.label} (installed)", reason)
+            else:
+                found.insert(0, current)
+        return tuple(found)
+
+    def _does_not_run(self, candidate: Candidate) -> Optional[str]:
+        build = candidate.build
+        if build is None:
+            return None
+        sass: tuple[str, ...] = ()
+        ptx: tuple = ()
+        if candidate.name == "torch":
+            variant = torch.variant(candidate.version.public, candidate.version.local)
+            if variant is not None:
+                sass, ptx = variant.sass(self.machine), variant.ptx(self.machine)
+        return rejection(build.cuda, sass, ptx, self.hosts)
+
+
+def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
+    """The CUDA a release of `name` is built for, by the tables the doctor uses (checks.builds)."""
+    planned = Distribution(name, version, (), None, "", ())
+    return framework_build(planned) or next(iter(component_builds([planned])), None)
+
+
+def _preference(candidate: Candidate) -> tuple:
+    """Newer public version first; among one version's builds, the newest CUDA (every build left has
+    passed the hosts' driver and GPUs), a known build before an unknown one."""
+    cuda = candidate.build.cuda if candidate.build else None
+    return (candidate.version.public and Version(candidate.version.public), _cuda_key(cuda), candidate.version)
+
+
+def _cuda_key(cuda: Optional[CudaVersion]) -> tuple[int, int]:
+    if cuda is None:
+        return (-1, -1)
+    return (cuda.major, cuda.minor if cuda.minor is not None else -1)

@@ -1,0 +1,73 @@
+"""The planned environment: what the target will hold once a set of candidates is installed, as the
+same `Environment` value the doctor judges. The installed distributions a candidate does not replace
+stay with their files; each chosen wheel brings its metadata and, where the binary facts are known,
+its ELF files at the paths they will be installed at."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Iterable
+
+from packaging.requirements import Requirement
+
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import ElfFile, Environment, installed_extras
+from cudaresolve.env.scan import preloads_of
+from cudaresolve.index.access import PackageIndex
+from cudaresolve.knowledge import wheel_facts
+from cudaresolve.resolve.candidates import Candidate
+
+PLANNED = "cudaresolve (planned)"  # the INSTALLER a planned distribution reports
+
+
+def planned_environment(installed: Environment, chosen: Iterable[Candidate], index: PackageIndex) -> Environment:
+    """`installed` with every chosen wheel in place of what it replaces."""
+    site = installed.target.site_packages[-1]
+    wheels = [c for c in chosen if c.file is not None]
+    replaced = {c.name for c in wheels}
+    distributions = [d for d in installed.distributions if d.name not in replaced]
+    elf_files = [e for e in installed.elf_files if not (set(e.owners) & replaced)]
+    for candidate in wheels:
+        assert candidate.file is not None
+        metadata = index.metadata(candidate.file)
+        members = index.binary_facts(candidate.file).members if _facts_known(candidate) else ()
+        paths = []
+        for facts in members:
+            member = facts.path.split("!", 1)[1]
+            path = os.path.normpath(os.path.join(site, member))
+            paths.append(path)
+            elf_files.append(ElfFile(path, (candidate.name,), replace(facts, path=path), None))
+        stem = f"{candidate.name.replace('-', '_')}-{candidate.version}"
+        distributions.append(
+            Distribution(
+                name=candidate.name,
+                version=candidate.version,
+                requires=tuple(Requirement(text) for text in metadata.requires_dist),
+                installer=PLANNED,
+                dist_info=os.path.join(site, f"{stem}.dist-info"),
+                files=tuple(paths),
+            )
+        )
+    markers = installed.target.marker_environment() or {}
+    versions = {d.name: d.version for d in distributions}
+    distributions = sorted(
+        (replace(d, extras=installed_extras(d, versions, markers)) for d in distributions), key=lambda d: (d.name, d.dist_info)
+    )
+    elf_files.sort(key=lambda e: e.path)
+    planned_paths = {e.path for e in elf_files}
+    return replace(
+        installed,
+        distributions=tuple(distributions),
+        elf_files=tuple(elf_files),
+        preloads=preloads_of(
+            distributions, elf_files, installed.target.site_packages, None, lambda path: path in planned_paths or os.path.isfile(path)
+        ),
+    )
+
+
+def _facts_known(candidate: Candidate) -> bool:
+    """Binary facts without a download: the knowledge table's. Other wheels join the plan with
+    their metadata alone (their files are judged by `doctor` after install)."""
+    assert candidate.file is not None
+    return wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None

@@ -1,0 +1,199 @@
+"""`lock`: choose versions and variants with resolvelib, then judge the planned environment with the
+doctor's own checks on every host; a set the judge refuses is resolved again without the refused
+candidate, so lock -> install -> doctor is clean by construction.
+
+Only errors that the plan brings count: an error the installed environment already has is not the
+lock's doing (the doctor reports it), and refusing every set for it would help no one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Resolver
+
+from cudaresolve import __version__
+from cudaresolve.checks import judge
+from cudaresolve.checks.findings import Finding
+from cudaresolve.env.environment import Environment
+from cudaresolve.errors import CudaresolveError
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.access import PackageIndex
+from cudaresolve.resolve.candidates import Candidate, CandidateFinder
+from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.resolve.needs import installed_binary_requirements
+from cudaresolve.resolve.planned import planned_environment
+from cudaresolve.resolve.provider import Provider, root_requirements
+
+MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
+MAX_ROUNDS = 2000  # resolvelib rounds per resolution
+
+
+class NoSolution(CudaresolveError):
+    """No set of wheels fits the requirements and the hosts: exit 2, "problems found"."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class LockRequest:
+    requirements: tuple[str, ...]
+    upgrade: bool = False
+    allow_advisories: tuple[str, ...] = ()
+
+
+def lock(
+    request: LockRequest,
+    installed: Environment,
+    hosts: Sequence[tuple[str, HostFacts]],
+    index: PackageIndex,
+    *,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Lock:
+    """The lock for `request` on every host of `hosts`, or NoSolution naming what is in conflict."""
+    markers = installed.target.marker_environment() or {}
+    kept = {d.name: d for d in installed.distributions}
+    finder = CandidateFinder(index, hosts, kept, upgrade=request.upgrade, machine=installed.loader.machine)
+    roots = root_requirements(request.requirements, markers)
+    roots += installed_binary_requirements((e.owner, e.facts) for e in installed.elf_files if e.facts is not None)
+    finder.prefetch(r.name for r in roots)
+    baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
+    excluded: set[tuple[str, str]] = set()
+    refused: list[Finding] = []
+    for _ in range(MAX_JUDGED):
+        chosen = _resolve(Provider(finder, index, markers, excluded), roots, finder)
+        if progress:
+            progress(f"judging {len(chosen)} distributions on {len(hosts)} host(s)")
+        plan = planned_environment(installed, chosen.values(), index)
+        problems = [
+            (label, finding)
+            for label, host in hosts
+            for finding in judge(plan, host).findings
+            if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, request.allow_advisories)
+        ]
+        if not problems:
+            return _as_lock(chosen, finder, hosts, index, markers)
+        for label, finding in problems:
+            culprit = chosen.get(finding.subject.split(" ")[0])
+            if culprit is None or culprit.file is None:
+                where = f" on {label}" if len(hosts) > 1 else ""
+                raise NoSolution(f"{finding.subject}: {finding.message}{where}" + (f"; fix: {finding.fix}" if finding.fix else ""))
+            excluded.add((culprit.name, str(culprit.version)))
+            refused.append(finding)
+            finder.rejections.add(culprit.name, culprit.label, f"{finding.check}: {finding.message}")
+    raise NoSolution(f"gave up after {MAX_JUDGED} sets refused by the checks; the last: {refused[-1].message}")
+
+
+def _resolve(provider: Provider, roots: list[Requirement], finder: CandidateFinder) -> dict[str, Candidate]:
+    try:
+        result = Resolver(provider, BaseReporter()).resolve(roots, max_rounds=MAX_ROUNDS)
+    except ResolutionImpossible as exc:
+        raise NoSolution(_explain_impossible(exc, finder)) from None
+    except ResolutionTooDeep:
+        raise NoSolution(f"no set found within {MAX_ROUNDS} resolution rounds") from None
+    return {c.name: c for identifier, c in result.mapping.items() if "[" not in identifier}
+
+
+def _explain_impossible(exc: ResolutionImpossible, finder: CandidateFinder) -> str:
+    """One line per requirement in conflict, with why its candidates were set aside."""
+    lines = []
+    for cause in exc.causes:
+        requirement, parent = cause.requirement, cause.parent
+        who = f" (required by {parent.label})" if parent is not None else ""
+        name = canonicalize_name(requirement.name)
+        reasons = [f"{label}: {why}" for label, why in finder.rejections.by_name.get(name, [])]
+        line = f"nothing fits {requirement}{who}"
+        if reasons:
+            line += "; " + "; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
+        lines.append(line)
+    return "\n".join(dict.fromkeys(lines))
+
+
+def _refuses(finding: Finding) -> bool:
+    """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory)."""
+    return finding.severity == "error" or finding.check == "advisory"
+
+
+def _key(finding: Finding) -> tuple[str, str, str]:
+    return (finding.check, finding.subject, finding.message)
+
+
+def _allowed(finding: Finding, allowed: Sequence[str]) -> bool:
+    return finding.check == "advisory" and any(finding.message.startswith(f"known problem {a}:") for a in allowed)
+
+
+def _as_lock(
+    chosen: dict[str, Candidate],
+    finder: CandidateFinder,
+    hosts: Sequence[tuple[str, HostFacts]],
+    index: PackageIndex,
+    markers: dict,
+) -> Lock:
+    packages = []
+    for name, candidate in sorted(chosen.items()):
+        file = candidate.file
+        if file is None:
+            packages.append(LockedPackage(name, str(candidate.version), None, None, None, "installed, kept"))
+            continue
+        sha256 = file.sha256 or (_local_sha256(file.url) if file.url.startswith("file:") else None)
+        reason = candidate.build.evidence if candidate.build else "the newest release that fits"
+        packages.append(
+            LockedPackage(name, str(candidate.version), file.source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
+        )
+    decisions = _decisions(chosen, finder)
+    used = [p.index for p in packages if p.index]
+    index_urls = tuple(dict.fromkeys([*index.config.index_urls(), *sorted(set(used))]))
+    python = markers.get("python_version")
+    return Lock(
+        packages=tuple(packages),
+        requires_python=f"=={python}.*" if python else None,
+        hosts=tuple(host.to_dict() for _, host in hosts),
+        host_labels=tuple(label for label, _ in hosts),
+        index_urls=index_urls,
+        decisions=decisions,
+        created_by=f"cudaresolve {__version__}",
+    )
+
+
+def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[Decision, ...]:
+    """Per locked name, why not the others: the other builds of the chosen version, and every newer
+    candidate set aside (older releases lost only on age, which needs no saying)."""
+    decisions = []
+    for name, candidate in sorted(chosen.items()):
+        public = candidate.version.public
+        entries = []
+        for other in finder.candidates(name):
+            if other.version.public == public and other.version != candidate.version and other.file is not None:
+                entries.append((other.label, _compared(other, candidate)))
+        for label, why in finder.rejections.by_name.get(name, []):
+            version = label.split(" ")[1]
+            if Version(version) >= candidate.version or Version(version).public == public:
+                entries.append((label, why))
+        if entries:
+            decisions.append(Decision(name, candidate.label, tuple(entries)))
+    return tuple(decisions)
+
+
+def _compared(other: Candidate, chosen: Candidate) -> str:
+    mine, theirs = chosen.build, other.build
+    label = f"+{chosen.version.local}" if chosen.version.local else "the default build"
+    if mine and theirs and theirs.cuda.major == mine.cuda.major and (theirs.cuda.minor or 0) < (mine.cuda.minor or 0) or (
+        mine and theirs and theirs.cuda.major < mine.cuda.major
+    ):
+        return f"older CUDA than {label}, which runs here"
+    return f"not needed: {label} runs here and fits every requirement"
+
+
+def _local_sha256(url: str) -> str:
+    digest = hashlib.sha256()
+    with open(urllib.request.url2pathname(urllib.parse.urlsplit(url).path), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
