@@ -33,13 +33,15 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _add_host_options(parser: argparse.ArgumentParser) -> None:
+def _add_host_options(parser: argparse.ArgumentParser, *, fleet: bool = False) -> None:
     """The host every command judges against: probed, read from a file, and/or overridden."""
     group = parser.add_argument_group("host (default: probe this machine)")
     group.add_argument(
         "--host",
         metavar="FILE",
-        help="read host facts from FILE (the JSON `cudaresolve probe --json` writes; - for stdin)",
+        action="append" if fleet else "store",
+        help="read host facts from FILE (the JSON `cudaresolve probe --json` writes; - for stdin)"
+        + ("; repeat for a fleet: one lock valid on every host" if fleet else ""),
     )
     group.add_argument("--driver", metavar="RELEASE", help="driver release, e.g. 535.104.05")
     group.add_argument("--cuda", metavar="X.Y", help="CUDA version the driver supports, e.g. 12.2")
@@ -100,22 +102,85 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
 _INDEX_FLAGS = {"index_url", "extra_index_url", "find_links", "no_index", "torch_index_base"}
 
 
-def index_config_for(args: argparse.Namespace, target: Target) -> IndexConfig:
+def index_config_for(args: argparse.Namespace, target: Target, options=None) -> IndexConfig:
     """The index configuration of the command line `args` for the interpreter of `target`; the
-    project is `--project` where the command has it, else the current directory."""
+    project is `--project` where the command has it, else the current directory. `options` are the
+    index lines of requirements files: they stand where a flag is not given, as in pip."""
     from cudaresolve.index.config import IndexFlags, index_config
 
+    extra = args.extra_index_url if args.extra_index_url is not None else (list(options.extra_index_urls) if options and options.extra_index_urls else None)
+    links = args.find_links if args.find_links is not None else (list(options.find_links) if options and options.find_links else None)
     flags = IndexFlags(
-        index_url=args.index_url,
-        extra_index_urls=tuple(args.extra_index_url) if args.extra_index_url is not None else None,
-        find_links=tuple(args.find_links) if args.find_links is not None else None,
-        no_index=args.no_index,
+        index_url=args.index_url or (options.index_url if options else None),
+        extra_index_urls=tuple(extra) if extra is not None else None,
+        find_links=tuple(links) if links is not None else None,
+        no_index=args.no_index or (True if options and options.no_index else None),
         torch_index_base=args.torch_index_base,
     )
     project_dir = getattr(args, "project", None) or os.getcwd()
     return index_config(
         target.python, target.prefix, os.environ, project_dir, flags, site_packages=target.site_packages
     )
+
+
+def _hosts(args: argparse.Namespace) -> list:
+    """(label, facts) of every host a lock must fit: each --host file, or this machine."""
+    from cudaresolve.host.probe import host_for
+
+    files = args.host or [None]
+    return [
+        (path or "this host", host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ))
+        for path in files
+    ]
+
+
+def _cmd_lock(args: argparse.Namespace) -> int:
+    from cudaresolve.doctor import scan
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.output.lock import constraints_txt, lock_file_name_ok, pylock_toml, requirements_txt, write_atomically
+    from cudaresolve.output.lock_report import render_json, render_text
+    from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
+    from cudaresolve.resolve.resolver import LockRequest, lock
+
+    if args.output not in (None, "-"):
+        lock_file_name_ok(args.output)
+    inputs = [from_command_line(args.requirements)]
+    inputs += [read_requirements_file(path, dict(os.environ)) for path in args.requirement]
+    if args.project is not None or args.extra or args.group:
+        inputs.append(read_project(args.project or os.getcwd(), args.extra, args.group))
+    asked = merge(inputs)
+    constraint_files = [read_requirements_file(path, dict(os.environ)) for path in args.constraint]
+    constraints = asked.constraints + tuple(r for one in constraint_files for r in one.requirements + one.constraints)
+    if not asked.requirements:
+        raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
+    target = target_for(python=args.python)
+    hosts = _hosts(args)
+    say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr))
+    if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in hosts):
+        say("no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
+    installed, _ = scan(target, os.environ)
+    with _open_index(args, target, options=asked.index_options) as index:
+        result = lock(
+            LockRequest(asked.requirements, constraints, upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory)),
+            installed,
+            hosts,
+            index,
+            progress=say,
+        )
+    outputs = [(args.output or "pylock.toml", pylock_toml(result))]
+    if args.constraints:
+        outputs.append((args.constraints, constraints_txt(result)))
+    if args.requirements_out:
+        outputs.append((args.requirements_out, requirements_txt(result)))
+    for path, text in outputs:
+        if path == "-":
+            sys.stdout.write(text)
+        else:
+            write_atomically(path, text)
+            say(f"wrote {path}")
+    report = render_json(result) if args.json else render_text(result, explain=args.explain)
+    (sys.stderr if args.output == "-" and not args.json else sys.stdout).write(report)
+    return 0
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -158,15 +223,16 @@ def _is_index_name(name: str) -> bool:
     return name.startswith(("http://", "https://", "file://")) or any(c in name for c in "<>=!~")
 
 
-def _open_index(args: argparse.Namespace, target: Target):
-    """The configured indexes for `target`, caching as the flags say, downloads shown on stderr."""
+def _open_index(args: argparse.Namespace, target: Target, options=None):
+    """The configured indexes for `target`, caching as the flags say, downloads shown on stderr.
+    `options`: index options read from requirements files, between pip's configuration and flags."""
     from cudaresolve.index.access import open_index
     from cudaresolve.output.progress import download_progress
 
     from cudaresolve.index.tags import TagOverrides
 
     return open_index(
-        index_config_for(args, target),
+        index_config_for(args, target, options),
         target,
         os.environ,
         offline=args.offline,
@@ -270,6 +336,33 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON (docs/doctor.md)")
     _add_host_options(doctor)
     doctor.set_defaults(func=_cmd_doctor)
+
+    lock = commands.add_parser(
+        "lock",
+        help="choose one consistent set of versions and CUDA variants for this host (or a fleet)",
+        description="Resolve requirements into versions and CUDA variants that install and load on every "
+        "host, judged by the doctor's own checks on the planned environment; write pylock.toml (PEP 751) "
+        "and, on request, a pip constraints file and a hashed requirements file. Exit 2 when no set fits.",
+        epilog=EXIT_CODES,
+    )
+    lock.add_argument("requirements", nargs="*", metavar="REQ", help="a PEP 508 requirement (cupy means the right cupy-cudaXXx)")
+    lock.add_argument("-r", "--requirement", metavar="FILE", action="append", default=[], help="a pip requirements file")
+    lock.add_argument("-c", "--constraint", metavar="FILE", action="append", default=[], help="a pip constraints file")
+    lock.add_argument("--project", metavar="DIR", help="lock pyproject.toml's [project].dependencies")
+    lock.add_argument("--extra", metavar="NAME", action="append", default=[], help="with this optional-dependencies extra")
+    lock.add_argument("--group", metavar="NAME", action="append", default=[], help="with this PEP 735 dependency group")
+    lock.add_argument("--python", metavar="PATH", help="the target interpreter: its tags, markers and installed set")
+    lock.add_argument("--upgrade", action="store_true", help="do not keep installed versions")
+    lock.add_argument("--allow-advisory", metavar="ID", action="append", default=[], help="accept a known-bad release (repeatable)")
+    lock.add_argument("-o", "--output", metavar="FILE", help="the lock file: pylock.toml or pylock.NAME.toml (default pylock.toml; - for stdout)")
+    lock.add_argument("--constraints", metavar="FILE", help="also write a pip constraints file (pip install -c FILE REQ)")
+    lock.add_argument("--requirements", dest="requirements_out", metavar="FILE", help="also write pinned requirements with --hash lines")
+    lock.add_argument("--json", action="store_true", help="print the decisions as JSON (docs/lock.md)")
+    lock.add_argument("--explain", action="store_true", help="print every candidate set aside and why")
+    lock.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    _add_host_options(lock, fleet=True)
+    _add_index_options(lock)
+    lock.set_defaults(func=_cmd_lock)
 
     return parser
 

@@ -40,6 +40,19 @@ def examine(
     progress: Optional[Callable[[str], None]] = None,
 ) -> Diagnosis:
     """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`."""
+    env, cache_error = scan(target, environ, progress=progress)
+    judgement = judge(env, host)
+    findings = judgement.findings
+    if cache_error:
+        findings = sort_findings(findings + (Finding("environment", "info", "cache", cache_error),))
+    return Diagnosis(host, env, judgement.loads, findings)
+
+
+def scan(
+    target: Target, environ: Mapping[str, str], *, progress: Optional[Callable[[str], None]] = None
+) -> tuple[Environment, Optional[str]]:
+    """The installed environment of `target` as the machine's loader sees it, and why the facts cache
+    could not be written (None when it could); `lock` starts from the same value."""
     cache = FactsCache(default_cache_dir(environ))
     seen: dict[str, BinaryFacts] = {}  # the loader asks for a system library once per package that loads it
 
@@ -57,11 +70,7 @@ def examine(
         loader=LoaderEnv.from_system(environ, driver_libraries=frozenset(components.driver_libraries())),
         environ=environ,
     )
-    judgement = judge(env, host)
-    findings = judgement.findings
-    if cache.write_error:
-        findings = sort_findings(findings + (Finding("environment", "info", "cache", cache.write_error),))
-    return Diagnosis(host, env, judgement.loads, findings)
+    return env, cache.write_error
 
 
 def examine_example(host: HostFacts) -> Diagnosis:

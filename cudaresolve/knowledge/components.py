@@ -184,6 +184,19 @@ class _PrimaryPlugins:
 
 
 @dataclass(frozen=True)
+class PerMajorExtras:
+    """A package whose extras choose its CUDA dependencies per major (cuda-cccl[cu12] / [cu13])."""
+
+    dist: str
+    extras: Mapping[str, str]  # CUDA major (as TOML keys are strings) -> extra
+
+
+@dataclass(frozen=True)
+class _PerMajorExtras:
+    packages: tuple[PerMajorExtras, ...]
+
+
+@dataclass(frozen=True)
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
@@ -199,6 +212,7 @@ class Tables:
     optional_layers: _OptionalLayers
     opt_in: _OptIns
     primary_plugins: _PrimaryPlugins
+    per_major_extras: _PerMajorExtras
 
 
 @functools.lru_cache(maxsize=None)
@@ -314,3 +328,15 @@ def opt_in_feature(owner: Optional[str], file_name: str) -> Optional[OptIn]:
 def primary_plugin(owner: Optional[str], file_name: str) -> Optional[PrimaryPlugin]:
     """The primary plugin row for a file of `owner`, if the file is one."""
     return next((row for row in load().primary_plugins.plugins if row.dist == owner and file_name in row.files), None)
+
+
+def per_major_extra(dist: str, cuda_major: int) -> Optional[str]:
+    """The extra of `dist` that brings CUDA `cuda_major` ("cu12"); None when it has no such extras."""
+    row = next((r for r in load().per_major_extras.packages if r.dist == canonicalize_name(dist)), None)
+    return row.extras.get(str(cuda_major)) if row else None
+
+
+def per_major_extras(dist: str) -> frozenset[str]:
+    """Every per-major extra of `dist` (an explicit one among a requirement's extras is respected)."""
+    row = next((r for r in load().per_major_extras.packages if r.dist == canonicalize_name(dist)), None)
+    return frozenset(row.extras.values()) if row else frozenset()

@@ -72,8 +72,10 @@ class CandidateFinder:
         self.upgrade = upgrade
         self.machine = machine
         self.rejections = Rejections()
+        self.major: Optional[int] = None  # the environment's one CUDA major, when chosen
         self._cache: dict[str, tuple[Candidate, ...]] = {}
         self._pages: dict[str, dict[Optional[str], tuple[ProjectFile, ...]]] = {}  # name -> variant -> files
+        self.hosts_known = any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in self.hosts)
 
     def prefetch(self, names: Iterable[str]) -> None:
         """Fetch the pages of several names at once (the resolver's next round needs them)."""
@@ -88,11 +90,21 @@ class CandidateFinder:
         name = canonicalize_name(name)
         if name not in self._cache:
             self._cache[name] = self._find(name)
-        return self._cache[name]
+        found = self._cache[name]
+        if self.major is None:
+            return found
+        kept = []
+        for candidate in found:
+            if candidate.build is not None and candidate.build.cuda.major != self.major:
+                self.rejections.add(name, candidate.label, f"a CUDA {candidate.build.cuda.major} build; the environment is CUDA {self.major}")
+            else:
+                kept.append(candidate)
+        return tuple(kept)
 
     def _variants(self, name: str) -> list[Optional[str]]:
-        """None (the regular indexes) and, for the torch family, every variant index data/ knows."""
-        if name not in torch.family():
+        """None (the regular indexes) and, for the torch family, every variant index data/ knows;
+        with no driver and no GPU known anywhere, only the builds the regular index serves."""
+        if name not in torch.family() or not self.hosts_known:
             return [None]
         return [None, *torch.variant_names()]
 
@@ -101,14 +113,17 @@ class CandidateFinder:
             self.prefetch([name])
         pages = self._pages[name]
         best: dict[Version, ProjectFile] = {}
+        sdists: set[Version] = set()
         for variant in self._variants(name):
             for file in self.index.installable(pages.get(variant, ())):
                 if variant is not None and file.version.local != variant:
                     continue  # a variant index serves only its own builds of the torch family
                 if not file.is_wheel:
-                    self.rejections.add(name, f"{name} {file.version}", "only an sdist: cudaresolve locks wheels")
+                    sdists.add(file.version)
                     continue
                 best.setdefault(file.version, file)  # installable() lists the best tag first
+        for version in sorted(sdists - set(best), reverse=True):
+            self.rejections.add(name, f"{name} {version}", "only an sdist here: cudaresolve locks wheels")
         found = []
         for version, file in best.items():
             candidate = Candidate(name, version, file, build=cuda_build(name, version))

@@ -49,3 +49,25 @@ def span(sass: Sequence[str], ptx: Sequence[PtxTarget]) -> str:
     if ptx:
         text += " + PTX " + ", ".join(sorted({p.target for p in ptx}))
     return text
+
+
+def environment_majors(hosts: Iterable[tuple[str, HostFacts]]) -> tuple[int, ...]:
+    """The CUDA majors an environment may be built on for every host, newest first: the driver meets
+    the major's floor and the major's newest toolkit can build for every GPU (CUDA 13 cannot for
+    Pascal). Unknown drivers and GPUs refuse nothing."""
+    hosts = list(hosts)
+    majors = sorted({t.major for t in toolkits.known()}, reverse=True)
+    fitting = []
+    for major in majors:
+        newest = [t for t in toolkits.known() if t.major == major and t.sass_targets][-1:]
+        sass = newest[0].sass_targets if newest else ()
+        if all(_major_runs(major, sass, host) for _, host in hosts):
+            fitting.append(major)
+    return tuple(fitting)
+
+
+def _major_runs(major: int, sass: Sequence[str], host: HostFacts) -> bool:
+    driver = host.driver
+    if (driver.release or driver.cuda) and driver_verdict(CudaVersion(major), driver.release, driver.cuda) is None:
+        return False
+    return not sass or all(can_run(gpu.compute_capability, sass).runs for gpu in host.visible_gpus)

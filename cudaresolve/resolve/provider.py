@@ -28,11 +28,15 @@ class Provider(AbstractProvider):
         index: PackageIndex,
         markers: Mapping[str, str],
         excluded: set[tuple[str, str]],
+        constraints: Sequence[Requirement] = (),
     ):
         self.finder = finder
         self.index = index
         self.markers = dict(markers)
         self.excluded = excluded  # (name, version) the judge refused
+        self.constraints: dict[str, list[Requirement]] = {}  # pip's -c: limits, never reasons to install
+        for constraint in constraints:
+            self.constraints.setdefault(canonicalize_name(constraint.name), []).append(constraint)
 
     def identify(self, requirement_or_candidate) -> str:
         name = canonicalize_name(requirement_or_candidate.name)
@@ -49,7 +53,7 @@ class Provider(AbstractProvider):
     def find_matches(self, identifier, requirements, incompatibilities) -> Iterator[Candidate]:
         name, _, extras_text = identifier.partition("[")
         extras = frozenset(extras_text.rstrip("]").split(",")) if extras_text else frozenset()
-        wanted = list(requirements[identifier])
+        wanted = list(requirements[identifier]) + self.constraints.get(name, [])
         bad = {(c.version, c.file) for c in incompatibilities[identifier]}
         exact = any(s.operator in ("==", "===") for r in wanted for s in r.specifier)
         for candidate in self.finder.candidates(name):

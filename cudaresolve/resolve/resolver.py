@@ -21,11 +21,14 @@ from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Re
 
 from cudaresolve import __version__
 from cudaresolve.checks import judge
+from cudaresolve.checks.builds import component_builds
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.environment import Environment
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
+from cudaresolve.knowledge import components
+from cudaresolve.resolve.fit import environment_majors
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.needs import installed_binary_requirements
@@ -45,6 +48,7 @@ class NoSolution(CudaresolveError):
 @dataclass(frozen=True)
 class LockRequest:
     requirements: tuple[str, ...]
+    constraints: tuple[str, ...] = ()
     upgrade: bool = False
     allow_advisories: tuple[str, ...] = ()
 
@@ -57,18 +61,82 @@ def lock(
     *,
     progress: Optional[Callable[[str], None]] = None,
 ) -> Lock:
-    """The lock for `request` on every host of `hosts`, or NoSolution naming what is in conflict."""
+    """The lock for `request` on every host of `hosts`, or NoSolution naming what is in conflict.
+
+    One CUDA major per environment: the majors every host can run are tried newest first (the
+    installed components' major first, when they have one), and within one try every candidate built
+    for another major is set aside. An abstract `cupy` becomes that major's CuPy wheel, and a package
+    with per-major extras asked for without one gets that major's extra."""
     markers = installed.target.marker_environment() or {}
     kept = {d.name: d for d in installed.distributions}
     finder = CandidateFinder(index, hosts, kept, upgrade=request.upgrade, machine=installed.loader.machine)
-    roots = root_requirements(request.requirements, markers)
-    roots += installed_binary_requirements((e.owner, e.facts) for e in installed.elf_files if e.facts is not None)
-    finder.prefetch(r.name for r in roots)
+    requested = root_requirements(request.requirements, markers)
+    binary = installed_binary_requirements((e.owner, e.facts) for e in installed.elf_files if e.facts is not None)
+    finder.prefetch([r.name for r in requested + binary])
     baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
+    installed_majors = {b.cuda.major for b in component_builds(installed.distributions)}
+    majors = sorted(environment_majors(hosts), key=lambda m: (m not in installed_majors, -m)) or [None]
+    failures = []
+    for major in majors:
+        finder.major = major
+        roots, notes = for_major(requested, major)
+        try:
+            return _lock_once(request, installed, hosts, index, finder, roots + binary, notes, baseline, markers, progress)
+        except NoSolution as exc:
+            failures.append((major, exc))
+    if len(failures) == 1 or len({_without_majors(str(exc)) for _, exc in failures}) == 1:
+        raise failures[0][1]
+    raise NoSolution("\n".join(f"with CUDA {major}: {exc}" for major, exc in failures))
+
+
+def _without_majors(text: str) -> str:
+    """A failure's text with the per-major remarks cut, to tell whether the majors failed alike."""
+    return "; ".join(part for part in text.split("; ") if "the environment is CUDA" not in part)
+
+
+def for_major(requirements: Sequence[Requirement], major: Optional[int]) -> tuple[list[Requirement], dict[str, str]]:
+    """The requirements for an environment of CUDA `major`, and a note per rewritten name."""
+    rewritten, notes = [], {}
+    for requirement in requirements:
+        name = canonicalize_name(requirement.name)
+        if major is None:
+            rewritten.append(requirement)
+        elif name == "cupy":
+            real = f"cupy-cuda{major}x"
+            text = str(requirement).replace(requirement.name, real, 1)
+            rewritten.append(Requirement(text))
+            notes[real] = f"asked for as {requirement.name}: CuPy's wheel for the environment's CUDA {major}"
+        elif components.per_major_extras(name) and not (set(requirement.extras) & components.per_major_extras(name)):
+            extra = components.per_major_extra(name, major)
+            if extra is None:
+                rewritten.append(requirement)
+                continue
+            changed = Requirement(str(requirement))
+            changed.extras = set(requirement.extras) | {extra}
+            rewritten.append(changed)
+            notes[name] = f"asked for without a CUDA extra: [{extra}] for the environment's CUDA {major}"
+        else:
+            rewritten.append(requirement)
+    return rewritten, notes
+
+
+def _lock_once(
+    request: LockRequest,
+    installed: Environment,
+    hosts: Sequence[tuple[str, HostFacts]],
+    index: PackageIndex,
+    finder: CandidateFinder,
+    roots: list[Requirement],
+    notes: dict[str, str],
+    baseline: set,
+    markers: dict,
+    progress: Optional[Callable[[str], None]],
+) -> Lock:
     excluded: set[tuple[str, str]] = set()
     refused: list[Finding] = []
     for _ in range(MAX_JUDGED):
-        chosen = _resolve(Provider(finder, index, markers, excluded), roots, finder)
+        constraints = root_requirements(request.constraints, markers)
+        chosen = _resolve(Provider(finder, index, markers, excluded, constraints), roots, finder)
         if progress:
             progress(f"judging {len(chosen)} distributions on {len(hosts)} host(s)")
         plan = planned_environment(installed, chosen.values(), index)
@@ -79,7 +147,7 @@ def lock(
             if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, request.allow_advisories)
         ]
         if not problems:
-            return _as_lock(chosen, finder, hosts, index, markers)
+            return _as_lock(chosen, finder, hosts, index, markers, notes)
         for label, finding in problems:
             culprit = chosen.get(finding.subject.split(" ")[0])
             if culprit is None or culprit.file is None:
@@ -135,6 +203,7 @@ def _as_lock(
     hosts: Sequence[tuple[str, HostFacts]],
     index: PackageIndex,
     markers: dict,
+    notes: dict[str, str],
 ) -> Lock:
     packages = []
     for name, candidate in sorted(chosen.items()):
@@ -144,6 +213,8 @@ def _as_lock(
             continue
         sha256 = file.sha256 or (_local_sha256(file.url) if file.url.startswith("file:") else None)
         reason = candidate.build.evidence if candidate.build else "the newest release that fits"
+        if name in notes:
+            reason = f"{notes[name]}; {reason}"
         packages.append(
             LockedPackage(name, str(candidate.version), file.source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
         )

@@ -1,0 +1,48 @@
+"""What `cudaresolve lock` prints: the packages chosen with the one line that says why, and with
+`--explain` every candidate set aside and its reason; or the same as JSON (docs/lock.md)."""
+
+from __future__ import annotations
+
+import json
+
+from cudaresolve.resolve.lock import Lock
+
+SCHEMA = 1
+
+
+def render_text(lock: Lock, *, explain: bool) -> str:
+    hosts = ", ".join(lock.host_labels)
+    lines = [f"locked {len(lock.packages)} distributions for {hosts}:"]
+    width = max((len(f"{p.name}=={p.version}") for p in lock.packages), default=0)
+    for package in lock.packages:
+        pin = f"{package.name}=={package.version}"
+        lines.append(f"  {pin:<{width}}  {package.reason}")
+    if explain:
+        for decision in lock.decisions:
+            lines.append(f"{decision.name}: chose {decision.chosen or 'nothing'}")
+            lines += [f"  {label}: {reason}" for label, reason in decision.rejected]
+    return "\n".join(lines) + "\n"
+
+
+def render_json(lock: Lock) -> str:
+    document = {
+        "schema": SCHEMA,
+        "hosts": [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)],
+        "index_urls": list(lock.index_urls),
+        "requires_python": lock.requires_python,
+        "packages": [
+            {
+                "name": p.name,
+                "version": p.version,
+                "index": p.index,
+                "wheel": None if p.wheel is None else {"filename": p.wheel.filename, "url": p.wheel.url, "sha256": p.wheel.sha256, "size": p.wheel.size},
+                "reason": p.reason,
+            }
+            for p in lock.packages
+        ],
+        "decisions": [
+            {"name": d.name, "chosen": d.chosen, "rejected": [{"candidate": c, "reason": r} for c, r in d.rejected]}
+            for d in lock.decisions
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
