@@ -142,6 +142,8 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
     from cudaresolve.resolve.resolver import LockRequest, lock
 
+    if args.check is not None:
+        return _check_lock(args)
     if args.output not in (None, "-"):
         lock_file_name_ok(args.output)
     inputs = [from_command_line(args.requirements)]
@@ -180,6 +182,24 @@ def _cmd_lock(args: argparse.Namespace) -> int:
             say(f"wrote {path}")
     report = render_json(result) if args.json else render_text(result, explain=args.explain)
     (sys.stderr if args.output == "-" and not args.json else sys.stdout).write(report)
+    return 0
+
+
+def _check_lock(args: argparse.Namespace) -> int:
+    """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
+    import platform
+
+    from cudaresolve.output.lock import read_pylock
+    from cudaresolve.resolve.check import misfits
+
+    locked = read_pylock(args.check)
+    hosts = _hosts(args)
+    problems = misfits(locked, hosts, platform.machine())
+    labels = ", ".join(label for label, _ in hosts)
+    if problems:
+        sys.stdout.write(f"{args.check} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in problems))
+        return 2
+    sys.stdout.write(f"{args.check} fits {labels}: every locked CUDA build runs on its driver and GPUs\n")
     return 0
 
 
@@ -360,6 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     lock.add_argument("--json", action="store_true", help="print the decisions as JSON (docs/lock.md)")
     lock.add_argument("--explain", action="store_true", help="print every candidate set aside and why")
     lock.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    lock.add_argument(
+        "--check", metavar="FILE", help="only say whether the lock FILE still fits the host(s): exit 0 or 2, nothing resolved or written"
+    )
     _add_host_options(lock, fleet=True)
     _add_index_options(lock)
     lock.set_defaults(func=_cmd_lock)

@@ -87,10 +87,7 @@ class CandidateFinder:
     def candidates(self, name: str) -> tuple[Candidate, ...]:
         """Every usable candidate of `name`, best first (yanked files included: the provider admits
         them only for an exact pin)."""
-        name = canonicalize_name(name)
-        if name not in self._cache:
-            self._cache[name] = self._find(name)
-        found = self._cache[name]
+        found = self.fitting(name)
         if self.major is None:
             return found
         kept = []
@@ -100,6 +97,13 @@ class CandidateFinder:
             else:
                 kept.append(candidate)
         return tuple(kept)
+
+    def fitting(self, name: str) -> tuple[Candidate, ...]:
+        """Every candidate that runs on the hosts, whatever its CUDA major, best first."""
+        name = canonicalize_name(name)
+        if name not in self._cache:
+            self._cache[name] = self._find(name)
+        return self._cache[name]
 
     def _variants(self, name: str) -> list[Optional[str]]:
         """None (the regular indexes) and, for the torch family, every variant index data/ knows;

@@ -240,12 +240,14 @@ def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[D
     for name, candidate in sorted(chosen.items()):
         public = candidate.version.public
         entries = []
-        for other in finder.candidates(name):
+        compared = set()
+        for other in finder.fitting(name):
             if other.version.public == public and other.version != candidate.version and other.file is not None:
                 entries.append((other.label, _compared(other, candidate)))
+                compared.add(other.label)
         for label, why in finder.rejections.by_name.get(name, []):
-            version = label.split(" ")[1]
-            if Version(version) >= candidate.version or Version(version).public == public:
+            version = Version(label.split(" ")[1])
+            if label not in compared and (version >= candidate.version or version.public == public):
                 entries.append((label, why))
         if entries:
             decisions.append(Decision(name, candidate.label, tuple(entries)))
