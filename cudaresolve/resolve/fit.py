@@ -55,19 +55,32 @@ def environment_majors(hosts: Iterable[tuple[str, HostFacts]]) -> tuple[int, ...
     """The CUDA majors an environment may be built on for every host, newest first: the driver meets
     the major's floor and the major's newest toolkit can build for every GPU (CUDA 13 cannot for
     Pascal). Unknown drivers and GPUs refuse nothing."""
+    refused = {major for major, _ in major_rejections(hosts)}
+    return tuple(m for m in sorted({t.major for t in toolkits.known()}, reverse=True) if m not in refused)
+
+
+def major_rejections(hosts: Iterable[tuple[str, HostFacts]]) -> list[tuple[int, str]]:
+    """(major, why) of each CUDA major some host cannot run, newest first."""
     hosts = list(hosts)
-    majors = sorted({t.major for t in toolkits.known()}, reverse=True)
-    fitting = []
-    for major in majors:
+    found = []
+    for major in sorted({t.major for t in toolkits.known()}, reverse=True):
         newest = [t for t in toolkits.known() if t.major == major and t.sass_targets][-1:]
         sass = newest[0].sass_targets if newest else ()
-        if all(_major_runs(major, sass, host) for _, host in hosts):
-            fitting.append(major)
-    return tuple(fitting)
+        for label, host in hosts:
+            why = _major_refused(major, sass, host)
+            if why:
+                found.append((major, why + (f" on {label}" if len(hosts) > 1 else "")))
+                break
+    return found
 
 
-def _major_runs(major: int, sass: Sequence[str], host: HostFacts) -> bool:
+def _major_refused(major: int, sass: Sequence[str], host: HostFacts) -> Optional[str]:
     driver = host.driver
     if (driver.release or driver.cuda) and driver_verdict(CudaVersion(major), driver.release, driver.cuda) is None:
-        return False
-    return not sass or all(can_run(gpu.compute_capability, sass).runs for gpu in host.visible_gpus)
+        have = f"driver {driver.release}" if driver.release else f"the driver's CUDA {driver.cuda}"
+        return f"{have} < {toolkits.family_floor(major)} (CUDA {major}.x floor)"
+    for number, gpu in enumerate(host.visible_gpus):
+        if sass and not can_run(gpu.compute_capability, sass).runs:
+            index = gpu.index if gpu.index is not None else number
+            return f"CUDA {major} cannot build for GPU {index} ({gpu.compute_capability})"
+    return None

@@ -15,14 +15,16 @@ from cudaresolve.knowledge import components, wheel_facts
 from cudaresolve.versions import CudaVersion
 
 
-def binary_requirements(name: str, version: str, filename: Optional[str]) -> Iterator[Requirement]:
-    """What a release's ELF files bind beyond its metadata, from the table (nothing when unknown)."""
+def binary_requirements(name: str, version: str, filename: Optional[str]) -> Iterator[tuple[Requirement, str]]:
+    """What a release's ELF files bind beyond its metadata, from the table (nothing when unknown),
+    each with the one line that says why."""
     if wheel_facts.find(name, version, filename) is None:
         return
-    yield from _as_requirements(wheel_facts.min_provider_release(name, version, filename), exclude=name)
+    for requirement, soname in _as_requirements(wheel_facts.min_provider_release(name, version, filename), exclude=name):
+        yield requirement, f"{name} {version}'s binaries bind {soname} symbols of release {requirement.specifier}"
 
 
-def installed_binary_requirements(facts: Iterable[tuple[Optional[str], BinaryFacts]]) -> list[Requirement]:
+def installed_binary_requirements(facts: Iterable[tuple[Optional[str], BinaryFacts]]) -> list[tuple[Requirement, str]]:
     """What installed files ((owner, facts) pairs) bind: roots of the resolution, so a lock never
     plans a provider older than a consumer that stays needs."""
     minimum: dict[str, str] = {}
@@ -33,15 +35,19 @@ def installed_binary_requirements(facts: Iterable[tuple[Optional[str], BinaryFac
             if implied and symbol.file and _newer(implied, minimum.get(symbol.file)):
                 minimum[symbol.file] = implied
                 owners[symbol.file] = owner or ""
-    return [r for soname, floor in sorted(minimum.items()) for r in _as_requirements({soname: floor}, exclude=owners[soname])]
+    return [
+        (requirement, f"installed {owners[soname] or 'files'} bind {soname} symbols of release {requirement.specifier}")
+        for soname, floor in sorted(minimum.items())
+        for requirement, _ in _as_requirements({soname: floor}, exclude=owners[soname])
+    ]
 
 
-def _as_requirements(floors: Mapping[str, str], *, exclude: str) -> Iterator[Requirement]:
+def _as_requirements(floors: Mapping[str, str], *, exclude: str) -> Iterator[tuple[Requirement, str]]:
     for soname, floor in floors.items():
         major = CudaVersion.parse(floor).major
         rows = [row for row in components.for_soname(soname) if row.cuda_major == major and row.dist != exclude]
         for dist in sorted({row.dist for row in rows}):
-            yield Requirement(f"{dist}>={floor}")
+            yield Requirement(f"{dist}>={floor}"), soname
 
 
 def _newer(version: str, than: Optional[str]) -> bool:

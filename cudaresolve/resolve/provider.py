@@ -34,6 +34,7 @@ class Provider(AbstractProvider):
         self.index = index
         self.markers = dict(markers)
         self.excluded = excluded  # (name, version) the judge refused
+        self.binary_reasons: dict[str, list[str]] = {}  # name -> why a binary need asks for it
         self.constraints: dict[str, list[Requirement]] = {}  # pip's -c: limits, never reasons to install
         for constraint in constraints:
             self.constraints.setdefault(canonicalize_name(constraint.name), []).append(constraint)
@@ -81,7 +82,12 @@ class Provider(AbstractProvider):
         return tuple(Requirement(text) for text in self.index.metadata(candidate.file).requires_dist)
 
     def _binary_needs(self, candidate: Candidate) -> Iterator[Requirement]:
-        yield from binary_requirements(candidate.name, str(candidate.version), candidate.file.filename if candidate.file else None)
+        filename = candidate.file.filename if candidate.file else None
+        for requirement, why in binary_requirements(candidate.name, str(candidate.version), filename):
+            reasons = self.binary_reasons.setdefault(canonicalize_name(requirement.name), [])
+            if why not in reasons:
+                reasons.append(why)
+            yield requirement
 
     @staticmethod
     def _admits(requirement: Requirement, candidate: Candidate) -> bool:

@@ -28,13 +28,14 @@ from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.knowledge import components
-from cudaresolve.resolve.fit import environment_majors
+from cudaresolve.resolve.fit import environment_majors, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
 from cudaresolve.resolve.provider import Provider, root_requirements
 
+ENVIRONMENT = "CUDA major"  # the --explain entry for the environment's one CUDA major
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
 
@@ -71,15 +72,20 @@ def lock(
     kept = {d.name: d for d in installed.distributions}
     finder = CandidateFinder(index, hosts, kept, upgrade=request.upgrade, machine=installed.loader.machine)
     requested = root_requirements(request.requirements, markers)
-    binary = installed_binary_requirements((e.owner, e.facts) for e in installed.elf_files if e.facts is not None)
+    binary_needs = installed_binary_requirements((e.owner, e.facts) for e in installed.elf_files if e.facts is not None)
+    binary = [requirement for requirement, _ in binary_needs]
+    notes_for_needs = {canonicalize_name(r.name): why for r, why in binary_needs}
     finder.prefetch([r.name for r in requested + binary])
     baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
     installed_majors = {b.cuda.major for b in component_builds(installed.distributions)}
     majors = sorted(environment_majors(hosts), key=lambda m: (m not in installed_majors, -m)) or [None]
+    for major, why in major_rejections(hosts):
+        finder.rejections.add(ENVIRONMENT, f"CUDA {major}", why)
     failures = []
     for major in majors:
         finder.major = major
         roots, notes = for_major(requested, major)
+        notes = {**notes_for_needs, **notes}
         try:
             return _lock_once(request, installed, hosts, index, finder, roots + binary, notes, baseline, markers, progress)
         except NoSolution as exc:
@@ -136,7 +142,8 @@ def _lock_once(
     refused: list[Finding] = []
     for _ in range(MAX_JUDGED):
         constraints = root_requirements(request.constraints, markers)
-        chosen = _resolve(Provider(finder, index, markers, excluded, constraints), roots, finder)
+        provider = Provider(finder, index, markers, excluded, constraints)
+        chosen = _resolve(provider, roots, finder)
         if progress:
             progress(f"judging {len(chosen)} distributions on {len(hosts)} host(s)")
         plan = planned_environment(installed, chosen.values(), index)
@@ -147,7 +154,8 @@ def _lock_once(
             if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, request.allow_advisories)
         ]
         if not problems:
-            return _as_lock(chosen, finder, hosts, index, markers, notes)
+            found = {name: "; ".join(reasons) for name, reasons in provider.binary_reasons.items() if name in chosen}
+            return _as_lock(chosen, finder, hosts, index, markers, {**found, **notes})
         for label, finding in problems:
             culprit = chosen.get(finding.subject.split(" ")[0])
             if culprit is None or culprit.file is None:
@@ -219,6 +227,8 @@ def _as_lock(
             LockedPackage(name, str(candidate.version), file.source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
         )
     decisions = _decisions(chosen, finder)
+    if finder.major is not None and ENVIRONMENT in finder.rejections.by_name:
+        decisions += (Decision(ENVIRONMENT, f"CUDA {finder.major}", tuple(finder.rejections.by_name[ENVIRONMENT])),)
     used = [p.index for p in packages if p.index]
     index_urls = tuple(dict.fromkeys([*index.config.index_urls(), *sorted(set(used))]))
     python = markers.get("python_version")
