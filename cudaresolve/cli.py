@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
 from cudaresolve import __version__
@@ -160,6 +161,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr))
     if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in hosts):
         say("no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
+    started = time.perf_counter()
     installed, _ = scan(target, os.environ)
     with _open_index(args, target, options=asked.index_options) as index:
         result = lock(
@@ -180,7 +182,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
         else:
             write_atomically(path, text)
             say(f"wrote {path}")
-    report = render_json(result) if args.json else render_text(result, explain=args.explain)
+    report = render_json(result, time.perf_counter() - started) if args.json else render_text(result, explain=args.explain)
     (sys.stderr if args.output == "-" and not args.json else sys.stdout).write(report)
     return 0
 

@@ -24,9 +24,10 @@ def render_text(lock: Lock, *, explain: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(lock: Lock) -> str:
+def render_json(lock: Lock, seconds: float) -> str:
     document = {
         "schema": SCHEMA,
+        "seconds": round(seconds, 3),
         "hosts": [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)],
         "index_urls": list(lock.index_urls),
         "requires_python": lock.requires_python,
