@@ -176,7 +176,7 @@ def _explain_impossible(exc: ResolutionImpossible, finder: CandidateFinder) -> s
         requirement, parent = cause.requirement, cause.parent
         who = f" (required by {parent.label})" if parent is not None else ""
         name = canonicalize_name(requirement.name)
-        reasons = [f"{label}: {why}" for label, why in finder.rejections.by_name.get(name, [])]
+        reasons = [f"{label}: {why}" for label, why in finder.rejected(name)]
         line = f"nothing fits {requirement}{who}"
         if reasons:
             line += "; " + "; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
@@ -235,16 +235,22 @@ def _as_lock(
 
 def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[Decision, ...]:
     """Per locked name, why not the others: the other builds of the chosen version, and every newer
-    candidate set aside (older releases lost only on age, which needs no saying)."""
+    candidate set aside (older releases lost only on age, which needs no saying). A build of an
+    older CUDA major than the environment's is compared as an older CUDA, which is why its major
+    lost (the newest major that runs everywhere is tried first)."""
     decisions = []
     for name, candidate in sorted(chosen.items()):
         public = candidate.version.public
         entries = []
-        for other in finder.candidates(name):
+        for other in finder.all_candidates(name):
             if other.version.public == public and other.version != candidate.version and other.file is not None:
-                entries.append((other.label, _compared(other, candidate)))
-        for label, why in finder.rejections.by_name.get(name, []):
+                if finder.fits_major(other) or _older_cuda(other, candidate):
+                    entries.append((other.label, _compared(other, candidate)))
+        compared = {label for label, _ in entries}
+        for label, why in finder.rejected(name):
             version = label.split(" ")[1]
+            if label in compared or label == candidate.label:
+                continue
             if Version(version) >= candidate.version or Version(version).public == public:
                 entries.append((label, why))
         if entries:
@@ -252,12 +258,16 @@ def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[D
     return tuple(decisions)
 
 
-def _compared(other: Candidate, chosen: Candidate) -> str:
+def _older_cuda(other: Candidate, chosen: Candidate) -> bool:
     mine, theirs = chosen.build, other.build
+    if mine is None or theirs is None:
+        return False
+    return theirs.cuda.major < mine.cuda.major or theirs.cuda.major == mine.cuda.major and (theirs.cuda.minor or 0) < (mine.cuda.minor or 0)
+
+
+def _compared(other: Candidate, chosen: Candidate) -> str:
     label = f"+{chosen.version.local}" if chosen.version.local else "the default build"
-    if mine and theirs and theirs.cuda.major == mine.cuda.major and (theirs.cuda.minor or 0) < (mine.cuda.minor or 0) or (
-        mine and theirs and theirs.cuda.major < mine.cuda.major
-    ):
+    if _older_cuda(other, chosen):
         return f"older CUDA than {label}, which runs here"
     return f"not needed: {label} runs here and fits every requirement"
 
