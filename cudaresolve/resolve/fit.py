@@ -56,18 +56,38 @@ def environment_majors(hosts: Iterable[tuple[str, HostFacts]]) -> tuple[int, ...
     the major's floor and the major's newest toolkit can build for every GPU (CUDA 13 cannot for
     Pascal). Unknown drivers and GPUs refuse nothing."""
     hosts = list(hosts)
-    majors = sorted({t.major for t in toolkits.known()}, reverse=True)
-    fitting = []
-    for major in majors:
-        newest = [t for t in toolkits.known() if t.major == major and t.sass_targets][-1:]
-        sass = newest[0].sass_targets if newest else ()
-        if all(_major_runs(major, sass, host) for _, host in hosts):
-            fitting.append(major)
-    return tuple(fitting)
+    return tuple(major for major in known_majors() if all(major_rejection(major, host) is None for _, host in hosts))
 
 
-def _major_runs(major: int, sass: Sequence[str], host: HostFacts) -> bool:
+def known_majors() -> tuple[int, ...]:
+    """The CUDA majors the toolkit table knows, newest first."""
+    return tuple(sorted({t.major for t in toolkits.known()}, reverse=True))
+
+
+def major_rejection(major: int, host: HostFacts) -> Optional[str]:
+    """Why an environment of CUDA `major` cannot run on `host`, in one line; None when it can."""
     driver = host.driver
     if (driver.release or driver.cuda) and driver_verdict(CudaVersion(major), driver.release, driver.cuda) is None:
-        return False
-    return not sass or all(can_run(gpu.compute_capability, sass).runs for gpu in host.visible_gpus)
+        floor = toolkits.family_floor(major)
+        have = f"driver {driver.release}" if driver.release else f"the driver's CUDA {driver.cuda}"
+        return f"{have} < {floor} (CUDA {major}.x floor)" if floor else f"{have} cannot run CUDA {major}"
+    newest = [t for t in toolkits.known() if t.major == major and t.sass_targets][-1:]
+    if not newest:
+        return None
+    for number, gpu in enumerate(host.visible_gpus):
+        if not can_run(gpu.compute_capability, newest[0].sass_targets).runs:
+            index = gpu.index if gpu.index is not None else number
+            return f"CUDA {newest[0].version} builds no code for GPU {index} ({gpu.compute_capability})"
+    return None
+
+
+def fleet_conflict(hosts: Sequence[tuple[str, HostFacts]]) -> Optional[str]:
+    """When several hosts share no CUDA major: each host, the majors it runs and why not the others."""
+    if len(hosts) < 2 or environment_majors(hosts):
+        return None
+    parts = []
+    for label, host in hosts:
+        runs = [m for m in known_majors() if major_rejection(m, host) is None]
+        why = [f"not {m}: {major_rejection(m, host)}" for m in known_majors() if m not in runs]
+        parts.append(f"{label} runs CUDA {', '.join(map(str, runs)) or 'no major'} ({'; '.join(why)})")
+    return "no CUDA major runs on every host: " + "; ".join(parts)

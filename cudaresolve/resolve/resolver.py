@@ -28,7 +28,7 @@ from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.knowledge import components
-from cudaresolve.resolve.fit import environment_majors
+from cudaresolve.resolve.fit import environment_majors, fleet_conflict
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.needs import installed_binary_requirements
@@ -84,7 +84,10 @@ def lock(
             return _lock_once(request, installed, hosts, index, finder, roots + binary, notes, baseline, markers, progress)
         except NoSolution as exc:
             failures.append((major, exc))
+    conflict = fleet_conflict(hosts)
     if len(failures) == 1 or len({_without_majors(str(exc)) for _, exc in failures}) == 1:
+        if conflict:
+            raise NoSolution(f"{conflict}\n{failures[0][1]}")
         raise failures[0][1]
     raise NoSolution("\n".join(f"with CUDA {major}: {exc}" for major, exc in failures))
 
