@@ -212,10 +212,16 @@ def _as_lock(
     for name, candidate in sorted(chosen.items()):
         file = candidate.file
         if file is None:
-            packages.append(LockedPackage(name, str(candidate.version), None, None, None, "installed, kept"))
-            continue
+            # A kept installed version the indexes serve is locked with that wheel, so another
+            # reader installs it too; one without a source stays in [tool.cudaresolve].kept only.
+            file = next((c.file for c in finder.all_candidates(name) if c.file is not None and c.version == candidate.version), None)
+            if file is None:
+                packages.append(LockedPackage(name, str(candidate.version), None, None, None, "installed, kept"))
+                continue
+            reason = "installed, kept"
+        else:
+            reason = candidate.build.evidence if candidate.build else "the newest release that fits"
         sha256 = file.sha256 or (_local_sha256(file.url) if file.url.startswith("file:") else None)
-        reason = candidate.build.evidence if candidate.build else "the newest release that fits"
         if name in notes:
             reason = f"{notes[name]}; {reason}"
         packages.append(
