@@ -25,7 +25,8 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
 
     A library whose whole device code is one entry (libcufftw.so.12: one sm_75 cubin, nvcc's
     default target) beside a library of the same package that runs on the GPU carries a stub, not
-    kernels the package needs: it is not judged. A library that compiles its kernels at run time
+    kernels the package needs: it is not judged. Facts from the wheel-facts table (a planned
+    environment) record targets but not entries (`entries` 0): there one target is one entry. A library that compiles its kernels at run time
     (data/components.toml [run_time_compilers]) is judged by whether its NVRTC targets the GPU, and
     files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12)
     not at all. Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning
@@ -50,7 +51,7 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
             for cc in ccs:
                 verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)
                 if not verdict.runs:
-                    opt_in[(feature, cc)].append((elf.path, verdict.reason, fatbin.entries))
+                    opt_in[(feature, cc)].append((elf.path, verdict.reason, _entries(fatbin)))
             continue
         for cc in ccs:
             if compiler is not None:
@@ -64,7 +65,7 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
             if verdict.runs:
                 runs.add((owner, cc))
             else:
-                failures[(owner, cc)].append((elf.path, verdict.reason, fatbin.entries))
+                failures[(owner, cc)].append((elf.path, verdict.reason, _entries(fatbin)))
     for key in list(failures):
         if key in runs:
             failures[key] = [f for f in failures[key] if f[2] != 1]
@@ -110,6 +111,12 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
             )
         )
     return findings
+
+
+def _entries(fatbin) -> int:
+    """The fatbin's entry count; where it was not counted (0: the wheel-facts table keeps targets
+    only), the number of targets, a lower bound that is exact for a lone stub."""
+    return fatbin.entries or len(fatbin.sass) + len(fatbin.ptx)
 
 
 def _run_time_compiler(env: Environment, elf: ElfFile) -> Callable[[ComputeCapability], Optional[str]]:

@@ -72,7 +72,8 @@ class CandidateFinder:
         self.upgrade = upgrade
         self.machine = machine
         self.rejections = Rejections()
-        self.major: Optional[int] = None  # the environment's one CUDA major, when chosen
+        self._major: Optional[int] = None
+        self._major_rejections = Rejections()  # set aside for the major being tried, not for good
         self._cache: dict[str, tuple[Candidate, ...]] = {}
         self._pages: dict[str, dict[Optional[str], tuple[ProjectFile, ...]]] = {}  # name -> variant -> files
         self.hosts_known = any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in self.hosts)
@@ -84,26 +85,48 @@ class CandidateFinder:
         for (name, variant), files in zip(pairs, self.index.files_of_all(pairs)):
             self._pages.setdefault(name, {})[variant] = files
 
+    @property
+    def major(self) -> Optional[int]:
+        """The environment's one CUDA major, when chosen."""
+        return self._major
+
+    @major.setter
+    def major(self, major: Optional[int]) -> None:
+        """Try another major: what the last one set aside for its major alone is forgotten."""
+        self._major = major
+        self._major_rejections = Rejections()
+
+    def rejected(self, name: str) -> list[tuple[str, str]]:
+        """(candidate label, reason) of every candidate of `name` set aside, this major's included."""
+        name = canonicalize_name(name)
+        return self.rejections.by_name.get(name, []) + self._major_rejections.by_name.get(name, [])
+
     def candidates(self, name: str) -> tuple[Candidate, ...]:
         """Every usable candidate of `name`, best first (yanked files included: the provider admits
         them only for an exact pin)."""
-        found = self.fitting(name)
+        found = self.all_candidates(name)
         if self.major is None:
             return found
         kept = []
         for candidate in found:
-            if candidate.build is not None and candidate.build.cuda.major != self.major:
-                self.rejections.add(name, candidate.label, f"a CUDA {candidate.build.cuda.major} build; the environment is CUDA {self.major}")
-            else:
+            if self.fits_major(candidate):
                 kept.append(candidate)
+            else:
+                assert candidate.build is not None
+                self._major_rejections.add(
+                    candidate.name, candidate.label, f"a CUDA {candidate.build.cuda.major} build; the environment is CUDA {self.major}"
+                )
         return tuple(kept)
 
-    def fitting(self, name: str) -> tuple[Candidate, ...]:
-        """Every candidate that runs on the hosts, whatever its CUDA major, best first."""
+    def all_candidates(self, name: str) -> tuple[Candidate, ...]:
+        """The candidates of `name` that run on every host, whatever their CUDA major, best first."""
         name = canonicalize_name(name)
         if name not in self._cache:
             self._cache[name] = self._find(name)
         return self._cache[name]
+
+    def fits_major(self, candidate: Candidate) -> bool:
+        return self.major is None or candidate.build is None or candidate.build.cuda.major == self.major
 
     def _variants(self, name: str) -> list[Optional[str]]:
         """None (the regular indexes) and, for the torch family, every variant index data/ knows;

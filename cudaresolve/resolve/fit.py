@@ -55,32 +55,51 @@ def environment_majors(hosts: Iterable[tuple[str, HostFacts]]) -> tuple[int, ...
     """The CUDA majors an environment may be built on for every host, newest first: the driver meets
     the major's floor and the major's newest toolkit can build for every GPU (CUDA 13 cannot for
     Pascal). Unknown drivers and GPUs refuse nothing."""
-    refused = {major for major, _ in major_rejections(hosts)}
-    return tuple(m for m in sorted({t.major for t in toolkits.known()}, reverse=True) if m not in refused)
-
-
-def major_rejections(hosts: Iterable[tuple[str, HostFacts]]) -> list[tuple[int, str]]:
-    """(major, why) of each CUDA major some host cannot run, newest first."""
     hosts = list(hosts)
+    return tuple(major for major in known_majors() if all(major_rejection(major, host) is None for _, host in hosts))
+
+
+def major_rejections(hosts: Sequence[tuple[str, HostFacts]]) -> list[tuple[int, str]]:
+    """(major, why) of each CUDA major some host cannot run, newest first: for --explain."""
     found = []
-    for major in sorted({t.major for t in toolkits.known()}, reverse=True):
-        newest = [t for t in toolkits.known() if t.major == major and t.sass_targets][-1:]
-        sass = newest[0].sass_targets if newest else ()
+    for major in known_majors():
         for label, host in hosts:
-            why = _major_refused(major, sass, host)
+            why = major_rejection(major, host)
             if why:
                 found.append((major, why + (f" on {label}" if len(hosts) > 1 else "")))
                 break
     return found
 
 
-def _major_refused(major: int, sass: Sequence[str], host: HostFacts) -> Optional[str]:
+def known_majors() -> tuple[int, ...]:
+    """The CUDA majors the toolkit table knows, newest first."""
+    return tuple(sorted({t.major for t in toolkits.known()}, reverse=True))
+
+
+def major_rejection(major: int, host: HostFacts) -> Optional[str]:
+    """Why an environment of CUDA `major` cannot run on `host`, in one line; None when it can."""
     driver = host.driver
     if (driver.release or driver.cuda) and driver_verdict(CudaVersion(major), driver.release, driver.cuda) is None:
+        floor = toolkits.family_floor(major)
         have = f"driver {driver.release}" if driver.release else f"the driver's CUDA {driver.cuda}"
-        return f"{have} < {toolkits.family_floor(major)} (CUDA {major}.x floor)"
+        return f"{have} < {floor} (CUDA {major}.x floor)" if floor else f"{have} cannot run CUDA {major}"
+    newest = [t for t in toolkits.known() if t.major == major and t.sass_targets][-1:]
+    if not newest:
+        return None
     for number, gpu in enumerate(host.visible_gpus):
-        if sass and not can_run(gpu.compute_capability, sass).runs:
+        if not can_run(gpu.compute_capability, newest[0].sass_targets).runs:
             index = gpu.index if gpu.index is not None else number
-            return f"CUDA {major} cannot build for GPU {index} ({gpu.compute_capability})"
+            return f"CUDA {newest[0].version} builds no code for GPU {index} ({gpu.compute_capability})"
     return None
+
+
+def fleet_conflict(hosts: Sequence[tuple[str, HostFacts]]) -> Optional[str]:
+    """When several hosts share no CUDA major: each host, the majors it runs and why not the others."""
+    if len(hosts) < 2 or environment_majors(hosts):
+        return None
+    parts = []
+    for label, host in hosts:
+        runs = [m for m in known_majors() if major_rejection(m, host) is None]
+        why = [f"not {m}: {major_rejection(m, host)}" for m in known_majors() if m not in runs]
+        parts.append(f"{label} runs CUDA {', '.join(map(str, runs)) or 'no major'} ({'; '.join(why)})")
+    return "no CUDA major runs on every host: " + "; ".join(parts)

@@ -28,7 +28,7 @@ from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.knowledge import components
-from cudaresolve.resolve.fit import environment_majors, major_rejections
+from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.needs import installed_binary_requirements
@@ -90,7 +90,10 @@ def lock(
             return _lock_once(request, installed, hosts, index, finder, roots + binary, notes, baseline, markers, progress)
         except NoSolution as exc:
             failures.append((major, exc))
+    conflict = fleet_conflict(hosts)
     if len(failures) == 1 or len({_without_majors(str(exc)) for _, exc in failures}) == 1:
+        if conflict:
+            raise NoSolution(f"{conflict}\n{failures[0][1]}")
         raise failures[0][1]
     raise NoSolution("\n".join(f"with CUDA {major}: {exc}" for major, exc in failures))
 
@@ -184,7 +187,7 @@ def _explain_impossible(exc: ResolutionImpossible, finder: CandidateFinder) -> s
         requirement, parent = cause.requirement, cause.parent
         who = f" (required by {parent.label})" if parent is not None else ""
         name = canonicalize_name(requirement.name)
-        reasons = [f"{label}: {why}" for label, why in finder.rejections.by_name.get(name, [])]
+        reasons = [f"{label}: {why}" for label, why in finder.rejected(name)]
         line = f"nothing fits {requirement}{who}"
         if reasons:
             line += "; " + "; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
@@ -217,10 +220,16 @@ def _as_lock(
     for name, candidate in sorted(chosen.items()):
         file = candidate.file
         if file is None:
-            packages.append(LockedPackage(name, str(candidate.version), None, None, None, "installed, kept"))
-            continue
+            # A kept installed version the indexes serve is locked with that wheel, so another
+            # reader installs it too; one without a source stays in [tool.cudaresolve].kept only.
+            file = next((c.file for c in finder.all_candidates(name) if c.file is not None and c.version == candidate.version), None)
+            if file is None:
+                packages.append(LockedPackage(name, str(candidate.version), None, None, None, "installed, kept"))
+                continue
+            reason = "installed, kept"
+        else:
+            reason = candidate.build.evidence if candidate.build else "the newest release that fits"
         sha256 = file.sha256 or (_local_sha256(file.url) if file.url.startswith("file:") else None)
-        reason = candidate.build.evidence if candidate.build else "the newest release that fits"
         if name in notes:
             reason = f"{notes[name]}; {reason}"
         packages.append(
@@ -245,31 +254,39 @@ def _as_lock(
 
 def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[Decision, ...]:
     """Per locked name, why not the others: the other builds of the chosen version, and every newer
-    candidate set aside (older releases lost only on age, which needs no saying)."""
+    candidate set aside (older releases lost only on age, which needs no saying). A build of an
+    older CUDA major than the environment's is compared as an older CUDA, which is why its major
+    lost (the newest major that runs everywhere is tried first)."""
     decisions = []
     for name, candidate in sorted(chosen.items()):
         public = candidate.version.public
         entries = []
-        compared = set()
-        for other in finder.fitting(name):
+        for other in finder.all_candidates(name):
             if other.version.public == public and other.version != candidate.version and other.file is not None:
-                entries.append((other.label, _compared(other, candidate)))
-                compared.add(other.label)
-        for label, why in finder.rejections.by_name.get(name, []):
-            version = Version(label.split(" ")[1])
-            if label not in compared and (version >= candidate.version or version.public == public):
+                if finder.fits_major(other) or _older_cuda(other, candidate):
+                    entries.append((other.label, _compared(other, candidate)))
+        compared = {label for label, _ in entries}
+        for label, why in finder.rejected(name):
+            version = label.split(" ")[1]
+            if label in compared or label == candidate.label:
+                continue
+            if Version(version) >= candidate.version or Version(version).public == public:
                 entries.append((label, why))
         if entries:
             decisions.append(Decision(name, candidate.label, tuple(entries)))
     return tuple(decisions)
 
 
-def _compared(other: Candidate, chosen: Candidate) -> str:
+def _older_cuda(other: Candidate, chosen: Candidate) -> bool:
     mine, theirs = chosen.build, other.build
+    if mine is None or theirs is None:
+        return False
+    return theirs.cuda.major < mine.cuda.major or theirs.cuda.major == mine.cuda.major and (theirs.cuda.minor or 0) < (mine.cuda.minor or 0)
+
+
+def _compared(other: Candidate, chosen: Candidate) -> str:
     label = f"+{chosen.version.local}" if chosen.version.local else "the default build"
-    if mine and theirs and theirs.cuda.major == mine.cuda.major and (theirs.cuda.minor or 0) < (mine.cuda.minor or 0) or (
-        mine and theirs and theirs.cuda.major < mine.cuda.major
-    ):
+    if _older_cuda(other, chosen):
         return f"older CUDA than {label}, which runs here"
     return f"not needed: {label} runs here and fits every requirement"
 

@@ -1,0 +1,383 @@
+"""Issue 13's acceptance scenarios, end to end through `cudaresolve lock` against the fake CUDA index
+(tests/fake_cuda_index.py on 127.0.0.1), for a target interpreter that is an empty venv (or one holding
+a gcc-built extension), hosts given by flags or by `probe --json` host files.
+
+Every lock is checked by two independent readers (tests/lock_oracles.py): real pip with the written
+constraints file and the same requirements picks exactly the locked versions, and uv installs exactly
+the pylock.toml's packages into a fresh empty venv. Expected versions and variants are derived from
+data/ and the universe's plan where they can be, so a change of data moves them with it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve.cli import main
+from cudaresolve.output.lock import read_pylock
+from cudaresolve.resolve.lock import Lock
+from cudaresolve.knowledge import torch as torch_data
+
+from conftest import build_venv
+from fake_cuda_index import plan
+from lock_oracles import clean_environ, locked, locked_with_source, pip_picks, pip_resolves_freely, uv_installs
+from test_lock_files import UV
+
+RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
+
+
+# -- fixtures ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def empty_python(tmp_path_factory) -> str:
+    """The target interpreter: a venv with nothing installed (not even pip), one per session."""
+    root = tmp_path_factory.mktemp("empty-target") / "venv"
+    venv.create(root, with_pip=False)
+    return str(root / "bin" / "python")
+
+
+@pytest.fixture(scope="session")
+def uv() -> Path:
+    return build_venv([UV]) / "bin" / "uv"
+
+
+@pytest.fixture(autouse=True)
+def clean(monkeypatch, tmp_path):
+    """No pip/uv configuration, no host overrides from the environment, a fresh facts cache."""
+    for name in list(os.environ):
+        if name.startswith(("PIP_", "UV_", "CUDARESOLVE_", "CONDA_OVERRIDE_", "CUDA_")) or name in ("LD_LIBRARY_PATH", "LD_PRELOAD"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cudaresolve-cache"))
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+    pylock: Path
+    constraints: Path
+    requirements: tuple[str, ...]
+
+    @property
+    def lock(self) -> Lock:
+        return read_pylock(str(self.pylock))
+
+    @property
+    def versions(self) -> dict[str, str]:
+        return locked(self.lock)
+
+
+@pytest.fixture
+def lock_cli(cuda_index, empty_python, tmp_path, capsys):
+    """`lock_cli(requirements, *flags, python=None, name="a")`: run `cudaresolve lock` in-process."""
+
+    def run(requirements: Sequence[str], *flags: str, python: Optional[str] = None, name: str = "a") -> Run:
+        out_dir = tmp_path / name
+        out_dir.mkdir()
+        pylock, constraints = out_dir / "pylock.toml", out_dir / "constraints.txt"
+        argv = ["lock", *requirements, "--python", python or empty_python, "--index-url", cuda_index.index_url,
+                "--torch-index-base", cuda_index.torch_index_base, "-o", str(pylock), "--constraints", str(constraints),
+                "-q", *flags]
+        capsys.readouterr()
+        code = main(argv)
+        captured = capsys.readouterr()
+        return Run(code, captured.out, captured.err, pylock, constraints, tuple(requirements))
+
+    return run
+
+
+@pytest.fixture
+def host_file(tmp_path, capsys):
+    """`host_file(name, driver, gpu)`: a host JSON file as `cudaresolve probe --json` writes it."""
+
+    def write(name: str, driver: str, gpu: str) -> str:
+        capsys.readouterr()
+        assert main(["probe", "--json", "--driver", driver, "--gpu", gpu]) == 0
+        path = tmp_path / name
+        path.write_text(capsys.readouterr().out)
+        return str(path)
+
+    return write
+
+
+# -- checks shared by every scenario ------------------------------------------------------------------
+
+
+def assert_oracles_agree(run: Run, tmp_path: Path, uv: Path, pip_requirements: Optional[Sequence[str]] = None) -> dict[str, str]:
+    """The lock succeeded, and pip (constraints + the same requirements) and uv (pylock.toml) both
+    install exactly it. Returns the locked name -> version."""
+    assert run.code == 0, run.err
+    versions = run.versions
+    lock = run.lock
+    assert locked_with_source(lock) == versions, "every locked package has a source (the target venv started empty)"
+    requirements = list(pip_requirements if pip_requirements is not None else run.requirements)
+    assert pip_picks(tmp_path, run.constraints, requirements) == versions
+    assert uv_installs(uv, tmp_path, run.pylock) == versions
+    for decision in lock.decisions:
+        assert decision.chosen not in [label for label, _ in decision.rejected], f"{decision.chosen} explained as rejected"
+    return versions
+
+
+def cuda_major(name: str, version: str) -> Optional[int]:
+    """The CUDA major a distribution is built for, by the naming conventions alone (an oracle that
+    does not use cudaresolve's tables): -cuNN suffix, cupy-cudaNNx, torch +cuNNN, unsuffixed nvidia-*
+    (NVIDIA's CUDA 13 wheels)."""
+    name = canonicalize_name(name)
+    suffix = re.search(r"-cu(\d\d)$", name)
+    if suffix:
+        return int(suffix.group(1))
+    cupy = re.fullmatch(r"cupy-cuda(\d\d)x", name)
+    if cupy:
+        return int(cupy.group(1))
+    if name in ("torch", "torchvision", "torchaudio"):
+        local = Version(version).local or ""
+        return int(local[2:4]) if local.startswith("cu") else None
+    if name.startswith("nvidia-"):
+        return 13
+    if name == "cuda-toolkit":
+        return Version(version).major
+    return None
+
+
+def assert_one_major(versions: dict[str, str], major: int) -> None:
+    majors = {name: cuda_major(name, version) for name, version in versions.items()}
+    found = {name: m for name, m in majors.items() if m is not None}
+    assert found, "no CUDA package in the lock"
+    assert set(found.values()) == {major}, found
+
+
+def universe_torch() -> dict[str, Optional[str]]:
+    """Every torch build the fake index serves: version -> its variant name (None: the PyPI default)."""
+    return {s.version: Version(s.version).local for s in plan() if s.name == "torch"}
+
+
+def variant_cuda_major(version: str) -> int:
+    """The CUDA major of a universe torch build, the PyPI default's from data/torch.toml."""
+    parsed = Version(version)
+    if parsed.local:
+        return int(parsed.local[2:4])
+    release = torch_data.release(parsed.public)
+    default = next(v for v in release.variants if v.pypi_default and parsed.public in v.versions)
+    return int(default.cuda.split(".")[0])
+
+
+def label(version: str) -> str:
+    return f"torch {version}"
+
+
+# -- 1. RTX 4090, driver 550: torch==2.7.1 -> +cu128 ------------------------------------------------
+
+
+def test_rtx4090_driver_550_torch_271_takes_cu128(lock_cli, tmp_path, uv, cuda_index):
+    run = lock_cli(["torch==2.7.1"], *RTX_4090, "--explain")
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    assert pip_resolves_freely(tmp_path, cuda_index.index_url, ["torch==2.7.1"])["torch"] == "2.7.1"  # the lock made the difference
+    assert versions["torch"] == "2.7.1+cu128"
+    assert_one_major(versions, 12)
+    for text in torch_data.variant("2.7.1", "cu128").requires:  # every exact CUDA pin data/torch.toml gives
+        requirement = Requirement(text)
+        for spec in requirement.specifier:
+            if spec.operator == "==" and "*" not in spec.version:
+                assert Version(versions[canonicalize_name(requirement.name)]) == Version(spec.version), text
+    assert "torch 2.7.1+cu118: older CUDA than +cu128, which runs here" in run.out
+    assert "torch 2.7.1+cu126: older CUDA than +cu128, which runs here" in run.out
+    for version, variant in universe_torch().items():
+        if variant_cuda_major(version) == 13:
+            assert f"{label(version)}: driver 550.144.03 < " in run.out, version
+
+
+# -- 2. GTX 1080 (6.1), driver 580: the newest torch with a cu126 build ------------------------------
+
+
+def test_gtx1080_driver_580_takes_the_newest_cu126_build_not_the_pypi_default(lock_cli, tmp_path, uv):
+    run = lock_cli(["torch"], "--driver", "580.65.06", "--gpu", "6.1", "--explain")
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    builds = universe_torch()
+    newest_cu126 = max((Version(v) for v, variant in builds.items() if variant == "cu126"), key=lambda v: Version(v.public))
+    assert versions["torch"] == str(newest_cu126)
+    newest = max((Version(v).public for v in builds), key=Version)
+    assert Version(newest) > Version(newest_cu126.public)  # the PyPI default of a newer torch exists, and lost
+    assert f"torch {newest}: no SASS or PTX for GPU 0 (6.1)" in run.out
+    assert_one_major(versions, 12)
+
+
+# -- 3. A800 (8.0), driver 470: the newest torch with a cu118 build -----------------------------------
+
+
+def test_a800_driver_470_takes_the_newest_cu118_build_and_says_why_not_cuda_12_or_13(lock_cli, tmp_path, uv):
+    run = lock_cli(["torch"], "--driver", "470.82.01", "--gpu", "8.0", "--explain")
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    builds = universe_torch()
+    newest_cu118 = max((Version(v) for v, variant in builds.items() if variant == "cu118"), key=lambda v: Version(v.public))
+    assert versions["torch"] == str(newest_cu118)
+    assert_one_major(versions, 11)
+    for version in builds:
+        major = variant_cuda_major(version)
+        if major >= 12:
+            assert re.search(rf"^  {re.escape(label(version))}: driver 470\.82\.01 < [\d.]+ \(CUDA {major}\.x floor\)$", run.out, re.M), version
+
+
+# -- 4. an installed extension binding __nvJitLink*_12_9 ----------------------------------------------
+
+
+@pytest.fixture
+def extension_python(tmp_path, elf_builder) -> str:
+    """A venv holding `nvext` 1.0: dist-info with RECORD, and nvext/_link.so binding
+    __nvJitLinkCreate_12_9 / __nvJitLinkComplete_12_9 at version node libnvJitLink.so.12 of a
+    gcc-built stub (RUNPATH to where the nvJitLink wheel installs it, as real extensions do)."""
+    root = tmp_path / "ext-target"
+    venv.create(root, with_pip=False)
+    [site] = list((root / "lib").glob("python*/site-packages"))
+    names = ("__nvJitLinkCreate_12_9", "__nvJitLinkComplete_12_9")
+    stub = elf_builder.build(
+        "libnvJitLink.so.12", "".join(f"int {n}(void) {{ return 0; }}\n" for n in names), soname="libnvJitLink.so.12",
+        version_script=f"libnvJitLink.so.12 {{ global: {'; '.join(names)}; local: *; }};\n", directory="stub",
+    )
+    elf_builder.build(
+        "_link.so", "".join(f"int {n}(void);\n" for n in names) + f"int nvext_link(void) {{ return {' + '.join(f'{n}()' for n in names)}; }}\n",
+        soname="_link.so", link=[stub], runpath="$ORIGIN/../nvidia/nvjitlink/lib", directory=str(site / "nvext"),
+    )
+    dist_info = site / "nvext-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvext\nVersion: 1.0\n\n")
+    (dist_info / "INSTALLER").write_text("pip\n")
+    (dist_info / "RECORD").write_text(
+        "nvext/_link.so,sha256=x,1\nnvext-1.0.dist-info/METADATA,,\nnvext-1.0.dist-info/INSTALLER,,\nnvext-1.0.dist-info/RECORD,,\n"
+    )
+    undefined = subprocess.run(["readelf", "-W", "--dyn-syms", str(site / "nvext" / "_link.so")], capture_output=True, text=True, check=True).stdout
+    assert "__nvJitLinkComplete_12_9@libnvJitLink.so.12" in undefined  # the versioned binding the scenario needs
+    return str(root / "bin" / "python")
+
+
+def test_installed_extension_needing_nvjitlink_12_9_moves_torch_280_to_cu129(lock_cli, extension_python, tmp_path, uv):
+    run = lock_cli(["torch==2.8.0"], "--driver", "575.57.08", "--gpu", "8.9", python=extension_python)
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    assert versions["torch"] == "2.8.0+cu129"
+    assert versions["nvidia-nvjitlink-cu12"] == "12.9.86"
+    assert "nvext" not in versions  # installed, not asked for: stays out of the lock
+
+
+def test_the_extensions_need_is_a_constraint_not_a_preference(lock_cli, extension_python, tmp_path, uv):
+    """What makes scenario 4 the extension's doing: capped below 12.9, nvJitLink can only be +cu128's
+    12.8.93, which the empty venv locks and the extension's venv refuses."""
+    capped = ["torch==2.8.0", "nvidia-nvjitlink-cu12<12.9"]
+    host = ("--driver", "575.57.08", "--gpu", "8.9")
+    free = lock_cli(capped, *host, name="empty")
+    versions = assert_oracles_agree(free, tmp_path, uv)
+    assert (versions["torch"], versions["nvidia-nvjitlink-cu12"]) == ("2.8.0+cu128", "12.8.93")
+    refused = lock_cli(capped, *host, python=extension_python, name="ext")
+    assert refused.code == 2, refused.err
+    assert "nvidia-nvjitlink-cu12>=12.9" in refused.err
+    assert not refused.pylock.exists() and not refused.constraints.exists()
+
+
+# -- 5. torch + cupy: one CUDA major ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host, major",
+    [(RTX_4090, 12), (("--driver", "580.65.06", "--gpu", "8.9"), 13)],
+    ids=["driver-550", "driver-580-ada"],
+)
+def test_torch_and_cupy_share_one_cuda_major(lock_cli, tmp_path, uv, host, major):
+    run = lock_cli(["torch", "cupy"], *host)
+    assert run.code == 0, run.err
+    cupys = [name for name in run.versions if name.startswith("cupy-cuda")]
+    assert cupys == [f"cupy-cuda{major}x"]
+    versions = assert_oracles_agree(run, tmp_path, uv, ["torch", cupys[0]])  # pip has no abstract cupy
+    assert cuda_major("torch", versions["torch"]) == major
+    assert_one_major(versions, major)
+
+
+# -- 6. numba and its advisory ---------------------------------------------------------------------
+
+
+def test_numba_range_takes_0591(lock_cli, tmp_path, uv):
+    run = lock_cli(["numba>=0.59,<0.60"], *RTX_4090)
+    assert assert_oracles_agree(run, tmp_path, uv)["numba"] == "0.59.1"
+
+
+def test_numba_0590_is_refused_for_its_advisory_unless_allowed(lock_cli, tmp_path, uv):
+    refused = lock_cli(["numba==0.59.0"], *RTX_4090, name="refused")
+    assert refused.code == 2
+    assert "numba-0.59.0-cg-cache" in refused.err
+    assert "Traceback" not in refused.err and "resolvelib" not in refused.err
+    assert not refused.pylock.exists() and not refused.constraints.exists()
+    allowed = lock_cli(["numba==0.59.0"], *RTX_4090, "--allow-advisory", "numba-0.59.0-cg-cache", name="allowed")
+    assert assert_oracles_agree(allowed, tmp_path, uv)["numba"] == "0.59.0"
+
+
+# -- 7. fleets ------------------------------------------------------------------------------------
+
+
+def test_fleet_that_shares_no_cuda_major_names_both_hosts_and_their_facts(lock_cli, host_file):
+    old = host_file("old-driver.json", "470.82.01", "8.0")
+    blackwell = host_file("blackwell.json", "575.57.08", "12.0")
+    run = lock_cli(["torch"], "--host", old, "--host", blackwell)
+    assert run.code == 2, run.err
+    first = run.err.splitlines()[0]
+    for fact in (old, "470.82.01", blackwell, "(12.0)"):
+        assert fact in first, first
+    assert not run.pylock.exists()
+
+
+def test_fleet_that_fits_gets_one_lock_valid_on_both(lock_cli, host_file, tmp_path, uv):
+    ampere = host_file("ampere.json", "550.144.03", "8.6")
+    blackwell = host_file("blackwell.json", "575.57.08", "12.0")
+    run = lock_cli(["torch"], "--host", ampere, "--host", blackwell)
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    # CUDA 12 (driver 550) with sm_120 code: the newest such build in the universe is 2.8.0+cu129
+    # (2.14.1's cu126 stops at sm_90).
+    assert versions["torch"] == "2.8.0+cu129"
+    assert_one_major(versions, 12)
+    assert run.lock.host_labels == (ampere, blackwell)
+
+
+# -- the binary need metadata leaves unpinned ------------------------------------------------------
+
+
+def test_cusparse_123_brings_an_nvjitlink_it_can_load(lock_cli, tmp_path, uv, cuda_index):
+    run = lock_cli(["nvidia-cusparse-cu12==12.3.1.170"], *RTX_4090, name="alone")
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    assert Version(versions["nvidia-nvjitlink-cu12"]) >= Version("12.4")
+    # Capped, the lock takes the one release that binds: 12.4, not 12.1 ...
+    capped = lock_cli(["nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12<12.5"], *RTX_4090, name="capped")
+    assert assert_oracles_agree(capped, tmp_path, uv)["nvidia-nvjitlink-cu12"] == "12.4.127"
+    # ... and below 12.4 nothing fits, though the metadata alone lets pip take 12.1.
+    too_old = ["nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12<12.4"]
+    assert pip_resolves_freely(tmp_path, cuda_index.index_url, too_old)["nvidia-nvjitlink-cu12"] == "12.1.105"
+    refused = lock_cli(too_old, *RTX_4090, name="too-old")
+    assert refused.code == 2
+    assert "nvidia-nvjitlink-cu12" in refused.err and "12.4" in refused.err
+
+
+# -- a kept installed version is locked with its wheel ---------------------------------------------
+
+
+def test_kept_installed_versions_are_in_the_lock_with_their_wheels(lock_cli, tmp_path, uv, cuda_index):
+    target = tmp_path / "kept-target"
+    venv.create(target, with_pip=False)
+    python = str(target / "bin" / "python")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-cache-dir", "--index-url",
+         cuda_index.index_url, "numba==0.59.1"],
+        check=True, capture_output=True, text=True, env=clean_environ(),
+    )
+    run = lock_cli(["numba"], *RTX_4090, python=python)
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    assert versions["numba"] == "0.59.1"  # kept, not upgraded to 0.60.0
+    assert all(p.reason == "installed, kept" for p in run.lock.packages)
