@@ -99,3 +99,13 @@ def dist(name: str, cupy_version: str) -> Optional[CupyDist]:
                 if canonicalize_name(row.name) == wanted and (row.first is None or version >= Version(row.first)):
                     return row
     return None
+
+
+def dist_for_cuda_major(cuda_major: int) -> Optional[str]:
+    """The binary distribution of the newest CuPy for a CUDA major ("cupy-cuda12x" for 12): what an
+    abstract `cupy` means in an environment of that major. None when no CuPy release builds for it."""
+    for major in sorted(load(), key=lambda m: m.major, reverse=True):
+        for row in major.dists:
+            if any(version.split(".")[0] == str(cuda_major) for version in row.cuda):
+                return row.name
+    return None

@@ -27,7 +27,7 @@ from cudaresolve.env.environment import Environment
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
-from cudaresolve.knowledge import components
+from cudaresolve.knowledge import components, cupy
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
@@ -110,8 +110,8 @@ def for_major(requirements: Sequence[Requirement], major: Optional[int]) -> tupl
         name = canonicalize_name(requirement.name)
         if major is None:
             rewritten.append(requirement)
-        elif name == "cupy":
-            real = f"cupy-cuda{major}x"
+        elif name == "cupy" and cupy.dist_for_cuda_major(major):
+            real = canonicalize_name(cupy.dist_for_cuda_major(major))
             text = str(requirement).replace(requirement.name, real, 1)
             rewritten.append(Requirement(text))
             notes[real] = f"asked for as {requirement.name}: CuPy's wheel for the environment's CUDA {major}"
