@@ -165,7 +165,9 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     installed, _ = scan(target, os.environ)
     with _open_index(args, target, options=asked.index_options) as index:
         result = lock(
-            LockRequest(asked.requirements, constraints, upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory)),
+            LockRequest(
+                asked.requirements, constraints, upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory), deep=args.deep
+            ),
             installed,
             hosts,
             index,
@@ -202,6 +204,18 @@ def _check_lock(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{args.check} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in problems))
         return 2
     sys.stdout.write(f"{args.check} fits {labels}: every locked CUDA build runs on its driver and GPUs\n")
+    return 0
+
+
+def _cmd_why(args: argparse.Namespace) -> int:
+    """why NAME: what a lock file says about one distribution: its pin, why, and what was set aside."""
+    from cudaresolve.output.lock import read_pylock
+    from cudaresolve.output.lock_report import render_why
+
+    text = render_why(read_pylock(args.lock), args.name)
+    if text is None:
+        raise UsageError(f"{args.name} is not in {args.lock}")
+    sys.stdout.write(text)
     return 0
 
 
@@ -383,11 +397,27 @@ def build_parser() -> argparse.ArgumentParser:
     lock.add_argument("--explain", action="store_true", help="print every candidate set aside and why")
     lock.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     lock.add_argument(
+        "--deep",
+        action="store_true",
+        help="judge the ELF files of every chosen wheel, downloading (once, cached) those the knowledge table lacks",
+    )
+    lock.add_argument(
         "--check", metavar="FILE", help="only say whether the lock FILE still fits the host(s): exit 0 or 2, nothing resolved or written"
     )
     _add_host_options(lock, fleet=True)
     _add_index_options(lock)
     lock.set_defaults(func=_cmd_lock)
+
+    why = commands.add_parser(
+        "why",
+        help="why a lock holds a distribution at its version and build",
+        description="Print what a lock file records about one distribution: its pin, the reason, and every "
+        "candidate set aside with why (what `lock --explain` printed for it).",
+        epilog=EXIT_CODES,
+    )
+    why.add_argument("name", metavar="NAME", help="a distribution name, e.g. torch")
+    why.add_argument("--lock", metavar="FILE", default="pylock.toml", help="the lock file (default: pylock.toml)")
+    why.set_defaults(func=_cmd_why)
 
     return parser
 

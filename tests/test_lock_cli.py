@@ -108,3 +108,25 @@ def test_check_says_whether_a_lock_still_fits(cuda_index, empty_python, clean, c
     assert "torch 2.7.1+cu128: no SASS or PTX for GPU 0 (6.1)" in out
     assert main(["lock", "--check", "pylock.toml", "--driver", "470.82.01", "--gpu", "8.9"]) == 2
     assert "< 525.60.13 (CUDA 12.x floor)" in capsys.readouterr().out
+
+
+def test_why_reads_the_lock(cuda_index, empty_python, clean, capsys):
+    assert lock(cuda_index, empty_python, "torch==2.7.1", "--driver", "550.144.03", "--gpu", "8.9") == 0
+    capsys.readouterr()
+    assert main(["why", "torch"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("torch==2.7.1+cu128: torch 2.7.1+cu128 is +cu128, built with CUDA 12.8")
+    assert "  torch 2.7.1+cu118: older CUDA than +cu128, which runs here" in out
+    assert main(["why", "numba"]) == 3
+    assert "numba is not in pylock.toml" in capsys.readouterr().err
+
+
+def test_deep_judges_wheels_the_table_lacks_by_reading_them(cuda_index, empty_python, clean):
+    def torch_bytes() -> int:
+        return sum(n for path, n in cuda_index.server.sent.items() if "/torch-2.7.1" in path and not path.endswith(".metadata"))
+
+    before = torch_bytes()
+    assert lock(cuda_index, empty_python, "torch==2.7.1", "--driver", "550.144.03", "--gpu", "8.9") == 0
+    assert torch_bytes() == before  # metadata only: the table does not know the generated torch wheel
+    assert lock(cuda_index, empty_python, "torch==2.7.1", "--driver", "550.144.03", "--gpu", "8.9", "--deep") == 0
+    assert torch_bytes() > before  # read once for the judge

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+from typing import Optional
+
+from packaging.utils import canonicalize_name
 
 from cudaresolve.resolve.lock import Lock
 
@@ -47,3 +50,18 @@ def render_json(lock: Lock, seconds: float) -> str:
         ],
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def render_why(lock: Lock, name: str) -> Optional[str]:
+    """`cudaresolve why NAME`: the package's pin and reason, then its decision; None when absent."""
+    wanted = canonicalize_name(name)
+    package = next((p for p in lock.packages if canonicalize_name(p.name) == wanted), None)
+    decision = next((d for d in lock.decisions if canonicalize_name(d.name) == wanted), None)
+    if package is None and decision is None:
+        return None
+    lines = []
+    if package is not None:
+        lines.append(f"{package.name}=={package.version}: {package.reason}")
+    if decision is not None:
+        lines += [f"  {label}: {reason}" for label, reason in decision.rejected]
+    return "\n".join(lines) + "\n"

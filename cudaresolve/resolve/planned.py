@@ -21,8 +21,11 @@ from cudaresolve.resolve.candidates import Candidate
 PLANNED = "cudaresolve (planned)"  # the INSTALLER a planned distribution reports
 
 
-def planned_environment(installed: Environment, chosen: Iterable[Candidate], index: PackageIndex) -> Environment:
-    """`installed` with every chosen wheel in place of what it replaces."""
+def planned_environment(
+    installed: Environment, chosen: Iterable[Candidate], index: PackageIndex, *, deep: bool = False
+) -> Environment:
+    """`installed` with every chosen wheel in place of what it replaces. Wheels the knowledge table
+    does not know bring their ELF files only with `deep` (each is downloaded once, then cached)."""
     site = installed.target.site_packages[-1]
     wheels = [c for c in chosen if c.file is not None]
     replaced = {c.name for c in wheels}
@@ -31,7 +34,7 @@ def planned_environment(installed: Environment, chosen: Iterable[Candidate], ind
     for candidate in wheels:
         assert candidate.file is not None
         metadata = index.metadata(candidate.file)
-        members = index.binary_facts(candidate.file).members if _facts_known(candidate) else ()
+        members = index.binary_facts(candidate.file).members if deep or _facts_known(candidate) else ()
         paths = []
         for facts in members:
             member = facts.path.split("!", 1)[1]

@@ -52,6 +52,7 @@ class LockRequest:
     constraints: tuple[str, ...] = ()
     upgrade: bool = False
     allow_advisories: tuple[str, ...] = ()
+    deep: bool = False  # judge every chosen wheel's own ELF files (downloading those the table lacks)
 
 
 def lock(
@@ -149,7 +150,7 @@ def _lock_once(
         chosen = _resolve(provider, roots, finder)
         if progress:
             progress(f"judging {len(chosen)} distributions on {len(hosts)} host(s)")
-        plan = planned_environment(installed, chosen.values(), index)
+        plan = planned_environment(installed, chosen.values(), index, deep=request.deep)
         problems = [
             (label, finding)
             for label, host in hosts
