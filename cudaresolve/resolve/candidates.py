@@ -141,16 +141,28 @@ class CandidateFinder:
         pages = self._pages[name]
         best: dict[Version, ProjectFile] = {}
         sdists: set[Version] = set()
+        listed: dict[Version, list[ProjectFile]] = {}
         for variant in self._variants(name):
-            for file in self.index.installable(pages.get(variant, ())):
-                if variant is not None and file.version.local != variant:
-                    continue  # a variant index serves only its own builds of the torch family
+            # a variant index serves only its own builds of the torch family
+            files = [f for f in pages.get(variant, ()) if variant is None or f.version.local == variant]
+            for file in files:
+                listed.setdefault(file.version, []).append(file)
+            for file in self.index.installable(files):
                 if not file.is_wheel:
                     sdists.add(file.version)
                     continue
                 best.setdefault(file.version, file)  # installable() lists the best tag first
-        for version in sorted(sdists - set(best), reverse=True):
-            self.rejections.add(name, f"{name} {version}", "only an sdist here: cudaresolve locks wheels")
+        for version in sorted(set(listed) - set(best), reverse=True):
+            if version in sdists:
+                why = "no wheel for this interpreter, only an sdist (cudaresolve builds none)"
+            elif not any(self.index.fits_python(f) for f in listed[version]):
+                why = f"requires Python {listed[version][0].requires_python}"
+            else:
+                why = "no wheel for this interpreter and platform"
+            self.rejections.add(name, f"{name} {version}", why)
+        for version, file in best.items():
+            if file.yanked is not None:
+                self.rejections.add(name, f"{name} {version}", f"yanked ({file.yanked or 'no reason given'}): taken only for an exact pin")
         found = []
         for version, file in best.items():
             candidate = Candidate(name, version, file, build=cuda_build(name, version))

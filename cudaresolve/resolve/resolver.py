@@ -188,7 +188,11 @@ def _explain_impossible(exc: ResolutionImpossible, finder: CandidateFinder) -> s
         requirement, parent = cause.requirement, cause.parent
         who = f" (required by {parent.label})" if parent is not None else ""
         name = canonicalize_name(requirement.name)
-        reasons = [f"{label}: {why}" for label, why in finder.rejected(name)]
+        reasons = [
+            f"{label}: {why}"
+            for label, why in finder.rejected(name)
+            if " " not in label or requirement.specifier.contains(Version(label.split(" ")[1]), prereleases=True)
+        ]
         line = f"nothing fits {requirement}{who}"
         if reasons:
             line += "; " + "; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
