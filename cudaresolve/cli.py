@@ -34,6 +34,25 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
+def _add_lock_inputs(parser: argparse.ArgumentParser) -> None:
+    """What lock and install resolve: requirements, their files, the project, the target, the choices."""
+    parser.add_argument("requirements", nargs="*", metavar="REQ", help="a PEP 508 requirement (cupy means the right cupy-cudaXXx)")
+    parser.add_argument("-r", "--requirement", metavar="FILE", action="append", default=[], help="a pip requirements file")
+    parser.add_argument("-c", "--constraint", metavar="FILE", action="append", default=[], help="a pip constraints file")
+    parser.add_argument("--project", metavar="DIR", help="lock pyproject.toml's [project].dependencies")
+    parser.add_argument("--extra", metavar="NAME", action="append", default=[], help="with this optional-dependencies extra")
+    parser.add_argument("--group", metavar="NAME", action="append", default=[], help="with this PEP 735 dependency group")
+    parser.add_argument("--python", metavar="PATH", help="the target interpreter: its tags, markers and installed set")
+    parser.add_argument("--upgrade", action="store_true", help="do not keep installed versions")
+    parser.add_argument("--allow-advisory", metavar="ID", action="append", default=[], help="accept a known-bad release (repeatable)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--deep",
+        action="store_true",
+        help="judge the ELF files of every chosen wheel, downloading (once, cached) those the knowledge table lacks",
+    )
+
+
 def _add_host_options(parser: argparse.ArgumentParser, *, fleet: bool = False) -> None:
     """The host every command judges against: probed, read from a file, and/or overridden."""
     group = parser.add_argument_group("host (default: probe this machine)")
@@ -136,43 +155,16 @@ def _hosts(args: argparse.Namespace) -> list:
 
 
 def _cmd_lock(args: argparse.Namespace) -> int:
-    from cudaresolve.doctor import scan
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.output.lock import constraints_txt, lock_file_name_ok, pylock_toml, requirements_txt, write_atomically
     from cudaresolve.output.lock_report import render_json, render_text
-    from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
-    from cudaresolve.resolve.resolver import LockRequest, lock
 
     if args.check is not None:
         return _check_lock(args)
     if args.output not in (None, "-"):
         lock_file_name_ok(args.output)
-    inputs = [from_command_line(args.requirements)]
-    inputs += [read_requirements_file(path, dict(os.environ)) for path in args.requirement]
-    if args.project is not None or args.extra or args.group:
-        inputs.append(read_project(args.project or os.getcwd(), args.extra, args.group))
-    asked = merge(inputs)
-    constraint_files = [read_requirements_file(path, dict(os.environ)) for path in args.constraint]
-    constraints = asked.constraints + tuple(r for one in constraint_files for r in one.requirements + one.constraints)
-    if not asked.requirements:
-        raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
-    target = target_for(python=args.python)
-    hosts = _hosts(args)
-    say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr))
-    if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in hosts):
-        say("no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
     started = time.perf_counter()
-    installed, _ = scan(target, os.environ)
-    with _open_index(args, target, options=asked.index_options) as index:
-        result = lock(
-            LockRequest(
-                asked.requirements, constraints, upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory), deep=args.deep
-            ),
-            installed,
-            hosts,
-            index,
-            progress=say,
-        )
+    result, _ = _locked(args, target_for(python=args.python))
     outputs = [(args.output or "pylock.toml", pylock_toml(result))]
     if args.constraints:
         outputs.append((args.constraints, constraints_txt(result)))
@@ -183,9 +175,149 @@ def _cmd_lock(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         else:
             write_atomically(path, text)
-            say(f"wrote {path}")
+            _say(args, f"wrote {path}")
     report = render_json(result, time.perf_counter() - started) if args.json else render_text(result, explain=args.explain)
     (sys.stderr if args.output == "-" and not args.json else sys.stdout).write(report)
+    return 0
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """Progress on stderr, unless -q."""
+    if not args.quiet:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _locked(args: argparse.Namespace, target: Target, site_packages: Optional[str] = None):
+    """The lock the command line asks for, for `target` (its installed set read from `site_packages`
+    when given: pip's --target directory), and the installed Environment it started from."""
+    from cudaresolve.doctor import scan
+    from cudaresolve.env.interpreter import Target as TargetType
+    from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
+    from cudaresolve.resolve.resolver import LockRequest, lock
+
+    inputs = [from_command_line(args.requirements)]
+    inputs += [read_requirements_file(path, dict(os.environ)) for path in args.requirement]
+    if getattr(args, "project", None) is not None or getattr(args, "extra", None) or getattr(args, "group", None):
+        inputs.append(read_project(args.project or os.getcwd(), args.extra, args.group))
+    asked = merge(inputs)
+    constraint_files = [read_requirements_file(path, dict(os.environ)) for path in args.constraint]
+    constraints = asked.constraints + tuple(r for one in constraint_files for r in one.requirements + one.constraints)
+    if not asked.requirements:
+        raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
+    hosts = _hosts(args)
+    if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in hosts):
+        _say(args, "no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
+    where = target if site_packages is None else TargetType(
+        site_packages=(site_packages,), python=target.python, prefix=target.prefix, version=target.version,
+        implementation=target.implementation, machine=target.machine, markers=target.markers,
+    )
+    installed, _ = scan(where, os.environ)
+    with _open_index(args, target, options=asked.index_options) as index:
+        result = lock(
+            LockRequest(
+                asked.requirements, constraints, upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory), deep=args.deep
+            ),
+            installed,
+            hosts,
+            index,
+            progress=lambda text: _say(args, text),
+        )
+    return result, installed
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    """Lock, show the plan, then run the target's own pip on exactly the lock; doctor after."""
+    import tempfile
+
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.integrations.pip import externally_managed, pip_install_command, pips_refusal, run
+    from cudaresolve.output.lock import read_pylock, requirements_txt
+    from cudaresolve.output.plan import render_plan, render_state
+    from cudaresolve.resolve.plan import install_plan
+
+    if args.target_dir and args.prefix:
+        raise UsageError("give --target or --prefix, not both")
+    target = target_for(python=args.python)
+    if externally_managed(target) and not args.target_dir and not args.prefix:
+        code, words = pips_refusal(target.python)
+        sys.stderr.write(words + "\n")
+        return code
+    site = args.target_dir or (_prefix_site_packages(target, args.prefix) if args.prefix else None)
+    if args.lock is not None:
+        if args.requirements or args.requirement:
+            raise UsageError("--lock installs a lock as it is: give no requirements with it")
+        locked = read_pylock(args.lock)
+        refused = _misfits(args, locked)
+        if refused:
+            sys.stdout.write(f"{args.lock} does not fit {refused[0]}:\n" + "".join(f"  {line}\n" for line in refused[1]))
+            return 2
+        installed = _installed(target, site)
+    else:
+        locked, env = _locked(args, target, site)
+        installed = env.distributions
+    changes = install_plan(locked, installed)
+    with tempfile.TemporaryDirectory(prefix="cudaresolve-install-") as scratch:
+        requirements = os.path.join(scratch, "requirements.txt")
+        pinned = requirements_txt(locked)
+        with open(requirements, "w", encoding="utf-8") as f:
+            f.write(pinned)
+        command = pip_install_command(target.python, requirements, target_dir=args.target_dir, prefix=args.prefix)
+        sys.stdout.write(render_plan(changes, command if args.dry_run else None, pinned))
+        sys.stdout.flush()
+        if args.dry_run:
+            return 0
+        if not any(change.touches for change in changes):
+            return 0
+        code = run(command)
+    after = {d.name: d.version for d in _installed(target, site)}
+    if code != 0:
+        sys.stdout.write(render_state(changes, after, code))
+        return code
+    if not args.no_verify:
+        return _verify(args, target, site)
+    return 0
+
+
+def _installed(target: Target, site: Optional[str]):
+    from cudaresolve.env.distributions import read_distributions
+
+    found = []
+    for directory in (site,) if site else target.site_packages:
+        if os.path.isdir(directory):
+            found += read_distributions(directory)[0]
+    return tuple(found)
+
+
+def _prefix_site_packages(target: Target, prefix: str) -> str:
+    """Where pip --prefix puts packages for this interpreter (lib/pythonX.Y/site-packages)."""
+    version = ".".join((target.version or "").split(".")[:2])
+    return os.path.join(os.path.abspath(prefix), "lib", f"python{version}", "site-packages")
+
+
+def _misfits(args: argparse.Namespace, locked):
+    """(host labels, misfit lines) when the lock does not fit the hosts, else None."""
+    import platform
+
+    from cudaresolve.resolve.check import misfits
+
+    hosts = _hosts(args)
+    lines = misfits(locked, hosts, platform.machine())
+    return (", ".join(label for label, _ in hosts), lines) if lines else None
+
+
+def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> int:
+    """The doctor on what pip left: its findings shown; pip's success stays the exit status."""
+    from cudaresolve.doctor import examine
+    from cudaresolve.env.interpreter import target_for_site_packages
+    from cudaresolve.output.doctor import render_text, use_colour
+
+    where = target_for_site_packages(site) if site else target
+    hosts = _hosts(args)
+    for label, host in hosts:
+        diagnosis = examine(where, host, os.environ)
+        if len(hosts) > 1:
+            sys.stdout.write(f"doctor for {label}:\n")
+        sys.stdout.write(render_text(diagnosis, colour=use_colour(sys.stdout, os.environ)))
     return 0
 
 
@@ -381,32 +513,37 @@ def build_parser() -> argparse.ArgumentParser:
         "and, on request, a pip constraints file and a hashed requirements file. Exit 2 when no set fits.",
         epilog=EXIT_CODES,
     )
-    lock.add_argument("requirements", nargs="*", metavar="REQ", help="a PEP 508 requirement (cupy means the right cupy-cudaXXx)")
-    lock.add_argument("-r", "--requirement", metavar="FILE", action="append", default=[], help="a pip requirements file")
-    lock.add_argument("-c", "--constraint", metavar="FILE", action="append", default=[], help="a pip constraints file")
-    lock.add_argument("--project", metavar="DIR", help="lock pyproject.toml's [project].dependencies")
-    lock.add_argument("--extra", metavar="NAME", action="append", default=[], help="with this optional-dependencies extra")
-    lock.add_argument("--group", metavar="NAME", action="append", default=[], help="with this PEP 735 dependency group")
-    lock.add_argument("--python", metavar="PATH", help="the target interpreter: its tags, markers and installed set")
-    lock.add_argument("--upgrade", action="store_true", help="do not keep installed versions")
-    lock.add_argument("--allow-advisory", metavar="ID", action="append", default=[], help="accept a known-bad release (repeatable)")
+    _add_lock_inputs(lock)
     lock.add_argument("-o", "--output", metavar="FILE", help="the lock file: pylock.toml or pylock.NAME.toml (default pylock.toml; - for stdout)")
     lock.add_argument("--constraints", metavar="FILE", help="also write a pip constraints file (pip install -c FILE REQ)")
     lock.add_argument("--requirements", dest="requirements_out", metavar="FILE", help="also write pinned requirements with --hash lines")
     lock.add_argument("--json", action="store_true", help="print the decisions as JSON (docs/lock.md)")
     lock.add_argument("--explain", action="store_true", help="print every candidate set aside and why")
-    lock.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    lock.add_argument(
-        "--deep",
-        action="store_true",
-        help="judge the ELF files of every chosen wheel, downloading (once, cached) those the knowledge table lacks",
-    )
+
     lock.add_argument(
         "--check", metavar="FILE", help="only say whether the lock FILE still fits the host(s): exit 0 or 2, nothing resolved or written"
     )
     _add_host_options(lock, fleet=True)
     _add_index_options(lock)
     lock.set_defaults(func=_cmd_lock)
+
+    install = commands.add_parser(
+        "install",
+        help="lock, then install exactly the lock with the target's own pip, then run the doctor",
+        description="Resolve as `lock` does, print the plan, then run `PY -m pip install --require-hashes "
+        "--no-deps -r <the lock>` with the target interpreter's pip (nothing is touched before the lock "
+        "succeeded), then diagnose the environment. pip's exit status is returned.",
+        epilog=EXIT_CODES,
+    )
+    _add_lock_inputs(install)
+    install.add_argument("--lock", metavar="FILE", help="install this pylock.toml as it is (after checking it fits the host)")
+    install.add_argument("--dry-run", action="store_true", help="print the plan and the pip command, change nothing")
+    install.add_argument("--no-verify", action="store_true", help="do not run the doctor after pip")
+    install.add_argument("--target", dest="target_dir", metavar="DIR", help="install into DIR (pip --target)")
+    install.add_argument("--prefix", metavar="DIR", help="install under DIR (pip --prefix)")
+    _add_host_options(install, fleet=True)
+    _add_index_options(install)
+    install.set_defaults(func=_cmd_install)
 
     why = commands.add_parser(
         "why",

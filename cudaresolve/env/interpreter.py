@@ -34,6 +34,8 @@ def describe():
         "machine": platform.machine(),
         "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "stdlib": paths["stdlib"],
+        "venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
         "markers": markers(),
     }
 
@@ -78,6 +80,8 @@ class Target:
     machine: Optional[str] = None  # platform.machine(): "x86_64", "aarch64"
     conda: bool = False  # sys.prefix holds conda-meta/
     free_threaded: bool = False  # a free-threaded CPython build (its wheels carry the cp313t ABI)
+    stdlib: Optional[str] = None  # where PEP 668's EXTERNALLY-MANAGED marker would be
+    venv: bool = False  # a virtual environment (PEP 668 markers do not apply inside one)
     markers: tuple[tuple[str, str], ...] = ()  # its PEP 508 marker environment, sorted by name
 
     def marker_environment(self) -> Optional[dict[str, str]]:
@@ -189,5 +193,7 @@ def _target_from_answer(executable: str, answer: dict) -> Target:
         machine=answer["machine"],
         conda=bool(answer["conda"]),
         free_threaded=answer.get("free_threaded") is True,
+        stdlib=answer.get("stdlib") if isinstance(answer.get("stdlib"), str) else None,
+        venv=answer.get("venv") is True,
         markers=tuple(sorted(answer["markers"].items())),
     )
