@@ -278,6 +278,107 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_pip(args: argparse.Namespace) -> int:
+    """`cudaresolve pip install ...`: pip's own arguments, plus what the lock decided (a constraints
+    file, the index lines of the indexes it chose, and abstract names made concrete); any other pip
+    command runs unchanged."""
+    import tempfile
+
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.integrations.pip import run, split_install_arguments
+    from cudaresolve.output.lock import constraints_txt
+
+    target = target_for(python=args.python)
+    pip = [target.python, "-m", "pip"]
+    if not args.arguments or args.arguments[0] != "install":
+        return run(pip + args.arguments)
+    arguments = args.arguments[1:]
+    positions, options = split_install_arguments(arguments)
+    unlockable = [o for o in ("-e", "--editable", "--no-deps", "--no-index") if o in options]
+    if unlockable or any(_is_direct(text) for _, text in positions) or "--help" in options or "-h" in options:
+        _say(args, f"cudaresolve: passing to pip unchanged ({', '.join(unlockable) or 'nothing to lock'})")
+        return run(pip + args.arguments)
+    lock_args = argparse.Namespace(
+        requirements=[text for _, text in positions],
+        requirement=options.get("-r", []) + options.get("--requirement", []),
+        constraint=options.get("-c", []) + options.get("--constraint", []),
+        upgrade="-U" in options or "--upgrade" in options,
+        allow_advisory=[], deep=False, quiet=args.quiet, host=None, driver=None, cuda=None, gpu=[],
+        index_url=(options.get("-i") or options.get("--index-url") or [None])[-1],
+        extra_index_url=options.get("--extra-index-url"), find_links=(options.get("-f", []) + options.get("--find-links", [])) or None,
+        no_index=None, torch_index_base=args.torch_index_base, offline=False, refresh=False,
+        python_version=None, platform=None, implementation=None, abi=None,
+    )
+    site = (options.get("-t") or options.get("--target") or [None])[-1]
+    locked, _ = _locked(lock_args, target, site)
+    rewritten = list(arguments)
+    for position, text in positions:
+        replacement = _concrete(text, locked)
+        if replacement != text:
+            rewritten[position] = replacement
+            _say(args, f"cudaresolve: {text} -> {replacement}")
+    given = set(options.get("-i", []) + options.get("--index-url", []) + options.get("--extra-index-url", []))
+    extra = [url for url in locked.index_urls if url not in given]
+    with tempfile.TemporaryDirectory(prefix="cudaresolve-pip-") as scratch:
+        constraints = os.path.join(scratch, "constraints.txt")
+        with open(constraints, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in constraints_txt(locked).splitlines() if not line.startswith("-")))
+        command = pip + ["install", *rewritten, "-c", constraints] + [w for url in extra for w in ("--extra-index-url", url)]
+        _say(args, "cudaresolve: " + " ".join(command))
+        return run(command)
+
+
+def _pip_arguments(words: list[str]) -> argparse.Namespace:
+    """`cudaresolve pip [our options] PIP-ARGS...`: our options come first; from the first word that is
+    not one of them, everything is pip's (argparse would take pip's own --version or --python)."""
+    ours = {"--python": "python", "--torch-index-base": "torch_index_base"}
+    values: dict = {"python": None, "torch_index_base": None, "quiet": False}
+    position = 0
+    while position < len(words):
+        word = words[position]
+        name, equals, value = word.partition("=")
+        if name in ours and equals:
+            values[ours[name]] = value
+        elif word in ours and position + 1 < len(words):
+            values[ours[word]] = words[position + 1]
+            position += 1
+        elif word in ("-q", "--quiet"):
+            values["quiet"] = True
+        elif word in ("-h", "--help") and position == 0:
+            build_parser().parse_args(["pip", "--help"])
+        else:
+            break
+        position += 1
+    return argparse.Namespace(func=_cmd_pip, arguments=words[position:], **values)
+
+
+def _is_direct(text: str) -> bool:
+    """A direct reference, a path or a URL: pip installs it as it is, there is nothing to lock."""
+    return "@" in text or "/" in text or text.endswith((".whl", ".tar.gz", ".zip"))
+
+
+def _concrete(text: str, locked) -> str:
+    """A requested name the lock made concrete: `cupy` -> `cupy-cuda12x`, `cuda-cccl` -> `cuda-cccl[cu12]`
+    (read back from the lock's reasons, which say so)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return text
+    name = canonicalize_name(requirement.name)
+    for package in locked.packages:
+        if package.reason.startswith(f"asked for as {requirement.name}:"):
+            return text.replace(requirement.name, package.name, 1)
+        if package.name == name and package.reason.startswith("asked for without a CUDA extra: ["):
+            extra = package.reason.split("[", 1)[1].split("]", 1)[0]
+            changed = Requirement(text)
+            changed.extras = set(requirement.extras) | {extra}
+            return str(changed)
+    return text
+
+
 def _installed(target: Target, site: Optional[str]):
     from cudaresolve.env.distributions import read_distributions
 
@@ -545,6 +646,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_index_options(install)
     install.set_defaults(func=_cmd_install)
 
+    pip = commands.add_parser(
+        "pip",
+        help="run the target's pip; `pip install` first resolves, then adds the lock as constraints",
+        description="`cudaresolve pip install ARGS...` takes pip's own arguments: it resolves them as `lock` "
+        "does (host from this machine or the CUDARESOLVE_* variables), then runs `PY -m pip install ARGS... -c "
+        "<the lock>` with the index lines the lock chose and abstract names made concrete. Any other pip "
+        "command runs unchanged. Editables, --no-deps, --no-index and direct references go to pip as they are.",
+        epilog=EXIT_CODES,
+    )
+    pip.add_argument("--python", metavar="PATH", help="the interpreter whose pip runs (default: this one)")
+    pip.add_argument("--torch-index-base", metavar="URL", help="where the PyTorch variant indexes live")
+    pip.add_argument("-q", "--quiet", action="store_true", help="no cudaresolve progress on stderr")
+    pip.add_argument("arguments", nargs=argparse.REMAINDER, help="pip's command and arguments")
+    pip.set_defaults(func=_cmd_pip)
+
     why = commands.add_parser(
         "why",
         help="why a lock holds a distribution at its version and build",
@@ -562,7 +678,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one command and return its exit status; the console script and tests both use the return."""
     try:
-        args = build_parser().parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        args = _pip_arguments(words[1:]) if words[:1] == ["pip"] else build_parser().parse_args(words)
         return args.func(args)
     except CudaresolveError as exc:
         print(f"cudaresolve: error: {exc}", file=sys.stderr)

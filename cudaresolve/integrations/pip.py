@@ -53,3 +53,43 @@ def pips_refusal(python: str) -> tuple[int, str]:
         text=True,
     )
     return done.returncode or 1, (done.stderr or done.stdout).strip()
+
+
+# pip install's options that carry a value, by every spelling pip documents: the wrapper must know
+# them to tell a requirement from an option's value; any other option passes through untouched.
+VALUE_OPTIONS = frozenset({
+    "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t", "--target", "--platform",
+    "--python-version", "--implementation", "--abi", "--root", "--prefix", "--src", "--upgrade-strategy",
+    "-C", "--config-settings", "--global-option", "--no-binary", "--only-binary", "--progress-bar",
+    "--root-user-action", "--report", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
+    "--log", "--proxy", "--retries", "--timeout", "--exists-action", "--trusted-host", "--cert",
+    "--client-cert", "--cache-dir", "--use-feature", "--use-deprecated", "--python", "--keyring-provider",
+    "--resume-retries", "--group",
+})
+
+
+def split_install_arguments(arguments: Sequence[str]) -> tuple[list[tuple[int, str]], dict[str, list[str]]]:
+    """pip install's arguments as (position, requirement) pairs and {option: values}, following
+    pip's spellings (`-r FILE`, `--requirement=FILE`, `-rFILE`)."""
+    requirements: list[tuple[int, str]] = []
+    options: dict[str, list[str]] = {}
+    position = 0
+    while position < len(arguments):
+        word = arguments[position]
+        if word == "--":
+            requirements += [(i, w) for i, w in enumerate(arguments[position + 1 :], position + 1)]
+            break
+        if word.startswith("--") and "=" in word:
+            name, _, value = word.partition("=")
+            options.setdefault(name, []).append(value)
+        elif word in VALUE_OPTIONS and position + 1 < len(arguments):
+            options.setdefault(word, []).append(arguments[position + 1])
+            position += 1
+        elif len(word) > 2 and word[:2] in VALUE_OPTIONS and not word.startswith("--"):
+            options.setdefault(word[:2], []).append(word[2:])
+        elif word.startswith("-"):
+            options.setdefault(word, []).append("")
+        else:
+            requirements.append((position, word))
+        position += 1
+    return requirements, options
