@@ -51,8 +51,8 @@ def test_an_unknown_flag_could_not_run(capsys, commands, command):
         (["inspect"], "the following arguments are required: NAME (see 'cudaresolve inspect --help')"),
         (["doctor", "--python"], "argument --python: expected one argument (see 'cudaresolve doctor --help')"),
         ([], "the following arguments are required: COMMAND (see 'cudaresolve --help')"),
-        (["install"], "argument COMMAND: invalid choice: 'install' (choose from 'probe', 'inspect', 'doctor', 'lock') "
-                      "(see 'cudaresolve --help')"),
+        (["uninstall"], "argument COMMAND: invalid choice: 'uninstall' (choose from 'probe', 'inspect', 'doctor', "
+                        "'lock', 'install', 'pip', 'why') (see 'cudaresolve --help')"),
     ],
 )
 def test_a_missing_argument_or_unknown_command_could_not_run(capsys, argv, reason):

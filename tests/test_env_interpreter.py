@@ -62,6 +62,8 @@ def test_another_venv_is_asked_for_its_paths(tmp_path):
         implementation=sys.implementation.name,
         machine=platform.machine(),
         conda=False,
+        stdlib=sysconfig.get_path("stdlib"),  # a venv's stdlib is its base interpreter's
+        venv=True,
         markers=tuple(sorted(default_environment().items())),  # the same base interpreter as this one
     )
     assert target_for(python=str(python)) == target
