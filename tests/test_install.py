@@ -1,0 +1,546 @@
+"""`cudaresolve install` with real pip and real venvs (issue 11's tests).
+
+The target is a venv with pip (copied from one made per session): the install runs that venv's own
+pip. Packages come from the fake CUDA index on 127.0.0.1 (tests/fake_cuda_index.py), or from small
+servers built here when a test needs an index that lies or a pip that fails. What the venv holds
+afterwards is read back from its dist-info, and compared with `cudaresolve lock` of the same request
+for the same venv; the doctor's verdict is read from the install's own output and from `doctor --json`.
+
+Failure paths compare the environment before and after: the sorted names of its `*.dist-info`
+directories and the bytes of every RECORD.
+
+The `registry` test installs real NVIDIA wheels from the registry pip is configured with (pip's own
+default, this machine's pip configuration switched off), downloads cached under the test cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudaresolve.cli import main
+from cudaresolve.env.distributions import read_distributions
+from cudaresolve.output.lock import read_pylock
+
+from conftest import cache_dir
+from index_server import IndexServer, make_wheel
+from lock_oracles import clean_environ, locked, locked_with_source
+
+RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
+GTX_1080 = ("--driver", "580.65.06", "--gpu", "6.1")
+CUSPARSE = "nvidia-cusparse-cu12==12.3.1.170"
+OLD_NVJITLINK = "nvidia-nvjitlink-cu12==12.1.105"
+
+
+# -- fixtures ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def clean(monkeypatch, tmp_path):
+    """No pip/uv configuration, no host overrides from the environment, a fresh facts cache; pip
+    (run by cudaresolve, inheriting this environment) reads no configuration file either."""
+    for name in list(os.environ):
+        if name.startswith(("PIP_", "UV_", "CUDARESOLVE_", "CONDA_OVERRIDE_", "CUDA_")) or name in ("LD_LIBRARY_PATH", "LD_PRELOAD"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")  # every wheel comes from the index under test
+    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cudaresolve-cache"))
+
+
+@pytest.fixture(scope="session")
+def pip_template(tmp_path_factory) -> Path:
+    """A venv with pip (ensurepip's), made once; tests use copies of it."""
+    root = tmp_path_factory.mktemp("pip-template") / "venv"
+    venv.create(root, with_pip=True)
+    return root
+
+
+@pytest.fixture
+def pip_venv(pip_template, tmp_path):
+    """`pip_venv(name, preinstall=(), index_url=None)` -> the python of a fresh venv with pip, holding
+    `preinstall` installed by plain pip from `index_url`."""
+
+    def make(name: str, preinstall: Sequence[str] = (), index_url: Optional[str] = None) -> str:
+        root = tmp_path / name
+        shutil.copytree(pip_template, root, symlinks=True)
+        python = str(root / "bin" / "python")
+        if preinstall:
+            pip(python, "install", "--no-deps", "--index-url", index_url, *preinstall)
+        return python
+
+    return make
+
+
+def pip(python: str, *args: str, check: bool = True, cache: Optional[str] = None) -> subprocess.CompletedProcess:
+    """The target's own pip, this machine's pip configuration off; no cache unless `cache` is given."""
+    env = clean_environ({"PIP_CACHE_DIR": cache} if cache else {"PIP_NO_CACHE_DIR": "1"})
+    done = subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, env=env)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capfd):
+    """`cli(*argv)`: run cudaresolve in-process; stdout/stderr captured at the file descriptors, so
+    the output of the pip it starts is in them too."""
+
+    def run(*argv: str) -> Run:
+        capfd.readouterr()
+        code = main(list(argv))
+        captured = capfd.readouterr()
+        return Run(code, captured.out, captured.err)
+
+    return run
+
+
+def index_flags(index) -> tuple[str, ...]:
+    return ("--index-url", index.index_url, "--torch-index-base", index.torch_index_base)
+
+
+# -- reading an environment back ---------------------------------------------------------------------
+
+
+def site_packages(python: str) -> list[str]:
+    """The target's purelib and platlib, as it reports them (existing ones, each once)."""
+    done = subprocess.run(
+        [python, "-c", "import json, sysconfig; print(json.dumps([sysconfig.get_path('purelib'), sysconfig.get_path('platlib')]))"],
+        capture_output=True, text=True, check=True,
+    )
+    found = []
+    for directory in json.loads(done.stdout):
+        if os.path.isdir(directory) and os.path.realpath(directory) not in map(os.path.realpath, found):
+            found.append(directory)
+    return found
+
+
+def installed(python: str) -> dict[str, str]:
+    """name -> version of every distribution in the target's site-packages, read from its dist-info."""
+    versions = {}
+    for directory in site_packages(python):
+        for dist in read_distributions(directory)[0]:
+            versions[dist.name] = str(dist.version)
+    return versions
+
+
+def snapshot(directories: Sequence[str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The installed set, byte for byte: sorted `*.dist-info` names and the sha256 of each RECORD."""
+    names, records = [], {}
+    for directory in directories:
+        for entry in sorted(os.listdir(directory)):
+            if entry.endswith(".dist-info"):
+                names.append(os.path.join(directory, entry))
+                record = Path(directory, entry, "RECORD")
+                records[names[-1]] = hashlib.sha256(record.read_bytes()).hexdigest() if record.is_file() else "(no RECORD)"
+    return tuple(sorted(names)), records
+
+
+def locked_versions(cli, tmp_path: Path, python: str, requirements: Sequence[str], *flags: str, name: str = "lock") -> dict[str, str]:
+    """What `cudaresolve lock` locks for the same request and the same venv."""
+    out = tmp_path / name
+    out.mkdir()
+    run = cli("lock", *requirements, "--python", python, "-o", str(out / "pylock.toml"), "-q", *flags)
+    assert run.code == 0, run.err
+    return locked(read_pylock(str(out / "pylock.toml")))
+
+
+def doctor_errors(cli, python: str, host: Sequence[str]) -> list[dict]:
+    """The error findings of `cudaresolve doctor --json` on the target for the host."""
+    run = cli("doctor", "--python", python, "--json", *host)
+    report = json.loads(run.out)
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    assert report["counts"]["error"] == len(errors)
+    assert run.code == (2 if errors else 0), run.err
+    return errors
+
+
+def doctor_result_line(out: str) -> str:
+    found = re.findall(r"^result: .*$", out, re.M)
+    assert len(found) == 1, out
+    return found[0]
+
+
+# -- 1. the lock scenarios' hosts end with exactly the lock installed and a clean doctor ---------------
+
+
+SCENARIOS = {
+    "rtx4090-driver550-torch271": (["torch==2.7.1"], RTX_4090, (), {"torch": "2.7.1+cu128"}),
+    "gtx1080-driver580-torch": (["torch"], GTX_1080, (), {}),
+    "numba-range": (["numba>=0.59,<0.60"], RTX_4090, (), {"numba": "0.59.1"}),
+    "cusparse-over-nvjitlink-121": ([CUSPARSE], RTX_4090, (OLD_NVJITLINK,), {"nvidia-cusparse-cu12": "12.3.1.170"}),
+}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_install_leaves_exactly_the_lock_and_a_clean_doctor(scenario, cli, pip_venv, cuda_index, tmp_path):
+    requirements, host, preinstall, expected = SCENARIOS[scenario]
+    python = pip_venv("target", preinstall, cuda_index.index_url)
+    before = installed(python)
+    assert "pip" in before and all(canonicalize_name(r.partition("==")[0]) in before for r in preinstall)
+    lock = locked_versions(cli, tmp_path, python, requirements, *host, *index_flags(cuda_index))
+    for name, version in expected.items():
+        assert lock[name] == version, lock
+
+    run = cli("install", *requirements, "--python", python, "-q", *host, *index_flags(cuda_index))
+    assert run.code == 0, run.out + run.err
+    after = installed(python)
+    assert after == {**before, **lock}  # every locked version, nothing else touched
+    assert set(lock) - set(before), "the install added nothing"
+    assert re.search(r"^Successfully installed ", run.out, re.M), run.out  # the target's pip did it
+    assert doctor_result_line(run.out).startswith("result: 0 errors"), run.out
+    assert doctor_errors(cli, python, host) == []
+    if scenario == "gtx1080-driver580-torch":
+        assert Version(after["torch"]).local == "cu126"  # GPU 6.1: not the newer PyPI default
+    if scenario == "cusparse-over-nvjitlink-121":
+        assert Version(after["nvidia-nvjitlink-cu12"]) >= Version("12.4")
+        assert re.search(r"^  upgrade +nvidia-nvjitlink-cu12 12\.1\.105 -> ", run.out, re.M), run.out
+
+
+def test_plain_pip_leaves_the_fake_cusparse_broken_where_install_did_not(cli, pip_venv, cuda_index):
+    """The oracle for the cusparse scenario: pip alone keeps nvJitLink 12.1 and the doctor says so."""
+    python = pip_venv("plain", (OLD_NVJITLINK,), cuda_index.index_url)
+    pip(python, "install", "--index-url", cuda_index.index_url, CUSPARSE)
+    assert installed(python)["nvidia-nvjitlink-cu12"] == "12.1.105"
+    errors = doctor_errors(cli, python, RTX_4090)
+    assert [(e["check"], e["subject"]) for e in errors] == [("symbol-skew", "nvidia-cusparse-cu12 12.3.1.170")]
+
+
+# -- 2. --dry-run ------------------------------------------------------------------------------------
+
+
+def test_dry_run_prints_the_plan_and_the_pip_command_and_changes_nothing(cli, pip_venv, cuda_index, tmp_path):
+    python = pip_venv("target", (OLD_NVJITLINK,), cuda_index.index_url)
+    lock = locked_versions(cli, tmp_path, python, [CUSPARSE], *RTX_4090, *index_flags(cuda_index))
+    before = snapshot(site_packages(python))
+    seen = len(cuda_index.server.requests)
+    run = cli("install", CUSPARSE, "--python", python, "--dry-run", "-q", *RTX_4090, *index_flags(cuda_index))
+    assert run.code == 0, run.err
+    assert snapshot(site_packages(python)) == before
+    assert not [p for p, headers in cuda_index.server.requests[seen:] if headers.get("User-Agent", "").startswith("pip/")]
+    assert "Looking in indexes" not in run.out and "Successfully installed" not in run.out
+    assert "result: " not in run.out  # no doctor: nothing was installed
+    assert run.out.startswith("plan: 2 to install, 0 kept\n"), run.out
+    assert re.search(rf"^  add +nvidia-cusparse-cu12 +12\.3\.1\.170: .*\[{re.escape(cuda_index.index_url)}\]$", run.out, re.M)
+    upgraded = lock["nvidia-nvjitlink-cu12"]
+    assert re.search(rf"^  upgrade +nvidia-nvjitlink-cu12 12\.1\.105 -> {re.escape(upgraded)}: .*>=12\.4", run.out, re.M), run.out
+    [command] = re.findall(r"^dry run; pip would run: (.*)$", run.out, re.M)
+    assert re.fullmatch(
+        rf"{re.escape(python)} -m pip install --require-hashes --no-deps -r \S+/requirements\.txt", command
+    ), command
+    requirements = run.out.split("with the requirements file:\n", 1)[1]
+    for name, version in lock.items():
+        assert re.search(rf"^    {re.escape(name)}=={re.escape(version)} \\\n        --hash=sha256:[0-9a-f]{{64}}$", requirements, re.M), (
+            name, requirements)
+    assert f"    --index-url {cuda_index.index_url}" in requirements
+
+
+# -- 3. --lock FILE ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def torch_lock(cli, pip_venv, cuda_index, tmp_path) -> Path:
+    """A pylock.toml for torch==2.7.1 on an RTX 4090 with driver 550, made for a fresh venv with pip."""
+    python = pip_venv("lock-target")
+    path = tmp_path / "made" / "pylock.toml"
+    path.parent.mkdir()
+    run = cli("lock", "torch==2.7.1", "--python", python, "-o", str(path), "-q", *RTX_4090, *index_flags(cuda_index))
+    assert run.code == 0, run.err
+    return path
+
+
+def test_lock_file_installs_exactly_on_the_host_it_was_made_for(cli, pip_venv, torch_lock):
+    python = pip_venv("target")
+    before = installed(python)
+    lock = read_pylock(str(torch_lock))
+    run = cli("install", "--lock", str(torch_lock), "--python", python, "-q", *RTX_4090)
+    assert run.code == 0, run.out + run.err
+    after = installed(python)
+    assert after == {**before, **locked(lock)}
+    assert set(locked_with_source(lock)) - set(before) == set(after) - set(before)
+    assert after["torch"] == "2.7.1+cu128"
+    assert doctor_result_line(run.out).startswith("result: 0 errors"), run.out
+
+
+def test_lock_file_is_refused_on_a_host_it_does_not_fit_and_nothing_is_installed(cli, pip_venv, torch_lock):
+    python = pip_venv("target")
+    before = snapshot(site_packages(python))
+    run = cli("install", "--lock", str(torch_lock), "--python", python, "-q", "--driver", "470.82.01", "--gpu", "8.9")
+    assert run.code == 2, run.out + run.err
+    assert run.out.startswith(f"{torch_lock} does not fit this host:\n"), run.out
+    assert re.search(r"torch 2\.7\.1\+cu128.*470\.82\.01", run.out), run.out  # the reason: the build and the driver
+    assert "Looking in indexes" not in run.out and "plan:" not in run.out
+    assert snapshot(site_packages(python)) == before
+
+
+def test_lock_file_install_is_hash_checked(cli, pip_venv, torch_lock, tmp_path):
+    """One sha256 of the lock changed: pip refuses the file it downloads, nothing is installed."""
+    text = torch_lock.read_text()
+    digests = re.findall(r'sha256 = "([0-9a-f]{64})"', text)
+    assert digests, text
+    tampered = tmp_path / "tampered" / "pylock.toml"
+    tampered.parent.mkdir()
+    tampered.write_text(text.replace(digests[0], "0" * 64, 1))
+    python = pip_venv("target")
+    before = snapshot(site_packages(python))
+    run = cli("install", "--lock", str(tampered), "--python", python, "-q", *RTX_4090)
+    assert run.code != 0
+    assert "DO NOT MATCH THE HASHES" in run.err, run.err
+    assert f"pip exited with status {run.code}: 0 of " in run.out and "the environment is as it was before" in run.out
+    assert snapshot(site_packages(python)) == before
+
+
+# -- 4. failure paths: the environment is unchanged, or said to be what it is -------------------------
+
+
+def test_unreachable_index_exits_3_with_one_line_and_installs_nothing(cli, pip_venv, cuda_index):
+    python = pip_venv("target", (OLD_NVJITLINK,), cuda_index.index_url)
+    before = snapshot(site_packages(python))
+    run = cli("install", CUSPARSE, "--python", python, "-q", *RTX_4090, "--index-url", "http://127.0.0.1:9/simple",
+              "--torch-index-base", "http://127.0.0.1:9")
+    assert run.code == 3, run.out + run.err
+    assert len(run.err.strip().splitlines()) == 1 and run.err.startswith("cudaresolve: error: "), run.err
+    assert "127.0.0.1:9" in run.err
+    assert run.out == ""
+    assert snapshot(site_packages(python)) == before
+
+
+@pytest.mark.parametrize(
+    "requirements, constraint, words",
+    [
+        (["numba==0.59.0"], None, "numba-0.59.0-cg-cache"),
+        ([CUSPARSE], "nvidia-nvjitlink-cu12<12.4\n", "12.4"),
+    ],
+    ids=["advisory", "capped-nvjitlink"],
+)
+def test_unsatisfiable_request_exits_2_and_installs_nothing(cli, pip_venv, cuda_index, tmp_path, requirements, constraint, words):
+    python = pip_venv("target", (OLD_NVJITLINK,), cuda_index.index_url)
+    before = snapshot(site_packages(python))
+    flags = []
+    if constraint:
+        (tmp_path / "constraints.txt").write_text(constraint)
+        flags = ["-c", str(tmp_path / "constraints.txt")]
+    run = cli("install", *requirements, *flags, "--python", python, "-q", *RTX_4090, *index_flags(cuda_index))
+    assert run.code == 2, run.out + run.err
+    assert words in run.err and "Traceback" not in run.err
+    assert run.out == ""  # no plan, no pip
+    assert snapshot(site_packages(python)) == before
+
+
+@pytest.fixture
+def lying_index(cuda_index):
+    """The fake CUDA universe again, on its own server, whose pages advertise a wrong sha256 for
+    nvidia-cusparse-cu12 12.3.1.170 (its metadata file is right: a lock reads it by its own hash)."""
+    universe = cuda_index.universe
+    server = IndexServer()
+    for filename, roots in sorted(universe.wheels.items()):
+        lie = "0" * 64 if filename.startswith("nvidia_cusparse_cu12-12.3.1.170-") else None
+        for root in roots:
+            server.add(filename, (universe.root / filename).read_bytes(), root=root,
+                       requires_python=universe.requires_python.get(filename), sha256=lie)
+    server.start()
+
+    class Lying:
+        index_url = server.url + "/simple"
+        torch_index_base = server.url
+
+    yield Lying
+    server.stop()
+
+
+def test_bad_hash_shows_pips_error_passes_its_status_and_says_nothing_changed(cli, pip_venv, cuda_index, lying_index, tmp_path):
+    python = pip_venv("target", (OLD_NVJITLINK,), cuda_index.index_url)
+    before = snapshot(site_packages(python))
+    run = cli("install", CUSPARSE, "--python", python, "-q", *RTX_4090, *index_flags(lying_index))
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in run.err, run.out + run.err  # pip's own words
+    assert "Expected sha256 " + "0" * 64 in run.err
+    # pip's status, as pip itself gives it for the same hashed requirements
+    requirements = tmp_path / "requirements.txt"
+    made = cli("lock", CUSPARSE, "--python", python, "-o", str(tmp_path / "pylock.toml"), "--requirements", str(requirements),
+               "-q", *RTX_4090, *index_flags(lying_index))
+    assert made.code == 0, made.err
+    alone = pip(python, "install", "--require-hashes", "--no-deps", "-r", str(requirements), check=False)
+    assert alone.returncode != 0 and "DO NOT MATCH THE HASHES" in alone.stderr
+    assert run.code == alone.returncode
+    nvjitlink = locked(read_pylock(str(tmp_path / "pylock.toml")))["nvidia-nvjitlink-cu12"]
+    assert f"pip exited with status {run.code}: 0 of 2 planned changes are in place\n" in run.out, run.out
+    assert "  not done: nvidia-cusparse-cu12 12.3.1.170 (installed now: nothing)\n" in run.out
+    assert f"  not done: nvidia-nvjitlink-cu12 {nvjitlink} (installed now: 12.1.105)\n" in run.out
+    assert "the environment is as it was before\n" in run.out
+    assert "result: " not in run.out  # no doctor after a failed pip
+    assert snapshot(site_packages(python)) == before
+
+
+@pytest.fixture
+def two_package_index():
+    """An index of two small pure-Python packages; pip installs them one after the other."""
+    server = IndexServer()
+    for name in ("crtest-alpha", "crtest-omega"):
+        module = name.replace("-", "_")
+        server.add(*make_wheel(name, "1.0", files={f"{module}/__init__.py": b"", f"{module}/data.txt": b"data\n"}))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_pip_failing_midway_passes_its_status_and_reports_what_is_in_place(cli, pip_venv, two_package_index):
+    """pip installs one package, then cannot write a file of the second (a directory is in the way):
+    what pip installed before the failure stays, and the message says so, package by package."""
+    python = pip_venv("target")
+    [site] = site_packages(python)
+    index = ("--index-url", two_package_index.url + "/simple", "--torch-index-base", two_package_index.url)
+    blocker = Path(site, "crtest_alpha", "data.txt")  # pip installs omega first (asserted below)
+    blocker.mkdir(parents=True)
+    (blocker / "keep").write_text("a directory where crtest-alpha's data.txt goes\n")
+    before_names, before_records = snapshot([site])
+
+    run = cli("install", "crtest-alpha", "crtest-omega", "--python", python, "-q", *RTX_4090, *index)
+    assert run.code != 0, run.out + run.err
+    assert "Installing collected packages: crtest-omega, crtest-alpha\n" in run.out, run.out
+    assert re.search(r"ERROR: Could not install packages due to an OSError: .*data\.txt", run.err), run.err  # pip's words
+    now = installed(python)
+    assert now.get("crtest-omega") == "1.0" and "crtest-alpha" not in now  # failed midway, really
+    assert f"pip exited with status {run.code}: 1 of 2 planned changes are in place\n" in run.out, run.out
+    assert "  in place: crtest-omega 1.0\n" in run.out
+    assert "  not done: crtest-alpha 1.0 (installed now: nothing)\n" in run.out
+    assert "as it was before" not in run.out
+    after_names, after_records = snapshot([site])
+    assert set(after_names) - set(before_names) == {os.path.join(site, "crtest_omega-1.0.dist-info")}
+    assert {k: v for k, v in after_records.items() if k in before_records} == before_records
+
+
+# -- 5. PEP 668 --------------------------------------------------------------------------------------
+
+MARKER_WORDS = "This interpreter belongs to the cudaresolve tests; make a venv."
+
+
+@pytest.fixture(scope="session")
+def system_python(tmp_path_factory) -> str:
+    """A "system" interpreter that is not a venv: a copy of this Python's executable beside a
+    stdlib of symlinks to this one's, its own site-packages with pip (ensurepip), then an
+    EXTERNALLY-MANAGED marker with our own Error text. Nothing of the machine is touched."""
+    import sysconfig
+
+    root = tmp_path_factory.mktemp("system-python")
+    executable = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    stdlib = sysconfig.get_path("stdlib", vars={"installed_base": sys.base_prefix, "base": sys.base_prefix})
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    lib = root / "lib" / version
+    (lib / "site-packages").mkdir(parents=True)
+    (root / "bin").mkdir()
+    shutil.copy2(executable, root / "bin" / "python3")
+    for entry in os.listdir(stdlib):
+        if entry not in ("site-packages", "dist-packages", "EXTERNALLY-MANAGED"):
+            os.symlink(os.path.join(stdlib, entry), lib / entry)
+    python = str(root / "bin" / "python3")
+    probe = subprocess.run([python, "-c", "import sys, sysconfig; print(sys.prefix == sys.base_prefix, sysconfig.get_path('stdlib'))"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0 or probe.stdout.split() != ["True", str(lib)]:
+        pytest.skip(f"cannot make a copy of this interpreter that runs outside a venv: {probe.stdout}{probe.stderr}")
+    subprocess.run([python, "-m", "ensurepip"], check=True, capture_output=True, env=clean_environ())
+    (lib / "EXTERNALLY-MANAGED").write_text(f"[externally-managed]\nError={MARKER_WORDS}\n")
+    return python
+
+
+def test_externally_managed_interpreter_is_refused_in_pips_own_words(cli, system_python, cuda_index):
+    pips_own = pip(system_python, "install", "numba", check=False)
+    assert pips_own.returncode != 0 and MARKER_WORDS in pips_own.stderr  # what pip says to this interpreter
+    before = snapshot(site_packages(system_python))
+    assert any(os.path.basename(name).startswith("pip-") for name in before[0])  # pip is there to refuse
+    run = cli("install", "numba>=0.59,<0.60", "--python", system_python, "-q", *RTX_4090, *index_flags(cuda_index))
+    assert run.code == pips_own.returncode, run.err
+    assert "externally-managed-environment" in run.err
+    assert MARKER_WORDS in run.err
+    assert run.out == ""  # no plan: refused before resolving
+    assert snapshot(site_packages(system_python)) == before
+
+
+def test_externally_managed_interpreter_installs_into_a_target_directory(cli, system_python, cuda_index, tmp_path):
+    """PEP 668 is about the interpreter's own site-packages: pip installs into --target anyway."""
+    before = snapshot(site_packages(system_python))
+    target = tmp_path / "target-dir"
+    run = cli("install", "numba>=0.59,<0.60", "--python", system_python, "--target", str(target), "-q", *RTX_4090,
+              *index_flags(cuda_index))
+    assert run.code == 0, run.out + run.err
+    found = {d.name: str(d.version) for d in read_distributions(str(target))[0]}
+    assert found["numba"] == "0.59.1"
+    assert snapshot(site_packages(system_python)) == before
+
+
+def test_this_machines_system_python_is_refused_when_it_is_externally_managed(cli, cuda_index):
+    system = "/usr/bin/python3"
+    probe = subprocess.run([system, "-c", "import os, sys, sysconfig; print(sys.prefix == sys.base_prefix); "
+                            "print(os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED'))"],
+                           capture_output=True, text=True) if os.path.exists(system) else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip(f"{system} does not run here")
+    not_venv, marker = probe.stdout.split("\n")[:2]
+    if not_venv != "True" or not os.path.isfile(marker):
+        pytest.skip(f"{system} has no PEP 668 marker ({marker}): nothing to refuse")
+    before = snapshot(site_packages(system))
+    run = cli("install", "numba>=0.59,<0.60", "--python", system, "-q", *RTX_4090, *index_flags(cuda_index))
+    assert run.code != 0
+    assert run.out == ""
+    has_pip = subprocess.run([system, "-m", "pip", "--version"], capture_output=True).returncode == 0
+    if has_pip:
+        assert "externally-managed-environment" in run.err, run.err
+        first = next(line for line in Path(marker).read_text().splitlines() if line.startswith("Error="))[len("Error="):]
+        assert first.strip() in run.err, run.err
+    assert snapshot(site_packages(system)) == before
+
+
+# -- 6. the real registry ------------------------------------------------------------------------------
+
+
+@pytest.mark.registry
+def test_registry_cusparse_install_raises_nvjitlink_where_plain_pip_leaves_it_broken(cli, pip_venv, monkeypatch):
+    """Real NVIDIA wheels from the registry pip uses by default (~250 MB each way; pip's cache
+    directory is under the test cache: pip keeps there what the registry lets it cache).
+    cudaresolve raises nvJitLink to >= 12.4 and the doctor is clean; plain pip keeps 12.1.105 and the doctor reports the symbol skew."""
+    pip_cache = str(cache_dir() / "pip-cache")
+    monkeypatch.delenv("PIP_NO_CACHE_DIR")
+    monkeypatch.setenv("PIP_CACHE_DIR", pip_cache)  # for the pip cudaresolve runs
+    host = ("--driver", "550.144.03", "--gpu", "8.6")
+    pythons = []
+    for name in ("with-cudaresolve", "with-pip"):
+        python = pip_venv(name)
+        done = pip(python, "install", "--no-deps", OLD_NVJITLINK, check=False, cache=pip_cache)
+        if done.returncode != 0:
+            pytest.skip(f"the registry is not reachable: {done.stderr.strip().splitlines()[-1:]}")
+        assert installed(python)["nvidia-nvjitlink-cu12"] == "12.1.105"
+        pythons.append(python)
+    ours, plain = pythons
+
+    run = cli("install", CUSPARSE, "--python", ours, "-q", *host)
+    assert run.code == 0, run.out + run.err
+    after = installed(ours)
+    assert after["nvidia-cusparse-cu12"] == "12.3.1.170"
+    assert Version(after["nvidia-nvjitlink-cu12"]) >= Version("12.4")
+    assert doctor_result_line(run.out).startswith("result: 0 errors"), run.out
+    assert doctor_errors(cli, ours, host) == []
+
+    pip(plain, "install", CUSPARSE, cache=pip_cache)
+    assert installed(plain)["nvidia-nvjitlink-cu12"] == "12.1.105"
+    assert installed(plain)["nvidia-cusparse-cu12"] == "12.3.1.170"
+    errors = doctor_errors(cli, plain, host)
+    assert ("symbol-skew", "nvidia-cusparse-cu12 12.3.1.170") in [(e["check"], e["subject"]) for e in errors], errors
