@@ -34,6 +34,7 @@ class Report:
 
 
 def report_of(diagnosis: Diagnosis) -> Report:
+    """Every rendering of `diagnosis`, so a kept report answers whatever the next run asks."""
     from cudaresolve.checks.findings import exit_code
 
     return Report(
