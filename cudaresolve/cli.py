@@ -517,10 +517,7 @@ def _open_index(args: argparse.Namespace, target: Target, options=None):
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from cudaresolve.doctor import examine, examine_example
-    from cudaresolve.checks.findings import exit_code
-    from cudaresolve.env.interpreter import target_for
-    from cudaresolve.output.doctor import render_json, render_text, use_colour
+    from cudaresolve.output.doctor import use_colour
 
     progress = None
     if sys.stderr.isatty():
@@ -528,17 +525,23 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             sys.stderr.write(f"\r\033[Kreading {os.path.basename(path)}")
             sys.stderr.flush()
     if args.example:
-        diagnosis = examine_example(_host(args))
+        from cudaresolve.doctor import examine_example
+        from cudaresolve.output.doctor import report_of
+
+        report = report_of(examine_example(_host(args)))
     else:
+        from cudaresolve.env.interpreter import target_for
+        from cudaresolve.results import doctor_report
+
         target = target_for(python=args.python, site_packages=args.site_packages)
-        diagnosis = examine(target, _host(args), os.environ, progress=progress)
+        report = doctor_report(target, _host(args), os.environ, progress=progress)
     if progress:
         sys.stderr.write("\r\033[K")
     if args.json:
-        sys.stdout.write(render_json(diagnosis))
+        sys.stdout.write(report.json)
     else:
-        sys.stdout.write(render_text(diagnosis, colour=use_colour(sys.stdout, os.environ)))
-    return exit_code(diagnosis.findings, strict=args.strict)
+        sys.stdout.write(report.text_colour if use_colour(sys.stdout, os.environ) else report.text)
+    return report.strict_exit_code if args.strict else report.exit_code
 
 
 def build_parser() -> argparse.ArgumentParser:

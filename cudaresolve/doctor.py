@@ -6,7 +6,7 @@ read here; `checks.judge` does the judging on the value the scan builds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Optional
 
 from cudaresolve.binary.elf import read_binary_facts
@@ -15,13 +15,15 @@ from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.checks import judge
 from cudaresolve.checks.findings import Finding, sort_findings
 from cudaresolve.checks.loading import PackageLoad
-from cudaresolve.env.cache import FactsCache, default_cache_dir
+from cudaresolve.env.cache import FactsCache
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.example import example_environment
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import scan_environment
+from cudaresolve.env.store import default_cache_dir
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
+from cudaresolve.results import Identity, path_identity
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,10 @@ class Diagnosis:
     environment: Environment
     loads: tuple[PackageLoad, ...]
     findings: tuple[Finding, ...]
+    # Every path outside the environment's ELF files the loader looked at, with what was there
+    # (None: nothing): a cached result holds only while each is unchanged (results.py).
+    probed: tuple[tuple[str, Identity], ...] = ()
+    cache_error: Optional[str] = None  # why the facts cache could not be written; such a result is not cached
 
 
 def examine(
@@ -41,11 +47,20 @@ def examine(
 ) -> Diagnosis:
     """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`."""
     env, cache_error = scan(target, environ, progress=progress)
+    probed: dict[str, Identity] = {}
+    system_facts = env.system_facts
+
+    def recorded(path: str) -> Optional[BinaryFacts]:
+        if path not in probed:
+            probed[path] = path_identity(path)  # before the read: a change during it makes a stale entry miss
+        return system_facts(path)
+
+    env = replace(env, system_facts=recorded)
     judgement = judge(env, host)
     findings = judgement.findings
     if cache_error:
         findings = sort_findings(findings + (Finding("environment", "info", "cache", cache_error),))
-    return Diagnosis(host, env, judgement.loads, findings)
+    return Diagnosis(host, env, judgement.loads, findings, tuple(probed.items()), cache_error)
 
 
 def scan(

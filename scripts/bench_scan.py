@@ -8,8 +8,9 @@ Usage: python scripts/bench_scan.py SITE_PACKAGES [--doctor PYTHON]
 2. warm: every file's facts through the on-disk facts cache, populated by the cold pass;
 3. `ldd -r FILE` for every file, one after the other (glibc's own loader doing the binding).
 With --doctor, also times `cudaresolve doctor --python PYTHON` (a new process each: imports,
-scan, loader emulation, checks) cold and warm. Prints files, symbols and wall seconds, each the
-best of --runs runs (the machine is shared). Every file is read once first, untimed, but the page
+scan, loader emulation, checks) with every cache empty, and warm (a result-cache hit; its parts:
+scripts/bench_doctor.py). Prints files, symbols and wall seconds, each the best of --runs runs
+(the machine is shared). Every file is read once first, untimed, but the page
 cache may not hold a whole torch venv (5 GB): then the scanned sections come from disk.
 """
 
@@ -84,7 +85,8 @@ def main() -> int:
             command = [sys.executable, "-m", "cudaresolve", "doctor", "--python", args.doctor,
                        "--driver", "580.65.06", "--gpu", "8.6"]
             def doctor_cold() -> None:
-                shutil.rmtree(os.path.join(cache_dir, "facts"), ignore_errors=True)
+                for name in ("facts", "results"):  # a cached result would answer without reading
+                    shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
                 subprocess.run(command, env=env, capture_output=True)
 
             seconds, _ = best(doctor_cold, args.runs)

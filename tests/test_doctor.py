@@ -163,6 +163,7 @@ def test_the_facts_cache_is_reused(fixed_venv, capsys, tmp_path, monkeypatch):
     entries = {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(tmp_path / "facts")}
     assert len(entries) >= 2  # libcusparse.so.12 and libnvJitLink.so.12, then what the loader reaches
     reads.clear()
+    shutil.rmtree(tmp_path / "results")  # not the cached result: a new diagnosis, from the facts cache
     assert doctor_json(capsys, "--python", python, *AMPERE_ON_550) == first
     assert reads == []  # nothing read here, and nothing by workers either: no entry was written again
     assert {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(tmp_path / "facts")} == entries

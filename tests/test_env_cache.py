@@ -15,7 +15,8 @@ from cudaresolve.arch import PtxTarget
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.elf import ElfError
 from cudaresolve.env import cache as cache_module
-from cudaresolve.env.cache import HEADER, FactsCache, default_cache_dir
+from cudaresolve.env.cache import HEADER, FactsCache
+from cudaresolve.env.store import default_cache_dir
 
 
 def big_facts(path: str, symbols: int = 2000) -> BinaryFacts:

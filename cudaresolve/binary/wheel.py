@@ -21,6 +21,7 @@ from typing import BinaryIO, Iterable
 
 from cudaresolve.binary.elf import read_binary_facts_from_buffer
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
+from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.errors import CudaresolveError
 
 # Version nodes of the C/C++ runtime (glibc with libm/libdl/libpthread/librt/ld-linux, libstdc++,
@@ -97,11 +98,6 @@ def is_system_provider(versions: Iterable[str]) -> bool:
     """True when every version needed from a file is the C/C++ runtime's (GLIBC_*, GLIBCXX_*, CXXABI_*, GCC_*)."""
     versions = tuple(versions)
     return bool(versions) and all(_SYSTEM_VERSION.match(v) for v in versions)
-
-
-def is_shared_object_name(name: str) -> bool:
-    """`*.so` or `*.so.*` (a substring test: fnmatch was measurably slower on torch's 22k file names)."""
-    return name.endswith(".so") or ".so." in name
 
 
 def split_symbol(text: str) -> tuple[str, str]:

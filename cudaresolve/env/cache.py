@@ -25,18 +25,15 @@ import contextlib
 import dataclasses
 import hashlib
 import io
-import multiprocessing
 import os
 import pickle
 import sys
-import tempfile
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from cudaresolve import __version__
 from cudaresolve.binary import facts as facts_module
 from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.env.store import store_entry
 
 CACHE_FORMAT = 1
 
@@ -55,17 +52,6 @@ def _schema() -> str:
 
 
 HEADER = f"cudaresolve-facts {CACHE_FORMAT} {__version__} {_schema()}\n".encode()
-
-
-def default_cache_dir(environ: Mapping[str, str]) -> str:
-    """$CUDARESOLVE_CACHE_DIR, else $XDG_CACHE_HOME/cudaresolve, else ~/.cache/cudaresolve."""
-    explicit = environ.get("CUDARESOLVE_CACHE_DIR")
-    if explicit:
-        return explicit
-    xdg = environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative value
-        return os.path.join(xdg, "cudaresolve")
-    return os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache", "cudaresolve")
 
 
 class FactsCache:
@@ -108,6 +94,9 @@ class FactsCache:
         stop a scan: files that fail, a cache that cannot be written and a pool that cannot start
         or loses a worker all leave the work to `facts_for`, which reports what goes wrong.
         """
+        from concurrent.futures import ProcessPoolExecutor, as_completed  # only a scan with misses needs them
+        from concurrent.futures.process import BrokenProcessPool
+
         missing = []
         for path in paths:
             try:
@@ -152,17 +141,7 @@ class FactsCache:
         if self.write_error is not None:
             return
         try:
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(HEADER)
-                    pickle.dump((key, facts), f, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(temporary, entry)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
-                raise
+            store_entry(entry, dumps_facts((key, facts)))
         except OSError as exc:
             self.write_error = f"cannot write the facts cache in {self.directory}: {exc.strerror or exc}"
 
@@ -180,6 +159,8 @@ def _usable_cpus() -> int:
 def _fork_context():
     """fork's multiprocessing context, or None where fork is missing (Windows) or unsafe (macOS,
     whose system libraries may not survive it): there `fill` leaves all reads to `facts_for`."""
+    import multiprocessing
+
     if sys.platform == "darwin" or "fork" not in multiprocessing.get_all_start_methods():
         return None
     return multiprocessing.get_context("fork")

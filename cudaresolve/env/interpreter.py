@@ -23,15 +23,15 @@ from cudaresolve.errors import UsageError
 # computed the way packaging.markers.default_environment() does, which the target may not have.
 _DESCRIBE = """
 def describe():
-    import os, platform, sys, sysconfig
+    import os, sys, sysconfig
     paths = sysconfig.get_paths()
     return {
         "purelib": paths["purelib"],
         "platlib": paths["platlib"],
         "prefix": sys.prefix,
-        "version": platform.python_version(),
+        "version": python_version(),
         "implementation": sys.implementation.name,
-        "machine": platform.machine(),
+        "machine": uname()[3],
         "conda": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         "stdlib": paths["stdlib"],
@@ -39,23 +39,47 @@ def describe():
         "markers": markers(),
     }
 
+def uname():
+    # platform's answers where os.uname has them: importing platform (and re) is a third of the
+    # question's cost on a doctor run that is otherwise served from its cache.
+    import os
+    if hasattr(os, "uname"):
+        u = os.uname()
+        return u.sysname, u.release, u.version, u.machine
+    import platform
+    return platform.system(), platform.release(), platform.version(), platform.machine()
+
+def python_version():
+    import sys
+    version = sys.version.split()[0]  # what platform.python_version() parses out of sys.version
+    return version + ".0" if version.count(".") == 1 else version
+
+def implementation():
+    import sys
+    known = {"cpython": "CPython", "pypy": "PyPy"}.get(sys.implementation.name)
+    if known:
+        return known
+    import platform
+    return platform.python_implementation()
+
 def markers():
-    import os, platform, sys
+    import os, sys
     info = sys.implementation.version
     implementation_version = "%d.%d.%d" % (info.major, info.minor, info.micro)
     if info.releaselevel != "final":
         implementation_version += info.releaselevel[0] + str(info.serial)
+    system, release, version, machine = uname()
     return {
         "implementation_name": sys.implementation.name,
         "implementation_version": implementation_version,
         "os_name": os.name,
-        "platform_machine": platform.machine(),
-        "platform_python_implementation": platform.python_implementation(),
-        "platform_release": platform.release(),
-        "platform_system": platform.system(),
-        "platform_version": platform.version(),
-        "python_full_version": platform.python_version(),
-        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "platform_machine": machine,
+        "platform_python_implementation": implementation(),
+        "platform_release": release,
+        "platform_system": system,
+        "platform_version": version,
+        "python_full_version": python_version(),
+        "python_version": ".".join(python_version().split(".")[:2]),
         "sys_platform": sys.platform,
     }
 """

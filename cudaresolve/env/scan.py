@@ -15,11 +15,11 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
-from cudaresolve.binary.wheel import is_shared_object_name
 from cudaresolve.env.distributions import Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.preloads import preloaded_libraries
+from cudaresolve.env.tree import distinct_directories, shared_object_entries
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.knowledge import components
 
@@ -43,7 +43,7 @@ def scan_environment(
     distributions: list[Distribution] = []
     problems: list[Problem] = []
     paths: list[str] = []
-    for site_packages in _distinct(target.site_packages):
+    for site_packages in distinct_directories(target.site_packages):
         found, dist_problems = read_distributions(site_packages)
         distributions.extend(found)
         problems.extend(dist_problems)
@@ -123,33 +123,15 @@ def find_elf_files(site_packages: str) -> tuple[tuple[str, ...], tuple[Problem, 
     def on_error(exc: OSError) -> None:
         problems.append(Problem(exc.filename or site_packages, f"cannot list: {exc.strerror or exc}"))
 
-    for directory, _, names in os.walk(site_packages, onerror=on_error):
-        for name in names:
-            if not is_shared_object_name(name):
-                continue
-            path = os.path.join(directory, name)
-            try:
-                with open(path, "rb") as f:
-                    magic = f.read(4)
-            except OSError as exc:
-                problems.append(Problem(path, f"cannot read: {exc.strerror or exc}"))
-                continue
-            if magic == ELF_MAGIC:
-                paths.append(path)
+    for entry in shared_object_entries(site_packages, on_error):
+        path = entry.path
+        try:
+            with open(path, "rb") as f:
+                magic = f.read(4)
+        except OSError as exc:
+            problems.append(Problem(path, f"cannot read: {exc.strerror or exc}"))
+            continue
+        if magic == ELF_MAGIC:
+            paths.append(path)
     return tuple(paths), tuple(problems)
 
-
-def _distinct(directories: tuple[str, ...]) -> list[str]:
-    """Each existing site-packages once, even when purelib and platlib are one directory by two names.
-
-    An interpreter may report a platlib nothing was ever installed into (lib64 on Fedora); that is
-    not a problem worth reporting.
-    """
-    seen = set()
-    result = []
-    for directory in directories:
-        real = os.path.realpath(directory)
-        if real not in seen and os.path.isdir(real):
-            seen.add(real)
-            result.append(directory)
-    return result

@@ -13,7 +13,6 @@ from typing import Any, Optional
 from cudaresolve import records
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import gpus as known_gpus
 from cudaresolve.versions import DriverRelease
 
 SCHEMA = 1
@@ -56,6 +55,8 @@ def check_known(cc: ComputeCapability) -> None:
     of a known major (8.8) may be a GPU newer than the table, so it passes. Probed GPUs are never
     checked (`Gpu.stated`): the driver's answer is the truth, even of a major newer than the table.
     """
+    from cudaresolve.knowledge import gpus as known_gpus  # a table to parse: only stated GPUs need it
+
     majors = known_gpus.known_majors()
     if cc.major not in majors:
         raise UsageError(f"unknown compute capability {cc} (known majors: {', '.join(map(str, majors))})")

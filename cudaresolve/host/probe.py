@@ -33,7 +33,6 @@ from cudaresolve.host.sources import (
     parse_tegra,
 )
 from cudaresolve.host.visibility import apply_visible_devices
-from cudaresolve.knowledge import toolkits
 
 SYSFS_VERSION = "/sys/module/nvidia/version"
 PROCFS_VERSION = "/proc/driver/nvidia/version"
@@ -188,6 +187,8 @@ def derive_cuda(facts: HostFacts) -> HostFacts:
         if facts.tegra:
             # Jetson releases (540.4.0 reports CUDA 12.6) do not follow the desktop branches.
             return _noted(facts, Note(DERIVED, "not used on Jetson/Tegra; the CUDA version is unknown"))
+        from cudaresolve.knowledge import toolkits  # a table to parse: only a release without its CUDA version needs it
+
         cuda = toolkits.max_cuda_for_driver(driver.release)
         if cuda is not None:
             return replace(facts, driver=replace(driver, cuda=cuda, cuda_source=DERIVED))

@@ -7,10 +7,8 @@ A source that cannot be understood says so in a Note naming the offending line; 
 
 from __future__ import annotations
 
-import csv
 import json
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -237,6 +235,8 @@ def parse_smi_csv(stdout: str) -> Reading:
     Columns are found by the header, so any field order (and older outputs without some
     fields) parse; every row is read, not just the first.
     """
+    import csv  # only a machine without NVML gets this far
+
     try:
         rows = [row for row in csv.reader(stdout.splitlines(), skipinitialspace=True) if row]
     except csv.Error as exc:  # e.g. a NUL byte on Python < 3.11
@@ -304,6 +304,8 @@ def _smi_gpu(values: dict[str, Optional[str]], number: int) -> Optional[Gpu]:
 
 def parse_smi_xml(stdout: str) -> Reading:
     """`nvidia-smi -q -x`: read for the driver's CUDA version, which the CSV query cannot give."""
+    import xml.etree.ElementTree as ET  # only a machine without NVML gets this far
+
     try:
         root = ET.fromstring(stdout)
     except ET.ParseError as exc:

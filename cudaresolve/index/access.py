@@ -19,7 +19,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from cudaresolve.binary.wheel import WheelFacts
-from cudaresolve.env.cache import default_cache_dir
+from cudaresolve.env.store import default_cache_dir
 from cudaresolve.env.interpreter import Target
 from cudaresolve.index.cache import IndexCache
 from cudaresolve.index.downloads import Progress

@@ -40,7 +40,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from packaging.utils import canonicalize_name
 
 from cudaresolve import records
-from cudaresolve.env.cache import default_cache_dir
+from cudaresolve.env.store import default_cache_dir
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import torch
 

@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable, TypeVar
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from cudaresolve import records
 from cudaresolve.errors import DataError, UsageError
@@ -42,20 +40,35 @@ def _nonblank(value: str) -> None:
 
 
 def parses(parse: Callable[[str], Any]) -> Callable[[str], None]:
-    """A check that `parse` (Version, SpecifierSet, Requirement) accepts the text."""
+    """A check that `parse` (Version, SpecifierSet, Requirement) accepts the text; packaging's
+    Invalid* errors are ValueErrors."""
 
     def check(value: str) -> None:
         try:
             parse(value)
-        except (InvalidVersion, InvalidSpecifier, InvalidRequirement) as exc:
+        except ValueError as exc:
             raise UsageError(f"{value!r} does not parse: {exc}") from None
 
     return check
 
 
+def _specifier_set(text: str) -> Any:
+    """packaging's requirements and specifiers take ~10 ms to import, which the tables the host
+    needs (toolkits, gpus) and a cached doctor run do without."""
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(text)
+
+
+def _requirement(text: str) -> Any:
+    from packaging.requirements import Requirement
+
+    return Requirement(text)
+
+
 VERSION = records.check(parses(Version))
-SPECIFIER = records.check(parses(SpecifierSet))
-REQUIREMENT = records.check(parses(Requirement))
+SPECIFIER = records.check(parses(_specifier_set))
+REQUIREMENT = records.check(parses(_requirement))
 CONFIDENCE = records.check(check_confidence, inherit=True)
 
 

@@ -1,19 +1,49 @@
-"""Rendering a diagnosis: a compact human report, or the stable JSON of docs/doctor.md."""
+"""Rendering a diagnosis: a compact human report, or the stable JSON of docs/doctor.md.
+
+Only `Report` and `use_colour` are needed to print a cached result, so this module imports the
+checks' and the loader's modules only inside the functions that render a fresh diagnosis.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import IO
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING
 
-from cudaresolve.binary.loader import LoadedObject
-from cudaresolve.checks.findings import SEVERITIES
-from cudaresolve.checks.loading import PackageLoad
-from cudaresolve.doctor import Diagnosis
-from cudaresolve.env.environment import Environment
+if TYPE_CHECKING:
+    from cudaresolve.binary.loader import LoadedObject
+    from cudaresolve.checks.loading import PackageLoad
+    from cudaresolve.doctor import Diagnosis
+    from cudaresolve.env.environment import Environment
 
 SCHEMA = 1
 _COLOURS = {"error": "31", "warning": "33", "info": "36"}
+
+
+@dataclass(frozen=True)
+class Report:
+    """A diagnosis as `doctor` prints it: every rendering and both exit statuses, so a cached
+    result (cudaresolve/results.py) answers --json, text, colour and --strict alike."""
+
+    text: str
+    text_colour: str
+    json: str
+    exit_code: int
+    strict_exit_code: int
+
+
+def report_of(diagnosis: Diagnosis) -> Report:
+    """Every rendering of `diagnosis`, so a kept report answers whatever the next run asks."""
+    from cudaresolve.checks.findings import exit_code
+
+    return Report(
+        text=render_text(diagnosis),
+        text_colour=render_text(diagnosis, colour=True),
+        json=render_json(diagnosis),
+        exit_code=exit_code(diagnosis.findings, strict=False),
+        strict_exit_code=exit_code(diagnosis.findings, strict=True),
+    )
 
 
 def use_colour(stream: IO[str], environ) -> bool:
@@ -22,6 +52,8 @@ def use_colour(stream: IO[str], environ) -> bool:
 
 
 def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
+    from cudaresolve.checks.findings import SEVERITIES
+
     host, env = diagnosis.host, diagnosis.environment
     counts = Counter(f.severity for f in diagnosis.findings)
     paint = (lambda sev, text: f"\033[{_COLOURS[sev]}m{text}\033[0m") if colour else (lambda sev, text: text)
@@ -59,6 +91,8 @@ def _roots(env: Environment, load: PackageLoad) -> list[LoadedObject]:
 
 
 def render_json(diagnosis: Diagnosis) -> str:
+    from cudaresolve.checks.findings import SEVERITIES
+
     env = diagnosis.environment
 
     counts = Counter(f.severity for f in diagnosis.findings)
