@@ -407,18 +407,19 @@ def _misfits(args: argparse.Namespace, locked):
 
 
 def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> int:
-    """The doctor on what pip left: its findings shown; pip's success stays the exit status."""
-    from cudaresolve.doctor import examine
+    """The doctor on what pip left, the way `cudaresolve doctor` runs it (its result cached for the
+    next look); its findings are shown, and pip's success stays the exit status."""
     from cudaresolve.env.interpreter import target_for_site_packages
-    from cudaresolve.output.doctor import render_text, use_colour
+    from cudaresolve.output.doctor import use_colour
+    from cudaresolve.results import doctor_report
 
     where = target_for_site_packages(site) if site else target
     hosts = _hosts(args)
     for label, host in hosts:
-        diagnosis = examine(where, host, os.environ)
+        report = doctor_report(where, host, os.environ)
         if len(hosts) > 1:
             sys.stdout.write(f"doctor for {label}:\n")
-        sys.stdout.write(render_text(diagnosis, colour=use_colour(sys.stdout, os.environ)))
+        sys.stdout.write(report.text_colour if use_colour(sys.stdout, os.environ) else report.text)
     return 0
 
 
