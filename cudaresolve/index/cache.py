@@ -14,15 +14,14 @@ miss is an error naming what is missing); `refresh` ignores what is here and fet
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Optional
 
+from cudaresolve.env.store import store_entry
 from cudaresolve.errors import CudaresolveError
 
 PAGE_MAX_AGE = 600.0  # seconds a project page is used without asking the index again
@@ -126,18 +125,8 @@ class IndexCache:
     def _write(self, path: str, data: bytes) -> None:
         if self.write_error is not None:
             return
-        directory = os.path.dirname(path)
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(temporary, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
-                raise
+            store_entry(path, data)
         except OSError as exc:
             self.write_error = f"cannot write the index cache in {self.directory}: {exc.strerror or exc}"
 
