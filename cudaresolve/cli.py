@@ -1,9 +1,10 @@
-"""The `cudaresolve` command line: argument parsing and error reporting, nothing else.
+"""The `cudaresolve` command line: argument parsing, the commands' edges and error reporting.
 
-Each command is a `_cmd_<name>(args) -> int` that calls the pipeline and an output renderer.
-The exit-code contract (docs/cli.md) lives here and in errors.py only: a command returns 0 or 2,
-doctor --strict also 1, and anything that stops a command, a bad command line included, is a
-CudaresolveError that `main` prints as one line and turns into 3.
+Each command is a `_cmd_<name>(args) -> int` that turns the command line into the pipeline's inputs,
+calls it and an output renderer; the logic lives in the pipeline's pure functions. The exit-code
+contract (docs/cli.md) lives here and in errors.py only: a command returns 0 or 2, doctor --strict
+also 1, install and pip also pip's own status, and anything that stops a command, a bad command
+line included, is a CudaresolveError that `main` prints as one line and turns into 3.
 """
 
 from __future__ import annotations
@@ -190,8 +191,9 @@ def _say(args: argparse.Namespace, text: str) -> None:
 def _locked(args: argparse.Namespace, target: Target, site_packages: Optional[str] = None):
     """The lock the command line asks for, for `target` (its installed set read from `site_packages`
     when given: pip's --target directory), and the installed Environment it started from."""
+    from dataclasses import replace
+
     from cudaresolve.doctor import scan
-    from cudaresolve.env.interpreter import Target as TargetType
     from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
     from cudaresolve.resolve.resolver import LockRequest, lock
 
@@ -207,10 +209,7 @@ def _locked(args: argparse.Namespace, target: Target, site_packages: Optional[st
     hosts = _hosts(args)
     if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in hosts):
         _say(args, "no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
-    where = target if site_packages is None else TargetType(
-        site_packages=(site_packages,), python=target.python, prefix=target.prefix, version=target.version,
-        implementation=target.implementation, machine=target.machine, markers=target.markers,
-    )
+    where = target if site_packages is None else replace(target, site_packages=(site_packages,))
     installed, _ = scan(where, os.environ)
     with _open_index(args, target, options=asked.index_options) as index:
         result = lock(
@@ -247,9 +246,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
         if args.requirements or args.requirement:
             raise UsageError("--lock installs a lock as it is: give no requirements with it")
         locked = read_pylock(args.lock)
-        refused = _misfits(args, locked)
-        if refused:
-            sys.stdout.write(f"{args.lock} does not fit {refused[0]}:\n" + "".join(f"  {line}\n" for line in refused[1]))
+        labels, lines = _misfits(args, locked)
+        if lines:
+            sys.stdout.write(f"{args.lock} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in lines))
             return 2
         installed = _installed(target, site)
     else:
@@ -395,15 +394,14 @@ def _prefix_site_packages(target: Target, prefix: str) -> str:
     return os.path.join(os.path.abspath(prefix), "lib", f"python{version}", "site-packages")
 
 
-def _misfits(args: argparse.Namespace, locked):
-    """(host labels, misfit lines) when the lock does not fit the hosts, else None."""
+def _misfits(args: argparse.Namespace, locked) -> tuple[str, list[str]]:
+    """(the hosts' labels, one line per locked build that does not run on them: [] when it fits)."""
     import platform
 
     from cudaresolve.resolve.check import misfits
 
     hosts = _hosts(args)
-    lines = misfits(locked, hosts, platform.machine())
-    return (", ".join(label for label, _ in hosts), lines) if lines else None
+    return ", ".join(label for label, _ in hosts), misfits(locked, hosts, platform.machine())
 
 
 def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> int:
@@ -425,17 +423,11 @@ def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> in
 
 def _check_lock(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
-    import platform
-
     from cudaresolve.output.lock import read_pylock
-    from cudaresolve.resolve.check import misfits
 
-    locked = read_pylock(args.check)
-    hosts = _hosts(args)
-    problems = misfits(locked, hosts, platform.machine())
-    labels = ", ".join(label for label, _ in hosts)
-    if problems:
-        sys.stdout.write(f"{args.check} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in problems))
+    labels, lines = _misfits(args, read_pylock(args.check))
+    if lines:
+        sys.stdout.write(f"{args.check} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in lines))
         return 2
     sys.stdout.write(f"{args.check} fits {labels}: every locked CUDA build runs on its driver and GPUs\n")
     return 0
