@@ -434,7 +434,7 @@ def test_onnxruntime_gpu_cuda_provider_is_judged_in_full(cuda_venv, capsys, driv
         assert ort["evidence"][0] == ("onnxruntime-gpu 1.31.1 is a CUDA 13 build: libonnxruntime_providers_cuda.so "
                                       "links libcublasLt.so.13")
         assert floors["nvidia-cublas 13.1.1.3"]["fix"] == (
-            'upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install "nvidia-cublas-cu12" '
+            'upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install "nvidia-cublas-cu12==12.9.3.13" '
             "in place of nvidia-cublas")
 
 

@@ -86,7 +86,8 @@ def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optio
     if table:
         chosen = releases.for_driver(table, host)
         if chosen is None:
-            return f"{upgrade}: no release of {' or '.join(table)} in {releases.TABLE} is built for a CUDA this driver runs"
+            return (f"{upgrade}: no release of {' or '.join(table)} in {releases.TABLE} is built for a CUDA "
+                    "this driver runs")
         alternative = _release_in_place(build, chosen)
     return f"{upgrade}, or " + (
         alternative
