@@ -25,7 +25,7 @@ from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target, target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
-from cudaresolve.knowledge import advisories
+from cudaresolve.knowledge import advisories, wheel_facts
 from test_doctor_synthetic import FOO_V1, FOO_V2, HOST, MAP_V1, MAP_V2
 from test_env_distributions import make_dist_info
 
@@ -233,3 +233,66 @@ def test_a_package_build_directory_is_looked_for_below_site_packages_only():
     cu13 = build_of(env, "cuda-cccl", f"{root}/cuda/compute/cu13/cccl/libcccl.c.parallel.so")
     assert (cu12.directory, cu12.cuda_major, cu12.selected) == ("cu12", 12, True)
     assert (cu13.directory, cu13.selected) == ("cu13", False)  # cuda-bindings 12 selects cu12
+
+
+# -- fixes that name a release of the wheel-facts table ---------------------------------------------
+
+
+def from_table(name: str, version: str, *requires: str) -> tuple[Distribution, tuple[ElfFile, ...]]:
+    """A table release as a planned environment would hold it: its members at their install paths."""
+    members = wheel_facts.from_record(wheel_facts.find(name, version)).members
+    files = tuple(ElfFile(f"{PLANNED}/{m.path.split('!', 1)[1]}", (name,),
+                          replace(m, path=f"{PLANNED}/{m.path.split('!', 1)[1]}"), None) for m in members)
+    return dist(name, version, *requires, files=tuple(f.path for f in files)), files
+
+
+def findings_of(check: str, *releases: tuple[Distribution, tuple[ElfFile, ...]], host: HostFacts) -> list:
+    env = planned(*(d for d, _ in releases), elf_files=tuple(f for _, files in releases for f in files))
+    return [f for f in judge(env, host).findings if f.check == check]
+
+
+def test_cudnn_on_pascal_names_the_newest_release_whose_libraries_all_carry_sm_61():
+    """cuDNN 9.11 onwards keeps sm_61 SASS in libcudnn_engines_precompiled only; 9.10.2.21 is the
+    newest release of the table whose every library runs on a GTX 1080."""
+    [finding] = findings_of("arch-coverage", from_table("nvidia-cudnn-cu12", "9.28.0.42"), host=on("575.57.08", "6.1"))
+    assert (finding.severity, finding.subject) == ("error", "nvidia-cudnn-cu12 9.28.0.42")
+    assert finding.fix == ('pip install "nvidia-cudnn-cu12==9.10.2.21" (the newest release in cudaresolve\'s table '
+                           "whose device code runs on compute capability 6.1)")
+    # that release, planned in its place, has no arch-coverage finding: the fix is one the check accepts
+    assert findings_of("arch-coverage", from_table("nvidia-cudnn-cu12", "9.10.2.21"), host=on("575.57.08", "6.1")) == []
+
+
+def test_a_release_must_run_on_every_gpu_of_the_host():
+    """Beside an RTX 5090 (12.0) cuDNN 9.0's compute_90 PTX (ISA 8.3) serves sm_120, so 9.10.2.21 still runs on both."""
+    [finding] = findings_of("arch-coverage", from_table("nvidia-cudnn-cu12", "9.28.0.42"),
+                            host=on("575.57.08", "6.1", "12.0"))
+    assert finding.fix == ('pip install "nvidia-cudnn-cu12==9.10.2.21" (the newest release in cudaresolve\'s table '
+                           "whose device code runs on every GPU here (compute capabilities 6.1, 12.0))")
+
+
+def test_no_release_of_the_table_runs_is_said_plainly():
+    """cuDNN for CUDA 13 dropped everything below Turing: no release in the table runs on 6.1."""
+    [finding] = findings_of("arch-coverage", from_table("nvidia-cudnn-cu13", "9.28.1.4"), host=on("580.65.06", "6.1"))
+    assert finding.fix == "no release of nvidia-cudnn-cu13 in cudaresolve's table runs on compute capability 6.1"
+
+
+@pytest.mark.parametrize("driver, cuda, release", [
+    ("575.57.08", "12.9", "12.9.79"),  # the newest CUDA 12 runtime, native on 12.9
+    ("550.144.03", "12.4", "12.4.127"),  # the newest one this driver runs natively, not 12.9 by minor-version compatibility
+])
+def test_driver_floor_names_the_newest_release_of_the_drivers_major(driver, cuda, release):
+    """The CUDA 12 build of the unsuffixed CUDA 13 runtime wheel is nvidia-cuda-runtime-cu12."""
+    host = HostFacts("Linux", "x86_64", Driver(driver, "test", cuda, "test"), (Gpu(ComputeCapability.parse("8.9"), "test", 0),))
+    [finding] = findings_of("driver-floor", from_table("nvidia-cuda-runtime", "13.0.96"), host=host)
+    assert finding.fix == (f'upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install '
+                           f'"nvidia-cuda-runtime-cu12=={release}" in place of nvidia-cuda-runtime')
+
+
+def test_mixed_majors_moves_to_the_hosts_cuda_major_with_a_release_of_the_table():
+    """cuRAND 10.4.5 (CUDA 13, links libcudart.so.13) beside CuPy for CUDA 12: on a 575 driver (CUDA 12.9)
+    the fix is cuRAND's CUDA 12 wheel at a release the table knows; on 580, CuPy's CUDA 13 build."""
+    releases = (from_table("nvidia-curand", "10.4.5.25"), (dist("cupy-cuda12x", "14.0.0"), ()))
+    [finding] = findings_of("mixed-majors", *releases, host=on("575.57.08", "8.6"))
+    assert finding.fix == 'pip install "nvidia-curand-cu12==10.3.10.19" in place of nvidia-curand'
+    [finding] = findings_of("mixed-majors", *releases, host=on("580.65.06", "8.6"))
+    assert finding.fix == "install the CUDA 13 builds of: cupy-cuda12x"

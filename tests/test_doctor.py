@@ -434,5 +434,41 @@ def test_onnxruntime_gpu_cuda_provider_is_judged_in_full(cuda_venv, capsys, driv
         assert ort["evidence"][0] == ("onnxruntime-gpu 1.31.1 is a CUDA 13 build: libonnxruntime_providers_cuda.so "
                                       "links libcublasLt.so.13")
         assert floors["nvidia-cublas 13.1.1.3"]["fix"] == (
-            'upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install "nvidia-cublas-cu12" '
+            'upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install "nvidia-cublas-cu12==12.9.3.13" '
             "in place of nvidia-cublas")
+
+
+# -- cuDNN on a Pascal GPU: the fix names a release, and that release runs -----------------------------
+
+CUDNN_NEWEST = "nvidia-cudnn-cu12==9.28.0.42"
+PASCAL_ON_575 = ["--driver", "575.57.08", "--gpu", "6.1"]
+
+
+def pip_resolves(requirement: str) -> str:
+    """The release pip picks for `requirement` (downloaded into the test cache, where `cuda_venv` finds it)."""
+    wheels = cache_dir() / "wheels"
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(wheels),
+                           requirement], capture_output=True, text=True)
+    found = re.search(r"(?:Saved|File was already downloaded) (\S+\.whl)", done.stdout)
+    if done.returncode != 0 or found is None:
+        pytest.skip(f"the registry is not reachable: {done.stderr.strip().splitlines()[-1:]}")
+    return Path(found.group(1)).name.split("-")[1]
+
+
+def cudnn_arch_errors(capsys, venv: Path) -> list[dict]:
+    code, report = doctor_json(capsys, "--python", str(venv / "bin" / "python"), *PASCAL_ON_575)
+    return [f for f in report["findings"]
+            if f["check"] == "arch-coverage" and f["subject"].startswith("nvidia-cudnn-cu12 ") and f["severity"] == "error"]
+
+
+@pytest.mark.registry
+def test_cudnn_on_pascal_the_fix_names_a_release_that_runs(cuda_venv, capsys):
+    """The newest cuDNN for CUDA 12 keeps sm_61 SASS in one library only: an arch-coverage error whose
+    fix is a requirement. pip resolves it; in a venv with that release the error is gone."""
+    [error] = cudnn_arch_errors(capsys, cuda_venv([CUDNN_NEWEST]))
+    assert error["subject"] == "nvidia-cudnn-cu12 9.28.0.42"
+    found = re.fullmatch(r'pip install "(nvidia-cudnn-cu12(?:==|<)[0-9.]+)" \(.*\)', error["fix"])
+    assert found, error["fix"]
+    release = pip_resolves(found.group(1))
+    assert release != "9.28.0.42"
+    assert cudnn_arch_errors(capsys, cuda_venv([f"nvidia-cudnn-cu12=={release}"])) == []

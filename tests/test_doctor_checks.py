@@ -198,7 +198,7 @@ def test_driver_floor_names_the_wheel_of_the_drivers_cuda_major():
     """cuSPARSE for CUDA 12 on driver 470 (CUDA 11.4): the CUDA 11 wheel is nvidia-cusparse-cu11."""
     [finding] = driver_floor(environment(dist("nvidia-cusparse-cu12", "12.3.1.170")), host("470.57.02"))
     assert finding.fix == ('upgrade the driver to >= 525.60.13, or use the CUDA 11 build instead: '
-                           'pip install "nvidia-cusparse-cu11" in place of nvidia-cusparse-cu12')
+                           'pip install "nvidia-cusparse-cu11==11.7.5.86" in place of nvidia-cusparse-cu12')
     # required by another package: that package must change, not the wheel under it
     env = environment(dist("nvidia-cusparse-cu12", "12.3.1.170"), dist("app", "1.0", "nvidia-cusparse-cu12"))
     [finding] = driver_floor(env, host("470.57.02"))
@@ -243,7 +243,7 @@ def test_driver_floor_folds_the_cuda_wheels_a_failing_package_requires():
     )
     assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix("2.14.1")
     [cufft] = [f for f in found if f.subject == "nvidia-cufft 12.0.0.61"]
-    assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12\" in place of nvidia-cufft"
+    assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12==11.4.1.4\" in place of nvidia-cufft"
 
 
 def test_driver_floor_from_the_driver_cuda_version_alone():
@@ -262,7 +262,7 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
 
 def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
     env = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.14.1"))
-    assert check_mixed_majors(env, cuda_builds(env)) == [
+    assert check_mixed_majors(env, cuda_builds(env), host()) == [
         Finding(
             "mixed-majors",
             "error",
@@ -281,11 +281,11 @@ def test_mixed_majors_counts_extension_modules_linking_a_cudart():
         dist("my-ext", "1.0"),
         elf_files=(elf("my_ext/_C.so", "my-ext", needed=("libcudart.so.12", "libc.so.6")),),
     )
-    [finding] = check_mixed_majors(env, cuda_builds(env))
+    [finding] = check_mixed_majors(env, cuda_builds(env), host())
     assert finding.evidence == ("CUDA 12: my-ext", "CUDA 13: torch")
     assert finding.fix == "install the CUDA 13 builds of: my-ext"
     one_major = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.8.0"))
-    assert check_mixed_majors(one_major, cuda_builds(one_major)) == []
+    assert check_mixed_majors(one_major, cuda_builds(one_major), host()) == []
 
 
 # -- advisories --------------------------------------------------------------------------------------
@@ -421,14 +421,19 @@ def test_unreadable_device_code_is_said_not_taken_for_none():
 
 
 def test_an_arch_fix_never_describes_what_the_installed_build_already_is():
-    """cuDNN for CUDA 12 lacking sm_61: "a build made with CUDA <= 12.9" is already true of it."""
-    env = environment(dist("nvidia-cudnn-cu12", "9.10.2.21"),
-                      elf_files=(elf("nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9", "nvidia-cudnn-cu12",
-                                     fatbin=fatbin("sm_75", "sm_80", "sm_90")),))
+    """cuDNN for CUDA 12 lacking sm_61: "a build made with CUDA <= 12.9" is already true of it; the
+    fix names the newest release of the wheel-facts table whose libraries all carry sm_61 SASS."""
+    env = environment(dist("nvidia-cudnn-cu12", "9.28.0.42"),
+                      elf_files=(elf("nvidia/cudnn/lib/libcudnn_ops.so.9", "nvidia-cudnn-cu12",
+                                     fatbin=fatbin("sm_75", "sm_80", "sm_90a")),))
     [finding] = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1"))
-    assert finding.fix == (
-        "nvidia-cudnn-cu12 9.10.2.21 is built with CUDA 12 and still lacks code for 6.1: an older release of "
-        "nvidia-cudnn-cu12 may carry sm_61; the device code of its releases is not known here, so none is named")
+    assert finding.fix == ('pip install "nvidia-cudnn-cu12==9.10.2.21" (the newest release in cudaresolve\'s table '
+                           "whose device code runs on compute capability 6.1)")
+    # a package the table does not know keeps the description, which its build does not already meet
+    env = environment(dist("nvidia-cudnn-cu11", "9.1.0.70"),
+                      elf_files=(elf("nvidia/cudnn/lib/libcudnn_ops.so.9", "nvidia-cudnn-cu11", fatbin=fatbin("sm_75")),))
+    [finding] = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1"))
+    assert finding.fix.startswith("nvidia-cudnn-cu11 9.1.0.70 is built with CUDA 11 and still lacks code for 6.1")
 
 
 def test_a_package_requiring_itself_with_extras_is_not_its_own_dependency():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Callable, Iterable, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.binary.elf import NO_SECTIONS
@@ -13,10 +13,12 @@ from cudaresolve.checks.builds import CudaBuild, build_of, component_builds
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import UNOWNED, Finding, subject
 from cudaresolve.checks.fixes import arch_fix
+from cudaresolve.checks.releases import driver_runs_release, with_release
 from cudaresolve.compat import can_run
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkits
+from cudaresolve.knowledge.wheel_facts import Wheel
 
 
 def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
@@ -33,11 +35,61 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     per feature and GPU, apart from the package's error.
     """
     findings = []
+    failures, opt_in = _coverage(env, env.elf_files, host)
+    folded = fold_into_requirers(env, {owner for owner, _ in failures})
+    built = {build.dist: build for build in builds}
+    for (owner, cc), files in sorted(failures.items()):
+        if owner not in folded:
+            continue
+        dist = env.distribution(owner)
+        subject = f"{owner} {dist.version}" if dist else owner
+        gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip()
+                         for g in host.visible_gpus if g.compute_capability == cc)
+        evidence = tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
+        if len(files) > 3:
+            evidence += (f"... and {len(files) - 3} more libraries of {owner}",)
+        dependencies = sorted(d for d in folded[owner] if (d, cc) in failures)
+        if dependencies:
+            evidence += (f"its CUDA dependencies lack code for {cc} too: {', '.join(dependencies)}",)
+        findings.append(
+            Finding(
+                "arch-coverage",
+                "error",
+                subject,
+                f"no kernel image for compute capability {cc} ({gpus}): "
+                f"\"no kernel image is available for execution on the device\"",
+                evidence,
+                arch_fix(dist, cc, host, built.get(owner), lambda wheel: runs_on_host(env, wheel, host)),
+            )
+        )
+    for (feature, cc), files in sorted(opt_in.items(), key=lambda item: (item[0][0].feature, item[0][1])):
+        dist = env.distribution(feature.of)
+        findings.append(
+            Finding(
+                "arch-coverage",
+                "warning",
+                f"{feature.of} {dist.version}" if dist else feature.of,
+                f"opt-in feature unavailable on compute capability {cc}: {feature.feature} has no kernel image for it",
+                tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
+                + ((f"... and {len(files) - 3} more libraries",) if len(files) > 3 else ()),
+                None,
+            )
+        )
+    return findings
+
+
+Failures = Dict[Tuple[str, ComputeCapability], List[Tuple[str, str, int]]]  # (path, reason, entries) per file
+OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str, str, int]]]
+
+
+def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -> tuple[Failures, OptInFailures]:
+    """(owner, GPU capability) -> the files that cannot run there, and the same per opt-in feature:
+    the per-file judgement, shared by the check and by the fix that looks for a release that runs."""
     ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
-    failures: dict[tuple[str, ComputeCapability], list[tuple[str, str, int]]] = defaultdict(list)
+    failures: Failures = defaultdict(list)
     runs: set[tuple[str, ComputeCapability]] = set()
-    opt_in: dict[tuple[components.OptIn, ComputeCapability], list[tuple[str, str, int]]] = defaultdict(list)
-    for elf in env.elf_files:
+    opt_in: OptInFailures = defaultdict(list)
+    for elf in elf_files:
         fatbin = elf.facts.fatbin if elf.facts else None
         if fatbin is None or not (fatbin.sass or fatbin.ptx):
             continue
@@ -71,46 +123,17 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
             failures[key] = [f for f in failures[key] if f[2] != 1]
             if not failures[key]:
                 del failures[key]
-    folded = fold_into_requirers(env, {owner for owner, _ in failures})
-    built = {build.dist: build for build in builds}
-    for (owner, cc), files in sorted(failures.items()):
-        if owner not in folded:
-            continue
-        dist = env.distribution(owner)
-        subject = f"{owner} {dist.version}" if dist else owner
-        gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip()
-                         for g in host.visible_gpus if g.compute_capability == cc)
-        evidence = tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
-        if len(files) > 3:
-            evidence += (f"... and {len(files) - 3} more libraries of {owner}",)
-        dependencies = sorted(d for d in folded[owner] if (d, cc) in failures)
-        if dependencies:
-            evidence += (f"its CUDA dependencies lack code for {cc} too: {', '.join(dependencies)}",)
-        findings.append(
-            Finding(
-                "arch-coverage",
-                "error",
-                subject,
-                f"no kernel image for compute capability {cc} ({gpus}): "
-                f"\"no kernel image is available for execution on the device\"",
-                evidence,
-                arch_fix(dist, cc, host, built.get(owner)),
-            )
-        )
-    for (feature, cc), files in sorted(opt_in.items(), key=lambda item: (item[0][0].feature, item[0][1])):
-        dist = env.distribution(feature.of)
-        findings.append(
-            Finding(
-                "arch-coverage",
-                "warning",
-                f"{feature.of} {dist.version}" if dist else feature.of,
-                f"opt-in feature unavailable on compute capability {cc}: {feature.feature} has no kernel image for it",
-                tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
-                + ((f"... and {len(files) - 3} more libraries",) if len(files) > 3 else ()),
-                None,
-            )
-        )
-    return findings
+    return failures, opt_in
+
+
+def runs_on_host(env: Environment, wheel: Wheel, host: HostFacts) -> bool:
+    """Whether the table's release `wheel`, installed in place of its namesake, runs on every visible
+    GPU (judged file by file as the installed one is) with a CUDA build this driver runs."""
+    if not driver_runs_release(wheel, host):
+        return False
+    candidate = with_release(env, wheel)
+    failures, _ = _coverage(candidate, (elf for elf in candidate.elf_files if elf.owner == wheel.name), host)
+    return not failures
 
 
 def _entries(fatbin) -> int:

@@ -8,6 +8,7 @@ from typing import Iterable, Optional
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import Finding, Severity
@@ -17,6 +18,7 @@ from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkits
+from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
 
@@ -70,14 +72,39 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
         f"built for CUDA {build.cuda}, which needs a driver >= {floor}; "
         f"{have}: \"CUDA driver version is insufficient for CUDA runtime version\"",
         evidence,
-        f"upgrade the driver to >= {floor}, or "
-        + (
-            torch_variant_fix(env.distribution(build.dist), host)
-            or _component_for_driver(env, build, driver.cuda)
-            or f"install a build of {_requirers(env, build.dist) or build.dist} for CUDA "
-            f"{driver.cuda or 'your driver supports'}"
-        ),
+        _error_fix(env, build, host, floor),
     )
+
+
+def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optional[str]) -> str:
+    """The driver the build needs, or a build this driver runs: a torch variant; the newest release of
+    the same component the wheel-facts table knows (another major's wheel, when nothing installed
+    requires this one), or that the table holds none; else a description of the build to look for."""
+    upgrade = f"upgrade the driver to >= {floor}"
+    alternative = torch_variant_fix(env.distribution(build.dist), host)
+    table = [] if alternative or _requirers(env, build.dist) else releases.known(components.same_component(build.dist))
+    if table:
+        chosen = releases.for_driver(table, host)
+        if chosen is None:
+            return (f"{upgrade}: no release of {' or '.join(table)} in {releases.TABLE} is built for a CUDA "
+                    "this driver runs")
+        alternative = _release_in_place(build, chosen)
+    return f"{upgrade}, or " + (
+        alternative
+        or _component_for_driver(env, build, host.driver.cuda)
+        or f"install a build of {_requirers(env, build.dist) or build.dist} for CUDA "
+        f"{host.driver.cuda or 'your driver supports'}"
+    )
+
+
+def _release_in_place(build: CudaBuild, chosen: Wheel) -> str:
+    """The table's release the driver runs, as a requirement: another major's wheel goes in place of
+    the installed one."""
+    if chosen.name == build.dist:
+        return f"pip install {releases.requirement(chosen)}"
+    made = releases.build_of_release(chosen)
+    major = f"CUDA {made.cuda.major} " if made else ""
+    return f"use the {major}build instead: pip install {releases.requirement(chosen)} in place of {build.dist}"
 
 
 def _requirers(env: Environment, name: str) -> str:

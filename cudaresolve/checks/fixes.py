@@ -1,17 +1,19 @@
-"""Fixes that name something installable: a torch variant this host runs, the wheel that provides a
-library, a toolkit that still targets a GPU."""
+"""Fixes that name something installable: a torch variant this host runs, a release of the
+wheel-facts table that runs here, the wheel that provides a library, a toolkit that still targets a GPU."""
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 from cudaresolve.arch import ComputeCapability, Target
+from cudaresolve.checks import releases
 from cudaresolve.checks.builds import Build, CudaBuild, framework_build
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkits, torch
+from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
 
@@ -46,14 +48,25 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
 
 
 def arch_fix(
-    dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None
+    dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None,
+    runs: Optional[Callable[[Wheel], bool]] = None,
 ) -> Optional[str]:
-    """Name a variant that runs on `cc` with this driver, where the tables know one; never a
-    description the installed build already meets (cuDNN built with CUDA 12 lacking sm_61 is not fixed
-    by "a build made with CUDA <= 12.9")."""
+    """Name a variant or release that runs on the host's GPUs with this driver, where the tables know
+    one; never a description the installed build already meets (cuDNN built with CUDA 12 lacking
+    sm_61 is not fixed by "a build made with CUDA <= 12.9", but by an older release that carries it).
+    `runs` judges a release of the wheel-facts table as the check judges the installed files."""
     variant = torch_variant_fix(dist, host)
     if variant:
         return variant
+    if dist is not None and runs is not None and releases.known([dist.name]):
+        ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
+        where = (f"compute capability {ccs[0]}" if len(ccs) == 1
+                 else f"every GPU here (compute capabilities {', '.join(map(str, ccs))})")
+        chosen = releases.newest([dist.name], runs, installed=dist.version)
+        if chosen is None:
+            return f"no release of {dist.name} in {releases.TABLE} runs on {where}"
+        return (f"pip install {releases.requirement(chosen)} (the newest release in {releases.TABLE} whose device "
+                f"code runs on {where})")
     driver = host.driver
     supporting = [
         t for t in toolkits.known()

@@ -7,15 +7,20 @@ import os
 from collections import defaultdict
 from typing import Iterable
 
+from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild, major_needs
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Finding
+from cudaresolve.checks.fixes import driver_runs
 from cudaresolve.env.environment import Environment
+from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
+from cudaresolve.versions import CudaVersion
 
 
-def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Finding]:
-    """Files linking a cudart of one major, and frameworks built for one, grouped by major."""
+def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
+    """Files linking a cudart of one major, and frameworks built for one, grouped by major. The fix
+    moves everything to the newest of those majors the host's driver runs."""
     needs: dict[int, set[str]] = defaultdict(set)
     for elf in env.elf_files:
         if elf.facts is None:
@@ -32,7 +37,7 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Fi
     if len(needs) < 2:
         return []
     evidence = tuple(f"CUDA {major}: {', '.join(sorted(owners))}" for major, owners in sorted(needs.items()))
-    newest = max(needs)
+    target = max([major for major in needs if driver_runs(CudaVersion(major), host)] or needs)
     return [
         Finding(
             "mixed-majors",
@@ -41,10 +46,24 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild]) -> list[Fi
             f"packages need different CUDA majors ({', '.join(str(m) for m in sorted(needs))}); "
             "two CUDA runtimes in one process do not share contexts, memory or streams",
             evidence,
-            f"install the CUDA {newest} builds of: "
-            + ", ".join(sorted(set().union(*(owners for m, owners in needs.items() if m != newest)))),
+            _move_to(sorted(set().union(*(owners for m, owners in needs.items() if m != target))), target, host),
         )
     ]
+
+
+def _move_to(owners: list[str], major: int, host: HostFacts) -> str:
+    """Each owner's build for CUDA `major`: the newest release of the wheel-facts table for a
+    component wheel it knows (nvidia-curand -> "nvidia-curand-cu12==..."), else the package named."""
+    named, pins = [], []
+    for owner in owners:
+        table = releases.known(releases.for_major(owner, major))
+        if not table:
+            named.append(owner)
+            continue
+        chosen = releases.for_driver(table, host)
+        pins.append(f"pip install {releases.requirement(chosen)} in place of {owner}" if chosen else
+                    f"no release of {' or '.join(table)} in {releases.TABLE} is built for a CUDA this driver runs")
+    return "; ".join(([f"install the CUDA {major} builds of: {', '.join(named)}"] if named else []) + pins)
 
 
 def other_major_wheels(env: Environment, soname: str) -> dict[int, str]:

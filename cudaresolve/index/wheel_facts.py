@@ -14,16 +14,14 @@ import urllib.parse
 import urllib.request
 from typing import Optional
 
-from cudaresolve.arch import PtxTarget
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
-from cudaresolve.binary.wheel import WheelFacts, read_wheel, split_symbol
+from cudaresolve.binary.wheel import WheelFacts, read_wheel
 from cudaresolve.env.cache import dumps_facts, loads_facts
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.downloads import Progress, download
 from cudaresolve.index.http import Http
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import wheel_facts as table
-from cudaresolve.knowledge.wheel_facts import Member, Wheel
+from cudaresolve.knowledge.wheel_facts import from_record
 
 
 def wheel_binary_facts(
@@ -48,32 +46,3 @@ def wheel_binary_facts(
         facts = read_wheel(stream, file.filename)
     cache.store_blob("wheel-facts", key, dumps_facts((facts.label, facts.members, facts.unreadable, facts.not_elf)))
     return facts
-
-
-def from_record(wheel: Wheel) -> WheelFacts:
-    """A table row as the WheelFacts a read of the wheel would give, reduced to what crosses components."""
-    members = tuple(_member_facts(wheel.filename, wheel.machine, m) for m in wheel.member)
-    return WheelFacts(wheel.filename, members, complete=False)
-
-
-def _member_facts(label: str, machine: str, member: Member) -> BinaryFacts:
-    undefined = [
-        Symbol(name, version, bind.file)
-        for bind in member.binds
-        for name, version in map(split_symbol, bind.symbols)
-    ]
-    defined = []
-    for text in member.defines:
-        name, version = split_symbol(text)
-        defined.append(Symbol(name, version, hidden="@@" not in text))
-    fatbin = None
-    if member.sass is not None or member.ptx is not None:
-        ptx = tuple(PtxTarget(target, isa or None) for target, _, isa in (t.partition(":") for t in member.ptx or ()))
-        fatbin = FatbinSummary(sass=member.sass or (), ptx=ptx, undetermined=member.undetermined, damage=member.damage)
-    return BinaryFacts(
-        path=f"{label}!{member.path}", machine=machine, elf_type="DYN", soname=member.soname,
-        needed=member.needed, rpath=member.rpath, runpath=member.runpath, flags=0, flags_1=0,
-        symbols=SymbolTable.of(undefined, defined), version_definitions=member.version_definitions,
-        version_needs=tuple(VersionNeed(bind.file, bind.versions) for bind in member.binds), build_id=None,
-        fatbin=fatbin,
-    )

@@ -243,6 +243,15 @@ def for_component(name: str, cuda_major: int) -> tuple[Component, ...]:
     return tuple(c for c in load().component if c.name == name and c.cuda_major == cuda_major)
 
 
+def same_component(dist: str) -> tuple[str, ...]:
+    """Every CUDA major's wheel of the component(s) `dist` installs, newest major first
+    (nvidia-cublas -> nvidia-cublas, nvidia-cublas-cu12, nvidia-cublas-cu11): where a build for
+    another major is found."""
+    names = {row.name for row in for_dist(dist)}
+    rows = sorted((c for c in load().component if c.name in names), key=lambda c: -c.cuda_major)
+    return tuple(dict.fromkeys(row.dist for row in rows))
+
+
 def cuda_releases() -> tuple[CudaRelease, ...]:
     """CUDA update releases with their nvrtc / nvJitLink wheel versions, oldest first."""
     return load().cuda_releases.releases

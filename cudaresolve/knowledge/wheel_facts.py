@@ -16,7 +16,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from cudaresolve import records
-from cudaresolve.arch import Target
+from cudaresolve.arch import PtxTarget, Target
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
+from cudaresolve.binary.wheel import WheelFacts, split_symbol
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
@@ -147,6 +149,13 @@ def find(name: str, version: str, filename: Optional[str] = None) -> Optional[Wh
     return rows[0] if rows else None
 
 
+def releases(name: str) -> tuple[Wheel, ...]:
+    """The table's releases of one distribution, newest first: the only ones a fix may name, since
+    only their device code and CUDA builds are known."""
+    wanted = canonicalize_name(name)
+    return tuple(sorted((w for w in load() if w.name == wanted), key=lambda w: Version(w.version), reverse=True))
+
+
 def min_provider_release(name: str, version: str, filename: Optional[str] = None) -> Mapping[str, str]:
     """Provider file -> the newest release any member's versioned symbol names imply ({} when none or unknown)."""
     row = find(name, version, filename)
@@ -156,3 +165,32 @@ def min_provider_release(name: str, version: str, filename: Optional[str] = None
             if bind.min_version and (bind.file not in found or Version(bind.min_version) > Version(found[bind.file])):
                 found[bind.file] = bind.min_version
     return dict(sorted(found.items()))
+
+
+def from_record(wheel: Wheel) -> WheelFacts:
+    """A table row as the WheelFacts a read of the wheel would give, reduced to what crosses components."""
+    members = tuple(_member_facts(wheel.filename, wheel.machine, m) for m in wheel.member)
+    return WheelFacts(wheel.filename, members, complete=False)
+
+
+def _member_facts(label: str, machine: str, member: Member) -> BinaryFacts:
+    undefined = [
+        Symbol(name, version, bind.file)
+        for bind in member.binds
+        for name, version in map(split_symbol, bind.symbols)
+    ]
+    defined = []
+    for text in member.defines:
+        name, version = split_symbol(text)
+        defined.append(Symbol(name, version, hidden="@@" not in text))
+    fatbin = None
+    if member.sass is not None or member.ptx is not None:
+        ptx = tuple(PtxTarget(target, isa or None) for target, _, isa in (t.partition(":") for t in member.ptx or ()))
+        fatbin = FatbinSummary(sass=member.sass or (), ptx=ptx, undetermined=member.undetermined, damage=member.damage)
+    return BinaryFacts(
+        path=f"{label}!{member.path}", machine=machine, elf_type="DYN", soname=member.soname,
+        needed=member.needed, rpath=member.rpath, runpath=member.runpath, flags=0, flags_1=0,
+        symbols=SymbolTable.of(undefined, defined), version_definitions=member.version_definitions,
+        version_needs=tuple(VersionNeed(bind.file, bind.versions) for bind in member.binds), build_id=None,
+        fatbin=fatbin,
+    )

@@ -1,0 +1,89 @@
+"""Releases a fix may name: those of the knowledge table (data/wheel_facts.toml), the only ones whose
+device code and CUDA build are known here, judged by the same rules as the installed files. A fix
+names one as a requirement (`pip install "name==X"`), or says that the table holds none that works."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Callable, Iterable, Optional
+
+from packaging.version import Version
+
+from cudaresolve.checks.builds import CudaBuild, component_builds
+from cudaresolve.compat import driver_verdict
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import ElfFile, Environment
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import components, wheel_facts
+from cudaresolve.knowledge.wheel_facts import Wheel
+
+TABLE = "cudaresolve's table"
+
+
+def known(names: Iterable[str]) -> list[str]:
+    """Those of `names` the table holds releases of: only for them can a fix name a release."""
+    return [name for name in names if wheel_facts.releases(name)]
+
+
+def newest(names: Iterable[str], works: Callable[[Wheel], bool], installed: Optional[Version] = None) -> Optional[Wheel]:
+    """The first release that `works`, taking `names` in order and each one's releases newest first;
+    never the `installed` release, which a fix must not propose again."""
+    return next((wheel for name in names for wheel in wheel_facts.releases(name)
+                 if Version(wheel.version) != installed and works(wheel)), None)
+
+
+def requirement(wheel: Wheel) -> str:
+    return f'"{wheel.name}=={wheel.version}"'
+
+
+def build_of_release(wheel: Wheel) -> Optional[CudaBuild]:
+    """The CUDA a table release is built for, as the installed wheel's would be read."""
+    builds = component_builds([_distribution(wheel.name, Version(wheel.version), "")])
+    return builds[0] if builds else None
+
+
+def driver_runs_release(wheel: Wheel, host: HostFacts, natively: bool = False) -> bool:
+    """Whether the host's driver runs the release's CUDA build (`natively`: without minor-version
+    compatibility); True when the driver is unknown, as for any other fix."""
+    driver = host.driver
+    if not (driver.release or driver.cuda):
+        return True
+    build = build_of_release(wheel)
+    verdict = driver_verdict(build.cuda, driver.release, driver.cuda) if build else "native"
+    return verdict == "native" if natively else verdict is not None
+
+
+def for_driver(names: Iterable[str], host: HostFacts) -> Optional[Wheel]:
+    """The newest release the driver runs natively, else the newest it runs by minor-version
+    compatibility (which leaves a warning), taking `names` in order."""
+    names = list(names)
+    return (newest(names, lambda w: driver_runs_release(w, host, natively=True))
+            or newest(names, lambda w: driver_runs_release(w, host)))
+
+
+def for_major(dist: str, major: int) -> list[str]:
+    """The wheels of `dist`'s component built for CUDA `major` (nvidia-curand, 12 -> nvidia-curand-cu12)."""
+    return [name for name in components.same_component(dist)
+            if any(row.cuda_major == major for row in components.for_dist(name))]
+
+
+def with_release(env: Environment, wheel: Wheel) -> Environment:
+    """`env` with the table's release in place of the installed one of that name: its members at the
+    paths they would be installed at, so the checks judge it as they judge the installed files."""
+    site = env.target.site_packages[-1]
+    files = [elf for elf in env.elf_files if wheel.name not in elf.owners]
+    paths = []
+    for facts in wheel_facts.from_record(wheel).members:
+        path = os.path.normpath(os.path.join(site, facts.path.split("!", 1)[1]))
+        paths.append(path)
+        files.append(ElfFile(path, (wheel.name,), replace(facts, path=path), None))
+    stem = f"{wheel.name.replace('-', '_')}-{wheel.version}"
+    candidate = _distribution(wheel.name, Version(wheel.version), os.path.join(site, f"{stem}.dist-info"), tuple(paths))
+    distributions = [d for d in env.distributions if d.name != wheel.name] + [candidate]
+    return replace(env, distributions=tuple(sorted(distributions, key=lambda d: (d.name, d.dist_info))),
+                   elf_files=tuple(sorted(files, key=lambda e: e.path)))
+
+
+def _distribution(name: str, version: Version, dist_info: str, files: tuple[str, ...] = ()) -> Distribution:
+    return Distribution(name, version, (), TABLE, dist_info, files)
