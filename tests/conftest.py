@@ -189,3 +189,75 @@ def cuda_index():
     served = serve(build_universe())
     yield served
     served.stop()
+
+
+VENDOR = Path(__file__).resolve().parents[2] / "shared" / "vendor"  # ../shared beside the clone
+CONDA_WHEEL = VENDOR / "conda-26.7.1-py3-none-any.whl"
+# conda's own dependencies as ../shared/vendor/README.md pins them (tested there), plus conda-index
+# for making channels; Python 3.10 gets the wheel's ranges (platformdirs 4.14.7 needs 3.11).
+CONDA_DEPENDENCIES = (
+    "archspec==0.2.7", "backports.zstd==1.8.0; python_version < '3.14'", "boltons==26.2.0",
+    "charset-normalizer==3.5.2", "conda-package-handling==2.6.0", "distro==1.9.0", "frozendict==2.5.1",
+    "msgpack==1.2.4", "packaging==26.3", "platformdirs==4.14.7", "pluggy==1.7.0", "pycosat==0.6.6",
+    "requests==2.34.2", "ruamel.yaml==0.18.17", "setuptools>=60", "tqdm==4.70.1", "truststore==0.10.5",
+    "conda-index==0.13.0",
+) if sys.version_info >= (3, 11) else (
+    "archspec>=0.2.3", "backports.zstd>=1.3.0", "boltons>=23.0.0", "charset-normalizer",
+    "conda-package-handling>=2.2.0", "distro>=1.5.0", "frozendict>=2.4.2", "msgpack>=1.1.1", "packaging>=23.0",
+    "platformdirs>=3.10.0", "pluggy>=1.6.0", "pycosat>=0.6.3", "requests>=2.28.0,<3", "ruamel.yaml>=0.11.14,<0.19",
+    "setuptools>=60.0.0", "tqdm>=4", "truststore>=0.8.0", "conda-index==0.13.0",
+)
+# cudaresolve's own runtime dependencies, for the plugin; cudaresolve itself goes in editable.
+PLUGIN_DEPENDENCIES = ("nvidia-ml-py>=12", "resolvelib>=1.0.1", "tomli>=1.1; python_version < '3.11'")
+
+
+def build_conda_venv() -> Path:
+    """A venv holding the real conda (the vendored wheel, `--no-deps`, as the vendor README's recipe
+    says) with its dependencies from the registry, and this checkout installed editable, so conda
+    loads its plugin. Built once per Python, wheel and checkout into the cache; a file lock keeps
+    concurrent sessions from building it twice. Skips only when the registry cannot provide the
+    dependencies (pip's last words are the reason)."""
+    import fcntl
+    import hashlib
+
+    if sys.version_info < (3, 10):
+        pytest.skip("conda 26.7 needs Python 3.10 or newer")
+    if not CONDA_WHEEL.is_file():
+        pytest.fail(f"the vendored conda wheel is missing: {CONDA_WHEEL}")
+    repo = TESTS.parent.resolve()
+    recipe = [sys.version, str(repo), hashlib.sha256(CONDA_WHEEL.read_bytes()).hexdigest(), *CONDA_DEPENDENCIES, *PLUGIN_DEPENDENCIES]
+    key = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:16]
+    root = cache_dir() / "conda"
+    root.mkdir(exist_ok=True)
+    venv = root / key
+    python = venv / "bin" / "python"
+    marker = venv / ".complete"
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and subprocess.run([str(python), "-m", "conda", "--version"], capture_output=True).returncode == 0:
+            return venv
+        if venv.exists():
+            shutil.rmtree(venv)
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        steps = (
+            ([sys.executable, "-m", "venv", str(venv)], False),
+            (pip + ["--no-deps", str(CONDA_WHEEL)], False),
+            (pip + list(CONDA_DEPENDENCIES) + list(PLUGIN_DEPENDENCIES), True),
+            # its build backend comes from the registry too, which has just answered: a failure is ours
+            (pip + ["--no-deps", "-e", str(repo)], False),
+        )
+        for command, from_registry in steps:
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                last = [line for line in result.stderr.splitlines() if line.startswith("ERROR")][-1:] or result.stderr.splitlines()[-1:]
+                if from_registry:
+                    pytest.skip(f"conda's dependencies cannot be installed from the registry: {last}")
+                pytest.fail(f"{' '.join(command)} failed:\n{result.stderr}")
+        marker.write_text("\n".join(recipe) + "\n")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def conda_venv():
+    """The root of the cached venv running the real conda with cudaresolve's plugin installed."""
+    return build_conda_venv()
