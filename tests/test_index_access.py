@@ -337,3 +337,10 @@ def test_two_processes_writing_one_entry_leave_a_whole_one(tmp_path):
         assert process.exitcode == 0
     assert seen <= set(values) and reader.blob("metadata", "a" * 64) in values
     assert not [name for name in os.listdir(tmp_path / "metadata" / "aa") if name.startswith(".tmp-")]
+
+
+def test_a_host_name_that_does_not_resolve_fails_at_once(cache):
+    waits = []
+    with pytest.raises(IndexAccessError, match="cannot resolve the host name") as caught:
+        index_files(Http(trusted_hosts=("no-such-host.invalid",), sleep=waits.append), cache, "http://no-such-host.invalid/simple", "demo")
+    assert waits == [] and "no-such-host.invalid/simple/demo/" in str(caught.value)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email.utils
 import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -153,6 +154,8 @@ class Http:
             except requests.exceptions.SSLError as exc:
                 raise IndexAccessError(f"cannot fetch {url}{_for(what)}: TLS failed ({_reason(exc)})") from None
             except requests.ConnectionError as exc:
+                if _name_unknown(exc):  # no answer will come by waiting: fail now, not after the retries
+                    raise IndexAccessError(f"cannot fetch {url}{_for(what)}: cannot resolve the host name ({_reason(exc)})") from None
                 failure = f"cannot connect ({_reason(exc)})"
             except requests.RequestException as exc:
                 raise IndexAccessError(f"cannot fetch {url}{_for(what)}: {_reason(exc)}") from None
@@ -246,6 +249,23 @@ def _int(value: Optional[str]) -> Optional[int]:
 
 def _for(what: str) -> str:
     return f" ({what})" if what else ""
+
+
+def _name_unknown(exc: BaseException) -> bool:
+    """Whether a connection failed because the host name does not resolve (a socket.gaierror
+    among its causes): the network or the name is wrong, which retrying does not change."""
+    pending: list = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror):
+            return True
+        pending += [current.__cause__, current.__context__, getattr(current, "reason", None)]
+        pending += [a for a in getattr(current, "args", ()) if isinstance(a, BaseException)]
+    return False
 
 
 def _reason(exc: BaseException) -> str:
