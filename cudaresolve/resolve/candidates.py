@@ -183,16 +183,24 @@ class CandidateFinder:
         return tuple(found)
 
     def _does_not_run(self, candidate: Candidate) -> Optional[str]:
-        build = candidate.build
-        if build is None:
-            return None
-        sass: tuple[str, ...] = ()
-        ptx: tuple = ()
-        if candidate.name == "torch":
-            variant = torch.variant(candidate.version.public, candidate.version.local)
-            if variant is not None:
-                sass, ptx = variant.sass(self.machine), variant.ptx(self.machine)
-        return rejection(build.cuda, sass, ptx, self.hosts)
+        return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
+
+
+def release_rejection(
+    name: str, version: Version, build: Optional[CudaBuild], hosts: Sequence[tuple[str, HostFacts]], machine: str
+) -> Optional[str]:
+    """Why a release's build cannot run on one of `hosts`: its CUDA against each driver and, for
+    torch, the arch list data/torch.toml gives its build against every GPU. None when it runs, or
+    when its build is unknown. The resolver prunes with it and `lock --check` judges with it."""
+    if build is None:
+        return None
+    sass: tuple[str, ...] = ()
+    ptx: tuple = ()
+    if name == "torch":
+        variant = torch.variant(version.public, version.local)
+        if variant is not None:
+            sass, ptx = variant.sass(machine), variant.ptx(machine)
+    return rejection(build.cuda, sass, ptx, hosts)
 
 
 def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:

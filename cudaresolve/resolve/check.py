@@ -9,9 +9,7 @@ from typing import Sequence
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import torch
-from cudaresolve.resolve.candidates import cuda_build
-from cudaresolve.resolve.fit import rejection
+from cudaresolve.resolve.candidates import cuda_build, release_rejection
 from cudaresolve.resolve.lock import Lock
 
 
@@ -23,15 +21,7 @@ def misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]], machine: str) ->
             version = Version(package.version)
         except InvalidVersion:
             continue  # read_pylock has checked it; another tool's odd version is not ours to judge
-        build = cuda_build(package.name, version)
-        if build is None:
-            continue
-        sass, ptx = (), ()
-        if package.name == "torch":
-            variant = torch.variant(version.public, version.local)
-            if variant is not None:
-                sass, ptx = variant.sass(machine), variant.ptx(machine)
-        reason = rejection(build.cuda, sass, ptx, hosts)
+        reason = release_rejection(package.name, version, cuda_build(package.name, version), hosts, machine)
         if reason:
             found.append(f"{package.name} {package.version}: {reason}")
     return found
