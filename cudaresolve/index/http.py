@@ -184,7 +184,7 @@ class Http:
         raise IndexAccessError(f"cannot fetch {url}{_for(what)}: more than {MAX_REDIRECTS} redirects")
 
     def _file(self, url: str, headers: Mapping[str, str], what: str) -> Reply:
-        path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+        path = local_path(url)
         if os.path.isdir(path):  # a directory index: its index.html, as pip reads it
             path = os.path.join(path, "index.html")
             url = urllib.parse.urljoin(url if url.endswith("/") else url + "/", "index.html")
@@ -205,6 +205,11 @@ class Http:
     def _count(self, n: int) -> None:
         with self._lock:
             self.bytes_received += n
+
+
+def local_path(url: str) -> str:
+    """The file system path a file:// URL names."""
+    return urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
 
 
 def _byte_range(header: Optional[str], size: int) -> Optional[tuple[int, int, int]]:

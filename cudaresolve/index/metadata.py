@@ -31,7 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.downloads import Progress, check_sha256, download
-from cudaresolve.index.http import Http, IndexAccessError
+from cudaresolve.index.http import Http, IndexAccessError, local_path
 from cudaresolve.index.pages import ProjectFile
 
 # The first range read: the last 1/64 of the wheel, at least 65 KiB (the EOCD with any comment and a
@@ -112,7 +112,7 @@ def _cache_key(file: ProjectFile) -> Optional[str]:
 def _fetch(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress]) -> tuple[bytes, str]:
     what = f"{file.name} {file.version}"
     if file.url.startswith("file:"):
-        with open(_local(file.url), "rb") as local:
+        with open(local_path(file.url), "rb") as local:
             return _from_archive(local, file), "local"
     if file.metadata_hashes is not None:
         reply = http.get(file.url + ".metadata", what=what)
@@ -220,12 +220,6 @@ def _total_size(content_range: Optional[str]) -> Optional[int]:
         return None
     total = content_range.rsplit("/", 1)[1].strip()
     return int(total) if total.isdigit() else None
-
-
-def _local(url: str) -> str:
-    import urllib.request
-
-    return urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
 
 
 class _RangeFile(io.RawIOBase):

@@ -29,7 +29,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.index.cache import CachedPage, IndexCache, OfflineMiss
-from cudaresolve.index.http import Http, IndexAccessError
+from cudaresolve.index.http import Http, IndexAccessError, local_path
 
 ACCEPT = (
     "application/vnd.pypi.simple.v1+json, "
@@ -289,7 +289,7 @@ def _local_path(location: str) -> Optional[str]:
     """The file system path of a file:// URL or a plain path; None for a remote URL."""
     scheme = urllib.parse.urlsplit(location).scheme
     if scheme == "file":
-        return urllib.request.url2pathname(urllib.parse.urlsplit(location).path)
+        return local_path(location)
     if scheme in ("http", "https"):
         return None
     return os.path.abspath(os.path.expanduser(location))

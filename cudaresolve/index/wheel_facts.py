@@ -10,15 +10,13 @@ so no wheel is read twice. Partial reads of a remote wheel cannot work: NVIDIA k
 
 from __future__ import annotations
 
-import urllib.parse
-import urllib.request
 from typing import Optional
 
 from cudaresolve.binary.wheel import WheelFacts, read_wheel
 from cudaresolve.env.cache import dumps_facts, loads_facts
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.downloads import Progress, download
-from cudaresolve.index.http import Http
+from cudaresolve.index.http import Http, local_path
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import wheel_facts as table
 from cudaresolve.knowledge.wheel_facts import from_record
@@ -33,7 +31,7 @@ def wheel_binary_facts(
         if row is not None:
             return from_record(row)
     if file.url.startswith("file:"):
-        with open(urllib.request.url2pathname(urllib.parse.urlsplit(file.url).path), "rb") as local:
+        with open(local_path(file.url), "rb") as local:
             return read_wheel(local, file.filename)
     key = file.sha256 or "url:" + file.url
     stored = loads_facts(cache.blob("wheel-facts", key) or b"")

@@ -9,8 +9,6 @@ lock's doing (the doctor reports it), and refusing every set for it would help n
 from __future__ import annotations
 
 import hashlib
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -27,6 +25,7 @@ from cudaresolve.env.environment import Environment
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
+from cudaresolve.index.http import local_path
 from cudaresolve.knowledge import components, cupy
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
@@ -298,7 +297,7 @@ def _compared(other: Candidate, chosen: Candidate) -> str:
 
 def _local_sha256(url: str) -> str:
     digest = hashlib.sha256()
-    with open(urllib.request.url2pathname(urllib.parse.urlsplit(url).path), "rb") as f:
+    with open(local_path(url), "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
