@@ -122,10 +122,6 @@ class PackageIndex:
     def metadata(self, file: ProjectFile) -> CoreMetadata:
         return core_metadata(self.http, self.cache, file, self.progress)
 
-    def metadata_of_all(self, files: Iterable[ProjectFile]) -> list[CoreMetadata]:
-        """Core metadata of many files at once, in the order given."""
-        return self.map(self.metadata, list(files))
-
     def binary_facts(self, file: ProjectFile, *, deep: bool = False) -> WheelFacts:
         """The ELF facts of a wheel: the knowledge table's (partial) unless `deep`, else the wheel's own."""
         return wheel_binary_facts(self.http, self.cache, file, deep=deep, progress=self.progress)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import platform
 import re
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 from packaging import tags
 from packaging.tags import Tag
@@ -61,12 +61,6 @@ def target_tags(target: Target, overrides: TagOverrides = TagOverrides()) -> tup
         )
     found += tags.compatible_tags(version, f"{implementation}{version[0]}{version[1]}", platforms)
     return tuple(dict.fromkeys(found))
-
-
-def best_rank(wheel_tags: Sequence[Tag] | frozenset, ranks: dict[Tag, int]) -> Optional[int]:
-    """The best (lowest) rank of any of a wheel's tags; None when none fits the target."""
-    found = [ranks[tag] for tag in wheel_tags if tag in ranks]
-    return min(found) if found else None
 
 
 def _version(text: str) -> tuple[int, int]:
