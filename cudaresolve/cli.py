@@ -297,17 +297,16 @@ def _cmd_pip(args: argparse.Namespace) -> int:
     if unlockable or any(_is_direct(text) for _, text in positions) or "--help" in options or "-h" in options:
         _say(args, f"cudaresolve: passing to pip unchanged ({', '.join(unlockable) or 'nothing to lock'})")
         return run(pip + args.arguments)
-    lock_args = argparse.Namespace(
-        requirements=[text for _, text in positions],
-        requirement=options.get("-r", []) + options.get("--requirement", []),
-        constraint=options.get("-c", []) + options.get("--constraint", []),
-        upgrade="-U" in options or "--upgrade" in options,
-        allow_advisory=[], deep=False, quiet=args.quiet, host=None, driver=None, cuda=None, gpu=[],
-        index_url=(options.get("-i") or options.get("--index-url") or [None])[-1],
-        extra_index_url=options.get("--extra-index-url"), find_links=(options.get("-f", []) + options.get("--find-links", [])) or None,
-        no_index=None, torch_index_base=args.torch_index_base, offline=False, refresh=False,
-        python_version=None, platform=None, implementation=None, abi=None,
-    )
+    lock_args = build_parser().parse_args(["lock"])  # every lock option at its default, then pip's words
+    lock_args.requirements = [text for _, text in positions]
+    lock_args.requirement = options.get("-r", []) + options.get("--requirement", [])
+    lock_args.constraint = options.get("-c", []) + options.get("--constraint", [])
+    lock_args.upgrade = "-U" in options or "--upgrade" in options
+    lock_args.quiet = args.quiet
+    lock_args.index_url = (options.get("-i") or options.get("--index-url") or [None])[-1]
+    lock_args.extra_index_url = options.get("--extra-index-url")
+    lock_args.find_links = (options.get("-f", []) + options.get("--find-links", [])) or None
+    lock_args.torch_index_base = args.torch_index_base
     site = (options.get("-t") or options.get("--target") or [None])[-1]
     locked, _ = _locked(lock_args, target, site)
     rewritten = list(arguments)
