@@ -191,7 +191,10 @@ def test_a_cuda_13_build_beside_cuda_12_wheels_is_one_mixed_majors_error_naming_
     [mixed] = [f for f in findings if f.check == "mixed-majors"]
     assert mixed.message == "links CUDA 13 libraries, but the environment's wheels of them are CUDA 12"
     assert mixed.evidence == ("libonnxruntime_providers_cuda.so needs libcublas.so.13; installed: nvidia-cublas-cu12",)
-    assert mixed.fix == "install the CUDA 13 wheels (nvidia-cublas), or a build of onnxruntime-gpu for CUDA 12"
+    # either side, as releases of the wheel-facts table the driver runs natively (580: CUDA 13.0)
+    assert mixed.fix == ('pip install "nvidia-cublas==13.1.2.11" in place of nvidia-cublas-cu12, or '
+                         'pip install "onnxruntime-gpu==1.26.0" (the newest CUDA 12 build of onnxruntime-gpu in '
+                         "cudaresolve's table)")
 
 
 def test_driver_floor_names_the_wheel_of_the_drivers_cuda_major():
@@ -243,7 +246,8 @@ def test_driver_floor_folds_the_cuda_wheels_a_failing_package_requires():
     )
     assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix("2.14.1")
     [cufft] = [f for f in found if f.subject == "nvidia-cufft 12.0.0.61"]
-    assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12==11.4.1.4\" in place of nvidia-cufft"
+    # the newest CUDA 12 cuFFT that driver 550 (CUDA 12.4) runs natively: the one cuda-toolkit 12.4 pins
+    assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12==11.2.1.3\" in place of nvidia-cufft"
 
 
 def test_driver_floor_from_the_driver_cuda_version_alone():
@@ -251,7 +255,7 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
     env = environment(dist("nvidia-cuda-runtime-cu12", "12.8.90"), dist("nvidia-cublas", "13.1.1.3"))
     found = driver_floor(env, host(None, cuda="12.4"))
     assert [(f.severity, f.subject, f.message.split(",")[0]) for f in sort_findings(found)] == [
-        ("error", "nvidia-cublas 13.1.1.3", "built for CUDA 13"),
+        ("error", "nvidia-cublas 13.1.1.3", "built for CUDA 13.0"),  # the cuBLAS cuda-toolkit 13.0.3.0 pins
         ("warning", "nvidia-cuda-runtime-cu12 12.8.90", "built for CUDA 12.8"),
     ]
     assert driver_floor(env, host()) == []  # nothing known about the driver: nothing to judge

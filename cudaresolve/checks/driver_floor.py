@@ -17,7 +17,7 @@ from cudaresolve.checks.metadata import versioned_needs
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import components, toolkits
+from cudaresolve.knowledge import components, toolkit_pins, toolkits
 from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
@@ -82,13 +82,14 @@ def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optio
     requires this one), or that the table holds none; else a description of the build to look for."""
     upgrade = f"upgrade the driver to >= {floor}"
     alternative = torch_variant_fix(env.distribution(build.dist), host)
-    table = [] if alternative or _requirers(env, build.dist) else releases.known(components.same_component(build.dist))
+    names = components.same_component(build.dist) or (build.dist,)
+    table = [] if alternative or _requirers(env, build.dist) else releases.known(names)
     if table:
         chosen = releases.for_driver(table, host)
         if chosen is None:
             return (f"{upgrade}: no release of {' or '.join(table)} in {releases.TABLE} is built for a CUDA "
                     "this driver runs")
-        alternative = _release_in_place(build, chosen)
+        alternative = _release_in_place(env, build, chosen, host)
     return f"{upgrade}, or " + (
         alternative
         or _component_for_driver(env, build, host.driver.cuda)
@@ -97,12 +98,15 @@ def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optio
     )
 
 
-def _release_in_place(build: CudaBuild, chosen: Wheel) -> str:
+def _release_in_place(env: Environment, build: CudaBuild, chosen: Wheel, host: HostFacts) -> str:
     """The table's release the driver runs, as a requirement: another major's wheel goes in place of
-    the installed one."""
-    if chosen.name == build.dist:
-        return f"pip install {releases.requirement(chosen)}"
+    the installed one; a release of the same name comes with its extras and the companion wheels of
+    its CUDA major (onnxruntime-gpu 1.26.0 and nvidia-cublas-cu12 for a CUDA 12 driver)."""
     made = releases.build_of_release(chosen)
+    if chosen.name == build.dist:
+        command = releases.install(env, chosen, lambda names: releases.for_driver(names, host))
+        built = f": CUDA {made.cuda}" if made else ""
+        return f"{command} (the newest release in {releases.TABLE} built for a CUDA this driver runs{built})"
     major = f"CUDA {made.cuda.major} " if made else ""
     return f"use the {major}build instead: pip install {releases.requirement(chosen)} in place of {build.dist}"
 
@@ -126,8 +130,9 @@ def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optio
 
 
 def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[str]) -> Optional[str]:
-    """The newest release of a CUDA-versioned component (nvJitLink, NVRTC) of the driver's CUDA minor
-    that every installed requirement on it admits and every binary of the environment can bind."""
+    """The newest release of the component of the driver's CUDA minor (nvJitLink and NVRTC by their
+    CUDA-like versions, the others by the cuda-toolkit releases that pin them) that every installed
+    requirement on it admits and every binary of the environment can bind."""
     if not driver_cuda:
         return None
     have = CudaVersion.parse(driver_cuda)
@@ -135,7 +140,7 @@ def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optiona
     candidates = [
         version for cuda, version in components.wheel_releases(rows[0].name if rows else "")
         if CudaVersion.parse(cuda) == have
-    ]
+    ] + list(toolkit_pins.for_cuda(build.dist, str(have)) if have.minor is not None else ())
     if not candidates:
         return None
     sonames = {s for row in rows for s in row.sonames}

@@ -49,12 +49,13 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
 
 def arch_fix(
     dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None,
-    runs: Optional[Callable[[Wheel], bool]] = None,
+    runs: Optional[Callable[[Wheel], bool]] = None, install: Callable[[Wheel], str] = lambda wheel: f"pip install {releases.requirement(wheel)}",
 ) -> Optional[str]:
     """Name a variant or release that runs on the host's GPUs with this driver, where the tables know
     one; never a description the installed build already meets (cuDNN built with CUDA 12 lacking
     sm_61 is not fixed by "a build made with CUDA <= 12.9", but by an older release that carries it).
-    `runs` judges a release of the wheel-facts table as the check judges the installed files."""
+    `runs` judges a release of the wheel-facts table as the check judges the installed files;
+    `install` says how to install the release chosen (with its extras and companion wheels)."""
     variant = torch_variant_fix(dist, host)
     if variant:
         return variant
@@ -65,8 +66,7 @@ def arch_fix(
         chosen = releases.newest([dist.name], runs, installed=dist.version)
         if chosen is None:
             return f"no release of {dist.name} in {releases.TABLE} runs on {where}"
-        return (f"pip install {releases.requirement(chosen)} (the newest release in {releases.TABLE} whose device "
-                f"code runs on {where})")
+        return f"{install(chosen)} (the newest release in {releases.TABLE} whose device code runs on {where})"
     driver = host.driver
     supporting = [
         t for t in toolkits.known()
