@@ -290,12 +290,13 @@ def test_driver_floor_names_the_newest_release_of_the_drivers_major(driver, cuda
 
 def test_mixed_majors_moves_to_the_hosts_cuda_major_with_a_release_of_the_table():
     """cuRAND 10.4.5 (CUDA 13, links libcudart.so.13) beside CuPy for CUDA 12: on a 575 driver (CUDA 12.9)
-    the fix is cuRAND's CUDA 12 wheel at a release the table knows; on 580, CuPy's CUDA 13 build."""
+    the fix is cuRAND's CUDA 12 wheel at a release the table knows; on 580, the same CuPy release's CUDA 13 build."""
     releases = (from_table("nvidia-curand", "10.4.5.25"), (dist("cupy-cuda12x", "14.0.0"), ()))
     [finding] = findings_of("mixed-majors", *releases, host=on("575.57.08", "8.6"))
     assert finding.fix == 'pip install "nvidia-curand-cu12==10.3.10.19" in place of nvidia-curand'
     [finding] = findings_of("mixed-majors", *releases, host=on("580.65.06", "8.6"))
-    assert finding.fix == "install the CUDA 13 builds of: cupy-cuda12x"
+    assert finding.fix == ('pip uninstall cupy-cuda12x, then pip install "cupy-cuda13x==14.0.0" (the same CuPy '
+                           "release built for CUDA 13; only one CuPy may be installed)")
 
 
 # -- onnxruntime-gpu: the newest CUDA 12 build, with its companion wheels ------------------------------

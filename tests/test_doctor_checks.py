@@ -274,9 +274,14 @@ def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
             "packages need different CUDA majors (12, 13); two CUDA runtimes in one process do not share "
             "contexts, memory or streams",
             ("CUDA 12: cupy-cuda12x", "CUDA 13: torch"),
-            "install the CUDA 13 builds of: cupy-cuda12x",
+            'pip uninstall cupy-cuda12x, then pip install "cupy-cuda13x==14.0.0" (the same CuPy release built '
+            "for CUDA 13; only one CuPy may be installed)",
         )
     ]
+    # CuPy 13.0.0 had no CUDA 13 build (cupy-cuda13x starts at 13.6.0): the package is named
+    env = environment(dist("cupy-cuda12x", "13.0.0"), dist("torch", "2.14.1"))
+    [finding] = check_mixed_majors(env, cuda_builds(env), host())
+    assert finding.fix == "install the CUDA 13 builds of: cupy-cuda12x"
 
 
 def test_mixed_majors_counts_extension_modules_linking_a_cudart():

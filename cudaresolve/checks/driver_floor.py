@@ -12,7 +12,7 @@ from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import Finding, Severity
-from cudaresolve.checks.fixes import torch_variant_fix
+from cudaresolve.checks.fixes import other_route, torch_variant_fix
 from cudaresolve.checks.metadata import versioned_needs
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
@@ -78,8 +78,9 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
 
 def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optional[str]) -> str:
     """The driver the build needs, or a build this driver runs: a torch variant; the newest release of
-    the same component the wheel-facts table knows (another major's wheel, when nothing installed
-    requires this one), or that the table holds none; else a description of the build to look for."""
+    the package or of the same component the wheel-facts table knows (another major's wheel, when
+    nothing installed requires this one), or that the table holds none; another of the package's
+    per-major builds (cuda-cccl's CUDA 12 route); else a description of the build to look for."""
     upgrade = f"upgrade the driver to >= {floor}"
     alternative = torch_variant_fix(env.distribution(build.dist), host)
     names = components.same_component(build.dist) or (build.dist,)
@@ -92,6 +93,7 @@ def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optio
         alternative = _release_in_place(env, build, chosen, host)
     return f"{upgrade}, or " + (
         alternative
+        or other_route(build.dist, build.cuda.major, host)
         or _component_for_driver(env, build, host.driver.cuda)
         or f"install a build of {_requirers(env, build.dist) or build.dist} for CUDA "
         f"{host.driver.cuda or 'your driver supports'}"

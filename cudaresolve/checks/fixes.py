@@ -124,16 +124,20 @@ def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[str]:
     row = components.alternative_builds(dist)
     if row is None:
         return None
-    def runs(major: int) -> bool:
-        return driver_runs(CudaVersion(major), host)
-
     extra = row.extras.get(build.directory)
-    if runs(build.cuda_major) and extra:
+    if driver_runs(CudaVersion(build.cuda_major), host) and extra:
         return f'pip install "{dist}[{extra}]" (the CUDA {build.cuda_major} libraries its {build.directory} build needs)'
-    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]):
-        if major != build.cuda_major and runs(major) and row.extras.get(directory):
-            chooser = (f'"{row.selected_by}<{build.cuda_major}" ' if major < build.cuda_major
+    route = other_route(dist, build.cuda_major, host)
+    return f"this driver cannot run CUDA {build.cuda_major}; {route}" if route else None
+
+
+def other_route(dist: str, cuda_major: int, host: HostFacts) -> Optional[str]:
+    """For a package shipping one build per CUDA major, the newest other build the driver runs, as
+    the requirements that select it and install its libraries ("take the CUDA 12 route: ...")."""
+    row = components.alternative_builds(dist)
+    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]) if row else ():
+        if major != cuda_major and driver_runs(CudaVersion(major), host) and row.extras.get(directory):
+            chooser = (f'"{row.selected_by}<{cuda_major}" ' if major < cuda_major
                        else f'"{row.selected_by}>={major}" ') if row.selected_by else ""
-            return (f"this driver cannot run CUDA {build.cuda_major}; take the CUDA {major} route: "
-                    f'pip install {chooser}"{dist}[{row.extras[directory]}]"')
+            return f'take the CUDA {major} route: pip install {chooser}"{dist}[{row.extras[directory]}]"'
     return None

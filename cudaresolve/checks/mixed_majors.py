@@ -14,7 +14,7 @@ from cudaresolve.checks.findings import Finding
 from cudaresolve.checks.fixes import driver_runs
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import components
+from cudaresolve.knowledge import components, cupy
 from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
@@ -53,9 +53,10 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: Host
 
 
 def _move_to(env: Environment, owners: list[str], major: int, host: HostFacts) -> str:
-    """Each owner's build for CUDA `major`: the newest release of the wheel-facts table built for it
-    that the driver runs, for a component wheel (nvidia-curand -> "nvidia-curand-cu12==...") or a
-    package whose releases it holds (onnxruntime-gpu, with its companion wheels), else the package named."""
+    """Each owner's build for CUDA `major`: CuPy's distribution for that major, the newest release of
+    the wheel-facts table built for it that the driver runs for a component wheel (nvidia-curand ->
+    "nvidia-curand-cu12==...") or a package whose releases it holds (onnxruntime-gpu, with its
+    companion wheels), else the package named."""
     named, pins = [], []
     for owner in owners:
         pin = _release_for_major(env, owner, major, host)
@@ -67,9 +68,17 @@ def _move_to(env: Environment, owners: list[str], major: int, host: HostFacts) -
 
 
 def _release_for_major(env: Environment, owner: str, major: int, host: HostFacts) -> Optional[str]:
-    """`pip install` of the table's newest release of `owner` (or of its component's wheel for CUDA
-    `major`) built for that major and run by the driver; a sentence when the table holds releases
-    but none fits; None when it holds none."""
+    """`pip install` of `owner`'s build for CUDA `major`: CuPy's distribution of the same release for
+    that major (cupy-cuda12x 14.0.0 -> cupy-cuda13x 14.0.0, from data/cupy.toml), else the table's
+    newest release of `owner` (or of its component's wheel for that major) built for it and run by
+    the driver; a sentence when the table holds releases but none fits; None when it holds none."""
+    installed = env.distribution(owner)
+    other_cupy = cupy.same_release_for_major(installed.version.public, major) if installed and cupy.dist(
+        owner, installed.version.public) else None
+    if other_cupy is not None:
+        extras = f"[{','.join(sorted(installed.extras))}]" if installed.extras else ""
+        return (f'pip uninstall {owner}, then pip install "{other_cupy}{extras}=={installed.version.public}" '
+                f"(the same CuPy release built for CUDA {major}; only one CuPy may be installed)")
     component = releases.known(releases.for_major(owner, major))
     if component:
         chosen = releases.for_driver(component, host)
