@@ -374,3 +374,16 @@ def test_cudnn_for_cuda_13_is_judged_over_every_minor_of_the_table():
     assert minors == {(9, minor) for minor in range(12, 29)}
     [finding] = findings_of("arch-coverage", from_table("nvidia-cudnn-cu13", "9.20.0.48"), host=on("580.65.06", "7.0"))
     assert finding.fix == "no release of nvidia-cudnn-cu13 in cudaresolve's table runs on compute capability 7.0"
+
+
+def test_a_companion_the_table_holds_no_fitting_release_of_is_named_bare_and_said():
+    """Where `pick` accepts no release of a companion's wheel, pip's choice of it is unchecked: the
+    command names it without a version and says so."""
+    fixed = onnxruntime("1.31.1", ORT_CUDA13)
+    env = planned(*(d for d, _ in fixed), elf_files=tuple(f for _, files in fixed for f in files))
+    command = releases.install(env, wheel_facts.find("onnxruntime-gpu", "1.26.0"), lambda names: None)
+    assert command == (
+        "pip uninstall nvidia-cublas nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-curand (CUDA 13 wheels), then "
+        'pip install "onnxruntime-gpu[cuda,cudnn]==1.26.0" "nvidia-cublas-cu12" "nvidia-cuda-runtime-cu12" '
+        '"nvidia-cudnn-cu12" "nvidia-curand-cu12" (no release of nvidia-cublas-cu12, nvidia-cuda-runtime-cu12, '
+        "nvidia-cudnn-cu12, nvidia-curand-cu12 in cudaresolve's table fits here either)")

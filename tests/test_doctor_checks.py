@@ -159,6 +159,21 @@ def test_driver_floor_pins_a_cuda_versioned_component_to_the_drivers_cuda_where_
     assert finding.fix is None
 
 
+def test_driver_floor_reads_a_library_versioned_wheels_cuda_from_the_toolkit_pins_and_pins_its_dependencies_too():
+    """cuFFT 12.5.0.14 is the one cuda-toolkit 13.5.0 pins: CUDA 13.5, minor-version compatibility on
+    a CUDA 13.0 driver. Its fix pins it and the nvJitLink folded into it to what the 13.0 toolkits pin
+    (pinning cuFFT alone would leave nvJitLink 13.5 behind)."""
+    env = environment(dist("nvidia-cufft", "12.5.0.14", "nvidia-nvjitlink"), dist("nvidia-nvjitlink", "13.5.37"))
+    [finding] = driver_floor(env, host("580.65.06"))
+    assert finding.evidence == ("nvidia-cufft 12.5.0.14 is the CUDA 13.5 cufft (by the releases cuda-toolkit pins)",
+                                "host has driver 580.65.06, CUDA 13.0",
+                                "its CUDA dependencies need that driver too: nvidia-nvjitlink")
+    assert finding.fix == ('pin them to the driver\'s CUDA: pip install "nvidia-cufft==12.0.0.61" '
+                           '"nvidia-nvjitlink==13.0.88"')
+    # the cuFFT CUDA 13.0's toolkits pin is native there: nothing to say
+    assert driver_floor(environment(dist("nvidia-cufft", "12.0.0.61")), host("580.65.06")) == []
+
+
 def test_a_package_the_tables_do_not_know_is_a_cuda_build_of_the_libraries_its_binaries_link():
     """onnxruntime-gpu's CUDA provider links libcublas.so.13: a CUDA 13 build, which driver 575 (CUDA
     12.9) cannot run, whatever its metadata says; on driver 580 it runs."""

@@ -38,23 +38,25 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
     severity: Severity
     for severity, failing in (("error", errors), ("warning", set(verdicts) - errors)):
         for dist, dependencies in sorted(fold_into_requirers(env, failing).items()):
-            findings.append(_finding(env, verdicts[dist][0], severity, sorted(dependencies), host))
+            findings.append(_finding(env, verdicts[dist][0], severity, [verdicts[d][0] for d in sorted(dependencies)], host))
     return findings
 
 
-def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[str], host: HostFacts) -> Finding:
+def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[CudaBuild], host: HostFacts) -> Finding:
     driver = host.driver
     subject = f"{build.dist} {build.version}"
     have = _describe_driver(host)
     evidence: tuple[str, ...] = (build.evidence, have)
     if dependencies:
-        evidence += (f"its CUDA dependencies need that driver too: {', '.join(dependencies)}",)
+        evidence += (f"its CUDA dependencies need that driver too: {', '.join(d.dist for d in dependencies)}",)
     if severity == "warning":
         needed = toolkits.get(build.cuda) if build.cuda.minor is not None else None
         fixes = [f"upgrade the driver to >= {needed.ga_driver} for native support"] if needed else []
-        pin = _release_for_driver(env, build, driver.cuda)
-        if pin:
-            fixes.append(f'pin it to the driver\'s CUDA: pip install "{build.dist}=={pin}"')
+        # the folded dependencies too: pinning only the package would leave them newer than the driver
+        pins = [(b.dist, _release_for_driver(env, b, driver.cuda)) for b in [build, *dependencies]]
+        pins = [f'"{dist}=={pin}"' for dist, pin in pins if pin]
+        if pins:
+            fixes.append(f"pin {'it' if len(pins) == 1 else 'them'} to the driver's CUDA: pip install {' '.join(pins)}")
         return Finding(
             "driver-floor",
             "warning",

@@ -78,11 +78,12 @@ def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optiona
     """`pip install` of the table's release `chosen`, with the extras installed with its namesake
     (onnxruntime-gpu[cuda,cudnn]) and, for each NVIDIA wheel the namesake pulls in that is of
     another CUDA major than the release, the same component's wheel for that major: the release
-    `pick` chooses among the table's, or its bare name where the table holds none. The wheels it
-    replaces are uninstalled first: pip would leave them in place."""
+    `pick` chooses among the table's, or its bare name where the table holds none (or none that
+    `pick` accepts, which the command says). The wheels it replaces are uninstalled first: pip would
+    leave them in place."""
     installed = env.distribution(chosen.name)
     extras = f"[{','.join(sorted(installed.extras))}]" if installed is not None and installed.extras else ""
-    parts, replaced = [f'"{chosen.name}{extras}=={chosen.version}"'], []
+    parts, replaced, unfit = [f'"{chosen.name}{extras}=={chosen.version}"'], [], []
     made = build_of_release(chosen)
     for dep in sorted(pulled_in(env, chosen.name)) if made is not None else ():
         dist = env.distribution(dep)
@@ -92,9 +93,11 @@ def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optiona
             continue
         companion = pick(known(names))
         parts.append(requirement(companion) if companion else f'"{names[0]}"')
+        unfit += [] if companion or not known(names) else [names[0]]
         replaced.append(dep)
     first = f"pip uninstall {' '.join(replaced)} (CUDA {majors_of(env, replaced)} wheels), then " if replaced else ""
-    return f"{first}pip install {' '.join(parts)}"
+    caveat = f" (no release of {', '.join(unfit)} in {TABLE} fits here either)" if unfit else ""
+    return f"{first}pip install {' '.join(parts)}{caveat}"
 
 
 def majors_of(env: Environment, names: list[str]) -> str:
