@@ -49,7 +49,7 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
 
 def arch_fix(
     dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None,
-    runs: Optional[Callable[[Wheel], bool]] = None, install: Callable[[Wheel], str] = lambda wheel: f"pip install {releases.requirement(wheel)}",
+    runs: Optional[Callable[[Wheel], bool]] = None, install: Optional[Callable[[Wheel], str]] = None,
 ) -> Optional[str]:
     """Name a variant or release that runs on the host's GPUs with this driver, where the tables know
     one; never a description the installed build already meets (cuDNN built with CUDA 12 lacking
@@ -59,7 +59,7 @@ def arch_fix(
     variant = torch_variant_fix(dist, host)
     if variant:
         return variant
-    if dist is not None and runs is not None and releases.known([dist.name]):
+    if dist is not None and runs is not None and install is not None and releases.known([dist.name]):
         ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
         where = (f"compute capability {ccs[0]}" if len(ccs) == 1
                  else f"every GPU here (compute capabilities {', '.join(map(str, ccs))})")
