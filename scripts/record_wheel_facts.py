@@ -10,12 +10,17 @@ the index's releases that satisfy it):
     cuda-toolkit extras it names;
   - the `[ctk]` extra of the newest cupy-cuda12x and cupy-cuda13x, and cuda-cccl 1.2.1's `[cu12]`
     and `[cu13]`: cuda-toolkit==12.* / ==13.* and its extras, read from cuda-toolkit's METADATA;
-  - every minor of the components that bind each other by versioned symbols (EACH_MINOR), the newest
-    cuDNN of each CUDA major, and `--add NAME==VERSION` (also read from the table's previous
-    `[releases] added`, so an addition survives a rerun).
+  - every minor of the components that bind each other by versioned symbols and of cuDNN for CUDA 13
+    (EACH_MINOR), the newest cuDNN for CUDA 12, and `--add NAME==VERSION` (also read from the
+    table's previous `[releases] added`, so an addition survives a rerun);
+  - every minor of the packages that consume CUDA wheels (CONSUMERS: onnxruntime-gpu), so a fix can
+    name the newest build for a CUDA major or a GPU. Their rows keep what those fixes judge (needs,
+    search paths, device code), not the symbols bound: a package's own symbols cross no wheel.
 Versions come from `pip index versions`, wheels from `pip download` (pip's own index configuration,
-Linux x86_64 manylinux tags, CPython 3.11), kept with their read facts in the cache directory
-(default ~/.cache/cudaresolve-wheel-facts) so a rerun only downloads and reads what is new.
+Linux x86_64 manylinux tags, CPython 3.11). The facts read from each wheel are kept in the cache
+directory (default ~/.cache/cudaresolve-wheel-facts), keyed by the wheel's name and version, so a
+rerun downloads and reads only the releases it has no facts of; `--drop-wheels` deletes each wheel
+once read (45 GB for the whole set), and the requirements of the wheels `expand` reads are kept too.
 """
 
 from __future__ import annotations
@@ -57,7 +62,9 @@ EACH_MINOR = tuple(
     for suffix in ("-cu12", "")
     for component in ("nvjitlink", "cuda-nvrtc", "cusparse", "cusolver", "cufft", "cublas")
 ) + ("nvidia-cublas-cu11", "nvidia-cusparse-cu11", "nvidia-cusolver-cu11", "nvidia-cufft-cu11")
-NEWEST = ("nvidia-cudnn-cu12", "nvidia-cudnn-cu13")
+EACH_MINOR += ("nvidia-cudnn-cu13",)
+NEWEST = ("nvidia-cudnn-cu12",)
+CONSUMERS = ("onnxruntime-gpu>=1.17",)  # 1.17 and 1.18 are CUDA 11.8 builds, 1.19 ... 1.26 CUDA 12, 1.27 on CUDA 13
 # Linux x86_64 wheels as pip on a glibc 2.28 machine takes them (torch 2.14.1 is manylinux_2_28).
 PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)) + (
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64")
@@ -105,18 +112,19 @@ def newest_of_each_minor(requirement: Requirement, only_newest: bool = False) ->
     return [str(v) for v in (versions[:1] if only_newest else versions)]
 
 
+def same_release(filename: str, requirement: str) -> bool:
+    name, _, version = requirement.partition("==")
+    dist, found, _, _ = parse_wheel_filename(filename)
+    return dist == canonicalize_name(name) and found == Version(version)
+
+
 def download(requirement: str, cache: Path) -> Optional[Path]:
     """The cached wheel of NAME==VERSION, downloaded by pip when absent; None (and a warning) when pip has none."""
-    name, _, version = requirement.partition("==")
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
 
     def cached() -> Optional[Path]:
-        for path in wheels.glob("*.whl"):
-            dist, found, _, _ = parse_wheel_filename(path.name)
-            if dist == canonicalize_name(name) and found == Version(version):
-                return path
-        return None
+        return next((path for path in wheels.glob("*.whl") if same_release(path.name, requirement)), None)
 
     path = cached()
     if path is None:
@@ -127,19 +135,28 @@ def download(requirement: str, cache: Path) -> Optional[Path]:
     return path
 
 
-def metadata_requires(wheel: Path) -> List[Requirement]:
+def metadata_requires(wheel: Path) -> List[str]:
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
         text = archive.read(name).decode("utf-8")
-    return [Requirement(line.split(":", 1)[1].strip()) for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+
+
+def requires_of(dist: str, version: str, cache: Path, wheel: Optional[Path] = None) -> List[Requirement]:
+    """Requires-Dist of `dist==version`, kept in the cache once read (a rerun downloads no wheel for it)."""
+    kept = cache / "requires" / f"{canonicalize_name(dist)}-{version}.json"
+    if not kept.exists():
+        wheel = wheel or download(f"{dist}=={version}", cache)
+        if wheel is None:
+            raise SystemExit(f"cannot read the requirements of {dist} {version}")
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(metadata_requires(wheel)))
+    return [Requirement(text) for text in json.loads(kept.read_text())]
 
 
 def expand(dist: str, version: str, extras: Iterable[str], cache: Path, wheel: Optional[Path] = None) -> List[Requirement]:
     """The NVIDIA component requirements `dist==version[extras]` names, through its own extras and cuda-toolkit's."""
-    wheel = wheel or download(f"{dist}=={version}", cache)
-    if wheel is None:
-        raise SystemExit(f"cannot read the requirements of {dist} {version}")
-    requires = metadata_requires(wheel)
+    requires = requires_of(dist, version, cache, wheel)
     wanted, seen, found = [""] + list(extras), set(), []
     while wanted:
         extra = wanted.pop()
@@ -174,7 +191,7 @@ def release_set(cache: Path, added: Iterable[str]) -> Dict[str, Set[str]]:
             chosen[f"{canonicalize_name(requirement.name)}=={version}"].add(why)
 
     torch_wheel = next((cache_root_tests() / "wheels").glob(f"{TORCH[0]}-{TORCH[1]}-*.whl"), None)
-    if torch_wheel is None:
+    if torch_wheel is None and not (cache / "requires" / f"{TORCH[0]}-{TORCH[1]}.json").exists():
         raise SystemExit(f"no cached {TORCH[0]} {TORCH[1]} wheel: run the tests once (they download it)")
     for req in expand(*TORCH, (), cache, wheel=torch_wheel):
         take(req, f"{TORCH[0]} {TORCH[1]}")
@@ -190,6 +207,8 @@ def release_set(cache: Path, added: Iterable[str]) -> Dict[str, Set[str]]:
         take(Requirement(dist), "each minor")
     for dist in NEWEST:
         take(Requirement(dist), "newest", only_newest=True)
+    for consumer in CONSUMERS:
+        take(Requirement(consumer), "consumer, each minor")
     for requirement in added:
         req = Requirement(requirement)
         (spec,) = req.specifier
@@ -242,13 +261,22 @@ def read_one(path: str) -> dict:
             "size": os.path.getsize(path), "members": members, "not_elf": list(facts.not_elf)}
 
 
-def cached_read(path: Path, cache: Path) -> Optional[dict]:
-    file = cache / "facts" / f"{path.name}.json"
-    if file.exists():
+def cached_read(requirement: str, cache: Path) -> Optional[dict]:
+    """The facts once read from the wheel of NAME==VERSION, without its wheel; None when not read
+    yet, read by another format, or when the wheel in the cache is not the one read."""
+    for file in sorted((cache / "facts").glob("*.whl.json")):
+        if not same_release(file.name[:-len(".json")], requirement):
+            continue
         data = json.loads(file.read_text())
-        if data.get("format") == READ_FORMAT and data["size"] == path.stat().st_size:
+        wheel = cache / "wheels" / data["filename"]
+        if data.get("format") == READ_FORMAT and (not wheel.exists() or wheel.stat().st_size == data["size"]):
             return data
     return None
+
+
+def consumer(name: str) -> bool:
+    """A package consuming CUDA wheels, whose rows keep no bound symbols nor definitions."""
+    return any(canonicalize_name(Requirement(c).name) == name for c in CONSUMERS)
 
 
 # -- writing the table ------------------------------------------------------------------------------
@@ -261,6 +289,14 @@ def abi_suffixed(text: str) -> bool:
     return bool(suffix and node and suffix.group(1) == node.group(1))
 
 
+def own_files(data: dict) -> Set[str]:
+    """The sonames and file names of a wheel's members: binds to them list no symbols, since a
+    wheel's own files are installed together and cannot skew (cuDNN's libraries bind
+    libcudnn_graph.so.9 by ~1,000 symbols per release)."""
+    return {member["soname"] for member in data["members"] if member["soname"]} | {
+        os.path.basename(member["path"]) for member in data["members"]}
+
+
 def q(value: str) -> str:
     return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
 
@@ -269,12 +305,13 @@ def strings(values: Iterable[str]) -> str:
     return "[" + ", ".join(q(v) for v in values) + "]"
 
 
-def render(reads: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], added: List[str], downloaded: int) -> str:
+def render(reads: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], added: List[str], size: int) -> str:
     bound: Set[Tuple[str, str]] = set()
-    for _, _, data in reads:
-        for member in data["members"]:
+    for name, _, data in reads:
+        for member in data["members"] if not consumer(name) else ():
             for bind in member["binds"]:
-                bound.update(tuple(s.split("@", 1)) for s in bind["symbols"])
+                if bind["file"] not in own_files(data):
+                    bound.update(tuple(s.split("@", 1)) for s in bind["symbols"])
     lines = [
         "# Generated by scripts/record_wheel_facts.py: do not edit by hand (docs/data.md says how to extend it).",
         "# What known NVIDIA CUDA component wheels' ELF files bind and carry, read from the wheels themselves:",
@@ -287,8 +324,10 @@ def render(reads: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], ad
         "# Releases: the newest of each X.Y minor among those allowed by torch 2.14.1's pins, the [ctk] extra",
         "# of the newest cupy-cuda12x/cupy-cuda13x, cuda-cccl 1.2.1's [cu12]/[cu13], every minor of the",
         "# components binding each other (nvjitlink, nvrtc, cusparse, cusolver, cufft, cublas; cu11, cu12",
-        "# and CUDA 13), the newest cuDNN per CUDA major, and [releases] added; each wheel's `why` says which.",
-        f'source = {q(f"scripts/record_wheel_facts.py, {datetime.date.today().isoformat()}: {len(reads)} Linux x86_64 wheels ({downloaded} bytes) downloaded with pip and read with cudaresolve.binary.wheel.read_wheel")}',
+        "# and CUDA 13), every minor of cuDNN for CUDA 13 and the newest for CUDA 12, every minor of the",
+        "# CUDA consumers (onnxruntime-gpu >= 1.17: their binds list no symbols and they define none), and",
+        "# [releases] added; each wheel's `why` says which. Binds to a file of the same wheel list no symbols.",
+        f'source = {q(f"scripts/record_wheel_facts.py, {datetime.date.today().isoformat()}: {len(reads)} Linux x86_64 wheels ({size} bytes) downloaded with pip and read with cudaresolve.binary.wheel.read_wheel")}',
         'confidence = "H"',
         "",
         "[releases]",
@@ -316,10 +355,12 @@ def render(reads: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], ad
                 lines.append("binds = [")
                 for bind in member["binds"]:
                     minimum = f", min_version = {q(bind['min_version'])}" if bind["min_version"] else ""
-                    lines.append(f"  {{ file = {q(bind['file'])}, versions = {strings(bind['versions'])}{minimum}, "
-                                 f"symbols = {strings(bind['symbols'])} }},")
+                    kept = not consumer(name) and bind["file"] not in own_files(data)
+                    symbols = f", symbols = {strings(bind['symbols'])}" if kept else ""
+                    lines.append(f"  {{ file = {q(bind['file'])}, versions = {strings(bind['versions'])}{minimum}{symbols} }},")
                 lines.append("]")
-            defines = [d for d in member["defined"] if abi_suffixed(d) or tuple(d.replace("@@", "@").split("@", 1)) in bound]
+            defines = [] if consumer(name) else [
+                d for d in member["defined"] if abi_suffixed(d) or tuple(d.replace("@@", "@").split("@", 1)) in bound]
             if defines:
                 lines.append(f"defines = {strings(defines)}")
             fatbin = member["fatbin"]
@@ -337,6 +378,8 @@ def main() -> int:
                         help="where downloaded wheels and their read facts are kept (default: %(default)s)")
     parser.add_argument("--add", action="append", default=[], metavar="NAME==VERSION",
                         help="also record this release (kept in the table's [releases] added for later runs)")
+    parser.add_argument("--drop-wheels", action="store_true",
+                        help="delete each downloaded wheel once its facts are read and kept")
     args = parser.parse_args()
     for requirement in args.add:
         req = Requirement(requirement)
@@ -350,7 +393,7 @@ def main() -> int:
     reasons = {requirement: sorted(why) for requirement, why in chosen.items()}
     print(f"{len(chosen)} releases", flush=True)
     reads: Dict[str, dict] = {}
-    downloaded = 0
+    fetched = 0
     (args.cache / "facts").mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
         pending = {}
@@ -360,27 +403,31 @@ def main() -> int:
                 if wait or future.done():
                     reads[requirement] = data = future.result()
                     (args.cache / "facts" / f"{path.name}.json").write_text(json.dumps(data))
+                    if args.drop_wheels:
+                        path.unlink()
                     del pending[requirement]
                     print(f"  read {requirement}, {time.monotonic() - started:.0f} s", flush=True)
 
         for requirement in sorted(chosen, key=lambda r: (r.split("==")[0], Version(r.split("==")[1]))):
+            data = cached_read(requirement, args.cache)
+            if data is not None:
+                reads[requirement] = data
+                continue
+            before = {path.name for path in (args.cache / "wheels").glob("*.whl")}
             path = download(requirement, args.cache)
             if path is None:
                 continue
-            downloaded += path.stat().st_size
-            data = cached_read(path, args.cache)
-            if data is not None:
-                reads[requirement] = data
-            else:
-                pending[requirement] = (path, pool.submit(read_one, str(path)))
+            fetched += path.stat().st_size if path.name not in before else 0
+            pending[requirement] = (path, pool.submit(read_one, str(path)))
             print(f"  {requirement}: {path.stat().st_size >> 20} MB, {time.monotonic() - started:.0f} s", flush=True)
             harvest(wait=len(pending) > 4)  # downloads stay a few wheels ahead of the readers
         harvest(wait=True)
+    size = sum(data["size"] for data in reads.values())
     rows = sorted(((*r.split("=="), d) for r, d in reads.items()), key=lambda row: (row[0], Version(row[1])))
-    OUT.write_text(render(rows, reasons, added, downloaded))
+    OUT.write_text(render(rows, reasons, added, size))
     crossing = sorted({(name, b["file"]) for name, _, d in rows for m in d["members"] for b in m["binds"]})
-    print(f"wrote {OUT} ({OUT.stat().st_size} bytes): {len(rows)} wheels, {downloaded} bytes of wheels, "
-          f"{time.monotonic() - started:.0f} s")
+    print(f"wrote {OUT} ({OUT.stat().st_size} bytes): {len(rows)} wheels ({size} bytes), {fetched} bytes "
+          f"downloaded this run, {time.monotonic() - started:.0f} s")
     print("versioned needs of non-system providers (distribution -> file):")
     for name, file in crossing:
         print(f"  {name} -> {file}")

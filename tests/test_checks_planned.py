@@ -14,7 +14,7 @@ from packaging.version import Version
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.loader import LoaderEnv
-from cudaresolve.checks import judge
+from cudaresolve.checks import judge, releases
 from cudaresolve.checks.advisories import check_advisories
 from cudaresolve.checks.arch_coverage import check_arch_coverage
 from cudaresolve.checks.builds import cuda_builds
@@ -290,9 +290,100 @@ def test_driver_floor_names_the_newest_release_of_the_drivers_major(driver, cuda
 
 def test_mixed_majors_moves_to_the_hosts_cuda_major_with_a_release_of_the_table():
     """cuRAND 10.4.5 (CUDA 13, links libcudart.so.13) beside CuPy for CUDA 12: on a 575 driver (CUDA 12.9)
-    the fix is cuRAND's CUDA 12 wheel at a release the table knows; on 580, CuPy's CUDA 13 build."""
+    the fix is cuRAND's CUDA 12 wheel at a release the table knows; on 580, the same CuPy release's CUDA 13 build."""
     releases = (from_table("nvidia-curand", "10.4.5.25"), (dist("cupy-cuda12x", "14.0.0"), ()))
     [finding] = findings_of("mixed-majors", *releases, host=on("575.57.08", "8.6"))
     assert finding.fix == 'pip install "nvidia-curand-cu12==10.3.10.19" in place of nvidia-curand'
     [finding] = findings_of("mixed-majors", *releases, host=on("580.65.06", "8.6"))
-    assert finding.fix == "install the CUDA 13 builds of: cupy-cuda12x"
+    assert finding.fix == ('pip uninstall cupy-cuda12x, then pip install "cupy-cuda13x==14.0.0" (the same CuPy '
+                           "release built for CUDA 13; only one CuPy may be installed)")
+
+
+# -- onnxruntime-gpu: the newest CUDA 12 build, with its companion wheels ------------------------------
+
+ORT_CUDA13 = {  # onnxruntime-gpu[cuda,cudnn] 1.31.1 as pip installed it (the survey's venv), reduced to four wheels
+    "nvidia-cuda-runtime": "13.0.96", "nvidia-curand": "10.4.0.35", "nvidia-cudnn-cu13": "9.28.1.4",
+    "nvidia-cublas": "13.1.1.3",
+}
+
+
+def onnxruntime(version: str, companions: dict, extras=frozenset({"cuda", "cudnn"})) -> list:
+    """onnxruntime-gpu from the table with its [cuda] and [cudnn] extras installed, and the companion
+    wheels from the table; cuDNN requires cuBLAS, as the real wheels do."""
+    cudnn = next(name for name in companions if name.startswith("nvidia-cudnn"))
+    cublas = next(name for name in companions if name.startswith("nvidia-cublas"))
+    requires = [f'{name}; extra == "{"cudnn" if name == cudnn else "cuda"}"' for name in companions if name != cublas]
+    ort, files = from_table("onnxruntime-gpu", version, *requires)
+    planned_ort = (replace(ort, extras=frozenset(extras)), files)
+    return [planned_ort] + [from_table(name, release, *([cublas] if name == cudnn else []))
+                            for name, release in companions.items()]
+
+
+def test_onnxruntime_builds_are_read_from_the_binaries_of_the_table():
+    """1.27.0 is the first release whose CUDA provider links libcublas.so.13; 1.17 and 1.18 are CUDA 11."""
+    built = {w.version: releases.build_of_release(w).cuda.major for w in wheel_facts.releases("onnxruntime-gpu")}
+    assert {v: m for v, m in built.items() if v in ("1.17.1", "1.18.1", "1.19.2", "1.26.0", "1.27.0", "1.31.1")} == {
+        "1.17.1": 11, "1.18.1": 11, "1.19.2": 12, "1.26.0": 12, "1.27.0": 13, "1.31.1": 13}
+    assert releases.build_of_release(wheel_facts.find("onnxruntime-gpu", "1.27.0")).evidence == (
+        "onnxruntime-gpu 1.27.0 is a CUDA 13 build: libonnxruntime_providers_cuda.so links libcublas.so.13")
+
+
+def test_onnxruntime_cuda_13_on_driver_575_names_the_newest_cuda_12_build_with_its_wheels():
+    """Driver 575 runs CUDA 12.9 at most: the fix is the driver, or onnxruntime-gpu 1.26.0 with its
+    extras and the CUDA 12 wheels in place of the CUDA 13 ones; planned, that set has no error."""
+    host = on("575.57.08", "8.9")
+    [floor] = [f for f in findings_of("driver-floor", *onnxruntime("1.31.1", ORT_CUDA13), host=host) if f.severity == "error"]
+    assert floor.subject == "onnxruntime-gpu 1.31.1"
+    assert floor.evidence[-1] == ("its CUDA dependencies need that driver too: nvidia-cublas, nvidia-cuda-runtime, "
+                                  "nvidia-cudnn-cu13, nvidia-curand")
+    assert floor.fix == (
+        "upgrade the driver to >= 580.65.06, or pip uninstall nvidia-cublas nvidia-cuda-runtime nvidia-cudnn-cu13 "
+        'nvidia-curand (CUDA 13 wheels), then pip install "onnxruntime-gpu[cuda,cudnn]==1.26.0" '
+        '"nvidia-cublas-cu12==12.9.3.13" "nvidia-cuda-runtime-cu12==12.9.79" "nvidia-cudnn-cu12==9.28.0.42" '
+        "\"nvidia-curand-cu12==10.3.10.19\" (the newest release in cudaresolve's table built for a CUDA this "
+        "driver runs: CUDA 12)")
+    fixed = onnxruntime("1.26.0", {"nvidia-cuda-runtime-cu12": "12.9.79", "nvidia-curand-cu12": "10.3.10.19",
+                                   "nvidia-cudnn-cu12": "9.28.0.42", "nvidia-cublas-cu12": "12.9.3.13"})
+    env = planned(*(d for d, _ in fixed), elf_files=tuple(f for _, files in fixed for f in files))
+    assert [f for f in judge(env, host).findings if f.check in ("driver-floor", "mixed-majors", "arch-coverage")] == []
+    assert findings_of("driver-floor", *onnxruntime("1.31.1", ORT_CUDA13), host=on("580.65.06", "8.9")) == []
+
+
+def test_onnxruntime_on_pascal_names_the_newest_release_whose_provider_runs_there():
+    """1.31.1's provider carries sm_75 and newer; 1.26.0's sm_60 SASS runs on a GTX 1080, and so does
+    cuDNN 9.10.2.21 among its CUDA 12 companions. On a Maxwell GPU (5.0) no release in the table runs."""
+    [arch] = [f for f in findings_of("arch-coverage", *onnxruntime("1.31.1", ORT_CUDA13), host=on("580.65.06", "6.1"))
+              if f.subject == "onnxruntime-gpu 1.31.1"]
+    assert arch.fix == (
+        "pip uninstall nvidia-cublas nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-curand (CUDA 13 wheels), then "
+        'pip install "onnxruntime-gpu[cuda,cudnn]==1.26.0" "nvidia-cublas-cu12==12.9.3.13" '
+        '"nvidia-cuda-runtime-cu12==12.9.79" "nvidia-cudnn-cu12==9.10.2.21" "nvidia-curand-cu12==10.3.10.19" '
+        "(the newest release in cudaresolve's table whose device code runs on compute capability 6.1)")
+    fixed = onnxruntime("1.26.0", {"nvidia-cuda-runtime-cu12": "12.9.79", "nvidia-curand-cu12": "10.3.10.19",
+                                   "nvidia-cudnn-cu12": "9.10.2.21", "nvidia-cublas-cu12": "12.9.3.13"})
+    assert [f for f in findings_of("arch-coverage", *fixed, host=on("580.65.06", "6.1")) if f.severity == "error"] == []
+    [arch] = [f for f in findings_of("arch-coverage", *onnxruntime("1.31.1", ORT_CUDA13), host=on("580.65.06", "5.0"))
+              if f.subject == "onnxruntime-gpu 1.31.1"]
+    assert arch.fix == "no release of onnxruntime-gpu in cudaresolve's table runs on compute capability 5.0"
+
+
+def test_cudnn_for_cuda_13_is_judged_over_every_minor_of_the_table():
+    """nvidia-cudnn-cu13 9.12 … 9.28: 9.12 to 9.20 keep sm_70 SASS in some libraries, but in none of
+    them in all, so on a V100 (7.0) as on a GTX 1080 no release of the table runs."""
+    minors = {tuple(int(p) for p in w.version.split(".")[:2]) for w in wheel_facts.releases("nvidia-cudnn-cu13")}
+    assert minors == {(9, minor) for minor in range(12, 29)}
+    [finding] = findings_of("arch-coverage", from_table("nvidia-cudnn-cu13", "9.20.0.48"), host=on("580.65.06", "7.0"))
+    assert finding.fix == "no release of nvidia-cudnn-cu13 in cudaresolve's table runs on compute capability 7.0"
+
+
+def test_a_companion_the_table_holds_no_fitting_release_of_is_named_bare_and_said():
+    """Where `pick` accepts no release of a companion's wheel, pip's choice of it is unchecked: the
+    command names it without a version and says so."""
+    fixed = onnxruntime("1.31.1", ORT_CUDA13)
+    env = planned(*(d for d, _ in fixed), elf_files=tuple(f for _, files in fixed for f in files))
+    command = releases.install(env, wheel_facts.find("onnxruntime-gpu", "1.26.0"), lambda names: None)
+    assert command == (
+        "pip uninstall nvidia-cublas nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-curand (CUDA 13 wheels), then "
+        'pip install "onnxruntime-gpu[cuda,cudnn]==1.26.0" "nvidia-cublas-cu12" "nvidia-cuda-runtime-cu12" '
+        '"nvidia-cudnn-cu12" "nvidia-curand-cu12" (no release of nvidia-cublas-cu12, nvidia-cuda-runtime-cu12, '
+        "nvidia-cudnn-cu12, nvidia-curand-cu12 in cudaresolve's table fits here either)")

@@ -15,9 +15,11 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from cudaresolve.cli import main
 from cudaresolve import doctor
@@ -383,6 +385,11 @@ def test_cuda_cccl_selected_by_cuda_bindings_13_without_cuda_13_libraries(cuda_v
     cu13 = site_packages(Path(python).parent.parent) / "cuda/compute/cu13/cccl/libcccl.c.parallel.so"
     assert ldd_not_found(str(cu13))[:2] == ["libnvrtc.so.13", "libnvJitLink.so.13"]
     assert missing["fix"] == fix
+    # the selected build is CUDA 13: below driver 580 a driver-floor error, whose way out is the same route
+    floors = [f["fix"] for f in report["findings"] if f["check"] == "driver-floor" and f["severity"] == "error"]
+    assert floors == ([] if driver == "580.65.06" else
+                      ['upgrade the driver to >= 580.65.06, or take the CUDA 12 route: pip install "cuda-bindings<13" '
+                       '"cuda-cccl[cu12]"'])
 
 
 def test_the_built_in_example_is_judged_as_the_real_environment_it_was_made_from(skewed_venv, capsys):
@@ -472,3 +479,43 @@ def test_cudnn_on_pascal_the_fix_names_a_release_that_runs(cuda_venv, capsys):
     release = pip_resolves(found.group(1))
     assert release != "9.28.0.42"
     assert cudnn_arch_errors(capsys, cuda_venv([f"nvidia-cudnn-cu12=={release}"])) == []
+
+
+# -- onnxruntime-gpu for CUDA 13 on a CUDA 12 driver or a Pascal GPU: the fix's set installs and runs -----
+
+ORT_CUDA13 = ["onnxruntime-gpu==1.31.1", "nvidia-cuda-nvrtc==13.0.88", "nvidia-cuda-runtime==13.0.96",
+              "nvidia-cufft==12.0.0.61", "nvidia-curand==10.4.0.35", "nvidia-cudnn-cu13==9.24.0.43",
+              "nvidia-cublas==13.1.1.3", "nvidia-nvjitlink==13.0.88"]  # onnxruntime-gpu[cuda,cudnn], --no-deps
+
+
+def fix_requirements(fix: str) -> tuple[list[str], list[str]]:
+    """(the wheels a fix uninstalls, the requirements it installs) from `pip uninstall A B (...), then
+    pip install "X==1" "Y==2" (...)`."""
+    found = re.search(r"pip uninstall ([^(]+) \(CUDA \d+ wheels\), then pip install ((?:\"[^\"]+\" ?)+)", fix)
+    assert found, fix
+    return found.group(1).split(), re.findall(r'"([^"]+)"', found.group(2))
+
+
+@pytest.mark.registry
+@pytest.mark.parametrize("host, check", [(["--driver", "575.57.08", "--gpu", "8.9"], "driver-floor"),
+                                         (["--driver", "580.65.06", "--gpu", "6.1"], "arch-coverage")])
+def test_onnxruntime_cuda_13_the_fix_names_a_cuda_12_set_that_installs_and_runs(cuda_venv, capsys, host, check):
+    """onnxruntime-gpu 1.31.1 with its [cuda,cudnn] wheels: on driver 575 a driver-floor error, on a GTX
+    1080 an arch-coverage error, each fixed by the newest CUDA 12 release with its extras and the CUDA 12
+    wheels in place of the CUDA 13 ones. pip resolves every requirement; the release's own Requires-Dist
+    for its extras admits them; a venv of that set has no error on the same host."""
+    code, report = doctor_json(capsys, "--python", str(cuda_venv(ORT_CUDA13) / "bin" / "python"), *host)
+    [error] = [f for f in report["findings"] if f["severity"] == "error" and f["subject"] == "onnxruntime-gpu 1.31.1"]
+    assert (code, error["check"]) == (2, check)
+    removed, wanted = fix_requirements(error["fix"])
+    assert sorted(removed) == sorted(r.split("==")[0] for r in ORT_CUDA13[1:])
+    assert wanted[0] == "onnxruntime-gpu[cuda,cudnn]==1.26.0" and all(r.split("==")[0].endswith("-cu12") for r in wanted[1:])
+    resolved = [f"{Requirement(r).name}=={pip_resolves(r)}" for r in wanted]
+    ort = next((cache_dir() / "wheels").glob("onnxruntime_gpu-1.26.0-*.whl"))
+    with zipfile.ZipFile(ort) as archive:
+        metadata = archive.read("onnxruntime_gpu-1.26.0.dist-info/METADATA").decode()
+    extras = [Requirement(line.split(":", 1)[1]) for line in metadata.splitlines() if line.startswith("Requires-Dist: nvidia-")]
+    versions = {r.split("==")[0]: r.split("==")[1] for r in resolved}
+    assert extras and all(r.specifier.contains(versions[r.name], prereleases=True) for r in extras), (extras, versions)
+    _, after = doctor_json(capsys, "--python", str(cuda_venv(resolved) / "bin" / "python"), *host)
+    assert [f for f in after["findings"] if f["severity"] == "error"] == []

@@ -159,6 +159,21 @@ def test_driver_floor_pins_a_cuda_versioned_component_to_the_drivers_cuda_where_
     assert finding.fix is None
 
 
+def test_driver_floor_reads_a_library_versioned_wheels_cuda_from_the_toolkit_pins_and_pins_its_dependencies_too():
+    """cuFFT 12.5.0.14 is the one cuda-toolkit 13.5.0 pins: CUDA 13.5, minor-version compatibility on
+    a CUDA 13.0 driver. Its fix pins it and the nvJitLink folded into it to what the 13.0 toolkits pin
+    (pinning cuFFT alone would leave nvJitLink 13.5 behind)."""
+    env = environment(dist("nvidia-cufft", "12.5.0.14", "nvidia-nvjitlink"), dist("nvidia-nvjitlink", "13.5.37"))
+    [finding] = driver_floor(env, host("580.65.06"))
+    assert finding.evidence == ("nvidia-cufft 12.5.0.14 is the CUDA 13.5 cufft (by the releases cuda-toolkit pins)",
+                                "host has driver 580.65.06, CUDA 13.0",
+                                "its CUDA dependencies need that driver too: nvidia-nvjitlink")
+    assert finding.fix == ('pin them to the driver\'s CUDA: pip install "nvidia-cufft==12.0.0.61" '
+                           '"nvidia-nvjitlink==13.0.88"')
+    # the cuFFT CUDA 13.0's toolkits pin is native there: nothing to say
+    assert driver_floor(environment(dist("nvidia-cufft", "12.0.0.61")), host("580.65.06")) == []
+
+
 def test_a_package_the_tables_do_not_know_is_a_cuda_build_of_the_libraries_its_binaries_link():
     """onnxruntime-gpu's CUDA provider links libcublas.so.13: a CUDA 13 build, which driver 575 (CUDA
     12.9) cannot run, whatever its metadata says; on driver 580 it runs."""
@@ -191,7 +206,10 @@ def test_a_cuda_13_build_beside_cuda_12_wheels_is_one_mixed_majors_error_naming_
     [mixed] = [f for f in findings if f.check == "mixed-majors"]
     assert mixed.message == "links CUDA 13 libraries, but the environment's wheels of them are CUDA 12"
     assert mixed.evidence == ("libonnxruntime_providers_cuda.so needs libcublas.so.13; installed: nvidia-cublas-cu12",)
-    assert mixed.fix == "install the CUDA 13 wheels (nvidia-cublas), or a build of onnxruntime-gpu for CUDA 12"
+    # either side, as releases of the wheel-facts table the driver runs natively (580: CUDA 13.0)
+    assert mixed.fix == ('pip install "nvidia-cublas==13.1.2.11" in place of nvidia-cublas-cu12, or '
+                         'pip install "onnxruntime-gpu==1.26.0" (the newest CUDA 12 build of onnxruntime-gpu in '
+                         "cudaresolve's table)")
 
 
 def test_driver_floor_names_the_wheel_of_the_drivers_cuda_major():
@@ -243,7 +261,8 @@ def test_driver_floor_folds_the_cuda_wheels_a_failing_package_requires():
     )
     assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix("2.14.1")
     [cufft] = [f for f in found if f.subject == "nvidia-cufft 12.0.0.61"]
-    assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12==11.4.1.4\" in place of nvidia-cufft"
+    # the newest CUDA 12 cuFFT that driver 550 (CUDA 12.4) runs natively: the one cuda-toolkit 12.4 pins
+    assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12==11.2.1.3\" in place of nvidia-cufft"
 
 
 def test_driver_floor_from_the_driver_cuda_version_alone():
@@ -251,7 +270,7 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
     env = environment(dist("nvidia-cuda-runtime-cu12", "12.8.90"), dist("nvidia-cublas", "13.1.1.3"))
     found = driver_floor(env, host(None, cuda="12.4"))
     assert [(f.severity, f.subject, f.message.split(",")[0]) for f in sort_findings(found)] == [
-        ("error", "nvidia-cublas 13.1.1.3", "built for CUDA 13"),
+        ("error", "nvidia-cublas 13.1.1.3", "built for CUDA 13.0"),  # the cuBLAS cuda-toolkit 13.0.3.0 pins
         ("warning", "nvidia-cuda-runtime-cu12 12.8.90", "built for CUDA 12.8"),
     ]
     assert driver_floor(env, host()) == []  # nothing known about the driver: nothing to judge
@@ -270,9 +289,14 @@ def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
             "packages need different CUDA majors (12, 13); two CUDA runtimes in one process do not share "
             "contexts, memory or streams",
             ("CUDA 12: cupy-cuda12x", "CUDA 13: torch"),
-            "install the CUDA 13 builds of: cupy-cuda12x",
+            'pip uninstall cupy-cuda12x, then pip install "cupy-cuda13x==14.0.0" (the same CuPy release built '
+            "for CUDA 13; only one CuPy may be installed)",
         )
     ]
+    # CuPy 13.0.0 had no CUDA 13 build (cupy-cuda13x starts at 13.6.0): the package is named
+    env = environment(dist("cupy-cuda12x", "13.0.0"), dist("torch", "2.14.1"))
+    [finding] = check_mixed_majors(env, cuda_builds(env), host())
+    assert finding.fix == "install the CUDA 13 builds of: cupy-cuda12x"
 
 
 def test_mixed_majors_counts_extension_modules_linking_a_cudart():

@@ -319,7 +319,8 @@ def cupy_env(elf_builder):
     )
     shutil.rmtree(elf_builder.root / "elsewhere")
     site = elf_builder.root / "site"
-    make_dist_info(site, "nvidia-cublas-cu12", "12.8.4.1", files=(f"{cublas_row.lib_dir}/libcublas.so.12",))
+    # CUDA 12.4's cuBLAS (cuda-toolkit 12.4 pins it): native on the 550 host, so no minor-version warning
+    make_dist_info(site, "nvidia-cublas-cu12", "12.4.5.8", files=(f"{cublas_row.lib_dir}/libcublas.so.12",))
     return site, extension, cublas
 
 

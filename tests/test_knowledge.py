@@ -517,3 +517,19 @@ def test_every_advisory_is_bounded_by_the_releases_on_the_index():
             for affected in map(Requirement, advisory.affects):
                 if canonicalize_name(affected.name) == name:
                     assert not any(affected.specifier.contains(v, prereleases=True) for v in later), (advisory.id, text)
+
+
+def test_toolkit_pins_give_a_library_versioned_wheels_cuda_minor():
+    """data/toolkit_pins.toml, read from every cuda-toolkit release's METADATA: the minor of the first
+    toolkit pinning a release; for a patch release no toolkit pins, the minor of the newest pinned
+    release below it (a lower bound); none below the first pinned release."""
+    from cudaresolve.knowledge import toolkit_pins
+
+    assert toolkit_pins.cuda_of("nvidia-cufft", "12.5.0.14") == "13.5"
+    assert toolkit_pins.cuda_of("nvidia_cuFFT", "12.0.0.61") == "13.0"  # pinned by 13.0.1 … 13.0.3.0: the first
+    assert toolkit_pins.cuda_of("nvidia-cublas-cu12", "12.9.3.13") == "12.9"  # a patch after 12.9.1.4
+    assert toolkit_pins.cuda_of("nvidia-cublas-cu12", "12.0.0.1") is None
+    assert toolkit_pins.cuda_of("nvidia-cudnn-cu12", "9.10.2.21") is None  # no toolkit pins cuDNN
+    assert toolkit_pins.for_cuda("nvidia-cufft-cu12", "12.4") == ("11.2.1.3", "11.2.0.44")
+    releases = toolkit_pins.load()
+    assert [r.version for r in releases][:1] == ["11.8.0"] and releases[-1].cuda == "13.5"

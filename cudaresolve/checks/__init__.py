@@ -53,7 +53,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)
     findings += check_mixed_majors(env, builds, host)
-    findings += check_companion_majors(env)
+    findings += check_companion_majors(env, host)
     findings += check_advisories(env, host, builds)
     findings += check_metadata_vs_binary(env)
     if host.driver.release is None and host.driver.cuda is None and not host.gpus:

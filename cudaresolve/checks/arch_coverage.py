@@ -13,7 +13,7 @@ from cudaresolve.checks.builds import CudaBuild, build_of, component_builds
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import UNOWNED, Finding, subject
 from cudaresolve.checks.fixes import arch_fix
-from cudaresolve.checks.releases import driver_runs_release, with_release
+from cudaresolve.checks.releases import driver_runs_release, install, newest, with_release
 from cudaresolve.compat import can_run
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.host.facts import HostFacts
@@ -38,6 +38,13 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     failures, opt_in = _coverage(env, env.elf_files, host)
     folded = fold_into_requirers(env, {owner for owner, _ in failures})
     built = {build.dist: build for build in builds}
+
+    def runs(wheel: Wheel) -> bool:
+        return runs_on_host(env, wheel, host)
+
+    def newest_that_runs(names: list[str]) -> Optional[Wheel]:
+        return newest(names, runs)
+
     for (owner, cc), files in sorted(failures.items()):
         if owner not in folded:
             continue
@@ -59,7 +66,7 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
                 f"no kernel image for compute capability {cc} ({gpus}): "
                 f"\"no kernel image is available for execution on the device\"",
                 evidence,
-                arch_fix(dist, cc, host, built.get(owner), lambda wheel: runs_on_host(env, wheel, host)),
+                arch_fix(dist, cc, host, built.get(owner), runs, lambda wheel: install(env, wheel, newest_that_runs)),
             )
         )
     for (feature, cc), files in sorted(opt_in.items(), key=lambda item: (item[0][0].feature, item[0][1])):

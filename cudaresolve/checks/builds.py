@@ -12,7 +12,7 @@ from typing import Iterable, Iterator, Optional
 
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment
-from cudaresolve.knowledge import components, cupy, torch
+from cudaresolve.knowledge import components, cupy, toolkit_pins, torch
 from cudaresolve.versions import CudaVersion
 
 
@@ -27,16 +27,22 @@ class CudaBuild:
 
 
 def component_builds(distributions: Iterable[Distribution]) -> tuple[CudaBuild, ...]:
-    """CUDA of every installed NVIDIA component wheel (nvidia-cuda-runtime-cu12 12.8.90 -> 12.8)."""
+    """CUDA of every installed NVIDIA component wheel: from its version where it follows CUDA's
+    (nvidia-cuda-runtime-cu12 12.8.90 -> 12.8), else from the cuda-toolkit release that pins it
+    (nvidia-cufft 12.5.0.14 -> 13.5), else its major alone."""
     builds = []
     for dist in distributions:
         rows = components.for_dist(dist.name, str(dist.version))
         if not rows:
             continue
         row = rows[0]
+        pinned = toolkit_pins.cuda_of(dist.name, str(dist.version))
         if components.versioned_by_cuda(row.name) and dist.version.release[0] == row.cuda_major:
             cuda = CudaVersion(dist.version.release[0], dist.version.release[1])
             evidence = f"{dist.name} {dist.version} is the CUDA {cuda} {row.name}"
+        elif pinned is not None and CudaVersion.parse(pinned).major == row.cuda_major:
+            cuda = CudaVersion.parse(pinned)
+            evidence = f"{dist.name} {dist.version} is the CUDA {cuda} {row.name} (by the releases cuda-toolkit pins)"
         else:
             cuda = CudaVersion(row.cuda_major)
             evidence = f"{dist.name} {dist.version} is a CUDA {row.cuda_major} component"
@@ -103,9 +109,16 @@ def major_needs(env: Environment) -> Iterator[tuple[ElfFile, str, int]]:
         if build is not None and not build.selected:
             continue
         for soname in elf.facts.needed:
-            majors = {row.cuda_major for row in components.for_soname(soname)}
-            if len(majors) == 1:
-                yield elf, soname, majors.pop()
+            major = soname_major(soname)
+            if major is not None:
+                yield elf, soname, major
+
+
+def soname_major(soname: str) -> Optional[int]:
+    """The CUDA major of a soname only one major's wheels provide (libcublas.so.13: 13); None for
+    one of several majors (libcurand.so.10) or of no known wheel."""
+    majors = {row.cuda_major for row in components.for_soname(soname)}
+    return majors.pop() if len(majors) == 1 else None
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,26 @@ def fold_into_requirers(env: Environment, failing: set[str]) -> dict[str, set[st
     for the target interpreter.
     """
     requires = {d.name: env.requires_names(d) for d in env.distributions}
-
-    def closure(name: str) -> set[str]:
-        seen: set[str] = set()
-        stack = [name]
-        while stack:
-            for dep in requires.get(stack.pop(), ()):
-                if dep not in seen:
-                    seen.add(dep)
-                    stack.append(dep)
-        return seen
-
-    # A package requiring itself with extras (cuda-cccl[cu12] -> cuda-cccl) pulls in only others.
-    pulled = {name: (closure(name) & failing) - {name} for name in failing}
+    pulled = {name: _closure(requires, name) & failing for name in failing}
     roots = {name for name in failing if not any(name in deps for other, deps in pulled.items() if other != name)}
     return {name: pulled[name] for name in roots}
 
+
+
+def pulled_in(env: Environment, name: str) -> set[str]:
+    """The installed distributions `name` requires here, directly or through one another."""
+    requires = {d.name: env.requires_names(d) for d in env.distributions}
+    return _closure(requires, name) & {d.name for d in env.distributions}
+
+
+def _closure(requires: dict[str, set[str]], name: str) -> set[str]:
+    """What `name` requires, transitively; never itself (cuda-cccl[cu12] requires cuda-cccl, and a
+    package requiring itself with extras pulls in only others)."""
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        for dep in requires.get(stack.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                stack.append(dep)
+    return seen - {name}

@@ -12,12 +12,12 @@ from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import Finding, Severity
-from cudaresolve.checks.fixes import torch_variant_fix
+from cudaresolve.checks.fixes import other_route, torch_variant_fix
 from cudaresolve.checks.metadata import versioned_needs
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import components, toolkits
+from cudaresolve.knowledge import components, toolkit_pins, toolkits
 from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
@@ -38,23 +38,25 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
     severity: Severity
     for severity, failing in (("error", errors), ("warning", set(verdicts) - errors)):
         for dist, dependencies in sorted(fold_into_requirers(env, failing).items()):
-            findings.append(_finding(env, verdicts[dist][0], severity, sorted(dependencies), host))
+            findings.append(_finding(env, verdicts[dist][0], severity, [verdicts[d][0] for d in sorted(dependencies)], host))
     return findings
 
 
-def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[str], host: HostFacts) -> Finding:
+def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[CudaBuild], host: HostFacts) -> Finding:
     driver = host.driver
     subject = f"{build.dist} {build.version}"
     have = _describe_driver(host)
     evidence: tuple[str, ...] = (build.evidence, have)
     if dependencies:
-        evidence += (f"its CUDA dependencies need that driver too: {', '.join(dependencies)}",)
+        evidence += (f"its CUDA dependencies need that driver too: {', '.join(d.dist for d in dependencies)}",)
     if severity == "warning":
         needed = toolkits.get(build.cuda) if build.cuda.minor is not None else None
         fixes = [f"upgrade the driver to >= {needed.ga_driver} for native support"] if needed else []
-        pin = _release_for_driver(env, build, driver.cuda)
-        if pin:
-            fixes.append(f'pin it to the driver\'s CUDA: pip install "{build.dist}=={pin}"')
+        # the folded dependencies too: pinning only the package would leave them newer than the driver
+        pins = [(b.dist, _release_for_driver(env, b, driver.cuda)) for b in [build, *dependencies]]
+        pins = [f'"{dist}=={pin}"' for dist, pin in pins if pin]
+        if pins:
+            fixes.append(f"pin {'it' if len(pins) == 1 else 'them'} to the driver's CUDA: pip install {' '.join(pins)}")
         return Finding(
             "driver-floor",
             "warning",
@@ -78,31 +80,37 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
 
 def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optional[str]) -> str:
     """The driver the build needs, or a build this driver runs: a torch variant; the newest release of
-    the same component the wheel-facts table knows (another major's wheel, when nothing installed
-    requires this one), or that the table holds none; else a description of the build to look for."""
+    the package or of the same component the wheel-facts table knows (another major's wheel, when
+    nothing installed requires this one), or that the table holds none; another of the package's
+    per-major builds (cuda-cccl's CUDA 12 route); else a description of the build to look for."""
     upgrade = f"upgrade the driver to >= {floor}"
     alternative = torch_variant_fix(env.distribution(build.dist), host)
-    table = [] if alternative or _requirers(env, build.dist) else releases.known(components.same_component(build.dist))
+    names = components.same_component(build.dist) or (build.dist,)
+    table = [] if alternative or _requirers(env, build.dist) else releases.known(names)
     if table:
         chosen = releases.for_driver(table, host)
         if chosen is None:
             return (f"{upgrade}: no release of {' or '.join(table)} in {releases.TABLE} is built for a CUDA "
                     "this driver runs")
-        alternative = _release_in_place(build, chosen)
+        alternative = _release_in_place(env, build, chosen, host)
     return f"{upgrade}, or " + (
         alternative
+        or other_route(build.dist, build.cuda.major, host)
         or _component_for_driver(env, build, host.driver.cuda)
         or f"install a build of {_requirers(env, build.dist) or build.dist} for CUDA "
         f"{host.driver.cuda or 'your driver supports'}"
     )
 
 
-def _release_in_place(build: CudaBuild, chosen: Wheel) -> str:
+def _release_in_place(env: Environment, build: CudaBuild, chosen: Wheel, host: HostFacts) -> str:
     """The table's release the driver runs, as a requirement: another major's wheel goes in place of
-    the installed one."""
-    if chosen.name == build.dist:
-        return f"pip install {releases.requirement(chosen)}"
+    the installed one; a release of the same name comes with its extras and the companion wheels of
+    its CUDA major (onnxruntime-gpu 1.26.0 and nvidia-cublas-cu12 for a CUDA 12 driver)."""
     made = releases.build_of_release(chosen)
+    if chosen.name == build.dist:
+        command = releases.install(env, chosen, lambda names: releases.for_driver(names, host))
+        built = f": CUDA {made.cuda}" if made else ""
+        return f"{command} (the newest release in {releases.TABLE} built for a CUDA this driver runs{built})"
     major = f"CUDA {made.cuda.major} " if made else ""
     return f"use the {major}build instead: pip install {releases.requirement(chosen)} in place of {build.dist}"
 
@@ -126,8 +134,9 @@ def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optio
 
 
 def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[str]) -> Optional[str]:
-    """The newest release of a CUDA-versioned component (nvJitLink, NVRTC) of the driver's CUDA minor
-    that every installed requirement on it admits and every binary of the environment can bind."""
+    """The newest release of the component of the driver's CUDA minor (nvJitLink and NVRTC by their
+    CUDA-like versions, the others by the cuda-toolkit releases that pin them) that every installed
+    requirement on it admits and every binary of the environment can bind."""
     if not driver_cuda:
         return None
     have = CudaVersion.parse(driver_cuda)
@@ -135,7 +144,7 @@ def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optiona
     candidates = [
         version for cuda, version in components.wheel_releases(rows[0].name if rows else "")
         if CudaVersion.parse(cuda) == have
-    ]
+    ] + list(toolkit_pins.for_cuda(build.dist, str(have)) if have.minor is not None else ())
     if not candidates:
         return None
     sonames = {s for row in rows for s in row.sonames}

@@ -49,24 +49,24 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
 
 def arch_fix(
     dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None,
-    runs: Optional[Callable[[Wheel], bool]] = None,
+    runs: Optional[Callable[[Wheel], bool]] = None, install: Optional[Callable[[Wheel], str]] = None,
 ) -> Optional[str]:
     """Name a variant or release that runs on the host's GPUs with this driver, where the tables know
     one; never a description the installed build already meets (cuDNN built with CUDA 12 lacking
     sm_61 is not fixed by "a build made with CUDA <= 12.9", but by an older release that carries it).
-    `runs` judges a release of the wheel-facts table as the check judges the installed files."""
+    `runs` judges a release of the wheel-facts table as the check judges the installed files;
+    `install` says how to install the release chosen (with its extras and companion wheels)."""
     variant = torch_variant_fix(dist, host)
     if variant:
         return variant
-    if dist is not None and runs is not None and releases.known([dist.name]):
+    if dist is not None and runs is not None and install is not None and releases.known([dist.name]):
         ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
         where = (f"compute capability {ccs[0]}" if len(ccs) == 1
                  else f"every GPU here (compute capabilities {', '.join(map(str, ccs))})")
         chosen = releases.newest([dist.name], runs, installed=dist.version)
         if chosen is None:
             return f"no release of {dist.name} in {releases.TABLE} runs on {where}"
-        return (f"pip install {releases.requirement(chosen)} (the newest release in {releases.TABLE} whose device "
-                f"code runs on {where})")
+        return f"{install(chosen)} (the newest release in {releases.TABLE} whose device code runs on {where})"
     driver = host.driver
     supporting = [
         t for t in toolkits.known()
@@ -124,16 +124,20 @@ def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[str]:
     row = components.alternative_builds(dist)
     if row is None:
         return None
-    def runs(major: int) -> bool:
-        return driver_runs(CudaVersion(major), host)
-
     extra = row.extras.get(build.directory)
-    if runs(build.cuda_major) and extra:
+    if driver_runs(CudaVersion(build.cuda_major), host) and extra:
         return f'pip install "{dist}[{extra}]" (the CUDA {build.cuda_major} libraries its {build.directory} build needs)'
-    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]):
-        if major != build.cuda_major and runs(major) and row.extras.get(directory):
-            chooser = (f'"{row.selected_by}<{build.cuda_major}" ' if major < build.cuda_major
+    route = other_route(dist, build.cuda_major, host)
+    return f"this driver cannot run CUDA {build.cuda_major}; {route}" if route else None
+
+
+def other_route(dist: str, cuda_major: int, host: HostFacts) -> Optional[str]:
+    """For a package shipping one build per CUDA major, the newest other build the driver runs, as
+    the requirements that select it and install its libraries ("take the CUDA 12 route: ...")."""
+    row = components.alternative_builds(dist)
+    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]) if row else ():
+        if major != cuda_major and driver_runs(CudaVersion(major), host) and row.extras.get(directory):
+            chooser = (f'"{row.selected_by}<{cuda_major}" ' if major < cuda_major
                        else f'"{row.selected_by}>={major}" ') if row.selected_by else ""
-            return (f"this driver cannot run CUDA {build.cuda_major}; take the CUDA {major} route: "
-                    f'pip install {chooser}"{dist}[{row.extras[directory]}]"')
+            return f'take the CUDA {major} route: pip install {chooser}"{dist}[{row.extras[directory]}]"'
     return None

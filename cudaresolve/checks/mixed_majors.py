@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, Optional
 
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild, major_needs
@@ -14,7 +14,8 @@ from cudaresolve.checks.findings import Finding
 from cudaresolve.checks.fixes import driver_runs
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import components
+from cudaresolve.knowledge import components, cupy
+from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
 
@@ -46,24 +47,55 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: Host
             f"packages need different CUDA majors ({', '.join(str(m) for m in sorted(needs))}); "
             "two CUDA runtimes in one process do not share contexts, memory or streams",
             evidence,
-            _move_to(sorted(set().union(*(owners for m, owners in needs.items() if m != target))), target, host),
+            _move_to(env, sorted(set().union(*(owners for m, owners in needs.items() if m != target))), target, host),
         )
     ]
 
 
-def _move_to(owners: list[str], major: int, host: HostFacts) -> str:
-    """Each owner's build for CUDA `major`: the newest release of the wheel-facts table for a
-    component wheel it knows (nvidia-curand -> "nvidia-curand-cu12==..."), else the package named."""
+def _move_to(env: Environment, owners: list[str], major: int, host: HostFacts) -> str:
+    """Each owner's build for CUDA `major`: CuPy's distribution for that major, the newest release of
+    the wheel-facts table built for it that the driver runs for a component wheel (nvidia-curand ->
+    "nvidia-curand-cu12==...") or a package whose releases it holds (onnxruntime-gpu, with its
+    companion wheels), else the package named."""
     named, pins = [], []
     for owner in owners:
-        table = releases.known(releases.for_major(owner, major))
-        if not table:
+        pin = _release_for_major(env, owner, major, host)
+        if pin is None:
             named.append(owner)
-            continue
-        chosen = releases.for_driver(table, host)
-        pins.append(f"pip install {releases.requirement(chosen)} in place of {owner}" if chosen else
-                    f"no release of {' or '.join(table)} in {releases.TABLE} is built for a CUDA this driver runs")
+        else:
+            pins.append(pin)
     return "; ".join(([f"install the CUDA {major} builds of: {', '.join(named)}"] if named else []) + pins)
+
+
+def _release_for_major(env: Environment, owner: str, major: int, host: HostFacts) -> Optional[str]:
+    """`pip install` of `owner`'s build for CUDA `major`: CuPy's distribution of the same release for
+    that major (cupy-cuda12x 14.0.0 -> cupy-cuda13x 14.0.0, from data/cupy.toml), else the table's
+    newest release of `owner` (or of its component's wheel for that major) built for it and run by
+    the driver; a sentence when the table holds releases but none fits; None when it holds none."""
+    installed = env.distribution(owner)
+    other_cupy = cupy.same_release_for_major(installed.version.public, major) if installed and cupy.dist(
+        owner, installed.version.public) else None
+    if other_cupy is not None:
+        extras = f"[{','.join(sorted(installed.extras))}]" if installed.extras else ""
+        return (f'pip uninstall {owner}, then pip install "{other_cupy}{extras}=={installed.version.public}" '
+                f"(the same CuPy release built for CUDA {major}; only one CuPy may be installed)")
+    component = releases.known(releases.for_major(owner, major))
+    if component:
+        chosen = releases.for_driver(component, host)
+        return (f"pip install {releases.requirement(chosen)} in place of {owner}" if chosen else
+                f"no release of {' or '.join(component)} in {releases.TABLE} is built for a CUDA this driver runs")
+    if not releases.known([owner]) or components.for_dist(owner):
+        return None
+
+    def built_for(wheel: Wheel) -> bool:
+        made = releases.build_of_release(wheel)
+        return made is not None and made.cuda.major == major and releases.driver_runs_release(wheel, host)
+
+    chosen = releases.newest([owner], built_for)
+    if chosen is None:
+        return f"no release of {owner} in {releases.TABLE} is built for CUDA {major}"
+    return (f"{releases.install(env, chosen, lambda names: releases.for_driver(names, host))} "
+            f"(the newest CUDA {major} build of {owner} in {releases.TABLE})")
 
 
 def other_major_wheels(env: Environment, soname: str) -> dict[int, str]:
@@ -81,10 +113,11 @@ def other_major_wheels(env: Environment, soname: str) -> dict[int, str]:
     return {} if rows[0].cuda_major in wheels else wheels
 
 
-def check_companion_majors(env: Environment) -> list[Finding]:
+def check_companion_majors(env: Environment, host: HostFacts) -> list[Finding]:
     """A package whose binaries link one CUDA major's library (libcublas.so.13) while the environment's
     wheels of that component are another major's (nvidia-cublas-cu12): the loader finds nothing, and
-    the fix is either side's major. One finding per package, naming both sides."""
+    the fix is either side's major, each named as releases of the wheel-facts table where it holds
+    some the driver runs. One finding per package, naming both sides."""
     mismatches: dict[str, list[tuple[str, str, int, dict[int, str]]]] = defaultdict(list)
     for elf, needed, major in major_needs(env):
         if components.for_dist(elf.owner) or components.alternative_builds(elf.owner):
@@ -97,7 +130,6 @@ def check_companion_majors(env: Environment) -> list[Finding]:
         dist = env.distribution(owner)
         needs = sorted({major for _, _, major, _ in found})
         have = sorted({m for _, _, _, wheels in found for m in wheels})
-        wanted = sorted({row.dist for _, needed, _, _ in found for row in components.for_soname(needed)})
         findings.append(
             Finding(
                 "mixed-majors",
@@ -107,8 +139,21 @@ def check_companion_majors(env: Environment) -> list[Finding]:
                 f"CUDA {', '.join(map(str, have))}",
                 tuple(f"{os.path.basename(path)} needs {needed}; installed: {', '.join(sorted(wheels.values()))}"
                       for path, needed, _, wheels in found[:5]),
-                f"install the CUDA {needs[-1]} wheels ({', '.join(wanted)}), or a build of {owner} for CUDA "
-                f"{have[-1]}",
+                f"{_wheels_for(found, needs[-1], host)}, or "
+                + (_release_for_major(env, owner, have[-1], host) or f"a build of {owner} for CUDA {have[-1]}"),
             )
         )
     return findings
+
+
+def _wheels_for(found: list[tuple[str, str, int, dict[int, str]]], major: int, host: HostFacts) -> str:
+    """The CUDA `major` wheels providing the libraries a package links, in place of the installed
+    wheels of another major: the table's newest release the driver runs, else the bare name."""
+    wanted = sorted({row.dist for _, needed, _, _ in found for row in components.for_soname(needed)
+                     if row.cuda_major == major})
+    installed = sorted({name for _, _, _, wheels in found for name in wheels.values()})
+    chosen = [releases.for_driver(releases.known([name]), host) for name in wanted]
+    if not any(chosen):
+        return f"install the CUDA {major} wheels ({', '.join(wanted)})"
+    named = [releases.requirement(wheel) if wheel else f'"{name}"' for name, wheel in zip(wanted, chosen)]
+    return f"pip install {' '.join(named)} in place of {', '.join(installed)}"

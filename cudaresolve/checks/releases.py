@@ -10,13 +10,15 @@ from typing import Callable, Iterable, Optional
 
 from packaging.version import Version
 
-from cudaresolve.checks.builds import CudaBuild, component_builds
+from cudaresolve.checks.builds import CudaBuild, component_builds, soname_major
+from cudaresolve.checks.dependencies import pulled_in
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, wheel_facts
 from cudaresolve.knowledge.wheel_facts import Wheel
+from cudaresolve.versions import CudaVersion
 
 TABLE = "cudaresolve's table"
 
@@ -38,9 +40,19 @@ def requirement(wheel: Wheel) -> str:
 
 
 def build_of_release(wheel: Wheel) -> Optional[CudaBuild]:
-    """The CUDA a table release is built for, as the installed wheel's would be read."""
+    """The CUDA a table release is built for, as the installed wheel's would be read: an NVIDIA
+    component's from its name and version, a consumer's (onnxruntime-gpu) from the one CUDA major
+    its libraries link."""
     builds = component_builds([_distribution(wheel.name, Version(wheel.version), "")])
-    return builds[0] if builds else None
+    if builds:
+        return builds[0]
+    linked = {(major, member.path, soname) for member in wheel.member for soname in member.needed
+              for major in [soname_major(soname)] if major is not None}
+    if len({major for major, _, _ in linked}) != 1:
+        return None
+    major, path, soname = min(linked)
+    return CudaBuild(wheel.name, wheel.version, CudaVersion(major),
+                     f"{wheel.name} {wheel.version} is a CUDA {major} build: {os.path.basename(path)} links {soname}")
 
 
 def driver_runs_release(wheel: Wheel, host: HostFacts, natively: bool = False) -> bool:
@@ -60,6 +72,39 @@ def for_driver(names: Iterable[str], host: HostFacts) -> Optional[Wheel]:
     names = list(names)
     return (newest(names, lambda w: driver_runs_release(w, host, natively=True))
             or newest(names, lambda w: driver_runs_release(w, host)))
+
+
+def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optional[Wheel]]) -> str:
+    """`pip install` of the table's release `chosen`, with the extras installed with its namesake
+    (onnxruntime-gpu[cuda,cudnn]) and, for each NVIDIA wheel the namesake pulls in that is of
+    another CUDA major than the release, the same component's wheel for that major: the release
+    `pick` chooses among the table's, or its bare name where the table holds none (or none that
+    `pick` accepts, which the command says). The wheels it replaces are uninstalled first: pip would
+    leave them in place."""
+    installed = env.distribution(chosen.name)
+    extras = f"[{','.join(sorted(installed.extras))}]" if installed is not None and installed.extras else ""
+    parts, replaced, unfit = [f'"{chosen.name}{extras}=={chosen.version}"'], [], []
+    made = build_of_release(chosen)
+    for dep in sorted(pulled_in(env, chosen.name)) if made is not None else ():
+        dist = env.distribution(dep)
+        rows = components.for_dist(dep, str(dist.version)) if dist is not None else ()
+        names = for_major(dep, made.cuda.major) if rows and rows[0].cuda_major != made.cuda.major else []
+        if not names:
+            continue
+        companion = pick(known(names))
+        parts.append(requirement(companion) if companion else f'"{names[0]}"')
+        unfit += [] if companion or not known(names) else [names[0]]
+        replaced.append(dep)
+    first = f"pip uninstall {' '.join(replaced)} (CUDA {majors_of(env, replaced)} wheels), then " if replaced else ""
+    caveat = f" (no release of {', '.join(unfit)} in {TABLE} fits here either)" if unfit else ""
+    return f"{first}pip install {' '.join(parts)}{caveat}"
+
+
+def majors_of(env: Environment, names: list[str]) -> str:
+    """The CUDA majors of installed NVIDIA wheels, for a sentence ("13", "12 and 13")."""
+    majors = sorted({row.cuda_major for name in names for dist in [env.distribution(name)] if dist is not None
+                     for row in components.for_dist(name, str(dist.version))[:1]})
+    return " and ".join(map(str, majors))
 
 
 def for_major(dist: str, major: int) -> list[str]:

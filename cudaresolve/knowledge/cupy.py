@@ -109,3 +109,15 @@ def dist_for_cuda_major(cuda_major: int) -> Optional[str]:
             if any(version.split(".")[0] == str(cuda_major) for version in row.cuda):
                 return row.name
     return None
+
+
+def same_release_for_major(cupy_version: str, cuda_major: int) -> Optional[str]:
+    """The binary distribution of CuPy `cupy_version` built for `cuda_major` ("cupy-cuda13x" for 14.0.0
+    and 13); None when that release has none."""
+    version = Version(cupy_version)
+    for major in load():
+        if version in SpecifierSet(major.versions):
+            return next((row.name for row in major.dists
+                         if (row.first is None or version >= Version(row.first))
+                         and any(cuda.split(".")[0] == str(cuda_major) for cuda in row.cuda)), None)
+    return None

@@ -1,0 +1,130 @@
+"""Regenerate data/toolkit_pins.toml: which component wheel releases each cuda-toolkit release pins.
+
+Usage: python scripts/record_toolkit_pins.py [--cache DIR]
+
+Why: most component wheels are versioned by their library, not by CUDA (nvidia-cufft 12.5.0.14 is the
+cuFFT of CUDA 13.5; nvidia-cublas-cu12 12.9.1.4 that of CUDA 12.9), so only the release that ships
+them says which CUDA minor they belong to. The cuda-toolkit metapackage is that release on the
+index: each of its versions pins every component behind an extra (`nvidia-cufft==12.5.0.14.*;
+extra == "cufft"`). This script asks `pip index versions cuda-toolkit`, downloads each release's
+wheel (a few KB, pip's own index configuration) into the cache (default
+~/.cache/cudaresolve-toolkit-pins) and keeps the exact pins (`==X` or `==X.*`) of the distributions
+data/components.toml knows, as they apply on Linux x86_64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Dict, List
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "data" / "toolkit_pins.toml"
+COMPONENTS = ROOT / "data" / "components.toml"
+MARKERS = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+           "python_version": "3.11", "python_full_version": "3.11.0", "os_name": "posix",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+def pip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+
+
+def releases() -> List[Version]:
+    """Every release of cuda-toolkit on the index, oldest first (pre-releases left out)."""
+    out = pip("index", "versions", "cuda-toolkit").stdout
+    match = re.search(r"Available versions: (.*)", out)
+    found = []
+    for text in (match.group(1).split(",") if match else ()):
+        try:
+            version = Version(text.strip())
+        except InvalidVersion:
+            continue
+        if not version.is_prerelease:
+            found.append(version)
+    return sorted(found)
+
+
+def requires(version: Version, cache: Path) -> List[str]:
+    """Requires-Dist of cuda-toolkit==version, from its wheel (downloaded once into the cache)."""
+    cache.mkdir(parents=True, exist_ok=True)
+
+    def cached():
+        return next((p for p in cache.glob("*.whl") if parse_wheel_filename(p.name)[:2] == ("cuda-toolkit", version)), None)
+
+    wheel = cached()
+    if wheel is None:
+        result = pip("download", "--no-deps", "--only-binary=:all:", "-d", str(cache), f"cuda-toolkit=={version}")
+        wheel = cached()
+        if wheel is None:
+            raise SystemExit(f"cuda-toolkit {version}: {result.stderr.strip().splitlines()[-1:]}")
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
+        text = archive.read(name).decode("utf-8")
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+
+
+def exact_pins(lines: List[str], known: set) -> Dict[str, str]:
+    """dist -> version for each `dist==X` / `dist==X.*` requirement of a known distribution that
+    applies on Linux x86_64 under some extra."""
+    pins: Dict[str, str] = {}
+    for line in lines:
+        req = Requirement(line)
+        name = canonicalize_name(req.name)
+        extras = re.findall(r"""extra\s*==\s*['"]([^'"]+)['"]""", str(req.marker or ""))
+        if name not in known or (req.marker and not any(req.marker.evaluate({**MARKERS, "extra": e}) for e in extras or [""])):
+            continue
+        specs = list(req.specifier)
+        if len(specs) == 1 and specs[0].operator == "==":
+            version = specs[0].version.removesuffix(".*")
+            if pins.get(name, version) != version:
+                raise SystemExit(f"{line}: pins {name} to both {pins[name]} and {version}")
+            pins[name] = version
+    return dict(sorted(pins.items()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "cudaresolve-toolkit-pins")
+    args = parser.parse_args()
+    known = {canonicalize_name(row["dist"]) for row in tomllib.loads(COMPONENTS.read_text())["component"]}
+    rows = []
+    for version in releases():
+        pins = exact_pins(requires(version, args.cache), known)
+        rows.append((version, pins))
+        print(f"cuda-toolkit {version}: {len(pins)} pins", flush=True)
+    lines = [
+        "# Generated by scripts/record_toolkit_pins.py: do not edit by hand.",
+        "# Per cuda-toolkit release on the index, the exact release of each component wheel it pins",
+        "# (Requires-Dist `NAME==X.*` behind its extras, on Linux x86_64), for the distributions",
+        "# data/components.toml knows. The release's CUDA is its version's first three parts",
+        "# (cuda-toolkit 13.0.3.0 is CUDA 13.0.3).",
+        f'source = "scripts/record_toolkit_pins.py, {datetime.date.today().isoformat()}: METADATA of {len(rows)} '
+        'cuda-toolkit wheels downloaded with pip"',
+        'confidence = "H"',
+    ]
+    for version, pins in rows:
+        lines += ["", "[[release]]", f'version = "{version}"',
+                  "pins = [" + ", ".join(json.dumps(f"{name}=={pin}") for name, pin in pins.items()) + "]"]
+    OUT.write_text("\n".join(lines) + "\n")
+    print(f"wrote {OUT} ({OUT.stat().st_size} bytes): {len(rows)} releases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
