@@ -16,8 +16,9 @@ The key, made from stats and environment variables (no file is read but the know
 - the tree: under each site-packages, every file named like a shared object (found by the scan's
   own walk, env/tree.py) and each dist-info's METADATA, RECORD and INSTALLER, by (size, mtime_ns,
   inode, device, mode); a symlink by its own identity and its target's.
-An entry also holds what the loader looked at outside the tree (system libraries, found or not:
-`Diagnosis.probed`), and is used only while each of those is unchanged.
+An entry also holds what the loader looked at outside the tree (system libraries, found or not)
+and the libraries a conda prefix's packages list (`Diagnosis.probed`), and is used only while
+each of those is unchanged.
 
 Walking the tree costs more than everything else in the key (os.scandir of every directory), so
 an entry also keeps the identity of each directory the walk met: while none has changed (creating,

@@ -203,6 +203,34 @@ def test_a_prefix_that_is_not_the_targets_is_not_read(tmp_path):
     assert (env.conda, env.problems) == (None, ())
 
 
+def test_the_cached_report_follows_the_conda_packages(elf_builder, tmp_path):
+    """The result cache (results.py) holds while conda-meta and the conda libraries are unchanged: a
+    library replaced in place, or a package conda adds, makes the next doctor run diagnose again."""
+    from cudaresolve.results import doctor_report
+
+    prefix = elf_builder.root / "prefix"
+    library = build_nvjitlink(elf_builder, 12, 4, "prefix/lib")
+    site = prefix / "lib/python3.11/site-packages"
+    elf_builder.build("_ext.so", "int __nvJitLinkComplete_12_8(void);\nint f(void) { return __nvJitLinkComplete_12_8(); }\n",
+                      link=[build_nvjitlink(elf_builder, 12, 8, "stubs")], directory="prefix/lib/python3.11/site-packages/pkg")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/_ext.so",))
+    (prefix / "conda-meta").mkdir()
+    (prefix / "conda-meta/libnvjitlink-12.4.127-h0_0.json").write_text(record_json("libnvjitlink", "12.4.127", files=["lib/libnvJitLink.so.12"]))
+    target = Target(site_packages=(str(site),), prefix=str(prefix), conda=True)
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache"), "LD_LIBRARY_PATH": str(prefix / "lib")}
+
+    def errors() -> list[str]:
+        return [f["check"] for f in json.loads(doctor_report(target, HOST, environ).json)["findings"] if f["severity"] == "error"]
+
+    assert errors() == errors() == ["symbol-skew"]  # the second from the cache
+    library.write_bytes(build_nvjitlink(elf_builder, 12, 8, "newer").read_bytes())  # in place: lib/ is unchanged
+    assert errors() == []
+    nccl = elf_builder.build("libnccl.so.2", nccl_source(CONDA_NCCL), soname="libnccl.so.2", directory="prefix/targets")
+    (prefix / "conda-meta/nccl-2.21.5.1-h0_0.json").write_text(record_json("nccl", "2.21.5.1", files=[os.path.relpath(nccl, prefix)]))
+    assert [d["name"] for d in json.loads(doctor_report(target, HOST, environ).json)["environment"]["distributions"]] == [
+        "libnvjitlink", "nccl", "pkg"]
+
+
 # -- the interpreter's DT_RPATH in the loader (plain data) -------------------------------------------
 
 

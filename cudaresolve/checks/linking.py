@@ -351,7 +351,8 @@ def _wheel_found_first(
     preloader = load.preloader
     if (problem.provider_step == PRELOADED and preloader is not None
             and env.preloads.get(load.dist or "", {}).get(soname) == problem.provider
-            and "site-packages" in preloader.search):
+            and "conda-prefix" in preloader.search
+            and "site-packages" in preloader.search[:preloader.search.index("conda-prefix")]):
         return f"{preloader.name}'s preloader looks in site-packages first"
     major = CudaVersion.parse(minimum).major if minimum else None
     wheel_dirs = {os.path.normpath(os.path.join(site, row.lib_dir))
