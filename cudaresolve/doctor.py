@@ -6,6 +6,7 @@ read here; `checks.judge` does the judging on the value the scan builds.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Optional
 
@@ -32,8 +33,9 @@ class Diagnosis:
     environment: Environment
     loads: tuple[PackageLoad, ...]
     findings: tuple[Finding, ...]
-    # Every path outside the environment's ELF files the loader looked at, with what was there
-    # (None: nothing): a cached result holds only while each is unchanged (results.py).
+    # Every path outside the environment's ELF files the loader looked at, and the environment's
+    # ELF files outside site-packages (a conda prefix's), with what was there (None: nothing): a
+    # cached result holds only while each is unchanged (results.py).
     probed: tuple[tuple[str, Identity], ...] = ()
     cache_error: Optional[str] = None  # why the facts cache could not be written; such a result is not cached
 
@@ -47,7 +49,9 @@ def examine(
 ) -> Diagnosis:
     """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`."""
     env, cache_error = scan(target, environ, progress=progress)
-    probed: dict[str, Identity] = {}
+    # The libraries a conda prefix's packages list lie outside the tree the result cache walks.
+    inside = tuple(os.path.join(site, "") for site in target.site_packages)
+    probed: dict[str, Identity] = {e.path: path_identity(e.path) for e in env.elf_files if not e.path.startswith(inside)}
     system_facts = env.system_facts
 
     def recorded(path: str) -> Optional[BinaryFacts]:

@@ -11,11 +11,14 @@ The key, made from stats and environment variables (no file is read but the know
 - the host facts (`HostFacts.to_json()`: probed, read or stated, so probing comes first);
 - the loader's inputs: LD_LIBRARY_PATH, LD_PRELOAD, CONDA_PREFIX and its lib/, the working
   directory, /etc/ld.so.cache and the directories the system layout is read from;
+- a conda target's conda-meta/ directory (its records are added, renamed or removed by every
+  conda install, update or removal);
 - the tree: under each site-packages, every file named like a shared object (found by the scan's
   own walk, env/tree.py) and each dist-info's METADATA, RECORD and INSTALLER, by (size, mtime_ns,
   inode, device, mode); a symlink by its own identity and its target's.
-An entry also holds what the loader looked at outside the tree (system libraries, found or not:
-`Diagnosis.probed`), and is used only while each of those is unchanged.
+An entry also holds what the loader looked at outside the tree (system libraries, found or not)
+and the libraries a conda prefix's packages list (`Diagnosis.probed`), and is used only while
+each of those is unchanged.
 
 Walking the tree costs more than everything else in the key (os.scandir of every directory), so
 an entry also keeps the identity of each directory the walk met: while none has changed (creating,
@@ -199,6 +202,8 @@ def result_key(target: Target, host: HostFacts, environ: Mapping[str, str]) -> s
         tuple(environ.get(name) for name in LOADER_VARIABLES),
         os.getcwd(),
         conda_prefix and path_identity(os.path.join(conda_prefix, "lib")),
+        # conda rewrites a record on every install, update or removal: the scan reads them all
+        target.conda and target.prefix and _directory_identity(os.path.join(target.prefix, "conda-meta")),
         path_identity(LD_SO_CACHE),
         tuple(path_identity(d) for d in LAYOUT_DIRECTORIES),
     ))

@@ -704,6 +704,7 @@ def test_render_json_schema_1():
         "site_packages": [SP],
         "distributions": [{"name": "numba", "version": "0.61.2"}, {"name": "torch", "version": "2.14.1"}],
         "elf_files": 0,
+        "conda_prefix": None,
     }
     assert data["counts"] == {"error": 1, "warning": 2, "info": 1}
     assert data["findings"][0] == {

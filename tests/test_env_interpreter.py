@@ -57,6 +57,7 @@ def test_another_venv_is_asked_for_its_paths(tmp_path):
     assert target == Target(
         site_packages=(str(tmp_path / "venv" / "lib" / version / "site-packages"),),
         python=str(python),
+        executable=str(python),  # sys.executable: the venv's own name for it
         prefix=str(tmp_path / "venv"),
         version=platform.python_version(),
         implementation=sys.implementation.name,

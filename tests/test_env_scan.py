@@ -73,7 +73,10 @@ def test_real_venv_through_its_interpreter(venv):
         ElfFile(str(lib / "nvjitlink/lib/libnvJitLink.so.12"), ("nvidia-nvjitlink-cu12",),
                 stub_facts(str(lib / "nvjitlink/lib/libnvJitLink.so.12")), None, os.path.realpath(lib / "nvjitlink/lib/libnvJitLink.so.12")),
     )
-    assert reader.paths == [e.path for e in env.elf_files]
+    # then the interpreter itself, whose DT_RPATH (none here) the loader would search
+    program = os.path.realpath(target.executable)
+    assert reader.paths == [e.path for e in env.elf_files] + [program]
+    assert (env.loader.program, env.loader.program_rpath) == (program, ())
     assert env.problems == ()
     # Every .so in the two lib directories is one of the ELF files found, with its owner.
     for component, owner in (("cusparse", "nvidia-cusparse-cu12"), ("nvjitlink", "nvidia-nvjitlink-cu12")):
@@ -190,7 +193,7 @@ def test_real_venv_with_the_elf_reader_and_the_cache(venv, tmp_path):
         cache = FactsCache(str(tmp_path))
         scans.append(scan_environment(target, facts_for=functools.partial(cache.facts_for, read=read)))
     assert scans[0] == scans[1]
-    assert len(reader.paths) == 2
+    assert len(reader.paths) == 3  # the two libraries and the interpreter, once
     cusparse, nvjitlink = scans[0].elf_files
     assert cusparse.facts.soname == "libcusparse.so.12"
     assert "libnvJitLink.so.12" in cusparse.facts.needed

@@ -8,15 +8,18 @@ cache is parsed (ldcache.py) and files are judged from their facts, read through
 
 Search order for a name without a slash, as glibc does it:
   1. an object already loaded whose name or soname matches (the `preloaded` map comes first);
-  2. DT_RPATH of the loading object, then of its loader, up the chain — skipped entirely when the
-     loading object has DT_RUNPATH (an object with DT_RUNPATH contributes no DT_RPATH);
+  2. DT_RPATH of the loading object, then of its loader, up the chain, then of the main program
+     (the interpreter: conda's python carries DT_RPATH `$ORIGIN/../lib`, which is how a conda
+     prefix's lib/ serves extension modules) — all skipped when the loading object has
+     DT_RUNPATH (an object with DT_RUNPATH contributes no DT_RPATH, and neither does such a program);
   3. LD_LIBRARY_PATH; 4. DT_RUNPATH of the loading object only;
   5. /etc/ld.so.cache; 6. the default directories. A loading object with DF_1_NODEFLIB skips 6
      and the cache entries that lie in the default directories.
 Candidates for another machine or ELF class are passed over; a file that is not an ELF object
 stops the search with ld.so's error.
 
-Roots are loaded in order into one namespace, each like a dlopen'd library: its local scope is
+Roots are loaded in order into one namespace, each like a library the program dlopens (its
+loader chain ends at the program, whose DT_RPATH glibc searches last in step 2): its local scope is
 its own dependency tree in breadth-first order, which is where its objects' symbols are looked
 up (as `ldd -r <root>` does). Not blamed: weak references, Py*/_Py* names (the interpreter
 provides them), anything of the driver's libraries, and symbols a missing library (or, for
@@ -35,7 +38,7 @@ from __future__ import annotations
 import os
 import platform
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from cudaresolve.binary.elf import ElfError, read_binary_facts
@@ -103,6 +106,8 @@ class LoaderEnv:
     preloaded: Mapping[str, str] = field(default_factory=dict)  # soname -> path, loaded before, in load order
     driver_libraries: frozenset[str] = frozenset()  # sonames the NVIDIA driver installs (libcuda.so.1, ...)
     cwd: str = "/"  # what a relative object name or $ORIGIN is relative to
+    program: Optional[str] = None  # the main program, symlinks resolved (glibc's $ORIGIN for it comes from /proc/self/exe)
+    program_rpath: tuple[str, ...] = ()  # its DT_RPATH; () when it has none, or has DT_RUNPATH
     real_path: Callable[[str], str] = os.path.realpath  # one file under two names is loaded once
     read_header: Callable[[str], Optional[bytes]] = read_header  # why ld.so refuses a file our reader could not read
 
@@ -141,6 +146,12 @@ class LoaderEnv:
             driver_libraries=driver_libraries,
             cwd=os.getcwd(),
         )
+
+
+def with_program(env: LoaderEnv, path: str, facts: BinaryFacts) -> LoaderEnv:
+    """`env` for a process whose main program is the file at `path` (symlinks resolved) with these
+    facts: its DT_RPATH joins every search that DT_RPATH steps apply to, after the loader chain's."""
+    return replace(env, program=path, program_rpath=() if facts.runpath else facts.rpath)
 
 
 def system_layout(machine: str, multiarch: bool) -> tuple[tuple[str, ...], str]:
@@ -399,13 +410,16 @@ class _Namespace:
             chain: Optional[_Node] = loader
             while chain is not None:
                 if chain.facts.rpath and not chain.facts.runpath:
-                    for d in self._expand(chain.facts.rpath, chain):
+                    for d in self._expand(chain.facts.rpath, self._origin(chain.path)):
                         yield _join(d, name), RPATH, chain.path
                 chain = chain.loader
+            if env.program is not None:
+                for d in self._expand(env.program_rpath, os.path.dirname(env.program)):
+                    yield _join(d, name), RPATH, env.program
         for d in self._expand(env.ld_library_path, None):
             yield _join(d, name), LD_LIBRARY_PATH, None
         if loader.facts.runpath:
-            for d in self._expand(loader.facts.runpath, loader):
+            for d in self._expand(loader.facts.runpath, self._origin(loader.path)):
                 yield _join(d, name), RUNPATH, None
         nodeflib = bool(loader.facts.flags_1 & DF_1_NODEFLIB)
         cached = env.cache.lookup(name, env.machine)
@@ -415,10 +429,10 @@ class _Namespace:
             for d in env.default_dirs:
                 yield _join(d, name), DEFAULT_DIR, None
 
-    def _expand(self, entries: Sequence[str], owner: Optional[_Node]) -> List[str]:
-        """Substitute $ORIGIN, $LIB and $PLATFORM; an entry whose value is unknown is dropped, as ld.so does."""
-        values = {"LIB": self.env.lib, "PLATFORM": self.env.platform}
-        values["ORIGIN"] = self._origin(owner.path) if owner is not None else None
+    def _expand(self, entries: Sequence[str], origin: Optional[str]) -> List[str]:
+        """Substitute $ORIGIN (the owner's directory; None for LD_LIBRARY_PATH), $LIB and $PLATFORM;
+        an entry whose value is unknown is dropped, as ld.so does."""
+        values = {"LIB": self.env.lib, "PLATFORM": self.env.platform, "ORIGIN": origin}
         out = []
         for entry in entries:
             unknown = False

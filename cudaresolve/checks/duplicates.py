@@ -13,6 +13,7 @@ from cudaresolve.env.environment import ElfFile, Environment
 
 # auditwheel renames vendored libraries to libfoo-<8 hex>.so.N; the soname underneath is libfoo.so.N.
 _MANGLED = re.compile(r"^(?P<stem>.+?)-[0-9a-f]{8}(?P<suffix>\.so(?:\.\d+)*)$")
+_CONDA_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # the package a conda match spec names ("cuda-version >=12.4")
 
 
 def unmangled(soname: str) -> str:
@@ -32,16 +33,18 @@ def check_duplicate_libraries(env: Environment, loads: Iterable[PackageLoad]) ->
     same code whichever loads: no finding.
     """
     by_soname: dict[str, list[ElfFile]] = defaultdict(list)
-    for elf in env.elf_files:
-        if elf.facts is not None and elf.facts.soname:
+    seen = set()
+    for elf in env.elf_files:  # one file under several names (conda's lib/ symlinks) counts once
+        if elf.facts is not None and elf.facts.soname and elf.identity not in seen:
+            seen.add(elf.identity)
             by_soname[unmangled(elf.facts.soname)].append(elf)
     consumers = _consumers(env, loads)
     clashing: dict[tuple[str, ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
     private: dict[tuple[str, ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
     for soname, copies in sorted(by_soname.items()):
         owners = tuple(sorted({elf.owner or UNOWNED for elf in copies}))
-        builds = {elf.facts.build_id for elf in copies if elf.facts}
-        if len(owners) < 2 or (len(builds) == 1 and None not in builds):
+        builds = {elf.facts.build_id or elf.identity for elf in copies if elf.facts}  # a symlink is its target
+        if len(owners) < 2 or len(builds) == 1:
             continue
         found = [elf for elf in copies if consumers.get(elf.identity)]
         same_name = defaultdict(set)  # ld.so matches a loaded object by its soname, not by what it was renamed from
@@ -52,8 +55,14 @@ def check_duplicate_libraries(env: Environment, loads: Iterable[PackageLoad]) ->
         else:
             private[owners].append((soname, copies))
     findings = [_clash(env, owners, group, consumers) for owners, group in sorted(clashing.items())]
-    findings += [_private(owners, group, consumers) for owners, group in sorted(private.items())]
+    findings += [_private(env, owners, group, consumers) for owners, group in sorted(private.items())]
     return findings
+
+
+def _named(env: Environment, owner: str) -> str:
+    """An owner as the findings name it: a conda package gets " (conda)", as `conda remove` is its way out."""
+    dist = env.distribution(owner)
+    return f"{owner} (conda)" if dist is not None and dist.kind == "conda" else owner
 
 
 def _consumers(env: Environment, loads: Iterable[PackageLoad]) -> dict[str, set[str]]:
@@ -78,40 +87,47 @@ def _subject(owners: tuple[str, ...], group: list) -> str:
 def _clash(env: Environment, owners: tuple[str, ...], group, consumers: dict[str, set[str]]) -> Finding:
     names = _names(group)
     evidence = tuple(
-        f"{elf.path} (from {elf.owner or UNOWNED}) is what {', '.join(sorted(consumers[elf.identity])[:3])} "
+        f"{elf.path} (from {_named(env, elf.owner or UNOWNED)}) is what {', '.join(sorted(consumers[elf.identity])[:3])} "
         f"load{'s' if len(consumers[elf.identity]) == 1 else ''}"
         + (f" and {len(consumers[elf.identity]) - 3} more" if len(consumers[elf.identity]) > 3 else "")
         for _, copies in group
         for elf in sorted(copies, key=lambda e: e.path)
     )
     required = {name for dist in env.distributions for name in env.requires_names(dist)}
+    required |= {_CONDA_NAME.match(spec).group(0) for record in (env.conda.records if env.conda else ())
+                 for spec in record.depends if _CONDA_NAME.match(spec)}
     removable = [owner for owner in owners if owner not in required and owner != UNOWNED]
+    remove = (f"conda remove {removable[0]}" if _named(env, removable[0]) != removable[0]
+              else f"uninstall {removable[0]}") if removable else ""
     return Finding(
         "duplicate-library",
         "error",
         _subject(owners, group),
         f"{names} {'is' if len(group) == 1 else 'are each'} loaded from different builds for different consumers "
-        f"({', '.join(owners)}): in one process the first copy loaded serves every consumer",
+        f"({', '.join(_named(env, owner) for owner in owners)}): in one process the first copy loaded serves every consumer",
         evidence,
-        (f"keep one build: uninstall {removable[0]}, which nothing installed requires, "
+        (f"keep one build: {remove}, which nothing installed requires, "
          "or install releases that share one provider") if len(removable) == 1
         else "install releases of these packages that load one build of it (the evidence says who loads which)",
     )
 
 
-def _private(owners: tuple[str, ...], group, consumers: dict[str, set[str]]) -> Finding:
+def _private(env: Environment, owners: tuple[str, ...], group, consumers: dict[str, set[str]]) -> Finding:
     names = _names(group)
     return Finding(
         "duplicate-library",
         "info",
         _subject(owners, group),
         f"{names} {'is' if len(group) == 1 else 'are each'} installed by {len(owners)} distributions "
-        f"({', '.join(owners)}); at most one copy is found by the loader, the others are private copies "
-        "their package loads by path",
+        f"({', '.join(_named(env, owner) for owner in owners)}); at most one copy is found by the loader, the others are "
+        + ("private copies their package loads by path" if all(_named(env, o) == o for o in owners)
+           else "private copies or a conda package's, which no package judged here loads"),
         tuple(
-            f"{elf.path} (from {elf.owner or UNOWNED}): "
+            f"{elf.path} (from {_named(env, elf.owner or UNOWNED)}): "
             + ("found by the loader for " + ", ".join(sorted(consumers[elf.identity])[:3])
-               if consumers.get(elf.identity) else "loaded by path only")
+               if consumers.get(elf.identity)
+               else "loaded by no package judged here" if _named(env, elf.owner or UNOWNED) != (elf.owner or UNOWNED)
+               else "loaded by path only")
             for _, copies in group
             for elf in sorted(copies, key=lambda e: (e.owner or UNOWNED, e.path))
         ),

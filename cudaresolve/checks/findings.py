@@ -37,9 +37,10 @@ class Finding:
 
 
 def subject(env: Environment, owner: Optional[str]) -> str:
-    """How a finding names a distribution ("torch 2.14.1"), or the files no distribution owns."""
+    """How a finding names a distribution ("torch 2.14.1", a conda package as "nccl 2.21.5.1 (conda)"),
+    or the files no distribution owns."""
     dist = env.distribution(owner) if owner else None
-    return f"{dist.name} {dist.version}" if dist else (owner or UNOWNED)
+    return dist.label if dist else (owner or UNOWNED)
 
 
 def version_list(versions: list[str]) -> str:

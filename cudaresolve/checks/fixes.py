@@ -11,6 +11,7 @@ from cudaresolve.checks.builds import Build, CudaBuild, framework_build
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
+from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkits, torch
 from cudaresolve.knowledge.wheel_facts import Wheel
@@ -115,6 +116,32 @@ def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], mi
         return None
     requirement, others = found
     return f"pip install {requirement}" + (f" (also provided by {', '.join(others)})" if others else "")
+
+
+def conda_fix(env: Environment, soname: str, provider_owner: Optional[str], minimum: Optional[str]) -> Optional[str]:
+    """For a library a conda package provides: the conda command that replaces it (the package from
+    data/components.toml for the needed major, else the owner's own conda name), with the prefix's
+    cuda-version moved along when it pins an older CUDA; None when conda did not install it."""
+    owner = env.distribution(provider_owner) if provider_owner else None
+    if owner is None or owner.conda is None:
+        return None
+    major = CudaVersion.parse(minimum).major if minimum else None
+    package = next(iter(components.conda_packages(soname, major)), owner.conda.name)
+    if minimum is None:
+        return f"conda update {package} (the conda package whose {soname} the loader picks)"
+    pins = [f'"{package}>={minimum}"']
+    pinned = env.conda.record(components.cuda_version_package()) if env.conda else None
+    if pinned is not None and _cuda_of(pinned.version) < CudaVersion.parse(minimum):
+        pins.append(f'"{pinned.name}>={minimum}"')
+    return f"conda install {' '.join(pins)}"
+
+
+def _cuda_of(version: str) -> CudaVersion:
+    """A cuda-version record's version ("12.4") as a CUDA version; 0.0 when it is not one."""
+    try:
+        return CudaVersion.parse(version)
+    except UsageError:
+        return CudaVersion(0, 0)
 
 
 def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[str]:

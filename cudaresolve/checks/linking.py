@@ -36,7 +36,7 @@ from cudaresolve.binary.loader import (
     Problem,
 )
 from cudaresolve.checks.findings import Finding, subject
-from cudaresolve.checks.fixes import build_fix, provider_dists, provider_fix, provider_requirement
+from cudaresolve.checks.fixes import build_fix, conda_fix, provider_dists, provider_fix, provider_requirement
 from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.checks.mixed_majors import other_major_wheels
 from cudaresolve.env.environment import Environment
@@ -220,11 +220,13 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
     """Versions and symbols the chosen provider lacks: one finding per consumer file and provider file,
     naming the newest provider release the consumer's versioned names imply."""
     skew: dict[tuple[str, Optional[str]], list[Problem]] = defaultdict(list)
+    load_of: dict[tuple[str, Optional[str]], PackageLoad] = {}
     bridges = _Bridges(env)
     for load in loads:
         for problem in load.result.problems:
             if problem.kind in (UNDEFINED_SYMBOL, MISSING_VERSION) and not bridges.take(load, problem):
                 skew[(problem.consumer, problem.provider)].append(problem)
+                load_of.setdefault((problem.consumer, problem.provider), load)
     findings: dict = {("bridge", consumer): finding for consumer, finding in bridges.unused().items()}
     for (consumer, provider), problems in skew.items():
         key = (env.identity(consumer), provider and env.identity(provider))
@@ -240,7 +242,10 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
         if len(problems) > 5:
             evidence.append(f"... and {len(problems) - 5} more")
         if provider:
-            evidence.append(f"the loader picks {provider} ({first.provider_step})")
+            chosen = env.elf_file(provider)
+            conda = chosen is not None and chosen.owner is not None and _conda_installed(env, chosen.owner)
+            evidence.append(f"the loader picks {provider} ({first.provider_step})"
+                            + (f", from {subject(env, chosen.owner)}" if conda else ""))
         soname = first.needed or (os.path.basename(provider) if provider else "")
         findings[key] = Finding(
             "symbol-skew",
@@ -248,7 +253,9 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             subject(env, owner),
             f"{os.path.basename(_named_by_glibc(first))}: {first.message}",
             tuple(evidence),
-            _loader_cause_fix(env, first, soname) or _installed_elsewhere_fix(env, first, soname, owner, minimum)
+            _loader_cause_fix(env, first, soname)
+            or _conda_provider_fix(env, load_of[(consumer, provider)], first, soname, owner, minimum)
+            or _installed_elsewhere_fix(env, first, soname, owner, minimum)
             or provider_fix(soname, env, owner, minimum),
         )
     return list(findings.values())
@@ -316,6 +323,73 @@ def _loader_cause_fix(env: Environment, problem: Problem, soname: str) -> Option
     return None
 
 
+def _conda_installed(env: Environment, name: str) -> bool:
+    dist = env.distribution(name)
+    return dist is not None and dist.conda is not None
+
+
+def _conda_provider_fix(
+    env: Environment, load: PackageLoad, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[str]
+) -> Optional[str]:
+    """When the file the loader picks is a conda package's: the conda command that replaces it, and
+    the wheel that provides it where the consumer would find that wheel before the conda copy."""
+    provider = env.elf_file(problem.provider) if problem.provider else None
+    conda = conda_fix(env, soname, provider.owner if provider else None, minimum)
+    if conda is None:
+        return None
+    reason = _wheel_found_first(env, load, problem, soname, minimum)
+    pip = provider_fix(soname, env, owner, minimum) if reason else None
+    return f"{conda}; or {pip} ({reason})" if pip else conda
+
+
+def _wheel_found_first(
+    env: Environment, load: PackageLoad, problem: Problem, soname: str, minimum: Optional[str]
+) -> Optional[str]:
+    """Why a wheel of `soname`, once installed, would be found before the conda copy: the package's
+    preloader searches site-packages first, or the consumer's RPATH chain (its RUNPATH) names the
+    wheel's directory. None when neither: installing the wheel would change nothing."""
+    preloader = load.preloader
+    if (problem.provider_step == PRELOADED and preloader is not None
+            and env.preloads.get(load.dist or "", {}).get(soname) == problem.provider
+            and "conda-prefix" in preloader.search
+            and "site-packages" in preloader.search[:preloader.search.index("conda-prefix")]):
+        return f"{preloader.name}'s preloader looks in site-packages first"
+    major = CudaVersion.parse(minimum).major if minimum else None
+    wheel_dirs = {os.path.normpath(os.path.join(site, row.lib_dir))
+                  for site in env.target.site_packages for row in components.for_soname(soname)
+                  if major is None or row.cuda_major == major}
+    for directory in _search_dirs(env, load, problem.consumer):
+        if os.path.normpath(directory) in wheel_dirs:
+            return f"{os.path.basename(problem.consumer)} looks in {directory} first"
+    return None
+
+
+def _search_dirs(env: Environment, load: PackageLoad, consumer: str) -> list[str]:
+    """The directories `consumer` searches before the program's RPATH: its DT_RUNPATH when it has
+    one, else the DT_RPATH of it and of each object up its load chain ($ORIGIN expanded; entries
+    with other tokens left out)."""
+    objects = {obj.path: obj for obj in load.result.objects}
+    found: list[str] = []
+    obj = objects.get(consumer)
+    while obj is not None:
+        elf = env.elf_file(obj.path)
+        if elf is None or elf.facts is None:
+            break
+        if elf.facts.runpath:  # an object with DT_RUNPATH contributes no DT_RPATH
+            if obj.path == consumer:
+                return _origin_expanded(elf.facts.runpath, consumer)
+        else:
+            found += _origin_expanded(elf.facts.rpath, obj.path)
+        obj = objects.get(obj.loaded_by) if obj.loaded_by else None
+    return found
+
+
+def _origin_expanded(entries: Iterable[str], path: str) -> list[str]:
+    origin = os.path.dirname(path)
+    expanded = (entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for entry in entries)
+    return [entry for entry in expanded if "$" not in entry]
+
+
 def _installed_elsewhere_fix(
     env: Environment, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[str]
 ) -> Optional[str]:
@@ -335,13 +409,15 @@ def _installed_elsewhere_fix(
 
 
 def check_shadowing(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
-    """The loader picks a library from outside the environment while a wheel in it has that soname."""
+    """The loader picks a library from outside the site-packages (the system's, or a conda package's)
+    while a wheel in the environment has that soname."""
     roots = tuple(env.loader.real_path(sp) + os.sep for sp in env.target.site_packages)
+    conda = {d.name for d in env.distributions if d.kind == "conda"}
     findings: dict[tuple, Finding] = {}
     for load in loads:
         for obj in load.result.objects:
             for res in obj.needed:
-                wheel_copies = env.with_soname(res.needed)
+                wheel_copies = [elf for elf in env.with_soname(res.needed) if elf.owner not in conda]
                 if res.path is None or res.step == PRELOADED or not wheel_copies:
                     continue
                 real = env.identity(res.path)
@@ -359,11 +435,15 @@ def check_shadowing(env: Environment, loads: Iterable[PackageLoad]) -> list[Find
                     RUNPATH: f"the RUNPATH of {os.path.basename(obj.path)}",
                     ALREADY_LOADED: "a copy another library of the package loaded first",
                 }.get(res.step, f"the name {res.needed}")
+                chosen = env.elf_file(res.path)
+                conda_owner = chosen.owner if chosen is not None and chosen.owner in conda else None
                 findings[key] = Finding(
                     "shadowing",
                     "warning",
                     res.needed,
-                    f"{how} makes the loader pick {res.path} for {os.path.basename(obj.path)}, "
+                    f"{how} makes the loader pick {res.path}"
+                    + (f" (from {subject(env, conda_owner)})" if conda_owner else "")
+                    + f" for {os.path.basename(obj.path)}, "
                     f"not the environment's copy from {', '.join(owners) or 'an unowned file'}",
                     (f"{obj.path} needs {res.needed}: chosen {res.path} ({res.step})",)
                     + tuple(f"environment copy: {elf.path}" for elf in wheel_copies),

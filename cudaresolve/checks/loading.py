@@ -46,11 +46,15 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
     foreign: dict[Optional[str], list[tuple[str, str]]] = defaultdict(list)
     linked = env.linked
     loader = env.loader
+    conda = {d.name for d in env.distributions if d.kind == "conda"}
     for elf in env.elf_files:
         # A library something links against is loaded in its consumers' trees, where the RPATHs it
         # inherits apply (auditwheel's vendored libraries rely on that); loading it alone would
-        # report misses no process meets.
+        # report misses no process meets. A conda package's libraries are judged only as providers:
+        # conda's solver keeps its packages consistent with each other.
         if elf.facts is None or elf.facts.soname in linked or os.path.basename(elf.path) in linked:
+            continue
+        if elf.owner in conda:
             continue
         if elf.facts.machine != loader.machine:
             foreign[elf.owner].append((elf.path, elf.facts.machine))

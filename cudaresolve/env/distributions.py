@@ -21,14 +21,43 @@ from packaging.version import InvalidVersion, Version
 
 
 @dataclass(frozen=True)
+class CondaRecord:
+    """A package conda installed in a prefix, as its conda-meta/<name>-<version>-<build>.json says."""
+
+    name: str  # conda's name, as conda writes it ("libnvjitlink", "_openmp_mutex")
+    version: str  # conda's version string: not always PEP 440 ("1.1.1w", "2023c")
+    build: str  # "h99ab3db_1"; "" when the record has none
+    channel: str  # as recorded ("https://channels.example.invalid/conda-forge/linux-64", a URL); "" when absent
+    depends: tuple[str, ...]  # conda match specs, unparsed ("cuda-version >=12.4,<12.5.0a0")
+    record: str  # absolute path of the conda-meta JSON file
+
+    @property
+    def label(self) -> str:
+        """How findings name it: "libnvjitlink 12.4.127 (conda)"."""
+        return f"{self.name} {self.version} (conda)"
+
+
+@dataclass(frozen=True)
 class Distribution:
-    name: str  # canonical: "nvidia-cusparse-cu12"
-    version: Version  # local label kept: Version("2.5.1+cu124").local == "cu124"
+    name: str  # canonical: "nvidia-cusparse-cu12"; a conda package's own name (`kind` "conda")
+    version: Version  # local label kept: Version("2.5.1+cu124").local == "cu124"; for conda, `conda_version`
     requires: tuple[Requirement, ...]  # Requires-Dist, markers and extras unevaluated
     installer: Optional[str]  # INSTALLER's first line ("pip", "uv", "conda"); None when absent
-    dist_info: str  # absolute path of the .dist-info directory
+    dist_info: str  # absolute path of the .dist-info directory; a conda package's: its conda-meta record
     files: tuple[str, ...]  # RECORD entries as absolute, normalised paths; () when RECORD is unusable
     extras: frozenset[str] = frozenset()  # extras installed with it (normalised names)
+    conda: Optional[CondaRecord] = None  # the conda package that installed it, when conda did
+
+    @property
+    def kind(self) -> str:
+        """"conda" for a conda package that is no Python distribution (libnvjitlink, nccl: read from
+        conda-meta alone), "python" for one with a dist-info (conda may have installed it)."""
+        return "conda" if self.conda is not None and self.dist_info == self.conda.record else "python"
+
+    @property
+    def label(self) -> str:
+        """How findings name it: "torch 2.14.1", or a conda package with conda's version string."""
+        return self.conda.label if self.conda is not None and self.kind == "conda" else f"{self.name} {self.version}"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ seams and `system_facts`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +22,7 @@ from packaging.version import Version
 
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.env.conda import CondaPrefix
 from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.interpreter import Target
 
@@ -62,6 +64,7 @@ class Environment:
     system_facts: FactsOf = field(default=_no_file, compare=False)
     # distribution -> {soname: path} its preloader finds, for every CUDA soname its files need.
     preloads: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    conda: Optional[CondaPrefix] = None  # the target's conda prefix and all its records, when it is one
 
     def distribution(self, name: str) -> Optional[Distribution]:
         """The first installed distribution with this canonical name."""
@@ -112,8 +115,15 @@ class Environment:
         return elf.identity if elf is not None else self.loader.real_path(path)
 
     def elf_file(self, path: str) -> Optional[ElfFile]:
-        """The environment's ELF file a loader path names, under that name or another."""
-        return self.files_by_path.get(path) or self._files_by_identity.get(self.identity(path))
+        """The environment's ELF file a loader path names, under that name or another: the one the
+        path names once `..` is folded (conda's `bin/../lib/x` is the `lib/x` its package lists,
+        not the file in `targets/` that symlink leads to), else any with the same identity."""
+        found = self.files_by_path.get(path)
+        if found is not None:
+            return found
+        identity = self.identity(path)
+        folded = self.files_by_path.get(os.path.normpath(path))
+        return folded if folded is not None and folded.identity == identity else self._files_by_identity.get(identity)
 
     def with_soname(self, soname: str) -> tuple[ElfFile, ...]:
         """The environment's ELF files whose DT_SONAME is `soname`, in path order."""

@@ -29,6 +29,7 @@ def describe():
         "purelib": paths["purelib"],
         "platlib": paths["platlib"],
         "prefix": sys.prefix,
+        "executable": sys.executable,
         "version": python_version(),
         "implementation": sys.implementation.name,
         "machine": uname()[3],
@@ -98,6 +99,7 @@ class Target:
 
     site_packages: tuple[str, ...]  # purelib first, then platlib when it differs
     python: Optional[str] = None  # the interpreter as given (absolute)
+    executable: Optional[str] = None  # its sys.executable: the program that runs (a venv's symlink, a shim's target)
     prefix: Optional[str] = None  # its sys.prefix
     version: Optional[str] = None  # "3.11.7"
     implementation: Optional[str] = None  # "cpython", "pypy"
@@ -211,6 +213,7 @@ def _target_from_answer(executable: str, answer: dict) -> Target:
     return Target(
         site_packages=tuple(site_packages),
         python=executable,
+        executable=answer.get("executable") if isinstance(answer.get("executable"), str) else None,
         prefix=answer["prefix"],
         version=answer["version"],
         implementation=answer["implementation"],

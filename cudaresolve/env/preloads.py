@@ -43,8 +43,15 @@ def preloaded_libraries(
                     None,
                 )
             elif step == "conda-prefix" and conda_prefix:
-                candidate = os.path.join(conda_prefix, "lib", soname)
-                path = candidate if exists(candidate) else None
+                path = next(
+                    (
+                        os.path.join(conda_prefix, directory, soname)
+                        for row in rows
+                        for directory in components.conda_prefix_dirs(row.name)
+                        if exists(os.path.join(conda_prefix, directory, soname))
+                    ),
+                    None,
+                )
             if path:
                 found[soname] = path
                 break

@@ -1,10 +1,11 @@
-"""One look at an environment: its distributions, the ELF files under its site-packages, who owns
-each file, and each file's binary facts.
+"""One look at an environment: its distributions, the ELF files under its site-packages (and, in a
+conda prefix, those its conda packages list), who owns each file, and each file's binary facts.
 
 Only data is gathered here; judging it is the doctor's job. An ELF file is a `*.so` or `*.so.*`
 whose first four bytes are `\\x7fELF` (linker scripts such as a text `libfoo.so` are skipped).
-A file's owners come from RECORD; a file listed by no RECORD is unowned (owners == ()), and one
-listed by several RECORDs (one wheel overwrote another's file) has several owners.
+A file's owners come from RECORD (a conda package's: its conda-meta `files`); a file listed by no
+RECORD is unowned (owners == ()), and one listed by several RECORDs (one wheel overwrote another's
+file) has several owners.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import replace
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
-from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.binary.loader import LoaderEnv, with_program
+from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
 from cudaresolve.env.distributions import Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
@@ -32,13 +34,15 @@ def scan_environment(
     loader: Optional[LoaderEnv] = None,
     environ: Mapping[str, str] = {},
 ) -> Environment:
-    """Read the target's distributions and every ELF file under its site-packages into an `Environment`.
+    """Read the target's distributions and every ELF file under its site-packages into an `Environment`;
+    in a conda prefix, also its conda packages and the ELF files they list (env/conda.py).
 
     `facts_for(path)` reads one file's facts (normally the on-disk cache in front of the ELF
     reader); a CudaresolveError or OSError from it becomes that file's `error`, and it also serves
-    the loader the system libraries it picks. `prefetch(paths)`, when given, is called once with
-    every ELF path first (the cache reads its misses in parallel). `loader` is the machine's loader
-    (LoaderEnv.from_system); `environ` gives CONDA_PREFIX to the preloaders that search it.
+    the loader the system libraries it picks and the interpreter's own facts (its DT_RPATH is a
+    search step). `prefetch(paths)`, when given, is called once with every ELF path first (the
+    cache reads its misses in parallel). `loader` is the machine's loader (LoaderEnv.from_system);
+    `environ` gives CONDA_PREFIX to the preloaders that search it.
     """
     distributions: list[Distribution] = []
     problems: list[Problem] = []
@@ -50,26 +54,42 @@ def scan_environment(
         found_paths, file_problems = find_elf_files(site_packages)
         paths.extend(found_paths)
         problems.extend(file_problems)
+    conda = None
+    if target.conda and target.prefix:
+        packages, conda_problems = read_conda_meta(target.prefix)
+        problems.extend(conda_problems)
+        conda = CondaPrefix(target.prefix, tuple(p.record for p in packages))
+        distributions, listed = with_conda(distributions, packages, target.site_packages)
+        elf_paths, elf_problems = elf_only((p for owned in listed.values() for p in owned), missing_ok=True)
+        problems.extend(elf_problems)
+        paths.extend(elf_paths)
+        shipping = {owner for owner, owned in listed.items() if not set(owned).isdisjoint(elf_paths)}
+        distributions = [d for d in distributions if d.kind != "conda" or d.dist_info in shipping]
     distributions.sort(key=lambda d: (d.name, d.dist_info))
     owners = owners_by_path(distributions)
     paths = sorted(set(paths))
     if prefetch is not None:
         prefetch(paths)
     elf_files = []
+    read: dict[str, tuple[Optional[BinaryFacts], Optional[str]]] = {}  # by real path: conda's symlinks
     for path in paths:
-        facts: Optional[BinaryFacts] = None
-        error: Optional[str] = None
-        try:
-            facts = facts_for(path)
-        except CudaresolveError as exc:
-            error = str(exc)
-        except OSError as exc:
-            error = f"cannot read: {exc.strerror or exc}"
-        elf_files.append(ElfFile(path, owners.get(path, ()), facts, error, os.path.realpath(path)))
+        real = os.path.realpath(path)
+        if real not in read:
+            read[real] = _facts(facts_for, path)
+        facts, error = read[real]
+        elf_files.append(ElfFile(path, owners.get(path, ()), facts, error, real))
     markers = target.marker_environment() or {}
     installed = {d.name: d.version for d in distributions}
     distributions = [replace(d, extras=installed_extras(d, installed, markers)) for d in distributions]
     conda_prefix = target.prefix if target.conda else environ.get("CONDA_PREFIX")
+    loader = loader or LoaderEnv(machine=target.machine or "x86_64")
+    if target.executable:
+        program = os.path.realpath(target.executable)
+        facts, error = _facts(facts_for, program)
+        if facts is not None:
+            loader = with_program(loader, program, facts)
+        else:
+            problems.append(Problem(program, f"cannot read the interpreter, so its RPATH is not searched: {error}"))
 
     def system_facts(path: str) -> Optional[BinaryFacts]:
         return facts_for(path) if os.path.isfile(path) else None
@@ -79,10 +99,21 @@ def scan_environment(
         distributions=tuple(distributions),
         elf_files=tuple(elf_files),
         problems=tuple(problems),
-        loader=loader or LoaderEnv(machine=target.machine or "x86_64"),
+        loader=loader,
         system_facts=system_facts,
         preloads=preloads_of(distributions, elf_files, target.site_packages, conda_prefix),
+        conda=conda,
     )
+
+
+def _facts(facts_for: Callable[[str], BinaryFacts], path: str) -> tuple[Optional[BinaryFacts], Optional[str]]:
+    """(facts, None), or (None, why they cannot be read)."""
+    try:
+        return facts_for(path), None
+    except CudaresolveError as exc:
+        return None, str(exc)
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}"
 
 
 def preloads_of(
@@ -117,21 +148,29 @@ def owners_by_path(distributions: Iterable[Distribution]) -> dict[str, tuple[str
 
 def find_elf_files(site_packages: str) -> tuple[tuple[str, ...], tuple[Problem, ...]]:
     """ELF shared objects under site_packages (symlinked directories not followed), and what could not be read."""
-    paths = []
     problems = []
 
     def on_error(exc: OSError) -> None:
         problems.append(Problem(exc.filename or site_packages, f"cannot list: {exc.strerror or exc}"))
 
-    for entry in shared_object_entries(site_packages, on_error):
-        path = entry.path
+    paths, read_problems = elf_only(entry.path for entry in shared_object_entries(site_packages, on_error))
+    return paths, tuple(problems) + read_problems
+
+
+def elf_only(paths: Iterable[str], missing_ok: bool = False) -> tuple[tuple[str, ...], tuple[Problem, ...]]:
+    """The paths whose first bytes are the ELF magic; a file that cannot be opened is a problem,
+    except, with `missing_ok`, one that is not there (a conda record lists a file since removed)."""
+    found = []
+    problems = []
+    for path in paths:
         try:
             with open(path, "rb") as f:
                 magic = f.read(4)
         except OSError as exc:
+            if missing_ok and isinstance(exc, FileNotFoundError):
+                continue
             problems.append(Problem(path, f"cannot read: {exc.strerror or exc}"))
             continue
         if magic == ELF_MAGIC:
-            paths.append(path)
-    return tuple(paths), tuple(problems)
-
+            found.append(path)
+    return tuple(found), tuple(problems)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequence
 
 from conda import plugins
 from conda.auxlib import NULL
@@ -134,9 +134,10 @@ def prefix_python(prefix: str) -> str:
     return os.path.join(prefix, "python.exe") if os.name == "nt" else os.path.join(prefix, "bin", "python")
 
 
-def command_line(argv: Sequence[str], default_prefix: str) -> list[str]:
-    """`conda cudaresolve` arguments as cudaresolve's: -p/--prefix PREFIX (default: the active
-    prefix) becomes the prefix's --python for the commands that take one, unless given."""
+def command_line(argv: Sequence[str], default_prefix: str, prefix_named: Callable[[str], str]) -> list[str]:
+    """`conda cudaresolve` arguments as cudaresolve's: -p/--prefix PREFIX, or -n/--name NAME (a
+    prefix in conda's envs dirs, through `prefix_named`; default: the active prefix) becomes the
+    prefix's --python for the commands that take one, unless given."""
     words: list[str] = []
     prefix = default_prefix
     rest = list(argv)
@@ -146,6 +147,10 @@ def command_line(argv: Sequence[str], default_prefix: str) -> list[str]:
             prefix = rest.pop(0)
         elif word.startswith("--prefix="):
             prefix = word.partition("=")[2]
+        elif word in ("-n", "--name") and rest:
+            prefix = prefix_named(rest.pop(0))
+        elif word.startswith("--name="):
+            prefix = prefix_named(word.partition("=")[2])
         else:
             words.append(word)
     stated = any(w in ("--python", "--site-packages", "--example") or w.startswith("--python=") for w in words)
@@ -155,18 +160,20 @@ def command_line(argv: Sequence[str], default_prefix: str) -> list[str]:
 
 
 def _subcommand(argv: tuple[str, ...]) -> int:
-    from conda.base.context import context
+    """cudaresolve's command line on the prefix; an unknown -n NAME is conda's own error
+    (EnvironmentNameNotFound), which conda prints in one line, as for its own commands."""
+    from conda.base.context import context, locate_prefix_by_name
 
     from cudaresolve.cli import main
 
-    return main(command_line(argv, context.target_prefix))
+    return main(command_line(argv, context.target_prefix, locate_prefix_by_name))
 
 
 @plugins.hookimpl
 def conda_subcommands() -> Iterator[plugins.CondaSubcommand]:
     yield plugins.CondaSubcommand(
         name="cudaresolve",
-        summary="cudaresolve doctor|lock|install ... on the active or -p PREFIX environment",
+        summary="cudaresolve doctor|lock|install ... on the active, -n NAME or -p PREFIX environment",
         action=_subcommand,
     )
 

@@ -36,6 +36,7 @@ class Component:
     lib_dir: str  # relative to site-packages
     sonames: tuple[str, ...]
     dist_versions: Optional[str] = field(default=None, metadata=SPECIFIER)  # only these versions of the dist
+    conda: Optional[str] = None  # the conda package that installs these sonames for this major ("libnvjitlink")
     confidence: str = field(default="H", metadata=CONFIDENCE)
     note: Optional[str] = None
 
@@ -88,6 +89,15 @@ class _Releases:
 @dataclass(frozen=True)
 class _Preloaders:
     packages: tuple[Preloader, ...]
+
+
+@dataclass(frozen=True)
+class CondaPrefix:
+    """Where cuda-pathfinder looks under $CONDA_PREFIX, and the metapackage pinning a prefix's CUDA."""
+
+    lib_dirs: tuple[str, ...]  # relative to the prefix, in search order
+    component_dirs: Mapping[str, tuple[str, ...]]  # component -> its own directories instead of lib_dirs
+    cuda_version_package: str  # "cuda-version"
 
 
 @dataclass(frozen=True)
@@ -203,6 +213,7 @@ class Tables:
     cuda_toolkit: _CudaToolkit
     cuda_releases: _Releases
     preloaders: _Preloaders
+    conda_prefix: CondaPrefix
     driver_libraries: _Sonames
     cuda_versioned: _CudaVersioned
     framework_runtime: _FrameworkRuntime
@@ -281,6 +292,22 @@ def _names(requirements: tuple[str, ...], dist: str, version: Version) -> bool:
 def preloader_for(dist: str, version: Version) -> Optional[Preloader]:
     """The preloader whose `applies_to` names this distribution (canonical name) at this version."""
     return next((p for p in preloaders() if _names(p.applies_to, dist, version)), None)
+
+
+def conda_prefix_dirs(component: str) -> tuple[str, ...]:
+    """Where cuda-pathfinder looks for `component`'s library under $CONDA_PREFIX, in order."""
+    table = load().conda_prefix
+    return table.component_dirs.get(component, table.lib_dirs)
+
+
+def conda_packages(soname: str, cuda_major: Optional[int] = None) -> tuple[str, ...]:
+    """The conda packages that install `soname` (for one CUDA major when given), sorted."""
+    return tuple(sorted({c.conda for c in for_soname(soname) if c.conda and cuda_major in (None, c.cuda_major)}))
+
+
+def cuda_version_package() -> str:
+    """The conda metapackage whose version pins a prefix's CUDA libraries ("cuda-version")."""
+    return load().conda_prefix.cuda_version_package
 
 
 def driver_libraries() -> tuple[str, ...]:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from cudaresolve.binary.loader import LoadedObject
     from cudaresolve.checks.loading import PackageLoad
     from cudaresolve.doctor import Diagnosis
+    from cudaresolve.env.distributions import Distribution
     from cudaresolve.env.environment import Environment
 
 SCHEMA = 1
@@ -62,10 +63,13 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
     if host.driver.cuda:
         driver += f" (CUDA {host.driver.cuda})"
     python = env.target.python or "site-packages"
+    conda = sum(d.kind == "conda" for d in env.distributions)
     lines = [
         f"host: {driver}; {gpus}",
-        f"env:  {python} — {len(env.distributions)} distributions, {len(env.elf_files)} ELF files, "
-        f"{', '.join(env.target.site_packages)}",
+        f"env:  {python} — {len(env.distributions)} distributions"
+        + (f" ({conda} of them conda packages with libraries)" if conda else "")
+        + f", {len(env.elf_files)} ELF files, {', '.join(env.target.site_packages)}"
+        + (f"; conda prefix {env.conda.path} ({len(env.conda.records)} packages)" if env.conda else ""),
         "result: " + ", ".join(paint(s, f"{counts.get(s, 0)} {s}{'s' if counts.get(s, 0) != 1 else ''}")
                                for s in SEVERITIES),
     ]
@@ -90,6 +94,16 @@ def _roots(env: Environment, load: PackageLoad) -> list[LoadedObject]:
     return [obj for obj in load.result.objects if env.identity(obj.path) in roots]
 
 
+def _distribution(dist: Distribution) -> dict:
+    """name and version; with `kind` and the conda record's fields when conda installed it."""
+    if dist.conda is None:
+        return {"name": dist.name, "version": str(dist.version)}
+    record = dist.conda
+    return {"name": dist.name, "version": record.version if dist.kind == "conda" else str(dist.version),
+            "kind": dist.kind, "conda": {"name": record.name, "version": record.version, "build": record.build,
+                                         "channel": record.channel}}
+
+
 def render_json(diagnosis: Diagnosis) -> str:
     from cudaresolve.checks.findings import SEVERITIES
 
@@ -102,8 +116,9 @@ def render_json(diagnosis: Diagnosis) -> str:
         "environment": {
             "python": env.target.python,
             "site_packages": list(env.target.site_packages),
-            "distributions": [{"name": d.name, "version": str(d.version)} for d in env.distributions],
+            "distributions": [_distribution(d) for d in env.distributions],
             "elf_files": len(env.elf_files),
+            "conda_prefix": env.conda.path if env.conda else None,
         },
         "counts": {s: counts.get(s, 0) for s in SEVERITIES},
         "findings": [f.to_dict() for f in diagnosis.findings],
