@@ -322,6 +322,13 @@ def _cmd_pip(args: argparse.Namespace) -> int:
         with open(constraints, "w", encoding="utf-8") as f:
             f.write("".join(line + "\n" for line in constraints_txt(locked).splitlines() if not line.startswith("-")))
         command = pip + ["install", *rewritten, "-c", constraints] + [w for url in extra for w in ("--extra-index-url", url)]
+        conda = [p for p in locked.packages if p.provided_by]
+        if conda:
+            # pip would install these dependencies' wheels over conda's libraries: name every pin instead
+            pins = sorted(f"{p.name}=={p.version}" for p in locked.packages if p.wheel is not None)
+            command += ["--no-deps", *pins]
+            provided = ", ".join(f"{p.name} ({p.provided_by})" for p in conda)
+            _say(args, f"cudaresolve: conda provides {provided}: pip runs with --no-deps and every pin of the lock")
         _say(args, "cudaresolve: " + " ".join(command))
         return run(command)
 

@@ -504,6 +504,9 @@ class Payloads:
         # other-pkg links libnccl.so.2 with no RPATH either: in a conda prefix, the interpreter's finds it
         self.wheel("other-pkg", "1.0", {f"other_pkg/_ext{EXT}": self.builder.build(
             f"_ext{EXT}", extension_source("_ext", "nccl_build()"), link=[stub_nccl], directory="other", extra=include)})
+        # CuPy for CUDA 13, without libraries: what an abstract `cupy` becomes where CUDA 13 is preferred
+        filename, data = make_wheel("cupy-cuda13x", "14.2.0", tag=TAG, files={"cupy/__init__.py": b""})
+        (self.wheels / filename).write_bytes(data)
         self.channel: dict[str, tuple] = {}
         for version, (major, minor) in NVJITLINK_RELEASES.items():
             real = f"{TARGETS}/libnvJitLink.so.{version}"
@@ -765,3 +768,123 @@ def test_conda_cudaresolve_names_an_environment_with_n(conda, skew):
     assert missing.returncode != 0
     assert "Traceback" not in missing.stdout + missing.stderr
     assert "EnvironmentNameNotFound: Could not find conda environment: nosuch" in missing.stderr
+
+
+# -- lock and install in a conda prefix --------------------------------------------------------------
+
+
+def lock_in(prefix: Path, tmp_path: Path, wheels: Path, *argv: str, driver: str = "570.86.15") -> subprocess.CompletedProcess:
+    """`cudaresolve ARGV` for the prefix's Python, the payload wheels as the only index, a GPU of 8.6."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "CUDARESOLVE_", "CONDA", "LD_"))}
+    env.update(CUDARESOLVE_CACHE_DIR=str(tmp_path / "cache"), PIP_CONFIG_FILE=os.devnull,
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    command, rest = argv[0], argv[1:]
+    return subprocess.run(
+        [sys.executable, "-m", "cudaresolve", command, "--python", str(prefix / "bin" / "python"), "--no-index",
+         "--find-links", str(wheels), "--driver", driver, "--gpu", "8.6", *rest],
+        capture_output=True, text=True, env=env, cwd=tmp_path)
+
+
+@pytest.mark.conda
+def test_the_lock_takes_condas_library_for_the_wheel_it_stands_for_and_install_keeps_it(conda, payloads, tmp_path):
+    """skewpkg requires nvidia-nvjitlink-cu12>=12.8; conda's libnvjitlink 12.8.93 is that release, so
+    the lock plans no wheel over it, and install leaves conda's library the one the loader picks."""
+    prefix = make_prefix(conda, payloads, "lock-new", "libnvjitlink=12.8.93", "cuda-version=12.8")
+    done = lock_in(prefix, tmp_path, payloads.wheels, "lock", "skewpkg", "-o", "pylock.toml",
+                   "--constraints", "constraints.txt", "--json", "-q")
+    assert done.returncode == 0, done.stderr
+    packages = {p["name"]: p for p in json.loads(done.stdout)["packages"]}
+    assert set(packages) == {"skewpkg", "nvidia-nvjitlink-cu12"}
+    assert packages["skewpkg"]["wheel"]["filename"].startswith("skewpkg-1.0-")
+    nvjitlink = packages["nvidia-nvjitlink-cu12"]
+    assert (nvjitlink["version"], nvjitlink["wheel"], nvjitlink["provided_by"]) == (
+        "12.8.93", None, "libnvjitlink 12.8.93 (conda)")
+    assert nvjitlink["reason"] == "provided by libnvjitlink 12.8.93 (conda): pip must not replace it"
+    constraints = (tmp_path / "constraints.txt").read_text()
+    assert "nvidia-nvjitlink-cu12==" not in constraints and "skewpkg==1.0" in constraints
+    assert "# nvidia-nvjitlink-cu12: provided by libnvjitlink 12.8.93 (conda); pip must not install it" in constraints
+    from cudaresolve.output.lock import read_pylock
+
+    [kept] = [p for p in read_pylock(str(tmp_path / "pylock.toml")).packages if p.wheel is None]
+    assert (kept.name, kept.provided_by) == ("nvidia-nvjitlink-cu12", "libnvjitlink 12.8.93 (conda)")
+
+    assert subprocess.run([str(prefix / "bin" / "python"), "-m", "ensurepip"], capture_output=True).returncode == 0
+    installed = lock_in(prefix, tmp_path, payloads.wheels, "install", "skewpkg")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "  keep      nvidia-nvjitlink-cu12 12.8.93: provided by libnvjitlink 12.8.93 (conda)" in installed.stdout
+    assert not (site_of(prefix) / "nvidia").exists()  # no wheel beside conda's library
+    assert "result: 0 errors" in installed.stdout
+    assert in_prefix(prefix, "import skewpkg._ext as e; print(e.run())").stdout == "8\n"
+
+
+@pytest.mark.conda
+def test_the_lock_sets_aside_a_wheel_over_an_older_conda_library_unless_it_is_named(conda, payloads, tmp_path):
+    prefix = make_prefix(conda, payloads, "lock-old", "libnvjitlink=12.4.127", "cuda-version=12.4")
+    refused = lock_in(prefix, tmp_path, payloads.wheels, "lock", "skewpkg", "-o", "-", "-q")
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert ("nothing fits nvidia-nvjitlink-cu12>=12.8 (required by skewpkg 1.0); nvidia-nvjitlink-cu12 12.8.93: "
+            "would shadow libnvJitLink.so.12 of libnvjitlink 12.4.127 (conda): pip must not replace conda's library; "
+            "update it with conda, or name nvidia-nvjitlink-cu12 in the requirements") in refused.stderr
+    asked = lock_in(prefix, tmp_path, payloads.wheels, "lock", "skewpkg", "nvidia-nvjitlink-cu12", "--json", "-q",
+                    "-o", "pylock.toml")
+    assert asked.returncode == 0, asked.stderr
+    packages = {p["name"]: p for p in json.loads(asked.stdout)["packages"]}
+    assert packages["nvidia-nvjitlink-cu12"]["wheel"]["filename"].startswith("nvidia_nvjitlink_cu12-12.8.93-")
+
+
+def test_conda_providers_map_wheels_to_the_conda_package_with_their_soname():
+    from cudaresolve.resolve.conda import conda_providers, prefix_cuda
+    from cudaresolve.versions import CudaVersion
+
+    providers = conda_providers(skew_env())
+    assert {name: (p.label, p.soname, p.same_component) for name, p in providers.items()} == {
+        "nvidia-nvjitlink-cu12": ("libnvjitlink 12.4.127 (conda)", "libnvJitLink.so.12", True)}
+    # a package that is not the component for conda (one bundling the library) still may not be shadowed,
+    # but does not stand for the wheel's releases
+    assert not conda_providers(skew_env(conda_name="some-bundle"))["nvidia-nvjitlink-cu12"].same_component
+    assert prefix_cuda(skew_env()) == CudaVersion(12, 4)
+    assert prefix_cuda(skew_env(cuda_version=None)) is None
+    assert prefix_cuda(skew_env(cuda_version="not-a-version")) is None
+
+
+def test_builds_for_no_newer_cuda_than_the_prefixs_are_preferred():
+    from cudaresolve.resolve.candidates import Candidate, _preference, cuda_build
+    from cudaresolve.versions import CudaVersion
+
+    builds = [Candidate("torch", Version(v), None, build=cuda_build("torch", Version(v)))
+              for v in ("2.9.0+cu124", "2.9.0+cu126", "2.9.0+cu128", "2.8.0+cu126")]
+    order = lambda pin: [str(c.version) for c in sorted(builds, key=lambda c: _preference(c, pin), reverse=True)]
+    assert order(None) == ["2.9.0+cu128", "2.9.0+cu126", "2.9.0+cu124", "2.8.0+cu126"]
+    assert order(CudaVersion(12, 6)) == ["2.9.0+cu126", "2.9.0+cu124", "2.9.0+cu128", "2.8.0+cu126"]
+
+
+@pytest.mark.conda
+def test_the_prefixs_cuda_version_picks_the_cuda_major(conda, payloads, tmp_path):
+    """On a driver that runs CUDA 13, an abstract `cupy` is CuPy for CUDA 13, unless the prefix's
+    cuda-version says its CUDA is 12."""
+    chosen = {}
+    for name, specs in (("unpinned", ()), ("pinned", ("cuda-version=12.4",))):
+        prefix = make_prefix(conda, payloads, f"major-{name}", *specs)
+        done = lock_in(prefix, tmp_path, payloads.wheels, "lock", "cupy", "--json", "-q", "-o", f"pylock.{name}.toml",
+                       driver="580.65.06")
+        assert done.returncode == 0, done.stderr
+        chosen[name] = [p["name"] for p in json.loads(done.stdout)["packages"]]
+    assert chosen == {"unpinned": ["cupy-cuda13x"], "pinned": ["cupy-cuda12x"]}
+
+
+@pytest.mark.conda
+def test_cudaresolve_pip_install_puts_no_wheel_over_a_conda_library(conda, payloads, tmp_path):
+    prefix = make_prefix(conda, payloads, "pip-wrapper", "libnvjitlink=12.8.93", "cuda-version=12.8")
+    assert subprocess.run([str(prefix / "bin" / "python"), "-m", "ensurepip"], capture_output=True).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "CUDARESOLVE_", "CONDA", "LD_"))}
+    env.update(CUDARESOLVE_CACHE_DIR=str(tmp_path / "cache"), PIP_CONFIG_FILE=os.devnull, CUDARESOLVE_DRIVER="570.86.15",
+               CUDARESOLVE_GPUS="8.6", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    done = subprocess.run([sys.executable, "-m", "cudaresolve", "pip", "--python", str(prefix / "bin" / "python"), "install",
+                           "--find-links", str(payloads.wheels), "--index-url", (tmp_path / "empty").as_uri(), "skewpkg"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ("cudaresolve: conda provides nvidia-nvjitlink-cu12 (libnvjitlink 12.8.93 (conda)): pip runs with --no-deps "
+            "and every pin of the lock") in done.stderr
+    assert not (site_of(prefix) / "nvidia").exists()
+    assert in_prefix(prefix, "import skewpkg._ext as e; print(e.run())").stdout == "8\n"

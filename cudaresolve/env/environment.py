@@ -65,6 +65,7 @@ class Environment:
     # distribution -> {soname: path} its preloader finds, for every CUDA soname its files need.
     preloads: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     conda: Optional[CondaPrefix] = None  # the target's conda prefix and all its records, when it is one
+    preload_prefix: Optional[str] = None  # the conda prefix preloaders search (the target's, or CONDA_PREFIX)
 
     def distribution(self, name: str) -> Optional[Distribution]:
         """The first installed distribution with this canonical name."""

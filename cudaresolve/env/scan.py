@@ -103,6 +103,7 @@ def scan_environment(
         system_facts=system_facts,
         preloads=preloads_of(distributions, elf_files, target.site_packages, conda_prefix),
         conda=conda,
+        preload_prefix=conda_prefix,
     )
 
 

@@ -156,7 +156,8 @@ def pylock_toml(lock: Lock) -> str:
     tool: dict[str, Any] = {"index-urls": list(lock.index_urls)}
     tool["hosts"] = [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)]
     tool["kept"] = [
-        {"name": canonicalize_name(p.name), "version": p.version, "marker": p.marker, "reason": p.reason}
+        {"name": canonicalize_name(p.name), "version": p.version, "marker": p.marker, "reason": p.reason,
+         "provided-by": p.provided_by}
         for p in sorted(lock.packages, key=lambda p: (canonicalize_name(p.name), p.version))
         if p.wheel is None
     ]
@@ -211,10 +212,22 @@ def _pin(package: LockedPackage) -> str:
 
 
 def constraints_txt(lock: Lock) -> str:
-    """A pip constraints file: `pip install -c FILE REQ...` installs exactly the lock."""
-    pins = sorted({_pin(package) for package in lock.packages})
+    """A pip constraints file: `pip install -c FILE REQ...` installs exactly the lock.
+
+    A conda package standing for a wheel cannot be said in pip's terms (a constraint limits what pip
+    installs, it cannot tell pip a dependency is already met), so it is a comment."""
+    pins = sorted({_pin(package) for package in lock.packages if package.provided_by is None})
     header = f"# {lock.created_by}: pip install -c THIS-FILE REQUIREMENT...; installs exactly this lock"
-    return "\n".join([header] + _index_lines(lock) + pins) + "\n"
+    return "\n".join([header] + _index_lines(lock) + pins + _conda_comments(lock)) + "\n"
+
+
+def _conda_comments(lock: Lock) -> list[str]:
+    return [
+        f"# {canonicalize_name(p.name)}: provided by {p.provided_by}; pip must not install it (cudaresolve install "
+        "installs with --no-deps)"
+        for p in sorted(lock.packages, key=lambda p: canonicalize_name(p.name))
+        if p.provided_by is not None
+    ]
 
 
 def requirements_txt(lock: Lock) -> str:
@@ -229,9 +242,9 @@ def requirements_txt(lock: Lock) -> str:
         hashes = sorted({_sha256(package) for package in group})
         lines += [f"    --hash=sha256:{digest}" + (" \\" if i < len(hashes) - 1 else "") for i, digest in enumerate(hashes)]
     for package in sorted(lock.packages, key=lambda p: canonicalize_name(p.name)):
-        if package.wheel is None:
+        if package.wheel is None and package.provided_by is None:
             lines.append(f"# kept installed, no file to hash: {_pin(package)}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _conda_comments(lock)) + "\n"
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -370,6 +383,7 @@ def read_pylock(path: str) -> Lock:
                 wheel=None,
                 marker=reader.checked(kept, "marker", kept_where, Marker, "marker"),
                 reason=reader.get(kept, "reason", kept_where, str) or "",
+                provided_by=reader.get(kept, "provided-by", kept_where, str),
             )
         )
     decisions = []

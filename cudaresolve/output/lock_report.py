@@ -41,6 +41,7 @@ def render_json(lock: Lock, seconds: float) -> str:
                 "index": p.index,
                 "wheel": None if p.wheel is None else {"filename": p.wheel.filename, "url": p.wheel.url, "sha256": p.wheel.sha256, "size": p.wheel.size},
                 "reason": p.reason,
+                "provided_by": p.provided_by,
             }
             for p in lock.packages
         ],

@@ -21,6 +21,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import torch
+from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import rejection
 from cudaresolve.versions import CudaVersion
 
@@ -37,6 +38,11 @@ class Candidate:
     @property
     def label(self) -> str:
         return f"{self.name} {self.version}"
+
+    @property
+    def from_conda(self) -> bool:
+        """A conda package standing for this wheel: the lock keeps it and pip installs nothing."""
+        return self.installed is not None and self.installed.kind == "conda"
 
     def with_extras(self, extras: Iterable[str]) -> "Candidate":
         return replace(self, extras=frozenset(extras))
@@ -65,12 +71,18 @@ class CandidateFinder:
         *,
         upgrade: bool,
         machine: str,
+        conda: Optional[dict[str, CondaProvider]] = None,
+        asked: frozenset[str] = frozenset(),
+        cuda_pin: Optional[CudaVersion] = None,
     ):
         self.index = index
         self.hosts = list(hosts)
         self.installed = installed
         self.upgrade = upgrade
         self.machine = machine
+        self.conda = conda or {}  # wheel name -> the conda package providing its library in the prefix
+        self.asked = asked  # names the user asked for: the only wheels that may shadow a conda library
+        self.cuda_pin = cuda_pin  # the prefix's cuda-version: builds for no newer CUDA are preferred
         self.rejections = Rejections()
         self._major: Optional[int] = None
         self._major_rejections = Rejections()  # set aside for the major being tried, not for good
@@ -164,14 +176,21 @@ class CandidateFinder:
             if file.yanked is not None:
                 self.rejections.add(name, f"{name} {version}", f"yanked ({file.yanked or 'no reason given'}): taken only for an exact pin")
         found = []
+        conda = self.conda.get(name)
         for version, file in best.items():
             candidate = Candidate(name, version, file, build=cuda_build(name, version))
             reason = self._does_not_run(candidate)
+            if reason is None and conda is not None and name not in self.asked:
+                reason = conda.shadow_reason(name)
             if reason:
                 self.rejections.add(name, candidate.label, reason)
                 continue
             found.append(candidate)
-        found.sort(key=_preference, reverse=True)
+        found.sort(key=lambda c: _preference(c, self.cuda_pin), reverse=True)
+        if conda is not None and conda.same_component:
+            package = conda.package
+            found.insert(0, Candidate(name, package.version, None, package, build=cuda_build(name, package.version)))
+            return tuple(found)
         kept = self.installed.get(name)
         if kept is not None and not self.upgrade:
             current = Candidate(name, kept.version, None, kept, build=cuda_build(name, kept.version))
@@ -209,11 +228,13 @@ def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
     return framework_build(planned) or next(iter(component_builds([planned])), None)
 
 
-def _preference(candidate: Candidate) -> tuple:
-    """Newer public version first; among one version's builds, the newest CUDA (every build left has
+def _preference(candidate: Candidate, cuda_pin: Optional[CudaVersion] = None) -> tuple:
+    """Newer public version first; among one version's builds, one for no newer CUDA than the conda
+    prefix's `cuda_pin` (its libraries are that CUDA's), then the newest CUDA (every build left has
     passed the hosts' driver and GPUs), a known build before an unknown one."""
     cuda = candidate.build.cuda if candidate.build else None
-    return (candidate.version.public and Version(candidate.version.public), _cuda_key(cuda), candidate.version)
+    fits_pin = cuda_pin is None or cuda is None or (cuda.major == cuda_pin.major and not cuda_pin < cuda)
+    return (candidate.version.public and Version(candidate.version.public), fits_pin, _cuda_key(cuda), candidate.version)
 
 
 def _cuda_key(cuda: Optional[CudaVersion]) -> tuple[int, int]:

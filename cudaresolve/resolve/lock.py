@@ -31,6 +31,7 @@ class LockedPackage:
     wheel: Optional[LockedWheel]  # None: a kept installed distribution with no source
     marker: Optional[str]  # PEP 508 environment marker: install only where it holds
     reason: str  # one line: why this version/variant
+    provided_by: Optional[str] = None  # the conda package that stands for it ("libnvjitlink 12.8.93 (conda)"); no wheel
 
 
 @dataclass(frozen=True)

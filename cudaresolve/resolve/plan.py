@@ -38,8 +38,10 @@ def install_plan(lock: Lock, installed: Iterable[Distribution]) -> tuple[Change,
         name = canonicalize_name(package.name)
         new = Version(package.version)
         old = present.get(name)
-        if old is None:
-            kind: Kind = "add"
+        if package.provided_by is not None:
+            kind: Kind = "keep"  # conda's package stands for it
+        elif old is None:
+            kind = "add"
         elif old == new:
             kind = "keep"
         elif old.public == new.public:

@@ -28,7 +28,8 @@ def planned_environment(
     does not know bring their ELF files only with `deep` (each is downloaded once, then cached)."""
     site = installed.target.site_packages[-1]
     wheels = [c for c in chosen if c.file is not None]
-    replaced = {c.name for c in wheels}
+    # conda's packages stay: a wheel never replaces one (a conda name is not a pip name)
+    replaced = {c.name for c in wheels} - {d.name for d in installed.distributions if d.kind == "conda"}
     distributions = [d for d in installed.distributions if d.name not in replaced]
     elf_files = [e for e in installed.elf_files if not (set(e.owners) & replaced)]
     for candidate in wheels:
@@ -64,7 +65,8 @@ def planned_environment(
         distributions=tuple(distributions),
         elf_files=tuple(elf_files),
         preloads=preloads_of(
-            distributions, elf_files, installed.target.site_packages, None, lambda path: path in planned_paths or os.path.isfile(path)
+            distributions, elf_files, installed.target.site_packages, installed.preload_prefix,
+            lambda path: path in planned_paths or os.path.isfile(path),
         ),
     )
 

@@ -29,6 +29,7 @@ from cudaresolve.index.http import local_path
 from cudaresolve.knowledge import components, cupy
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
+from cudaresolve.resolve.conda import conda_providers, prefix_cuda
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
@@ -64,21 +65,28 @@ def lock(
 ) -> Lock:
     """The lock for `request` on every host of `hosts`, or NoSolution naming what is in conflict.
 
-    One CUDA major per environment: the majors every host can run are tried newest first (the
-    installed components' major first, when they have one), and within one try every candidate built
-    for another major is set aside. An abstract `cupy` becomes that major's CuPy wheel, and a package
-    with per-major extras asked for without one gets that major's extra."""
+    One CUDA major per environment: the majors every host can run are tried newest first (a conda
+    prefix's `cuda-version` major first, then the installed components' major, when they have one),
+    and within one try every candidate built for another major is set aside. An abstract `cupy`
+    becomes that major's CuPy wheel, and a package with per-major extras asked for without one gets
+    that major's extra. In a conda prefix, conda's CUDA libraries stand for their wheels
+    (resolve/conda.py)."""
     markers = installed.target.marker_environment() or {}
-    kept = {d.name: d for d in installed.distributions}
-    finder = CandidateFinder(index, hosts, kept, upgrade=request.upgrade, machine=installed.loader.machine)
+    kept = {d.name: d for d in installed.distributions if d.kind != "conda"}
     requested = root_requirements(request.requirements, markers)
+    pin = prefix_cuda(installed)
+    finder = CandidateFinder(
+        index, hosts, kept, upgrade=request.upgrade, machine=installed.loader.machine,
+        conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
+    )
     binary_needs = installed_binary_requirements((e.owner, e.facts) for e in installed.elf_files if e.facts is not None)
     binary = [requirement for requirement, _ in binary_needs]
     notes_for_needs = {canonicalize_name(r.name): why for r, why in binary_needs}
     finder.prefetch([r.name for r in requested + binary])
     baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
     installed_majors = {b.cuda.major for b in component_builds(installed.distributions)}
-    majors = sorted(environment_majors(hosts), key=lambda m: (m not in installed_majors, -m)) or [None]
+    prefix_major = pin.major if pin else None
+    majors = sorted(environment_majors(hosts), key=lambda m: (m != prefix_major, m not in installed_majors, -m)) or [None]
     for major, why in major_rejections(hosts):
         finder.rejections.add(ENVIRONMENT, f"CUDA {major}", why)
     failures = []
@@ -223,6 +231,12 @@ def _as_lock(
     packages = []
     for name, candidate in sorted(chosen.items()):
         file = candidate.file
+        if candidate.from_conda:
+            assert candidate.installed is not None
+            packages.append(LockedPackage(name, str(candidate.version), None, None, None,
+                                          f"provided by {candidate.installed.label}: pip must not replace it",
+                                          provided_by=candidate.installed.label))
+            continue
         if file is None:
             # A kept installed version the indexes serve is locked with that wheel, so another
             # reader installs it too; one without a source stays in [tool.cudaresolve].kept only.
@@ -236,8 +250,10 @@ def _as_lock(
         sha256 = file.sha256 or (_local_sha256(file.url) if file.url.startswith("file:") else None)
         if name in notes:
             reason = f"{notes[name]}; {reason}"
+        # a wheel found by --find-links has no index: pip reaches it through its directory (output/lock.py)
+        source = None if file.source in index.config.find_links else file.source
         packages.append(
-            LockedPackage(name, str(candidate.version), file.source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
+            LockedPackage(name, str(candidate.version), source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
         )
     decisions = _decisions(chosen, finder)
     if finder.major is not None and ENVIRONMENT in finder.rejections.by_name:

@@ -1,0 +1,69 @@
+"""A conda prefix in a lock: its CUDA libraries are providers pip must not replace.
+
+In a conda prefix, `libnvjitlink`, `cuda-nvrtc`, `nccl` … are conda's: a wheel of the same soname
+would sit beside them and win wherever site-packages is searched first (cuda-pathfinder, a wheel's
+RPATH), so the two package managers would each think they own the library. The lock therefore
+takes the conda package as the installed release of the wheel it stands for (conda's
+`libnvjitlink 12.8.93` satisfies `nvidia-nvjitlink-cu12>=12.8`; NVIDIA numbers both from one
+release) and sets aside every wheel that would shadow a conda library, unless the user names that
+wheel. The prefix's `cuda-version` says which CUDA its packages were chosen for; builds that fit it
+are preferred.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from packaging.utils import canonicalize_name
+
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import Environment
+from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import components
+from cudaresolve.versions import CudaVersion
+
+
+@dataclass(frozen=True)
+class CondaProvider:
+    """The conda package that provides a wheel's soname in the prefix."""
+
+    package: Distribution  # kind "conda"
+    soname: str
+    same_component: bool  # the package is that wheel's component for conda (data: components.toml `conda`)
+
+    @property
+    def label(self) -> str:
+        return self.package.label
+
+    def shadow_reason(self, wheel: str) -> str:
+        """Why a wheel of `wheel` is set aside."""
+        return (f"would shadow {self.soname} of {self.label}: pip must not replace conda's library; update it "
+                f"with conda, or name {wheel} in the requirements to install the wheel beside it")
+
+
+def conda_providers(env: Environment) -> dict[str, CondaProvider]:
+    """Wheel name -> the conda package that provides one of its sonames in `env`'s prefix."""
+    packages = {d.name: d for d in env.distributions if d.kind == "conda"}
+    found: dict[str, CondaProvider] = {}
+    for elf in env.elf_files:
+        package = packages.get(elf.owner or "")
+        if package is None or elf.facts is None or not elf.facts.soname:
+            continue
+        for row in components.for_soname(elf.facts.soname):
+            provider = CondaProvider(package, elf.facts.soname, row.conda == package.name)
+            current = found.get(canonicalize_name(row.dist))
+            if current is None or (provider.same_component and not current.same_component):
+                found[canonicalize_name(row.dist)] = provider
+    return found
+
+
+def prefix_cuda(env: Environment) -> Optional[CudaVersion]:
+    """The CUDA the prefix's `cuda-version` package pins ("12.4"), None without one."""
+    record = env.conda.record(components.cuda_version_package()) if env.conda else None
+    if record is None:
+        return None
+    try:
+        return CudaVersion.parse(record.version)
+    except UsageError:
+        return None
