@@ -515,14 +515,16 @@ def _open_index(args: argparse.Namespace, target: Target, options=None):
     )
 
 
+def _reading_progress(path: str) -> None:
+    """The doctor's progress on a terminal: the file being read, on one line."""
+    sys.stderr.write(f"\r\033[Kreading {os.path.basename(path)}")
+    sys.stderr.flush()
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from cudaresolve.output.doctor import use_colour
 
-    progress = None
-    if sys.stderr.isatty():
-        def progress(path: str) -> None:
-            sys.stderr.write(f"\r\033[Kreading {os.path.basename(path)}")
-            sys.stderr.flush()
+    progress = _reading_progress if sys.stderr.isatty() else None
     if args.example:
         from cudaresolve.doctor import examine_example
         from cudaresolve.output.doctor import report_of
