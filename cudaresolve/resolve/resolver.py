@@ -20,6 +20,7 @@ from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Re
 from cudaresolve import __version__
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import component_builds
+from cudaresolve.checks.fixes import conda_fix
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.environment import Environment
 from cudaresolve.errors import CudaresolveError
@@ -154,7 +155,7 @@ def _lock_once(
     for _ in range(MAX_JUDGED):
         constraints = root_requirements(request.constraints, markers)
         provider = Provider(finder, index, markers, excluded, constraints)
-        chosen = _resolve(provider, roots, finder)
+        chosen = _resolve(provider, roots, finder, installed)
         if progress:
             progress(f"judging {len(chosen)} distributions on {len(hosts)} host(s)")
         plan = planned_environment(installed, chosen.values(), index, deep=request.deep)
@@ -178,24 +179,25 @@ def _lock_once(
     raise NoSolution(f"gave up after {MAX_JUDGED} sets refused by the checks; the last: {refused[-1].message}")
 
 
-def _resolve(provider: Provider, roots: list[Requirement], finder: CandidateFinder) -> dict[str, Candidate]:
+def _resolve(provider: Provider, roots: list[Requirement], finder: CandidateFinder, installed: Environment) -> dict[str, Candidate]:
     try:
         result = Resolver(provider, BaseReporter()).resolve(roots, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:
-        raise NoSolution(_explain_impossible(exc, finder)) from None
+        raise NoSolution(_explain_impossible(exc, finder, installed)) from None
     except ResolutionTooDeep:
         raise NoSolution(f"no set found within {MAX_ROUNDS} resolution rounds") from None
     return {c.name: c for identifier, c in result.mapping.items() if "[" not in identifier}
 
 
-def _explain_impossible(exc: ResolutionImpossible, finder: CandidateFinder) -> str:
-    """One line per requirement in conflict, with why its candidates were set aside."""
+def _explain_impossible(exc: ResolutionImpossible, finder: CandidateFinder, installed: Environment) -> str:
+    """One line per requirement in conflict, with why its candidates were set aside (first, when a
+    conda package stands for the wheel, why it does not fit and the conda command that would)."""
     lines = []
     for cause in exc.causes:
         requirement, parent = cause.requirement, cause.parent
         who = f" (required by {parent.label})" if parent is not None else ""
         name = canonicalize_name(requirement.name)
-        reasons = [
+        reasons = _conda_reasons(requirement, finder, installed) + [
             f"{label}: {why}"
             for label, why in finder.rejected(name)
             if " " not in label or requirement.specifier.contains(Version(label.split(" ")[1]), prereleases=True)
@@ -205,6 +207,15 @@ def _explain_impossible(exc: ResolutionImpossible, finder: CandidateFinder) -> s
             line += "; " + "; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
         lines.append(line)
     return "\n".join(dict.fromkeys(lines))
+
+
+def _conda_reasons(requirement: Requirement, finder: CandidateFinder, installed: Environment) -> list[str]:
+    provider = finder.conda.get(canonicalize_name(requirement.name))
+    if provider is None or not provider.same_component or requirement.specifier.contains(provider.package.version):
+        return []
+    floors = [s.version for s in requirement.specifier if s.operator in (">=", ">")]
+    command = conda_fix(installed, provider.soname, provider.package.name, max(floors, key=Version)) if len(floors) == 1 else None
+    return [f"{provider.label} does not satisfy {requirement.specifier}" + (f": {command}" if command else "")]
 
 
 def _refuses(finding: Finding) -> bool:
