@@ -889,3 +889,19 @@ def test_cudaresolve_pip_install_puts_no_wheel_over_a_conda_library(conda, paylo
             "and every pin of the lock") in done.stderr
     assert not (site_of(prefix) / "nvidia").exists()
     assert in_prefix(prefix, "import skewpkg._ext as e; print(e.run())").stdout == "8\n"
+
+
+def test_a_conda_library_without_code_for_the_gpu_is_named_as_conda_and_fixed_through_cuda_version():
+    """CUDA 13 builds no SASS below sm_75: conda's libcublas 13 on a GTX 1080 (6.1). The fix moves the
+    prefix's cuda-version, which pins every conda CUDA package's CUDA; a pip release would not help."""
+    from cudaresolve.checks.arch_coverage import check_arch_coverage
+    from test_doctor_checks import fatbin, host
+
+    library = f"{PREFIX}/lib/libcublasLt.so.13"
+    facts = replace(so(library, soname="libcublasLt.so.13"), fatbin=fatbin("sm_75", "sm_80", "sm_90", "sm_120"))
+    env = Environment(Target(site_packages=(SITE,), prefix=PREFIX, conda=True),
+                      (conda_dist("libcublas", "13.1.0.3", (library,)),), (ElfFile(library, ("libcublas",), facts, None),))
+    [finding] = check_arch_coverage(env, (), host("580.65.06", "6.1"))
+    assert (finding.check, finding.severity, finding.subject) == ("arch-coverage", "error", "libcublas 13.1.0.3 (conda)")
+    assert finding.fix == ('conda install "cuda-version<=12.9" (the newest CUDA that still targets 6.1 and this driver '
+                           "runs; libcublas comes with the prefix's CUDA)")

@@ -49,7 +49,6 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
         if owner not in folded:
             continue
         dist = env.distribution(owner)
-        subject = f"{owner} {dist.version}" if dist else owner
         gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip()
                          for g in host.visible_gpus if g.compute_capability == cc)
         evidence = tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
@@ -62,7 +61,7 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
             Finding(
                 "arch-coverage",
                 "error",
-                subject,
+                subject(env, owner),
                 f"no kernel image for compute capability {cc} ({gpus}): "
                 f"\"no kernel image is available for execution on the device\"",
                 evidence,
@@ -75,7 +74,7 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
             Finding(
                 "arch-coverage",
                 "warning",
-                f"{feature.of} {dist.version}" if dist else feature.of,
+                subject(env, feature.of),
                 f"opt-in feature unavailable on compute capability {cc}: {feature.feature} has no kernel image for it",
                 tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
                 + ((f"... and {len(files) - 3} more libraries",) if len(files) > 3 else ()),

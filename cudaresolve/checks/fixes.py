@@ -77,6 +77,11 @@ def arch_fix(
     if not supporting:
         return None
     newest = CudaVersion.parse(supporting[-1].version)
+    if dist is not None and dist.kind == "conda":
+        # conda's CUDA packages follow the prefix's cuda-version: moving it moves them all together
+        return (f'conda install "{components.cuda_version_package()}<={newest}" (the newest CUDA that still targets {cc}'
+                + (" and this driver runs" if driver.release or driver.cuda else "")
+                + f"; {dist.name} comes with the prefix's CUDA)")
     if build is not None and build.cuda.major <= newest.major and dist is not None:
         return (f"{dist.name} {dist.version} is built with CUDA {build.cuda} and still lacks code for {cc}: an older "
                 f"release of {dist.name} may carry sm_{cc.arch_number}; the device code of its releases is not known "

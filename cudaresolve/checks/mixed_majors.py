@@ -10,7 +10,7 @@ from typing import Iterable, Optional
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild, major_needs
 from cudaresolve.checks.duplicates import unmangled
-from cudaresolve.checks.findings import Finding
+from cudaresolve.checks.findings import Finding, subject
 from cudaresolve.checks.fixes import driver_runs
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
@@ -127,14 +127,13 @@ def check_companion_majors(env: Environment, host: HostFacts) -> list[Finding]:
             mismatches[elf.owner].append((elf.path, needed, major, wheels))
     findings = []
     for owner, found in sorted(mismatches.items()):
-        dist = env.distribution(owner)
         needs = sorted({major for _, _, major, _ in found})
         have = sorted({m for _, _, _, wheels in found for m in wheels})
         findings.append(
             Finding(
                 "mixed-majors",
                 "error",
-                f"{owner} {dist.version}" if dist else owner,
+                subject(env, owner),
                 f"links CUDA {', '.join(map(str, needs))} libraries, but the environment's wheels of them are "
                 f"CUDA {', '.join(map(str, have))}",
                 tuple(f"{os.path.basename(path)} needs {needed}; installed: {', '.join(sorted(wheels.values()))}"
