@@ -203,7 +203,7 @@ def result_key(target: Target, host: HostFacts, environ: Mapping[str, str]) -> s
         os.getcwd(),
         conda_prefix and path_identity(os.path.join(conda_prefix, "lib")),
         # conda rewrites a record on every install, update or removal: the scan reads them all
-        target.conda and target.prefix and _directory_identity(os.path.join(target.prefix, "conda-meta")),
+        target.conda_prefix and _directory_identity(os.path.join(target.conda_prefix, "conda-meta")),
         path_identity(LD_SO_CACHE),
         tuple(path_identity(d) for d in LAYOUT_DIRECTORIES),
     ))

@@ -193,6 +193,37 @@ def test_a_conda_library_is_owned_by_its_package_under_every_name(elf_builder):
     assert env.elf_file(f"{prefix}/bin/../lib/libnvJitLink.so.12").path == f"{prefix}/lib/libnvJitLink.so.12"
 
 
+def test_a_venv_made_from_a_conda_python_sees_its_bases_conda_libraries(elf_builder, monkeypatch):
+    """`python -m venv` from a conda Python: sys.prefix is the venv, sys.base_prefix the conda prefix,
+    whose lib/ the interpreter's RPATH still reaches. The base's CUDA packages are the venv's
+    providers; the base's Python packages (numpy's dist-info and extension in the base's
+    site-packages) are not the venv's and are left out."""
+    from cudaresolve.env.interpreter import running_target
+
+    base = elf_builder.root / "base"
+    build_nvjitlink(elf_builder, 12, 4, "base/lib", "libnvJitLink.so.12")
+    numpy_ext = elf_builder.build("_multiarray_umath.so", "int f(void) { return 0; }\n",
+                                  directory="base/lib/python3.11/site-packages/numpy/core")
+    meta = base / "conda-meta"
+    meta.mkdir()
+    (meta / "libnvjitlink-12.4.127-h0_0.json").write_text(record_json("libnvjitlink", "12.4.127", files=["lib/libnvJitLink.so.12"]))
+    (meta / "numpy-2.1.0-py311_0.json").write_text(record_json("numpy", "2.1.0", files=[
+        "lib/python3.11/site-packages/numpy-2.1.0.dist-info/METADATA", str(numpy_ext.relative_to(base))]))
+    venv_site = elf_builder.root / "venv/lib/python3.11/site-packages"
+    venv_site.mkdir(parents=True)
+    monkeypatch.setattr(sys, "prefix", str(elf_builder.root / "venv"))
+    monkeypatch.setattr(sys, "base_prefix", str(base))
+    described = running_target()
+    assert (described.conda, described.conda_base, described.conda_prefix) == (False, str(base), str(base))
+    env = scan_environment(Target(site_packages=(str(venv_site),), prefix=str(elf_builder.root / "venv"),
+                                  conda_base=str(base)), facts_for=disk)
+    assert [(d.name, d.kind) for d in env.distributions] == [("libnvjitlink", "conda")]
+    assert [(e.path, e.owners) for e in env.elf_files] == [(f"{base}/lib/libnvJitLink.so.12", ("libnvjitlink",))]
+    assert env.conda.path == str(base)
+    monkeypatch.setattr(sys, "base_prefix", str(elf_builder.root / "venv"))  # not a venv: no base to read
+    assert running_target().conda_base is None
+
+
 def test_a_prefix_that_is_not_the_targets_is_not_read(tmp_path):
     """Only the target interpreter's own prefix is read for conda packages: a CONDA_PREFIX in the
     environment is where preloaders look (as at run time), not part of the environment."""

@@ -122,15 +122,20 @@ def with_conda(
     files outside site-packages (the scan finds those inside), the shared-object paths it lists.
 
     A package listing a dist-info that `distributions` holds is that distribution (`conda` set,
-    its name, files added); any other is a conda-kind distribution under conda's name. Which of
-    the listed paths are ELF files, and so which conda-kind packages stay, the caller decides.
+    its name, files added); one listing a dist-info outside `site_packages` is a Python package of
+    another environment (a venv's conda base: invisible to the venv) and is left out; any other is
+    a conda-kind distribution under conda's name. Which of the listed paths are ELF files, and so
+    which conda-kind packages stay, the caller decides.
     """
     by_dist_info = {os.path.normpath(d.dist_info): d for d in distributions}
     inside = tuple(os.path.join(os.path.normpath(sp), "") for sp in site_packages)
     merged: dict[str, Distribution] = {d.dist_info: d for d in distributions}
     shared_objects: dict[str, list[str]] = {}
     for package in packages:
-        python = next((by_dist_info[d] for d in _dist_infos(package.files) if d in by_dist_info), None)
+        dist_infos = _dist_infos(package.files)
+        python = next((by_dist_info[d] for d in dist_infos if d in by_dist_info), None)
+        if python is None and any(not os.path.join(d, "").startswith(inside) for d in dist_infos):
+            continue
         outside = [f for f in package.files  # the substring test first: python's record lists 5,000 files
                    if ".so" in f and is_shared_object_name(os.path.basename(f)) and not f.startswith(inside)]
         if python is not None:

@@ -37,8 +37,15 @@ def describe():
         "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         "stdlib": paths["stdlib"],
         "venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+        "conda_base": conda_base(),
         "markers": markers(),
     }
+
+def conda_base():
+    # a venv made from a conda Python: its base prefix holds conda-meta/ and the libraries in lib/
+    import os, sys
+    base = getattr(sys, "base_prefix", sys.prefix)
+    return base if base != sys.prefix and os.path.isdir(os.path.join(base, "conda-meta")) else None
 
 def uname():
     # platform's answers where os.uname has them: importing platform (and re) is a third of the
@@ -105,10 +112,16 @@ class Target:
     implementation: Optional[str] = None  # "cpython", "pypy"
     machine: Optional[str] = None  # platform.machine(): "x86_64", "aarch64"
     conda: bool = False  # sys.prefix holds conda-meta/
+    conda_base: Optional[str] = None  # a venv's base prefix when that holds conda-meta/ (a venv made from a conda Python)
     free_threaded: bool = False  # a free-threaded CPython build (its wheels carry the cp313t ABI)
     stdlib: Optional[str] = None  # where PEP 668's EXTERNALLY-MANAGED marker would be
     venv: bool = False  # a virtual environment (PEP 668 markers do not apply inside one)
     markers: tuple[tuple[str, str], ...] = ()  # its PEP 508 marker environment, sorted by name
+
+    @property
+    def conda_prefix(self) -> Optional[str]:
+        """The conda prefix whose packages this interpreter sees: its own, or its venv's base."""
+        return self.prefix if self.conda and self.prefix else self.conda_base
 
     def marker_environment(self) -> Optional[dict[str, str]]:
         """The environment to evaluate Requires-Dist markers in; None when no interpreter was asked."""
@@ -219,6 +232,7 @@ def _target_from_answer(executable: str, answer: dict) -> Target:
         implementation=answer["implementation"],
         machine=answer["machine"],
         conda=bool(answer["conda"]),
+        conda_base=answer.get("conda_base") if isinstance(answer.get("conda_base"), str) else None,
         free_threaded=answer.get("free_threaded") is True,
         stdlib=answer.get("stdlib") if isinstance(answer.get("stdlib"), str) else None,
         venv=answer.get("venv") is True,

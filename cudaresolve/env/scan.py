@@ -55,10 +55,10 @@ def scan_environment(
         paths.extend(found_paths)
         problems.extend(file_problems)
     conda = None
-    if target.conda and target.prefix:
-        packages, conda_problems = read_conda_meta(target.prefix)
+    if target.conda_prefix:
+        packages, conda_problems = read_conda_meta(target.conda_prefix)
         problems.extend(conda_problems)
-        conda = CondaPrefix(target.prefix, tuple(p.record for p in packages))
+        conda = CondaPrefix(target.conda_prefix, tuple(p.record for p in packages))
         distributions, listed = with_conda(distributions, packages, target.site_packages)
         elf_paths, elf_problems = elf_only((p for owned in listed.values() for p in owned), missing_ok=True)
         problems.extend(elf_problems)
