@@ -138,6 +138,20 @@ def test_a_record_listing_a_dist_info_is_that_python_distribution(tmp_path):
                       str(dist_info): [f"{tmp_path}/lib/libnumpy_helper.so.1"]}
 
 
+def test_a_conda_python_package_without_record_owns_the_files_its_conda_record_lists(elf_builder):
+    prefix = elf_builder.root / "prefix"
+    site = prefix / "lib/python3.11/site-packages"
+    ext = elf_builder.build("_ext.so", "int f(void) { return 0; }\n", directory="prefix/lib/python3.11/site-packages/pkg")
+    dist_info = make_dist_info(site, "pkg", "1.0", installer="conda")
+    (dist_info / "RECORD").unlink()
+    (prefix / "conda-meta").mkdir()
+    (prefix / "conda-meta" / "pkg-1.0-py_0.json").write_text(record_json("pkg", "1.0", files=[
+        f"lib/python3.11/site-packages/{dist_info.name}/METADATA", str(ext.relative_to(prefix))]))
+    env = scan_environment(Target(site_packages=(str(site),), prefix=str(prefix), conda=True), facts_for=disk)
+    assert [(e.path, e.owners) for e in env.elf_files] == [(str(ext), ("pkg",))]
+    assert env.problems == (Problem(str(dist_info), "RECORD is missing; its files are those its conda-meta record lists"),)
+
+
 # -- a hand-made prefix through the scan -------------------------------------------------------------
 
 

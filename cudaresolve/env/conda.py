@@ -139,7 +139,8 @@ def with_conda(
         outside = [f for f in package.files  # the substring test first: python's record lists 5,000 files
                    if ".so" in f and is_shared_object_name(os.path.basename(f)) and not f.startswith(inside)]
         if python is not None:
-            files = tuple(dict.fromkeys(python.files + tuple(outside)))
+            # conda's list stands in for a RECORD that could not be read
+            files = tuple(dict.fromkeys((python.files or package.files) + tuple(outside)))
             merged[python.dist_info] = replace(python, conda=package.record, files=files)
             owner = python.dist_info
         else:

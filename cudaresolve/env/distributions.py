@@ -20,6 +20,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 
+UNOWNED_FILES = "; its files count as unowned"  # what an unusable RECORD costs, said in its problem
+
+
 @dataclass(frozen=True)
 class CondaRecord:
     """A package conda installed in a prefix, as its conda-meta/<name>-<version>-<build>.json says."""
@@ -162,7 +165,7 @@ def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optio
     try:
         files = parse_record(_read_text(os.path.join(dist_info, "RECORD")), root)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        problems.append(Problem(dist_info, _reason("RECORD", exc) + "; its files count as unowned"))
+        problems.append(Problem(dist_info, _reason("RECORD", exc) + UNOWNED_FILES))
 
     installer = None
     try:

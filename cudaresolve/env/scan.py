@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv, with_program
 from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
-from cudaresolve.env.distributions import Distribution, Problem, read_distributions
+from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.preloads import preloaded_libraries
@@ -60,6 +60,9 @@ def scan_environment(
         problems.extend(conda_problems)
         conda = CondaPrefix(target.conda_prefix, tuple(p.record for p in packages))
         distributions, listed = with_conda(distributions, packages, target.site_packages)
+        from_conda = {d.dist_info for d in distributions if d.conda is not None and d.kind == "python"}
+        problems = [replace(p, reason=p.reason.replace(UNOWNED_FILES, "; its files are those its conda-meta record lists"))
+                    if p.path in from_conda else p for p in problems]
         elf_paths, elf_problems = elf_only((p for owned in listed.values() for p in owned), missing_ok=True)
         problems.extend(elf_problems)
         paths.extend(elf_paths)
