@@ -860,6 +860,13 @@ def test_the_lock_takes_condas_library_for_the_wheel_it_stands_for_and_install_k
     assert not (site_of(prefix) / "nvidia").exists()  # no wheel beside conda's library
     assert "result: 0 errors" in installed.stdout
     assert in_prefix(prefix, "import skewpkg._ext as e; print(e.run())").stdout == "8\n"
+    # the same lock through conda's own command line, naming the environment
+    through_conda = conda("cudaresolve", "lock", "-n", "lock-new", "--no-index", "--find-links", str(payloads.wheels),
+                          "skewpkg", "--json", "-q", "-o", str(tmp_path / "pylock.conda.toml"),
+                          CUDARESOLVE_CACHE_DIR=str(tmp_path / "cache"), **recorded_host())
+    assert through_conda.returncode == 0, through_conda.stderr
+    assert [(p["name"], p["provided_by"]) for p in json.loads(through_conda.stdout)["packages"]] == [
+        ("nvidia-nvjitlink-cu12", "libnvjitlink 12.8.93 (conda)"), ("skewpkg", None)]
 
 
 @pytest.mark.conda
