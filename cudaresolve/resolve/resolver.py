@@ -213,8 +213,8 @@ def _conda_reasons(requirement: Requirement, finder: CandidateFinder, installed:
     provider = finder.conda.get(canonicalize_name(requirement.name))
     if provider is None or not provider.same_component or requirement.specifier.contains(provider.package.version):
         return []
-    floors = [s.version for s in requirement.specifier if s.operator in (">=", ">")]
-    command = conda_fix(installed, provider.soname, provider.package.name, max(floors, key=Version)) if len(floors) == 1 else None
+    floors = [s.version for s in requirement.specifier if s.operator == ">="]  # what conda's ">=" can say
+    command = conda_fix(installed, provider.soname, provider.package.name, floors[0]) if len(floors) == 1 else None
     return [f"{provider.label} does not satisfy {requirement.specifier}" + (f": {command}" if command else "")]
 
 
