@@ -8,7 +8,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import pytest
 
@@ -138,38 +138,58 @@ def elf_builder(tmp_path):
     return ElfBuilder(tmp_path)
 
 
-def build_venv(requirements: Sequence[str]) -> Path:
-    """A venv with exactly these wheels installed by pip (`--no-deps`), built once and kept in the cache.
+def cached_venv(folder: str, recipe: Sequence[str], check: Sequence[str], build: Callable[[Path], None]) -> Path:
+    """A venv under the test cache's `folder`, keyed by `recipe`, made once by `build(venv)`.
 
-    Keyed by the wheel file names; rebuilt when its marker is missing or its python no longer runs.
-    A file lock keeps concurrent test sessions from building the same venv twice.
+    Rebuilt when its marker is missing or `python CHECK...` no longer succeeds. A file lock keeps
+    concurrent test sessions from building the same venv twice.
     """
     import fcntl
     import hashlib
 
-    wheels = sorted(fetch_wheel(requirement) for requirement in requirements)
-    key = hashlib.sha256("\n".join(w.name for w in wheels).encode()).hexdigest()[:16]
-    root = cache_dir() / "venvs"
+    key = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:16]
+    root = cache_dir() / folder
     root.mkdir(exist_ok=True)
     venv = root / key
-    python = venv / "bin" / "python"
     marker = venv / ".complete"
     with open(root / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and subprocess.run([str(python), "-c", "pass"], capture_output=True).returncode == 0:
+        if marker.exists() and subprocess.run([str(venv / "bin" / "python"), *check], capture_output=True).returncode == 0:
             return venv
         if venv.exists():
             shutil.rmtree(venv)
+        build(venv)
+        marker.write_text("\n".join(recipe) + "\n")
+    return venv
+
+
+def build_venv(requirements: Sequence[str]) -> Path:
+    """A venv with exactly these wheels installed by pip (`--no-deps`), built once and kept in the
+    cache, keyed by the wheel file names."""
+    wheels = sorted(fetch_wheel(requirement) for requirement in requirements)
+
+    def build(venv: Path) -> None:
         for command in (
             [sys.executable, "-m", "venv", str(venv)],
-            [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check"]
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check"]
             + [str(w) for w in wheels],
         ):
             result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode != 0:
                 pytest.fail(f"{' '.join(command)} failed:\n{result.stderr}")
-        marker.write_text("\n".join(w.name for w in wheels) + "\n")
-    return venv
+
+    return cached_venv("venvs", [w.name for w in wheels], ["-c", "pass"], build)
+
+
+@pytest.fixture
+def server():
+    """A local index (tests/index_server.py) for one test: pages, wheels, ranges and failures it is told."""
+    from index_server import IndexServer
+
+    made = IndexServer()
+    made.start()
+    yield made
+    made.stop()
 
 
 @pytest.fixture(scope="session")
@@ -214,10 +234,8 @@ PLUGIN_DEPENDENCIES = ("nvidia-ml-py>=12", "resolvelib>=1.0.1", "tomli>=1.1; pyt
 def build_conda_venv() -> Path:
     """A venv holding the real conda (the vendored wheel, `--no-deps`, as the vendor README's recipe
     says) with its dependencies from the registry, and this checkout installed editable, so conda
-    loads its plugin. Built once per Python, wheel and checkout into the cache; a file lock keeps
-    concurrent sessions from building it twice. Skips only when the registry cannot provide the
-    dependencies (pip's last words are the reason)."""
-    import fcntl
+    loads its plugin. Built once per Python, wheel and checkout into the cache. Skips only when the
+    registry cannot provide the dependencies (pip's last words are the reason)."""
     import hashlib
 
     if sys.version_info < (3, 10):
@@ -226,19 +244,9 @@ def build_conda_venv() -> Path:
         pytest.fail(f"the vendored conda wheel is missing: {CONDA_WHEEL}")
     repo = TESTS.parent.resolve()
     recipe = [sys.version, str(repo), hashlib.sha256(CONDA_WHEEL.read_bytes()).hexdigest(), *CONDA_DEPENDENCIES, *PLUGIN_DEPENDENCIES]
-    key = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:16]
-    root = cache_dir() / "conda"
-    root.mkdir(exist_ok=True)
-    venv = root / key
-    python = venv / "bin" / "python"
-    marker = venv / ".complete"
-    with open(root / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and subprocess.run([str(python), "-m", "conda", "--version"], capture_output=True).returncode == 0:
-            return venv
-        if venv.exists():
-            shutil.rmtree(venv)
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+
+    def build(venv: Path) -> None:
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         steps = (
             ([sys.executable, "-m", "venv", str(venv)], False),
             (pip + ["--no-deps", str(CONDA_WHEEL)], False),
@@ -253,8 +261,8 @@ def build_conda_venv() -> Path:
                 if from_registry:
                     pytest.skip(f"conda's dependencies cannot be installed from the registry: {last}")
                 pytest.fail(f"{' '.join(command)} failed:\n{result.stderr}")
-        marker.write_text("\n".join(recipe) + "\n")
-    return venv
+
+    return cached_venv("conda", recipe, ["-m", "conda", "--version"], build)
 
 
 @pytest.fixture(scope="session")

@@ -17,17 +17,9 @@ from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.http import Http, IndexAccessError
 from cudaresolve.index.metadata import MetadataUnavailable, core_metadata
 from cudaresolve.index.pages import find_links_files, index_files
-from index_server import IndexServer, make_wheel
+from index_server import make_wheel
 
 PAYLOAD = os.urandom(2_000_000)  # incompressible: the wheel is as big as this
-
-
-@pytest.fixture
-def server():
-    made = IndexServer()
-    made.start()
-    yield made
-    made.stop()
 
 
 @pytest.fixture

@@ -10,17 +10,9 @@ import pytest
 
 from cudaresolve.cli import main
 from cudaresolve.knowledge import wheel_facts
-from index_server import IndexServer, make_wheel
+from index_server import make_wheel
 
 LIB = "int foo_v2(void) { return 2; }\n"
-
-
-@pytest.fixture
-def server():
-    made = IndexServer()
-    made.start()
-    yield made
-    made.stop()
 
 
 @pytest.fixture
