@@ -887,7 +887,7 @@ def test_the_lock_sets_aside_a_wheel_over_an_older_conda_library_unless_it_is_na
 
 
 def test_conda_providers_map_wheels_to_the_conda_package_with_their_soname():
-    from cudaresolve.resolve.conda import conda_providers, prefix_cuda
+    from cudaresolve.resolve.conda import conda_providers
     from cudaresolve.versions import CudaVersion
 
     providers = conda_providers(skew_env())
@@ -896,9 +896,9 @@ def test_conda_providers_map_wheels_to_the_conda_package_with_their_soname():
     # a package that is not the component for conda (one bundling the library) still may not be shadowed,
     # but does not stand for the wheel's releases
     assert not conda_providers(skew_env(conda_name="some-bundle"))["nvidia-nvjitlink-cu12"].same_component
-    assert prefix_cuda(skew_env()) == CudaVersion(12, 4)
-    assert prefix_cuda(skew_env(cuda_version=None)) is None
-    assert prefix_cuda(skew_env(cuda_version="not-a-version")) is None
+    assert skew_env().conda.cuda() == CudaVersion(12, 4)
+    assert skew_env(cuda_version=None).conda.cuda() is None
+    assert skew_env(cuda_version="not-a-version").conda.cuda() is None
 
 
 def test_builds_for_no_newer_cuda_than_the_prefixs_are_preferred():

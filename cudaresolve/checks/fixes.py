@@ -11,7 +11,6 @@ from cudaresolve.checks.builds import Build, CudaBuild, framework_build
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
-from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkits, torch
 from cudaresolve.knowledge.wheel_facts import Wheel
@@ -136,17 +135,10 @@ def conda_fix(env: Environment, soname: str, provider_owner: Optional[str], mini
         return f"conda update {package} (the conda package whose {soname} the loader picks)"
     pins = [f'"{package}>={minimum}"']
     pinned = env.conda.record(components.cuda_version_package()) if env.conda else None
-    if pinned is not None and _cuda_of(pinned.version) < CudaVersion.parse(minimum):
+    cuda = env.conda.cuda() if env.conda else None
+    if pinned is not None and (cuda is None or cuda < CudaVersion.parse(minimum)):  # one it cannot read: move it too
         pins.append(f'"{pinned.name}>={minimum}"')
     return f"conda install {' '.join(pins)}"
-
-
-def _cuda_of(version: str) -> CudaVersion:
-    """A cuda-version record's version ("12.4") as a CUDA version; 0.0 when it is not one."""
-    try:
-        return CudaVersion.parse(version)
-    except UsageError:
-        return CudaVersion(0, 0)
 
 
 def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[str]:

@@ -22,6 +22,9 @@ from packaging.version import InvalidVersion, Version
 
 from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.env.distributions import CondaRecord, Distribution, Problem
+from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import components
+from cudaresolve.versions import CudaVersion
 
 CONDA_META = "conda-meta"
 _RELEASE = re.compile(r"\d+(?:\.\d+)*")
@@ -45,6 +48,17 @@ class CondaPrefix:
     def record(self, name: str) -> Optional[CondaRecord]:
         """The installed package of this name ("cuda-version"), None when there is none."""
         return next((r for r in self.records if r.name == name), None)
+
+    def cuda(self) -> Optional[CudaVersion]:
+        """The CUDA the prefix's `cuda-version` package pins ("12.4"); None without one, or when its
+        version is not a CUDA version."""
+        record = self.record(components.cuda_version_package())
+        if record is None:
+            return None
+        try:
+            return CudaVersion.parse(record.version)
+        except UsageError:
+            return None
 
 
 class CondaMetaError(ValueError):

@@ -13,15 +13,12 @@ are preferred.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from packaging.utils import canonicalize_name
 
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
-from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import components
-from cudaresolve.versions import CudaVersion
 
 
 @dataclass(frozen=True)
@@ -56,14 +53,3 @@ def conda_providers(env: Environment) -> dict[str, CondaProvider]:
             if current is None or (provider.same_component and not current.same_component):
                 found[canonicalize_name(row.dist)] = provider
     return found
-
-
-def prefix_cuda(env: Environment) -> Optional[CudaVersion]:
-    """The CUDA the prefix's `cuda-version` package pins ("12.4"), None without one."""
-    record = env.conda.record(components.cuda_version_package()) if env.conda else None
-    if record is None:
-        return None
-    try:
-        return CudaVersion.parse(record.version)
-    except UsageError:
-        return None

@@ -30,7 +30,7 @@ from cudaresolve.index.http import local_path
 from cudaresolve.knowledge import components, cupy
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
-from cudaresolve.resolve.conda import conda_providers, prefix_cuda
+from cudaresolve.resolve.conda import conda_providers
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
@@ -75,7 +75,7 @@ def lock(
     markers = installed.target.marker_environment() or {}
     kept = {d.name: d for d in installed.distributions if d.kind != "conda"}
     requested = root_requirements(request.requirements, markers)
-    pin = prefix_cuda(installed)
+    pin = installed.conda.cuda() if installed.conda else None
     finder = CandidateFinder(
         index, hosts, kept, upgrade=request.upgrade, machine=installed.loader.machine,
         conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
