@@ -14,7 +14,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.knowledge import advisories, compilers, components, cupy, files, gpus, toolkits, torch, wheel_facts
+from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, files, gpus, toolkits, torch,
+                                   wheel_facts)
 from cudaresolve.arch import ComputeCapability, parse_arch_list
 from cudaresolve.errors import DataError, UsageError
 
@@ -449,7 +450,8 @@ def test_advisory_exact_conditions():
 # -- malformed data ---------------------------------------------------------------------------------
 
 
-CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, compilers))
+CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, compilers,
+                                          compiler_users))
 
 
 @pytest.fixture
@@ -492,6 +494,9 @@ def edit(path: Path, old: str, new: str) -> None:
         ("compilers.toml", 'archs = ["3.5", "3.7",', 'archs = ["3.7", "3.5",', "compilers.toml: nvrtc.release[0].archs"),
         ("compilers.toml", 'ptx_isa = "7.7"', 'ptx_isa = "7.7.1"', "compilers.toml: nvrtc.release[0].ptx_isa"),
         ("compilers.toml", 'since = "12.3.52"', 'since = "12.3.99"', "names 12.3.99, a release not in the table"),
+        ("compiler_users.toml", 'versions = "<9.4"', 'versions = "<10"', "users.package: cupy 9.4 falls in two rows"),
+        ("compiler_users.toml", 'sass_by = "compiler"', 'sass_by = "ptxas"', "users.package[1].sass_by: expected one of"),
+        ("compiler_users.toml", '"nvJitLinkVersion"]', '"nvJitLinkVersions"]', "nvJitLinkVersions is exported by no nvjitlink release"),
     ],
 )
 def test_malformed_data_is_a_data_error(data_dir, file, old, new, message):
@@ -669,3 +674,40 @@ def test_nvrtc_arch_list_matches_its_builtins_library(wheel, requirement, builti
     numbers = sorted({int(m.group(1)) for s in member.defined if (m := re.search(r"getArchBuiltins(\d+)$", s.name))})
     assert [ComputeCapability.from_arch_number(n) for n in numbers] == list(compilers.release("nvrtc", name, version).archs)
 
+
+# -- packages that compile at run time (data/compiler_users.toml) ------------------------------------
+
+
+@pytest.mark.parametrize("dist, version, compiler, sass_by, gets_ptx", [
+    ("cupy-cuda13x", "14.2.0", "nvrtc", "compiler", False),  # -arch=sm_XY since 9.4
+    ("cupy_cuda12x", "9.4.0", "nvrtc", "compiler", False),
+    ("cupy-cuda11x", "9.3.0", "nvrtc", "driver", True),
+    ("cuda-cccl", "1.2.1", "nvrtc", "nvjitlink", False),
+    ("numba-cuda", "0.15.2", "nvvm", "driver", True),
+    ("numba-cuda", "0.16.0", "nvvm", "nvjitlink-else-driver", True),
+    ("openmm", "8.0.0", "nvrtc", "driver", True),
+    ("openmm-cuda-12", "8.5.2", "nvrtc", "driver", True),
+    ("warp-lang", "1.19.0", "nvrtc", "driver-if-loadable", False),
+    ("warp-lang", "0.6.2", "nvrtc", "driver", True),
+])
+def test_which_compiler_a_package_uses_and_who_makes_its_sass(dist, version, compiler, sass_by, gets_ptx):
+    usage = compiler_users.usage(dist, version)
+    assert (usage.compiler, usage.sass_by, usage.driver_gets_ptx) == (compiler, sass_by, gets_ptx)
+    assert usage.linked == ("static" if dist == "warp-lang" else "dynamic")
+
+
+def test_packages_that_compile_nothing_at_run_time_have_no_row():
+    assert compiler_users.usage("torch", "2.14.1") is None and compiler_users.usage("cupyx", "1.0") is None
+    assert compiler_users.dlsym_needs("torch", "2.14.1") == ()
+
+
+def test_dlsym_needs_imply_the_provider_release_the_functions_appear_in():
+    """cuda-bindings finds nvJitLink by plain names (nvJitLink >= 12.3.52, the oldest exporting them);
+    cuda-core falls back to the driver's linker without nvJitLinkVersion; LTO-IR output needs
+    NVRTC's nvrtcGetLTOIR (12.0)."""
+    (bindings,) = compiler_users.dlsym_needs("cuda-bindings", "12.9.4")
+    assert (bindings.provider, bindings.min_release, bindings.missing) == ("nvjitlink", "12.3.52", "error")
+    assert not any(compilers.exports("nvjitlink", f, "12.2.140") for f in bindings.functions)
+    assert compiler_users.dlsym_needs("cuda-bindings", "11.8.7") == ()  # no nvJitLink for CUDA 11
+    linker, program = compiler_users.dlsym_needs("cuda_core", "1.2.2")
+    assert (linker.min_release, linker.missing, program.provider, program.min_release) == ("12.3.52", "fallback", "nvrtc", "12.0.76")
