@@ -118,7 +118,7 @@ def probe_nvrtc(path: str, lto_out: str) -> dict:
     isas = {}
     for arch in (archs[0], archs[-1]):
         isas[arch] = ptx_version(output(compile_program([b"-arch=compute_%d" % arch]), "PTX"))
-    # LTO-IR for the nvJitLink probe of the same CUDA minor (nvrtcGetNVVM is its name before 12.4).
+    # LTO-IR for the nvJitLink probe of the same CUDA minor (11.x has only nvrtcGetNVVM, 13.x only nvrtcGetLTOIR).
     # The oldest release of a minor writes it (releases are read oldest first): every nvJitLink patch
     # release of that minor links it.
     lto = next((name for name in ("LTOIR", "NVVM") if hasattr(lib, f"nvrtcGet{name}")), None)
