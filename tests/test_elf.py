@@ -21,9 +21,11 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from cudaresolve.binary.elf import NO_SECTIONS, ElfError, is_elf, read_binary_facts, read_binary_facts_from_buffer
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, VersionNeed
+from cudaresolve.binary.facts import BinaryFacts, CudaRuntime, FatbinSummary, Symbol, VersionNeed
+from cudaresolve.binary.wheel import read_wheel
 from cudaresolve.errors import CudaresolveError
-from conftest import cache_dir, fetch_wheel
+from conftest import cache_dir, fetch_wheel, unpack_wheel
+from fatbin_bytes import container, cubin, entry, ptx
 
 needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils readelf is not installed")
 
@@ -415,6 +417,108 @@ def test_nvjitlink_12_8_has_12_4_and_12_8_symbols(wheel, unpacked):
     assert {f"__nvJitLink{fn}_12_{minor}" for fn in NVJITLINK_FUNCTIONS for minor in range(9)} <= exports
     assert Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", None, "GLOBAL", "FUNC") in facts.defined
     assert Symbol("nvJitLinkComplete", "libnvJitLink.so.12", None, "GLOBAL", "FUNC") in facts.defined
+
+
+# -- the CUDA runtime a file is or links in (binary/runtime.py) ---------------------------------
+
+CUDART_MAP = "libcudart.so.{major} {{ global: cudaMalloc; cudaRuntimeGetVersion; local: *; }};"
+CUDART_SOURCE = "int cudaMalloc(void **p, unsigned long n) { return 0; }\nint cudaRuntimeGetVersion(int *v) { *v = 12060; return 0; }\n"
+BANNER = b"Cuda compilation tools, release 13.4, V13.4.92\0Build cuda_13.4.r13.4/compiler.38855100_0\0"
+
+
+def test_vendored_runtime_is_read_from_its_version_node_and_file_name(elf_builder):
+    """auditwheel's layout (ale-py 0.12.1): a hashed soname, the version node libcudart.so.12 kept."""
+    vendored = elf_builder.build("libcudart-deadbeef.so.12.6.77", CUDART_SOURCE, soname="libcudart-deadbeef.so.12.6.77",
+                                 version_script=CUDART_MAP.format(major=12))
+    consumer = elf_builder.build("_ext.so", "extern int cudaMalloc(void **, unsigned long);\nint f(void) { return cudaMalloc(0, 0); }\n",
+                                 link=[vendored])
+    assert read_binary_facts(vendored).cuda_runtime == CudaRuntime("shared", 12, "12.6.77", "file name")
+    facts = read_binary_facts(consumer)
+    assert facts.cuda_runtime is None and facts.needed[0] == "libcudart-deadbeef.so.12.6.77"
+    assert VersionNeed("libcudart-deadbeef.so.12.6.77", ("libcudart.so.12",)) in facts.version_needs
+    plain = elf_builder.build("libcudart.so.13", CUDART_SOURCE, soname="libcudart.so.13", version_script=CUDART_MAP.format(major=13))
+    assert read_binary_facts(plain).cuda_runtime == CudaRuntime("shared", 13, None)
+    # A file name whose release is of another major than the node is not read as the release.
+    odd = elf_builder.build("libcudart-0badf00d.so.11.8.89", CUDART_SOURCE, version_script=CUDART_MAP.format(major=12))
+    assert read_binary_facts(odd).cuda_runtime == CudaRuntime("shared", 12, None)
+
+
+def static_library(elf_builder, name: str, *, cubin_tail: bytes = BANNER, register: str = "defined", segment: bool = True,
+                   link=(), more: str = "") -> Path:
+    """A library laid out as nvcc's host code leaves one: fatbin registration records in
+    `.nvFatBinSegment` (unless not `segment`), the fatbin in `.nv_fatbin` (an ELF ABI 8 sm_75 cubin
+    whose first bytes hold `cubin_tail`, and PTX of ISA 9.4), and `__cudaRegisterFatBinary` defined
+    inside and hidden (a static runtime), left undefined, or absent."""
+    blob = container(entry(2, 75, cubin(75, abi=8) + cubin_tail, version=(1, 8)), entry(1, 75, ptx("sm_75", "9.4"), version=(9, 4)))
+    array = ", ".join(map(str, blob))
+    source = (f'__attribute__((section(".nv_fatbin"), aligned(8), used)) const unsigned char fatbin[] = {{{array}}};\n'
+              f'__attribute__((section("{".nvFatBinSegment" if segment else ".data.rel.ro"}"), aligned(8), used)) '
+              'const void *wrapper[3] = {0, fatbin, 0};\n')
+    if register == "defined":
+        source += '__attribute__((visibility("hidden"))) void **__cudaRegisterFatBinary(void *w) { return (void **)w; }\n'
+    if register != "absent":
+        if register == "undefined":
+            source += "extern void **__cudaRegisterFatBinary(void *);\n"
+        source += "void **init(void) { return __cudaRegisterFatBinary((void *)wrapper); }\n"
+    return elf_builder.build(name, source + more, link=link)
+
+
+def test_static_runtime_takes_its_release_from_the_toolkit_note(elf_builder):
+    facts = read_binary_facts(static_library(elf_builder, "libstatic.so"))
+    assert "__cudaRegisterFatBinary" not in {s.name for s in facts.defined + facts.undefined}  # stripped like warp.so
+    assert facts.fatbin.toolkit == "13.4.92" and facts.fatbin.ptx[0].isa == "9.4"
+    assert facts.cuda_runtime == CudaRuntime("static", 13, "13.4.92", "toolkit note")
+    # No note (ABI 7 cubins, CUDA <= 12.7): static, release unknown; the PTX ISA is still there.
+    bare = read_binary_facts(static_library(elf_builder, "libbare.so", cubin_tail=b""))
+    assert bare.cuda_runtime == CudaRuntime("static", None, None) and bare.fatbin.toolkit is None
+    # A banner whose release and version disagree is not taken.
+    mixed = read_binary_facts(static_library(elf_builder, "libmixed.so", cubin_tail=BANNER.replace(b"release 13.4", b"release 12.4")))
+    assert mixed.cuda_runtime == CudaRuntime("static", None, None)
+    # Fatbins without nvcc's registration records are loaded through the driver API (CUPTI does so):
+    # no runtime registers them.
+    unregistered = read_binary_facts(static_library(elf_builder, "libnoreg.so", register="absent", segment=False))
+    assert unregistered.cuda_runtime is None and unregistered.fatbin.toolkit == "13.4.92"
+
+
+def test_dynamic_runtime_is_not_a_static_one(elf_builder):
+    """`__cudaRegisterFatBinary` left undefined (found in a preloaded runtime), or a libcudart needed."""
+    assert read_binary_facts(static_library(elf_builder, "libundef.so", register="undefined")).cuda_runtime is None
+    stub = elf_builder.build("libcudart.so.12", CUDART_SOURCE, soname="libcudart.so.12", version_script=CUDART_MAP.format(major=12))
+    calls = "extern int cudaMalloc(void **, unsigned long);\nint g(void) { return cudaMalloc(0, 0); }\n"
+    linked = read_binary_facts(static_library(elf_builder, "liblinked.so", link=[stub], more=calls))
+    assert "libcudart.so.12" in linked.needed and linked.cuda_runtime is None
+    plain = elf_builder.build("libplain.so", "int f(void) { return 1; }\n")
+    assert read_binary_facts(plain).cuda_runtime is None
+
+
+@needs_readelf
+def test_ale_py_vendors_a_cuda_12_6_runtime_its_extension_binds_by_version_node(wheel):
+    """ale-py 0.12.1 (3 MB): auditwheel's libcudart-09529672.so.12.6.77, which no DT_NEEDED names as
+    libcudart.so.12; readelf is the oracle of its version node and of its consumer's bind."""
+    facts = {m.path.split("!")[1]: m for m in read_wheel(open(wheel("ale-py==0.12.1"), "rb"), "ale").members}
+    runtime = facts["ale_py.libs/libcudart-09529672.so.12.6.77"]
+    assert runtime.cuda_runtime == CudaRuntime("shared", 12, "12.6.77", "file name")
+    (extension,) = [m for path, m in facts.items() if path.startswith("ale_py/_ale_py")]
+    assert VersionNeed("libcudart-09529672.so.12.6.77", ("libcudart.so.12",)) in extension.version_needs
+    assert extension.cuda_runtime is None and not any(n.startswith("libcudart.so") for n in extension.needed)
+    path = unpack_wheel(wheel("ale-py==0.12.1"), ["ale_py.libs/libcudart-09529672.so.12.6.77"]) / "ale_py.libs" / "libcudart-09529672.so.12.6.77"
+    assert readelf_versions(path)[0] == ["libcudart.so.12"] and readelf_dynamic(path)["SONAME"] == ["libcudart-09529672.so.12.6.77"]
+
+
+@needs_readelf
+@pytest.mark.parametrize("version,major,release,isa", [("1.12.1", 12, "12.9.86", "8.8"), ("1.19.0", 13, "13.4.92", "9.4")])
+def test_warp_links_its_cuda_runtime_statically(wheel, version, major, release, isa):
+    """warp-lang's warp.so links cudart_static (no libcudart needed); its CUDA comes from its cubins'
+    toolkit note and agrees with the wheel's classifier and its PTX ISA (8.8 is CUDA 12.9, 9.4 13.4)."""
+    whl = wheel(f"warp-lang=={version}")
+    with zipfile.ZipFile(whl) as archive:
+        metadata = archive.read(f"warp_lang-{version}.dist-info/METADATA").decode()
+    assert f"Classifier: Environment :: GPU :: NVIDIA CUDA :: {major}\n" in metadata
+    path = unpack_wheel(whl, ["warp/bin/warp.so"]) / "warp" / "bin" / "warp.so"
+    facts = read_binary_facts(path)
+    assert not [n for n in readelf_dynamic(path)["NEEDED"] if "cud" in n]
+    assert facts.cuda_runtime == CudaRuntime("static", major, release, "toolkit note")
+    assert {p.isa for p in facts.fatbin.ptx} == {isa}
 
 
 # -- bad files ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import mmap
 import os
@@ -304,12 +305,14 @@ def test_zstd_fixture_matches_its_uncompressed_twin():
         assert zstandard.ZstdDecompressor().decompress(stored, max_output_size=size) == expected[:size]
 
 
+# toolkit: the .note.nv.tkinfo of the smallest ABI 8 cubin, stored plain, as LZ4 and as zstd.
 MULTI_SUMMARY = FatbinSummary(
     sass=("sm_80", "sm_90a", "sm_100f"),
     ptx=(PtxTarget("compute_75", "9.0"), PtxTarget("compute_90a", "9.0"), PtxTarget("compute_100f", "9.0")),
     containers=1,
     entries=6,
     sections=(".nv_fatbin",),
+    toolkit="13.0.88",
 )
 
 
@@ -499,7 +502,8 @@ def summarize_file(path: Path, only: Sequence[str] = ()) -> Tuple[Optional[Fatbi
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         table = [s for s in section_table(data) if not only or s[0] in only]
         summary, entries = summarize_fatbins(data, table), read_fatbin_entries(data, table)
-        assert summarize_entries(entries) == (summary and dataclasses.replace(summary, damage=()))
+        # the entries carry no payload, so no toolkit note
+        assert summarize_entries(entries) == (summary and dataclasses.replace(summary, damage=(), toolkit=None))
         return summary, entries
 
 
@@ -628,12 +632,14 @@ WHEEL_SUMMARIES = {
         containers=475,
         entries=2975,
         sections=(".nv_fatbin",),
+        toolkit="13.0.88",
     ),
     ("torch==2.14.1", "torch/lib/libtorch_cuda_linalg.so"): FatbinSummary(
         sass=("sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
         containers=65,
         entries=325,
         sections=(".nv_fatbin",),
+        toolkit="13.0.88",
     ),
     ("nvidia-cublas==13.1.1.3", "nvidia/cu13/lib/libcublas.so.13"): FatbinSummary(
         sass=("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
@@ -641,6 +647,7 @@ WHEEL_SUMMARIES = {
         containers=193,
         entries=1257,
         sections=(".nv_fatbin",),
+        toolkit="13.0.79",
     ),
     ("nvidia-cufft==12.0.0.61", "nvidia/cu13/lib/libcufft.so.12"): FatbinSummary(
         sass=("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_110", "sm_120"),
@@ -649,6 +656,7 @@ WHEEL_SUMMARIES = {
         containers=23984,
         entries=23984,
         sections=(".nv_fatbin", ".ldata"),
+        toolkit="13.0.85",
     ),
     ("nvidia-nccl-cu13==2.30.7", "nvidia/nccl/lib/libnccl.so.2"): FatbinSummary(
         sass=("sm_75", "sm_80", "sm_90", "sm_100", "sm_100f", "sm_110", "sm_120"),
@@ -656,6 +664,7 @@ WHEEL_SUMMARIES = {
         containers=166,
         entries=1101,
         sections=("__nv_relfatbin", ".nv_fatbin"),
+        toolkit="13.3.70",
     ),
     ("nvidia-cudnn-cu13==9.24.0.43", "nvidia/cudnn/lib/libcudnn_ops.so.9"): FatbinSummary(
         sass=("sm_75", "sm_80", "sm_90a", "sm_100f", "sm_120f", "sm_121"),
@@ -663,8 +672,10 @@ WHEEL_SUMMARIES = {
         containers=22,
         entries=154,
         sections=(".nv_fatbin",),
+        toolkit="13.3.33",
     ),
-    # CUDA 12 (ELF ABI 7): sm_90a from the header bit agrees with e_flags 0x800 in the cubin.
+    # CUDA 12 (ELF ABI 7): sm_90a from the header bit agrees with e_flags 0x800 in the cubin; no
+    # ABI 7 cubin carries a toolkit note.
     ("nvidia-cusparselt-cu12==0.6.3", "cusparselt/lib/libcusparseLt.so.0"): FatbinSummary(
         sass=("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"),
         ptx=(PtxTarget("compute_80", "8.0"), PtxTarget("compute_86", "8.0"), PtxTarget("compute_89", "8.0"), PtxTarget("compute_90", "8.0")),
@@ -709,6 +720,37 @@ def test_abi7_cubins_e_flags_agree_with_the_header_bit():
                     (e_flags,) = struct.unpack_from("<I", head, 0x30)
                     seen[(head[8], e_flags & 0xFF, bool(flags & 0x100000), bool(e_flags & 0x800))] += 1
     assert seen == Counter({(7, 90, True, True): 2511, (7, 90, False, False): 1})
+
+
+def tkinfo_banners(path: Path) -> Counter:
+    """The release in the `.note.nv.tkinfo` of every ELF ABI 8 cubin of the file's `.nv_fatbin`, each
+    cubin decompressed whole and read with pyelftools: an oracle independent of the reader's prefix
+    search in the smallest one."""
+    from elftools.elf.elffile import ELFFile
+
+    found: Counter = Counter()
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        (offset, size), = [(o, s) for name, o, s, _, _ in section_table(data) if name == ".nv_fatbin"]
+        for hit in re.finditer(re.escape(struct.pack("<I", MAGIC)), data[offset : offset + size]):
+            at = offset + hit.start()
+            _, _, header_size, fat_size = struct.unpack_from("<IHHQ", data, at)
+            pos, stop = at + header_size, at + header_size + fat_size
+            while pos + 64 <= stop:
+                kind, _, ehs, stored_size, csize, _, minor, major, _, _, _, flags = struct.unpack_from("<HHIQIIHHIIIQ", data, pos)
+                if kind == 2 and (major, minor) >= (1, 8):
+                    stored = data[pos + ehs : pos + ehs + (csize or stored_size)]
+                    cubin_image = zstandard.ZstdDecompressor().stream_reader(stored).read() if flags & 0x8000 else stored
+                    note = ELFFile(io.BytesIO(cubin_image)).get_section_by_name(".note.nv.tkinfo")
+                    found[re.search(rb"V(\d+\.\d+\.\d+)\0", note.data()).group(1).decode() if note else None] += 1
+                pos += ehs + stored_size
+    return found
+
+
+def test_toolkit_note_names_the_release_every_abi8_cubin_of_torch_names():
+    """libtorch_cuda_linalg.so (torch 2.14.1, CUDA 13.0 Update 2's nvcc V13.0.88): all 325 cubins."""
+    path = wheel_member("torch==2.14.1", "torch/lib/libtorch_cuda_linalg.so")
+    assert tkinfo_banners(path) == Counter({"13.0.88": 325})
+    assert summarize_file(path)[0].toolkit == "13.0.88"
 
 
 def test_without_zstandard_cublas_leaves_the_pre_abi8_and_ptx_targets_undetermined(monkeypatch):

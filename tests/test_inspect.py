@@ -79,3 +79,21 @@ def test_inspect_shows_damaged_device_code_in_text_and_json(elf_builder, capsys)
     assert main(["inspect", str(library)]) == 0
     out = capsys.readouterr().out
     assert "  device code: unknown, none could be read\n    damaged: no section header table: device code could not be looked for\n" in out
+
+
+def test_inspect_shows_a_static_and_a_vendored_cuda_runtime_in_text_and_json(elf_builder, capsys):
+    from test_elf import CUDART_MAP, CUDART_SOURCE, static_library
+
+    static = static_library(elf_builder, "libstatic.so")
+    vendored = elf_builder.build("libcudart-deadbeef.so.12.6.77", CUDART_SOURCE, soname="libcudart-deadbeef.so.12.6.77",
+                                 version_script=CUDART_MAP.format(major=12))
+    assert main(["inspect", str(static), str(vendored)]) == 0
+    out = capsys.readouterr().out
+    assert "; built by CUDA 13.4.92 (cubin toolkit note)\n  CUDA runtime: linked in statically, CUDA 13.4.92 (from the toolkit note)\n" in out
+    assert "  CUDA runtime: this file is a CUDA runtime (libcudart), CUDA 12.6.77 (from the file name)\n" in out
+    assert main(["inspect", "--json", str(static), str(vendored)]) == 0
+    first, second = json.loads(capsys.readouterr().out)["libraries"]
+    assert first["device_code"]["toolkit"] == "13.4.92"
+    assert first["cuda_runtime"] == {"linkage": "static", "major": 13, "release": "13.4.92", "release_from": "toolkit note"}
+    assert (second["device_code"], second["cuda_runtime"]) == (
+        None, {"linkage": "shared", "major": 12, "release": "12.6.77", "release_from": "file name"})

@@ -14,7 +14,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.knowledge import advisories, components, cupy, files, gpus, toolkits, torch, wheel_facts
+from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, files, gpus, toolkits, torch,
+                                   wheel_facts)
 from cudaresolve.arch import ComputeCapability, parse_arch_list
 from cudaresolve.errors import DataError, UsageError
 
@@ -94,18 +95,32 @@ def test_family_floors_and_their_toolkits():
 
 def test_ptx_isa_rises_with_the_toolkit():
     known = [t for t in toolkits.known() if t.ptx_isa is not None]
-    assert [t.version for t in toolkits.known() if t.ptx_isa is None] == ["13.3", "13.4"]
+    assert [t.version for t in toolkits.known() if t.ptx_isa is None] == []
     isas = [Version(t.ptx_isa) for t in known]
     assert isas == sorted(isas)
 
 
 @pytest.mark.parametrize(
     "isa, toolkit",
-    [("8.5", "12.5"), ("7.0", "11.0"), ("8.7", "12.8"), ("8.6", "12.8"), ("9.2", "13.2"), ("9.3", None)],
+    [("8.5", "12.5"), ("7.0", "11.0"), ("8.7", "12.8"), ("8.6", "12.8"), ("9.2", "13.2"), ("9.4", "13.4"), ("9.5", None)],
 )
 def test_toolkit_for_ptx_isa(isa, toolkit):
     found = toolkits.for_ptx_isa(isa)
     assert (found.version if found else None) == toolkit
+
+
+@pytest.mark.parametrize("cuda, isa", [("12.4", "8.4"), ("12.8", "8.7"), ("12.9.1", "8.8"), ("13.0", "9.0"), ("12.7", "8.6"),
+                                       ("13.4", "9.4"), ("13.5", None)])
+def test_ptx_isa_of_a_cuda_version_is_the_ceiling_of_a_driver_reporting_it(cuda, isa):
+    assert toolkits.ptx_isa(cuda) == isa
+
+
+def test_the_newest_ptx_a_driver_loads_follows_its_branch():
+    newest = {release: toolkits.ptx_isa(toolkits.max_cuda_for_driver(release))
+              for release in ("470.256.02", "535.183.01", "550.144.03", "565.57.01", "570.124.06", "580.65.06")}
+    assert newest == {"470.256.02": "7.4", "535.183.01": "8.2", "550.144.03": "8.4", "565.57.01": "8.6",
+                      "570.124.06": "8.7", "580.65.06": "9.0"}
+    assert toolkits.get("12.7") is None  # a CUDA version drivers report, no toolkit
 
 
 def test_sass_targets_parse_and_follow_the_removals():
@@ -435,7 +450,8 @@ def test_advisory_exact_conditions():
 # -- malformed data ---------------------------------------------------------------------------------
 
 
-CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts))
+CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, compilers,
+                                          compiler_users))
 
 
 @pytest.fixture
@@ -463,6 +479,7 @@ def edit(path: Path, old: str, new: str) -> None:
         ("toolkits.toml", 'ga_driver = "450.51.05"', 'ga_driver = "4x0"', "toolkits.toml: toolkit[0].ga_driver"),
         ("toolkits.toml", 'confidence = "M"\nversions', 'confidence = "X"\nversions', "ptx_isa.confidence"),
         ("toolkits.toml", '"11" = "450.80.02", ', "", "no family floor for CUDA 11"),
+        ("toolkits.toml", '"12.7" = "8.6"', '"12.75" = "8.6"', "ptx_isa.12.75: names neither a toolkit"),
         ("torch.toml", 'arch_list = "3.7;5.0;6.0;7.0;7.5;8.0;8.6"', 'arch_list = "3.7;5.0;sm_60"',
          "torch.toml: release[0].variant[0].arch_list"),
         ("torch.toml", 'default_variant = "cu117"', 'default_variant = "cu999"', "release[0].default_variant"),
@@ -474,6 +491,12 @@ def edit(path: Path, old: str, new: str) -> None:
          "advisory[1].references"),
         ("components.toml", "[[component]]\nname", "[[component]\nname", "components.toml: not valid TOML"),
         ("cupy.toml", 'ptx = ["compute_86"]', 'ptx = ["ptx_86"]', "wheel_arch.builds[0].ptx"),
+        ("compilers.toml", 'archs = ["3.5", "3.7",', 'archs = ["3.7", "3.5",', "compilers.toml: nvrtc.release[0].archs"),
+        ("compilers.toml", 'ptx_isa = "7.7"', 'ptx_isa = "7.7.1"', "compilers.toml: nvrtc.release[0].ptx_isa"),
+        ("compilers.toml", 'since = "12.3.52"', 'since = "12.3.99"', "names 12.3.99, a release not in the table"),
+        ("compiler_users.toml", 'versions = "<9.4"', 'versions = "<10"', "users.package: cupy 9.4 falls in two rows"),
+        ("compiler_users.toml", 'sass_by = "compiler"', 'sass_by = "ptxas"', "users.package[1].sass_by: expected one of"),
+        ("compiler_users.toml", '"nvJitLinkVersion"]', '"nvJitLinkVersions"]', "nvJitLinkVersions is exported by no nvjitlink release"),
     ],
 )
 def test_malformed_data_is_a_data_error(data_dir, file, old, new, message):
@@ -533,3 +556,158 @@ def test_toolkit_pins_give_a_library_versioned_wheels_cuda_minor():
     assert toolkit_pins.for_cuda("nvidia-cufft-cu12", "12.4") == ("11.2.1.3", "11.2.0.44")
     releases = toolkit_pins.load()
     assert [r.version for r in releases][:1] == ["11.8.0"] and releases[-1].cuda == "13.5"
+
+
+# -- run-time compilers (data/compilers.toml, generated from the wheels) -----------------------------
+
+
+def minor_of(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def test_nvrtc_13_has_no_target_below_turing_and_12_has_pascal():
+    """The Pascal case of issue 25: cuda.compute's [cu13] build on a GTX 1080 (6.1) cannot compile."""
+    nvrtc = compilers.releases("nvrtc")
+    thirteen = [r for r in nvrtc if r.cuda.startswith("13.")]
+    assert len(thirteen) == 11 and all(not r.targets("6.1") and not r.targets("7.0") and r.targets("7.5") for r in thirteen)
+    twelve = [r for r in nvrtc if r.cuda.startswith("12.")]
+    assert twelve and all(r.targets("6.1") and r.targets("5.0") and not r.targets("3.7") for r in twelve)
+    assert compilers.release("nvrtc", "nvidia-cuda-nvrtc-cu11", "11.8.89").targets(ComputeCapability(3, 5))
+    # Added archs: Blackwell in 12.8, 10.3 and 12.1 in 12.9, 10.1 renamed 11.0 in 13.0, 10.7 in 13.4.
+    assert [a for a in map(str, compilers.release("nvrtc", "nvidia-cuda-nvrtc-cu12", "12.8.93").archs) if a not in
+            map(str, compilers.release("nvrtc", "nvidia-cuda-nvrtc-cu12", "12.6.85").archs)] == ["10.0", "10.1", "12.0"]
+    assert "10.1" not in map(str, compilers.release("nvrtc", "nvidia-cuda-nvrtc", "13.0.88").archs)
+    assert not compilers.release("nvrtc", "nvidia-cuda-nvrtc", "13.3.33").targets("10.7")
+    assert compilers.release("nvrtc", "nvidia-cuda-nvrtc", "13.4.92").targets("10.7")
+
+
+@pytest.mark.parametrize("version, isa", [("12.4.127", "8.4"), ("12.6.85", "8.5"), ("12.8.93", "8.7"), ("12.9.86", "8.8")])
+def test_nvrtc_writes_its_cuda_versions_ptx_isa(version, isa):
+    assert compilers.release("nvrtc", "nvidia-cuda-nvrtc-cu12", version).ptx_isa == isa
+    assert compilers.release("nvrtc", "nvidia_cuda_nvrtc_cu12", version) is not None  # names are canonicalized
+
+
+def test_every_compiler_release_writes_the_ptx_isa_of_its_cuda_minor():
+    """The cross-check of toolkits.toml's [ptx_isa] (the PTX ISA release notes) with the wheels: the
+    compilers of CUDA X.Y write X.Y's ISA, and nvJitLink of X.Y links PTX up to it and no further."""
+    for kind in compilers.KINDS:
+        for r in compilers.releases(kind):
+            expected = toolkits.ptx_isa(minor_of(r.version))
+            assert expected is not None or minor_of(r.version) == "13.5", r
+            assert r.ptx_isa == (expected or "9.5"), r
+            if kind != "nvvm":
+                assert r.cuda == minor_of(r.version), r
+            if kind == "nvjitlink":
+                assert r.max_ptx_isa == r.ptx_isa, r
+    assert {toolkits.ptx_isa(t.version) for t in toolkits.known() if Version(t.version) >= Version("11.7")} == {
+        r.ptx_isa for r in compilers.releases("nvrtc") if r.cuda != "13.5"
+    }
+
+
+def test_compiler_facts_only_grow_with_the_release():
+    """Monotonic: PTX ISA and CUDA version never fall; within a major the arch list only gains; the
+    lowest arch rises only at a new major (3.5 in 11, 5.0 in 12, 7.5 in 13); every patch release of a
+    minor answers as its minor's others do."""
+    for kind in compilers.KINDS:
+        rows = compilers.releases(kind)
+        assert [Version(r.ptx_isa) for r in rows] == sorted(Version(r.ptx_isa) for r in rows)
+        lowest = {}
+        for before, after in zip(rows, rows[1:]):
+            if Version(before.version).major == Version(after.version).major:
+                assert set(before.archs) - set(after.archs) <= {ComputeCapability(10, 1)}, (before, after)  # 10.1 -> 11.0 in 13.0
+            if minor_of(before.version) == minor_of(after.version):
+                assert (before.archs, before.ptx_isa) == (after.archs, after.ptx_isa), (before, after)
+            lowest[Version(after.version).major] = after.archs[0]
+        assert {major: str(cc) for major, cc in lowest.items()} == ({11: "3.5", 12: "5.0", 13: "7.5"} if kind != "nvjitlink" else {12: "5.0", 13: "7.5"})
+
+
+def test_nvvm_and_nvjitlink_target_what_the_nvrtc_of_their_minor_targets():
+    nvrtc = {minor_of(r.version): r.archs for r in compilers.releases("nvrtc")}
+    for kind in ("nvvm", "nvjitlink"):
+        for r in compilers.releases(kind):
+            extra = set(r.archs) - set(nvrtc[minor_of(r.version)])
+            assert set(r.archs) >= set(nvrtc[minor_of(r.version)]), r
+            assert extra == ({ComputeCapability(6, 9)} if kind == "nvvm" and r.version.startswith("11.") else set()), r
+    assert [r.nvvm_version for r in compilers.releases("nvvm")][::10] == ["1.9", "2.0", "2.0", "2.0"]
+
+
+def test_dlsym_finds_nvjitlink_by_its_plain_names_from_12_3_only():
+    """nvJitLink 12.0-12.2 export only `__nvJitLinkCreate_12_0` and the like: cuda-bindings, which
+    looks up `nvJitLinkCreate`, finds nothing there. nvrtcGetNVVM went away in 13.0."""
+    assert compilers.function_since("nvjitlink", "nvJitLinkCreate") == "12.3.52"
+    assert compilers.function_since("nvjitlink", "nvJitLinkVersion") == "12.3.52"
+    assert compilers.function_since("nvjitlink", "nvJitLinkGetLinkedLTOIR") == "13.2.51"
+    assert compilers.function_since("nvrtc", "nvrtcGetLTOIR") == "12.0.76"
+    assert compilers.function_since("nvrtc", "nvrtcNoSuchFunction") is None
+    assert compilers.exports("nvrtc", "nvrtcGetNVVM", "12.9.86") and not compilers.exports("nvrtc", "nvrtcGetNVVM", "13.0.88")
+    assert not compilers.exports("nvjitlink", "nvJitLinkCreate", "12.2.140")
+    notes = [r.version for r in compilers.releases("nvjitlink") if r.note]
+    assert notes == ["12.0.76", "12.0.140", "12.1.55", "12.1.105", "12.2.91", "12.2.128", "12.2.140"]
+    with pytest.raises(UsageError):
+        compilers.releases("ptxas")
+
+
+@pytest.mark.parametrize("requirement", ["nvidia-nvjitlink-cu12==12.1.105", "nvidia-nvjitlink-cu12==12.8.93"])
+def test_function_table_matches_a_real_nvjitlink(wheel, requirement):
+    """The generated table against the library itself, read by cudaresolve's ELF reader: a plain-named
+    function is defined exactly where the table says the release exports it."""
+    from cudaresolve.binary.wheel import read_wheel
+
+    name, version = requirement.split("==")
+    (member,) = [m for m in read_wheel(open(wheel(requirement), "rb"), name).members if m.soname == "libnvJitLink.so.12"]
+    defined = {s.name for s in member.defined}
+    for function in compilers.load().functions["nvjitlink"]:
+        assert (function in defined) == compilers.exports("nvjitlink", function, version), function
+
+
+@pytest.mark.parametrize("requirement, builtins", [
+    ("nvidia-cuda-nvrtc-cu12==12.9.86", "libnvrtc-builtins.so.12.9"),
+    ("nvidia-cuda-nvrtc==13.0.88", "libnvrtc-builtins.so.13.0"),
+])
+def test_nvrtc_arch_list_matches_its_builtins_library(wheel, requirement, builtins):
+    """An oracle besides nvrtcGetSupportedArchs: NVRTC's builtins library of the same wheel defines
+    `__nvrtc_builtins__12_9_getArchBuiltins<NN>` for each arch it can compile for."""
+    from cudaresolve.binary.wheel import read_wheel
+
+    name, version = requirement.split("==")
+    (member,) = [m for m in read_wheel(open(wheel(requirement), "rb"), name).members if m.soname == builtins]
+    numbers = sorted({int(m.group(1)) for s in member.defined if (m := re.search(r"getArchBuiltins(\d+)$", s.name))})
+    assert [ComputeCapability.from_arch_number(n) for n in numbers] == list(compilers.release("nvrtc", name, version).archs)
+
+
+# -- packages that compile at run time (data/compiler_users.toml) ------------------------------------
+
+
+@pytest.mark.parametrize("dist, version, compiler, sass_by, gets_ptx", [
+    ("cupy-cuda13x", "14.2.0", "nvrtc", "compiler", False),  # -arch=sm_XY since 9.4
+    ("cupy_cuda12x", "9.4.0", "nvrtc", "compiler", False),
+    ("cupy-cuda11x", "9.3.0", "nvrtc", "driver", True),
+    ("cuda-cccl", "1.2.1", "nvrtc", "nvjitlink", False),
+    ("numba-cuda", "0.15.2", "nvvm", "driver", True),
+    ("numba-cuda", "0.16.0", "nvvm", "nvjitlink-else-driver", True),
+    ("openmm", "8.0.0", "nvrtc", "driver", True),
+    ("openmm-cuda-12", "8.5.2", "nvrtc", "driver", True),
+    ("warp-lang", "1.19.0", "nvrtc", "driver-if-loadable", False),
+    ("warp-lang", "0.6.2", "nvrtc", "driver", True),
+])
+def test_which_compiler_a_package_uses_and_who_makes_its_sass(dist, version, compiler, sass_by, gets_ptx):
+    usage = compiler_users.usage(dist, version)
+    assert (usage.compiler, usage.sass_by, usage.driver_gets_ptx) == (compiler, sass_by, gets_ptx)
+    assert usage.linked == ("static" if dist == "warp-lang" else "dynamic")
+
+
+def test_packages_that_compile_nothing_at_run_time_have_no_row():
+    assert compiler_users.usage("torch", "2.14.1") is None and compiler_users.usage("cupyx", "1.0") is None
+    assert compiler_users.dlsym_needs("torch", "2.14.1") == ()
+
+
+def test_dlsym_needs_imply_the_provider_release_the_functions_appear_in():
+    """cuda-bindings finds nvJitLink by plain names (nvJitLink >= 12.3.52, the oldest exporting them);
+    cuda-core falls back to the driver's linker without nvJitLinkVersion; LTO-IR output needs
+    NVRTC's nvrtcGetLTOIR (12.0)."""
+    (bindings,) = compiler_users.dlsym_needs("cuda-bindings", "12.9.4")
+    assert (bindings.provider, bindings.min_release, bindings.missing) == ("nvjitlink", "12.3.52", "error")
+    assert not any(compilers.exports("nvjitlink", f, "12.2.140") for f in bindings.functions)
+    assert compiler_users.dlsym_needs("cuda-bindings", "11.8.7") == ()  # no nvJitLink for CUDA 11
+    linker, program = compiler_users.dlsym_needs("cuda_core", "1.2.2")
+    assert (linker.min_release, linker.missing, program.provider, program.min_release) == ("12.3.52", "fallback", "nvrtc", "12.0.76")

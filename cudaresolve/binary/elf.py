@@ -39,6 +39,7 @@ from cudaresolve.binary.facts import (
     native_array,
 )
 from cudaresolve.binary.fatbin import summarize_fatbins
+from cudaresolve.binary.runtime import cuda_runtime
 from cudaresolve.errors import CudaresolveError
 
 
@@ -207,12 +208,15 @@ class _Reader:
         rpath, runpath = text(DT_RPATH), text(DT_RUNPATH)
         versions, version_definitions, version_needs = self._read_versions(dynamic, dynstr)
         symbols = self._read_symbols(dynamic, dynstr, versions)
+        soname = text(DT_SONAME)
+        needed = tuple(self._need_strings(dynstr).get(v, "DT_NEEDED string") for v in dynamic.get(DT_NEEDED, ()))
+        fatbin = self._read_fatbins()
         return BinaryFacts(
             path=self.path,
             machine=self.machine,
             elf_type=self.elf_type,
-            soname=text(DT_SONAME),
-            needed=tuple(self._need_strings(dynstr).get(v, "DT_NEEDED string") for v in dynamic.get(DT_NEEDED, ())),
+            soname=soname,
+            needed=needed,
             rpath=tuple(rpath.split(":")) if rpath is not None else (),
             runpath=tuple(runpath.split(":")) if runpath is not None else (),
             flags=dynamic.get(DT_FLAGS, [0])[-1],
@@ -221,7 +225,9 @@ class _Reader:
             version_definitions=version_definitions,
             version_needs=version_needs,
             build_id=self._read_build_id(),
-            fatbin=self._read_fatbins(),
+            fatbin=fatbin,
+            cuda_runtime=cuda_runtime(self.path, soname, needed, version_definitions, symbols,
+                                      [s.name for s in self.sections], fatbin),
         )
 
     def _read_fatbins(self) -> Optional[FatbinSummary]:

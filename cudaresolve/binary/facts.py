@@ -202,6 +202,8 @@ class FatbinSummary:
     (compressed payload and no decompressor available); they are also listed in `sass` or `ptx`
     without a suffix.
     `unknown_kinds` counts entries of kinds that are neither PTX nor SASS (e.g. kind 8, likely LTO-IR).
+    `toolkit` is the CUDA compiler release named in the `.note.nv.tkinfo` of the file's smallest ELF
+    ABI 8 cubin ("13.0.88"): which toolkit built the device code (fatbin.py says which bytes).
     `damage` has one line per place where device code could not be read, e.g. ".nv_fatbin: device
     code unreadable from container 7 (offset 0x1a2b0) on: entry chain overruns fat_size": the other
     fields then cover only what was read, and a summary may hold damage alone.
@@ -215,6 +217,23 @@ class FatbinSummary:
     entries: int = 0
     sections: tuple[str, ...] = ()  # sections the containers were found in
     damage: tuple[str, ...] = ()
+    toolkit: Optional[str] = None  # "13.0.88"; None when no ABI 8 cubin names one (CUDA <= 12.7, or unreadable)
+
+
+@dataclass(frozen=True)
+class CudaRuntime:
+    """The CUDA runtime (cudart) a file is, or has linked into it, and what its bytes say of its release.
+
+    `linkage` "shared": the file is a libcudart, defining the version node `libcudart.so.N` (NVIDIA's,
+    or a copy vendored under auditwheel's name, libcudart-09529672.so.12.6.77); "static": it registers
+    its own fatbins through a runtime linked into it (nvcc's default `-cudart static`).
+    runtime.py says which bytes tell each field.
+    """
+
+    linkage: str  # "shared" or "static"
+    major: Optional[int]  # 12; None when no byte tells (a static runtime without a toolkit note)
+    release: Optional[str]  # "12.6.77"; None when no byte tells
+    release_from: Optional[str] = None  # "file name" or "toolkit note": where `release` (and a static major) was read
 
 
 @dataclass(frozen=True)
@@ -241,6 +260,7 @@ class BinaryFacts:
     version_needs: tuple[VersionNeed, ...]
     build_id: Optional[str]  # hex of NT_GNU_BUILD_ID
     fatbin: Optional[FatbinSummary]  # None when the file carries no fatbin and none was found damaged
+    cuda_runtime: Optional[CudaRuntime] = None  # None: the file neither is a libcudart nor links one in
 
     @property
     def undefined(self) -> tuple[Symbol, ...]:

@@ -23,7 +23,7 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 
 # The knowledge tables, and the built-in example `doctor --example` judges (env/example.py).
 NAMES = ("toolkits.toml", "gpus.toml", "torch.toml", "cupy.toml", "components.toml", "advisories.toml", "wheel_facts.toml",
-         "toolkit_pins.toml", "example.toml")
+         "toolkit_pins.toml", "compilers.toml", "compiler_users.toml", "example.toml")
 CONFIDENCES = ("H", "M", "L")
 
 _T = TypeVar("_T")
@@ -106,7 +106,8 @@ def read(name: str, cls: type[_T]) -> _T:
 
 def load_all() -> None:
     """Load and check every table now (tests, start-up): raises DataError on the first defect."""
-    from cudaresolve.knowledge import advisories, components, cupy, gpus, toolkit_pins, toolkits, torch, wheel_facts
+    from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, gpus, toolkit_pins,
+                                       toolkits, torch, wheel_facts)
 
-    for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins):
+    for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins, compilers, compiler_users):
         module.load()

@@ -108,6 +108,7 @@ class Tables:
     toolkits: tuple[Toolkit, ...]  # oldest first
     floors: Mapping[int, str]
     branches: tuple[tuple[int, str], ...]  # (branch, highest CUDA version), by branch
+    ptx_isa: Mapping[str, str]  # CUDA version -> its PTX ISA, "12.7" -> "8.6"
 
 
 @functools.lru_cache(maxsize=None)
@@ -136,14 +137,18 @@ def load() -> Tables:
     known = {t.version for t in toolkits}
     if len(known) != len(toolkits):
         raise files.error(FILE, "toolkit", "a version is listed twice")
-    for table, keys in (("ptx_isa", raw.ptx_isa.versions), ("sass_targets", sass)):
-        for key in keys:
-            if key not in known:
-                raise files.error(FILE, f"{table}.{key}", "names a toolkit that is not in [[toolkit]]")
+    for key in sass:
+        if key not in known:
+            raise files.error(FILE, f"sass_targets.{key}", "names a toolkit that is not in [[toolkit]]")
+    reported = {b.cuda for b in raw.branches.max_cuda}
+    for key in raw.ptx_isa.versions:
+        if key not in known and key not in reported:
+            raise files.error(FILE, f"ptx_isa.{key}", "names neither a toolkit in [[toolkit]] nor a CUDA version in [branches]")
     return Tables(
         toolkits=tuple(sorted(toolkits, key=lambda t: Version(t.version))),
         floors=floors,
         branches=tuple(sorted((b.branch, b.cuda) for b in raw.branches.max_cuda)),
+        ptx_isa=dict(raw.ptx_isa.versions),
     )
 
 
@@ -172,6 +177,13 @@ def for_ptx_isa(isa: str) -> Optional[Toolkit]:
     except InvalidVersion:
         raise UsageError(f"not a PTX ISA version: {isa!r} (expected e.g. 8.5)") from None
     return next((t for t in known() if t.ptx_isa is not None and Version(t.ptx_isa) >= wanted), None)
+
+
+def ptx_isa(cuda: Union[CudaVersion, str]) -> Optional[str]:
+    """The PTX ISA of a CUDA version ("12.9" or "12.9.1" -> "8.8"): what its compilers write, and the
+    newest PTX a driver reporting that version JIT-compiles (R565's "12.7" -> "8.6", a version no
+    toolkit has). None when unknown (13.5, or a version newer than the table)."""
+    return load().ptx_isa.get(str(_minor(cuda)))
 
 
 def family_floor(cuda: Union[int, CudaVersion]) -> Optional[str]:

@@ -25,7 +25,19 @@ def _device_code(facts) -> str:
         parts.append("a/f suffix unknown for " + ", ".join(fatbin.undetermined))
     if fatbin.unknown_kinds:
         parts.append("other entries " + ", ".join(f"kind {k} x{n}" for k, n in fatbin.unknown_kinds))
+    if fatbin.toolkit:
+        parts.append(f"built by CUDA {fatbin.toolkit} (cubin toolkit note)")
     return "; ".join(parts) or "fatbin without entries"
+
+
+def _cuda_runtime(runtime) -> str:
+    """ "linked in statically, CUDA 13.4.92 (from the toolkit note)", "this file is libcudart 12, release 12.6.77 (from the file name)"."""
+    how = "linked in statically" if runtime.linkage == "static" else "this file is a CUDA runtime (libcudart)"
+    if runtime.release:
+        return f"{how}, CUDA {runtime.release} (from the {runtime.release_from})"
+    if runtime.major is not None:
+        return f"{how}, CUDA {runtime.major} (from its version node), release unknown"
+    return f"{how}, release unknown (see the PTX ISA of its device code)"
 
 
 def render_text(items: Iterable[Inspected]) -> str:
@@ -55,6 +67,8 @@ def render_text(items: Iterable[Inspected]) -> str:
         lines.append(f"  device code: {_device_code(facts)}")
         if facts.fatbin is not None:
             lines += [f"    damaged: {note}" for note in facts.fatbin.damage]
+        if facts.cuda_runtime is not None:
+            lines.append(f"  CUDA runtime: {_cuda_runtime(facts.cuda_runtime)}")
     return "\n".join(lines) + "\n" if lines else "no ELF files found\n"
 
 
@@ -91,6 +105,15 @@ def render_json(items: Iterable[Inspected]) -> str:
                         "entries": fatbin.entries,
                         "sections": list(fatbin.sections),
                         "damage": list(fatbin.damage),
+                        "toolkit": fatbin.toolkit,
+                    },
+                    "cuda_runtime": None
+                    if facts.cuda_runtime is None
+                    else {
+                        "linkage": facts.cuda_runtime.linkage,
+                        "major": facts.cuda_runtime.major,
+                        "release": facts.cuda_runtime.release,
+                        "release_from": facts.cuda_runtime.release_from,
                     },
                 }
             )
