@@ -223,11 +223,11 @@ def _handler(server: IndexServer):
             self.send_header("Content-Length", str(len(body)))
             for key, value in headers.items():
                 self.send_header(key, value)
+            server.sent[path] += len(body)  # before the client can have it all and ask the next question
             try:
                 self.end_headers()
                 self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
-                return
-            server.sent[path] += len(body)
+                server.sent[path] -= len(body)
 
     return Handler

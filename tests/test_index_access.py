@@ -192,7 +192,7 @@ def test_hash_mismatch_refuses_the_download(server, cache):
     (file,) = index_files(http(), cache, server.url + "/simple", "demo")
     with pytest.raises(IndexAccessError, match="does not match the index's 0000"):
         core_metadata(http(), cache, file)
-    assert cache.blob("metadata", file.sha256) is None
+    assert cache.blob("metadata", file.sha256, 1 << 20) is None
 
 
 def test_metadata_file_hash_mismatch(server, cache):
@@ -321,13 +321,13 @@ def test_two_processes_writing_one_entry_leave_a_whole_one(tmp_path):
     reader = IndexCache(str(tmp_path))
     seen = set()
     while any(process.is_alive() for process in writers):
-        read = reader.blob("metadata", "a" * 64)
+        read = reader.blob("metadata", "a" * 64, 1 << 20)
         if read is not None:
             seen.add(read)
     for process in writers:
         process.join()
         assert process.exitcode == 0
-    assert seen <= set(values) and reader.blob("metadata", "a" * 64) in values
+    assert seen <= set(values) and reader.blob("metadata", "a" * 64, 1 << 20) in values
     assert not [name for name in os.listdir(tmp_path / "metadata" / "aa") if name.startswith(".tmp-")]
 
 
