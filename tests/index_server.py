@@ -73,6 +73,7 @@ class Hosted:
     yanked: Optional[str] = None  # None: not yanked
     metadata: bool = True  # serve and advertise the PEP 658 file
     sha256: Optional[str] = None  # what the page says; defaults to the real digest
+    hashed: bool = True  # False: the page lists the file without any hash (as many find-links pages do)
 
 
 @dataclass
@@ -128,7 +129,7 @@ class IndexServer:
         if as_json:
             files = []
             for h in hosted:
-                entry = {"filename": h.filename, "url": f"{up}files/{h.filename}", "hashes": {"sha256": _digest(h)}}
+                entry = {"filename": h.filename, "url": f"{up}files/{h.filename}", "hashes": {"sha256": _digest(h)} if h.hashed else {}}
                 if h.requires_python:
                     entry["requires-python"] = h.requires_python
                 if h.yanked is not None:
@@ -141,7 +142,7 @@ class IndexServer:
             return json.dumps(document).encode(), "application/vnd.pypi.simple.v1+json"
         anchors = []
         for h in hosted:
-            attrs = f'href="{up}files/{h.filename}#sha256={_digest(h)}"'
+            attrs = f'href="{up}files/{h.filename}#sha256={_digest(h)}"' if h.hashed else f'href="{up}files/{h.filename}"'
             if h.requires_python:
                 attrs += f' data-requires-python="{html.escape(h.requires_python)}"'
             if h.yanked is not None:

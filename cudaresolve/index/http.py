@@ -325,15 +325,18 @@ class _Watch:
         self.received = 0
         self.expired = False
         self.connections: list = []
+        self.sockets: list = []
 
     def deadline(self) -> float:
         return self.started + self.base + self.received / self.rate
 
     def expire(self) -> None:
-        """Shut the request's sockets (again each round: one may have been made since)."""
+        """Shut the request's sockets (again each round: one may have been made since): those its
+        connections hold now (one in its TLS handshake) and those they held when they sent (a
+        response that ends with the connection keeps reading a socket its connection let go)."""
         self.expired = True
-        for connection in self.connections:
-            sock = getattr(connection, "sock", None)
+        held = [getattr(connection, "sock", None) for connection in self.connections]
+        for sock in held + self.sockets:
             if sock is not None:
                 with contextlib.suppress(OSError):
                     socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
@@ -383,29 +386,36 @@ _current = threading.local()
 
 
 def _attach(connection) -> None:
+    """Put `connection`, and the socket it has, under the watch of the request running in this thread."""
     watch = getattr(_current, "watch", None)
-    if watch is not None and connection not in watch.connections:
+    if watch is None:
+        return
+    if connection not in watch.connections:
         watch.connections.append(connection)
+    sock = getattr(connection, "sock", None)
+    if sock is not None and sock not in watch.sockets:
+        watch.sockets.append(sock)
 
 
-class _WatchedHTTPConnection(urllib3.connection.HTTPConnection):
+class _Watched:
+    """What the watched connections add to urllib3's: they register with the running request."""
+
     def connect(self) -> None:
         _attach(self)
-        super().connect()
+        super().connect()  # type: ignore[misc]
+        _attach(self)
 
     def request(self, *args, **kwargs):
         _attach(self)
-        return super().request(*args, **kwargs)
+        return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
-class _WatchedHTTPSConnection(urllib3.connection.HTTPSConnection):
-    def connect(self) -> None:
-        _attach(self)
-        super().connect()
+class _WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):
+    pass
 
-    def request(self, *args, **kwargs):
-        _attach(self)
-        return super().request(*args, **kwargs)
+
+class _WatchedHTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
+    pass
 
 
 class _WatchedPool(urllib3.connectionpool.HTTPConnectionPool):

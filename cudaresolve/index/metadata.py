@@ -257,7 +257,7 @@ def _open_zip(stream: IO[bytes], file: ProjectFile, limits: Limits) -> zipfile.Z
             f"{file.url}: its zip directory is larger than {size_text(limits.central_directory_bytes)}, the limit for a wheel's directory"
         ) from None
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
-        raise IndexAccessError(f"{file.filename}: not a readable zip ({exc})") from None
+        raise IndexAccessError(f"{file.url}: not a readable zip ({exc})") from None
 
 
 def _bounded_member(archive: zipfile.ZipFile, name: str, file: ProjectFile, limits: Limits) -> zipfile.ZipInfo:
@@ -272,7 +272,7 @@ def _bounded_member(archive: zipfile.ZipFile, name: str, file: ProjectFile, limi
 def _read_member(archive: zipfile.ZipFile, names: list[str], file: ProjectFile, limits: Limits) -> bytes:
     if len(names) != 1:
         found = "none" if not names else ", ".join(names)
-        raise IndexAccessError(f"{file.filename}: expected one top-level metadata file, found {found}")
+        raise IndexAccessError(f"{file.url}: expected one top-level metadata file, found {found}")
     info = _bounded_member(archive, names[0], file, limits)
     try:
         with archive.open(info) as member:
@@ -281,7 +281,7 @@ def _read_member(archive: zipfile.ZipFile, names: list[str], file: ProjectFile, 
                 raise LimitExceeded(f"{file.url}: {names[0]} inflates past {_metadata_cap(limits).text()}")
             return data  # read to its end, where zipfile checks the CRC-32
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, zlib.error) as exc:
-        raise IndexAccessError(f"{file.filename}: {names[0]} is damaged ({exc})") from None
+        raise IndexAccessError(f"{file.url}: {names[0]} is damaged ({exc})") from None
 
 
 def _metadata_cap(limits: Limits) -> Cap:
