@@ -109,12 +109,12 @@ class IndexServer:
     def paths(self) -> list[str]:
         return [path for path, _ in self.requests]
 
-    def start(self) -> str:
+    def start(self, host: str = "127.0.0.1") -> str:
         server = self
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+        self._httpd = ThreadingHTTPServer((host, 0), _handler(server))
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self.url = f"http://{host}:{self._httpd.server_address[1]}"
         return self.url
 
     def stop(self) -> None:
