@@ -15,7 +15,8 @@ bounded by the same limits as what the index sends.
 
 Every write goes to a temporary file in the same directory and is moved into place (os.replace),
 so two processes at once each see a whole entry or none. `offline` serves only what is here (a
-miss is an error naming what is missing); `refresh` ignores what is here and fetches again.
+miss is an error naming what is missing); `refresh` ignores what was here before the run and fetches
+it again (once: what this run wrote is used).
 """
 
 from __future__ import annotations
@@ -64,15 +65,16 @@ class IndexCache:
         self.refresh = refresh
         self.limits = limits
         self.write_error: Optional[str] = None
+        self._written: set[str] = set()  # entries this run wrote: `refresh` ignores only older ones
 
     # immutable blobs -------------------------------------------------------------------------
 
     def blob(self, kind: str, key: str, max_bytes: int) -> Optional[bytes]:
-        """The stored bytes of (kind, key), or None when absent, damaged or over `max_bytes`;
-        `refresh` always misses."""
-        if self.refresh:
+        """The stored bytes of (kind, key), or None when absent, damaged or over `max_bytes`."""
+        path = self._blob_path(kind, key)
+        if self.refresh and path not in self._written:
             return None
-        return self._read(self._blob_path(kind, key), max_bytes)
+        return self._read(path, max_bytes)
 
     def store_blob(self, kind: str, key: str, data: bytes) -> None:
         self._write(self._blob_path(kind, key), data)
@@ -89,9 +91,9 @@ class IndexCache:
 
     def page(self, url: str) -> Optional[CachedPage]:
         """The stored page of `url`, or None when absent or damaged (then deleted)."""
-        if self.refresh:
-            return None
         path = self._page_path(url)
+        if self.refresh and path not in self._written:
+            return None
         data = self._read(path, self.limits.page_bytes + _HEAD)
         if data is None:
             return None
@@ -164,6 +166,7 @@ class IndexCache:
             return
         try:
             store_entry(path, hashlib.sha256(data).hexdigest().encode() + b"\n" + data)
+            self._written.add(path)
         except OSError as exc:
             self.write_error = f"cannot write the index cache in {self.directory}: {exc.strerror or exc}"
 
