@@ -492,7 +492,7 @@ def _is_index_name(name: str) -> bool:
 
 
 def _open_index(args: argparse.Namespace, target: Target, options=None):
-    """The configured indexes for `target`, caching as the flags say, downloads shown on stderr.
+    """The configured indexes for `target`, caching as the flags say, downloads shown on stderr (not under -q).
     `options`: index options read from requirements files, between pip's configuration and flags."""
     from cudaresolve.index.access import open_index
     from cudaresolve.output.progress import download_progress
@@ -511,7 +511,7 @@ def _open_index(args: argparse.Namespace, target: Target, options=None):
             implementation=args.implementation,
             abis=tuple(args.abi or ()),
         ),
-        progress=download_progress(sys.stderr),
+        progress=None if getattr(args, "quiet", False) else download_progress(sys.stderr),
     )
 
 

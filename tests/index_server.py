@@ -73,6 +73,7 @@ class Hosted:
     yanked: Optional[str] = None  # None: not yanked
     metadata: bool = True  # serve and advertise the PEP 658 file
     sha256: Optional[str] = None  # what the page says; defaults to the real digest
+    hashed: bool = True  # False: the page lists the file without any hash (as many find-links pages do)
 
 
 @dataclass
@@ -108,12 +109,12 @@ class IndexServer:
     def paths(self) -> list[str]:
         return [path for path, _ in self.requests]
 
-    def start(self) -> str:
+    def start(self, host: str = "127.0.0.1") -> str:
         server = self
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+        self._httpd = ThreadingHTTPServer((host, 0), _handler(server))
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self.url = f"http://{host}:{self._httpd.server_address[1]}"
         return self.url
 
     def stop(self) -> None:
@@ -128,7 +129,7 @@ class IndexServer:
         if as_json:
             files = []
             for h in hosted:
-                entry = {"filename": h.filename, "url": f"{up}files/{h.filename}", "hashes": {"sha256": _digest(h)}}
+                entry = {"filename": h.filename, "url": f"{up}files/{h.filename}", "hashes": {"sha256": _digest(h)} if h.hashed else {}}
                 if h.requires_python:
                     entry["requires-python"] = h.requires_python
                 if h.yanked is not None:
@@ -141,7 +142,7 @@ class IndexServer:
             return json.dumps(document).encode(), "application/vnd.pypi.simple.v1+json"
         anchors = []
         for h in hosted:
-            attrs = f'href="{up}files/{h.filename}#sha256={_digest(h)}"'
+            attrs = f'href="{up}files/{h.filename}#sha256={_digest(h)}"' if h.hashed else f'href="{up}files/{h.filename}"'
             if h.requires_python:
                 attrs += f' data-requires-python="{html.escape(h.requires_python)}"'
             if h.yanked is not None:
@@ -223,11 +224,11 @@ def _handler(server: IndexServer):
             self.send_header("Content-Length", str(len(body)))
             for key, value in headers.items():
                 self.send_header(key, value)
+            server.sent[path] += len(body)  # before the client can have it all and ask the next question
             try:
                 self.end_headers()
                 self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
-                return
-            server.sent[path] += len(body)
+                server.sent[path] -= len(body)
 
     return Handler

@@ -8,13 +8,16 @@ import hashlib
 import io
 import os
 import tarfile
+import time
 import zipfile
+import zlib
 from dataclasses import replace
 
 import pytest
 
 from cudaresolve.index.cache import IndexCache, OfflineMiss
-from cudaresolve.index.http import Http, IndexAccessError
+from cudaresolve.index.http import Http, IndexAccessError, LimitExceeded
+from cudaresolve.index.limits import Limits
 from cudaresolve.index.metadata import MetadataUnavailable, core_metadata
 from cudaresolve.index.pages import find_links_files, index_files
 from index_server import make_wheel
@@ -175,6 +178,105 @@ def test_plain_http_is_refused_unless_local_or_trusted(cache):
         Http(trusted_hosts=("index.example:8080",)).check_transport("http://index.example:9090/x")
 
 
+ORIGINS = [
+    "http://127.0.0.2/simple/", "http://127.255.255.254:8080/x", "http://[::1]:3141/simple/", "http://localhost/simple/",
+    "http://LOCALHOST:1/", "http://128.0.0.1/simple/", "http://[::ffff:127.0.0.1]/simple/", "http://[::2]/",
+    "http://127.0.0.1.nip.example/", "http://index.example/simple/", "http://index.example:8080/x", "http://index.example:9090/x",
+    "http://10.1.2.3/simple/", "https://anything.example/", "file:///srv/index/",
+]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pip's vendored pkg_resources, on import
+@pytest.mark.parametrize("trusted", [(), ("index.example:8080", "10.1.2.3")])
+def test_plain_http_goes_where_pip_lets_it_go(trusted):
+    """pip's PipSession.is_secure_origin is the oracle: loopback addresses and trusted hosts."""
+    from pip._internal.models.link import Link
+    from pip._internal.network.session import PipSession
+
+    pip = PipSession(trusted_hosts=list(trusted))
+    for url in ORIGINS:
+        try:
+            Http(trusted_hosts=trusted).check_transport(url)
+            ours = True
+        except IndexAccessError:
+            ours = False
+        assert ours == pip.is_secure_origin(Link(url)), url
+
+
+def test_an_index_on_another_loopback_address_is_used(cache):
+    from index_server import IndexServer
+
+    other = IndexServer()
+    other.add(*make_wheel("demo", "1.0"))
+    other.start("127.0.0.2")
+    try:
+        (file,) = index_files(http(), cache, other.url + "/simple", "demo")
+        assert file.url.startswith("http://127.0.0.2:") and core_metadata(http(), cache, file).name == "demo"
+    finally:
+        other.stop()
+
+
+def test_a_body_over_its_cap_is_refused_before_or_while_reading(server, cache, tmp_path):
+    server.add(*make_wheel("demo", "1.0"))
+    small = Http(sleep=lambda s: None, limits=Limits(page_bytes=100))
+    with pytest.raises(LimitExceeded, match=r"/simple/demo/ \(demo\): the server announces \d+ bytes, over the limit of 100 bytes for a project page"):
+        index_files(small, cache, server.url + "/simple", "demo")
+    assert not os.path.exists(os.path.join(cache.directory, "pages"))  # nothing partial is cached
+    page = tmp_path / "page.html"
+    page.write_bytes(b"<a href='demo-1.0.tar.gz'></a>" * 10)
+    with pytest.raises(LimitExceeded, match=r"page.html \(demo\): more than the limit of 100 bytes for a project page"):
+        find_links_files(small, cache, str(page), "demo")
+
+
+def test_a_slow_body_is_stopped_at_its_deadline_without_retries(cache):
+    """A server that sends a page a few bytes at a time within the socket timeout: stopped by the
+    request's deadline, once (a limit is not retried)."""
+    import socket as sockets
+    import threading
+
+    listener = sockets.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(connection)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000000\r\n\r\n")
+            try:
+                while True:
+                    connection.sendall(b"<")
+                    time.sleep(0.05)
+            except OSError:
+                continue
+
+    threading.Thread(target=serve, daemon=True).start()
+    slow = Http(timeout=0.5, retries=3, sleep=lambda s: None, limits=Limits(request_seconds=0.5, min_bytes_per_second=100))
+    started = time.monotonic()
+    with pytest.raises(LimitExceeded, match=r"too slow, \d+ bytes in \d s \(the limit: an answer within 0.5 s, then 100 bytes/s") as raised:
+        index_files(slow, cache, f"http://127.0.0.1:{listener.getsockname()[1]}/simple", "demo")
+    assert time.monotonic() - started < 3 and len(accepted) == 1 and "\n" not in str(raised.value)
+    listener.close()
+    for connection in accepted:
+        connection.close()
+
+
+def test_a_zip_that_claims_too_much_is_refused_before_it_is_read(tmp_path):
+    from cudaresolve.binary.wheel import WheelError, read_wheel
+    from hostile_index import raw_zip
+
+    elf = b"\x7fELF" + bytes(60)
+    claims = raw_zip([("lib/libhuge.so", 0, elf, zlib.crc32(elf), 3 << 30)])
+    with pytest.raises(WheelError, match=r"libhuge.so claims 3,221,225,472 bytes, over the limit of 2,147,483,648 for one member"):
+        read_wheel(io.BytesIO(claims), "huge.whl")
+    directory = raw_zip([("lib/libhuge.so", 0, elf, zlib.crc32(elf), len(elf))] * 200)
+    with pytest.raises(WheelError, match=r"its central directory is larger than 0 MiB"):
+        read_wheel(io.BytesIO(directory), "many.whl", max_directory=1000)
+    assert read_wheel(io.BytesIO(directory), "many.whl").members == ()  # 64 bytes of ELF header: unreadable, not refused
+
+
 def test_redirects_are_followed_and_checked(server, cache):
     server.add(*make_wheel("demo", "1.0"))
     server.redirects["/simple/demo/"] = "/simple/demo/?moved=1"
@@ -192,7 +294,7 @@ def test_hash_mismatch_refuses_the_download(server, cache):
     (file,) = index_files(http(), cache, server.url + "/simple", "demo")
     with pytest.raises(IndexAccessError, match="does not match the index's 0000"):
         core_metadata(http(), cache, file)
-    assert cache.blob("metadata", file.sha256) is None
+    assert cache.blob("metadata", file.sha256, 1 << 20) is None
 
 
 def test_metadata_file_hash_mismatch(server, cache):
@@ -321,13 +423,13 @@ def test_two_processes_writing_one_entry_leave_a_whole_one(tmp_path):
     reader = IndexCache(str(tmp_path))
     seen = set()
     while any(process.is_alive() for process in writers):
-        read = reader.blob("metadata", "a" * 64)
+        read = reader.blob("metadata", "a" * 64, 1 << 20)
         if read is not None:
             seen.add(read)
     for process in writers:
         process.join()
         assert process.exitcode == 0
-    assert seen <= set(values) and reader.blob("metadata", "a" * 64) in values
+    assert seen <= set(values) and reader.blob("metadata", "a" * 64, 1 << 20) in values
     assert not [name for name in os.listdir(tmp_path / "metadata" / "aa") if name.startswith(".tmp-")]
 
 

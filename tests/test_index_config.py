@@ -36,6 +36,7 @@ from cudaresolve.index.config import (
     read_pip_files,
     read_project,
 )
+from cudaresolve.index.http import Http
 from cudaresolve.knowledge import torch
 
 KEYS = ("index_url", "extra_index_urls", "find_links", "no_index", "trusted_hosts", "cert", "client_cert", "timeout", "retries", "proxy")
@@ -294,12 +295,25 @@ def test_project_beats_pip_and_flags_beat_the_project(tmp_path):
         ([conf("/p.conf", **{"global": {"no-index": "maybe"}})], {}, IndexFlags(), "no-index: 'maybe' (from /p.conf [global]) is not a boolean"),
         ([], {"PIP_TIMEOUT": "soon"}, IndexFlags(), "timeout: 'soon' (from PIP_TIMEOUT) is not a number of seconds"),
         ([], {"PIP_RETRIES": "1.5"}, IndexFlags(), "retries: '1.5' (from PIP_RETRIES) is not a whole number"),
+        ([], {"PIP_RETRIES": "-1"}, IndexFlags(), "retries: '-1' (from PIP_RETRIES) is not a whole number, 0 or more"),
+        # values pip's float() takes and then crashes on (a traceback from urllib3 or the socket)
+        ([], {"PIP_DEFAULT_TIMEOUT": "nan"}, IndexFlags(), "timeout: 'nan' (from PIP_DEFAULT_TIMEOUT) is not a number of seconds, 0 or more"),
+        ([], {"PIP_DEFAULT_TIMEOUT": "inf"}, IndexFlags(), "timeout: 'inf' (from PIP_DEFAULT_TIMEOUT) is not a number"),
+        ([], {"PIP_DEFAULT_TIMEOUT": "1e400"}, IndexFlags(), "timeout: '1e400' (from PIP_DEFAULT_TIMEOUT) is not a number"),
+        ([conf("/p.conf", **{"global": {"timeout": "-5"}})], {}, IndexFlags(), "timeout: '-5' (from /p.conf [global]) is not a number"),
+        ([], {}, IndexFlags(index_url="http://[::1"), "index-url: 'http://[::1' (from --index-url) is not a valid URL (Invalid IPv6 URL)"),
+        ([], {"PIP_EXTRA_INDEX_URL": "https://x:port/"}, IndexFlags(), "extra-index-url: 'https://x:port/' (from PIP_EXTRA_INDEX_URL) is not a valid URL"),
     ],
 )
 def test_a_bad_value_names_its_key_and_origin(files, environ, flags, message):
     with pytest.raises(UsageError) as raised:
         merge(files, {"PIP_INDEX_URL": "https://i.invalid/simple", **environ}, None, flags, never)
     assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+
+
+def test_a_timeout_of_0_is_pips_no_socket_timeout():
+    config = merge([], {"PIP_INDEX_URL": "https://i.invalid/simple", "PIP_DEFAULT_TIMEOUT": "0"}, None, IndexFlags(), never)
+    assert config.timeout == 0.0 and Http(timeout=config.timeout).timeout is None
 
 
 def test_a_directory_index_becomes_a_file_url(tmp_path, monkeypatch):
@@ -455,6 +469,22 @@ def test_bad_index_input_through_main_is_one_line(capsys, env, tmp_path, monkeyp
     assert main(["inspect", str(lib), "--no-index"]) == 3
     out, err = capsys.readouterr()
     assert out == "" and err.startswith(f"cudaresolve: error: pip configuration file {bad} does not parse") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("variable, value, code, says", [
+    ("PIP_DEFAULT_TIMEOUT", "nan", 3, "timeout: 'nan' (from PIP_DEFAULT_TIMEOUT) is not a number of seconds, 0 or more"),
+    # pip's "no socket timeout": accepted, then each name fails on its own (inspect's exit 2)
+    ("PIP_DEFAULT_TIMEOUT", "0", 2, "(demo): cannot connect"),
+    ("PIP_INDEX_URL", "http://[::1", 3, "index-url: 'http://[::1' (from PIP_INDEX_URL) is not a valid URL (Invalid IPv6 URL)"),
+])
+def test_crashes_of_before_are_one_line_through_main(variable, value, code, says, capsys, env, monkeypatch):
+    env.update({"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0", variable: value})
+    monkeypatch.setattr(os, "environ", env)
+    assert main(["inspect", "demo==1.0", "http://[::1/demo-1.0-py3-none-any.whl"]) == code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and err.count("\n") <= 1 and says in out + err
+    if code == 2:
+        assert "not a valid URL (Invalid IPv6 URL)" in out
 
 
 def test_other_commands_do_not_take_index_flags(capsys):

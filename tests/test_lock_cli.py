@@ -129,3 +129,15 @@ def test_deep_judges_wheels_the_table_lacks_by_reading_them(cuda_index, empty_py
     assert torch_bytes() == before  # metadata only: the table does not know the generated torch wheel
     assert lock(cuda_index, empty_python, "torch==2.7.1", "--driver", "550.144.03", "--gpu", "8.9", "--deep") == 0
     assert torch_bytes() > before  # read once for the judge
+
+
+def test_quiet_silences_download_progress(server, empty_python, clean, capsys):
+    from index_server import make_wheel
+
+    server.ranges = False  # so the metadata comes from a download, which shows progress
+    server.add(*make_wheel("demo", "1.0"), metadata=False)
+    command = ["lock", "--python", empty_python, "--index-url", server.url + "/simple", "--driver", "550.144.03", "-o", "-", "demo"]
+    assert main(command) == 0
+    assert "downloading demo-1.0-py3-none-any.whl" in capsys.readouterr().err
+    assert main(command + ["-q", "--refresh"]) == 0
+    assert "downloading" not in capsys.readouterr().err and server.paths().count("/files/demo-1.0-py3-none-any.whl") == 3

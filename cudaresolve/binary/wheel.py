@@ -28,6 +28,13 @@ from cudaresolve.errors import CudaresolveError
 # libgcc_s): a provider whose versions all belong to these families is the system's, not a wheel's.
 _SYSTEM_VERSION = re.compile(r"^(GLIBC|GLIBCXX|CXXABI|GCC)_")
 
+# Bounds on what a zip may make us hold (index/limits.py explains them beside the index's own):
+# zipfile reads the whole central directory at once and keeps a ZipInfo per member, and an ELF
+# member is inflated into memory whole.
+MAX_CENTRAL_DIRECTORY = 8 << 20
+MAX_ELF_MEMBER = 2 << 30
+_INFLATE_CHUNK = 8 << 20
+
 
 class WheelError(CudaresolveError):
     """The wheel is not a readable zip archive (truncated, damaged, not a zip at all)."""
@@ -53,15 +60,21 @@ class WheelFacts:
     complete: bool = True
 
 
-def read_wheel(stream: BinaryIO, label: str) -> WheelFacts:
-    """Facts of every ELF shared-object member of the wheel in `stream` (seekable, opened in binary mode)."""
+def read_wheel(
+    stream: BinaryIO, label: str, *, max_directory: int = MAX_CENTRAL_DIRECTORY, max_member: int = MAX_ELF_MEMBER
+) -> WheelFacts:
+    """Facts of every ELF shared-object member of the wheel in `stream` (seekable, opened in binary mode).
+
+    A member larger than `max_member` is refused (WheelError) before any of it is inflated."""
     members, unreadable, not_elf = [], [], []
     try:
-        with zipfile.ZipFile(stream) as archive:
+        with open_zip(stream, max_directory) as archive:
             for info in archive.infolist():
                 if info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
                     continue
                 where = f"{label}!{info.filename}"
+                if info.file_size > max_member:
+                    raise WheelError(label, f"{info.filename} claims {info.file_size:,} bytes, over the limit of {max_member:,} for one member")
                 data = _elf_member(archive, info)
                 if data is None:
                     not_elf.append(info.filename)
@@ -71,27 +84,73 @@ def read_wheel(stream: BinaryIO, label: str) -> WheelFacts:
                 except CudaresolveError as exc:
                     unreadable.append((info.filename, str(exc)))
                 del data  # one member in memory at a time
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, DirectoryTooLarge, zlib.error, EOFError, OSError, NotImplementedError) as exc:
         raise WheelError(label, f"not a readable wheel ({exc})") from None
     return WheelFacts(label, tuple(members), tuple(unreadable), tuple(not_elf))
 
 
 def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo):
-    """The member inflated into one buffer of its size, or None when it does not start with the ELF magic."""
+    """The member inflated into one buffer, or None when it does not start with the ELF magic.
+
+    The buffer grows with what actually inflates, so a directory entry that claims a huge size costs
+    nothing until the bytes exist (zipfile stops at the claimed size and checks the CRC)."""
     with archive.open(info) as member:
         magic = member.read(4)
         if magic != ELF_MAGIC:
             return None
-        data = bytearray(info.file_size)
-        data[:4] = magic
-        view, filled = memoryview(data), 4
-        while filled < info.file_size:
-            count = member.readinto(view[filled:])
-            if not count:
-                raise EOFError(f"{info.filename}: member ends after {filled} of {info.file_size} bytes")
-            filled += count
-        view.release()
+        data = bytearray(magic)
+        while len(data) < info.file_size:
+            chunk = member.read(min(_INFLATE_CHUNK, info.file_size - len(data)))
+            if not chunk:
+                raise EOFError(f"{info.filename}: member ends after {len(data)} of {info.file_size} bytes")
+            data += chunk
         return data
+
+
+def open_zip(stream: BinaryIO, max_directory: int = MAX_CENTRAL_DIRECTORY) -> zipfile.ZipFile:
+    """zipfile.ZipFile over `stream`, refusing a central directory larger than `max_directory`.
+
+    zipfile reads the directory in one read of the size the end record states; while the archive
+    opens, any read larger than the bound raises zipfile.LargeZipFile, so a directory that claims
+    gigabytes is refused (DirectoryTooLarge) before a byte of it is fetched or parsed."""
+    guard = _ReadBound(stream, max_directory)
+    archive = zipfile.ZipFile(guard)
+    guard.bound = None
+    return archive
+
+
+class DirectoryTooLarge(Exception):
+    """A zip's central directory is larger than the bound `open_zip` was given."""
+
+    def __init__(self, bound: int):
+        self.bound = bound
+        super().__init__(f"its central directory is larger than {bound >> 20} MiB")
+
+
+class _ReadBound:
+    """A file object that passes reads through to `stream` while they are at most `bound` bytes."""
+
+    def __init__(self, stream: BinaryIO, bound: int):
+        self._stream, self.bound = stream, bound
+
+    def read(self, n: int = -1) -> bytes:
+        if self.bound is not None:
+            if n is None or n < 0:  # zipfile reads the end record to the end of the file
+                here = self._stream.tell()
+                n = self._stream.seek(0, os.SEEK_END) - here
+                self._stream.seek(here)
+            if n > self.bound:
+                raise DirectoryTooLarge(self.bound)
+        return self._stream.read(n)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._stream.tell()
+
+    def seekable(self) -> bool:
+        return True
 
 
 def is_system_provider(versions: Iterable[str]) -> bool:

@@ -22,7 +22,8 @@ from cudaresolve.binary.wheel import WheelFacts
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.env.interpreter import Target
 from cudaresolve.index.cache import IndexCache
-from cudaresolve.index.downloads import Progress
+from cudaresolve.index import limits as index_limits
+from cudaresolve.index.downloads import Progress, file_sha256
 from cudaresolve.index.http import Http
 from cudaresolve.index.metadata import CoreMetadata, core_metadata
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
@@ -122,6 +123,10 @@ class PackageIndex:
     def metadata(self, file: ProjectFile) -> CoreMetadata:
         return core_metadata(self.http, self.cache, file, self.progress)
 
+    def sha256(self, file: ProjectFile) -> str:
+        """The file's sha256 for a lock: the index's, else computed from the file (downloaded once)."""
+        return file_sha256(self.http, self.cache, file, self.progress)
+
     def binary_facts(self, file: ProjectFile, *, deep: bool = False) -> WheelFacts:
         """The ELF facts of a wheel: the knowledge table's (partial) unless `deep`, else the wheel's own."""
         return wheel_binary_facts(self.http, self.cache, file, deep=deep, progress=self.progress)
@@ -167,8 +172,10 @@ def open_index(
     tag_overrides: TagOverrides = TagOverrides(),
     progress: Optional[Progress] = None,
 ) -> PackageIndex:
-    """The PackageIndex for `config` (an IndexConfig) and the target, caching under the cache dir."""
-    cache = IndexCache(os.path.join(default_cache_dir(environ), "index"), offline=offline, refresh=refresh)
+    """The PackageIndex for `config` (an IndexConfig) and the target, caching under the cache dir,
+    within the limits of index/limits.py (`DEFAULT` as it is when called)."""
+    limits = index_limits.DEFAULT
+    cache = IndexCache(os.path.join(default_cache_dir(environ), "index"), offline=offline, refresh=refresh, limits=limits)
     http = Http(
         timeout=config.timeout,
         retries=config.retries,
@@ -176,6 +183,7 @@ def open_index(
         cert=config.cert,
         client_cert=config.client_cert,
         proxy=config.proxy,
+        limits=limits,
     )
     python_version = tag_overrides.python_version or target.version
     return PackageIndex(config, cache, http, target_tags(target, tag_overrides), python_version, progress)

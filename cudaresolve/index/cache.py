@@ -1,19 +1,27 @@
 """What index access fetched, kept in `<cache dir>/index/` so it is never fetched twice.
 
 Two kinds of entries:
-- immutable blobs keyed by the file's sha256 (core metadata, a wheel's binary facts): a file with a
-  given hash never changes, so these never expire;
+- immutable blobs keyed by the file's sha256 (core metadata, a wheel's binary facts, the sha256 of a
+  file its index published none for): a file with a given hash never changes, so these never expire;
 - project pages keyed by URL, stored with their ETag / Last-Modified and fetch time: used as they
   are for `PAGE_MAX_AGE` seconds, then revalidated with a conditional request.
 Plus one marker per host that answered a range request with the whole file, so it is not asked again.
 
+A cache can be damaged (a disk that filled, a copy cut short, an edit) or tampered with, so every entry
+starts with the sha256 of the rest of it, and is read back only whole and matching; callers then
+check that it parses (`discard` drops one that does not). A bad entry is deleted and fetched again
+as if it had never been there, so a damaged page is never revalidated with its old ETag. Reads are
+bounded by the same limits as what the index sends.
+
 Every write goes to a temporary file in the same directory and is moved into place (os.replace),
 so two processes at once each see a whole entry or none. `offline` serves only what is here (a
-miss is an error naming what is missing); `refresh` ignores what is here and fetches again.
+miss is an error naming what is missing); `refresh` ignores what was here before the run and fetches
+it again (once: what this run wrote is used).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,8 +31,10 @@ from typing import Optional
 
 from cudaresolve.env.store import store_entry
 from cudaresolve.errors import CudaresolveError
+from cudaresolve.index.limits import DEFAULT, Limits
 
 PAGE_MAX_AGE = 600.0  # seconds a project page is used without asking the index again
+_HEAD = 1 << 16  # room for a page's header line (URLs, ETag) beyond its body
 
 
 class OfflineMiss(CudaresolveError):
@@ -49,26 +59,29 @@ class IndexCache:
     """The on-disk cache; `directory` is `<cache dir>/index`. A cache that cannot be written slows
     things down but never stops them: `write_error` keeps the first failure."""
 
-    def __init__(self, directory: str, *, offline: bool = False, refresh: bool = False):
+    def __init__(self, directory: str, *, offline: bool = False, refresh: bool = False, limits: Limits = DEFAULT):
         self.directory = directory
         self.offline = offline
         self.refresh = refresh
+        self.limits = limits
         self.write_error: Optional[str] = None
+        self._written: set[str] = set()  # entries this run wrote: `refresh` ignores only older ones
 
     # immutable blobs -------------------------------------------------------------------------
 
-    def blob(self, kind: str, key: str) -> Optional[bytes]:
-        """The stored bytes of (kind, key), or None; `refresh` always misses."""
-        if self.refresh:
+    def blob(self, kind: str, key: str, max_bytes: int) -> Optional[bytes]:
+        """The stored bytes of (kind, key), or None when absent, damaged or over `max_bytes`."""
+        path = self._blob_path(kind, key)
+        if self.refresh and path not in self._written:
             return None
-        try:
-            with open(self._blob_path(kind, key), "rb") as f:
-                return f.read()
-        except OSError:
-            return None
+        return self._read(path, max_bytes)
 
     def store_blob(self, kind: str, key: str, data: bytes) -> None:
         self._write(self._blob_path(kind, key), data)
+
+    def discard(self, kind: str, key: str) -> None:
+        """Drop an entry that read back whole but does not hold what its kind must (it is fetched again)."""
+        _remove(self._blob_path(kind, key))
 
     def _blob_path(self, kind: str, key: str) -> str:
         name = hashlib.sha256(key.encode()).hexdigest() if not _is_sha256(key) else key
@@ -77,23 +90,32 @@ class IndexCache:
     # project pages -----------------------------------------------------------------------------
 
     def page(self, url: str) -> Optional[CachedPage]:
-        if self.refresh:
+        """The stored page of `url`, or None when absent or damaged (then deleted)."""
+        path = self._page_path(url)
+        if self.refresh and path not in self._written:
             return None
+        data = self._read(path, self.limits.page_bytes + _HEAD)
+        if data is None:
+            return None
+        head, _, body = data.partition(b"\n")
         try:
-            with open(self._page_path(url), "rb") as f:
-                head, _, body = f.read().partition(b"\n")
             fields = json.loads(head)
-            return CachedPage(
-                url=fields["url"],
-                final_url=fields["final_url"],
-                content_type=fields["content_type"],
+            page = CachedPage(
+                url=_text(fields["url"]),
+                final_url=_text(fields["final_url"]),
+                content_type=_text(fields["content_type"]),
                 body=body,
-                etag=fields.get("etag"),
-                last_modified=fields.get("last_modified"),
+                etag=_optional_text(fields.get("etag")),
+                last_modified=_optional_text(fields.get("last_modified")),
                 fetched=float(fields["fetched"]),
             )
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
+            _remove(path)
             return None
+        if page.url != url:
+            _remove(path)
+            return None
+        return page
 
     def store_page(self, page: CachedPage) -> None:
         head = {
@@ -106,13 +128,16 @@ class IndexCache:
         }
         self._write(self._page_path(page.url), json.dumps(head).encode() + b"\n" + page.body)
 
+    def discard_page(self, url: str) -> None:
+        _remove(self._page_path(url))
+
     def _page_path(self, url: str) -> str:
         return os.path.join(self.directory, "pages", hashlib.sha256(url.encode()).hexdigest())
 
     # hosts that answer a range request with the whole file ---------------------------------------
 
     def refuses_ranges(self, host: str) -> bool:
-        return os.path.exists(self._host_path(host))
+        return self._read(self._host_path(host), _HEAD) is not None
 
     def remember_refuses_ranges(self, host: str) -> None:
         self._write(self._host_path(host), f"{host} answered a range request with the whole file, {time.ctime()}\n".encode())
@@ -122,14 +147,44 @@ class IndexCache:
 
     # ---------------------------------------------------------------------------------------------
 
+    def _read(self, path: str, max_bytes: int) -> Optional[bytes]:
+        """The entry's content when the file is whole: its first line is the sha256 of the rest.
+        A damaged entry is deleted."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read(65 + max_bytes + 1)
+        except OSError:
+            return None
+        digest, newline, content = data[:64], data[64:65], data[65:]
+        if newline != b"\n" or len(content) > max_bytes or hashlib.sha256(content).hexdigest().encode() != digest:
+            _remove(path)
+            return None
+        return content
+
     def _write(self, path: str, data: bytes) -> None:
         if self.write_error is not None:
             return
         try:
-            store_entry(path, data)
+            store_entry(path, hashlib.sha256(data).hexdigest().encode() + b"\n" + data)
+            self._written.add(path)
         except OSError as exc:
             self.write_error = f"cannot write the index cache in {self.directory}: {exc.strerror or exc}"
 
 
 def _is_sha256(key: str) -> bool:
     return len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not a string")
+    return value
+
+
+def _optional_text(value: object) -> Optional[str]:
+    return None if value is None else _text(value)
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)

@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import hashlib
 import locale
+import math
 import os
 import pathlib
 import re
@@ -455,11 +456,16 @@ def _pip_value(key: str, text: str, origin: str, home: str) -> object:
             return False
         raise UsageError(f"no-index: {text!r} (from {origin}) is not a boolean; pip accepts yes/no, true/false, on/off, 1/0")
     if key in ("timeout", "retries"):
+        # pip takes any float or int here and then crashes on nan, inf or a negative value; 0 seconds
+        # is pip's "no socket timeout" (the request deadline of index/limits.py still holds).
         try:
-            return float(text) if key == "timeout" else int(text)
+            value = float(text) if key == "timeout" else int(text)
         except ValueError:
-            kind = "a number of seconds" if key == "timeout" else "a whole number"
-            raise UsageError(f"{key}: {text!r} (from {origin}) is not {kind}") from None
+            value = None
+        if value is None or not math.isfinite(value) or value < 0:
+            kind = "a number of seconds, 0 or more" if key == "timeout" else "a whole number, 0 or more"
+            raise UsageError(f"{key}: {text!r} (from {origin}) is not {kind}")
+        return value
     if key in _PATHS:
         return _expand_user(text, home)
     return text
@@ -468,6 +474,10 @@ def _pip_value(key: str, text: str, origin: str, home: str) -> object:
 def _index_location(key: str, value: str, origin: str, base: str, home: str) -> str:
     """An index URL as given, or an existing directory as a file:// URL; anything else is refused."""
     if _scheme(value) in ("http", "https", "file"):
+        try:
+            urllib.parse.urlsplit(value).port  # noqa: B018 - a broken IPv6 literal or port raises here
+        except ValueError as exc:
+            raise UsageError(f"{key}: {value!r} (from {origin}) is not a valid URL ({exc})") from None
         return value
     path = os.path.join(base, _expand_user(value, home))
     if value.strip() and "://" not in value and os.path.isdir(path):
@@ -491,7 +501,9 @@ def _relative_to(link: str, directory: str) -> str:
 
 
 def _scheme(value: str) -> str:
-    return urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""
+    """The scheme of a URL (what comes before "://"), lower case; "" for anything else."""
+    scheme, separator, _ = value.partition("://")
+    return scheme.lower() if separator and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) else ""
 
 
 def _pip_name(name: str) -> str:

@@ -1,17 +1,23 @@
 """Whole files from an index: downloaded to a temporary file, checked against the index's sha256.
 
 Only what cannot be read any other way is downloaded (a wheel whose metadata a server will not
-serve by range, a wheel whose binary facts no table knows, an sdist's PKG-INFO). The size is
-announced before the first byte; nothing from the file is used until its hash has matched.
+serve by range, a wheel whose binary facts no table knows, an sdist's PKG-INFO, a file whose index
+published no sha256 for the lock). The size is announced before the first byte; nothing from the
+file is used until its hash has matched. A download may bring the size the index states plus a
+margin, else a hard cap (index/limits.py): a server that streams without end is cut off there, and
+the bytes only ever go to a temporary file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from typing import IO, Callable, Optional
 
-from cudaresolve.index.http import Http, IndexAccessError
+from cudaresolve.index.cache import IndexCache, OfflineMiss
+from cudaresolve.index.http import Cap, Http, IndexAccessError, local_path
+from cudaresolve.index.limits import size_text
 from cudaresolve.index.pages import ProjectFile
 
 Progress = Callable[[str, int, Optional[int]], None]  # (filename, bytes done, total or None)
@@ -29,13 +35,49 @@ def download(http: Http, file: ProjectFile, progress: Optional[Progress] = None)
 
     report = (lambda done, total: progress(file.filename, done, total)) if progress else None
     try:
-        http.download(file.url, _Hashing(), what=f"{file.name} {file.version}", progress=report)
+        http.download(file.url, _Hashing(), cap=download_cap(http, file), what=f"{file.name} {file.version}", progress=report)
         check_sha256(file, digest.hexdigest())
     except BaseException:
         sink.close()
         raise
     sink.seek(0)
     return sink
+
+
+def file_sha256(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None) -> str:
+    """The sha256 of `file`: the one its index published, else computed from the file (read from
+    disk, or downloaded once and cached by URL, as pip's hash-checking mode and a PEP 751 lock
+    need one for every file; a find-links page often lists none)."""
+    if file.sha256:
+        return file.sha256
+    digest = hashlib.sha256()
+    if file.url.startswith("file:"):
+        try:
+            with open(local_path(file.url), "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise IndexAccessError(f"cannot read {local_path(file.url)} ({file.name} {file.version}): {exc.strerror or exc}") from None
+        return digest.hexdigest()
+    key = "url:" + file.url
+    stored = cache.blob("sha256", key, 64)
+    if stored is not None and re.fullmatch(rb"[0-9a-f]{64}", stored):
+        return stored.decode()
+    if cache.offline:
+        raise OfflineMiss(f"--offline: the sha256 of {file.filename} is not in the cache (its index publishes none)")
+    with download(http, file, progress) as whole:
+        for chunk in iter(lambda: whole.read(1 << 20), b""):
+            digest.update(chunk)
+    cache.store_blob("sha256", key, digest.hexdigest().encode())
+    return digest.hexdigest()
+
+
+def download_cap(http: Http, file: ProjectFile) -> Cap:
+    """How much a download of `file` may bring: what its index states plus the margin, else the hard cap."""
+    limits = http.limits
+    if file.size is None:
+        return Cap(limits.download_cap(None), "a file of unstated size")
+    return Cap(limits.download_cap(file.size), f"a file its index says is {file.size:,} bytes (+ {size_text(limits.download_margin)})")
 
 
 def check_sha256(file: ProjectFile, actual: str) -> None:

@@ -4,16 +4,21 @@ Why requests and not urllib: connection reuse across the many small range reads 
 (a wheel's metadata is two requests), proxies and `REQUESTS_CA_BUNDLE` as users already set them,
 and a session that is safe to share between the fetch threads of one resolution.
 
-Policy: HTTPS always; plain HTTP only for localhost and the trusted hosts (pip's `trusted-host`);
-`file://` URLs are read from disk here too, so callers handle every index the same way. Retries:
-connection errors, timeouts, 429 and 5xx are tried again up to `retries` times, waiting
-0.5, 1, 2 ... seconds, or what the server's `Retry-After` asks (capped at 60 s). Every failure
-that reaches the caller is an `IndexAccessError` of one line naming the URL and what happened.
+Policy: HTTPS always; plain HTTP only for loopback addresses (localhost, 127.0.0.0/8, ::1: pip's
+secure origins) and the trusted hosts (pip's `trusted-host`); `file://` URLs are read from disk here
+too, so callers handle every index the same way. Retries: connection errors, timeouts, 429 and 5xx
+are tried again up to `retries` times, waiting 0.5, 1, 2 ... seconds, or what the server's
+`Retry-After` asks (capped at 60 s). Limits (index/limits.py): every body is read in chunks up to a
+`Cap` the caller names, and every request has a deadline (`_Watch`); passing either is
+`LimitExceeded`, never retried. Every failure that reaches the caller is an `IndexAccessError` of
+one line naming the URL and what happened.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
+import ipaddress
 import os
 import socket
 import threading
@@ -21,22 +26,45 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, TypeVar
 
 import requests
+import requests.adapters
+import urllib3.connection
+import urllib3.connectionpool
 
 from cudaresolve import __version__
 from cudaresolve.errors import CudaresolveError
+from cudaresolve.index.limits import DEFAULT, Limits, size_text
+
+T = TypeVar("T")
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+# pip's SECURE_ORIGINS (pip/_internal/network/session.py) besides https and file: every loopback address.
+_LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
 MAX_RETRY_AFTER = 60.0
-CHUNK = 1 << 20
+CHUNK = 64 * 1024  # small enough that a slow but steady server shows progress to the deadline
 MAX_REDIRECTS = 10
+WATCH_INTERVAL = 0.1  # how often the watchdog looks at the running requests' deadlines
 
 
 class IndexAccessError(CudaresolveError):
     """An index, a page or a file could not be read: the message names the URL and the cause."""
+
+
+class LimitExceeded(IndexAccessError):
+    """A response passed one of the bounds of index/limits.py: too large, or too slow."""
+
+
+@dataclass(frozen=True)
+class Cap:
+    """The most bytes one response body may have, and what it bounds (for the message)."""
+
+    bytes: int
+    of: str  # "a project page", "a metadata file", ...
+
+    def text(self) -> str:
+        return f"the limit of {size_text(self.bytes)} for {self.of}"
 
 
 @dataclass(frozen=True)
@@ -55,19 +83,22 @@ class Http:
     def __init__(
         self,
         *,
-        timeout: float = 15.0,
+        timeout: Optional[float] = 15.0,
         retries: int = 5,
         trusted_hosts: tuple[str, ...] = (),
         cert: Optional[str] = None,
         client_cert: Optional[str] = None,
         proxy: Optional[str] = None,
-        session: Optional[requests.Session] = None,
+        limits: Limits = DEFAULT,
         sleep: Callable[[float], None] = time.sleep,
     ):
-        self.timeout = timeout
+        self.timeout = timeout or None  # pip: a timeout of 0 sets none
         self.retries = retries
         self.trusted_hosts = trusted_hosts
-        self.session = session or requests.Session()
+        self.limits = limits
+        self.session = requests.Session()
+        self.session.mount("http://", _WatchedAdapter())
+        self.session.mount("https://", _WatchedAdapter())
         self.session.headers["User-Agent"] = f"cudaresolve/{__version__}"
         if cert:
             self.session.verify = cert
@@ -77,113 +108,173 @@ class Http:
             self.session.proxies = {"http": proxy, "https": proxy}
         self._sleep = sleep
         self._lock = threading.Lock()
+        self._watchdog = _Watchdog()
         self.bytes_received = 0
         self.requests_made = 0
 
-    def get(self, url: str, *, headers: Optional[Mapping[str, str]] = None, what: str = "") -> Reply:
-        """GET `url` whole. 4xx other than 429 come back as replies (a 404 page is an answer)."""
+    def get(self, url: str, *, cap: Cap, headers: Optional[Mapping[str, str]] = None, what: str = "") -> Reply:
+        """GET `url` whole, at most `cap` bytes of body. 4xx other than 429 come back as replies (a
+        404 page is an answer). A range request answered with 200 comes back with an empty body:
+        the server would send the whole file, which is the caller's to download, not ours to hold."""
+        headers = headers or {}
         if url.startswith("file:"):
-            return self._file(url, headers or {}, what)
-        response = self._send(url, headers or {}, what, stream=False)
-        self._count(len(response.content))
-        return Reply(response.url, response.status_code, response.headers, response.content)
+            return self._file(url, headers, what, cap)
+
+        def consume(response: requests.Response, watch: _Watch) -> Reply:
+            if "Range" in headers and response.status_code == 200:
+                return Reply(response.url, 200, response.headers, b"")
+            body = bytearray()
+            try:
+                self._read_body(response, watch, url, what, cap, body.extend)
+            except requests.RequestException as exc:
+                raise _Lost(f"connection lost after {len(body)} bytes ({_reason(exc)})") from None
+            return Reply(response.url, response.status_code, response.headers, bytes(body))
+
+        return self._send(url, headers, what, consume)
 
     def download(
         self,
         url: str,
         sink,
         *,
+        cap: Cap,
         what: str = "",
         progress: Optional[Callable[[int, Optional[int]], None]] = None,
     ) -> int:
-        """Stream `url` into the binary file object `sink`; returns the byte count.
+        """Stream `url` into the binary file object `sink`, at most `cap` bytes; returns the byte count.
 
         `progress(done, total)` is called first with 0 and the announced size (None if unknown),
         then after every chunk.
         """
         if url.startswith("file:"):
-            reply = self._file(url, {}, what)
+            reply = self._file(url, {}, what, cap)
             sink.write(reply.body)
             if progress:
                 progress(len(reply.body), len(reply.body))
             return len(reply.body)
-        response = self._send(url, {}, what, stream=True)
-        with response:
+
+        def consume(response: requests.Response, watch: _Watch) -> int:
             if response.status_code != 200:
                 raise IndexAccessError(f"cannot download {url}{_for(what)}: HTTP {response.status_code}")
             total = _int(response.headers.get("Content-Length"))
             done = 0
             if progress:
                 progress(0, total)
+
+            def write(chunk: bytes) -> None:
+                nonlocal done
+                sink.write(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+
             try:
-                for chunk in response.iter_content(CHUNK):
-                    sink.write(chunk)
-                    done += len(chunk)
-                    self._count(len(chunk))
-                    if progress:
-                        progress(done, total)
+                self._read_body(response, watch, url, what, cap, write)
             except requests.RequestException as exc:
                 raise IndexAccessError(f"cannot download {url}{_for(what)}: connection lost after {done} bytes ({_reason(exc)})") from None
-        if total is not None and done != total:
-            raise IndexAccessError(f"cannot download {url}{_for(what)}: got {done} of {total} bytes")
-        return done
+            if total is not None and done != total:
+                raise IndexAccessError(f"cannot download {url}{_for(what)}: got {done} of {total} bytes")
+            return done
+
+        return self._send(url, {}, what, consume)
 
     def check_transport(self, url: str, what: str = "") -> None:
-        """Refuse plain HTTP to anything but localhost and trusted hosts, as pip does."""
-        parts = urllib.parse.urlsplit(url)
+        """Refuse plain HTTP to anything but loopback addresses and trusted hosts, as pip does."""
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.port  # noqa: B018 - a port that is not a number raises here, not later
+        except ValueError as exc:
+            raise IndexAccessError(f"{url}{_for(what)}: not a valid URL ({exc})") from None
         if parts.scheme == "https" or parts.scheme == "file":
             return
-        if parts.scheme == "http" and (parts.hostname in _LOCAL_HOSTS or _trusted(parts, self.trusted_hosts)):
+        if parts.scheme == "http" and (_loopback(parts.hostname) or _trusted(parts, self.trusted_hosts)):
             return
         raise IndexAccessError(
-            f"refusing {url}{_for(what)}: only https://, file:// and http:// to localhost or a trusted host "
+            f"refusing {url}{_for(what)}: only https://, file:// and http:// to a loopback address or a trusted host "
             "(pip's trusted-host / --trusted-host) are used"
         )
 
-    def _send(self, url: str, headers: Mapping[str, str], what: str, *, stream: bool) -> requests.Response:
+    def _send(self, url: str, headers: Mapping[str, str], what: str, consume: Callable[[requests.Response, "_Watch"], T]) -> T:
+        """One request with retries: `consume` reads the response while the request's deadline runs.
+
+        Connection errors, timeouts, 429/5xx and a body cut short (`_Lost`) are tried again; a
+        limit is final (a server that trickles or sends without end does the same again)."""
         self.check_transport(url, what)
+        base = max(self.limits.request_seconds, self.timeout or 0.0)
         attempt = 0
         while True:
             wait: Optional[float] = None
+            watch = _Watch(base, self.limits.min_bytes_per_second)
+            self._watchdog.add(watch)
+            _current.watch = watch
             try:
                 with self._lock:
                     self.requests_made += 1
-                response = self._follow(url, headers, what, stream)
+                response = self._follow(url, headers, what)
+                if response.status_code in _RETRY_STATUS:
+                    failure = f"HTTP {response.status_code}"
+                    wait = _retry_after(response.headers.get("Retry-After"))
+                    response.close()
+                else:
+                    with response:
+                        return consume(response, watch)
+            except _Lost as lost:
+                watch.check(url, what)
+                failure = str(lost)
             except requests.Timeout:
-                failure = f"no answer within {self.timeout:g} s"
+                watch.check(url, what)
+                failure = f"no answer within {self.timeout:g} s" if self.timeout else "no answer"
             except requests.exceptions.SSLError as exc:
+                watch.check(url, what)
                 raise IndexAccessError(f"cannot fetch {url}{_for(what)}: TLS failed ({_reason(exc)})") from None
             except requests.ConnectionError as exc:
+                watch.check(url, what)
                 if _name_unknown(exc):  # no answer will come by waiting: fail now, not after the retries
                     raise IndexAccessError(f"cannot fetch {url}{_for(what)}: cannot resolve the host name ({_reason(exc)})") from None
                 failure = f"cannot connect ({_reason(exc)})"
             except requests.RequestException as exc:
+                watch.check(url, what)
                 raise IndexAccessError(f"cannot fetch {url}{_for(what)}: {_reason(exc)}") from None
-            else:
-                if response.status_code not in _RETRY_STATUS:
-                    return response
-                failure = f"HTTP {response.status_code}"
-                wait = _retry_after(response.headers.get("Retry-After"))
-                response.close()
+            finally:
+                _current.watch = None
+                self._watchdog.remove(watch)
             if attempt >= self.retries:
                 tries = f" after {attempt + 1} tries" if attempt else ""
                 raise IndexAccessError(f"cannot fetch {url}{_for(what)}: {failure}{tries}")
-            self._sleep(wait if wait is not None else 0.5 * 2**attempt)
+            self._sleep(wait if wait is not None else min(MAX_RETRY_AFTER, 0.5 * 2 ** min(attempt, 10)))
             attempt += 1
 
-    def _follow(self, url: str, headers: Mapping[str, str], what: str, stream: bool) -> requests.Response:
+    def _follow(self, url: str, headers: Mapping[str, str], what: str) -> requests.Response:
         """GET with redirects followed here, so the policy is checked before each hop connects."""
         for _ in range(MAX_REDIRECTS + 1):
-            response = self.session.get(url, headers=dict(headers), timeout=self.timeout, stream=stream, allow_redirects=False)
+            response = self.session.get(url, headers=dict(headers), timeout=self.timeout, stream=True, allow_redirects=False)
             location = response.headers.get("Location")
             if not response.is_redirect or not location:
                 return response
             response.close()
-            url = urllib.parse.urljoin(url, location)
+            try:
+                url = urllib.parse.urljoin(url, location)
+            except ValueError:
+                raise IndexAccessError(f"cannot fetch {url}{_for(what)}: redirected to {location!r}, not a valid URL") from None
             self.check_transport(url, what)
         raise IndexAccessError(f"cannot fetch {url}{_for(what)}: more than {MAX_REDIRECTS} redirects")
 
-    def _file(self, url: str, headers: Mapping[str, str], what: str) -> Reply:
+    def _read_body(self, response: requests.Response, watch: "_Watch", url: str, what: str, cap: Cap, sink: Callable[[bytes], None]) -> None:
+        """Pass the body to `sink` chunk by chunk, stopping at `cap` bytes or the deadline."""
+        announced = _int(response.headers.get("Content-Length"))
+        if announced is not None and announced > cap.bytes:
+            raise LimitExceeded(f"cannot read {url}{_for(what)}: the server announces {announced:,} bytes, over {cap.text()}")
+        done = 0
+        for chunk in response.iter_content(CHUNK):
+            done += len(chunk)
+            if done > cap.bytes:
+                raise LimitExceeded(f"cannot read {url}{_for(what)}: stopped after {done:,} bytes, over {cap.text()}")
+            watch.received += len(chunk)
+            sink(chunk)
+            self._count(len(chunk))
+        watch.check(url, what)  # a socket shut at the deadline can look like the end of the body
+
+    def _file(self, url: str, headers: Mapping[str, str], what: str, cap: Cap) -> Reply:
         path = local_path(url)
         if os.path.isdir(path):  # a directory index: its index.html, as pip reads it
             path = os.path.join(path, "index.html")
@@ -192,8 +283,13 @@ class Http:
             with open(path, "rb") as f:
                 wanted = _byte_range(headers.get("Range"), os.fstat(f.fileno()).st_size)
                 if wanted is None:
-                    return Reply(url, 200, {}, f.read())
+                    body = f.read(cap.bytes + 1)
+                    if len(body) > cap.bytes:
+                        raise LimitExceeded(f"cannot read {path}{_for(what)}: more than {cap.text()}")
+                    return Reply(url, 200, {}, body)
                 start, end, size = wanted
+                if end - start + 1 > cap.bytes:
+                    raise LimitExceeded(f"cannot read {path}{_for(what)}: a range of {end - start + 1:,} bytes, over {cap.text()}")
                 f.seek(start)
                 body = f.read(end - start + 1)
                 return Reply(url, 206, {"Content-Range": f"bytes {start}-{end}/{size}"}, body)
@@ -205,6 +301,148 @@ class Http:
     def _count(self, n: int) -> None:
         with self._lock:
             self.bytes_received += n
+
+
+class _Lost(Exception):
+    """A body cut short while reading a reply: the request is tried again."""
+
+
+# -- the deadline of one request -----------------------------------------------------------------------
+#
+# requests' timeout bounds each wait on the socket, so a server that sends a byte every few seconds is
+# never stopped by it. Each request therefore has a _Watch: its headers must come within `base`
+# seconds, then the body must average `rate` bytes a second. A watchdog thread shuts the sockets of a
+# request past its deadline, which ends whatever read is blocked on them (the status line, the
+# headers, the TLS handshake or the body); the reader then sees the watch expired and reports it.
+# The connections register themselves with the request running in their thread (`_current.watch`)
+# when they connect or send: a pooled connection is reused without connecting again.
+
+
+class _Watch:
+    def __init__(self, base: float, rate: int):
+        self.started = time.monotonic()
+        self.base, self.rate = base, rate
+        self.received = 0
+        self.expired = False
+        self.connections: list = []
+        self.sockets: list = []
+
+    def deadline(self) -> float:
+        return self.started + self.base + self.received / self.rate
+
+    def expire(self) -> None:
+        """Shut the request's sockets (again each round: one may have been made since): those its
+        connections hold now (one in its TLS handshake) and those they held when they sent (a
+        response that ends with the connection keeps reading a socket its connection let go)."""
+        self.expired = True
+        held = [getattr(connection, "sock", None) for connection in self.connections]
+        for sock in held + self.sockets:
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
+
+    def check(self, url: str, what: str) -> None:
+        if self.expired:
+            elapsed = time.monotonic() - self.started
+            raise LimitExceeded(
+                f"cannot fetch {url}{_for(what)}: too slow, {self.received:,} bytes in {elapsed:.0f} s "
+                f"(the limit: an answer within {self.base:g} s, then {self.rate:,} bytes/s on average)"
+            )
+
+
+class _Watchdog:
+    """One thread per Http while requests run: it expires the watches whose deadline passed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watches: set[_Watch] = set()
+        self._thread: Optional[threading.Thread] = None
+
+    def add(self, watch: _Watch) -> None:
+        with self._lock:
+            self._watches.add(watch)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="cudaresolve-deadlines", daemon=True)
+                self._thread.start()
+
+    def remove(self, watch: _Watch) -> None:
+        with self._lock:
+            self._watches.discard(watch)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._watches:
+                    self._thread = None
+                    return
+                now = time.monotonic()
+                late = [w for w in self._watches if now >= w.deadline()]
+            for watch in late:
+                watch.expire()
+            time.sleep(WATCH_INTERVAL)
+
+
+_current = threading.local()
+
+
+def _attach(connection) -> None:
+    """Put `connection`, and the socket it has, under the watch of the request running in this thread."""
+    watch = getattr(_current, "watch", None)
+    if watch is None:
+        return
+    if connection not in watch.connections:
+        watch.connections.append(connection)
+    sock = getattr(connection, "sock", None)
+    if sock is not None and sock not in watch.sockets:
+        watch.sockets.append(sock)
+
+
+class _Watched:
+    """What the watched connections add to urllib3's: they register with the running request."""
+
+    def connect(self) -> None:
+        _attach(self)
+        super().connect()  # type: ignore[misc]
+        _attach(self)
+
+    def request(self, *args, **kwargs):
+        _attach(self)
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _WatchedPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedTLSPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+_WATCHED_POOLS = {"http": _WatchedPool, "https": _WatchedTLSPool}
+
+
+class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    """requests' adapter, whose connections (direct or through an HTTP proxy) register with the
+    running request's watch. SOCKS proxies keep their own connections: there only the body's
+    reads see the deadline."""
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs):
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not proxy.lower().startswith("socks"):
+            manager.pool_classes_by_scheme = _WATCHED_POOLS
+        return manager
 
 
 def local_path(url: str) -> str:
@@ -223,6 +461,19 @@ def _byte_range(header: Optional[str], size: int) -> Optional[tuple[int, int, in
     start = int(first)
     end = min(int(last), size - 1) if last else size - 1
     return start, end, size
+
+
+def _loopback(host: Optional[str]) -> bool:
+    """localhost, 127.0.0.0/8 and ::1: the addresses pip treats as secure over plain HTTP."""
+    if host is None:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return any(address in network for network in _LOOPBACK)
 
 
 def _trusted(parts: urllib.parse.SplitResult, trusted_hosts: tuple[str, ...]) -> bool:

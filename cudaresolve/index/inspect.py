@@ -32,7 +32,11 @@ def inspect_index_name(index: PackageIndex, name: str, *, deep: bool = False) ->
 
 def _wheel_file(index: PackageIndex, name: str) -> ProjectFile:
     if name.startswith(_URL_SCHEMES):
-        if not urllib.parse.urlsplit(name).path.endswith(".whl"):
+        try:
+            path = urllib.parse.urlsplit(name).path
+        except ValueError as exc:
+            raise CudaresolveError(f"not a valid URL ({exc})") from None
+        if not path.endswith(".whl"):
             raise CudaresolveError("a URL to inspect must name a .whl file")
         return file_from_url(name)
     try:

@@ -17,11 +17,13 @@ dynamic is used. Nothing is ever built and no code from a package is run.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import tarfile
 import urllib.parse
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import IO, Optional
 
@@ -29,9 +31,11 @@ from packaging.metadata import parse_email
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudaresolve.binary.wheel import DirectoryTooLarge, open_zip
 from cudaresolve.index.cache import IndexCache, OfflineMiss
-from cudaresolve.index.downloads import Progress, check_sha256, download
-from cudaresolve.index.http import Http, IndexAccessError, local_path
+from cudaresolve.index.downloads import Progress, download
+from cudaresolve.index.http import Cap, Http, IndexAccessError, LimitExceeded, local_path
+from cudaresolve.index.limits import Limits, size_text
 from cudaresolve.index.pages import ProjectFile
 
 # The first range read: the last 1/64 of the wheel, at least 65 KiB (the EOCD with any comment and a
@@ -62,12 +66,17 @@ class MetadataUnavailable(IndexAccessError):
 def core_metadata(
     http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None
 ) -> CoreMetadata:
-    """The core metadata of `file`, from the cache, PEP 658, range reads or a full download."""
+    """The core metadata of `file`, from the cache, PEP 658, range reads or a full download.
+
+    A cached entry that does not parse, or describes another file, is discarded and fetched again."""
     key = _cache_key(file)
     if key is not None:
-        stored = cache.blob("metadata", key)
+        stored = cache.blob("metadata", key, http.limits.metadata_bytes)
         if stored is not None:
-            return parse_metadata(stored, file, "cache")
+            try:
+                return parse_metadata(stored, file, "cache")
+            except IndexAccessError:
+                cache.discard("metadata", key)
         if cache.offline:
             raise OfflineMiss(f"--offline: the metadata of {file.filename} is not in the cache")
     raw, how = _fetch(http, cache, file, progress)
@@ -78,11 +87,12 @@ def core_metadata(
 
 
 def parse_metadata(raw: bytes, file: ProjectFile, how: str) -> CoreMetadata:
-    """Parse METADATA/PKG-INFO bytes and check they describe the file they came from."""
+    """Parse METADATA/PKG-INFO bytes and check they describe the file they came from: an email
+    message with Metadata-Version, Name and Version, of `file`'s project and version."""
     fields, _ = parse_email(raw)
     name, version = fields.get("name"), fields.get("version")
-    if not name or not version:
-        raise IndexAccessError(f"{file.filename}: its metadata has no Name or Version")
+    if not name or not version or not fields.get("metadata_version"):
+        raise IndexAccessError(f"{file.filename}: its metadata has no Metadata-Version, Name or Version")
     try:
         same_version = Version(version) == file.version
     except InvalidVersion:
@@ -112,10 +122,13 @@ def _cache_key(file: ProjectFile) -> Optional[str]:
 def _fetch(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress]) -> tuple[bytes, str]:
     what = f"{file.name} {file.version}"
     if file.url.startswith("file:"):
-        with open(local_path(file.url), "rb") as local:
-            return _from_archive(local, file), "local"
+        try:
+            with open(local_path(file.url), "rb") as local:
+                return _from_archive(local, file, http.limits), "local"
+        except OSError as exc:
+            raise IndexAccessError(f"cannot read {local_path(file.url)} ({what}): {exc.strerror or exc}") from None
     if file.metadata_hashes is not None:
-        reply = http.get(file.url + ".metadata", what=what)
+        reply = http.get(file.url + ".metadata", cap=Cap(http.limits.metadata_bytes, "a metadata file"), what=what)
         if reply.status == 200:
             expected = dict(file.metadata_hashes).get("sha256")
             if expected and hashlib.sha256(reply.body).hexdigest() != expected:
@@ -128,73 +141,151 @@ def _fetch(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[
             if ranged is not None:
                 return ranged
     with download(http, file, progress) as whole:
-        return _from_archive(whole, file), "download"
+        return _from_archive(whole, file, http.limits), "download"
 
 
 def _range_read(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> Optional[tuple[bytes, str]]:
-    """METADATA through range requests; None when the server does not do ranges (then remembered)."""
+    """METADATA through range requests; None when the server does not do ranges (then remembered,
+    and the caller downloads the file: a 200 answer's body is not read into memory here)."""
     what = f"{file.name} {file.version}"
     tail = min(TAIL_MAX, max(TAIL_MIN, (file.size or 0) // TAIL_FRACTION))
-    reply = http.get(file.url, headers={"Range": f"bytes=-{tail}", "Accept-Encoding": "identity"}, what=what)
-    if reply.status == 200:  # the server sent the whole file: use it, and ask it no more ranges
+    headers = {"Range": f"bytes=-{tail}", "Accept-Encoding": "identity"}
+    reply = http.get(file.url, cap=Cap(tail, "a range read"), headers=headers, what=what)
+    if reply.status == 200:
         cache.remember_refuses_ranges(host)
-        check_sha256(file, hashlib.sha256(reply.body).hexdigest())
-        return _from_archive(io.BytesIO(reply.body), file), "download"
+        return None
     if reply.status != 206:
         if reply.status in (404, 410):
             raise IndexAccessError(f"cannot read {file.url} ({what}): HTTP {reply.status}")
         return None
     size = _total_size(reply.headers.get("Content-Range"))
-    if size is None:
+    if size is None or len(reply.body) > size:
         return None
     ranged = _RangeFile(http, file.url, size, what)
     ranged.add(size - len(reply.body), reply.body)
-    return _from_archive(ranged, file), "range"
+    return _from_archive(ranged, file, http.limits), "range"
 
 
-def _from_archive(stream: IO[bytes], file: ProjectFile) -> bytes:
+def _from_archive(stream: IO[bytes], file: ProjectFile, limits: Limits) -> bytes:
     """METADATA from a wheel, PKG-INFO from an sdist (zip or tar.gz), read from `stream`."""
     if file.is_wheel:
-        return _wheel_metadata(stream, file)
+        return _wheel_metadata(stream, file, limits)
     if file.filename.endswith(".zip"):
-        with _open_zip(stream, file) as archive:
+        with _open_zip(stream, file, limits) as archive:
             names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith("/PKG-INFO")]
-            return _static_pkg_info(_read_member(archive, names, file), file)
+            return _static_pkg_info(_read_member(archive, names, file, limits), file)
+    return _static_pkg_info(_tar_pkg_info(stream, file, limits), file)
+
+
+def _tar_pkg_info(stream: IO[bytes], file: ProjectFile, limits: Limits) -> bytes:
+    """The top-level PKG-INFO of a .tar.gz sdist. At most `sdist_bytes` of the uncompressed tar are
+    read looking for it (a gzip bomb stops there), and no single read, a member or a pax header,
+    may be larger than `metadata_bytes` (tarfile would hold it whole)."""
     try:
-        with tarfile.open(fileobj=stream, mode="r:gz") as archive:
-            member = next((m for m in archive.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
-            extracted = archive.extractfile(member) if member is not None and member.isfile() else None
-            if extracted is None:
-                raise MetadataUnavailable(f"{file.filename}: no PKG-INFO at the top of the sdist")
-            return _static_pkg_info(extracted.read(), file)
-    except (tarfile.TarError, EOFError, OSError) as exc:
+        with gzip.GzipFile(fileobj=stream) as unzipped:
+            bounded = _BoundedReads(unzipped, limits.sdist_bytes, limits.metadata_bytes)
+            with tarfile.open(fileobj=bounded, mode="r:") as archive:
+                for member in archive:
+                    if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO") and member.isfile():
+                        extracted = archive.extractfile(member)
+                        assert extracted is not None
+                        return extracted.read()
+    except _TooLarge as exc:
+        raise LimitExceeded(f"{file.url}: {exc}") from None
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise IndexAccessError(f"{file.filename}: not a readable sdist ({exc})") from None
+    raise MetadataUnavailable(f"{file.filename}: no PKG-INFO at the top of the sdist")
 
 
-def _wheel_metadata(stream: IO[bytes], file: ProjectFile) -> bytes:
-    with _open_zip(stream, file) as archive:
+class _TooLarge(Exception):
+    pass
+
+
+class _BoundedReads(io.RawIOBase):
+    """A seekable read-only view of `source` that ends at `total` bytes and refuses a read of more than `each`."""
+
+    def __init__(self, source: IO[bytes], total: int, each: int):
+        super().__init__()
+        self._source, self._total, self._each = source, total, each
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._source.tell()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        position = self._source.seek(offset, whence)
+        self._within(position)
+        return position
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0 or n > self._each:
+            raise _TooLarge(f"a tar member or header larger than {size_text(self._each)}, the limit for a metadata file")
+        data = self._source.read(n)
+        self._within(self._source.tell())
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _within(self, position: int) -> None:
+        if position > self._total:
+            raise _TooLarge(f"no PKG-INFO in the first {size_text(self._total)} of the uncompressed sdist, the limit for an sdist")
+
+
+def _wheel_metadata(stream: IO[bytes], file: ProjectFile, limits: Limits) -> bytes:
+    with _open_zip(stream, file, limits) as archive:
         names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-        if isinstance(stream, _RangeFile) and len(names) == 1:
-            info = archive.getinfo(names[0])
-            stream.prefetch(info.header_offset, 30 + len(info.filename) + MEMBER_SLACK + info.compress_size)
-        return _read_member(archive, names, file)
+        if len(names) == 1:
+            info = _bounded_member(archive, names[0], file, limits)
+            if isinstance(stream, _RangeFile):
+                stream.prefetch(info.header_offset, 30 + len(info.filename) + MEMBER_SLACK + info.compress_size)
+        return _read_member(archive, names, file, limits)
 
 
-def _open_zip(stream: IO[bytes], file: ProjectFile) -> zipfile.ZipFile:
+def _open_zip(stream: IO[bytes], file: ProjectFile, limits: Limits) -> zipfile.ZipFile:
     try:
-        return zipfile.ZipFile(stream)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise IndexAccessError(f"{file.filename}: not a readable zip ({exc})") from None
+        return open_zip(stream, limits.central_directory_bytes)
+    except DirectoryTooLarge:
+        raise LimitExceeded(
+            f"{file.url}: its zip directory is larger than {size_text(limits.central_directory_bytes)}, the limit for a wheel's directory"
+        ) from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
+        raise IndexAccessError(f"{file.url}: not a readable zip ({exc})") from None
 
 
-def _read_member(archive: zipfile.ZipFile, names: list[str], file: ProjectFile) -> bytes:
+def _bounded_member(archive: zipfile.ZipFile, name: str, file: ProjectFile, limits: Limits) -> zipfile.ZipInfo:
+    """The member's entry, refused when it claims more than a metadata file may have."""
+    info = archive.getinfo(name)
+    claimed = max(info.file_size, info.compress_size)
+    if claimed > limits.metadata_bytes:
+        raise LimitExceeded(f"{file.url}: {name} claims {claimed:,} bytes, over {_metadata_cap(limits).text()}")
+    return info
+
+
+def _read_member(archive: zipfile.ZipFile, names: list[str], file: ProjectFile, limits: Limits) -> bytes:
     if len(names) != 1:
         found = "none" if not names else ", ".join(names)
-        raise IndexAccessError(f"{file.filename}: expected one top-level metadata file, found {found}")
+        raise IndexAccessError(f"{file.url}: expected one top-level metadata file, found {found}")
+    info = _bounded_member(archive, names[0], file, limits)
     try:
-        return archive.read(names[0])  # checks the member's CRC-32
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-        raise IndexAccessError(f"{file.filename}: {names[0]} is damaged ({exc})") from None
+        with archive.open(info) as member:
+            data = member.read(limits.metadata_bytes + 1)
+            if len(data) > limits.metadata_bytes:  # zipfile stops at the stated size; never trust that alone
+                raise LimitExceeded(f"{file.url}: {names[0]} inflates past {_metadata_cap(limits).text()}")
+            return data  # read to its end, where zipfile checks the CRC-32
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, zlib.error) as exc:
+        raise IndexAccessError(f"{file.url}: {names[0]} is damaged ({exc})") from None
+
+
+def _metadata_cap(limits: Limits) -> Cap:
+    return Cap(limits.metadata_bytes, "a metadata file")
 
 
 def _static_pkg_info(raw: bytes, file: ProjectFile) -> bytes:
@@ -279,7 +370,10 @@ class _RangeFile(io.RawIOBase):
 
     def _fetch(self, start: int, end: int) -> None:
         reply = self._http.get(
-            self._url, headers={"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}, what=self._what
+            self._url,
+            cap=Cap(end - start, "a range read"),
+            headers={"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"},
+            what=self._what,
         )
         if reply.status != 206 or len(reply.body) != end - start:
             raise IndexAccessError(

@@ -16,10 +16,12 @@ from cudaresolve.binary.wheel import WheelFacts, read_wheel
 from cudaresolve.env.cache import dumps_facts, loads_facts
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.downloads import Progress, download
-from cudaresolve.index.http import Http, local_path
+from cudaresolve.index.http import Http, IndexAccessError, local_path
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import wheel_facts as table
 from cudaresolve.knowledge.wheel_facts import from_record
+
+FACTS_BYTES = 256 << 20  # the most of a cached entry of a wheel's facts read back
 
 
 def wheel_binary_facts(
@@ -30,17 +32,25 @@ def wheel_binary_facts(
         row = table.find(file.name, str(file.version), file.filename)
         if row is not None:
             return from_record(row)
+    limits = http.limits
+    bounds = {"max_directory": limits.central_directory_bytes, "max_member": limits.elf_member_bytes}
     if file.url.startswith("file:"):
-        with open(local_path(file.url), "rb") as local:
-            return read_wheel(local, file.filename)
+        try:
+            with open(local_path(file.url), "rb") as local:
+                return read_wheel(local, file.filename, **bounds)
+        except OSError as exc:
+            raise IndexAccessError(f"cannot read {local_path(file.url)} ({file.name} {file.version}): {exc.strerror or exc}") from None
     key = file.sha256 or "url:" + file.url
-    stored = loads_facts(cache.blob("wheel-facts", key) or b"")
-    if isinstance(stored, tuple) and len(stored) == 4:
-        label, members, unreadable, not_elf = stored
-        return WheelFacts(label, members, unreadable, not_elf)
+    stored = cache.blob("wheel-facts", key, FACTS_BYTES)
+    if stored is not None:
+        facts = loads_facts(stored)
+        if isinstance(facts, tuple) and len(facts) == 4:
+            label, members, unreadable, not_elf = facts
+            return WheelFacts(label, members, unreadable, not_elf)
+        cache.discard("wheel-facts", key)
     if cache.offline:
         raise OfflineMiss(f"--offline: the binary facts of {file.filename} are not in the cache")
     with download(http, file, progress) as stream:
-        facts = read_wheel(stream, file.filename)
+        facts = read_wheel(stream, file.filename, **bounds)
     cache.store_blob("wheel-facts", key, dumps_facts((facts.label, facts.members, facts.unreadable, facts.not_elf)))
     return facts

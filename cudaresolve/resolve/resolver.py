@@ -8,7 +8,6 @@ lock's doing (the doctor reports it), and refusing every set for it would help n
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -26,7 +25,6 @@ from cudaresolve.env.environment import Environment
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
-from cudaresolve.index.http import local_path
 from cudaresolve.knowledge import components, cupy
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
@@ -258,7 +256,7 @@ def _as_lock(
             reason = "installed, kept"
         else:
             reason = candidate.build.evidence if candidate.build else "the newest release that fits"
-        sha256 = file.sha256 or (_local_sha256(file.url) if file.url.startswith("file:") else None)
+        sha256 = index.sha256(file)
         if name in notes:
             reason = f"{notes[name]}; {reason}"
         # a wheel found by --find-links has no index: pip reaches it through its directory (output/lock.py)
@@ -320,11 +318,3 @@ def _compared(other: Candidate, chosen: Candidate) -> str:
     if _older_cuda(other, chosen):
         return f"older CUDA than {label}, which runs here"
     return f"not needed: {label} runs here and fits every requirement"
-
-
-def _local_sha256(url: str) -> str:
-    digest = hashlib.sha256()
-    with open(local_path(url), "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
