@@ -157,7 +157,7 @@ def _hosts(args: argparse.Namespace) -> list:
 
 def _cmd_lock(args: argparse.Namespace) -> int:
     from cudaresolve.env.interpreter import target_for
-    from cudaresolve.output.lock import constraints_txt, lock_file_name_ok, pylock_toml, requirements_txt, write_atomically
+    from cudaresolve.lockfile.pylock import constraints_txt, lock_file_name_ok, pylock_toml, requirements_txt, write_atomically
     from cudaresolve.output.lock_report import render_json, render_text
 
     if args.check is not None:
@@ -230,7 +230,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.integrations.pip import externally_managed, pip_install_command, pips_refusal, run
-    from cudaresolve.output.lock import read_pylock, requirements_txt
+    from cudaresolve.lockfile.pylock import read_pylock, requirements_txt
     from cudaresolve.output.plan import render_plan, render_state
     from cudaresolve.resolve.plan import install_plan
 
@@ -285,7 +285,7 @@ def _cmd_pip(args: argparse.Namespace) -> int:
 
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.integrations.pip import run, split_install_arguments
-    from cudaresolve.output.lock import constraints_txt
+    from cudaresolve.lockfile.pylock import constraints_txt
 
     target = target_for(python=args.python)
     pip = [target.python, "-m", "pip"]
@@ -429,7 +429,7 @@ def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> in
 
 def _check_lock(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
-    from cudaresolve.output.lock import read_pylock
+    from cudaresolve.lockfile.pylock import read_pylock
 
     labels, lines = _misfits(args, read_pylock(args.check))
     if lines:
@@ -441,7 +441,7 @@ def _check_lock(args: argparse.Namespace) -> int:
 
 def _cmd_why(args: argparse.Namespace) -> int:
     """why NAME: what a lock file says about one distribution: its pin, why, and what was set aside."""
-    from cudaresolve.output.lock import read_pylock
+    from cudaresolve.lockfile.pylock import read_pylock
     from cudaresolve.output.lock_report import render_why
 
     text = render_why(read_pylock(args.lock), args.name)

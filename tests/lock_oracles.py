@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 from packaging.utils import canonicalize_name
 
-from cudaresolve.resolve.lock import Lock
+from cudaresolve.lockfile.model import Lock
 
 
 def clean_environ(extra: Optional[dict] = None) -> dict:

@@ -33,7 +33,7 @@ from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve.env.distributions import read_distributions
-from cudaresolve.output.lock import read_pylock
+from cudaresolve.lockfile.pylock import read_pylock
 
 from conftest import cache_dir
 from index_server import IndexServer, make_wheel

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, MigDevice, Note
-from cudaresolve.output.lock import (
+from cudaresolve.lockfile.pylock import (
     constraints_txt,
     lock_file_name_ok,
     pylock_toml,
@@ -27,7 +27,7 @@ from cudaresolve.output.lock import (
     requirements_txt,
     write_atomically,
 )
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel
 
 from conftest import build_venv
 from index_server import IndexServer, make_wheel

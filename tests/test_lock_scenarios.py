@@ -25,8 +25,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.cli import main
-from cudaresolve.output.lock import read_pylock
-from cudaresolve.resolve.lock import Lock
+from cudaresolve.lockfile.pylock import read_pylock
+from cudaresolve.lockfile.model import Lock
 from cudaresolve.knowledge import torch as torch_data
 
 from conftest import build_venv

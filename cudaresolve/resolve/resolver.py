@@ -31,7 +31,7 @@ from cudaresolve.knowledge import components, cupy
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.conda import conda_providers
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
 from cudaresolve.resolve.provider import Provider, root_requirements
@@ -261,7 +261,7 @@ def _as_lock(
         sha256 = file.sha256 or (_local_sha256(file.url) if file.url.startswith("file:") else None)
         if name in notes:
             reason = f"{notes[name]}; {reason}"
-        # a wheel found by --find-links has no index: pip reaches it through its directory (output/lock.py)
+        # a wheel found by --find-links has no index: pip reaches it through its directory (lockfile/pylock.py)
         source = None if file.source in index.config.find_links else file.source
         packages.append(
             LockedPackage(name, str(candidate.version), source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)

@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,8 +1,9 @@
 """The lock: what `cudaresolve lock` chose for a host, as plain frozen data.
 
-Why its own module: the resolver produces it, the writers in output/lock.py turn it into
-pylock.toml, a constraints file or a hashed requirements file, and `read_pylock` builds it back from
-a file; none of them should depend on another. No I/O here.
+Why here: it is the model of the lock files, so the room that reads and writes them owns it. The
+resolver builds one, pylock.py turns it into pylock.toml, a constraints file or a hashed
+requirements file and `read_pylock` builds it back from a file, output/ renders it; nothing here
+imports them. No I/O here.
 """
 
 from __future__ import annotations
