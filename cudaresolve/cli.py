@@ -157,7 +157,8 @@ def _hosts(args: argparse.Namespace) -> list:
 
 def _cmd_lock(args: argparse.Namespace) -> int:
     from cudaresolve.env.interpreter import target_for
-    from cudaresolve.lockfile.pylock import constraints_txt, lock_file_name_ok, pylock_toml, requirements_txt, write_atomically
+    from cudaresolve.lockfile.files import write_together
+    from cudaresolve.lockfile.pylock import constraints_txt, lock_file_name_ok, pylock_toml, requirements_txt
     from cudaresolve.output.lock_report import render_json, render_text
 
     if args.check is not None:
@@ -166,18 +167,20 @@ def _cmd_lock(args: argparse.Namespace) -> int:
         lock_file_name_ok(args.output)
     started = time.perf_counter()
     result, _ = _locked(args, target_for(python=args.python))
+    # Everything is rendered before anything is written, and the files are written together:
+    # a refused value or a failed write leaves every output as it was, stdout included.
     outputs = [(args.output or "pylock.toml", pylock_toml(result))]
     if args.constraints:
         outputs.append((args.constraints, constraints_txt(result)))
     if args.requirements_out:
         outputs.append((args.requirements_out, requirements_txt(result)))
-    for path, text in outputs:
-        if path == "-":
-            sys.stdout.write(text)
-        else:
-            write_atomically(path, text)
-            _say(args, f"wrote {path}")
     report = render_json(result, time.perf_counter() - started) if args.json else render_text(result, explain=args.explain)
+    files = [(path, text) for path, text in outputs if path != "-"]
+    write_together(files)
+    for path, _ in files:
+        _say(args, f"wrote {path}")
+    if args.output == "-":
+        sys.stdout.write(outputs[0][1])
     (sys.stderr if args.output == "-" and not args.json else sys.stdout).write(report)
     return 0
 

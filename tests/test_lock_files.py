@@ -25,8 +25,8 @@ from cudaresolve.lockfile.pylock import (
     pylock_toml,
     read_pylock,
     requirements_txt,
-    write_atomically,
 )
+from cudaresolve.lockfile.files import write_together
 from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel
 
 from conftest import build_venv
@@ -267,23 +267,36 @@ def test_lock_file_names_refused(name):
         lock_file_name_ok(name)
 
 
-def test_write_atomically(tmp_path):
+def test_write_together(tmp_path):
     path = tmp_path / "pylock.toml"
-    write_atomically(str(path), "first\n")
+    write_together([(str(path), "first\n")])
     assert path.read_text() == "first\n"
     path.chmod(0o640)
-    write_atomically(str(path), "second ü\n")
-    assert path.read_text(encoding="utf-8") == "second ü\n"
+    write_together([(str(path), "second ü\n"), (str(tmp_path / "c.txt"), "c\n")])
+    assert path.read_text(encoding="utf-8") == "second ü\n" and (tmp_path / "c.txt").read_text() == "c\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o640  # the replaced file's mode is kept
-    assert os.listdir(tmp_path) == ["pylock.toml"]  # no temporary file left behind
+    assert sorted(os.listdir(tmp_path)) == ["c.txt", "pylock.toml"]  # no temporary file left behind
     with pytest.raises(UsageError, match="cannot write .*missing"):
-        write_atomically(str(tmp_path / "missing" / "pylock.toml"), "x")
+        write_together([(str(tmp_path / "missing" / "pylock.toml"), "x")])
+
+
+def test_write_together_replaces_nothing_when_one_cannot_be_written(tmp_path):
+    """The third output's directory is missing: the first two stay as they were, no temporary file stays."""
+    (tmp_path / "pylock.toml").write_text("old lock\n")
+    outputs = [(str(tmp_path / "pylock.toml"), "new lock\n"), (str(tmp_path / "c.txt"), "c\n"),
+               (str(tmp_path / "missing" / "r.txt"), "r\n")]
+    with pytest.raises(UsageError, match="cannot write .*missing/r.txt"):
+        write_together(outputs)
+    assert os.listdir(tmp_path) == ["pylock.toml"] and (tmp_path / "pylock.toml").read_text() == "old lock\n"
+    with pytest.raises(UsageError, match="named for two of the outputs"):
+        write_together([(str(tmp_path / "pylock.toml"), "a"), (str(tmp_path / "." / "pylock.toml"), "b")])
+    assert (tmp_path / "pylock.toml").read_text() == "old lock\n"
 
 
 def test_new_file_gets_the_umask_mode(tmp_path):
     old = os.umask(0o027)
     try:
-        write_atomically(str(tmp_path / "pylock.toml"), "x")
+        write_together([(str(tmp_path / "pylock.toml"), "x")])
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "pylock.toml").stat().st_mode) == 0o640

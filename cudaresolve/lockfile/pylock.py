@@ -1,8 +1,7 @@
 """The lock as files: PEP 751 pylock.toml, a pip constraints file and a hashed pip requirements file.
 
-The writers are pure functions of a `Lock` returning text; `write_atomically` is the one I/O helper,
-so a half-written lock never replaces a good one. `read_pylock` reads a pylock.toml back, ours or
-another tool's. TOML is written by hand: the format is small and the project reads TOML only.
+The writers are pure functions of a `Lock` returning text (files.py puts them on disk).
+`read_pylock` reads a pylock.toml back, ours or another tool's. TOML is written by hand: the format is small and the project reads TOML only.
 docs/lock-files.md describes every format.
 """
 
@@ -12,7 +11,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -260,33 +258,6 @@ def lock_file_name_ok(path: str) -> None:
             f"{path}: a PEP 751 lock file must be named pylock.toml or pylock.<name>.toml "
             "(lowercase prefix and suffix, <name> without dots)"
         )
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same directory and os.replace, so a
-    reader sees the old file or the new one, never half of one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        mode = os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-    temp = None
-    try:
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except OSError as exc:
-        if temp is not None and os.path.exists(temp):
-            os.unlink(temp)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 # -- reading pylock.toml -------------------------------------------------------------------------
