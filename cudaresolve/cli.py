@@ -158,7 +158,8 @@ def _hosts(args: argparse.Namespace) -> list:
 def _cmd_lock(args: argparse.Namespace) -> int:
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.lockfile.files import write_together
-    from cudaresolve.lockfile.pylock import constraints_txt, lock_file_name_ok, pylock_toml, requirements_txt
+    from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
+    from cudaresolve.lockfile.pylock import lock_file_name_ok, pylock_toml
     from cudaresolve.output.lock_report import render_json, render_text
 
     if args.check is not None:
@@ -233,7 +234,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.integrations.pip import externally_managed, pip_install_command, pips_refusal, run
-    from cudaresolve.lockfile.pylock import read_pylock, requirements_txt
+    from cudaresolve.lockfile.pip import requirements_txt
+    from cudaresolve.lockfile.pylock import read_pylock
     from cudaresolve.output.plan import render_plan, render_state
     from cudaresolve.resolve.plan import install_plan
 
@@ -288,7 +290,7 @@ def _cmd_pip(args: argparse.Namespace) -> int:
 
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.integrations.pip import run, split_install_arguments
-    from cudaresolve.lockfile.pylock import constraints_txt
+    from cudaresolve.lockfile.pip import constraints_txt
 
     target = target_for(python=args.python)
     pip = [target.python, "-m", "pip"]

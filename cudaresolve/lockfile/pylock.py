@@ -1,8 +1,17 @@
-"""The lock as files: PEP 751 pylock.toml, a pip constraints file and a hashed pip requirements file.
+"""PEP 751's pylock.toml: its file-name rule, the writer and the validating reader.
 
-The writers are pure functions of a `Lock` returning text (files.py puts them on disk).
-`read_pylock` reads a pylock.toml back, ours or another tool's. TOML is written by hand: the format is small and the project reads TOML only.
-docs/lock-files.md describes every format.
+`read_pylock` is the one way a lock file comes in (`install --lock`, `lock --check`, `why`): the
+file is read up to `fields.MAX_FILE_BYTES`, parsed, and every value it uses passes its rule in
+fields.py before a `Lock` exists; anything else is a LockFileError (exit 3) naming the file, the
+key and the package. TOML is written by hand: the format is small and the project reads TOML only.
+
+Why not `packaging.pylock` (a Pylock model with validation): it arrived in packaging 26.0, which
+still runs on Python 3.8 (26.4 needs 3.10), so Python 3.9 is no obstacle, but cudaresolve
+would raise its packaging floor from 23 to 26 for it, and its validation is not strict enough for
+what pip's input needs: hashes, URLs, `index` and `path` may be any strings (a newline or an option
+passes), sizes any integer, and a name must already be normalised (another tool's `Attrs` is
+refused rather than normalised). Every rule below would still be needed beside it, so the tests use
+it as an independent reader of what we write instead.
 """
 
 from __future__ import annotations
@@ -12,29 +21,41 @@ import os
 import re
 import sys
 import urllib.parse
-import urllib.request
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, TypeVar
 
-from packaging.markers import InvalidMarker, Marker
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import parse_wheel_filename
 
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.lockfile import fields
+from cudaresolve.lockfile.fields import LockFileError
+from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel, checked
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:
     import tomli as tomllib
 
+T = TypeVar("T")
+
 LOCK_VERSION = "1.0"
 TOOL = "cudaresolve"
 _NAMED_LOCK = re.compile(r"^pylock\.([^.]+)\.toml$")  # PEP 751's rule for a named lock file
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-_SOURCE_KEYS = ("vcs", "directory", "archive", "sdist")
+_OTHER_SOURCES = ("sdist", "vcs", "directory", "archive")
+
+
+def lock_file_name_ok(path: str) -> None:
+    """Refuse a pylock file name PEP 751 does not allow; "-" (stdout) passes."""
+    if path == "-":
+        return
+    name = os.path.basename(path)
+    if name != "pylock.toml" and not _NAMED_LOCK.match(name):
+        raise UsageError(
+            f"{path}: a PEP 751 lock file must be named pylock.toml or pylock.<name>.toml "
+            "(lowercase prefix and suffix, <name> without dots)"
+        )
 
 
 # -- TOML, by hand -------------------------------------------------------------------------------
@@ -103,41 +124,57 @@ def _table(path: str, mapping: dict, array: bool = False) -> list[str]:
     return lines
 
 
-# -- pylock.toml ---------------------------------------------------------------------------------
+# -- writing -------------------------------------------------------------------------------------
 
 
-def _groups(lock: Lock) -> list[list[LockedPackage]]:
+def wheel_groups(lock: Lock) -> list[list[LockedPackage]]:
     """Packages with a wheel, one group per [[packages]] entry: a name, version, index and marker
-    with several wheels (another tool's multi-platform lock read back) is one entry, as PEP 751 wants."""
+    with several wheels (another tool's multi-platform lock read back) is one entry, as PEP 751 wants.
+    `lock` is a checked one: its names are canonical."""
     groups: dict[tuple, list[LockedPackage]] = {}
     for package in lock.packages:
         if package.wheel is not None:
-            key = (canonicalize_name(package.name), package.version, package.index or "", package.marker or "")
+            key = (package.name, package.version, package.index or "", package.marker or "")
             groups.setdefault(key, []).append(package)
     return [groups[key] for key in sorted(groups)]
+
+
+def sha256_of(package: LockedPackage, origin: str) -> str:
+    """The wheel's digest, which PEP 751 and pip's hash-checking mode both require."""
+    assert package.wheel is not None
+    if not package.wheel.sha256:
+        raise LockFileError(
+            f"{origin}: wheels.hashes.sha256 (package {package.name}): {package.wheel.filename} has no sha256, "
+            "which PEP 751 and pip's hash-checking need"
+        )
+    return package.wheel.sha256
 
 
 def _reason(group: list[LockedPackage]) -> str:
     return "; ".join(dict.fromkeys(package.reason for package in group if package.reason))
 
 
-def _sha256(package: LockedPackage) -> str:
-    """The wheel's digest, which PEP 751 and pip's hash-checking mode both require."""
-    assert package.wheel is not None
-    if not package.wheel.sha256:
-        raise ValueError(f"{package.name} {package.version}: {package.wheel.filename} has no sha256 to lock")
-    return package.wheel.sha256
-
-
 def pylock_toml(lock: Lock) -> str:
-    """The lock as a PEP 751 pylock.toml; host facts, decisions and kept distributions go in [tool.cudaresolve]."""
+    """The lock as a PEP 751 pylock.toml; host facts, decisions and kept distributions go in [tool.cudaresolve].
+
+    Every value passes its rule first (model.checked). An entry with only another source (read
+    from another tool's lock) is refused: cudaresolve keeps no sdist, VCS, directory or archive to
+    write back."""
+    origin = "the lock to write"
+    lock = checked(lock, origin)
+    for package in lock.packages:
+        if package.other_source is not None:
+            raise LockFileError(f"{origin}: {package.other_source} (package {package.name}): cudaresolve writes wheels only")
     lines = [f"lock-version = {_string(LOCK_VERSION)}"]
     if lock.requires_python:
         lines.append(f"requires-python = {_string(lock.requires_python)}")
     lines.append(f"created-by = {_string(lock.created_by)}")
-    for group in _groups(lock):
+    groups = wheel_groups(lock)
+    if not groups:
+        lines.append("packages = []")  # PEP 751 requires the key, even for a lock of nothing to install
+    for group in groups:
         first = group[0]
-        lines += ["", "[[packages]]", f"name = {_string(canonicalize_name(first.name))}"]
+        lines += ["", "[[packages]]", f"name = {_string(first.name)}"]
         lines.append(f"version = {_string(first.version)}")
         if first.marker:
             lines.append(f"marker = {_string(first.marker)}")
@@ -146,7 +183,7 @@ def pylock_toml(lock: Lock) -> str:
         lines.append("wheels = [")
         for package in sorted(group, key=lambda p: p.wheel.filename):
             wheel = package.wheel
-            entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": _sha256(package)}}
+            entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, origin)}}
             lines.append(f"    {_value(entry)},")
         lines.append("]")
         if _reason(group):
@@ -154,9 +191,8 @@ def pylock_toml(lock: Lock) -> str:
     tool: dict[str, Any] = {"index-urls": list(lock.index_urls)}
     tool["hosts"] = [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)]
     tool["kept"] = [
-        {"name": canonicalize_name(p.name), "version": p.version, "marker": p.marker, "reason": p.reason,
-         "provided-by": p.provided_by}
-        for p in sorted(lock.packages, key=lambda p: (canonicalize_name(p.name), p.version))
+        {"name": p.name, "version": p.version, "marker": p.marker, "reason": p.reason, "provided-by": p.provided_by}
+        for p in sorted(lock.packages, key=lambda p: (p.name, p.version))
         if p.wheel is None
     ]
     tool["decisions"] = [
@@ -171,209 +207,148 @@ def pylock_toml(lock: Lock) -> str:
     return "\n".join(lines) + "\n"
 
 
-# -- pip's formats -------------------------------------------------------------------------------
-
-
-def _parent_url(url: str) -> str:
-    """Where pip's --find-links finds a wheel the lock names by URL alone (no index)."""
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme == "file":
-        return os.path.dirname(urllib.request.url2pathname(parsed.path))
-    return urllib.parse.urlunsplit(parsed._replace(path=parsed.path.rsplit("/", 1)[0] + "/", query="", fragment=""))
-
-
-def _index_lines(lock: Lock) -> list[str]:
-    """pip options that reach every file of the lock: its indexes (variant indexes included), the
-    directories of wheels it found by location, and --no-index when it used no index at all."""
-    extra = list(lock.index_urls[1:])
-    for package in sorted(lock.packages, key=lambda p: canonicalize_name(p.name)):
-        if package.index and package.index not in lock.index_urls and package.index not in extra:
-            extra.append(package.index)
-    lines = [f"--index-url {lock.index_urls[0]}"] if lock.index_urls else []
-    lines += [f"--extra-index-url {url}" for url in extra]
-    if not lines:
-        lines.append("--no-index")
-    links = [
-        _parent_url(p.wheel.url)
-        for p in sorted(lock.packages, key=lambda p: canonicalize_name(p.name))
-        if p.wheel is not None and not p.index
-    ]
-    lines += [f"--find-links {link}" for link in dict.fromkeys(links)]
-    return lines
-
-
-def _pin(package: LockedPackage) -> str:
-    """`name==version ; marker`; a source tree another tool locked without a version stays unpinned."""
-    name = canonicalize_name(package.name)
-    pin = f"{name}=={package.version}" if package.version else name
-    return f"{pin} ; {package.marker}" if package.marker else pin
-
-
-def constraints_txt(lock: Lock) -> str:
-    """A pip constraints file: `pip install -c FILE REQ...` installs exactly the lock.
-
-    A conda package standing for a wheel cannot be said in pip's terms (a constraint limits what pip
-    installs, it cannot tell pip a dependency is already met), so it is a comment."""
-    pins = sorted({_pin(package) for package in lock.packages if package.provided_by is None})
-    header = f"# {lock.created_by}: pip install -c THIS-FILE REQUIREMENT...; installs exactly this lock"
-    return "\n".join([header] + _index_lines(lock) + pins + _conda_comments(lock)) + "\n"
-
-
-def _conda_comments(lock: Lock) -> list[str]:
-    return [
-        f"# {canonicalize_name(p.name)}: provided by {p.provided_by}; pip must not install it (cudaresolve install "
-        "installs with --no-deps)"
-        for p in sorted(lock.packages, key=lambda p: canonicalize_name(p.name))
-        if p.provided_by is not None
-    ]
-
-
-def requirements_txt(lock: Lock) -> str:
-    """A pip requirements file with every wheel's hash, for `pip install --require-hashes -r FILE`.
-
-    Kept installed distributions have no file to hash, so they are named in comments only.
-    """
-    lines = [f"# {lock.created_by}: pip install --require-hashes -r THIS-FILE; installs exactly this lock"]
-    lines += _index_lines(lock)
-    for group in _groups(lock):
-        lines.append(_pin(group[0]) + " \\")
-        hashes = sorted({_sha256(package) for package in group})
-        lines += [f"    --hash=sha256:{digest}" + (" \\" if i < len(hashes) - 1 else "") for i, digest in enumerate(hashes)]
-    for package in sorted(lock.packages, key=lambda p: canonicalize_name(p.name)):
-        if package.wheel is None and package.provided_by is None:
-            lines.append(f"# kept installed, no file to hash: {_pin(package)}")
-    return "\n".join(lines + _conda_comments(lock)) + "\n"
-
-
-# -- files ---------------------------------------------------------------------------------------
-
-
-def lock_file_name_ok(path: str) -> None:
-    """Refuse a pylock file name PEP 751 does not allow; "-" (stdout) passes."""
-    if path == "-":
-        return
-    name = os.path.basename(path)
-    if name != "pylock.toml" and not _NAMED_LOCK.match(name):
-        raise UsageError(
-            f"{path}: a PEP 751 lock file must be named pylock.toml or pylock.<name>.toml "
-            "(lowercase prefix and suffix, <name> without dots)"
-        )
-
-
-# -- reading pylock.toml -------------------------------------------------------------------------
+# -- reading -------------------------------------------------------------------------------------
 
 
 class _Reader:
-    """Typed look-ups in parsed TOML that fail as one line naming the file and the key path."""
+    """Typed, validated look-ups in parsed TOML that fail as one line naming the file, the key path
+    and, inside a package, the package."""
 
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def fail(self, key: str, problem: str) -> UsageError:
-        return UsageError(f"{self.path}: {key}: {problem}")
+    def fail(self, key: str, problem: str, package: str = "") -> LockFileError:
+        who = f" (package {package})" if package else ""
+        return LockFileError(f"{self.path}: {key}{who}: {problem}")
 
-    def get(self, table: dict, key: str, where: str, kind: type, required: bool = False) -> Any:
+    def get(self, table: dict, key: str, where: str, kind: type, required: bool = False, package: str = "") -> Any:
         full = f"{where}.{key}" if where else key
         if key not in table:
             if required:
-                raise self.fail(full, "missing")
+                raise self.fail(full, "missing", package)
             return None
         value = table[key]
         if kind is int and isinstance(value, bool) or not isinstance(value, kind):
-            raise self.fail(full, f"expected {_KINDS[kind]}, got {value!r}")
+            raise self.fail(full, f"expected {_KINDS[kind]}, got {fields.shown(value)}", package)
         return value
 
-    def tables(self, table: dict, key: str, where: str, required: bool = False) -> list[tuple[str, dict]]:
+    def field(self, table: dict, key: str, where: str, rule: Callable[[Any], T], required: bool = False, package: str = "") -> Optional[T]:
+        """The value at `key` passed through its rule; None when absent and not required."""
+        full = f"{where}.{key}" if where else key
+        if key not in table:
+            if required:
+                raise self.fail(full, "missing", package)
+            return None
+        try:
+            return rule(table[key])
+        except fields.Invalid as exc:
+            raise self.fail(full, str(exc), package) from None
+
+    def tables(self, table: dict, key: str, where: str, required: bool = False, package: str = "") -> list[tuple[str, dict]]:
         """The tables of an array of tables, each with its key path ("packages[2]")."""
-        items = self.get(table, key, where, list, required) or []
+        items = self.get(table, key, where, list, required, package) or []
         full = f"{where}.{key}" if where else key
         for i, item in enumerate(items):
             if not isinstance(item, dict):
-                raise self.fail(f"{full}[{i}]", f"expected a table, got {item!r}")
+                raise self.fail(f"{full}[{i}]", f"expected a table, got {fields.shown(item)}", package)
         return [(f"{full}[{i}]", item) for i, item in enumerate(items)]
 
-    def strings(self, table: dict, key: str, where: str) -> tuple[str, ...]:
+    def values(self, table: dict, key: str, where: str, rule: Callable[[Any], T]) -> tuple[T, ...]:
+        """The values of an array, each passed through its rule."""
         items = self.get(table, key, where, list) or []
+        found = []
         for i, item in enumerate(items):
-            if not isinstance(item, str):
-                raise self.fail(f"{where}.{key}[{i}]", f"expected a string, got {item!r}")
-        return tuple(items)
-
-    def checked(self, table: dict, key: str, where: str, parse: Any, what: str) -> Optional[str]:
-        value = self.get(table, key, where, str)
-        if value is not None:
             try:
-                parse(value)
-            except (InvalidMarker, InvalidSpecifier, InvalidVersion) as exc:
-                first = str(exc).splitlines()[0]  # packaging adds lines pointing at the spot
-                raise self.fail(f"{where}.{key}" if where else key, f"not a valid {what}: {value!r} ({first})") from None
-        return value
+                found.append(rule(item))
+            except fields.Invalid as exc:
+                raise self.fail(f"{where}.{key}[{i}]", str(exc)) from None
+        return tuple(found)
 
 
 _KINDS = {str: "a string", int: "an integer", list: "an array", dict: "a table"}
 
 
 def read_pylock(path: str) -> Lock:
-    """A pylock.toml back as a Lock: ours in full, another tool's with what it does not record left empty.
+    """A pylock.toml back as a Lock, every value validated: ours in full, another tool's with what
+    it does not record left empty. Read up to the size limit, so a device or a huge file costs nothing.
 
     Each wheel of a [[packages]] entry becomes its own LockedPackage (the writer groups them again);
-    an entry without wheels (sdist, VCS, directory, archive) is read as a package with no source.
+    an entry without wheels is read with the kind of source it has instead (`other_source`).
     """
-    reader = _Reader(path)
     try:
         with open(path, "rb") as stream:
-            data = tomllib.loads(stream.read().decode("utf-8"))
+            raw = stream.read(fields.MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        raise LockFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse_pylock(raw, path)
+
+
+def parse_pylock(raw: bytes, path: str) -> Lock:
+    """The bytes of the lock file `path` as a Lock (what read_pylock does once it has read them);
+    every way they can fail is one LockFileError line."""
+    if len(raw) > fields.MAX_FILE_BYTES:
+        raise LockFileError(f"{path}: larger than {fields.MAX_FILE_BYTES >> 20} MiB, more than any lock file needs")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 ({exc})") from None
+        raise LockFileError(f"{path}: not UTF-8 ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML ({exc})") from None
-    version = reader.get(data, "lock-version", "", str, required=True)
-    if version.split(".")[0] != LOCK_VERSION.split(".")[0]:
-        raise reader.fail("lock-version", f"{version!r} is not supported (this cudaresolve reads {LOCK_VERSION})")
-    created_by = reader.get(data, "created-by", "", str, required=True)
-    requires_python = reader.checked(data, "requires-python", "", SpecifierSet, "version specifier")
+        raise LockFileError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise LockFileError(f"{path}: not valid TOML (nested too deeply)") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise LockFileError(f"{path}: not valid TOML ({str(exc).splitlines()[0]})") from None
+    try:
+        return _read_lock(_Reader(path), data, os.path.dirname(os.path.abspath(path)))
+    except RecursionError:
+        raise LockFileError(f"{path}: nested too deeply") from None
+
+
+def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
+    reader.field(data, "lock-version", "", fields.lock_version, required=True)
+    created_by = reader.field(data, "created-by", "", fields.label, required=True)
+    requires_python = reader.field(data, "requires-python", "", fields.requires_python)
     packages = []
     for where, entry in reader.tables(data, "packages", "", required=True):
-        packages += _read_package(reader, where, entry, os.path.dirname(os.path.abspath(path)), created_by)
+        packages += _read_package(reader, where, entry, base, created_by)
     tool = reader.get(reader.get(data, "tool", "", dict) or {}, TOOL, "tool", dict) or {}
     where = f"tool.{TOOL}"
     hosts, labels = [], []
     for host_where, host in reader.tables(tool, "hosts", where):
-        labels.append(reader.get(host, "label", host_where, str, required=True))
+        labels.append(reader.field(host, "label", host_where, fields.label, required=True))
         facts = reader.get(host, "facts", host_where, dict, required=True)
         # Normalised through HostFacts: it validates the facts and puts back the nulls TOML cannot hold.
-        hosts.append(json.loads(HostFacts.from_dict(facts, origin=f"{path}: {host_where}.facts").to_json()))
+        hosts.append(json.loads(HostFacts.from_dict(facts, origin=f"{reader.path}: {host_where}.facts").to_json()))
     for kept_where, kept in reader.tables(tool, "kept", where):
+        name = reader.field(kept, "name", kept_where, fields.name, required=True)
         packages.append(
             LockedPackage(
-                name=reader.get(kept, "name", kept_where, str, required=True),
-                version=reader.get(kept, "version", kept_where, str, required=True),
+                name=name,
+                version=reader.field(kept, "version", kept_where, fields.version, required=True, package=name),
                 index=None,
                 wheel=None,
-                marker=reader.checked(kept, "marker", kept_where, Marker, "marker"),
-                reason=reader.get(kept, "reason", kept_where, str) or "",
-                provided_by=reader.get(kept, "provided-by", kept_where, str),
+                marker=reader.field(kept, "marker", kept_where, fields.marker, package=name),
+                reason=reader.field(kept, "reason", kept_where, fields.text, package=name) or "",
+                provided_by=reader.field(kept, "provided-by", kept_where, fields.label, package=name),
             )
         )
     decisions = []
     for decision_where, decision in reader.tables(tool, "decisions", where):
         rejected = tuple(
             (
-                reader.get(item, "candidate", item_where, str, required=True),
-                reader.get(item, "reason", item_where, str, required=True),
+                reader.field(item, "candidate", item_where, fields.text, required=True),
+                reader.field(item, "reason", item_where, fields.text, required=True),
             )
             for item_where, item in reader.tables(decision, "rejected", decision_where)
         )
         decisions.append(
             Decision(
-                name=reader.get(decision, "name", decision_where, str, required=True),
-                chosen=reader.get(decision, "chosen", decision_where, str),
+                name=reader.field(decision, "name", decision_where, fields.text, required=True),
+                chosen=reader.field(decision, "chosen", decision_where, fields.text),
                 rejected=rejected,
             )
         )
-    index_urls = reader.strings(tool, "index-urls", where) if "index-urls" in tool else _indexes_used(packages)
+    index_urls = reader.values(tool, "index-urls", where, fields.url) if "index-urls" in tool else _indexes_used(packages)
     return Lock(
         packages=tuple(packages),
         requires_python=requires_python,
@@ -391,42 +366,68 @@ def _indexes_used(packages: Iterable[LockedPackage]) -> tuple[str, ...]:
 
 
 def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_by: str) -> list[LockedPackage]:
-    name = canonicalize_name(reader.get(entry, "name", where, str, required=True))
-    version = reader.checked(entry, "version", where, Version, "version")
-    marker = reader.checked(entry, "marker", where, Marker, "marker")
-    index = reader.get(entry, "index", where, str)
-    package_tool = reader.get(entry, "tool", where, dict) or {}
-    ours = reader.get(package_tool, TOOL, f"{where}.tool", dict) or {}
-    reason = reader.get(ours, "reason", f"{where}.tool.{TOOL}", str) or ""
-    wheels = reader.tables(entry, "wheels", where)
+    name = reader.field(entry, "name", where, fields.name, required=True)
+    version = reader.field(entry, "version", where, fields.version, package=name)
+    marker = reader.field(entry, "marker", where, fields.marker, package=name)
+    index = reader.field(entry, "index", where, fields.url, package=name)
+    package_tool = reader.get(entry, "tool", where, dict, package=name) or {}
+    ours = reader.get(package_tool, TOOL, f"{where}.tool", dict, package=name) or {}
+    reason = reader.field(ours, "reason", f"{where}.tool.{TOOL}", fields.text, package=name) or ""
+    wheels = reader.tables(entry, "wheels", where, package=name)
+    others = [key for key in _OTHER_SOURCES if key in entry]
+    for key in others:
+        reader.get(entry, key, where, dict, package=name)
+    direct = [key for key in others if key != "sdist"]
+    if wheels and direct:
+        raise reader.fail(where, f"wheels together with {direct[0]} (PEP 751 allows one or the other)", name)
     if not wheels:
-        kind = next((key for key in _SOURCE_KEYS if key in entry), None)
-        if kind is None:
-            raise reader.fail(where, f"{name} has no source (wheels, sdist, archive, directory or vcs)")
+        if not others:
+            raise reader.fail(where, "no source (wheels, sdist, archive, directory or vcs)", name)
+        kind = others[0]
         why = reason or f"a {kind} source in {created_by}'s lock (cudaresolve reads wheels only)"
-        return [LockedPackage(name, version or "", index, None, marker, why)]
-    read = [_read_wheel(reader, wheel_where, wheel, base) for wheel_where, wheel in wheels]
-    # PEP 751 only says a version SHOULD be there; a wheel's file name always carries it.
-    version = version or str(parse_wheel_filename(read[0].filename)[1])
+        return [LockedPackage(name, version or "", index, None, marker, why, other_source=kind)]  # type: ignore[arg-type]
+    read = [_read_wheel(reader, wheel_where, wheel, base, name, version or "") for wheel_where, wheel in wheels]
+    if version is None:
+        # PEP 751 only says a version SHOULD be there; a wheel's file name always carries it, and
+        # every wheel of the entry must carry the same one.
+        version = str(parse_wheel_filename(read[0].filename)[1])
+        for (wheel_where, _), wheel in zip(wheels, read):
+            try:
+                fields.wheel_filename(wheel.filename, name, version)
+            except fields.Invalid as exc:
+                raise reader.fail(f"{wheel_where}.name", f"{exc} (of the entry's first wheel)", name) from None
     return [LockedPackage(name, version, index, wheel, marker, reason) for wheel in read]
 
 
-def _read_wheel(reader: _Reader, where: str, wheel: dict, base: str) -> LockedWheel:
-    url = reader.get(wheel, "url", where, str)
-    local = reader.get(wheel, "path", where, str)
+def _read_wheel(reader: _Reader, where: str, wheel: dict, base: str, name: str, version: str) -> LockedWheel:
+    url = reader.field(wheel, "url", where, fields.url, package=name)
+    local = reader.field(wheel, "path", where, fields.path, package=name)
     if url is None and local is None:
-        raise reader.fail(where, "needs url or path")
+        raise reader.fail(where, "needs url or path", name)
     if url is None:
-        # PEP 751: a relative path is relative to the lock file.
-        url = Path(base, local).resolve().as_uri()
-    filename = reader.get(wheel, "name", where, str) or urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+        assert local is not None
+        try:
+            # PEP 751: a relative path is relative to the lock file; as_uri() percent-encodes it.
+            url = fields.url(Path(base, local).resolve().as_uri())
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise reader.fail(f"{where}.path", f"cannot be made a file URL ({exc})", name) from None
+    filename = wheel.get("name")
+    if filename is None:
+        filename = urllib.parse.unquote((local or urllib.parse.urlsplit(url).path).replace("\\", "/").rsplit("/", 1)[-1])
+    key = f"{where}.name"
     try:
-        parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        raise reader.fail(f"{where}.name", f"{filename!r} is not a wheel file name") from None
-    hashes = reader.get(wheel, "hashes", where, dict, required=True)
+        filename = fields.wheel_filename(filename, name, version)
+    except fields.Invalid as exc:
+        raise reader.fail(key, str(exc), name) from None
+    hashes = reader.get(wheel, "hashes", where, dict, required=True, package=name)
     if not hashes:
-        raise reader.fail(f"{where}.hashes", "PEP 751 requires at least one hash")
-    sha256 = reader.get(hashes, "sha256", f"{where}.hashes", str)
-    size = reader.get(wheel, "size", where, int)
+        raise reader.fail(f"{where}.hashes", "PEP 751 requires at least one hash", name)
+    sha256 = reader.field(hashes, "sha256", f"{where}.hashes", fields.sha256, package=name)
+    for algorithm, digest in hashes.items():
+        if algorithm != "sha256":
+            try:
+                fields.other_hash(digest)
+            except fields.Invalid as exc:
+                raise reader.fail(f"{where}.hashes[{fields.shown(algorithm)}]", str(exc), name) from None
+    size = reader.field(wheel, "size", where, fields.size, package=name)
     return LockedWheel(filename=filename, url=url, sha256=sha256, size=size)
