@@ -251,6 +251,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
         if args.requirements or args.requirement:
             raise UsageError("--lock installs a lock as it is: give no requirements with it")
         locked = read_pylock(args.lock)
+        # pip's input first: an entry cudaresolve cannot install (only an sdist, VCS, directory or
+        # archive source; a wheel without a sha256) is refused, naming it, before anything else.
+        pinned = requirements_txt(locked, origin=args.lock)
         labels, lines = _misfits(args, locked)
         if lines:
             sys.stdout.write(f"{args.lock} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in lines))
@@ -258,11 +261,11 @@ def _cmd_install(args: argparse.Namespace) -> int:
         installed = _installed(target, site)
     else:
         locked, env = _locked(args, target, site)
+        pinned = requirements_txt(locked)
         installed = env.distributions
-    changes = install_plan(locked, installed)
+    changes = install_plan(locked, installed)  # the lock `pinned` was written from: the plan shows what pip gets
     with tempfile.TemporaryDirectory(prefix="cudaresolve-install-") as scratch:
         requirements = os.path.join(scratch, "requirements.txt")
-        pinned = requirements_txt(locked)
         with open(requirements, "w", encoding="utf-8") as f:
             f.write(pinned)
         command = pip_install_command(target.python, requirements, target_dir=args.target_dir, prefix=args.prefix)
