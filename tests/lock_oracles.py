@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 from packaging.utils import canonicalize_name
 
-from cudaresolve.lockfile.model import Lock
+from cudaresolve.resolve.lock import Lock
 
 
 def clean_environ(extra: Optional[dict] = None) -> dict:

@@ -33,7 +33,7 @@ from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve.env.distributions import read_distributions
-from cudaresolve.lockfile.model import Lock, LockedPackage, LockedWheel
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.lockfile.pip import requirements_txt
 from cudaresolve.lockfile.pylock import pylock_toml, read_pylock
 

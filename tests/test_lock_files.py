@@ -23,7 +23,7 @@ from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, MigDevice, Note
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.lockfile.files import write_together
-from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import lock_file_name_ok, pylock_toml, read_pylock
 

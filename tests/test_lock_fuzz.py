@@ -20,7 +20,7 @@ from packaging.markers import Marker
 
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.lockfile.fields import LockFileError
-from cudaresolve.lockfile.model import Lock, LockedPackage, LockedWheel
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import parse_pylock, pylock_toml
 

@@ -26,7 +26,7 @@ from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve.lockfile.pylock import read_pylock
-from cudaresolve.lockfile.model import Lock
+from cudaresolve.resolve.lock import Lock
 from cudaresolve.knowledge import torch as torch_data
 
 from conftest import build_venv

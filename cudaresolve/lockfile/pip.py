@@ -1,6 +1,6 @@
 """pip's formats of a lock: a constraints file and a hashed requirements file.
 
-Both are written only from checked values (model.checked: canonical names, PEP 440 versions,
+Both are written only from checked values (fields.checked: canonical names, PEP 440 versions,
 markers pip's line reader cannot act on, lowercase digests, URLs in RFC 3986's characters), one
 requirement or option per line, and each line is refused if it carries a control character, so no
 value of a lock, read or built in code, can make a line or an option for pip.
@@ -12,7 +12,8 @@ import posixpath
 import urllib.parse
 
 from cudaresolve.lockfile.fields import BREAKING, LockFileError
-from cudaresolve.lockfile.model import Lock, LockedPackage, checked
+from cudaresolve.lockfile.fields import checked
+from cudaresolve.resolve.lock import Lock, LockedPackage
 from cudaresolve.lockfile.pylock import sha256_of, wheel_groups
 
 

@@ -30,7 +30,8 @@ from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.lockfile import fields
 from cudaresolve.lockfile.fields import LockFileError
-from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel, checked
+from cudaresolve.lockfile.fields import checked
+from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -157,7 +158,7 @@ def _reason(group: list[LockedPackage]) -> str:
 def pylock_toml(lock: Lock) -> str:
     """The lock as a PEP 751 pylock.toml; host facts, decisions and kept distributions go in [tool.cudaresolve].
 
-    Every value passes its rule first (model.checked). An entry with only another source (read
+    Every value passes its rule first (fields.checked). An entry with only another source (read
     from another tool's lock) is refused: cudaresolve keeps no sdist, VCS, directory or archive to
     write back."""
     origin = "the lock to write"

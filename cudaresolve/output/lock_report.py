@@ -8,7 +8,7 @@ from typing import Optional
 
 from packaging.utils import canonicalize_name
 
-from cudaresolve.lockfile.model import Lock
+from cudaresolve.resolve.lock import Lock
 
 SCHEMA = 1
 

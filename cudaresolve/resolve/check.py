@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.resolve.candidates import cuda_build, release_rejection
-from cudaresolve.lockfile.model import Lock
+from cudaresolve.resolve.lock import Lock
 
 
 def misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]], machine: str) -> list[str]:

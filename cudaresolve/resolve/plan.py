@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.env.distributions import Distribution
-from cudaresolve.lockfile.model import Lock
+from cudaresolve.resolve.lock import Lock
 
 Kind = Literal["add", "upgrade", "downgrade", "replace", "keep"]
 

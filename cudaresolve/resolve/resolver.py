@@ -31,7 +31,7 @@ from cudaresolve.knowledge import components, cupy
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.conda import conda_providers
-from cudaresolve.lockfile.model import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
 from cudaresolve.resolve.provider import Provider, root_requirements
