@@ -384,6 +384,25 @@ def test_values_are_read_in_their_normal_form(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("\x1b[2J", "control character U+001B"),
+        ("x" * 100_000, "longer than 20000 characters"),
+        (["x"] * 20_000, "more than 10000 values"),
+        (["x" * 1000] * 9000, "'system' must be a string, got ['xxxx"),  # host/facts.py's words, cut short
+    ],
+)
+def test_host_facts_in_a_lock_are_bounded(tmp_path, value, problem):
+    data = tomllib.loads(pylock_toml(_lock()))
+    data["tool"]["cudaresolve"]["hosts"][0]["facts"]["system"] = value
+    with pytest.raises(LockFileError) as error:
+        read_pylock(str(_written(tmp_path, data)))
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path / 'pylock.toml'}: tool.cudaresolve.hosts[0].facts: ") and problem in message, message
+    assert len(message) < 400
+
+
+@pytest.mark.parametrize(
     "text, problem",
     [
         ("a = " + "[" * 5000 + "]" * 5000 + "\n", "not valid TOML (nested too deeply)"),

@@ -34,6 +34,7 @@ MAX_MARKER = 1000  # a marker or requires-python
 MAX_LABEL = 1000  # one-line text: created-by, provided-by, a host's label
 MAX_TEXT = 20000  # a reason or a decision's words
 MAX_SIZE = 1 << 40  # a wheel's size in bytes (the largest CUDA wheels are a few GB)
+MAX_FACTS = 10000  # values in one host's facts (a host with 8 GPUs of 7 MIG devices each has ~300)
 
 URL_SCHEMES = ("https", "http", "file")
 
@@ -232,6 +233,27 @@ def text(value: Any) -> str:
     return _no_controls(_string(value, MAX_TEXT), allowed="\t\n")
 
 
+def facts(value: Any) -> dict:
+    """A host's facts as a lock holds them: a table whose strings (keys too) are words for people
+    (`text`), at most MAX_FACTS values in all; their meaning is host/facts.py's to judge."""
+    if not isinstance(value, dict):
+        raise Invalid(f"expected a table, got {shown(value)}")
+    pending: list[Any] = [value]
+    count = 0
+    while pending:
+        item = pending.pop()
+        count += 1
+        if count > MAX_FACTS:
+            raise Invalid(f"more than {MAX_FACTS} values")
+        if isinstance(item, str):
+            text(item)
+        elif isinstance(item, dict):
+            pending += list(item.keys()) + list(item.values())
+        elif isinstance(item, list):
+            pending += item
+    return value
+
+
 def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
     """`lock` with every value passed through its rule: names canonical, versions and markers as
     packaging prints them, digests lowercase. What the writers write; a value that breaks its rule
@@ -287,7 +309,7 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
     return Lock(
         packages=tuple(packages),
         requires_python=optional(requires_python, lock.requires_python, "requires-python"),
-        hosts=lock.hosts,
+        hosts=tuple(rule(facts, host, "hosts.facts") for host in lock.hosts),
         host_labels=tuple(rule(label, host, "hosts.label") for host in lock.host_labels),
         index_urls=tuple(rule(url, index, "index-urls") for index in lock.index_urls),
         decisions=decisions,

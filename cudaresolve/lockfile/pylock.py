@@ -317,9 +317,14 @@ def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
     hosts, labels = [], []
     for host_where, host in reader.tables(tool, "hosts", where):
         labels.append(reader.field(host, "label", host_where, fields.label, required=True))
-        facts = reader.get(host, "facts", host_where, dict, required=True)
+        facts = reader.field(host, "facts", host_where, fields.facts, required=True)
         # Normalised through HostFacts: it validates the facts and puts back the nulls TOML cannot hold.
-        hosts.append(json.loads(HostFacts.from_dict(facts, origin=f"{reader.path}: {host_where}.facts").to_json()))
+        try:
+            known = HostFacts.from_dict(facts, origin=f"{reader.path}: {host_where}.facts")
+        except UsageError as exc:
+            words = str(exc)  # one line; cut, as its value may be long
+            raise LockFileError(words if len(words) <= 300 else words[:300] + "…") from None
+        hosts.append(json.loads(known.to_json()))
     for kept_where, kept in reader.tables(tool, "kept", where):
         name = reader.field(kept, "name", kept_where, fields.name, required=True)
         packages.append(
