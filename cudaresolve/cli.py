@@ -157,7 +157,9 @@ def _hosts(args: argparse.Namespace) -> list:
 
 def _cmd_lock(args: argparse.Namespace) -> int:
     from cudaresolve.env.interpreter import target_for
-    from cudaresolve.output.lock import constraints_txt, lock_file_name_ok, pylock_toml, requirements_txt, write_atomically
+    from cudaresolve.lockfile.files import write_together
+    from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
+    from cudaresolve.lockfile.pylock import lock_file_name_ok, pylock_toml
     from cudaresolve.output.lock_report import render_json, render_text
 
     if args.check is not None:
@@ -166,18 +168,20 @@ def _cmd_lock(args: argparse.Namespace) -> int:
         lock_file_name_ok(args.output)
     started = time.perf_counter()
     result, _ = _locked(args, target_for(python=args.python))
+    # Everything is rendered before anything is written, and the files are written together:
+    # a refused value or a failed write leaves every output as it was, stdout included.
     outputs = [(args.output or "pylock.toml", pylock_toml(result))]
     if args.constraints:
         outputs.append((args.constraints, constraints_txt(result)))
     if args.requirements_out:
         outputs.append((args.requirements_out, requirements_txt(result)))
-    for path, text in outputs:
-        if path == "-":
-            sys.stdout.write(text)
-        else:
-            write_atomically(path, text)
-            _say(args, f"wrote {path}")
     report = render_json(result, time.perf_counter() - started) if args.json else render_text(result, explain=args.explain)
+    files = [(path, text) for path, text in outputs if path != "-"]
+    write_together(files)
+    for path, _ in files:
+        _say(args, f"wrote {path}")
+    if args.output == "-":
+        sys.stdout.write(outputs[0][1])
     (sys.stderr if args.output == "-" and not args.json else sys.stdout).write(report)
     return 0
 
@@ -230,7 +234,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.integrations.pip import externally_managed, pip_install_command, pips_refusal, run
-    from cudaresolve.output.lock import read_pylock, requirements_txt
+    from cudaresolve.lockfile.pip import requirements_txt
+    from cudaresolve.lockfile.pylock import read_pylock
     from cudaresolve.output.plan import render_plan, render_state
     from cudaresolve.resolve.plan import install_plan
 
@@ -246,6 +251,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
         if args.requirements or args.requirement:
             raise UsageError("--lock installs a lock as it is: give no requirements with it")
         locked = read_pylock(args.lock)
+        # pip's input first: an entry cudaresolve cannot install (only an sdist, VCS, directory or
+        # archive source; a wheel without a sha256) is refused, naming it, before anything else.
+        pinned = requirements_txt(locked, origin=args.lock)
         labels, lines = _misfits(args, locked)
         if lines:
             sys.stdout.write(f"{args.lock} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in lines))
@@ -253,11 +261,11 @@ def _cmd_install(args: argparse.Namespace) -> int:
         installed = _installed(target, site)
     else:
         locked, env = _locked(args, target, site)
+        pinned = requirements_txt(locked)
         installed = env.distributions
-    changes = install_plan(locked, installed)
+    changes = install_plan(locked, installed)  # the lock `pinned` was written from: the plan shows what pip gets
     with tempfile.TemporaryDirectory(prefix="cudaresolve-install-") as scratch:
         requirements = os.path.join(scratch, "requirements.txt")
-        pinned = requirements_txt(locked)
         with open(requirements, "w", encoding="utf-8") as f:
             f.write(pinned)
         command = pip_install_command(target.python, requirements, target_dir=args.target_dir, prefix=args.prefix)
@@ -285,7 +293,7 @@ def _cmd_pip(args: argparse.Namespace) -> int:
 
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.integrations.pip import run, split_install_arguments
-    from cudaresolve.output.lock import constraints_txt
+    from cudaresolve.lockfile.pip import constraints_txt
 
     target = target_for(python=args.python)
     pip = [target.python, "-m", "pip"]
@@ -429,7 +437,7 @@ def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> in
 
 def _check_lock(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
-    from cudaresolve.output.lock import read_pylock
+    from cudaresolve.lockfile.pylock import read_pylock
 
     labels, lines = _misfits(args, read_pylock(args.check))
     if lines:
@@ -441,7 +449,7 @@ def _check_lock(args: argparse.Namespace) -> int:
 
 def _cmd_why(args: argparse.Namespace) -> int:
     """why NAME: what a lock file says about one distribution: its pin, why, and what was set aside."""
-    from cudaresolve.output.lock import read_pylock
+    from cudaresolve.lockfile.pylock import read_pylock
     from cudaresolve.output.lock_report import render_why
 
     text = render_why(read_pylock(args.lock), args.name)

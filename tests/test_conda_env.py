@@ -848,7 +848,7 @@ def test_the_lock_takes_condas_library_for_the_wheel_it_stands_for_and_install_k
     constraints = (tmp_path / "constraints.txt").read_text()
     assert "nvidia-nvjitlink-cu12==" not in constraints and "skewpkg==1.0" in constraints
     assert "# nvidia-nvjitlink-cu12: provided by libnvjitlink 12.8.93 (conda); pip must not install it" in constraints
-    from cudaresolve.output.lock import read_pylock
+    from cudaresolve.lockfile.pylock import read_pylock
 
     [kept] = [p for p in read_pylock(str(tmp_path / "pylock.toml")).packages if p.wheel is None]
     assert (kept.name, kept.provided_by) == ("nvidia-nvjitlink-cu12", "libnvjitlink 12.8.93 (conda)")

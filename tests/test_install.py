@@ -33,11 +33,19 @@ from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve.env.distributions import read_distributions
-from cudaresolve.output.lock import read_pylock
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
+from cudaresolve.lockfile.pip import requirements_txt
+from cudaresolve.lockfile.pylock import pylock_toml, read_pylock
 
 from conftest import cache_dir
+from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
 from index_server import IndexServer, make_wheel
 from lock_oracles import clean_environ, locked, locked_with_source
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
 GTX_1080 = ("--driver", "580.65.06", "--gpu", "6.1")
@@ -307,6 +315,130 @@ def test_lock_file_install_is_hash_checked(cli, pip_venv, torch_lock, tmp_path):
     assert run.code != 0
     assert "DO NOT MATCH THE HASHES" in run.err, run.err
     assert f"pip exited with status {run.code}: 0 of " in run.out and "the environment is as it was before" in run.out
+    assert snapshot(site_packages(python)) == before
+
+
+# -- 3b. a hostile --lock FILE never reaches pip -----------------------------------------------------
+
+
+@dataclass
+class Served:
+    """A lock of crtest-good 1.0 from a local index, and a requirement line for crtest-evil 1.0 (also
+    served) that pip would install if a value of the lock became a line of its requirements file."""
+
+    index_url: str
+    lock_text: str
+    injected: str
+    server: IndexServer
+
+
+@pytest.fixture
+def served_lock():
+    server = IndexServer()
+    files = {}
+    for name in ("crtest-good", "crtest-evil"):
+        module = name.replace("-", "_")
+        files[name] = make_wheel(name, "1.0", files={f"{module}/__init__.py": b""})
+        server.add(*files[name])
+    index_url = server.start() + "/simple"
+    filename, data = files["crtest-good"]
+    wheel = LockedWheel(filename, f"{server.url}/files/{filename}", hashlib.sha256(data).hexdigest(), len(data))
+    lock = Lock((LockedPackage("crtest-good", "1.0", index_url, wheel, None, "asked for"),), None, (), (), (index_url,), (), "cudaresolve")
+    evil = hashlib.sha256(files["crtest-evil"][1]).hexdigest()
+    yield Served(index_url, pylock_toml(lock), f"crtest-evil==1.0 --hash=sha256:{evil}", server)
+    server.stop()
+
+
+def logging_shim(tmp_path: Path, python: str) -> tuple[str, Path]:
+    """An interpreter that runs `python` after logging its arguments to a file, and copies the
+    requirements file of a `-r` to `pip-read.txt` beside the log: what pip was given, exactly."""
+    log = tmp_path / "shim.log"
+    shim = tmp_path / "shim" / "python"
+    shim.parent.mkdir()
+    shim.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$*\" >> '{log}'\n"
+        "previous=\n"
+        f"for word in \"$@\"; do [ \"$previous\" = -r ] && cp \"$word\" '{tmp_path}/pip-read.txt'; previous=$word; done\n"
+        f"exec '{python}' \"$@\"\n"
+    )
+    shim.chmod(0o755)
+    log.write_text("")
+    return str(shim), log
+
+
+def test_the_served_lock_installs_and_the_plan_shows_what_pip_reads(cli, pip_venv, served_lock, tmp_path):
+    """The control for the hostile locks: unchanged, the lock installs through the shim, pip reads
+    exactly the requirements file the dry run printed; and the injected line is real: pip given it
+    installs crtest-evil."""
+    python = pip_venv("target")
+    shim, log = logging_shim(tmp_path, python)
+    path = tmp_path / "pylock.toml"
+    path.write_text(served_lock.lock_text)
+    dry = cli("install", "--lock", str(path), "--python", shim, "--dry-run", *RTX_4090)
+    assert dry.code == 0, dry.err
+    printed = dry.out.split("with the requirements file:\n", 1)[1]
+    run = cli("install", "--lock", str(path), "--python", shim, "--no-verify", *RTX_4090)
+    assert run.code == 0, run.out + run.err
+    assert installed(python).get("crtest-good") == "1.0" and "crtest-evil" not in installed(python)
+    assert re.search(r"^-m pip install --require-hashes --no-deps -r \S+$", log.read_text(), re.M), log.read_text()
+    assert printed == "".join(f"    {line}\n" for line in (tmp_path / "pip-read.txt").read_text().splitlines())
+    assert re.search(r"^  add +crtest-good 1.0: asked for", dry.out, re.M) and dry.out.count("\n  add ") == 1
+
+    text = requirements_txt(read_pylock(str(path)))
+    digest = re.search(r"--hash=sha256:([0-9a-f]{64})", text).group(1)
+    injected = tmp_path / "injected.txt"
+    injected.write_text(text.replace(digest, f"{digest}\n{served_lock.injected}"))
+    pip(python, "install", "--require-hashes", "--no-deps", "-r", str(injected))
+    assert installed(python).get("crtest-evil") == "1.0"  # what a value with a newline would have done
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+@pytest.mark.parametrize("field", list(FIELDS))
+def test_a_hostile_lock_value_never_reaches_pip(cli, pip_venv, served_lock, tmp_path, field, attack):
+    """Issue 22's acceptance: a line break, a carriage return, a NUL, a pip option or an overlong value
+    in a field of the lock: `lock --check`, `install --lock` (and `why`) exit 3 naming the file and
+    the field, no pip process starts, nothing reaches the index, the environment is as it was."""
+    python = pip_venv("target")
+    shim, log = logging_shim(tmp_path, python)
+    bad, where = hostile(tomllib.loads(served_lock.lock_text), field, attack, served_lock.injected)
+    path = tmp_path / "pylock.toml"
+    path.write_text(toml_text(bad), encoding="utf-8")
+    before = snapshot(site_packages(python))
+    for argv in (("lock", "--check", str(path), *RTX_4090), ("install", "--lock", str(path), "--python", shim, *RTX_4090),
+                 ("why", "crtest-good", "--lock", str(path))):
+        run = cli(*argv)
+        assert run.code == 3, run.out + run.err
+        assert run.out == ""
+        assert run.err.startswith(f"cudaresolve: error: {path}: {where}") and len(run.err.splitlines()) == 1, run.err
+        if field not in ("name", "index-urls"):
+            assert "(package crtest-good)" in run.err, run.err
+    assert "-m pip" not in log.read_text() and "-I -" in log.read_text()  # the shim ran, pip did not
+    assert not served_lock.server.requests
+    assert snapshot(site_packages(python)) == before
+
+
+def test_an_entry_cudaresolve_cannot_install_is_refused_naming_it(cli, pip_venv, served_lock, tmp_path):
+    """Only an sdist (another tool's lock), or a wheel with only a sha512: exit 3 naming the package,
+    not skipped with exit 0; pip never starts."""
+    python = pip_venv("target")
+    shim, log = logging_shim(tmp_path, python)
+    data = tomllib.loads(served_lock.lock_text)
+    sdist = {"name": "crtest-sdist", "version": "1.0",
+             "sdist": {"url": served_lock.index_url + "/../files/crtest_sdist-1.0.tar.gz", "hashes": {"sha256": "0" * 64}}}
+    sha512 = {**data["packages"][0], "wheels": [{**data["packages"][0]["wheels"][0], "hashes": {"sha512": "ab" * 64}}]}
+    before = snapshot(site_packages(python))
+    for packages, words in (
+        ([data["packages"][0], sdist], "sdist (package crtest-sdist): only a sdist source"),
+        ([sha512], "wheels.hashes.sha256 (package crtest-good): crtest_good-1.0-py3-none-any.whl has no sha256"),
+    ):
+        path = tmp_path / "pylock.toml"
+        path.write_text(toml_text({**data, "packages": packages}), encoding="utf-8")
+        run = cli("install", "--lock", str(path), "--python", shim, *RTX_4090)
+        assert run.code == 3, run.out + run.err
+        assert run.err.startswith(f"cudaresolve: error: {path}: {words}") and len(run.err.splitlines()) == 1, run.err
+        assert run.out == ""
+    assert "-m pip" not in log.read_text()
     assert snapshot(site_packages(python)) == before
 
 

@@ -78,6 +78,28 @@ def test_no_set_fits_exits_2_and_writes_nothing(cuda_index, empty_python, clean,
     assert (clean / "pylock.toml").read_text() == "an older lock\n" and not (clean / "c.txt").exists()
 
 
+@pytest.mark.parametrize("output", ["pylock.toml", "-"])
+def test_a_failed_write_replaces_no_output_and_prints_no_lock(cuda_index, empty_python, clean, capfd, output):
+    """--requirements cannot be written (its directory is missing): -o is not replaced (or, for -o -,
+    the lock is not printed), --constraints is not written, no temporary file stays."""
+    (clean / "pylock.toml").write_text("an older lock\n")
+    code = lock(cuda_index, empty_python, "numba>=0.59,<0.60", "--driver", "550.144.03", "-o", output,
+                "--constraints", "c.txt", "--requirements", "missing/r.txt")
+    captured = capfd.readouterr()
+    assert code == 3
+    assert captured.err.startswith("cudaresolve: error: cannot write missing/r.txt") and len(captured.err.splitlines()) == 1
+    assert captured.out == ""
+    assert sorted(os.listdir(clean)) == ["cache", "pylock.toml"] and (clean / "pylock.toml").read_text() == "an older lock\n"
+    assert lock(cuda_index, empty_python, "numba>=0.59,<0.60", "--driver", "550.144.03", "-o", output,
+                "--constraints", "c.txt", "--requirements", "r.txt") == 0  # the same, writable: all written
+    captured = capfd.readouterr()
+    assert (clean / "c.txt").is_file() and (clean / "r.txt").is_file()
+    if output == "-":
+        assert captured.out.startswith('lock-version = "1.0"') and (clean / "pylock.toml").read_text() == "an older lock\n"
+    else:
+        assert (clean / "pylock.toml").read_text().startswith('lock-version = "1.0"')
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

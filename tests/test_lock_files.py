@@ -1,11 +1,13 @@
-"""The lock's files: pylock.toml (read back by us, by tomllib and by uv as a second PEP 751 reader),
-and pip's constraints and hashed requirements formats with pip itself as the oracle."""
+"""The lock's files: pylock.toml (read back by us, by tomllib, by packaging.pylock and by uv as
+other PEP 751 readers), the reader's refusals of hostile values, and pip's constraints and hashed
+requirements formats with pip itself as the oracle."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -19,17 +21,14 @@ from hypothesis import strategies as st
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, MigDevice, Note
-from cudaresolve.output.lock import (
-    constraints_txt,
-    lock_file_name_ok,
-    pylock_toml,
-    read_pylock,
-    requirements_txt,
-    write_atomically,
-)
+from cudaresolve.lockfile.fields import LockFileError
+from cudaresolve.lockfile.files import write_together
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
+from cudaresolve.lockfile.pylock import lock_file_name_ok, pylock_toml, read_pylock
 
 from conftest import build_venv
+from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
 from index_server import IndexServer, make_wheel
 
 if sys.version_info >= (3, 11):
@@ -136,27 +135,54 @@ def test_pylock_round_trip(tmp_path):
     assert pylock_toml(back) == pylock_toml(lock)
 
 
+# Words for people may hold lines and tabs; one-line labels no control character at all.
+WORDS = st.text(st.characters(blacklist_categories=("Cc", "Cs")) | st.sampled_from("\t\n"))
+LABELS = st.text(st.characters(blacklist_categories=("Cc", "Cs")))
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.text())
-def test_any_reason_survives_toml(tmp_path_factory, text):
+@given(WORDS, LABELS)
+def test_any_reason_survives_toml(tmp_path_factory, text, label):
     lock = _lock(
         packages=(LockedPackage("numpy", "2.2.6", None, _wheel("numpy", "2.2.6"), None, text),),
         decisions=(Decision(text or "x", text, ((text, text),)),),
-        host_labels=(text,),
+        host_labels=(label,),
     )
-    data = tomllib.loads(pylock_toml(lock))
+    written = pylock_toml(lock)
+    data = tomllib.loads(written)
     if text:
         assert data["packages"][0]["tool"]["cudaresolve"]["reason"] == text
     assert data["tool"]["cudaresolve"]["decisions"][0]["rejected"][0] == {"candidate": text, "reason": text}
-    assert data["tool"]["cudaresolve"]["hosts"][0]["label"] == text
+    assert data["tool"]["cudaresolve"]["hosts"][0]["label"] == label
+    path = tmp_path_factory.mktemp("words") / "pylock.toml"
+    path.write_text(written, encoding="utf-8")
+    back = read_pylock(str(path))  # what we write, we read
+    assert (back.packages[0].reason, back.host_labels) == (text, (label,))
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        (dict(packages=(LockedPackage("numpy", "2.2.6", None, _wheel("numpy", "2.2.6"), None, "a \x1b[2J"),)), "reason (package numpy)"),
+        (dict(host_labels=("gpu\nbox",)), "hosts.label"),
+        (dict(created_by="x\r--index-url http://evil.invalid"), "created-by"),
+        (dict(decisions=(Decision("torch", "torch 1\x00", ()),)), "decisions.chosen"),
+    ],
+)
+def test_control_characters_in_words_are_refused_by_the_writer(changes, field):
+    """Nothing a terminal acts on (escape sequences, carriage returns) is written for `why` to print."""
+    for writer in (pylock_toml, constraints_txt, requirements_txt):
+        if writer is not pylock_toml and "created_by" not in changes:
+            continue  # pip's files carry no reason, label or decision
+        with pytest.raises(LockFileError, match=re.escape(f"the lock to write: {field}: control character")):
+            writer(_lock(**changes))
 
 
 def test_wheel_without_hash_is_refused():
     lock = _lock(packages=(LockedPackage("numpy", "2.2.6", None, LockedWheel("numpy-2.2.6-py3-none-any.whl", "file:///w/numpy-2.2.6-py3-none-any.whl", None, None), None, ""),))
-    with pytest.raises(ValueError, match="no sha256"):
-        pylock_toml(lock)
-    with pytest.raises(ValueError, match="no sha256"):
-        requirements_txt(lock)
+    for writer in (pylock_toml, requirements_txt):
+        with pytest.raises(LockFileError, match=r"wheels.hashes.sha256 \(package numpy\): .* has no sha256"):
+            writer(lock)
     assert "numpy==2.2.6" in constraints_txt(lock)  # a constraint pins the version only
 
 
@@ -210,10 +236,19 @@ def test_reads_another_tools_lock(tmp_path):
     assert linux.wheel.sha256 is None and linux.wheel.size is None  # only a sha512 recorded
     (spam,) = [p for p in lock.packages if p.name == "spam"]
     assert spam.wheel is None and "sdist" in spam.reason
+    assert spam.other_source == "sdist" and spam.version == "1.0"
+    # What cudaresolve cannot write back is refused, naming the package: a wheel without a sha256,
+    # a source it does not keep.
+    wheels = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is not None)})
+    for writer in (pylock_toml, requirements_txt):
+        with pytest.raises(LockFileError, match=r"\(package numpy\): .* has no sha256"):
+            writer(wheels)
+    with_sha256 = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is None or p.wheel.sha256)})
+    for writer in (pylock_toml, constraints_txt, requirements_txt):
+        with pytest.raises(LockFileError, match=r"sdist \(package spam\): "):
+            writer(with_sha256)
     # Written again, the two numpy wheels are one entry again, as PEP 751 needs.
-    with pytest.raises(ValueError, match="no sha256"):
-        pylock_toml(lock)
-    fixed = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is None or p.wheel.sha256)})
+    fixed = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is not None and p.wheel.sha256)})
     data = tomllib.loads(pylock_toml(fixed))
     assert [p["name"] for p in data["packages"]] == ["attrs", "numpy"]
 
@@ -227,14 +262,14 @@ def test_reads_another_tools_lock(tmp_path):
         ("lock-version = '1.0'\ncreated-by = 'x'\n", "packages: missing"),
         ("lock-version = '1.0'\ncreated-by = 'x'\npackages = [1]\n", "packages[0]: expected a table"),
         ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nversion = '1'\n", "packages[0].name: missing"),
-        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nversion = 'not a version'\nwheels = []\n", "packages[0].version: not a valid version"),
-        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nmarker = 'os_name ==='\n", "packages[0].marker: not a valid marker"),
-        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\n", "packages[0]: a has no source"),
-        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{name = 'a-1-py3-none-any.whl', hashes = {sha256 = 'x'}}]\n", "packages[0].wheels[0]: needs url or path"),
-        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{url = 'https://x.invalid/a-1-py3-none-any.whl'}]\n", "packages[0].wheels[0].hashes: missing"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nversion = 'not a version'\nwheels = []\n", "packages[0].version (package a): not a PEP 440 version"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nmarker = 'os_name ==='\n", "packages[0].marker (package a): not a valid marker"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\n", "packages[0] (package a): no source"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{name = 'a-1-py3-none-any.whl', hashes = {sha256 = 'x'}}]\n", "packages[0].wheels[0] (package a): needs url or path"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{url = 'https://x.invalid/a-1-py3-none-any.whl'}]\n", "packages[0].wheels[0].hashes (package a): missing"),
         ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{url = 'https://x.invalid/a-1-py3-none-any.whl', hashes = {}}]\n", "at least one hash"),
-        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{url = 'https://x.invalid/a.tar.gz', hashes = {sha256 = 'x'}}]\n", "packages[0].wheels[0].name: 'a.tar.gz' is not a wheel"),
-        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{url = 'https://x.invalid/a-1-py3-none-any.whl', size = '3', hashes = {sha256 = 'x'}}]\n", "packages[0].wheels[0].size: expected an integer"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{url = 'https://x.invalid/a.tar.gz', hashes = {sha256 = 'x'}}]\n", "packages[0].wheels[0].name (package a): 'a.tar.gz' is not a wheel"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{url = 'https://x.invalid/a-1-py3-none-any.whl', size = '3', hashes = {sha256 = '%s'}}]\n" % ("0" * 64), "packages[0].wheels[0].size (package a): expected an integer"),
         ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.hosts]]\nlabel = 'h'\n", "tool.cudaresolve.hosts[0].facts: missing"),
         ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.hosts]]\nlabel = 'h'\nfacts = {schema = 1, system = 'Linux'}\n", "tool.cudaresolve.hosts[0].facts"),
         ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.decisions]]\nname = 'a'\nrejected = [{candidate = 'a 1'}]\n", "tool.cudaresolve.decisions[0].rejected[0].reason: missing"),
@@ -249,6 +284,170 @@ def test_malformed_pylock_names_file_and_key(tmp_path, text, where):
         read_pylock(str(path))
     message = str(error.value)
     assert message.startswith(f"{path}: ") and where in message and "\n" not in message
+
+
+def test_packaging_reads_what_we_write():
+    """packaging.pylock (packaging >= 26.0) validates our pylock.toml against PEP 751 independently."""
+    pylock = pytest.importorskip("packaging.pylock")
+    lock = pylock.Pylock.from_dict(tomllib.loads(pylock_toml(_lock())))
+    assert [str(p.name) for p in lock.packages] == ["cupy-cuda12x", "numpy", "torch"]
+    assert str(lock.packages[2].version) == "2.11.0+cu130"
+
+
+# -- the reader refuses hostile values ----------------------------------------------------------------
+
+
+def _written(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "pylock.toml"
+    path.write_text(toml_text(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+@pytest.mark.parametrize("field", list(FIELDS))
+def test_a_hostile_field_is_refused_naming_file_field_and_package(tmp_path, field, attack):
+    data = tomllib.loads(pylock_toml(_lock()))
+    assert _same_packages(read_pylock(str(_written(tmp_path, data))), _lock())  # the good lock reads
+    bad, where = hostile(data, field, attack, "evil==1.0 --hash=sha256:" + "1" * 64)
+    path = _written(tmp_path, bad)
+    with pytest.raises(LockFileError) as error:
+        read_pylock(str(path))
+    message = str(error.value)
+    assert message.startswith(f"{path}: {where}"), message
+    if field not in ("name", "index-urls"):
+        assert "(package cupy-cuda12x)" in message, message
+    assert "\n" not in message and "\r" not in message and "\0" not in message and len(message) < 400, message
+
+
+def _package_entry(**changes) -> dict:
+    """The parsed lock of one package `a` 1.0 with one wheel, changed by `changes` (None removes a key)."""
+    wheel = {"name": "a-1.0-py3-none-any.whl", "url": "https://files.example.invalid/a-1.0-py3-none-any.whl", "size": 10,
+             "hashes": {"sha256": "ab" * 32}}
+    entry = {"name": "a", "version": "1.0", "index": "https://index.example.invalid/simple", "wheels": [wheel]}
+    for key, value in changes.items():
+        target, _, key = (wheel, None, key[6:]) if key.startswith("wheel_") else (entry, None, key)
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    return {"lock-version": "1.0", "created-by": "x", "packages": [entry]}
+
+
+@pytest.mark.parametrize(
+    "changes, where",
+    [
+        (dict(name="a b"), "packages[0].name: not a PEP 508 name"),
+        (dict(name="-a"), "packages[0].name: not a PEP 508 name"),
+        (dict(version=" 1.0"), "packages[0].version (package a): whitespace around the version"),
+        (dict(version="1.0\u2003"), "packages[0].version (package a): whitespace around the version"),
+        (dict(version="1.0+\u017f"), "packages[0].version (package a): not a PEP 440 version"),
+        (dict(index="ftp://index.example.invalid/simple"), "packages[0].index (package a): not an https, http, file URL"),
+        (dict(index="https://index.example.invalid/${HOME}/simple"), "packages[0].index (package a): '{' is not a URL character"),
+        (dict(index="https://index.example.invalid/it's"), "packages[0].index (package a): \"'\" is not a URL character"),
+        (dict(index="https://index.example.invalid/%zz"), "packages[0].index (package a): '%' not followed by two hexadecimal digits"),
+        (dict(index="https://[::1/simple"), "packages[0].index (package a): not a URL"),
+        (dict(index="https://h:99999/simple"), "packages[0].index (package a): not a URL"),
+        (dict(index="https:///simple"), "packages[0].index (package a): no host"),
+        (dict(index="https://index.example.invalid/ünï"), "packages[0].index (package a): 'ü' is not a URL character"),
+        (dict(marker='os_name == "a" #'), "packages[0].marker (package a): '#' in the marker"),
+        (dict(marker='os_name == "${HOME}"'), "packages[0].marker (package a): '$' in the marker"),
+        (dict(marker='os_name == "a -x"'), "packages[0].marker (package a): a word starting with '-'"),
+        (dict(marker='os_name == "\\"'), "packages[0].marker (package a): '\\\\' in the marker"),
+        (dict(wheel_sha256=None, wheel_hashes={"sha256": "AB" * 32, "sha512": "xyz"}), "packages[0].wheels[0].hashes['sha512'] (package a): not hexadecimal"),
+        (dict(wheel_size=-1), "packages[0].wheels[0].size (package a): not a size from 0"),
+        (dict(wheel_size=1 << 50), "packages[0].wheels[0].size (package a): not a size from 0"),
+        (dict(wheel_size=True), "packages[0].wheels[0].size (package a): expected an integer"),
+        (dict(wheel_name="b-1.0-py3-none-any.whl"), "packages[0].wheels[0].name (package a): 'b-1.0-py3-none-any.whl' is a wheel of b, not of a"),
+        (dict(wheel_name="a-2.0-py3-none-any.whl"), "packages[0].wheels[0].name (package a): 'a-2.0-py3-none-any.whl' is version 2.0, not 1.0"),
+        (dict(wheel_url=None, wheel_path="../-x --index-url=http://evil.invalid/a-1.0-py3-none-any.whl"), "packages[0].wheels[0].path (package a): a word starting with '-'"),
+        (dict(version=None, wheels=[{"name": n, "url": f"https://x.invalid/{n}", "hashes": {"sha256": "ab" * 32}}
+                                    for n in ("a-1.0-py3-none-any.whl", "a-2-1.0-py3-none-any.whl")]),
+         "packages[0].wheels[1].name (package a): 'a-2-1.0-py3-none-any.whl' is version 2, not 1.0 (of the entry's first wheel)"),
+        (dict(vcs={"type": "git", "url": "https://x.invalid/a.git", "commit-id": "0"}), "packages[0] (package a): wheels together with vcs"),
+        (dict(wheels=None, sdist="a-1.0.tar.gz"), "packages[0].sdist (package a): expected a table"),
+    ],
+)
+def test_value_rules(tmp_path, changes, where):
+    with pytest.raises(LockFileError) as error:
+        read_pylock(str(_written(tmp_path, _package_entry(**changes))))
+    assert str(error.value).startswith(f"{tmp_path / 'pylock.toml'}: {where}"), str(error.value)
+
+
+def test_values_are_read_in_their_normal_form(tmp_path):
+    data = _package_entry(name="A_b", version="1.0-RC1", marker="os_name=='posix'", wheel_name="A_b-1.0rc1-py3-none-any.whl",
+                          wheel_url=None, wheel_path="my wheels/A_b-1.0rc1-py3-none-any.whl", wheel_hashes={"sha256": "AB" * 32})
+    (package,) = read_pylock(str(_written(tmp_path, data))).packages
+    assert (package.name, package.version, package.marker) == ("a-b", "1.0rc1", 'os_name == "posix"')
+    assert package.wheel.sha256 == "ab" * 32  # pip compares lowercase digests
+    assert package.wheel.url == (tmp_path / "my wheels" / "A_b-1.0rc1-py3-none-any.whl").as_uri()
+    assert "%20" in package.wheel.url
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("\x1b[2J", "control character U+001B"),
+        ("x" * 100_000, "longer than 20000 characters"),
+        (["x"] * 20_000, "more than 10000 values"),
+        (["x" * 1000] * 9000, "'system' must be a string, got ['xxxx"),  # host/facts.py's words, cut short
+    ],
+)
+def test_host_facts_in_a_lock_are_bounded(tmp_path, value, problem):
+    data = tomllib.loads(pylock_toml(_lock()))
+    data["tool"]["cudaresolve"]["hosts"][0]["facts"]["system"] = value
+    with pytest.raises(LockFileError) as error:
+        read_pylock(str(_written(tmp_path, data)))
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path / 'pylock.toml'}: tool.cudaresolve.hosts[0].facts: ") and problem in message, message
+    assert len(message) < 400
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("a = " + "[" * 5000 + "]" * 5000 + "\n", "not valid TOML (nested too deeply)"),
+        ("lock-version = '1.0'\nsize = " + "9" * 5000 + "\n", "not valid TOML (Exceeds the limit"),
+        (b"lock-version = '1.0'\ncreated-by = '\xff'\n", "not UTF-8"),
+    ],
+)
+def test_toml_the_parser_cannot_take_is_one_line(tmp_path, text, problem):
+    path = tmp_path / "pylock.toml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(LockFileError) as error:
+        read_pylock(str(path))
+    assert str(error.value).startswith(f"{path}: {problem}") and "\n" not in str(error.value)
+
+
+def test_a_file_past_the_size_limit_is_not_read(tmp_path):
+    from cudaresolve.lockfile.fields import MAX_FILE_BYTES
+
+    path = tmp_path / "pylock.toml"
+    with open(path, "wb") as f:
+        f.write(b"# " + b"x" * MAX_FILE_BYTES + b"\n")
+    with pytest.raises(LockFileError, match=r"larger than 16 MiB"):
+        read_pylock(str(path))
+
+
+def test_the_writers_refuse_what_the_reader_refuses():
+    """A Lock built in code goes through the same rules: no value becomes a line or an option for pip."""
+    torch = _lock().packages[2]
+    evil = "\nevil==1.0 --hash=sha256:" + "1" * 64
+    cases = [
+        (LockedPackage(torch.name + evil, torch.version, torch.index, torch.wheel, None, ""), "name"),
+        (LockedPackage(torch.name, torch.version + evil, torch.index, torch.wheel, None, ""), "version (package torch)"),
+        (LockedPackage(torch.name, torch.version, torch.index + evil, torch.wheel, None, ""), "index (package torch)"),
+        (LockedPackage(torch.name, torch.version, torch.index, torch.wheel, 'os_name == "a --index-url=http://x"', ""), "marker (package torch)"),
+        (LockedPackage(torch.name, torch.version, torch.index, LockedWheel(torch.wheel.filename, torch.wheel.url, torch.wheel.sha256 + evil, 1), None, ""),
+         "wheels.hashes.sha256 (package torch)"),
+        (LockedPackage(torch.name, torch.version, None, LockedWheel(torch.wheel.filename, torch.wheel.url + evil, torch.wheel.sha256, 1), None, ""),
+         "wheels.url (package torch)"),
+    ]
+    for package, field in cases:
+        for writer in (pylock_toml, constraints_txt, requirements_txt):
+            with pytest.raises(LockFileError, match=re.escape(f"the lock to write: {field}: ")):
+                writer(_lock(packages=(package,)))
+    with pytest.raises(LockFileError, match=re.escape("the lock to write: index-urls: ")):
+        requirements_txt(_lock(index_urls=("https://index.example.invalid/simple" + evil,)))
 
 
 def test_missing_pylock(tmp_path):
@@ -267,23 +466,36 @@ def test_lock_file_names_refused(name):
         lock_file_name_ok(name)
 
 
-def test_write_atomically(tmp_path):
+def test_write_together(tmp_path):
     path = tmp_path / "pylock.toml"
-    write_atomically(str(path), "first\n")
+    write_together([(str(path), "first\n")])
     assert path.read_text() == "first\n"
     path.chmod(0o640)
-    write_atomically(str(path), "second ü\n")
-    assert path.read_text(encoding="utf-8") == "second ü\n"
+    write_together([(str(path), "second ü\n"), (str(tmp_path / "c.txt"), "c\n")])
+    assert path.read_text(encoding="utf-8") == "second ü\n" and (tmp_path / "c.txt").read_text() == "c\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o640  # the replaced file's mode is kept
-    assert os.listdir(tmp_path) == ["pylock.toml"]  # no temporary file left behind
+    assert sorted(os.listdir(tmp_path)) == ["c.txt", "pylock.toml"]  # no temporary file left behind
     with pytest.raises(UsageError, match="cannot write .*missing"):
-        write_atomically(str(tmp_path / "missing" / "pylock.toml"), "x")
+        write_together([(str(tmp_path / "missing" / "pylock.toml"), "x")])
+
+
+def test_write_together_replaces_nothing_when_one_cannot_be_written(tmp_path):
+    """The third output's directory is missing: the first two stay as they were, no temporary file stays."""
+    (tmp_path / "pylock.toml").write_text("old lock\n")
+    outputs = [(str(tmp_path / "pylock.toml"), "new lock\n"), (str(tmp_path / "c.txt"), "c\n"),
+               (str(tmp_path / "missing" / "r.txt"), "r\n")]
+    with pytest.raises(UsageError, match="cannot write .*missing/r.txt"):
+        write_together(outputs)
+    assert os.listdir(tmp_path) == ["pylock.toml"] and (tmp_path / "pylock.toml").read_text() == "old lock\n"
+    with pytest.raises(UsageError, match="named for two of the outputs"):
+        write_together([(str(tmp_path / "pylock.toml"), "a"), (str(tmp_path / "." / "pylock.toml"), "b")])
+    assert (tmp_path / "pylock.toml").read_text() == "old lock\n"
 
 
 def test_new_file_gets_the_umask_mode(tmp_path):
     old = os.umask(0o027)
     try:
-        write_atomically(str(tmp_path / "pylock.toml"), "x")
+        write_together([(str(tmp_path / "pylock.toml"), "x")])
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "pylock.toml").stat().st_mode) == 0o640
@@ -317,7 +529,8 @@ def test_requirements_text():
 def test_no_index_and_find_links_for_a_lock_from_local_files(tmp_path):
     wheel = LockedWheel("a-1.0-py3-none-any.whl", (tmp_path / "a-1.0-py3-none-any.whl").as_uri(), "0" * 64, 1)
     lock = _lock(packages=(LockedPackage("a", "1.0", None, wheel, None, ""),), index_urls=())
-    assert constraints_txt(lock).splitlines()[1:] == ["--no-index", f"--find-links {tmp_path}", "a==1.0"]
+    # the directory as a file URL: percent-encoded, so no space of a path can split pip's option line
+    assert constraints_txt(lock).splitlines()[1:] == ["--no-index", f"--find-links {tmp_path.as_uri()}/", "a==1.0"]
 
 
 # -- pip as the oracle -----------------------------------------------------------------------------

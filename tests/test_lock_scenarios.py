@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.cli import main
-from cudaresolve.output.lock import read_pylock
+from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.lock import Lock
 from cudaresolve.knowledge import torch as torch_data
 

@@ -20,7 +20,7 @@ def misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]], machine: str) ->
         try:
             version = Version(package.version)
         except InvalidVersion:
-            continue  # read_pylock has checked it; another tool's odd version is not ours to judge
+            continue  # an unpinned entry of another source in another tool's lock: no version to judge
         reason = release_rejection(package.name, version, cuda_build(package.name, version), hosts, machine)
         if reason:
             found.append(f"{package.name} {package.version}: {reason}")

@@ -259,7 +259,7 @@ def _as_lock(
         sha256 = index.sha256(file)
         if name in notes:
             reason = f"{notes[name]}; {reason}"
-        # a wheel found by --find-links has no index: pip reaches it through its directory (output/lock.py)
+        # a wheel found by --find-links has no index: pip reaches it through its directory (lockfile/pylock.py)
         source = None if file.source in index.config.find_links else file.source
         packages.append(
             LockedPackage(name, str(candidate.version), source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
