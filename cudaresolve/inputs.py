@@ -1,0 +1,65 @@
+"""Reading outside input within bounds, so every way it can be wrong is one kind of error.
+
+A host file, a requirements file, a pyproject.toml or a conda-meta record may be hostile or broken:
+larger than any real one, nested deeper than a parser's recursion, holding an integer past Python's
+4,300-digit conversion limit, or naming a path with a NUL byte. The standard library reports these
+as RecursionError or a bare ValueError that callers expecting JSONDecodeError or TOMLDecodeError
+miss. Here each becomes an OSError (reading) or a ValueError (parsing) with a readable reason, which
+the callers already turn into their one-line UsageError naming the input (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import sys
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+# A host file, a requirements file or a pyproject.toml is a few kB; 16 MiB is far above any real one.
+MAX_INPUT_FILE = 16 * 1024 * 1024
+
+
+def read_bounded(path: str, limit: int = MAX_INPUT_FILE) -> bytes:
+    """The bytes of `path`; an OSError (with strerror) when it cannot be read or is larger than `limit`."""
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(limit + 1)
+    except ValueError:  # a NUL byte, or a character the file system encoding cannot hold
+        raise OSError(errno.EINVAL, "not a valid path", path) from None
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", path)
+    return data
+
+
+def loads_json(text: str) -> Any:
+    """json.loads; any failure is a ValueError (JSONDecodeError, or the reason it could not be read)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # an integer past the conversion limit: json does not wrap it
+        raise ValueError(_reason(exc)) from None
+
+
+def loads_toml(text: str) -> Any:
+    """tomllib.loads; any failure is a ValueError (TOMLDecodeError, or the reason it could not be read)."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError as exc:  # an integer past the conversion limit: tomllib does not wrap it
+        raise ValueError(_reason(exc)) from None
+
+
+def _reason(exc: ValueError) -> str:
+    """The interpreter's words without its advice to the programmer ("; use sys.set_int_max_str_digits()...")."""
+    return str(exc).split(";")[0]
