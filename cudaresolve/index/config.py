@@ -31,7 +31,6 @@ import os
 import pathlib
 import re
 import subprocess
-import sys
 import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
@@ -42,12 +41,8 @@ from packaging.utils import canonicalize_name
 from cudaresolve import records
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.errors import UsageError
+from cudaresolve.inputs import loads_toml, read_bounded
 from cudaresolve.knowledge import torch
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
 
 # PyTorch's own download site: the variant indexes live below it unless configured otherwise.
 DEFAULT_TORCH_INDEX_BASE = "https://download.pytorch.org"
@@ -230,13 +225,12 @@ def read_project(project_dir: str) -> Optional[ProjectSettings]:
     """`[tool.cudaresolve]` of `project_dir`/pyproject.toml; None when there is no such file or table."""
     path = os.path.join(project_dir, "pyproject.toml")
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = loads_toml(read_bounded(path).decode("utf-8"))
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # UnicodeDecodeError, TOMLDecodeError, or what tomllib does not wrap
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     table = data.get("tool", {}).get("cudaresolve") if isinstance(data.get("tool"), dict) else None
     if table is None:
