@@ -63,3 +63,26 @@ def loads_toml(text: str) -> Any:
 def _reason(exc: ValueError) -> str:
     """The interpreter's words without its advice to the programmer ("; use sys.set_int_max_str_digits()...")."""
     return str(exc).split(";")[0]
+
+
+def parse_requirement(text: str) -> Any:
+    """packaging's Requirement with every version of its specifier parsed now; InvalidRequirement otherwise.
+
+    packaging parses a specifier's version only when it compares, deep in a resolution, where a
+    number past int()'s 4,300 digits fails with a bare ValueError; and packaging before 22 parses
+    markers recursively without a depth limit.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import Version
+
+    try:
+        requirement = Requirement(text)
+    except RecursionError:
+        raise InvalidRequirement("its marker is nested too deeply") from None
+    for specifier in requirement.specifier:
+        if specifier.operator != "===":  # arbitrary equality compares text
+            try:
+                Version(specifier.version[:-2] if specifier.version.endswith(".*") else specifier.version)
+            except ValueError as exc:
+                raise InvalidRequirement(_reason(exc)) from None
+    return requirement
