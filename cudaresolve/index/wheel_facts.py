@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cudaresolve.binary.wheel import WheelFacts, read_wheel
+from cudaresolve.binary.wheel import WheelError, WheelFacts, read_wheel
 from cudaresolve.env.cache import dumps_facts, loads_facts
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.downloads import Progress, download
@@ -31,7 +31,12 @@ def wheel_binary_facts(
         if row is not None:
             return from_record(row)
     if file.url.startswith("file:"):
-        with open(local_path(file.url), "rb") as local:
+        path = local_path(file.url)
+        try:
+            local = open(path, "rb")
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte (%00) in the path
+            raise WheelError(file.filename, f"cannot read {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        with local:
             return read_wheel(local, file.filename)
     key = file.sha256 or "url:" + file.url
     stored = loads_facts(cache.blob("wheel-facts", key) or b"")
