@@ -97,3 +97,43 @@ def test_a_version_that_is_not_pep_440_deep_in_the_plan(capsys, tmp_path):
         '[[tool.cudaresolve.kept]]\nname = "bar"\nversion = "1.0-garbage"\n' % ("0" * 64)
     )
     assert "1.0-garbage" in could_not_run(capsys, ["install", "--lock", str(tmp_path / "pylock.toml"), "--dry-run", *HOST])
+
+
+def _claims(data: bytearray, info, size: int) -> None:
+    """Make the local header and the central directory entry of `info` claim `size` uncompressed bytes."""
+    import struct
+
+    struct.pack_into("<I", data, info.header_offset + 22, size)
+    entry = data.find(b"PK\x01\x02")
+    while entry != -1:
+        (offset,) = struct.unpack_from("<I", data, entry + 42)
+        if offset == info.header_offset:
+            struct.pack_into("<I", data, entry + 24, size)
+            return
+        entry = data.find(b"PK\x01\x02", entry + 4)
+    raise AssertionError("no central directory entry")
+
+
+@pytest.mark.parametrize("method", ["stored", "deflated"])
+def test_a_wheel_member_claiming_4_gb_is_not_allocated(capsys, tmp_path, elf_builder, method):
+    """inspect reads a wheel in place: a member whose headers claim 4 GB is an error, and memory stays small."""
+    import tracemalloc
+    import zipfile
+
+    library = elf_builder.build("libx.so", "int x(void) { return 1; }\n", soname="libx.so")
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED if method == "stored" else zipfile.ZIP_DEFLATED) as archive:
+        archive.write(library, "x/libx.so")
+    data = bytearray(wheel.read_bytes())
+    with zipfile.ZipFile(wheel) as archive:
+        _claims(data, archive.getinfo("x/libx.so"), 0xFFFF_FFFF)
+    wheel.write_bytes(bytes(data))
+    tracemalloc.start()
+    try:
+        assert main(["inspect", str(wheel)]) == 2
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith(f"{wheel}\n  error: not a readable wheel (x/libx.so: ")
+    assert peak < 50 * 1024 * 1024

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -57,40 +58,66 @@ def read_wheel(stream: BinaryIO, label: str) -> WheelFacts:
     """Facts of every ELF shared-object member of the wheel in `stream` (seekable, opened in binary mode)."""
     members, unreadable, not_elf = [], [], []
     try:
-        with zipfile.ZipFile(stream) as archive:
-            for info in archive.infolist():
-                if info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
-                    continue
-                where = f"{label}!{info.filename}"
-                data = _elf_member(archive, info)
-                if data is None:
-                    not_elf.append(info.filename)
-                    continue
-                try:
-                    members.append(read_binary_facts_from_buffer(data, where))
-                except CudaresolveError as exc:
-                    unreadable.append((info.filename, str(exc)))
-                del data  # one member in memory at a time
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+        archive = zipfile.ZipFile(stream)
+        infos = archive.infolist()
+    except _ZIP_FAILURES as exc:
         raise WheelError(label, f"not a readable wheel ({exc})") from None
+    with archive:
+        for info in infos:
+            # A damaged directory can give a member no name at all (ZipInfo.is_dir indexes it).
+            if not info.filename or info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
+                continue
+            where = f"{label}!{info.filename}"
+            try:
+                data = _elf_member(archive, info)
+            except _ZIP_FAILURES as exc:
+                raise WheelError(label, f"not a readable wheel ({info.filename}: {exc})") from None
+            if data is None:
+                not_elf.append(info.filename)
+                continue
+            try:
+                members.append(read_binary_facts_from_buffer(data, where))
+            except CudaresolveError as exc:
+                unreadable.append((info.filename, str(exc)))
+            del data  # one member in memory at a time
     return WheelFacts(label, tuple(members), tuple(unreadable), tuple(not_elf))
 
 
+def _zip_failures() -> tuple[type[BaseException], ...]:
+    """What zipfile raises for a damaged archive: besides its own errors, the decompressors' and
+    whatever a lying header leads to (a negative seek, a name that is not UTF-8, an "encrypted" flag)."""
+    failures: list[type[BaseException]] = [
+        zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, NotImplementedError,
+        RuntimeError, ValueError, struct.error, OverflowError,
+    ]
+    try:
+        import lzma  # absent from some Python builds; zipfile then cannot read LZMA members either
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        failures.append(lzma.LZMAError)
+    return tuple(failures)
+
+
+_ZIP_FAILURES = _zip_failures()
+_CHUNK = 1 << 20
+
+
 def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo):
-    """The member inflated into one buffer of its size, or None when it does not start with the ELF magic."""
+    """The member inflated into one buffer, or None when it does not start with the ELF magic.
+
+    The buffer grows with what the member really inflates to (up to the size its header claims),
+    rather than being allocated at that size first: a damaged or hostile header may claim 4 GB."""
     with archive.open(info) as member:
         magic = member.read(4)
         if magic != ELF_MAGIC:
             return None
-        data = bytearray(info.file_size)
-        data[:4] = magic
-        view, filled = memoryview(data), 4
-        while filled < info.file_size:
-            count = member.readinto(view[filled:])
-            if not count:
-                raise EOFError(f"{info.filename}: member ends after {filled} of {info.file_size} bytes")
-            filled += count
-        view.release()
+        data = bytearray(magic)
+        while len(data) < info.file_size:
+            chunk = member.read(min(_CHUNK, info.file_size - len(data)))
+            if not chunk:
+                raise EOFError(f"member ends after {len(data)} of {info.file_size} bytes")
+            data += chunk
         return data
 
 
