@@ -412,19 +412,22 @@ def _misfits(args: argparse.Namespace, locked) -> tuple[str, list[str]]:
 
 def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> int:
     """The doctor on what pip left, the way `cudaresolve doctor` runs it (its result cached for the
-    next look); its findings are shown, and pip's success stays the exit status."""
+    next look); its findings are shown, and its exit status is the command's: 2 when it finds an
+    error on any host (pip succeeded, yet the environment it leaves will not work)."""
     from cudaresolve.env.interpreter import target_for_site_packages
     from cudaresolve.output.doctor import use_colour
     from cudaresolve.results import doctor_report
 
     where = target_for_site_packages(site) if site else target
     hosts = _hosts(args)
+    code = 0
     for label, host in hosts:
         report = doctor_report(where, host, os.environ)
         if len(hosts) > 1:
             sys.stdout.write(f"doctor for {label}:\n")
         sys.stdout.write(report.text_colour if use_colour(sys.stdout, os.environ) else report.text)
-    return 0
+        code = max(code, report.exit_code)
+    return code
 
 
 def _check_lock(args: argparse.Namespace) -> int:
@@ -637,7 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="lock, then install exactly the lock with the target's own pip, then run the doctor",
         description="Resolve as `lock` does, print the plan, then run `PY -m pip install --require-hashes "
         "--no-deps -r <the lock>` with the target interpreter's pip (nothing is touched before the lock "
-        "succeeded), then diagnose the environment. pip's exit status is returned.",
+        "succeeded), then diagnose the environment. pip's exit status is returned when it fails; after it "
+        "succeeds, 2 when the doctor finds errors.",
         epilog=EXIT_CODES,
     )
     _add_lock_inputs(install)

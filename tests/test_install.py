@@ -226,6 +226,27 @@ def test_plain_pip_leaves_the_fake_cusparse_broken_where_install_did_not(cli, pi
     assert [(e["check"], e["subject"]) for e in errors] == [("symbol-skew", "nvidia-cusparse-cu12 12.3.1.170")]
 
 
+def test_install_exits_2_when_the_doctor_after_pip_finds_errors(cli, pip_venv, cuda_index, tmp_path):
+    """pip succeeds, but the environment it leaves is broken (by what was there before: a lock made for
+    another environment leaves it alone): the doctor's errors are the status, pip's success is not."""
+    made = tmp_path / "made" / "pylock.toml"
+    made.parent.mkdir()
+    run = cli("lock", "numba>=0.59,<0.60", "--python", pip_venv("lock-target"), "-o", str(made), "-q", *RTX_4090,
+              *index_flags(cuda_index))
+    assert run.code == 0, run.err
+    python = pip_venv("target", (CUSPARSE, OLD_NVJITLINK), cuda_index.index_url)
+    run = cli("install", "--lock", str(made), "--python", python, "-q", *RTX_4090)
+    assert run.code == 2, run.out + run.err
+    assert re.search(r"^Successfully installed .*numba-0\.59\.1", run.out, re.M), run.out
+    assert doctor_result_line(run.out).startswith("result: 1 error"), run.out
+    assert [(e["check"], e["subject"]) for e in doctor_errors(cli, python, RTX_4090)] == [
+        ("symbol-skew", "nvidia-cusparse-cu12 12.3.1.170")]
+    # Without the doctor, pip's success is the status.
+    python = pip_venv("unverified", (CUSPARSE, OLD_NVJITLINK), cuda_index.index_url)
+    run = cli("install", "--lock", str(made), "--python", python, "-q", "--no-verify", *RTX_4090)
+    assert run.code == 0 and "numba-0.59.1" in run.out and "result: " not in run.out, run.out + run.err
+
+
 # -- 2. --dry-run ------------------------------------------------------------------------------------
 
 
