@@ -229,7 +229,14 @@ def _cmd_install(args: argparse.Namespace) -> int:
     import tempfile
 
     from cudaresolve.env.interpreter import target_for
-    from cudaresolve.integrations.pip import externally_managed, pip_install_command, pips_refusal, run
+    from cudaresolve.integrations.pip import (
+        externally_managed,
+        installs_elsewhere,
+        pip_install_command,
+        pip_install_settings,
+        pips_refusal,
+        run,
+    )
     from cudaresolve.output.lock import read_pylock, requirements_txt
     from cudaresolve.output.plan import render_plan, render_state
     from cudaresolve.resolve.plan import install_plan
@@ -237,7 +244,11 @@ def _cmd_install(args: argparse.Namespace) -> int:
     if args.target_dir and args.prefix:
         raise UsageError("give --target or --prefix, not both")
     target = target_for(python=args.python)
-    if externally_managed(target) and not args.target_dir and not args.prefix:
+    settings = pip_install_settings(target, os.environ)
+    elsewhere = installs_elsewhere(settings)
+    if elsewhere:
+        raise UsageError(f"{elsewhere}: unset it, and give cudaresolve install --target or --prefix instead")
+    if externally_managed(target, settings) and not args.target_dir and not args.prefix:
         code, words = pips_refusal(target.python)
         sys.stderr.write(words + "\n")
         return code

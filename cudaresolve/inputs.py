@@ -1,5 +1,7 @@
 """Reading outside input within bounds, so every way it can be wrong is one kind of error.
 
+Files, parsed JSON and TOML, PEP 508 requirements, and what another program prints.
+
 A host file, a requirements file, a pyproject.toml or a conda-meta record may be hostile or broken:
 larger than any real one, nested deeper than a parser's recursion, holding an integer past Python's
 4,300-digit conversion limit, or naming a path with a NUL byte. The standard library reports these
@@ -10,10 +12,16 @@ the callers already turn into their one-line UsageError naming the input (docs/s
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
+import os
+import selectors
+import signal
+import subprocess
 import sys
-from typing import Any
+import time
+from typing import Any, Sequence
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,3 +94,74 @@ def parse_requirement(text: str) -> Any:
             except ValueError as exc:
                 raise InvalidRequirement(_reason(exc)) from None
     return requirement
+
+
+class TooMuchOutput(Exception):
+    """A program printed more than the limit and was stopped."""
+
+
+def run_bounded(argv: Sequence[str], question: bytes, timeout: float, limit: int) -> tuple[int, bytes, bytes]:
+    """Run `argv` in a session of its own with `question` on its stdin; (status, stdout, stderr).
+
+    Each stream is kept up to `limit` bytes: a program that prints more, or that has not ended
+    within `timeout` seconds, is killed with everything it started, and TooMuchOutput or
+    subprocess.TimeoutExpired is raised. OSError when it cannot start.
+    """
+    process = subprocess.Popen(
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        out, err = _collect(process, question, timeout, limit)
+        return process.returncode, out, err
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    finally:
+        for stream in (process.stdin, process.stdout, process.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def _collect(process: subprocess.Popen, question: bytes, timeout: float, limit: int) -> tuple[bytes, bytes]:
+    """Write `question`, read both outputs until they end and the process exits: one loop over the
+    three pipes, no threads."""
+    deadline = time.monotonic() + timeout
+    collected = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
+    pending = memoryview(question)
+    with selectors.DefaultSelector() as selector:
+        for fd in collected:
+            selector.register(fd, selectors.EVENT_READ)
+        stdin = process.stdin.fileno()
+        if pending:
+            os.set_blocking(stdin, False)
+            selector.register(stdin, selectors.EVENT_WRITE)
+        else:
+            process.stdin.close()
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(process.args, timeout)
+            for key, _ in selector.select(left):
+                if key.fd == stdin:
+                    try:
+                        pending = pending[os.write(stdin, pending[:65536]):]
+                    except BrokenPipeError:  # it does not read its stdin: its output says the rest
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(stdin)
+                        process.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                collected[key.fd] += chunk
+                if len(collected[key.fd]) > limit:
+                    raise TooMuchOutput(f"printed more than {limit >> 20} MiB")
+    try:
+        process.wait(max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        raise subprocess.TimeoutExpired(process.args, timeout) from None
+    return bytes(collected[process.stdout.fileno()]), bytes(collected[process.stderr.fileno()])

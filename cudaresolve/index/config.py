@@ -335,8 +335,11 @@ def _write_quietly(entry: str, text: str) -> None:
 # -- the merge: plain data in, IndexConfig out ------------------------------------------------------
 
 
-def pip_settings(files: Sequence[PipFile], environ: Mapping[str, str], command: str = "install") -> dict[str, tuple[str, str]]:
-    """pip's configured text for each key, with its origin, as pip's option parser picks it.
+def pip_settings(
+    files: Sequence[PipFile], environ: Mapping[str, str], command: str = "install", options: Mapping[str, str] = _PIP_OPTIONS
+) -> dict[str, tuple[str, str]]:
+    """pip's configured text for each key of `options` (pip's option names -> the key), with its
+    origin, as pip's option parser picks it.
 
     Every `section.name` is merged over the files (later wins) and the `PIP_*` variables; empty values
     are then dropped, and the sections applied in pip's order: [global], [<command>], variables.
@@ -352,7 +355,7 @@ def pip_settings(files: Sequence[PipFile], environ: Mapping[str, str], command: 
     chosen: dict[str, tuple[str, str]] = {}
     for wanted in ("global", command, ":env:"):
         for (section, name), (value, origin) in merged.items():
-            key = _PIP_OPTIONS.get(name)
+            key = options.get(name)
             if section == wanted and key is not None and value:
                 chosen[key] = (value, origin)
     return chosen
@@ -443,11 +446,7 @@ def _pip_value(key: str, text: str, origin: str, home: str) -> object:
     if key in _LISTS:
         return tuple(text.split())
     if key == "no-index":
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise UsageError(f"no-index: {text!r} (from {origin}) is not a boolean; pip accepts yes/no, true/false, on/off, 1/0")
+        return pip_bool(key, text, origin)
     if key in ("timeout", "retries"):
         try:
             return float(text) if key == "timeout" else int(text)
@@ -457,6 +456,15 @@ def _pip_value(key: str, text: str, origin: str, home: str) -> object:
     if key in _PATHS:
         return _expand_user(text, home)
     return text
+
+
+def pip_bool(key: str, text: str, origin: str) -> bool:
+    """A configured flag as pip reads it (strtobool); pip refuses anything else, and so does this."""
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise UsageError(f"{key}: {text!r} (from {origin}) is not a boolean; pip accepts yes/no, true/false, on/off, 1/0")
 
 
 def _index_location(key: str, value: str, origin: str, base: str, home: str) -> str:
