@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -100,15 +100,19 @@ class TooMuchOutput(Exception):
     """A program printed more than the limit and was stopped."""
 
 
-def run_bounded(argv: Sequence[str], question: bytes, timeout: float, limit: int) -> tuple[int, bytes, bytes]:
-    """Run `argv` in a session of its own with `question` on its stdin; (status, stdout, stderr).
+def run_bounded(
+    argv: Sequence[str], question: bytes, timeout: float, limit: int, env: Optional[Mapping[str, str]] = None
+) -> tuple[int, bytes, bytes]:
+    """Run `argv` in a session of its own with `question` on its stdin (and `env`, default this
+    process's environment); (status, stdout, stderr).
 
     Each stream is kept up to `limit` bytes: a program that prints more, or that has not ended
     within `timeout` seconds, is killed with everything it started, and TooMuchOutput or
     subprocess.TimeoutExpired is raised. OSError when it cannot start.
     """
     process = subprocess.Popen(
-        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        env=None if env is None else dict(env),
     )
     try:
         out, err = _collect(process, question, timeout, limit)

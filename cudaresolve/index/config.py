@@ -41,7 +41,7 @@ from packaging.utils import canonicalize_name
 from cudaresolve import records
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.errors import UsageError
-from cudaresolve.inputs import loads_toml, read_bounded
+from cudaresolve.inputs import TooMuchOutput, loads_toml, read_bounded, run_bounded
 from cudaresolve.knowledge import torch
 
 # PyTorch's own download site: the variant indexes live below it unless configured otherwise.
@@ -276,16 +276,18 @@ def pip_install_help(python: str, environ: Mapping[str, str]) -> str:
     env["PIP_CONFIG_FILE"] = os.devnull
     command = [python, "-m", "pip", "install", "--help"]
     try:
-        done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+        status, out, err = run_bounded(command, b"", 120, 1024 * 1024, env=env)  # the help is 10 kB
     except OSError as exc:
         raise UsageError(f"cannot run {python} to ask pip for its default index: {exc.strerror or exc}; pass --index-url") from None
     except subprocess.TimeoutExpired:
         raise UsageError(f"{python} -m pip install --help did not answer within 120 s; pass --index-url") from None
-    if done.returncode != 0:
-        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
-        detail = f" ({last[0].strip()})" if last else ""
+    except TooMuchOutput as exc:
+        raise UsageError(f"{python} -m pip install --help {exc}; pass --index-url") from None
+    if status != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:]
+        detail = f" ({last[0].strip()[:200]})" if last else ""
         raise UsageError(f"{python} cannot run pip{detail}, so pip's default index is unknown; pass --index-url")
-    return done.stdout.decode("utf-8", "replace")
+    return out.decode("utf-8", "replace")
 
 
 def parse_default_index(help_text: str, python: str) -> str:
