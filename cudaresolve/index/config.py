@@ -70,6 +70,7 @@ _LISTS = ("extra-index-url", "find-links", "trusted-host")
 _PATHS = ("cert", "client-cert")
 _TRUE = ("y", "yes", "t", "true", "on", "1")  # pip's strtobool spellings
 _FALSE = ("n", "no", "f", "false", "off", "0")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _PIP_IGNORED_VARIABLES = ("version", "help")  # PIP_VERSION and PIP_HELP are not options to pip
 
 
@@ -217,7 +218,12 @@ def read_pip_files(paths: Sequence[str]) -> tuple[PipFile, ...]:
         except configparser.Error as exc:
             detail = " ".join(str(exc).split())
             raise UsageError(f"pip configuration file {path} does not parse: {detail}") from None
-        found.append(PipFile(path, {section: dict(parser.items(section)) for section in parser.sections()}))
+        sections = {section: dict(parser.items(section)) for section in parser.sections()}
+        for section, items in sections.items():
+            for name, value in items.items():
+                if "\0" in name + value:  # a value becomes a path or a URL, which cannot hold one
+                    raise UsageError(f"pip configuration file {path}: [{section}] {name}: a NUL character")
+        found.append(PipFile(path, sections))
     return tuple(found)
 
 
@@ -472,6 +478,10 @@ def pip_bool(key: str, text: str, origin: str) -> bool:
 def _index_location(key: str, value: str, origin: str, base: str, home: str) -> str:
     """An index URL as given, or an existing directory as a file:// URL; anything else is refused."""
     if _scheme(value) in ("http", "https", "file"):
+        try:
+            urllib.parse.urlsplit(value)
+        except ValueError as exc:  # a broken IPv6 literal ("http://[::1"): every later use would fail so
+            raise UsageError(f"{key}: {value!r} (from {origin}) is not a valid URL ({exc})") from None
         return value
     path = os.path.join(base, _expand_user(value, home))
     if value.strip() and "://" not in value and os.path.isdir(path):
@@ -495,7 +505,8 @@ def _relative_to(link: str, directory: str) -> str:
 
 
 def _scheme(value: str) -> str:
-    return urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""
+    found = _SCHEME.match(value)  # not urlsplit, which raises on a broken IPv6 literal
+    return found.group(1).lower() if found else ""
 
 
 def _pip_name(name: str) -> str:
