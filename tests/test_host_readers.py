@@ -46,6 +46,7 @@ CUresult cuInit(unsigned flags) {
     if (!strcmp(mode(), "nodevice")) return 100;
     if (!strcmp(mode(), "crash")) { volatile int *p = 0; *p = 1; }
     if (!strcmp(mode(), "hang")) sleep(60);
+    if (!strcmp(mode(), "spew")) { static char page[65536]; memset(page, '[', sizeof page); for (;;) write(1, page, sizeof page); }
     return 0;
 }
 CUresult cuDeviceGetCount(int *n) { *n = 2; return 0; }
@@ -102,6 +103,12 @@ def test_libcuda_crash_is_contained(fake_driver):
 def test_libcuda_hang_is_cut_off(fake_driver):
     with pytest.raises(SourceUnavailable, match=r"^the libcuda child process gave no answer within 1 s$"):
         run_libcuda({**fake_driver, "FAKE_CUDA": "hang"}, timeout=1)
+
+
+def test_libcuda_that_prints_without_end_is_cut_off(fake_driver):
+    """A driver library writing to the child's stdout without end: read up to 16 MiB, then the child is killed."""
+    with pytest.raises(SourceUnavailable, match=r"^the libcuda child process printed more than 16 MiB: stopped$"):
+        run_libcuda({**fake_driver, "FAKE_CUDA": "spew"}, timeout=60)
 
 
 def test_libcuda_absent_on_this_machine():

@@ -17,11 +17,14 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from cudaresolve.errors import UsageError
 from cudaresolve.host.sources import NvmlDevice, NvmlMigDevice, NvmlValues
+from cudaresolve.inputs import TooMuchOutput, run_bounded
 
 # nvidia-smi and cuInit can take seconds on a big machine with persistence mode off; a hung driver
 # must not hang us.
 COMMAND_TIMEOUT = 30.0
 LIBCUDA_TIMEOUT = 30.0
+# nvidia-smi -q -x on an 8-GPU machine prints ~200 kB; a program printing more is not answering.
+OUTPUT_LIMIT = 16 * 1024 * 1024
 # nvidia-smi is taken from where the driver puts it, never from PATH: inside a venv PATH starts with
 # the venv's bin/, where any installed package may have put a program of that name. The places:
 # the driver's packages and its .run installer (/usr/bin, /usr/local/bin, /bin, /usr/sbin), WSL2
@@ -98,24 +101,25 @@ def locate_nvidia_smi(environ: Mapping[str, str], directories: Sequence[str] = N
 def run_command(
     argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None, name: Optional[str] = None
 ) -> CommandResult:
-    """Run `argv`; `name` is what messages call it (default argv[0])."""
+    """Run `argv` (nothing on its stdin, its output read up to OUTPUT_LIMIT); `name` is what messages
+    call it (default argv[0])."""
     name = name or argv[0]
     try:
-        done = subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            env=None if env is None else dict(env),
-        )
+        status, out, err = run_bounded(argv, b"", timeout, OUTPUT_LIMIT, env=env)
     except FileNotFoundError:
-        raise SourceUnavailable(f"{name} is not on PATH") from None
+        raise SourceUnavailable(f"{name} does not exist" if os.sep in argv[0] else f"{name} is not on PATH") from None
     except subprocess.TimeoutExpired:
         raise SourceUnavailable(f"{name} gave no answer within {timeout:g} s") from None
+    except TooMuchOutput as exc:
+        raise SourceUnavailable(f"{name} {exc}: stopped") from None
     except OSError as exc:
         raise SourceUnavailable(f"{name} could not run: {exc.strerror or exc}") from None
-    return CommandResult(done.returncode, done.stdout, done.stderr)
+    return CommandResult(status, _text(out), _text(err))
+
+
+def _text(data: bytes) -> str:
+    """A program's output as text, as subprocess's text mode gives it (undecodable bytes replaced, universal newlines)."""
+    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def libcuda_environment(environ: Mapping[str, str]) -> dict[str, str]:

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Gpu, MigDevice, Note
+from cudaresolve.inputs import loads_json
 from cudaresolve.versions import DriverRelease
 
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.103.01  Thu Jan ..." (proprietary) and
@@ -168,7 +169,7 @@ def parse_nvml(values: NvmlValues) -> Reading:
 
 def parse_libcuda(stdout: str) -> Reading:
     try:
-        data = json.loads(stdout)
+        data = loads_json(stdout)
         if not isinstance(data, dict):
             raise ValueError("not an object")
     except ValueError:
