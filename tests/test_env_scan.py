@@ -176,6 +176,19 @@ def test_find_elf_files_skips_directories_named_like_libraries(tmp_path):
 
 
 
+def test_a_fifo_named_like_a_library_is_skipped_not_waited_on(tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes: a planted libx.so FIFO hung the doctor."""
+    import threading
+
+    os.mkfifo(tmp_path / "libx.so")
+    shutil.copy2("/bin/sh", tmp_path / "liby.so")
+    found = []
+    reader = threading.Thread(target=lambda: found.append(find_elf_files(str(tmp_path))), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert found == [((str(tmp_path / "liby.so"),), ())]
+
+
 def test_pips_uninstall_stash_is_not_scanned(tmp_path):
     """What an interrupted upgrade leaves (torch's dist-info and package directory, a namespace
     package's subdirectory, each stashed under the name pip's own code gives it) is not installed."""
