@@ -18,6 +18,7 @@ import json
 import os
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -32,13 +33,21 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 MAX_INPUT_FILE = 16 * 1024 * 1024
 
 
-def read_bounded(path: str, limit: int = MAX_INPUT_FILE) -> bytes:
-    """The bytes of `path`; an OSError (with strerror) when it cannot be read or is larger than `limit`."""
+def read_bounded(path: str, limit: int = MAX_INPUT_FILE, *, regular: bool = False) -> bytes:
+    """The bytes of `path`; an OSError (with strerror) when it cannot be read or is larger than `limit`.
+
+    With `regular`, only a regular file is read: a file an environment or a checkout holds (a dist-info's
+    METADATA, a pyproject.toml) that is a FIFO would otherwise block the read forever. Without it, a
+    pipe the user gives (`--host <(...)`, `-r /dev/stdin`) is read like a file.
+    """
     try:
-        with open(path, "rb") as stream:
-            data = stream.read(limit + 1)
+        fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if regular else 0) | getattr(os, "O_CLOEXEC", 0))
     except ValueError:  # a NUL byte, or a character the file system encoding cannot hold
         raise OSError(errno.EINVAL, "not a valid path", path) from None
+    with open(fd, "rb") as stream:
+        if regular and not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        data = stream.read(limit + 1)
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", path)
     return data

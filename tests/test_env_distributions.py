@@ -251,3 +251,17 @@ def test_a_requirement_that_would_fail_deep_in_a_resolution_is_skipped_here(tmp_
     distributions, problems = read_distributions(str(tmp_path))
     assert [r.name for d in distributions if d.name == "broken" for r in d.requires] == ["c"]
     assert [p.reason[:32] for p in problems] == ["unparsable Requires-Dist 'a==1.9", 'unparsable Requires-Dist "b; (((']
+
+
+def test_a_fifo_in_a_dist_info_is_a_problem_not_a_hang(tmp_path):
+    """A planted METADATA FIFO would block a plain read forever."""
+    import threading
+
+    broken = _one_good_and(tmp_path)
+    (broken / "METADATA").unlink()
+    os.mkfifo(broken / "METADATA")
+    found = []
+    reader = threading.Thread(target=lambda: found.append(_read(tmp_path)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert found == [(["good"], (Problem(str(broken), "METADATA is unreadable: not a regular file"),))]

@@ -137,3 +137,18 @@ def test_a_wheel_member_claiming_4_gb_is_not_allocated(capsys, tmp_path, elf_bui
     out, err = capsys.readouterr()
     assert err == "" and out.startswith(f"{wheel}\n  error: not a readable wheel (x/libx.so: ")
     assert peak < 50 * 1024 * 1024
+
+
+def test_a_fifo_for_a_pyproject_is_refused_not_waited_on(capsys, tmp_path, monkeypatch):
+    """Every command that uses an index reads the current directory's pyproject.toml ([tool.cudaresolve])."""
+    import os
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "pyproject.toml")
+    done = []
+    command = threading.Thread(target=lambda: done.append(could_not_run(capsys, ["inspect", "--index-url", str(tmp_path), "x==1"])),
+                               daemon=True)
+    command.start()
+    command.join(10)
+    assert done == [f"{tmp_path}/pyproject.toml: cannot be read: not a regular file"]

@@ -119,7 +119,7 @@ def read_conda_meta(prefix: str) -> tuple[tuple[CondaPackage, ...], tuple[Proble
     for name in names:
         path = os.path.join(meta, name)
         try:
-            packages.append(parse_record(read_bounded(path, MAX_RECORD).decode("utf-8"), path, prefix))
+            packages.append(parse_record(read_bounded(path, MAX_RECORD, regular=True).decode("utf-8"), path, prefix))
         except OSError as exc:
             problems.append(Problem(path, f"cannot read: {exc.strerror or exc}"))
         except UnicodeDecodeError as exc:

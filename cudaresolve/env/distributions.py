@@ -194,7 +194,7 @@ def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optio
 
 
 def _read_text(path: str) -> str:
-    return read_bounded(path, MAX_DIST_INFO_FILE).decode("utf-8")
+    return read_bounded(path, MAX_DIST_INFO_FILE, regular=True).decode("utf-8")
 
 
 def _reason(what: str, exc: Exception) -> str:

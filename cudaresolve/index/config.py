@@ -231,7 +231,7 @@ def read_project(project_dir: str) -> Optional[ProjectSettings]:
     """`[tool.cudaresolve]` of `project_dir`/pyproject.toml; None when there is no such file or table."""
     path = os.path.join(project_dir, "pyproject.toml")
     try:
-        data = loads_toml(read_bounded(path).decode("utf-8"))
+        data = loads_toml(read_bounded(path, regular=True).decode("utf-8"))
     except FileNotFoundError:
         return None
     except OSError as exc:

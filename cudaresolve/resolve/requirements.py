@@ -375,7 +375,7 @@ def read_project(directory: str, extras: Sequence[str] = (), groups: Sequence[st
     """
     path = os.path.join(directory, "pyproject.toml")
     try:
-        data = inputs.loads_toml(inputs.read_bounded(path).decode("utf-8"))
+        data = inputs.loads_toml(inputs.read_bounded(path, regular=True).decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:  # UnicodeDecodeError, TOMLDecodeError, or what tomllib does not wrap
