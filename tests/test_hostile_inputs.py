@@ -152,3 +152,18 @@ def test_a_fifo_for_a_pyproject_is_refused_not_waited_on(capsys, tmp_path, monke
     command.start()
     command.join(10)
     assert done == [f"{tmp_path}/pyproject.toml: cannot be read: not a regular file"]
+
+
+def test_a_fifo_for_a_pip_configuration_file_is_refused_not_waited_on(capsys, tmp_path, monkeypatch):
+    """The target's prefix holds a pip.conf pip reads (site configuration): an environment may plant a FIFO there."""
+    import os
+    import threading
+
+    os.mkfifo(tmp_path / "pip.conf")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
+    done = []
+    command = threading.Thread(target=lambda: done.append(could_not_run(capsys, ["inspect", "--index-url", str(tmp_path), "x==1"])),
+                               daemon=True)
+    command.start()
+    command.join(10)
+    assert done == [f"pip configuration file {tmp_path}/pip.conf: not a regular file"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import configparser
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import locale
 import os
@@ -203,7 +204,9 @@ def pip_config_paths(prefix: str, environ: Mapping[str, str]) -> tuple[str, ...]
 def read_pip_files(paths: Sequence[str]) -> tuple[PipFile, ...]:
     """The files of `paths` that exist, parsed as pip parses them (configparser, locale encoding).
 
-    Like pip, a file that cannot be opened is skipped, and one that does not parse stops the run.
+    Like pip, a file that cannot be opened is skipped, and one that does not parse stops the run;
+    one that is not a regular file (a FIFO in the target's prefix would block the read) or is larger
+    than any real one stops it too.
     """
     found = []
     encoding = locale.getpreferredencoding(False)
@@ -212,7 +215,14 @@ def read_pip_files(paths: Sequence[str]) -> tuple[PipFile, ...]:
             continue
         parser = configparser.RawConfigParser()
         try:
-            parser.read(path, encoding=encoding)
+            data = read_bounded(path, regular=True)
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.EFBIG):
+                raise UsageError(f"pip configuration file {path}: {exc.strerror}") from None
+            continue
+        try:
+            # as configparser.read opens it: the locale's encoding, universal newlines
+            parser.read_string(data.decode(encoding).replace("\r\n", "\n").replace("\r", "\n"), source=path)
         except UnicodeDecodeError:
             raise UsageError(f"pip configuration file {path}: contains invalid {encoding} characters") from None
         except configparser.Error as exc:
