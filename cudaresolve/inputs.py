@@ -1,13 +1,13 @@
 """Reading outside input within bounds, so every way it can be wrong is one kind of error.
 
-Files, parsed JSON and TOML, PEP 508 requirements, and what another program prints.
-
-A host file, a requirements file, a pyproject.toml or a conda-meta record may be hostile or broken:
-larger than any real one, nested deeper than a parser's recursion, holding an integer past Python's
-4,300-digit conversion limit, or naming a path with a NUL byte. The standard library reports these
-as RecursionError or a bare ValueError that callers expecting JSONDecodeError or TOMLDecodeError
-miss. Here each becomes an OSError (reading) or a ValueError (parsing) with a readable reason, which
-the callers already turn into their one-line UsageError naming the input (docs/security.md).
+A host file, a requirements file, a pyproject.toml, a dist-info's METADATA or a conda-meta record
+may be hostile or broken: larger than any real one, a FIFO, nested deeper than a parser's
+recursion, holding an integer past Python's 4,300-digit conversion limit, or naming a path with a
+NUL byte. The standard library reports several of these as RecursionError or a bare ValueError that
+callers expecting JSONDecodeError or TOMLDecodeError miss, or not at all (a read that never ends).
+Here a file read fails with an OSError, a parse with a ValueError (InvalidRequirement for a
+requirement), and a program that prints or runs without end is stopped: each with a reason the
+callers turn into their one-line error naming the input (docs/security.md).
 """
 
 from __future__ import annotations
