@@ -12,8 +12,8 @@ from typing import Optional
 
 from cudaresolve.errors import UsageError
 
-_CC_RE = re.compile(r"^\s*(?:sm_?)?(\d{1,2})\.(\d)\s*$")
-_TARGET_RE = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$")
+_CC_RE = re.compile(r"^\s*(?:sm_?)?(\d{1,2})\.(\d)\s*$", re.ASCII)
+_TARGET_RE = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$", re.ASCII)
 
 
 @dataclass(frozen=True, order=True)
@@ -93,7 +93,7 @@ def parse_arch_list(text: str) -> tuple[Target, ...]:
             continue
         with_ptx = item.upper().endswith("+PTX")
         number = item[:-4] if with_ptx else item
-        match = re.match(r"^(\d{1,2})\.(\d)([af]?)$", number)
+        match = re.match(r"^(\d{1,2})\.(\d)([af]?)$", number, re.ASCII)
         if not match:
             raise UsageError(f"not an arch list entry: {item!r} in {text!r}")
         cc = ComputeCapability(int(match.group(1)), int(match.group(2)))

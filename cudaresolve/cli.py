@@ -233,7 +233,14 @@ def _cmd_install(args: argparse.Namespace) -> int:
     import tempfile
 
     from cudaresolve.env.interpreter import target_for
-    from cudaresolve.integrations.pip import externally_managed, pip_install_command, pips_refusal, run
+    from cudaresolve.integrations.pip import (
+        externally_managed,
+        installs_elsewhere,
+        pip_install_command,
+        pip_install_settings,
+        pips_refusal,
+        run,
+    )
     from cudaresolve.lockfile.pip import requirements_txt
     from cudaresolve.lockfile.pylock import read_pylock
     from cudaresolve.output.plan import render_plan, render_state
@@ -242,7 +249,11 @@ def _cmd_install(args: argparse.Namespace) -> int:
     if args.target_dir and args.prefix:
         raise UsageError("give --target or --prefix, not both")
     target = target_for(python=args.python)
-    if externally_managed(target) and not args.target_dir and not args.prefix:
+    settings = pip_install_settings(target, os.environ)
+    elsewhere = installs_elsewhere(settings)
+    if elsewhere:
+        raise UsageError(f"{elsewhere}: unset it, and give cudaresolve install --target or --prefix instead")
+    if externally_managed(target, settings) and not args.target_dir and not args.prefix:
         code, words = pips_refusal(target.python)
         sys.stderr.write(words + "\n")
         return code
@@ -420,19 +431,22 @@ def _misfits(args: argparse.Namespace, locked) -> tuple[str, list[str]]:
 
 def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> int:
     """The doctor on what pip left, the way `cudaresolve doctor` runs it (its result cached for the
-    next look); its findings are shown, and pip's success stays the exit status."""
+    next look); its findings are shown, and its exit status is the command's: 2 when it finds an
+    error on any host (pip succeeded, yet the environment it leaves will not work)."""
     from cudaresolve.env.interpreter import target_for_site_packages
     from cudaresolve.output.doctor import use_colour
     from cudaresolve.results import doctor_report
 
     where = target_for_site_packages(site) if site else target
     hosts = _hosts(args)
+    code = 0
     for label, host in hosts:
         report = doctor_report(where, host, os.environ)
         if len(hosts) > 1:
             sys.stdout.write(f"doctor for {label}:\n")
         sys.stdout.write(report.text_colour if use_colour(sys.stdout, os.environ) else report.text)
-    return 0
+        code = max(code, report.exit_code)
+    return code
 
 
 def _check_lock(args: argparse.Namespace) -> int:
@@ -645,7 +659,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="lock, then install exactly the lock with the target's own pip, then run the doctor",
         description="Resolve as `lock` does, print the plan, then run `PY -m pip install --require-hashes "
         "--no-deps -r <the lock>` with the target interpreter's pip (nothing is touched before the lock "
-        "succeeded), then diagnose the environment. pip's exit status is returned.",
+        "succeeded), then diagnose the environment. pip's exit status is returned when it fails; after it "
+        "succeeds, 2 when the doctor finds errors.",
         epilog=EXIT_CODES,
     )
     _add_lock_inputs(install)

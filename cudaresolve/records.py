@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional, TypeVar, Union
 from cudaresolve.errors import UsageError
 
 T = TypeVar("T")
+_INT_BITS = 63  # a signed 64-bit integer, as TOML defines its integers
 
 
 def check(fn: Optional[Callable[[str], Any]] = None, inherit: bool = False, key: Optional[str] = None) -> dict[str, Any]:
@@ -64,7 +65,18 @@ class RecordError(Exception):
     def problem(self) -> str:
         if self.message is not None:
             return self.message
-        return "missing" if self.missing else f"expected {self.expected}, got {self.value!r}"
+        return "missing" if self.missing else f"expected {self.expected}, got {shown(self.value)}"
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """`value` as repr() shows it, cut at `limit` characters; an integer too long for repr() by its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _INT_BITS:
+        return f"an integer of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except ValueError:  # a list or table holding such an integer
+        return "a list" if isinstance(value, list) else "a table"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load(cls: type[T], data: Any, fmt: Format = TOML, path: str = "") -> T:
@@ -118,6 +130,8 @@ def _value(kind: Any, value: Any, path: str, fmt: Format, hook: Optional[Callabl
         return {key: _value(args[1], v, f"{path}.{key}", fmt, hook, scope) for key, v in value.items()}
     if dataclasses.is_dataclass(kind) and not hasattr(kind, "parse"):
         return _record(kind, value, path, fmt, scope)
+    if kind is int and isinstance(value, int) and value.bit_length() > _INT_BITS:
+        raise RecordError(path, message=f"larger than a 64-bit integer ({value.bit_length()} bits)")
     if not _fits(kind, value):
         raise RecordError(path, expected=_describe(kind, fmt), value=value)
     return _scalar(kind, value, path, hook)
@@ -126,8 +140,8 @@ def _value(kind: Any, value: Any, path: str, fmt: Format, hook: Optional[Callabl
 def _fits(kind: Any, value: Any) -> bool:
     if kind is bool:
         return isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is int:  # what TOML holds, and what any count or size here needs: a 64-bit integer
+        return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= _INT_BITS
     return isinstance(value, str)  # str, and the text of a value type
 
 

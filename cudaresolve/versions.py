@@ -14,8 +14,8 @@ from typing import Optional
 
 from cudaresolve.errors import UsageError
 
-_CUDA_RE = re.compile(r"^(\d{1,3})(?:\.(\d{1,3})(?:\.\d+)*)?$")
-_DRIVER_RE = re.compile(r"^\d{2,4}\.\d{1,3}(?:\.\d{1,3})?$")
+_CUDA_RE = re.compile(r"^(\d{1,3})(?:\.(\d{1,3})(?:\.\d+)*)?$", re.ASCII)  # ASCII: packaging reads only 0-9
+_DRIVER_RE = re.compile(r"^\d{2,4}\.\d{1,3}(?:\.\d{1,3})?$", re.ASCII)
 
 
 @functools.total_ordering

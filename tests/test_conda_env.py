@@ -81,6 +81,10 @@ def test_a_record_gives_name_version_build_channel_depends_and_absolute_files():
     ('{"name": "nccl", "version": 2.21}', "conda-meta record of nccl has no version"),
     ('{"name": "nccl", "version": "2.21.5.1", "files": "lib/libnccl.so.2"}', "conda-meta record of nccl: files is not a list of paths"),
     ('{"name": "nccl", "version": "2.21.5.1", "depends": [1]}', "conda-meta record of nccl: depends is not a list of strings"),
+    # json's RecursionError and its bare ValueError past int()'s 4,300 digits were tracebacks
+    ('{"name": "nccl", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "conda-meta record is not valid JSON: nested too deeply"),
+    ('{"name": "nccl", "size": ' + "9" * 5000 + "}",
+     "conda-meta record is not valid JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"),
 ])
 def test_a_record_that_cannot_be_used_says_why(text, reason):
     with pytest.raises(CondaMetaError) as raised:
@@ -90,6 +94,7 @@ def test_a_record_that_cannot_be_used_says_why(text, reason):
 
 @pytest.mark.parametrize("raw, version", [
     ("12.4.127", "12.4.127"), ("2.21.5.1", "2.21.5.1"), ("1.1.1w", "1.1.1"), ("9e", "9"), ("2023c", "2023rc0"), ("abc", "0"),
+    ("1." + "9" * 5000, "1." + "9" * 18), ("\u00b2.1", "0"),
 ])
 def test_conda_versions_compare_without_crashing(raw, version):
     """PEP 440 where conda's string is one; else its leading release numbers; else 0 (the record keeps the string)."""

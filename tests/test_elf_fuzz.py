@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from cudaresolve.binary.elf import ElfError, read_binary_facts_from_buffer
 from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.env.inspect import Inspected, provider_needs
+from cudaresolve.output.inspect import render_text
 from test_fatbin import container, cubin, entry, fatbin_library, ptx, zstd_entry
 
 LIBV = """
@@ -78,6 +80,9 @@ def _check(data: bytes) -> None:
     except ElfError:
         return
     assert isinstance(facts, BinaryFacts)
+    # What inspect and the doctor do with the facts: the release a versioned symbol implies, the rendering.
+    provider_needs(facts)
+    render_text([Inspected("fuzz.so", facts)])
 
 
 def test_unmodified_images_read(images):
@@ -87,7 +92,9 @@ def test_unmodified_images_read(images):
 
 
 # The deadline only catches a hang (an unbounded walk); a read of this 16 kB image takes about a millisecond.
-@settings(max_examples=400, deadline=timedelta(seconds=5), suppress_health_check=[HealthCheck.function_scoped_fixture])
+# With the fatbin test below, 2,000 cases of the ELF reader, the same ones every run (tests/test_input_fuzz.py).
+@settings(max_examples=1600, deadline=timedelta(seconds=5), derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_headers_give_facts_or_elf_error(images, data):
     with_sections = data.draw(st.booleans(), label="with section headers")
@@ -138,7 +145,8 @@ def test_unmodified_fatbin_image_reads_whole(fatbin_image):
     assert (summary.sass, summary.containers, summary.damage) == (("sm_90", "sm_90a", "sm_100f"), len(CONTAINERS), ())
 
 
-@settings(max_examples=400, deadline=timedelta(seconds=5), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=400, deadline=timedelta(seconds=5), derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_fatbin_is_read_whole_or_reported_damaged(fatbin_image, data):
     image, regions = fatbin_image

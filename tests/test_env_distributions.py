@@ -198,3 +198,70 @@ def test_two_dist_infos_of_one_name_are_both_reported(tmp_path):
     distributions, _ = read_distributions(str(tmp_path))
     assert [str(d.version) for d in distributions] == ["12.1.105", "12.8.93"]
     assert all(isinstance(d, Distribution) for d in distributions)
+
+
+def _stash(path: Path) -> Path:
+    """Move `path` where pip's uninstall stashes it while it installs the new version (pip's own code names it)."""
+    from pip._internal.utils.temp_dir import AdjacentTempDirectory
+
+    stash = Path(AdjacentTempDirectory(str(path), delete=False).path)
+    stash.rmdir()
+    path.rename(stash)
+    return stash
+
+
+def test_pips_uninstall_stash_is_not_installed(tmp_path):
+    """An interrupted upgrade leaves ~orch-2.1.dist-info beside torch-2.2.dist-info: pip lists only 2.2."""
+    import json
+    import subprocess
+    import sys
+
+    stash = _stash(make_dist_info(tmp_path, "torch", "2.1"))
+    make_dist_info(tmp_path, "torch", "2.2")
+    assert stash.name == "~orch-2.1.dist-info"
+    listed = subprocess.run([sys.executable, "-m", "pip", "list", "--path", str(tmp_path), "--format", "json"],
+                            capture_output=True, text=True, check=True).stdout
+    assert [(d["name"], d["version"]) for d in json.loads(listed)] == [("torch", "2.2")]
+    distributions, problems = read_distributions(str(tmp_path))
+    assert ([(d.name, str(d.version)) for d in distributions], problems) == ([("torch", "2.2")], ())
+
+
+@pytest.mark.parametrize(
+    "metadata, problem",
+    [
+        # int()'s 4,300-digit limit is a bare ValueError, which packaging does not turn into InvalidVersion.
+        ("Name: broken\nVersion: 1." + "9" * 5000 + "\n", "invalid version '1.99999"),
+        ("Name: broken\nVersion: 1.0-garbage\n", "invalid version '1.0-garbage' in METADATA"),
+    ],
+)
+def test_a_version_that_does_not_parse_drops_the_distribution(tmp_path, metadata, problem):
+    broken = _one_good_and(tmp_path)
+    (broken / "METADATA").write_text(metadata)
+    names, problems = _read(tmp_path)
+    assert names == ["good"] and [p.path for p in problems] == [str(broken)] and problems[0].reason.startswith(problem)
+    assert len(problems[0].reason) < 120
+
+
+def test_a_requirement_that_would_fail_deep_in_a_resolution_is_skipped_here(tmp_path):
+    broken = _one_good_and(tmp_path)
+    (broken / "METADATA").write_text(
+        "Name: broken\nVersion: 2.0\nRequires-Dist: a==1." + "9" * 5000 + "\nRequires-Dist: b; " + "(" * 3000
+        + "os_name == 'posix'" + ")" * 3000 + "\nRequires-Dist: c>=1\n"
+    )
+    distributions, problems = read_distributions(str(tmp_path))
+    assert [r.name for d in distributions if d.name == "broken" for r in d.requires] == ["c"]
+    assert [p.reason[:32] for p in problems] == ["unparsable Requires-Dist 'a==1.9", 'unparsable Requires-Dist "b; (((']
+
+
+def test_a_fifo_in_a_dist_info_is_a_problem_not_a_hang(tmp_path):
+    """A planted METADATA FIFO would block a plain read forever."""
+    import threading
+
+    broken = _one_good_and(tmp_path)
+    (broken / "METADATA").unlink()
+    os.mkfifo(broken / "METADATA")
+    found = []
+    reader = threading.Thread(target=lambda: found.append(_read(tmp_path)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert found == [(["good"], (Problem(str(broken), "METADATA is unreadable: not a regular file"),))]

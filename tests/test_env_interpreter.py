@@ -162,3 +162,36 @@ def test_missing_site_packages_directory(tmp_path):
     missing = tmp_path / "nope"
     with pytest.raises(EnvError, match=f"^site-packages directory {missing} does not exist or is not a directory$"):
         target_for_site_packages(str(missing))
+
+
+def test_the_target_runs_none_of_its_pth_files_or_sitecustomize(tmp_path):
+    """-I -S: a .pth line that imports runs code at every start of the interpreter; asking for paths needs none of it."""
+    python = _venv(tmp_path / "venv")
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site = tmp_path / "venv" / "lib" / version / "site-packages"
+    flag = tmp_path / "ran"
+    (site / "evil.pth").write_text(f"import os; open({str(flag)!r}, 'a').write('pth')\n")
+    (site / "sitecustomize.py").write_text(f"open({str(flag)!r}, 'a').write('sitecustomize'); print('noise' * 100)\n")
+    subprocess.run([str(python), "-c", "pass"], check=True)  # what a normal start does
+    assert flag.read_text().endswith("pthsitecustomize")  # lib64 -> lib: a venv may list the directory twice
+    flag.unlink()
+    target = target_for_python(str(python))
+    assert not flag.exists()
+    # What site would have made of the prefixes is still what the target reports.
+    with_site = json.loads(subprocess.run(
+        [str(python), "-I", "-c", "import json, sys, sysconfig; print(json.dumps([sysconfig.get_paths()['purelib'], sys.prefix]))"],
+        capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+    assert (target.site_packages, target.prefix, target.venv) == ((str(site),), with_site[1], True) and with_site[0] == str(site)
+
+
+def test_an_interpreter_that_prints_without_end_is_stopped(tmp_path):
+    """`--python /usr/bin/yes`: its output is read up to 1 MiB, then it is killed; exit 3 naming it."""
+    endless = _script(tmp_path / "endless", "exec yes\n")
+    started = time.monotonic()
+    with pytest.raises(EnvError, match=f"^{endless} printed more than 1 MiB when asked for its paths: "
+                                       "it is not answering like a Python interpreter$"):
+        target_for_python(str(endless))
+    assert time.monotonic() - started < 10
+    noisy = _script(tmp_path / "noisy", "exec yes >&2\n")  # stderr is bounded the same way
+    with pytest.raises(EnvError, match="printed more than 1 MiB"):
+        target_for_python(str(noisy))

@@ -176,6 +176,40 @@ def test_find_elf_files_skips_directories_named_like_libraries(tmp_path):
 
 
 
+def test_a_fifo_named_like_a_library_is_skipped_not_waited_on(tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes: a planted libx.so FIFO hung the doctor."""
+    import threading
+
+    os.mkfifo(tmp_path / "libx.so")
+    shutil.copy2("/bin/sh", tmp_path / "liby.so")
+    found = []
+    reader = threading.Thread(target=lambda: found.append(find_elf_files(str(tmp_path))), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert found == [((str(tmp_path / "liby.so"),), ())]
+
+
+def test_pips_uninstall_stash_is_not_scanned(tmp_path):
+    """What an interrupted upgrade leaves (torch's dist-info and package directory, a namespace
+    package's subdirectory, each stashed under the name pip's own code gives it) is not installed."""
+    from test_env_distributions import _stash
+
+    for version in ("2.1", "2.2"):
+        (tmp_path / "torch" / "lib").mkdir(parents=True)
+        shutil.copy2("/bin/sh", tmp_path / "torch" / "lib" / "libtorch.so")
+        (tmp_path / "nvidia" / "cublas" / "lib").mkdir(parents=True, exist_ok=True)
+        shutil.copy2("/bin/sh", tmp_path / "nvidia" / "cublas" / "lib" / "libcublas.so.12")
+        make_dist_info(tmp_path, "torch", version, files=("torch/lib/libtorch.so", "nvidia/cublas/lib/libcublas.so.12"))
+        if version == "2.1":
+            stashed = [_stash(tmp_path / name) for name in ("torch-2.1.dist-info", "torch", "nvidia/cublas")]
+    assert [p.relative_to(tmp_path).as_posix() for p in stashed] == ["~orch-2.1.dist-info", "~orch", "nvidia/~ublas"]
+    env = scan_environment(target_for_site_packages(str(tmp_path)), facts_for=stub_facts)
+    assert [(d.name, str(d.version)) for d in env.distributions] == [("torch", "2.2")]
+    assert [(os.path.relpath(e.path, tmp_path), e.owners) for e in env.elf_files] == [
+        ("nvidia/cublas/lib/libcublas.so.12", ("torch",)), ("torch/lib/libtorch.so", ("torch",))]
+    assert env.problems == ()
+
+
 def test_real_venv_with_the_elf_reader_and_the_cache(venv, tmp_path):
     """End to end: the first scan reads each library, the second takes every one from the cache."""
     from cudaresolve.binary.elf import read_binary_facts

@@ -367,6 +367,21 @@ def test_host_file_round_trip_keeps_notes_single(tmp_path):
         ),
         ('{"schema": 1, "system": "Linux"}', "--host {path}: 'machine' must be a string, got None"),
         ('{"schema": 9}', "--host {path}: schema is 9, this cudaresolve reads schema 1"),
+        # Each of these gave a traceback: json's RecursionError and its bare ValueError past the
+        # 4,300-digit limit; an integer TOML or JSON holds but no count needs.
+        ("[" * 100_000 + "]" * 100_000, "--host {path}: not valid JSON (nested too deeply)"),
+        (
+            '{"schema": 1, "gpus": [{"memory_mib": ' + "9" * 5000 + "}]}",
+            "--host {path}: not valid JSON (Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits)",
+        ),
+        (
+            '{"schema": 1, "system": "Linux", "machine": "x86_64", "gpus": [{"compute_capability": "8.6", "memory_mib": '
+            + "9" * 4000 + "}]}",
+            "--host {path}: gpus[0].memory_mib: larger than a 64-bit integer (13288 bits)",
+        ),
+        ('{"schema": 1, "system": "Linux", "machine": "x86_64", "driver": {"release": "٥٥٠.١"}}',
+         "--host {path}: driver.release: not a driver release: '٥٥٠.١' (expected e.g. 550.144.03)"),
+        ("x" * (16 * 1024 * 1024 + 1), "--host {path}: cannot read it (larger than 16 MiB)"),
     ],
 )
 def test_bad_host_file_names_the_path(tmp_path, content, message):

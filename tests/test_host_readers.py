@@ -12,10 +12,13 @@ import sys
 
 import pytest
 
+from cudaresolve.errors import UsageError
 from cudaresolve.host.readers import (
+    NVIDIA_SMI_DIRECTORIES,
     SourceUnavailable,
     libcuda_environment,
     local_platform,
+    locate_nvidia_smi,
     read_text_file,
     run_command,
     run_libcuda,
@@ -43,6 +46,7 @@ CUresult cuInit(unsigned flags) {
     if (!strcmp(mode(), "nodevice")) return 100;
     if (!strcmp(mode(), "crash")) { volatile int *p = 0; *p = 1; }
     if (!strcmp(mode(), "hang")) sleep(60);
+    if (!strcmp(mode(), "spew")) { static char page[65536]; memset(page, '[', sizeof page); for (;;) write(1, page, sizeof page); }
     return 0;
 }
 CUresult cuDeviceGetCount(int *n) { *n = 2; return 0; }
@@ -101,6 +105,12 @@ def test_libcuda_hang_is_cut_off(fake_driver):
         run_libcuda({**fake_driver, "FAKE_CUDA": "hang"}, timeout=1)
 
 
+def test_libcuda_that_prints_without_end_is_cut_off(fake_driver):
+    """A driver library writing to the child's stdout without end: read up to 16 MiB, then the child is killed."""
+    with pytest.raises(SourceUnavailable, match=r"^the libcuda child process printed more than 16 MiB: stopped$"):
+        run_libcuda({**fake_driver, "FAKE_CUDA": "spew"}, timeout=60)
+
+
 def test_libcuda_absent_on_this_machine():
     environ = {key: value for key, value in os.environ.items() if key != "LD_LIBRARY_PATH"}
     data = json.loads(run_libcuda(environ, timeout=60))
@@ -141,3 +151,62 @@ def test_local_platform():
     system, machine, glibc = local_platform()
     assert (system, machine) == (os.uname().sysname, os.uname().machine)
     assert glibc == os.confstr("CS_GNU_LIBC_VERSION").split()[1]
+
+
+# -- where nvidia-smi comes from ----------------------------------------------------------------------
+
+SMI_FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "host", "smi")
+
+
+def fake_smi(directory) -> str:
+    """A program called nvidia-smi that answers like the real one on WSL (driver 510.06, one GPU)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "nvidia-smi"
+    path.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in -q) cat {SMI_FIXTURES}/510.06-wsl.xml ;; *) cat {SMI_FIXTURES}/510.06-wsl.csv ;; esac\n'
+    )
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_nvidia_smi_is_taken_from_the_drivers_directories_in_order(tmp_path):
+    first, second = tmp_path / "usr-bin", tmp_path / "wsl"
+    fake_smi(second)
+    assert locate_nvidia_smi({}, (str(first), str(second))) == str(second / "nvidia-smi")
+    fake_smi(first)
+    assert locate_nvidia_smi({}, (str(first), str(second))) == str(first / "nvidia-smi")
+    (second / "nvidia-smi").chmod(0o644)
+    with pytest.raises(SourceUnavailable, match=rf"^nvidia-smi is not in {second} \(PATH is not searched; CUDARESOLVE_NVIDIA_SMI names another\)$"):
+        locate_nvidia_smi({}, (str(second),))
+
+
+def test_a_named_nvidia_smi_must_be_an_absolute_path_to_a_program(tmp_path):
+    program = fake_smi(tmp_path / "elsewhere")
+    assert locate_nvidia_smi({"CUDARESOLVE_NVIDIA_SMI": program}, ()) == program
+    with pytest.raises(UsageError, match=r"^CUDARESOLVE_NVIDIA_SMI: 'nvidia-smi' is not an absolute path \(PATH is not searched\)$"):
+        locate_nvidia_smi({"CUDARESOLVE_NVIDIA_SMI": "nvidia-smi"}, ())
+    with pytest.raises(UsageError, match=rf"^CUDARESOLVE_NVIDIA_SMI: {tmp_path}/missing is not an executable file$"):
+        locate_nvidia_smi({"CUDARESOLVE_NVIDIA_SMI": str(tmp_path / "missing")}, ())
+
+
+@pytest.mark.skipif(any(os.path.exists(os.path.join(d, "nvidia-smi")) for d in NVIDIA_SMI_DIRECTORIES),
+                    reason="this machine has a real nvidia-smi")
+def test_probe_runs_no_nvidia_smi_from_path_only_the_named_one(tmp_path, monkeypatch, capsys):
+    """A venv's bin/ comes first on PATH; an nvidia-smi there is not the driver's and is not run."""
+    from cudaresolve.cli import main
+
+    for name in ("CUDARESOLVE_DRIVER", "CUDARESOLVE_CUDA", "CUDARESOLVE_GPUS", "CONDA_OVERRIDE_CUDA",
+                 "CONDA_OVERRIDE_CUDA_ARCH", "UV_CUDA_DRIVER_VERSION", "CUDARESOLVE_NVIDIA_SMI", "LD_LIBRARY_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    program = fake_smi(tmp_path / "venv" / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'venv' / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert main(["probe", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["driver"]["release"], data["gpus"]) == (None, [])
+    assert data["notes"][-1]["message"].startswith("nvidia-smi is not in /usr/bin, ")
+    monkeypatch.setenv("CUDARESOLVE_NVIDIA_SMI", program)
+    assert main(["probe", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["driver"]["release"], data["driver"]["release_source"]) == ("510.06", "nvidia-smi")
+    assert [g["source"] for g in data["gpus"]] == ["nvidia-smi"]

@@ -234,6 +234,27 @@ def test_plain_pip_leaves_the_fake_cusparse_broken_where_install_did_not(cli, pi
     assert [(e["check"], e["subject"]) for e in errors] == [("symbol-skew", "nvidia-cusparse-cu12 12.3.1.170")]
 
 
+def test_install_exits_2_when_the_doctor_after_pip_finds_errors(cli, pip_venv, cuda_index, tmp_path):
+    """pip succeeds, but the environment it leaves is broken (by what was there before: a lock made for
+    another environment leaves it alone): the doctor's errors are the status, pip's success is not."""
+    made = tmp_path / "made" / "pylock.toml"
+    made.parent.mkdir()
+    run = cli("lock", "numba>=0.59,<0.60", "--python", pip_venv("lock-target"), "-o", str(made), "-q", *RTX_4090,
+              *index_flags(cuda_index))
+    assert run.code == 0, run.err
+    python = pip_venv("target", (CUSPARSE, OLD_NVJITLINK), cuda_index.index_url)
+    run = cli("install", "--lock", str(made), "--python", python, "-q", *RTX_4090)
+    assert run.code == 2, run.out + run.err
+    assert re.search(r"^Successfully installed .*numba-0\.59\.1", run.out, re.M), run.out
+    assert doctor_result_line(run.out).startswith("result: 1 error"), run.out
+    assert [(e["check"], e["subject"]) for e in doctor_errors(cli, python, RTX_4090)] == [
+        ("symbol-skew", "nvidia-cusparse-cu12 12.3.1.170")]
+    # Without the doctor, pip's success is the status.
+    python = pip_venv("unverified", (CUSPARSE, OLD_NVJITLINK), cuda_index.index_url)
+    run = cli("install", "--lock", str(made), "--python", python, "-q", "--no-verify", *RTX_4090)
+    assert run.code == 0 and "numba-0.59.1" in run.out and "result: " not in run.out, run.out + run.err
+
+
 # -- 2. --dry-run ------------------------------------------------------------------------------------
 
 
@@ -617,6 +638,41 @@ def test_externally_managed_interpreter_installs_into_a_target_directory(cli, sy
     found = {d.name: str(d.version) for d in read_distributions(str(target))[0]}
     assert found["numba"] == "0.59.1"
     assert snapshot(site_packages(system_python)) == before
+
+
+@pytest.mark.parametrize("how", ["PIP_BREAK_SYSTEM_PACKAGES=1", "pip.conf [install]", "PIP_BREAK_SYSTEM_PACKAGES=0"])
+def test_pips_break_system_packages_setting_is_honoured_as_pip_honours_it(cli, system_python, cuda_index, tmp_path, monkeypatch, how):
+    if how.startswith("pip.conf"):
+        (tmp_path / "pip.conf").write_text("[install]\nbreak-system-packages = true\n")
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
+    else:
+        monkeypatch.setenv(*how.split("="))
+    pips_own = subprocess.run([system_python, "-m", "pip", "install", "--dry-run", "--no-index", "numba"],
+                              capture_output=True, text=True)  # this environment: the setting under test
+    allowed = "externally-managed-environment" not in pips_own.stderr  # pip's verdict under the same setting
+    assert allowed == (how != "PIP_BREAK_SYSTEM_PACKAGES=0"), pips_own.stderr
+    before = snapshot(site_packages(system_python))
+    run = cli("install", "numba>=0.59,<0.60", "--python", system_python, "--dry-run", "-q", *RTX_4090, *index_flags(cuda_index))
+    if allowed:
+        assert run.code == 0 and run.out.startswith("plan: "), run.out + run.err
+    else:
+        assert run.code != 0 and "externally-managed-environment" in run.err and run.out == "", run.out + run.err
+    assert snapshot(site_packages(system_python)) == before
+
+
+@pytest.mark.parametrize("variable, value", [("PIP_TARGET", "{tmp}/elsewhere"), ("PIP_PREFIX", "{tmp}/prefix"),
+                                             ("PIP_ROOT", "{tmp}/root"), ("PIP_USER", "yes")])
+def test_pip_configured_to_install_elsewhere_is_refused_before_anything(cli, pip_venv, cuda_index, tmp_path, monkeypatch, variable, value):
+    """pip would put the files where its configuration says, not where the plan looked: nothing runs."""
+    python = pip_venv("target")
+    before = snapshot(site_packages(python))
+    monkeypatch.setenv(variable, value.format(tmp=tmp_path))
+    run = cli("install", "numba>=0.59,<0.60", "--python", python, "-q", *RTX_4090, *index_flags(cuda_index))
+    key = variable[len("PIP_"):].lower()
+    assert (run.code, run.out) == (3, ""), run.out + run.err
+    assert run.err == (f"cudaresolve: error: pip's configuration sets {key} ({variable}), so pip would install elsewhere "
+                       "than the plan: unset it, and give cudaresolve install --target or --prefix instead\n")
+    assert snapshot(site_packages(python)) == before and not list(tmp_path.glob("elsewhere*"))
 
 
 def test_this_machines_system_python_is_refused_when_it_is_externally_managed(cli, cuda_index):

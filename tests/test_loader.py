@@ -387,6 +387,10 @@ def test_min_provider_version():
     assert min_provider_version(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.13", "libnvJitLink.so.13")) is None
     assert min_provider_version(Symbol("foo_1_2", "FOO_1.2", "libfoo.so.1")) is None
     assert min_provider_version(Symbol("nvJitLinkDestroy", "libnvJitLink.so.12", "libnvJitLink.so.12")) is None
+    # A symbol name is a file's text: int() of 5,000 digits (or of "²") was a traceback in inspect and doctor.
+    huge = "9" * 5000
+    assert min_provider_version(Symbol(f"__x_{huge}_4", f"libx.so.{huge}", f"libx.so.{huge}")) is None
+    assert min_provider_version(Symbol("__x_\u00b2_4", "libx.so.\u00b2", "libx.so.\u00b2")) is None
 
 
 def test_bad_roots_are_usage_errors():

@@ -148,6 +148,53 @@ def test_include_cycles_are_errors(tmp_path):
         read_requirements_file(str(tmp_path / "self.txt"), environ={})
 
 
+def test_an_include_chain_past_the_depth_limit_is_an_error_not_a_recursion(tmp_path):
+    for i in range(1200):
+        (tmp_path / f"r{i}.txt").write_text(f"-r r{i + 1}.txt\n")
+    (tmp_path / "r1200.txt").write_text("pkg\n")
+    with pytest.raises(UsageError, match=r"^.*r99.txt:1: -r r100.txt: files include files more than 100 deep$"):
+        read_requirements_file(str(tmp_path / "r0.txt"), environ={})
+    # Just within the limit, the chain is read.
+    assert read_requirements_file(str(tmp_path / "r1101.txt"), environ={}).requirements == ("pkg",)
+
+
+def test_includes_read_again_and_again_are_bounded(tmp_path):
+    # Ten files each including the next one ten times: 10**10 reads without a bound.
+    for i in range(10):
+        (tmp_path / f"f{i}.txt").write_text(f"-r f{i + 1}.txt\n" * 10)
+    (tmp_path / "f10.txt").write_text("pkg\n")
+    with pytest.raises(UsageError, match=r"more than 1000 requirements files read through -r/-c"):
+        read_requirements_file(str(tmp_path / "f0.txt"), environ={})
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        # pip's coding-cookie rule (PEP 263) lets the file name any codec, including one that fails
+        # with a plain UnicodeError.
+        (b"# coding: undefined\npkg\n", r"r.txt: not undefined \(decoding with 'undefined' codec failed"),
+        (b"# -*- coding: no-such-codec -*-\npkg\n", r"r.txt: unknown encoding 'no-such-codec'"),
+        (b"pkg\n\xff\n", r"r.txt: not utf-8 \('utf-8' codec can't decode byte 0xff"),
+        (b"pkg\nother\0\n", r"r.txt:2: a NUL character: not a text file"),
+        # the path raw_unicode_escape decodes holds a lone surrogate, which no file name can
+        (b"# coding: raw_unicode_escape\n-r \\ud800.txt\n", r"r.txt:2: cannot read .*: not a valid path"),
+        (b"pkg==1." + b"9" * 5000 + b"\n", r"r.txt:1: not a valid requirement: 'pkg==1.999+\.\.\. \(Exceeds the limit \(4300 digits\)"),
+        (b"pkg; " + b"(" * 3000 + b"os_name == 'posix'" + b")" * 3000 + b"\n", r"r.txt:1: not a valid requirement: .pkg; \(+\.\.\. \(.*nested"),
+    ],
+)
+def test_undecodable_or_unreadable_files_are_one_line_errors(tmp_path, data, message):
+    (tmp_path / "r.txt").write_bytes(data)
+    with pytest.raises(UsageError, match=message) as error:
+        read_requirements_file(str(tmp_path / "r.txt"), environ={})
+    assert "\n" not in str(error.value) and len(str(error.value)) < 400
+
+
+def test_a_long_run_of_spaces_is_read_in_linear_time(tmp_path):
+    # pip's comment expression (^|\s+)#.*$ backtracks quadratically here: ~10**10 steps.
+    (tmp_path / "r.txt").write_text(" " * 200_000 + "pkg  # a comment\n" + "\t" * 200_000 + "#\n")
+    assert read_requirements_file(str(tmp_path / "r.txt"), environ={}).requirements == ("pkg",)
+
+
 def test_a_file_included_twice_is_no_cycle(tmp_path):
     write(tmp_path / "common.txt", "c==1\n")
     write(tmp_path / "a.txt", "-r common.txt\na\n")
@@ -291,6 +338,13 @@ def test_project_errors(tmp_path, kwargs, message):
         ('[project]\nname = "p"\ndependencies = "numpy"\n', {}, r"project.dependencies must be an array of strings"),
         ('[tool.x]\n', {}, r"pyproject.toml: has no \[project\] table"),
         ('[project\n', {}, r"pyproject.toml: not valid TOML"),
+        # tomllib lets a RecursionError and int()'s ValueError through: both were tracebacks.
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", {}, r"pyproject.toml: not valid TOML \(nested too deeply\)$"),
+        ("x = " + "9" * 5000 + "\n", {}, r"pyproject.toml: not valid TOML \(Exceeds the limit \(4300 digits\) for integer string conversion: value has 5000 digits\)$"),
+        ('[project]\nname = "me"\n[project.optional-dependencies]\n' + "".join(f'e{i} = ["me[e{i + 1}]"]\n' for i in range(3000)),
+         {"extras": ["e0"]}, r"extras name the project itself more than 50 deep$"),
+        ('[dependency-groups]\n' + "".join(f'g{i} = [{{include-group = "g{i + 1}"}}]\n' for i in range(3000)),
+         {"groups": ["g0"]}, r"dependency-groups include groups more than 50 deep$"),
     ],
 )
 def test_project_refusals_name_the_key(tmp_path, text, kwargs, message):

@@ -84,12 +84,19 @@ NO_SECTIONS = "no section header table: device code could not be looked for"
 def is_elf(path: Union[str, os.PathLike]) -> bool:
     """True when `path` is a regular file starting with the ELF magic; False when it is not or cannot be read."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as f:
-            return f.read(4) == ELF_MAGIC
+        return head_of_regular_file(path) == ELF_MAGIC
     except OSError:
         return False
+
+
+def head_of_regular_file(path: Union[str, os.PathLike], size: int = 4) -> Optional[bytes]:
+    """The first `size` bytes of `path` when it is a regular file; None when it is not (a FIFO named
+    libx.so would block a plain open forever); OSError when it cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read(size)
 
 
 def read_binary_facts(path: Union[str, os.PathLike]) -> BinaryFacts:

@@ -251,8 +251,9 @@ def min_provider_version(symbol: Symbol) -> Optional[str]:
     """
     if symbol.version is None or symbol.version != symbol.file:
         return None
-    name = re.search(r"_(\d+)_(\d+)$", symbol.name)
-    soname = re.search(r"\.so\.(\d+)$", symbol.version or "")
+    # Bounded ASCII digits: a symbol name is the file's text, and int() refuses 4,300 digits (or "²").
+    name = re.search(r"_([0-9]{1,6})_([0-9]{1,6})$", symbol.name)
+    soname = re.search(r"\.so\.([0-9]{1,6})$", symbol.version or "")
     if name is None or soname is None or name.group(1) != soname.group(1):
         return None
     return f"{int(name.group(1))}.{int(name.group(2))}"

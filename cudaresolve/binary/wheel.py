@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -68,25 +69,50 @@ def read_wheel(
     A member larger than `max_member` is refused (WheelError) before any of it is inflated."""
     members, unreadable, not_elf = [], [], []
     try:
-        with open_zip(stream, max_directory) as archive:
-            for info in archive.infolist():
-                if info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
-                    continue
-                where = f"{label}!{info.filename}"
-                if info.file_size > max_member:
-                    raise WheelError(label, f"{info.filename} claims {info.file_size:,} bytes, over the limit of {max_member:,} for one member")
-                data = _elf_member(archive, info)
-                if data is None:
-                    not_elf.append(info.filename)
-                    continue
-                try:
-                    members.append(read_binary_facts_from_buffer(data, where))
-                except CudaresolveError as exc:
-                    unreadable.append((info.filename, str(exc)))
-                del data  # one member in memory at a time
-    except (zipfile.BadZipFile, DirectoryTooLarge, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+        archive = open_zip(stream, max_directory)
+        infos = archive.infolist()
+    except (DirectoryTooLarge, *_ZIP_FAILURES) as exc:
         raise WheelError(label, f"not a readable wheel ({exc})") from None
+    with archive:
+        for info in infos:
+            # A damaged directory can give a member no name at all (ZipInfo.is_dir indexes it).
+            if not info.filename or info.is_dir() or not is_shared_object_name(os.path.basename(info.filename)):
+                continue
+            where = f"{label}!{info.filename}"
+            if info.file_size > max_member:
+                raise WheelError(label, f"{info.filename} claims {info.file_size:,} bytes, over the limit of {max_member:,} for one member")
+            try:
+                data = _elf_member(archive, info)
+            except _ZIP_FAILURES as exc:
+                raise WheelError(label, f"not a readable wheel ({info.filename}: {exc})") from None
+            if data is None:
+                not_elf.append(info.filename)
+                continue
+            try:
+                members.append(read_binary_facts_from_buffer(data, where))
+            except CudaresolveError as exc:
+                unreadable.append((info.filename, str(exc)))
+            del data  # one member in memory at a time
     return WheelFacts(label, tuple(members), tuple(unreadable), tuple(not_elf))
+
+
+def _zip_failures() -> tuple[type[BaseException], ...]:
+    """What zipfile raises for a damaged archive: besides its own errors, the decompressors' and
+    whatever a lying header leads to (a negative seek, a name that is not UTF-8, an "encrypted" flag)."""
+    failures: list[type[BaseException]] = [
+        zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, NotImplementedError,
+        RuntimeError, ValueError, struct.error, OverflowError,
+    ]
+    try:
+        import lzma  # absent from some Python builds; zipfile then cannot read LZMA members either
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        failures.append(lzma.LZMAError)
+    return tuple(failures)
+
+
+_ZIP_FAILURES = _zip_failures()
 
 
 def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo):

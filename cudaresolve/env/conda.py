@@ -12,22 +12,24 @@ Only the JSON is parsed here; which of the listed files are ELF objects is the s
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional, Sequence
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.env.distributions import CondaRecord, Distribution, Problem
 from cudaresolve.errors import UsageError
+from cudaresolve.inputs import loads_json, read_bounded
 from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
 
 CONDA_META = "conda-meta"
-_RELEASE = re.compile(r"\d+(?:\.\d+)*")
+_RELEASE = re.compile(r"[0-9]{1,18}(?:\.[0-9]{1,18})*")  # int() reads these; "\d" would also take "²"
+# A record lists every file of its package (a CUDA toolkit's: a few MB); a bound above any real one.
+MAX_RECORD = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def conda_version(raw: str) -> Version:
     else its leading release numbers ("1.1.1w" -> 1.1.1), else 0. The record keeps the string."""
     try:
         return Version(raw)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
         match = _RELEASE.match(raw)
         return Version(match.group(0)) if match else Version("0")
 
@@ -78,7 +80,7 @@ def conda_version(raw: str) -> Version:
 def parse_record(text: str, path: str, prefix: str) -> CondaPackage:
     """One conda-meta record (JSON text read from `path`) with its files made absolute under `prefix`."""
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except ValueError as exc:
         raise CondaMetaError(f"conda-meta record is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -117,8 +119,7 @@ def read_conda_meta(prefix: str) -> tuple[tuple[CondaPackage, ...], tuple[Proble
     for name in names:
         path = os.path.join(meta, name)
         try:
-            with open(path, "rb") as f:
-                packages.append(parse_record(f.read().decode("utf-8"), path, prefix))
+            packages.append(parse_record(read_bounded(path, MAX_RECORD, regular=True).decode("utf-8"), path, prefix))
         except OSError as exc:
             problems.append(Problem(path, f"cannot read: {exc.strerror or exc}"))
         except UnicodeDecodeError as exc:

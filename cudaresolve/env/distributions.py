@@ -4,7 +4,8 @@ Reads the files pip writes (METADATA, RECORD, INSTALLER) directly rather than th
 importlib.metadata, because the target is usually another interpreter's environment and a broken
 dist-info must become a problem record with its reason, not an exception halfway through the scan.
 A dist-info whose name or version cannot be read is left out; one whose RECORD, INSTALLER or a
-Requires-Dist line is bad is kept with what could be read. Both are reported as `Problem`s.
+Requires-Dist line is bad is kept with what could be read. Both are reported as `Problem`s. pip's
+uninstall stash (`~`-prefixed names) is not read at all, as pip does not read it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ from typing import Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from cudaresolve.env.tree import STASH_PREFIX
+from cudaresolve.inputs import parse_requirement, read_bounded
+from cudaresolve.records import shown
+
+# A METADATA or RECORD file is kB (torch's RECORD: 3 MB); a bound above any real one.
+MAX_DIST_INFO_FILE = 64 * 1024 * 1024
 
 UNOWNED_FILES = "; its files count as unowned"  # what an unusable RECORD costs, said in its problem
 
@@ -94,13 +101,13 @@ def parse_metadata(text: str) -> Metadata:
         raise MetadataError("METADATA has no Version")
     try:
         version = Version(raw_version.strip())
-    except InvalidVersion:
-        raise MetadataError(f"invalid version {raw_version.strip()!r} in METADATA") from None
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
+        raise MetadataError(f"invalid version {shown(raw_version.strip())} in METADATA") from None
     requires = []
     bad = []
     for value in headers.get_all("Requires-Dist") or ():
         try:
-            requires.append(Requirement(value))
+            requires.append(parse_requirement(value))
         except InvalidRequirement:
             bad.append(value)
     return Metadata(
@@ -131,7 +138,7 @@ def parse_record(text: str, root: str) -> tuple[str, ...]:
 
 
 def read_distributions(site_packages: str) -> tuple[tuple[Distribution, ...], tuple[Problem, ...]]:
-    """Every `*.dist-info` directly under `site_packages`, sorted by name then dist-info path."""
+    """Every `*.dist-info` directly under `site_packages` but pip's stash, sorted by name then dist-info path."""
     try:
         entries = sorted(os.listdir(site_packages))
     except OSError as exc:
@@ -139,7 +146,7 @@ def read_distributions(site_packages: str) -> tuple[tuple[Distribution, ...], tu
     distributions = []
     problems: list[Problem] = []
     for entry in entries:
-        if not entry.endswith(".dist-info"):
+        if not entry.endswith(".dist-info") or entry.startswith(STASH_PREFIX):
             continue
         dist_info = os.path.join(site_packages, entry)
         if not os.path.isdir(dist_info):
@@ -159,7 +166,7 @@ def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optio
         problems.append(Problem(dist_info, _reason("METADATA", exc)))
         return None
     for value in metadata.bad_requires:
-        problems.append(Problem(dist_info, f"unparsable Requires-Dist {value!r} skipped"))
+        problems.append(Problem(dist_info, f"unparsable Requires-Dist {shown(value)} skipped"))
 
     files: tuple[str, ...] = ()
     try:
@@ -187,8 +194,7 @@ def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optio
 
 
 def _read_text(path: str) -> str:
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8")
+    return read_bounded(path, MAX_DIST_INFO_FILE, regular=True).decode("utf-8")
 
 
 def _reason(what: str, exc: Exception) -> str:

@@ -18,7 +18,7 @@ from typing import Optional
 from packaging.utils import canonicalize_name
 
 from cudaresolve.binary.elf import is_elf, read_binary_facts
-from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
+from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.env.distributions import read_distributions
 from cudaresolve.env.interpreter import Target
@@ -125,7 +125,7 @@ def _inspect_distribution(name: str, target: Target) -> list[Inspected]:
         distributions, _ = read_distributions(site_packages)
         for dist in distributions:
             if dist.name == wanted:
-                paths = [p for p in dist.files if is_shared_object_name(os.path.basename(p)) and _elf_on_disk(p)]
+                paths = [p for p in dist.files if is_shared_object_name(os.path.basename(p)) and is_elf(p)]
                 return [_inspect_file(p) for p in sorted(paths)]
     return [
         Inspected(
@@ -136,10 +136,3 @@ def _inspect_distribution(name: str, target: Target) -> list[Inspected]:
         )
     ]
 
-
-def _elf_on_disk(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == ELF_MAGIC
-    except OSError:
-        return False

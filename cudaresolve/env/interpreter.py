@@ -2,22 +2,24 @@
 site-packages directory (`--site-packages`).
 
 Another interpreter is asked for its paths once, in a subprocess, because its sysconfig scheme
-(venv, conda, Debian's dist-packages) is only known to itself. The answer is frozen in a `Target`
-so the rest of the scan never runs foreign code again.
+(venv, conda, Debian's dist-packages) is only known to itself. It runs isolated and without site
+(`-I -S`), so neither its .pth files nor a sitecustomize run: the question sets a venv's prefixes
+as site.py would (PEP 405's pyvenv.cfg) and nothing else, which is all sysconfig needs for the
+paths. Its answer is bounded in size and time, and frozen in a `Target` so the rest of the scan
+never runs foreign code again.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
 import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
 from cudaresolve.env.errors import EnvError
 from cudaresolve.errors import UsageError
+from cudaresolve.inputs import TooMuchOutput, loads_json, run_bounded
 
 # Runs inside the target interpreter, so it avoids anything newer than Python 3.6. The markers are
 # computed the way packaging.markers.default_environment() does, which the target may not have.
@@ -92,7 +94,29 @@ def markers():
     }
 """
 
-_ASK = _DESCRIBE + "import json, sys\nsys.stdout.write(json.dumps(describe()))\n"
+# Run first in the target, before anything imports sysconfig (which reads sys.prefix when imported).
+_ENTER_VENV = """
+def enter_venv():
+    # With -S, site.py does not run, so a venv's sys.prefix is still its base interpreter's. Set
+    # the prefixes as site.venv() does (PEP 405): pyvenv.cfg beside the executable or one level up.
+    import os, sys
+    if "__PYVENV_LAUNCHER__" in os.environ and sys.platform == "darwin":
+        executable = os.environ["__PYVENV_LAUNCHER__"]
+    else:
+        executable = sys.executable
+    exe_dir = os.path.dirname(os.path.abspath(executable))
+    site_prefix = os.path.dirname(exe_dir)
+    for directory in (exe_dir, site_prefix):
+        if os.path.isfile(os.path.join(directory, "pyvenv.cfg")):
+            sys.prefix = sys.exec_prefix = site_prefix
+            return
+
+enter_venv()
+"""
+
+_ASK = _ENTER_VENV + _DESCRIBE + "import json, sys\nsys.stdout.write(json.dumps(describe()))\n"
+# The answer is a few kB; an interpreter that prints more, or takes longer, is not answering.
+ANSWER_LIMIT = 1024 * 1024
 
 _FIELDS = ("purelib", "platlib", "prefix", "version", "implementation", "machine", "conda", "markers")
 
@@ -152,29 +176,21 @@ def target_for_python(python: str, *, timeout: float = 30.0) -> Target:
     """Ask the interpreter at `python` (a path, or a name found on PATH) where its packages live."""
     executable = _locate(python)
     try:
-        process = subprocess.Popen(
-            [executable, "-I", "-"],  # the question goes on stdin: a non-Python program's complaint stays short
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # so a timeout can end whatever it started too
-        )
+        # -I: no PYTHON* variables, no user site; -S: no site, so no .pth file or sitecustomize runs.
+        # The question goes on stdin: a non-Python program's complaint stays short.
+        status, out, err = run_bounded([executable, "-I", "-S", "-"], _ASK.encode("utf-8"), timeout, ANSWER_LIMIT)
     except OSError as exc:
         raise EnvError(f"cannot run {executable}: {exc.strerror or exc}") from None
-    try:
-        out, err = process.communicate(_ASK.encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
         raise EnvError(f"{executable} did not answer within {timeout:g} s") from None
-    if process.returncode != 0:
+    except TooMuchOutput as exc:
+        raise EnvError(f"{executable} {exc} when asked for its paths: it is not answering like a Python interpreter") from None
+    if status != 0:
         last = err.decode("utf-8", "replace").strip().splitlines()[-1:]
-        detail = f": {last[0]}" if last else ""
-        raise EnvError(
-            f"{executable} is not a usable Python interpreter (exit status {process.returncode}{detail})"
-        )
+        detail = f": {last[0][:200]}" if last else ""
+        raise EnvError(f"{executable} is not a usable Python interpreter (exit status {status}{detail})")
     try:
-        answer = json.loads(out.decode("utf-8"))
+        answer = loads_json(out.decode("utf-8"))
         if not _well_formed(answer):
             raise ValueError
     except ValueError:

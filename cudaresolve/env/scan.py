@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
+from cudaresolve.binary.elf import head_of_regular_file
 from cudaresolve.binary.loader import LoaderEnv, with_program
 from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
 from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, read_distributions
@@ -168,8 +169,7 @@ def elf_only(paths: Iterable[str], missing_ok: bool = False) -> tuple[tuple[str,
     problems = []
     for path in paths:
         try:
-            with open(path, "rb") as f:
-                magic = f.read(4)
+            magic = head_of_regular_file(path)  # None: not a regular file, not a library
         except OSError as exc:
             if missing_ok and isinstance(exc, FileNotFoundError):
                 continue

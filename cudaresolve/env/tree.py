@@ -12,12 +12,17 @@ from typing import Callable, Iterator, Optional
 
 from cudaresolve.binary.names import is_shared_object_name
 
+# pip's uninstall moves what it removes to a name beside it starting with "~" (~orch-2.1.dist-info,
+# ~orch/, nvidia/~ublas/) until the new files are in place; an interrupted pip leaves them behind.
+# pip never reads them, and neither does the scan: they are not installed.
+STASH_PREFIX = "~"
+
 
 def shared_object_entries(
     top: str, on_error: Callable[[OSError], None], directories: Optional[list] = None
 ) -> Iterator[os.DirEntry]:
     """Every non-directory entry under `top` named like a shared object, in os.walk's top-down
-    order; symlinked directories are not followed, and a directory that cannot be listed goes to
+    order; symlinked directories and pip's stash are not followed, and a directory that cannot be listed goes to
     `on_error` (as os.walk's onerror). Entries come from os.scandir, so a caller that needs a
     file's identity stats it through DirEntry.stat without another lookup by name.
     `directories`, when given, receives the DirEntry of every directory met below `top`,
@@ -42,7 +47,8 @@ def shared_object_entries(
             except OSError:
                 is_dir = False
             if is_dir:
-                subdirectories.append(entry)
+                if not entry.name.startswith(STASH_PREFIX):
+                    subdirectories.append(entry)
             elif is_shared_object_name(entry.name):
                 yield entry
     if directories is not None:

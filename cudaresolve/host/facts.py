@@ -13,7 +13,8 @@ from typing import Any, Optional
 from cudaresolve import records
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
-from cudaresolve.versions import DriverRelease
+from cudaresolve.inputs import loads_json
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 SCHEMA = 1
 
@@ -26,9 +27,9 @@ class Driver:
     (e.g. "override:--driver", "override:CONDA_OVERRIDE_CUDA"), "derived:<table>" or "host-file".
     """
 
-    release: Optional[str] = None  # e.g. "550.144.03"
+    release: Optional[str] = field(default=None, metadata=records.check(DriverRelease.parse))  # e.g. "550.144.03"
     release_source: Optional[str] = None
-    cuda: Optional[str] = None  # e.g. "12.4" (cuDriverGetVersion, major.minor)
+    cuda: Optional[str] = field(default=None, metadata=records.check(CudaVersion.parse))  # e.g. "12.4" (cuDriverGetVersion, major.minor)
     cuda_source: Optional[str] = None
 
     @property
@@ -165,13 +166,13 @@ class HostFacts:
             if exc.message is not None:
                 raise UsageError(f"{origin}: {exc.path}: {exc.message}") from None
             where = f"{exc.path!r}" if exc.path else "top level"
-            raise UsageError(f"{origin}: {where} must be {exc.expected}, got {exc.value!r}") from None
+            raise UsageError(f"{origin}: {where} must be {exc.expected}, got {records.shown(exc.value)}") from None
 
     @classmethod
     def from_json(cls, text: str, origin: str = "host JSON") -> "HostFacts":
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = loads_json(text)
+        except ValueError as exc:
             raise UsageError(f"{origin}: not valid JSON ({exc})") from None
         return cls.from_dict(data, origin)
 

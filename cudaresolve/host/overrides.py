@@ -23,7 +23,7 @@ from cudaresolve.versions import DriverRelease
 
 RELEASE_VARIABLES = ("CUDARESOLVE_DRIVER", "UV_CUDA_DRIVER_VERSION")
 CUDA_VARIABLES = ("CUDARESOLVE_CUDA", "CONDA_OVERRIDE_CUDA")
-_CUDA_RE = re.compile(r"^(\d{1,2})(?:\.(\d{1,2}))?(?:\.\d+)?$")
+_CUDA_RE = re.compile(r"^(\d{1,2})(?:\.(\d{1,2}))?(?:\.\d+)?$", re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from the driver branch table, marked "derived:branch-table".
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Sequence, TextIO
 
 from cudaresolve.errors import UsageError
@@ -33,6 +33,7 @@ from cudaresolve.host.sources import (
     parse_tegra,
 )
 from cudaresolve.host.visibility import apply_visible_devices
+from cudaresolve.inputs import MAX_INPUT_FILE, read_bounded
 
 SYSFS_VERSION = "/sys/module/nvidia/version"
 PROCFS_VERSION = "/proc/driver/nvidia/version"
@@ -73,7 +74,12 @@ def load_host_file(path: str, stdin: TextIO) -> HostFacts:
     """
     origin = f"--host {path}"
     try:
-        text = stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        if path == "-":
+            text = stdin.read(MAX_INPUT_FILE + 1)
+            if len(text) > MAX_INPUT_FILE:
+                raise OSError(errno.EFBIG, f"larger than {MAX_INPUT_FILE >> 20} MiB")
+        else:
+            text = read_bounded(path).decode("utf-8")
     except OSError as exc:
         raise UsageError(f"{origin}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:

@@ -15,12 +15,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from cudaresolve.errors import UsageError
 from cudaresolve.host.sources import NvmlDevice, NvmlMigDevice, NvmlValues
+from cudaresolve.inputs import TooMuchOutput, run_bounded
 
 # nvidia-smi and cuInit can take seconds on a big machine with persistence mode off; a hung driver
 # must not hang us.
 COMMAND_TIMEOUT = 30.0
 LIBCUDA_TIMEOUT = 30.0
+# nvidia-smi -q -x on an 8-GPU machine prints ~200 kB; a program printing more is not answering.
+OUTPUT_LIMIT = 16 * 1024 * 1024
+# nvidia-smi is taken from where the driver puts it, never from PATH: inside a venv PATH starts with
+# the venv's bin/, where any installed package may have put a program of that name. The places:
+# the driver's packages and its .run installer (/usr/bin, /usr/local/bin, /bin, /usr/sbin), WSL2
+# (/usr/lib/wsl/lib), NVIDIA's container toolkit (which mounts the host's nvidia-smi at the
+# container's /usr/bin), Kubernetes device plugins and nvidia-docker 1 (/usr/local/nvidia/bin), and
+# the GPU operator's driver container (/run/nvidia/driver/usr/bin). The variable names another.
+NVIDIA_SMI_VARIABLE = "CUDARESOLVE_NVIDIA_SMI"
+NVIDIA_SMI_DIRECTORIES = (
+    "/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/usr/lib/wsl/lib", "/usr/local/nvidia/bin",
+    "/run/nvidia/driver/usr/bin",
+)
 _MACHINES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
@@ -41,7 +56,7 @@ class Readers:
 
     nvml: Callable[[], NvmlValues]
     read_file: Callable[[str], str]
-    run: Callable[[Sequence[str]], CommandResult]
+    run: Callable[[Sequence[str]], CommandResult]  # runs nvidia-smi: argv[0] is its name, not its path
     libcuda: Callable[[], str]  # the isolated child's stdout (host/libcuda.py)
     platform: Callable[[], tuple[str, str, Optional[str]]]  # system, machine, glibc
 
@@ -51,7 +66,7 @@ def system_readers(environ: Mapping[str, str]) -> Readers:
     return Readers(
         nvml=_read_pynvml,
         read_file=read_text_file,
-        run=lambda argv: run_command(argv, COMMAND_TIMEOUT),
+        run=lambda argv: run_command([locate_nvidia_smi(environ), *argv[1:]], COMMAND_TIMEOUT, name="nvidia-smi"),
         libcuda=lambda: run_libcuda(environ, LIBCUDA_TIMEOUT),
         platform=local_platform,
     )
@@ -66,27 +81,45 @@ def read_text_file(path: str) -> str:
         raise SourceUnavailable(f"{path}: {exc.strerror or exc}") from None
 
 
+def locate_nvidia_smi(environ: Mapping[str, str], directories: Sequence[str] = NVIDIA_SMI_DIRECTORIES) -> str:
+    """The nvidia-smi to run: the one CUDARESOLVE_NVIDIA_SMI names (an absolute path to a program, or
+    a UsageError), else the first in `directories`; SourceUnavailable when there is none."""
+    named = environ.get(NVIDIA_SMI_VARIABLE)
+    if named:
+        if not os.path.isabs(named):
+            raise UsageError(f"{NVIDIA_SMI_VARIABLE}: {named!r} is not an absolute path (PATH is not searched)")
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise UsageError(f"{NVIDIA_SMI_VARIABLE}: {named} is not an executable file")
+        return named
+    for directory in directories:
+        path = os.path.join(directory, "nvidia-smi")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise SourceUnavailable(f"nvidia-smi is not in {', '.join(directories)} (PATH is not searched; {NVIDIA_SMI_VARIABLE} names another)")
+
+
 def run_command(
     argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None, name: Optional[str] = None
 ) -> CommandResult:
-    """Run `argv`; `name` is what messages call it (default argv[0])."""
+    """Run `argv` (nothing on its stdin, its output read up to OUTPUT_LIMIT); `name` is what messages
+    call it (default argv[0])."""
     name = name or argv[0]
     try:
-        done = subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            env=None if env is None else dict(env),
-        )
+        status, out, err = run_bounded(argv, b"", timeout, OUTPUT_LIMIT, env=env)
     except FileNotFoundError:
-        raise SourceUnavailable(f"{name} is not on PATH") from None
+        raise SourceUnavailable(f"{name} does not exist" if os.sep in argv[0] else f"{name} is not on PATH") from None
     except subprocess.TimeoutExpired:
         raise SourceUnavailable(f"{name} gave no answer within {timeout:g} s") from None
+    except TooMuchOutput as exc:
+        raise SourceUnavailable(f"{name} {exc}: stopped") from None
     except OSError as exc:
         raise SourceUnavailable(f"{name} could not run: {exc.strerror or exc}") from None
-    return CommandResult(done.returncode, done.stdout, done.stderr)
+    return CommandResult(status, _text(out), _text(err))
+
+
+def _text(data: bytes) -> str:
+    """A program's output as text, as subprocess's text mode gives it (undecodable bytes replaced, universal newlines)."""
+    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def libcuda_environment(environ: Mapping[str, str]) -> dict[str, str]:

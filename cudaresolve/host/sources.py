@@ -15,12 +15,13 @@ from typing import Any, Optional
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Gpu, MigDevice, Note
+from cudaresolve.inputs import loads_json
 from cudaresolve.versions import DriverRelease
 
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.103.01  Thu Jan ..." (proprietary) and
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ..." (open).
-_NVRM_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)(?:\s|$)")
-_L4T_RE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+(?:\.\d+)*)")
+_NVRM_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)(?:\s|$)", re.ASCII)
+_L4T_RE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+(?:\.\d+)*)", re.ASCII)
 _MIB = 1024 * 1024
 # cuInit's answer when a driver is installed but no device exists: "no GPUs", not "unknown".
 CUDA_ERROR_NO_DEVICE = 100
@@ -168,7 +169,7 @@ def parse_nvml(values: NvmlValues) -> Reading:
 
 def parse_libcuda(stdout: str) -> Reading:
     try:
-        data = json.loads(stdout)
+        data = loads_json(stdout)
         if not isinstance(data, dict):
             raise ValueError("not an object")
     except ValueError:
@@ -285,16 +286,16 @@ def parse_smi_csv(stdout: str) -> Reading:
 
 def _smi_gpu(values: dict[str, Optional[str]], number: int) -> Optional[Gpu]:
     cc_text = values.get("compute_cap")
-    if cc_text is None or not re.match(r"^\d{1,2}\.\d$", cc_text):
+    if cc_text is None or not re.match(r"^[0-9]{1,2}\.[0-9]$", cc_text):
         return None
     index_text = values.get("index")
     memory_text = values.get("memory.total")
-    memory = re.match(r"^(\d+)(?:\s*MiB)?$", memory_text) if memory_text else None
+    memory = re.match(r"^([0-9]{1,15})(?:\s*MiB)?$", memory_text) if memory_text else None
     mig_text = (values.get("mig.mode.current") or "").lower()
     return Gpu(
         compute_capability=ComputeCapability.parse(cc_text),
         source="nvidia-smi",
-        index=int(index_text) if index_text and index_text.isdigit() else number,
+        index=int(index_text) if index_text and re.fullmatch(r"[0-9]{1,9}", index_text) else number,
         name=values.get("name"),
         memory_mib=int(memory.group(1)) if memory else None,
         uuid=values.get("uuid"),
@@ -324,7 +325,7 @@ def parse_smi_xml(stdout: str) -> Reading:
     cuda = None
     cuda_text = (root.findtext("cuda_version") or "").strip()
     if cuda_text:
-        match = re.match(r"^(\d{1,2})\.(\d{1,2})$", cuda_text)
+        match = re.match(r"^([0-9]{1,2})\.([0-9]{1,2})$", cuda_text)
         if match:
             cuda = f"{int(match.group(1))}.{int(match.group(2))}"
         else:

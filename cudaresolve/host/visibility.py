@@ -8,12 +8,14 @@ facts with visible=False: the driver still has it, CUDA programs here do not see
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Optional
 
 from cudaresolve.host.facts import Gpu, Note
 
 SOURCE = "CUDA_VISIBLE_DEVICES"
+_INDEX = re.compile(r"[0-9]+")  # str.isdigit() also takes "²", which int() refuses
 
 
 def apply_visible_devices(
@@ -36,7 +38,7 @@ def apply_visible_devices(
     result = tuple(replace(gpu, visible=i in chosen) for i, gpu in enumerate(gpus))
     notes.insert(0, Note(SOURCE, f"{len(chosen)} of {len(gpus)} GPU(s) visible to CUDA"))
     names = {gpu.name for gpu in gpus}
-    by_index = any(entry.strip().isdigit() for entry in value.split(","))
+    by_index = any(_INDEX.fullmatch(entry.strip()) for entry in value.split(","))
     if by_index and len(names) > 1 and device_order != "PCI_BUS_ID":
         notes.append(
             Note(
@@ -49,8 +51,11 @@ def apply_visible_devices(
 
 
 def _match(gpus: tuple[Gpu, ...], entry: str) -> Optional[int]:
-    if entry.isdigit():
-        wanted = int(entry)
+    if _INDEX.fullmatch(entry):
+        digits = entry.lstrip("0") or "0"
+        if len(digits) > 9:  # no machine has that many GPUs (and int() refuses 4,300 digits)
+            return None
+        wanted = int(digits)
         return next((i for i, gpu in enumerate(gpus) if gpu.index == wanted), None)
     lowered = entry.lower()
     if lowered.startswith("gpu-"):

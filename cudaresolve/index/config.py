@@ -25,6 +25,7 @@ from __future__ import annotations
 import configparser
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import locale
 import math
@@ -32,7 +33,6 @@ import os
 import pathlib
 import re
 import subprocess
-import sys
 import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
@@ -43,12 +43,8 @@ from packaging.utils import canonicalize_name
 from cudaresolve import records
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.errors import UsageError
+from cudaresolve.inputs import TooMuchOutput, loads_toml, read_bounded, run_bounded
 from cudaresolve.knowledge import torch
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
 
 # PyTorch's own download site: the variant indexes live below it unless configured otherwise.
 DEFAULT_TORCH_INDEX_BASE = "https://download.pytorch.org"
@@ -76,6 +72,7 @@ _LISTS = ("extra-index-url", "find-links", "trusted-host")
 _PATHS = ("cert", "client-cert")
 _TRUE = ("y", "yes", "t", "true", "on", "1")  # pip's strtobool spellings
 _FALSE = ("n", "no", "f", "false", "off", "0")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _PIP_IGNORED_VARIABLES = ("version", "help")  # PIP_VERSION and PIP_HELP are not options to pip
 
 
@@ -208,7 +205,9 @@ def pip_config_paths(prefix: str, environ: Mapping[str, str]) -> tuple[str, ...]
 def read_pip_files(paths: Sequence[str]) -> tuple[PipFile, ...]:
     """The files of `paths` that exist, parsed as pip parses them (configparser, locale encoding).
 
-    Like pip, a file that cannot be opened is skipped, and one that does not parse stops the run.
+    Like pip, a file that cannot be opened is skipped, and one that does not parse stops the run;
+    one that is not a regular file (a FIFO in the target's prefix would block the read) or is larger
+    than any real one stops it too.
     """
     found = []
     encoding = locale.getpreferredencoding(False)
@@ -217,13 +216,25 @@ def read_pip_files(paths: Sequence[str]) -> tuple[PipFile, ...]:
             continue
         parser = configparser.RawConfigParser()
         try:
-            parser.read(path, encoding=encoding)
+            data = read_bounded(path, regular=True)
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.EFBIG):
+                raise UsageError(f"pip configuration file {path}: {exc.strerror}") from None
+            continue
+        try:
+            # as configparser.read opens it: the locale's encoding, universal newlines
+            parser.read_string(data.decode(encoding).replace("\r\n", "\n").replace("\r", "\n"), source=path)
         except UnicodeDecodeError:
             raise UsageError(f"pip configuration file {path}: contains invalid {encoding} characters") from None
         except configparser.Error as exc:
             detail = " ".join(str(exc).split())
             raise UsageError(f"pip configuration file {path} does not parse: {detail}") from None
-        found.append(PipFile(path, {section: dict(parser.items(section)) for section in parser.sections()}))
+        sections = {section: dict(parser.items(section)) for section in parser.sections()}
+        for section, items in sections.items():
+            for name, value in items.items():
+                if "\0" in name + value:  # a value becomes a path or a URL, which cannot hold one
+                    raise UsageError(f"pip configuration file {path}: [{section}] {name}: a NUL character")
+        found.append(PipFile(path, sections))
     return tuple(found)
 
 
@@ -231,13 +242,12 @@ def read_project(project_dir: str) -> Optional[ProjectSettings]:
     """`[tool.cudaresolve]` of `project_dir`/pyproject.toml; None when there is no such file or table."""
     path = os.path.join(project_dir, "pyproject.toml")
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = loads_toml(read_bounded(path, regular=True).decode("utf-8"))
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # UnicodeDecodeError, TOMLDecodeError, or what tomllib does not wrap
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     table = data.get("tool", {}).get("cudaresolve") if isinstance(data.get("tool"), dict) else None
     if table is None:
@@ -283,16 +293,18 @@ def pip_install_help(python: str, environ: Mapping[str, str]) -> str:
     env["PIP_CONFIG_FILE"] = os.devnull
     command = [python, "-m", "pip", "install", "--help"]
     try:
-        done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+        status, out, err = run_bounded(command, b"", 120, 1024 * 1024, env=env)  # the help is 10 kB
     except OSError as exc:
         raise UsageError(f"cannot run {python} to ask pip for its default index: {exc.strerror or exc}; pass --index-url") from None
     except subprocess.TimeoutExpired:
         raise UsageError(f"{python} -m pip install --help did not answer within 120 s; pass --index-url") from None
-    if done.returncode != 0:
-        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
-        detail = f" ({last[0].strip()})" if last else ""
+    except TooMuchOutput as exc:
+        raise UsageError(f"{python} -m pip install --help {exc}; pass --index-url") from None
+    if status != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:]
+        detail = f" ({last[0].strip()[:200]})" if last else ""
         raise UsageError(f"{python} cannot run pip{detail}, so pip's default index is unknown; pass --index-url")
-    return done.stdout.decode("utf-8", "replace")
+    return out.decode("utf-8", "replace")
 
 
 def parse_default_index(help_text: str, python: str) -> str:
@@ -342,8 +354,11 @@ def _write_quietly(entry: str, text: str) -> None:
 # -- the merge: plain data in, IndexConfig out ------------------------------------------------------
 
 
-def pip_settings(files: Sequence[PipFile], environ: Mapping[str, str], command: str = "install") -> dict[str, tuple[str, str]]:
-    """pip's configured text for each key, with its origin, as pip's option parser picks it.
+def pip_settings(
+    files: Sequence[PipFile], environ: Mapping[str, str], command: str = "install", options: Mapping[str, str] = _PIP_OPTIONS
+) -> dict[str, tuple[str, str]]:
+    """pip's configured text for each key of `options` (pip's option names -> the key), with its
+    origin, as pip's option parser picks it.
 
     Every `section.name` is merged over the files (later wins) and the `PIP_*` variables; empty values
     are then dropped, and the sections applied in pip's order: [global], [<command>], variables.
@@ -359,7 +374,7 @@ def pip_settings(files: Sequence[PipFile], environ: Mapping[str, str], command: 
     chosen: dict[str, tuple[str, str]] = {}
     for wanted in ("global", command, ":env:"):
         for (section, name), (value, origin) in merged.items():
-            key = _PIP_OPTIONS.get(name)
+            key = options.get(name)
             if section == wanted and key is not None and value:
                 chosen[key] = (value, origin)
     return chosen
@@ -450,11 +465,7 @@ def _pip_value(key: str, text: str, origin: str, home: str) -> object:
     if key in _LISTS:
         return tuple(text.split())
     if key == "no-index":
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise UsageError(f"no-index: {text!r} (from {origin}) is not a boolean; pip accepts yes/no, true/false, on/off, 1/0")
+        return pip_bool(key, text, origin)
     if key in ("timeout", "retries"):
         # pip takes any float or int here and then crashes on nan, inf or a negative value; 0 seconds
         # is pip's "no socket timeout" (the request deadline of index/limits.py still holds).
@@ -469,6 +480,15 @@ def _pip_value(key: str, text: str, origin: str, home: str) -> object:
     if key in _PATHS:
         return _expand_user(text, home)
     return text
+
+
+def pip_bool(key: str, text: str, origin: str) -> bool:
+    """A configured flag as pip reads it (strtobool); pip refuses anything else, and so does this."""
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise UsageError(f"{key}: {text!r} (from {origin}) is not a boolean; pip accepts yes/no, true/false, on/off, 1/0")
 
 
 def _index_location(key: str, value: str, origin: str, base: str, home: str) -> str:
@@ -501,9 +521,8 @@ def _relative_to(link: str, directory: str) -> str:
 
 
 def _scheme(value: str) -> str:
-    """The scheme of a URL (what comes before "://"), lower case; "" for anything else."""
-    scheme, separator, _ = value.partition("://")
-    return scheme.lower() if separator and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) else ""
+    found = _SCHEME.match(value)  # not urlsplit, which raises on a broken IPv6 literal
+    return found.group(1).lower() if found else ""
 
 
 def _pip_name(name: str) -> str:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cudaresolve.binary.wheel import WheelFacts, read_wheel
+from cudaresolve.binary.wheel import WheelError, WheelFacts, read_wheel
 from cudaresolve.env.cache import dumps_facts, loads_facts
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.downloads import Progress, download
-from cudaresolve.index.http import Http, IndexAccessError, local_path
+from cudaresolve.index.http import Http, local_path
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import wheel_facts as table
 from cudaresolve.knowledge.wheel_facts import from_record
@@ -35,11 +35,13 @@ def wheel_binary_facts(
     limits = http.limits
     bounds = {"max_directory": limits.central_directory_bytes, "max_member": limits.elf_member_bytes}
     if file.url.startswith("file:"):
+        path = local_path(file.url)
         try:
-            with open(local_path(file.url), "rb") as local:
-                return read_wheel(local, file.filename, **bounds)
-        except OSError as exc:
-            raise IndexAccessError(f"cannot read {local_path(file.url)} ({file.name} {file.version}): {exc.strerror or exc}") from None
+            local = open(path, "rb")
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte (%00) in the path
+            raise WheelError(file.filename, f"cannot read {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        with local:
+            return read_wheel(local, file.filename, **bounds)
     key = file.sha256 or "url:" + file.url
     stored = cache.blob("wheel-facts", key, FACTS_BYTES)
     if stored is not None:

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from cudaresolve.env.interpreter import Target
+from cudaresolve.index.config import pip_bool, pip_config_paths, pip_settings, read_pip_files
+from cudaresolve.inputs import TooMuchOutput, run_bounded
+
+PIP_TIMEOUT = 120.0  # pip's own start and refusal take a second; a hung pip must not hang us
+PIP_OUTPUT_LIMIT = 1024 * 1024
 
 
 def pip_install_command(python: str, requirements_file: str, *, target_dir: Optional[str] = None, prefix: Optional[str] = None) -> list[str]:
@@ -36,23 +41,49 @@ def _cannot_start(command: Sequence[str], exc: OSError) -> int:
     return 127
 
 
-def externally_managed(target: Target) -> Optional[str]:
+# pip install's options that its configuration (files and PIP_* variables) may set and that change
+# what `install` reproduces: where pip installs, and whether it honours PEP 668.
+_INSTALL_SETTINGS = {name: name for name in ("break-system-packages", "target", "prefix", "root", "user")}
+
+
+def pip_install_settings(target: Target, environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """{option: (text, origin)} of _INSTALL_SETTINGS as the target's pip reads its configuration for install."""
+    files = read_pip_files(pip_config_paths(target.prefix or "", environ))
+    return pip_settings(files, environ, "install", _INSTALL_SETTINGS)
+
+
+def installs_elsewhere(settings: Mapping[str, tuple[str, str]]) -> Optional[str]:
+    """Why pip, so configured, would install somewhere other than the target's site-packages that the
+    plan reads (--target, --prefix, --root, --user set in its configuration); None when it would not."""
+    for key in ("target", "prefix", "root", "user"):
+        if key in settings:
+            text, origin = settings[key]
+            if key != "user" or pip_bool(key, text, origin):
+                return f"pip's configuration sets {key} ({origin}), so pip would install elsewhere than the plan"
+    return None
+
+
+def externally_managed(target: Target, settings: Mapping[str, tuple[str, str]]) -> Optional[str]:
     """The path of the target's PEP 668 marker when pip would refuse to install into it (not a venv,
-    EXTERNALLY-MANAGED in its stdlib directory); None when installing is allowed."""
+    EXTERNALLY-MANAGED in its stdlib directory, break-system-packages not set in pip's `settings`);
+    None when installing is allowed."""
     if target.venv or not target.stdlib:
+        return None
+    if "break-system-packages" in settings and pip_bool("break-system-packages", *settings["break-system-packages"]):
         return None
     marker = os.path.join(target.stdlib, "EXTERNALLY-MANAGED")
     return marker if os.path.isfile(marker) else None
 
 
 def pips_refusal(python: str) -> tuple[int, str]:
-    """pip's own words for an externally-managed interpreter: a dry run pip refuses before resolving."""
-    done = subprocess.run(
-        [python, "-m", "pip", "install", "--dry-run", "--no-index", "--no-deps", "cudaresolve-pep668-check"],
-        capture_output=True,
-        text=True,
-    )
-    return done.returncode or 1, (done.stderr or done.stdout).strip()
+    """pip's own words for an externally-managed interpreter: a dry run pip refuses before resolving
+    (bounded like any answer of the target: it is that interpreter's pip)."""
+    command = [python, "-m", "pip", "install", "--dry-run", "--no-index", "--no-deps", "cudaresolve-pep668-check"]
+    try:
+        status, out, err = run_bounded(command, b"", PIP_TIMEOUT, PIP_OUTPUT_LIMIT)
+    except (OSError, subprocess.TimeoutExpired, TooMuchOutput) as exc:
+        return 1, f"cudaresolve: {python} is externally managed (PEP 668), and its pip did not say so in time ({exc})"
+    return status or 1, (err or out).decode("utf-8", "replace").strip()
 
 
 # pip install's options that carry a value, by every spelling pip documents: the wrapper must know

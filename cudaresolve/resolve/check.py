@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.resolve.candidates import cuda_build, release_rejection
@@ -19,8 +19,8 @@ def misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]], machine: str) ->
     for package in lock.packages:
         try:
             version = Version(package.version)
-        except InvalidVersion:
-            continue  # an unpinned entry of another source in another tool's lock: no version to judge
+        except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
+            continue  # read_pylock has checked it; another tool's odd version is not ours to judge
         reason = release_rejection(package.name, version, cuda_build(package.name, version), hosts, machine)
         if reason:
             found.append(f"{package.name} {package.version}: {reason}")

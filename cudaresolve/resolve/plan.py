@@ -10,7 +10,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.env.distributions import Distribution
-from cudaresolve.resolve.lock import Lock
+from cudaresolve.errors import UsageError
+from cudaresolve.records import shown
+from cudaresolve.resolve.lock import Lock, LockedPackage
 
 Kind = Literal["add", "upgrade", "downgrade", "replace", "keep"]
 
@@ -36,7 +38,7 @@ def install_plan(lock: Lock, installed: Iterable[Distribution]) -> tuple[Change,
     changes = []
     for package in lock.packages:
         name = canonicalize_name(package.name)
-        new = Version(package.version)
+        new = _locked_version(package)
         old = present.get(name)
         if package.provided_by is not None:
             kind: Kind = "keep"  # conda's package stands for it
@@ -51,3 +53,12 @@ def install_plan(lock: Lock, installed: Iterable[Distribution]) -> tuple[Change,
         size = package.wheel.size if package.wheel and package.wheel.size and kind != "keep" else 0
         changes.append(Change(name, kind, str(old) if old else None, package.version, package.reason, package.index, size or 0))
     return tuple(changes)
+
+
+def _locked_version(package: LockedPackage) -> Version:
+    """The locked version, compared with the installed one: a lock from elsewhere may hold any text
+    (another tool's sdist entry has none), which is bad input, not a traceback."""
+    try:
+        return Version(package.version)
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
+        raise UsageError(f"the lock's {package.name} has version {shown(package.version)}, which is not a PEP 440 version") from None

@@ -11,10 +11,10 @@ a bad one names where it came from.
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
@@ -22,13 +22,8 @@ from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 
+from cudaresolve import inputs, records
 from cudaresolve.errors import UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
-
 
 @dataclass(frozen=True)
 class IndexOptions:
@@ -59,12 +54,13 @@ def parse_requirement(text: str, origin: str) -> Requirement:
     """`text` as a PEP 508 requirement; `origin` ("reqs.txt:3", "pyproject.toml: project.dependencies[0]")
     names it in the error. Direct references are refused: the resolver locks index files only."""
     try:
-        requirement = Requirement(text)
+        requirement = inputs.parse_requirement(text)
     except InvalidRequirement as exc:
         if _looks_like_location(text):
             raise UsageError(f"{origin}: {text}: direct references (URLs and paths) are not supported yet") from None
         reason = str(exc).splitlines()[0]
-        raise UsageError(f"{origin}: not a valid requirement: {text!r} ({reason})") from None
+        reason = reason if len(reason) <= 200 else reason[:197] + "..."
+        raise UsageError(f"{origin}: not a valid requirement: {records.shown(text)} ({reason})") from None
     if requirement.url:
         raise UsageError(f"{origin}: {requirement.name} @ {requirement.url}: direct references are not supported yet")
     return requirement
@@ -139,7 +135,12 @@ _UNSUPPORTED = {
     "--config-settings", "--global-option", "--install-option",
 }
 _ENV_VAR = re.compile(r"\$\{([A-Z0-9_]+)\}")  # pip expands the POSIX ${NAME} form only
-_COMMENT = re.compile(r"(^|\s+)#.*$")
+_HASH = re.compile("#")
+MAX_INCLUDE_DEPTH = 100  # -r/-c files within files: pip recurses too, and Python's stack ends near 1,000
+MAX_FILES_READ = 1000  # files read for one top-level file, an include read again counted again
+# Extras naming the project itself, and dependency groups including groups: each level nests the
+# markers once more, and packaging refuses markers nested 200 deep.
+MAX_PROJECT_NESTING = 50
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
 
@@ -156,6 +157,7 @@ class _Collected:
     find_links: list[str] = field(default_factory=list)
     no_index: bool = False
     trusted_hosts: list[str] = field(default_factory=list)
+    reads: int = 0  # files read so far, bounded by MAX_FILES_READ
 
 
 def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None) -> RequirementSet:
@@ -189,11 +191,15 @@ def _decode(data: bytes, path: str) -> str:
                 encoding = match.group(1).decode("ascii")
                 break
     try:
-        return data.decode(encoding)
+        text = data.decode(encoding)
     except LookupError:
         raise UsageError(f"{path}: unknown encoding {encoding!r}") from None
-    except UnicodeDecodeError as exc:
+    except UnicodeError as exc:  # UnicodeDecodeError, or a codec's own failure ("undefined")
         raise UsageError(f"{path}: not {encoding} ({exc})") from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise UsageError(f"{path}:{line}: a NUL character: not a text file")
+    return text
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -213,8 +219,17 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
         lines.append((number, line))
     if pending is not None:
         lines.append(pending)
-    stripped = [(number, _COMMENT.sub("", line).strip()) for number, line in lines]
+    stripped = [(number, _uncommented(line).strip()) for number, line in lines]
     return [(number, line) for number, line in stripped if line]
+
+
+def _uncommented(line: str) -> str:
+    """`line` without its comment: from a `#` at the start or after whitespace, pip's `(^|\\s+)#.*$`
+    (that expression takes quadratic time on a long run of spaces; this finds the same `#` in one pass)."""
+    for found in _HASH.finditer(line):
+        if found.start() == 0 or line[found.start() - 1].isspace():
+            return line[: found.start()]
+    return line
 
 
 def _expand(line: str, environ: dict[str, str]) -> str:
@@ -266,12 +281,14 @@ def _options(tokens: list[str], where: str) -> list[tuple[str, Optional[str], st
 
 
 def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected: _Collected, environ: dict[str, str]) -> None:
-    real = os.path.realpath(path)
     try:
-        with open(path, "rb") as stream:
-            data = stream.read()
+        data = inputs.read_bounded(path)
+        real = _realpath(path)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    collected.reads += 1
+    if collected.reads > MAX_FILES_READ:
+        raise UsageError(f"{path}: more than {MAX_FILES_READ} requirements files read through -r/-c (an include read again counts again)")
     collected.sources.append(path)
     for number, line in _logical_lines(_decode(data, path)):
         where = f"{path}:{number}"
@@ -288,9 +305,15 @@ def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected
                     raise UsageError(f"{where}: {spelled} {value}: remote requirements files are not supported")
                 included = value if os.path.isabs(value) else os.path.join(os.path.dirname(path), value)
                 chain = stack + (real,)
-                if os.path.realpath(included) in chain:
-                    loop = chain[chain.index(os.path.realpath(included)):] + (os.path.realpath(included),)
+                try:
+                    included_real = _realpath(included)
+                except OSError as exc:
+                    raise UsageError(f"{where}: cannot read {included}: {exc.strerror}") from None
+                if included_real in chain:
+                    loop = chain[chain.index(included_real):] + (included_real,)
                     raise UsageError(f"{where}: {spelled} {value}: files include each other ({' -> '.join(loop)})")
+                if len(chain) >= MAX_INCLUDE_DEPTH:
+                    raise UsageError(f"{where}: {spelled} {value}: files include files more than {MAX_INCLUDE_DEPTH} deep")
                 _read_file(
                     included,
                     constraint=constraint or name == "constraint",
@@ -312,6 +335,13 @@ def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected
                 collected.no_index = True
             elif name == "trusted-host":
                 collected.trusted_hosts.append(value)
+
+
+def _realpath(path: str) -> str:
+    try:
+        return os.path.realpath(path)
+    except ValueError:  # a character the file system encoding cannot hold
+        raise OSError(errno.EINVAL, "not a valid path", path) from None
 
 
 def _requirement(text: str, options: list, where: str, constraint: bool, collected: _Collected) -> None:
@@ -345,11 +375,10 @@ def read_project(directory: str, extras: Sequence[str] = (), groups: Sequence[st
     """
     path = os.path.join(directory, "pyproject.toml")
     try:
-        with open(path, "rb") as stream:
-            data = tomllib.loads(stream.read().decode("utf-8"))
+        data = inputs.loads_toml(inputs.read_bounded(path, regular=True).decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except ValueError as exc:  # UnicodeDecodeError, TOMLDecodeError, or what tomllib does not wrap
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
     project = _table(data, "project", path)
     dependency_groups = _table(data, "dependency-groups", path)
@@ -387,8 +416,13 @@ class _Project:
             raise UsageError(f"{self.path}: {key} must be an array of strings")
         return [(f"{key}[{i}]", item) for i, item in enumerate(value)]
 
-    def dependencies(self, extras: tuple[str, ...], marker: Optional[str] = None, seen: frozenset = frozenset()) -> list[str]:
-        """The project's dependencies plus those of `extras`, each under `marker` when given."""
+    def dependencies(
+        self, extras: tuple[str, ...], marker: Optional[str] = None, seen: frozenset = frozenset(), depth: int = 0
+    ) -> list[str]:
+        """The project's dependencies plus those of `extras`, each under `marker` when given;
+        `depth`: how many self-references led here."""
+        if depth > MAX_PROJECT_NESTING:
+            raise UsageError(f"{self.path}: extras name the project itself more than {MAX_PROJECT_NESTING} deep")
         if "dependencies" in self.dynamic:
             raise UsageError(f"{self.path}: project.dependencies is dynamic; cudaresolve cannot read it without building the project")
         entries = self._strings("project.dependencies", self.project.get("dependencies", []))
@@ -404,7 +438,7 @@ class _Project:
             spelled, value = self.extras[key]
             entries += self._strings(f"project.optional-dependencies.{spelled}", value)
             seen |= {key}
-        return self._requirements(entries, marker, seen)
+        return self._requirements(entries, marker, seen, depth)
 
     def group(self, group: str, including: tuple[str, ...]) -> list[str]:
         """A PEP 735 dependency group with the groups it includes; an include cycle is an error."""
@@ -415,6 +449,8 @@ class _Project:
         if key in including:
             chain = " -> ".join(including[including.index(key):] + (key,))
             raise UsageError(f"{self.path}: dependency-groups include themselves ({chain})")
+        if len(including) >= MAX_PROJECT_NESTING:
+            raise UsageError(f"{self.path}: dependency-groups include groups more than {MAX_PROJECT_NESTING} deep")
         spelled, value = self.groups[key]
         where = f"dependency-groups.{spelled}"
         if not isinstance(value, list):
@@ -422,14 +458,16 @@ class _Project:
         found: list[str] = []
         for i, item in enumerate(value):
             if isinstance(item, str):
-                found += self._requirements([(f"{where}[{i}]", item)], None, None)
+                found += self._requirements([(f"{where}[{i}]", item)], None, None, 0)
             elif isinstance(item, dict) and set(item) == {"include-group"} and isinstance(item["include-group"], str):
                 found += self.group(item["include-group"], including + (key,))
             else:
                 raise UsageError(f"{self.path}: {where}[{i}] must be a requirement string or {{include-group = \"...\"}}")
         return found
 
-    def _requirements(self, entries: list[tuple[str, str]], marker: Optional[str], seen: Optional[frozenset]) -> list[str]:
+    def _requirements(
+        self, entries: list[tuple[str, str]], marker: Optional[str], seen: Optional[frozenset], depth: int
+    ) -> list[str]:
         """Parsed requirements under `marker`; `seen`: the extras already expanded (None: not even
         the base dependencies, as in a dependency group)."""
         found: list[str] = []
@@ -443,7 +481,7 @@ class _Project:
                 extras = {canonicalize_name(extra) for extra in requirement.extras}
                 if seen is None or extras - seen:
                     # Expanded once per new extra: a self-reference inside what is being expanded adds nothing.
-                    found += self.dependencies(tuple(sorted(extras - (seen or set()))), both, seen or frozenset())
+                    found += self.dependencies(tuple(sorted(extras - (seen or set()))), both, seen or frozenset(), depth + 1)
                 continue
             if both != own:
                 requirement.marker = Marker(both)
