@@ -160,6 +160,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     from cudaresolve.lockfile.files import write_together
     from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
     from cudaresolve.lockfile.pylock import lock_file_name_ok, pylock_toml
+    from cudaresolve.output import lock_words
     from cudaresolve.output.lock_report import render_json, render_text
 
     if args.check is not None:
@@ -170,7 +171,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     result, _ = _locked(args, target_for(python=args.python))
     # Everything is rendered before anything is written, and the files are written together:
     # a refused value or a failed write leaves every output as it was, stdout included.
-    outputs = [(args.output or "pylock.toml", pylock_toml(result))]
+    outputs = [(args.output or "pylock.toml", pylock_toml(result, lock_words))]
     if args.constraints:
         outputs.append((args.constraints, constraints_txt(result)))
     if args.requirements_out:
@@ -198,6 +199,7 @@ def _locked(args: argparse.Namespace, target: Target, site_packages: Optional[st
     from dataclasses import replace
 
     from cudaresolve.doctor import scan
+    from cudaresolve.output.progress import judging_progress
     from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
     from cudaresolve.resolve.resolver import LockRequest, lock
 
@@ -205,9 +207,9 @@ def _locked(args: argparse.Namespace, target: Target, site_packages: Optional[st
     inputs += [read_requirements_file(path, dict(os.environ)) for path in args.requirement]
     if getattr(args, "project", None) is not None or getattr(args, "extra", None) or getattr(args, "group", None):
         inputs.append(read_project(args.project or os.getcwd(), args.extra, args.group))
+    inputs += [read_requirements_file(path, dict(os.environ), constraint=True) for path in args.constraint]
     asked = merge(inputs)
-    constraint_files = [read_requirements_file(path, dict(os.environ)) for path in args.constraint]
-    constraints = asked.constraints + tuple(r for one in constraint_files for r in one.requirements + one.constraints)
+    constraints = asked.constraints
     if not asked.requirements:
         raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
     hosts = _hosts(args)
@@ -223,7 +225,7 @@ def _locked(args: argparse.Namespace, target: Target, site_packages: Optional[st
             installed,
             hosts,
             index,
-            progress=lambda text: _say(args, text),
+            progress=lambda judging: _say(args, judging_progress(judging)),
         )
     return result, installed
 
@@ -243,6 +245,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
     )
     from cudaresolve.lockfile.pip import requirements_txt
     from cudaresolve.lockfile.pylock import read_pylock
+    from cudaresolve.output.lock_words import rejection_line
     from cudaresolve.output.plan import render_plan, render_state
     from cudaresolve.resolve.plan import install_plan
 
@@ -267,7 +270,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         pinned = requirements_txt(locked, origin=args.lock)
         labels, lines = _misfits(args, locked)
         if lines:
-            sys.stdout.write(f"{args.lock} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in lines))
+            sys.stdout.write(f"{args.lock} does not fit {labels}:\n" + "".join(f"  {rejection_line(line)}\n" for line in lines))
             return 2
         installed = _installed(target, site)
     else:
@@ -339,7 +342,7 @@ def _cmd_pip(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="cudaresolve-pip-") as scratch:
         constraints = os.path.join(scratch, "constraints.txt")
         with open(constraints, "w", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in constraints_txt(locked).splitlines() if not line.startswith("-")))
+            f.write(constraints_txt(locked, indexes=False))
         command = pip + ["install", *rewritten, "-c", constraints] + [w for url in extra for w in ("--extra-index-url", url)]
         conda = [p for p in locked.packages if p.provided_by]
         if conda:
@@ -383,7 +386,7 @@ def _is_direct(text: str) -> bool:
 
 def _concrete(text: str, locked) -> str:
     """A requested name the lock made concrete: `cupy` -> `cupy-cuda12x`, `cuda-cccl` -> `cuda-cccl[cu12]`
-    (read back from the lock's reasons, which say so)."""
+    (the locked packages' `asked_as` and `added_extra`)."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
@@ -393,12 +396,11 @@ def _concrete(text: str, locked) -> str:
         return text
     name = canonicalize_name(requirement.name)
     for package in locked.packages:
-        if package.reason.startswith(f"asked for as {requirement.name}:"):
+        if package.reason.asked_as == name:
             return text.replace(requirement.name, package.name, 1)
-        if package.name == name and package.reason.startswith("asked for without a CUDA extra: ["):
-            extra = package.reason.split("[", 1)[1].split("]", 1)[0]
+        if package.name == name and package.reason.added_extra:
             changed = Requirement(text)
-            changed.extras = set(requirement.extras) | {extra}
+            changed.extras = set(requirement.extras) | {package.reason.added_extra}
             return str(changed)
     return text
 
@@ -452,10 +454,11 @@ def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> in
 def _check_lock(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
     from cudaresolve.lockfile.pylock import read_pylock
+    from cudaresolve.output.lock_words import rejection_line
 
     labels, lines = _misfits(args, read_pylock(args.check))
     if lines:
-        sys.stdout.write(f"{args.check} does not fit {labels}:\n" + "".join(f"  {line}\n" for line in lines))
+        sys.stdout.write(f"{args.check} does not fit {labels}:\n" + "".join(f"  {rejection_line(line)}\n" for line in lines))
         return 2
     sys.stdout.write(f"{args.check} fits {labels}: every locked CUDA build runs on its driver and GPUs\n")
     return 0
@@ -709,7 +712,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = _pip_arguments(words[1:]) if words[:1] == ["pip"] else build_parser().parse_args(words)
         return args.func(args)
     except CudaresolveError as exc:
-        print(f"cudaresolve: error: {exc}", file=sys.stderr)
+        from cudaresolve.output.errors import error_line
+
+        print(error_line(exc), file=sys.stderr)
         return exc.exit_code
     except SystemExit as exc:
         # Only --help and --version get here (usage errors are UsageError): argparse exits 0 for them.

@@ -65,9 +65,9 @@ def uv_installs(uv: Path, tmp_path: Path, pylock: Path) -> dict[str, str]:
 
 def locked(lock: Lock) -> dict[str, str]:
     """name -> version of every package of the lock (kept ones included)."""
-    return {canonicalize_name(p.name): p.version for p in lock.packages}
+    return {canonicalize_name(p.name): str(p.version) for p in lock.packages}
 
 
 def locked_with_source(lock: Lock) -> dict[str, str]:
     """name -> version of the packages a PEP 751 reader can install: those with a wheel."""
-    return {canonicalize_name(p.name): p.version for p in lock.packages if p.wheel is not None}
+    return {canonicalize_name(p.name): str(p.version) for p in lock.packages if p.wheel is not None}

@@ -33,11 +33,13 @@ from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve.env.distributions import read_distributions
-from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.lockfile.pip import requirements_txt
-from cudaresolve.lockfile.pylock import pylock_toml, read_pylock
+from cudaresolve.lockfile.pylock import read_pylock
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, Reason, ReasonKind
+from cudaresolve.resolve.reasons import Asked
 
 from conftest import cache_dir
+from test_lock_files import pylock_toml
 from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
 from index_server import IndexServer, make_wheel
 from lock_oracles import clean_environ, locked, locked_with_source
@@ -364,7 +366,8 @@ def served_lock():
     index_url = server.start() + "/simple"
     filename, data = files["crtest-good"]
     wheel = LockedWheel(filename, f"{server.url}/files/{filename}", hashlib.sha256(data).hexdigest(), len(data))
-    lock = Lock((LockedPackage("crtest-good", "1.0", index_url, wheel, None, "asked for"),), None, (), (), (index_url,), (), "cudaresolve")
+    reason = Reason(ReasonKind.INDEX, origins=(Asked("command line"),))
+    lock = Lock((LockedPackage("crtest-good", Version("1.0"), index_url, wheel, None, reason),), None, (), (), (index_url,), (), "cudaresolve")
     evil = hashlib.sha256(files["crtest-evil"][1]).hexdigest()
     yield Served(index_url, pylock_toml(lock), f"crtest-evil==1.0 --hash=sha256:{evil}", server)
     server.stop()
@@ -404,7 +407,7 @@ def test_the_served_lock_installs_and_the_plan_shows_what_pip_reads(cli, pip_ven
     assert installed(python).get("crtest-good") == "1.0" and "crtest-evil" not in installed(python)
     assert re.search(r"^-m pip install --require-hashes --no-deps -r \S+$", log.read_text(), re.M), log.read_text()
     assert printed == "".join(f"    {line}\n" for line in (tmp_path / "pip-read.txt").read_text().splitlines())
-    assert re.search(r"^  add +crtest-good 1.0: asked for", dry.out, re.M) and dry.out.count("\n  add ") == 1
+    assert re.search(r"^  add +crtest-good 1.0: the newest release that fits", dry.out, re.M) and dry.out.count("\n  add ") == 1
 
     text = requirements_txt(read_pylock(str(path)))
     digest = re.search(r"--hash=sha256:([0-9a-f]{64})", text).group(1)

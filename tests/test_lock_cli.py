@@ -66,8 +66,16 @@ def test_json_report(cuda_index, empty_python, clean, capsys):
     assert report["schema"] == 1 and report["hosts"][0]["label"] == "this host"
     torch = next(p for p in report["packages"] if p["name"] == "torch")
     assert torch["version"] == "2.7.1+cu128" and torch["index"].endswith("/whl/cu128")
+    assert torch["why"]["kind"] == "index" and torch["why"]["build"]["cuda"] == "12.8"
+    assert {"kind": "asked", "where": "command line"} in torch["why"]["origins"]
     decision = next(d for d in report["decisions"] if d["name"] == "torch")
-    assert {"candidate": "torch 2.7.1+cu118", "reason": "older CUDA than +cu128, which runs here"} in decision["rejected"]
+    assert decision["chosen"] == "torch 2.7.1+cu128"
+    assert {"candidate": "torch 2.7.1+cu118", "reason": "older CUDA than +cu128, which runs here", "version": "2.7.1+cu118",
+            "rule": "older-cuda", "evidence": {"chosen_local": "cu128"}} in decision["rejected"]
+    floor = next(r for r in decision["rejected"] if r["rule"] == "driver")
+    assert floor["evidence"]["driver"] == "550.144.03" and floor["evidence"]["floor"] == "580.65.06"
+    major = next(d for d in report["decisions"] if d["name"] == "CUDA major")
+    assert major["chosen"] == "CUDA 12" and major["rejected"][0]["major"] == 13 and major["rejected"][0]["rule"] == "driver"
 
 
 def test_no_set_fits_exits_2_and_writes_nothing(cuda_index, empty_python, clean, capsys):

@@ -26,7 +26,7 @@ from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve.lockfile.pylock import read_pylock
-from cudaresolve.resolve.lock import Lock
+from cudaresolve.resolve.lock import Lock, ReasonKind
 from cudaresolve.knowledge import torch as torch_data
 
 from conftest import build_venv
@@ -128,7 +128,7 @@ def assert_oracles_agree(run: Run, tmp_path: Path, uv: Path, pip_requirements: O
     assert pip_picks(tmp_path, run.constraints, requirements) == versions
     assert uv_installs(uv, tmp_path, run.pylock) == versions
     for decision in lock.decisions:
-        assert decision.chosen not in [label for label, _ in decision.rejected], f"{decision.chosen} explained as rejected"
+        assert decision.chosen not in [r.candidate for r in decision.rejected if not r.installed], f"{decision.chosen} explained as rejected"
     return versions
 
 
@@ -380,4 +380,5 @@ def test_kept_installed_versions_are_in_the_lock_with_their_wheels(lock_cli, tmp
     run = lock_cli(["numba"], *RTX_4090, python=python)
     versions = assert_oracles_agree(run, tmp_path, uv)
     assert versions["numba"] == "0.59.1"  # kept, not upgraded to 0.60.0
-    assert all(p.reason == "installed, kept" for p in run.lock.packages)
+    assert all(p.reason.kind is ReasonKind.KEPT for p in run.lock.packages)
+    assert re.search(r"^  numba==0.59.1 +installed, kept$", run.out, re.M), run.out

@@ -12,6 +12,12 @@ what pip's input needs: hashes, URLs, `index` and `path` may be any strings (a n
 passes), sizes any integer, and a name must already be normalised (another tool's `Attrs` is
 refused rather than normalised). Every rule below would still be needed beside it, so the tests use
 it as an independent reader of what we write instead.
+
+The words a person reads in the file (a package's `reason`, a rejection's) are made in output/ and
+passed in (`Words`); the records beside them are what the reader builds the Lock from.
+
+May import: packaging, errors, host facts (to validate a lock's hosts), resolve/lock.py and
+resolve/reasons.py (the model), lockfile/.
 """
 
 from __future__ import annotations
@@ -22,16 +28,18 @@ import re
 import sys
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, Optional, Protocol, TypeVar
 
 from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.lockfile import fields
+from cudaresolve.lockfile import fields, reasons
+from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import LockFileError
-from cudaresolve.lockfile.fields import checked
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
+from cudaresolve.resolve.reasons import CandidateRef, MajorRejection, Rejection
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -135,7 +143,7 @@ def wheel_groups(lock: Lock) -> list[list[LockedPackage]]:
     groups: dict[tuple, list[LockedPackage]] = {}
     for package in lock.packages:
         if package.wheel is not None:
-            key = (package.name, package.version, package.index or "", package.marker or "")
+            key = (package.name, str(package.version), package.index or "", package.marker or "")
             groups.setdefault(key, []).append(package)
     return [groups[key] for key in sorted(groups)]
 
@@ -151,14 +159,29 @@ def sha256_of(package: LockedPackage, origin: str) -> str:
     return package.wheel.sha256
 
 
-def _reason(group: list[LockedPackage]) -> str:
-    return "; ".join(dict.fromkeys(package.reason for package in group if package.reason))
+class Words(Protocol):
+    """The sentences a person reads beside the records (output/lock_words.py makes them)."""
+
+    def reason(self, package: LockedPackage) -> str: ...
+
+    def rejection(self, rejection: Rejection) -> str: ...
+
+    def major_rejection(self, rejection: MajorRejection) -> str: ...
 
 
-def pylock_toml(lock: Lock) -> str:
+def _line(key: str, value: Any) -> str:
+    return f"{_key(key)} = {_value(value)}"
+
+
+def _reason_lines(package: LockedPackage, words: Words) -> list[str]:
+    """A package's reason: the sentence, then the record's keys, one line each."""
+    return [_line("reason", words.reason(package))] + [_line(k, v) for k, v in reasons.reason_table(package.reason).items()]
+
+
+def pylock_toml(lock: Lock, words: Words) -> str:
     """The lock as a PEP 751 pylock.toml; host facts, decisions and kept distributions go in [tool.cudaresolve].
 
-    Every value passes its rule first (fields.checked). An entry with only another source (read
+    Every value passes its rule first (check.checked). An entry with only another source (read
     from another tool's lock) is refused: cudaresolve keeps no sdist, VCS, directory or archive to
     write back."""
     origin = "the lock to write"
@@ -176,7 +199,7 @@ def pylock_toml(lock: Lock) -> str:
     for group in groups:
         first = group[0]
         lines += ["", "[[packages]]", f"name = {_string(first.name)}"]
-        lines.append(f"version = {_string(first.version)}")
+        lines.append(f"version = {_string(str(first.version))}")
         if first.marker:
             lines.append(f"marker = {_string(first.marker)}")
         if first.index:
@@ -187,25 +210,36 @@ def pylock_toml(lock: Lock) -> str:
             entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, origin)}}
             lines.append(f"    {_value(entry)},")
         lines.append("]")
-        if _reason(group):
-            lines += ["", f"[packages.tool.{TOOL}]", f"reason = {_string(_reason(group))}"]
+        if first.reason.kind is not ReasonKind.UNRECORDED:
+            lines += ["", f"[packages.tool.{TOOL}]"] + _reason_lines(first, words)
+    kept = sorted((p for p in lock.packages if p.wheel is None), key=lambda p: (p.name, str(p.version)))
     tool: dict[str, Any] = {"index-urls": list(lock.index_urls)}
     tool["hosts"] = [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)]
-    tool["kept"] = [
-        {"name": p.name, "version": p.version, "marker": p.marker, "reason": p.reason, "provided-by": p.provided_by}
-        for p in sorted(lock.packages, key=lambda p: (p.name, p.version))
-        if p.wheel is None
-    ]
-    tool["decisions"] = [
-        {
-            "name": decision.name,
-            "chosen": decision.chosen,
-            "rejected": [{"candidate": label, "reason": why} for label, why in decision.rejected],
-        }
-        for decision in lock.decisions
-    ]
+    if not kept:
+        tool["kept"] = []
+    if not lock.decisions:
+        tool["decisions"] = []
     lines += [""] + _table(f"tool.{TOOL}", tool)
+    for package in kept:
+        lines += ["", f"[[tool.{TOOL}.kept]]", _line("name", package.name), _line("version", str(package.version))]
+        lines += [_line(key, value) for key, value in (("marker", package.marker), ("provided-by", package.provided_by)) if value]
+        lines += _reason_lines(package, words)
+    for decision in lock.decisions:
+        lines += ["", f"[[tool.{TOOL}.decisions]]", _line("name", decision.name)]
+        if decision.chosen is not None:
+            lines.append(_line("chosen", str(decision.chosen.version)))
+        entries = [{"reason": words.rejection(r), **reasons.rejection_table(r)} for r in decision.rejected]
+        lines += _array("rejected", entries)
+    if lock.major is not None:
+        lines += ["", f"[tool.{TOOL}.cuda-major]", _line("chosen", lock.major.chosen)]
+        entries = [{"reason": words.major_rejection(r), **reasons.major_rejection_table(r)} for r in lock.major.rejected]
+        lines += _array("rejected", entries)
     return "\n".join(lines) + "\n"
+
+
+def _array(key: str, items: list[dict]) -> list[str]:
+    """An array of inline tables, one per line."""
+    return [f"{_key(key)} = ["] + [f"    {_value(item)}," for item in items] + ["]"] if items else [f"{_key(key)} = []"]
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -330,30 +364,33 @@ def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
         packages.append(
             LockedPackage(
                 name=name,
-                version=reader.field(kept, "version", kept_where, fields.version, required=True, package=name),
+                version=Version(reader.field(kept, "version", kept_where, fields.version, required=True, package=name)),
                 index=None,
                 wheel=None,
                 marker=reader.field(kept, "marker", kept_where, fields.marker, package=name),
-                reason=reader.field(kept, "reason", kept_where, fields.text, package=name) or "",
+                reason=_read_reason(reader, kept, kept_where, name) or Reason(ReasonKind.UNRECORDED),
                 provided_by=reader.field(kept, "provided-by", kept_where, fields.label, package=name),
             )
         )
     decisions = []
     for decision_where, decision in reader.tables(tool, "decisions", where):
+        name = reader.field(decision, "name", decision_where, fields.name, required=True)
+        chosen = reader.field(decision, "chosen", decision_where, fields.version, package=name)
         rejected = tuple(
-            (
-                reader.field(item, "candidate", item_where, fields.text, required=True),
-                reader.field(item, "reason", item_where, fields.text, required=True),
-            )
-            for item_where, item in reader.tables(decision, "rejected", decision_where)
+            _read_record(reader, item, item_where, name, lambda table: reasons.read_rejection(table, name))
+            for item_where, item in reader.tables(decision, "rejected", decision_where, package=name)
         )
-        decisions.append(
-            Decision(
-                name=reader.field(decision, "name", decision_where, fields.text, required=True),
-                chosen=reader.field(decision, "chosen", decision_where, fields.text),
-                rejected=rejected,
-            )
+        decisions.append(Decision(name, None if chosen is None else CandidateRef(name, Version(chosen)), rejected))
+    major = None
+    table = reader.get(tool, "cuda-major", where, dict)
+    if table is not None:
+        major_where = f"{where}.cuda-major"
+        chosen = reader.field(table, "chosen", major_where, _major, required=True)
+        rejected = tuple(
+            _read_record(reader, item, item_where, "", reasons.read_major_rejection)
+            for item_where, item in reader.tables(table, "rejected", major_where)
         )
+        major = MajorDecision(chosen, rejected)
     index_urls = reader.values(tool, "index-urls", where, fields.url) if "index-urls" in tool else _indexes_used(packages)
     return Lock(
         packages=tuple(packages),
@@ -363,7 +400,32 @@ def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
         index_urls=index_urls,
         decisions=tuple(decisions),
         created_by=created_by,
+        major=major,
     )
+
+
+def _major(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1000:
+        raise fields.Invalid(f"not a CUDA major: {fields.shown(value)}")
+    return value
+
+
+def _read_record(reader: _Reader, table: dict, where: str, package: str, read: Callable[[dict], T]) -> T:
+    """A record of the resolver's from its table; a value that breaks its rule names its key."""
+    reader.field(table, "reason", where, fields.text, package=package)  # the words for people: checked, never used
+    try:
+        return read(table)
+    except reasons.Bad as exc:
+        raise reader.fail(f"{where}.{exc.key}", exc.problem, package) from None
+
+
+def _read_reason(reader: _Reader, table: dict, where: str, package: str) -> Optional[Reason]:
+    """The Reason recorded in `table` (a package's [tool.cudaresolve], or a kept entry); None when
+    it records none (another tool's lock, or only words)."""
+    if "kind" not in table:
+        reader.field(table, "reason", where, fields.text, package=package)
+        return None
+    return _read_record(reader, table, where, package, reasons.read_reason)
 
 
 def _indexes_used(packages: Iterable[LockedPackage]) -> tuple[str, ...]:
@@ -372,13 +434,14 @@ def _indexes_used(packages: Iterable[LockedPackage]) -> tuple[str, ...]:
 
 
 def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_by: str) -> list[LockedPackage]:
+    """One [[packages]] entry: a LockedPackage per wheel, or one with the other source it has."""
     name = reader.field(entry, "name", where, fields.name, required=True)
     version = reader.field(entry, "version", where, fields.version, package=name)
     marker = reader.field(entry, "marker", where, fields.marker, package=name)
     index = reader.field(entry, "index", where, fields.url, package=name)
     package_tool = reader.get(entry, "tool", where, dict, package=name) or {}
     ours = reader.get(package_tool, TOOL, f"{where}.tool", dict, package=name) or {}
-    reason = reader.field(ours, "reason", f"{where}.tool.{TOOL}", fields.text, package=name) or ""
+    reason = _read_reason(reader, ours, f"{where}.tool.{TOOL}", name)
     wheels = reader.tables(entry, "wheels", where, package=name)
     others = [key for key in _OTHER_SOURCES if key in entry]
     for key in others:
@@ -390,8 +453,9 @@ def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_b
         if not others:
             raise reader.fail(where, "no source (wheels, sdist, archive, directory or vcs)", name)
         kind = others[0]
-        why = reason or f"a {kind} source in {created_by}'s lock (cudaresolve reads wheels only)"
-        return [LockedPackage(name, version or "", index, None, marker, why, other_source=kind)]  # type: ignore[arg-type]
+        why = reason or Reason(ReasonKind.OTHER_SOURCE, written_by=created_by)
+        pinned = Version(version) if version is not None else None
+        return [LockedPackage(name, pinned, index, None, marker, why, other_source=kind)]  # type: ignore[arg-type]
     read = [_read_wheel(reader, wheel_where, wheel, base, name, version or "") for wheel_where, wheel in wheels]
     if version is None:
         # PEP 751 only says a version SHOULD be there; a wheel's file name always carries it, and
@@ -402,7 +466,8 @@ def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_b
                 fields.wheel_filename(wheel.filename, name, version)
             except fields.Invalid as exc:
                 raise reader.fail(f"{wheel_where}.name", f"{exc} (of the entry's first wheel)", name) from None
-    return [LockedPackage(name, version, index, wheel, marker, reason) for wheel in read]
+    why = reason or Reason(ReasonKind.UNRECORDED)
+    return [LockedPackage(name, Version(version), index, wheel, marker, why) for wheel in read]
 
 
 def _read_wheel(reader: _Reader, where: str, wheel: dict, base: str, name: str, version: str) -> LockedWheel:

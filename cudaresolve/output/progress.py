@@ -1,9 +1,16 @@
-"""Download progress on stderr: the size first, then a bar on a terminal (one line per file elsewhere)."""
+"""Progress on stderr: downloads (the size first, then a bar on a terminal, one line per file
+elsewhere) and the lock's judging of each resolved set.
+
+May import: resolve/resolver.py (its progress event, for types only: inspect needs no resolver).
+"""
 
 from __future__ import annotations
 
 import threading
-from typing import Callable, Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Optional, TextIO
+
+if TYPE_CHECKING:
+    from cudaresolve.resolve.resolver import Judging
 
 WIDTH = 30
 
@@ -35,3 +42,7 @@ def download_progress(stream: TextIO) -> Callable[[str, int, Optional[int]], Non
 
 def megabytes(size: Optional[int]) -> str:
     return "?" if size is None else f"{size / 1e6:,.1f} MB"
+
+
+def judging_progress(judging: Judging) -> str:
+    return f"judging {judging.distributions} distributions on {judging.hosts} host(s)"

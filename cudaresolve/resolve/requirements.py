@@ -5,7 +5,11 @@ Requirements files follow pip's documented format (comments, continuations, `${V
 index options, --hash); what cudaresolve cannot lock yet (direct references, editables, the pip
 options it does not model) is refused with a one-line UsageError naming the file and line, never
 dropped silently. Every requirement is checked with packaging's PEP 508 parser where it is read, so
-a bad one names where it came from.
+a bad one names where it came from, and it keeps that origin (resolve/reasons.py's Asked and
+Constrained) on its way through the resolver. `--hash` options are checked and not kept: the lock
+pins the sha256 its index publishes for each chosen wheel.
+
+May import: packaging, inputs (bounded reads), records.shown, errors, resolve/reasons.py.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from typing import Iterable, Optional, Sequence
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import canonicalize_name
 
 from cudaresolve import inputs, records
 from cudaresolve.errors import UsageError
+from cudaresolve.resolve.reasons import Asked, Constrained, Need
 
 @dataclass(frozen=True)
 class IndexOptions:
@@ -40,10 +45,9 @@ class IndexOptions:
 class RequirementSet:
     """Everything the resolver is asked for, with the files it came from."""
 
-    requirements: tuple[str, ...]  # PEP 508 strings, each parsed once by packaging
-    constraints: tuple[str, ...]
+    requirements: tuple[Need, ...]  # each parsed once by packaging, with where it was written
+    constraints: tuple[Need, ...]
     index_options: IndexOptions = field(default_factory=IndexOptions)
-    hashes: dict[NormalizedName, frozenset[str]] = field(default_factory=dict)  # name -> allowed sha256 digests
     sources: tuple[str, ...] = ()  # files read, in order
 
 
@@ -71,33 +75,40 @@ def _looks_like_location(text: str) -> bool:
     return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text)) or "/" in text or "\\" in text or text.startswith(".")
 
 
-def from_command_line(texts: Sequence[str]) -> RequirementSet:
+COMMAND_LINE = "command line"
+
+
+def from_command_line(texts: Sequence[str], where: str = COMMAND_LINE) -> RequirementSet:
     """Requirements given as arguments (`cudaresolve lock torch cupy-cuda12x`)."""
-    parsed = [str(parse_requirement(text, f"command line: {text!r}")) for text in texts]
-    return RequirementSet(requirements=tuple(dict.fromkeys(parsed)), constraints=())
+    parsed = [Need(parse_requirement(text, f"{where}: {text!r}"), Asked(where)) for text in texts]
+    return RequirementSet(requirements=unique(parsed), constraints=())
+
+
+def unique(needs: Iterable[Need]) -> tuple[Need, ...]:
+    """Each requirement once, with the origin it was first met with."""
+    found: dict[str, Need] = {}
+    for need in needs:
+        found.setdefault(str(need.requirement), need)
+    return tuple(found.values())
 
 
 def merge(sets: Iterable[RequirementSet]) -> RequirementSet:
     """Several inputs as one: requirements and constraints in order without repeats, the last
     --index-url wins (as in pip, where a later option overrides an earlier one), the other index
-    options and the hashes add up."""
-    requirements: list[str] = []
-    constraints: list[str] = []
-    hashes: dict[NormalizedName, frozenset[str]] = {}
+    options add up."""
+    requirements: list[Need] = []
+    constraints: list[Need] = []
     sources: list[str] = []
     index = IndexOptions()
     for one in sets:
         requirements += one.requirements
         constraints += one.constraints
         sources += one.sources
-        for name, digests in one.hashes.items():
-            hashes[name] = hashes.get(name, frozenset()) | digests
         index = _merge_index(index, one.index_options)
     return RequirementSet(
-        requirements=tuple(dict.fromkeys(requirements)),
-        constraints=tuple(dict.fromkeys(constraints)),
+        requirements=unique(requirements),
+        constraints=unique(constraints),
         index_options=index,
-        hashes=hashes,
         sources=tuple(dict.fromkeys(sources)),
     )
 
@@ -148,9 +159,8 @@ _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 class _Collected:
     """What the files read so far add up to (mutable while reading; frozen into a RequirementSet)."""
 
-    requirements: list[str] = field(default_factory=list)
-    constraints: list[str] = field(default_factory=list)
-    hashes: dict[NormalizedName, set[str]] = field(default_factory=dict)
+    requirements: list[Need] = field(default_factory=list)
+    constraints: list[Need] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     index_url: Optional[str] = None
     extra_index_urls: list[str] = field(default_factory=list)
@@ -160,13 +170,14 @@ class _Collected:
     reads: int = 0  # files read so far, bounded by MAX_FILES_READ
 
 
-def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None) -> RequirementSet:
-    """A pip requirements file with everything it includes; `environ` (default os.environ) for `${VAR}`."""
+def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None, *, constraint: bool = False) -> RequirementSet:
+    """A pip requirements file with everything it includes (read as a constraints file, pip's -c,
+    with `constraint`); `environ` (default os.environ) for `${VAR}`."""
     collected = _Collected()
-    _read_file(path, constraint=False, stack=(), collected=collected, environ=os.environ if environ is None else environ)
+    _read_file(path, constraint=constraint, stack=(), collected=collected, environ=os.environ if environ is None else environ)
     return RequirementSet(
-        requirements=tuple(dict.fromkeys(collected.requirements)),
-        constraints=tuple(dict.fromkeys(collected.constraints)),
+        requirements=unique(collected.requirements),
+        constraints=unique(collected.constraints),
         index_options=IndexOptions(
             index_url=collected.index_url,
             extra_index_urls=tuple(dict.fromkeys(collected.extra_index_urls)),
@@ -174,7 +185,6 @@ def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None) 
             no_index=collected.no_index,
             trusted_hosts=tuple(dict.fromkeys(collected.trusted_hosts)),
         ),
-        hashes={name: frozenset(digests) for name, digests in collected.hashes.items()},
         sources=tuple(dict.fromkeys(collected.sources)),
     )
 
@@ -354,13 +364,12 @@ def _requirement(text: str, options: list, where: str, constraint: bool, collect
             raise UsageError(f"{where}: --hash={value}: only sha256 hashes are supported")
         if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
             raise UsageError(f"{where}: --hash={value}: not a sha256 hex digest")
-        collected.hashes.setdefault(canonicalize_name(requirement.name), set()).add(digest.lower())
     if constraint:
         if requirement.extras:
             raise UsageError(f"{where}: {text}: a constraint cannot name extras (pip refuses them too)")
-        collected.constraints.append(str(requirement))
+        collected.constraints.append(Need(requirement, Constrained(where)))
     else:
-        collected.requirements.append(str(requirement))
+        collected.requirements.append(Need(requirement, Asked(where)))
 
 
 # -- pyproject.toml ------------------------------------------------------------------------------
@@ -385,10 +394,10 @@ def read_project(directory: str, extras: Sequence[str] = (), groups: Sequence[st
     if "project" not in data and not groups:
         raise UsageError(f"{path}: has no [project] table")
     reader = _Project(path, project, dependency_groups)
-    requirements = reader.dependencies(tuple(extras)) if "project" in data else []
+    requirements: list[Need] = reader.dependencies(tuple(extras)) if "project" in data else []
     for group in groups:
         requirements += reader.group(group, ())
-    return RequirementSet(requirements=tuple(dict.fromkeys(requirements)), constraints=(), sources=(path,))
+    return RequirementSet(requirements=unique(requirements), constraints=(), sources=(path,))
 
 
 def _table(data: dict, key: str, path: str) -> dict:
@@ -418,7 +427,7 @@ class _Project:
 
     def dependencies(
         self, extras: tuple[str, ...], marker: Optional[str] = None, seen: frozenset = frozenset(), depth: int = 0
-    ) -> list[str]:
+    ) -> list[Need]:
         """The project's dependencies plus those of `extras`, each under `marker` when given;
         `depth`: how many self-references led here."""
         if depth > MAX_PROJECT_NESTING:
@@ -440,7 +449,7 @@ class _Project:
             seen |= {key}
         return self._requirements(entries, marker, seen, depth)
 
-    def group(self, group: str, including: tuple[str, ...]) -> list[str]:
+    def group(self, group: str, including: tuple[str, ...]) -> list[Need]:
         """A PEP 735 dependency group with the groups it includes; an include cycle is an error."""
         key = canonicalize_name(group)
         if key not in self.groups:
@@ -455,7 +464,7 @@ class _Project:
         where = f"dependency-groups.{spelled}"
         if not isinstance(value, list):
             raise UsageError(f"{self.path}: {where} must be an array")
-        found: list[str] = []
+        found: list[Need] = []
         for i, item in enumerate(value):
             if isinstance(item, str):
                 found += self._requirements([(f"{where}[{i}]", item)], None, None, 0)
@@ -467,10 +476,10 @@ class _Project:
 
     def _requirements(
         self, entries: list[tuple[str, str]], marker: Optional[str], seen: Optional[frozenset], depth: int
-    ) -> list[str]:
+    ) -> list[Need]:
         """Parsed requirements under `marker`; `seen`: the extras already expanded (None: not even
         the base dependencies, as in a dependency group)."""
-        found: list[str] = []
+        found: list[Need] = []
         for key, text in entries:
             requirement = parse_requirement(text, f"{self.path}: {key}")
             own = requirement.marker and str(requirement.marker)
@@ -485,5 +494,5 @@ class _Project:
                 continue
             if both != own:
                 requirement.marker = Marker(both)
-            found.append(str(requirement))
+            found.append(Need(requirement, Asked(f"{self.path}: {key}")))
         return found
