@@ -490,3 +490,13 @@ def test_crashes_of_before_are_one_line_through_main(variable, value, code, says
 def test_other_commands_do_not_take_index_flags(capsys):
     assert main(["doctor", "--example", "--index-url", "https://i.invalid/simple"]) == 3
     assert "unrecognized arguments: --index-url" in capsys.readouterr().err
+
+
+def test_a_retries_count_past_floats_range_is_a_number_not_a_crash():
+    """pip takes any whole number for retries; one past a float's range (the fuzzer found it) was an
+    OverflowError in the finiteness check, which only a timeout needs."""
+    environ = {"HOME": "/nonexistent", "PIP_RETRIES": "9" * 400}
+    config = merge((), environ, None, IndexFlags(), lambda: "https://default.invalid/simple")
+    assert config.retries == int("9" * 400)
+    with pytest.raises(UsageError, match=r"retries: '-1' \(from PIP_RETRIES\) is not a whole number, 0 or more"):
+        merge((), {**environ, "PIP_RETRIES": "-1"}, None, IndexFlags(), lambda: "https://default.invalid/simple")

@@ -473,7 +473,7 @@ def _pip_value(key: str, text: str, origin: str, home: str) -> object:
             value = float(text) if key == "timeout" else int(text)
         except ValueError:
             value = None
-        if value is None or not math.isfinite(value) or value < 0:
+        if value is None or isinstance(value, float) and not math.isfinite(value) or value < 0:
             kind = "a number of seconds, 0 or more" if key == "timeout" else "a whole number, 0 or more"
             raise UsageError(f"{key}: {text!r} (from {origin}) is not {kind}")
         return value
