@@ -371,7 +371,7 @@ PIP_VARIABLES = {
 @given(number=NUMBERS)
 def test_pip_configuration(scratch, number):
     from cudaresolve.env.interpreter import Target
-    from cudaresolve.index.config import IndexFlags, merge, pip_settings, read_pip_files
+    from cudaresolve.index.config import IndexSettings, merge, pip_settings, read_pip_files
     from cudaresolve.integrations.pip import _INSTALL_SETTINGS, externally_managed, installs_elsewhere
 
     rng = random.Random(number)
@@ -379,7 +379,7 @@ def test_pip_configuration(scratch, number):
     environ = {**variables(rng, PIP_VARIABLES), "HOME": str(scratch)}
     try:
         files = read_pip_files([str(scratch / "pip.conf")])
-        merge(files, environ, None, IndexFlags(), lambda: "https://default.invalid/simple")
+        merge(files, environ, None, IndexSettings(), lambda: "https://default.invalid/simple")
         settings = pip_settings(files, environ, "install", _INSTALL_SETTINGS)
         installs_elsewhere(settings)
         externally_managed(Target(site_packages=(str(scratch),), stdlib=str(scratch)), settings)

@@ -13,7 +13,6 @@ from packaging.version import Version
 
 from cudaresolve.errors import UsageError
 from cudaresolve.resolve.requirements import (
-    IndexOptions,
     RequirementSet,
     from_command_line,
     merge,
@@ -21,6 +20,7 @@ from cudaresolve.resolve.requirements import (
     read_requirements_file,
 )
 
+from cudaresolve.index.config import IndexSettings
 from cudaresolve.resolve.reasons import Asked, Constrained, Need
 
 from index_server import make_wheel
@@ -76,11 +76,10 @@ def test_the_format(tmp_path):
         'helper>=1; python_version >= "3"',
     )
     assert _texts(got.constraints) == ("helper<1.5",)
-    assert got.index_options == IndexOptions(
+    assert got.index_options == IndexSettings(
         index_url="https://index.example.invalid/simple",
         extra_index_urls=("https://torch.example.invalid/whl/cu130", "https://p.example.invalid/pins"),
         find_links=(str(tmp_path / "wheels"), "https://links.example.invalid/"),
-        no_index=False,
         trusted_hosts=("index.example.invalid",),
     )
     assert [need.origin for need in got.requirements] == [Asked(f"{path}:{n}") for n in (7, 9, 12)] + [Asked(f"{tmp_path}/sub/more.txt:3")]
@@ -212,7 +211,7 @@ def test_a_file_included_twice_is_no_cycle(tmp_path):
 
 def test_no_index(tmp_path):
     path = write(tmp_path / "r.txt", "--no-index\n--find-links /srv/wheels\npkg\n")
-    assert read_requirements_file(str(path), environ={}).index_options == IndexOptions(no_index=True, find_links=("/srv/wheels",))
+    assert read_requirements_file(str(path), environ={}).index_options == IndexSettings(no_index=True, find_links=("/srv/wheels",))
 
 
 # -- pip reads the same file ---------------------------------------------------------------------

@@ -8,7 +8,7 @@ May import: packaging, resolve/lock.py, lockfile/reasons.py (the records' tables
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from packaging.utils import canonicalize_name
 
@@ -16,6 +16,7 @@ from cudaresolve.lockfile.reasons import major_rejection_table, plain, rejection
 from cudaresolve.output import lock_words
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
 from cudaresolve.resolve.lock import Lock
+from cudaresolve.resolve.reasons import Rejection
 
 SCHEMA = 1
 
@@ -98,3 +99,11 @@ def render_why(lock: Lock, name: str) -> Optional[str]:
     if decision is not None:
         lines += [f"  {lock_words.rejection_line(r)}" for r in decision.rejected]
     return "\n".join(lines) + "\n"
+
+
+def render_fit(path: str, labels: Sequence[str], misfits: Sequence[Rejection]) -> str:
+    """`lock --check` and `install --lock`: whether the lock at `path` fits the hosts, one line per misfit."""
+    hosts = ", ".join(labels)
+    if misfits:
+        return f"{path} does not fit {hosts}:\n" + "".join(f"  {lock_words.rejection_line(r)}\n" for r in misfits)
+    return f"{path} fits {hosts}: every locked CUDA build runs on its driver and GPUs\n"

@@ -1,11 +1,12 @@
 """Progress on stderr: downloads (the size first, then a bar on a terminal, one line per file
-elsewhere) and the lock's judging of each resolved set.
+elsewhere), the doctor reading a file, and the lock judging a resolved set.
 
 May import: resolve/resolver.py (its progress event, for types only: inspect needs no resolver).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Callable, Optional, TextIO
 
@@ -46,3 +47,17 @@ def megabytes(size: Optional[int]) -> str:
 
 def judging_progress(judging: Judging) -> str:
     return f"judging {judging.distributions} distributions on {judging.hosts} host(s)"
+
+
+def reading_progress(stream: TextIO) -> Callable[[str], None]:
+    """The doctor's progress on a terminal: the file being read, on one line (`done` clears it)."""
+
+    def report(path: str) -> None:
+        stream.write(f"\r\033[Kreading {os.path.basename(path)}")
+        stream.flush()
+
+    return report
+
+
+def reading_done(stream: TextIO) -> None:
+    stream.write("\r\033[K")

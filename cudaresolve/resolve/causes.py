@@ -11,7 +11,7 @@ from typing import Optional, Union
 from packaging.requirements import Requirement
 
 from cudaresolve.checks.findings import Finding
-from cudaresolve.errors import CudaresolveError
+from cudaresolve.errors import CudaresolveError, Exit
 from cudaresolve.resolve.reasons import MajorRejection, Origin, Rejection
 
 
@@ -90,7 +90,7 @@ class NoSolution(CudaresolveError):
     `attempts` are the resolutions worth reporting: one when every major failed alike, else one per
     major; `conflict` says when the hosts share no major at all."""
 
-    exit_code = 2
+    exit_code = Exit.PROBLEMS
 
     def __init__(self, attempts: tuple[Attempt, ...], conflict: Optional[FleetConflict] = None) -> None:
         super().__init__("no set of wheels fits the requirements and the hosts")

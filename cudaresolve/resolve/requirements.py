@@ -9,7 +9,8 @@ a bad one names where it came from, and it keeps that origin (resolve/reasons.py
 Constrained) on its way through the resolver. `--hash` options are checked and not kept: the lock
 pins the sha256 its index publishes for each chosen wheel.
 
-May import: packaging, inputs (bounded reads), records.shown, errors, resolve/reasons.py.
+May import: packaging, inputs (bounded reads), records.shown, errors, index/config (IndexSettings),
+resolve/reasons.py.
 """
 
 from __future__ import annotations
@@ -28,18 +29,8 @@ from packaging.utils import canonicalize_name
 
 from cudaresolve import inputs, records
 from cudaresolve.errors import UsageError
+from cudaresolve.index.config import IndexSettings
 from cudaresolve.resolve.reasons import Asked, Constrained, Need
-
-@dataclass(frozen=True)
-class IndexOptions:
-    """pip's index options as the inputs set them; None / empty: not set, the caller's defaults apply."""
-
-    index_url: Optional[str] = None
-    extra_index_urls: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()
-    no_index: bool = False
-    trusted_hosts: tuple[str, ...] = ()
-
 
 @dataclass(frozen=True)
 class RequirementSet:
@@ -47,7 +38,7 @@ class RequirementSet:
 
     requirements: tuple[Need, ...]  # each parsed once by packaging, with where it was written
     constraints: tuple[Need, ...]
-    index_options: IndexOptions = field(default_factory=IndexOptions)
+    index_options: IndexSettings = field(default_factory=IndexSettings)  # the index lines of requirements files
     sources: tuple[str, ...] = ()  # files read, in order
 
 
@@ -99,7 +90,7 @@ def merge(sets: Iterable[RequirementSet]) -> RequirementSet:
     requirements: list[Need] = []
     constraints: list[Need] = []
     sources: list[str] = []
-    index = IndexOptions()
+    index = IndexSettings()
     for one in sets:
         requirements += one.requirements
         constraints += one.constraints
@@ -113,14 +104,19 @@ def merge(sets: Iterable[RequirementSet]) -> RequirementSet:
     )
 
 
-def _merge_index(a: IndexOptions, b: IndexOptions) -> IndexOptions:
-    return IndexOptions(
+def _merge_index(a: IndexSettings, b: IndexSettings) -> IndexSettings:
+    return IndexSettings(
         index_url=b.index_url or a.index_url,
-        extra_index_urls=tuple(dict.fromkeys(a.extra_index_urls + b.extra_index_urls)),
-        find_links=tuple(dict.fromkeys(a.find_links + b.find_links)),
-        no_index=a.no_index or b.no_index,
-        trusted_hosts=tuple(dict.fromkeys(a.trusted_hosts + b.trusted_hosts)),
+        extra_index_urls=_listed((a.extra_index_urls or ()) + (b.extra_index_urls or ())),
+        find_links=_listed((a.find_links or ()) + (b.find_links or ())),
+        no_index=True if a.no_index or b.no_index else None,
+        trusted_hosts=_listed((a.trusted_hosts or ()) + (b.trusted_hosts or ())),
     )
+
+
+def _listed(values: Iterable[str]) -> Optional[tuple[str, ...]]:
+    """Each value once, in order; None for none (not set)."""
+    return tuple(dict.fromkeys(values)) or None
 
 
 # -- pip requirements files ----------------------------------------------------------------------
@@ -178,12 +174,12 @@ def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None, 
     return RequirementSet(
         requirements=unique(collected.requirements),
         constraints=unique(collected.constraints),
-        index_options=IndexOptions(
+        index_options=IndexSettings(
             index_url=collected.index_url,
-            extra_index_urls=tuple(dict.fromkeys(collected.extra_index_urls)),
-            find_links=tuple(dict.fromkeys(collected.find_links)),
-            no_index=collected.no_index,
-            trusted_hosts=tuple(dict.fromkeys(collected.trusted_hosts)),
+            extra_index_urls=_listed(collected.extra_index_urls),
+            find_links=_listed(collected.find_links),
+            no_index=True if collected.no_index else None,
+            trusted_hosts=_listed(collected.trusted_hosts),
         ),
         sources=tuple(dict.fromkeys(collected.sources)),
     )

@@ -32,6 +32,7 @@ from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.causes import Attempt, Cause, CondaMismatch, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.conda import conda_providers
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
+from cudaresolve.resolve.inputs import LockInputs
 from cudaresolve.resolve.lock import Build, Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
@@ -53,15 +54,6 @@ MAX_ROUNDS = 2000  # resolvelib rounds per resolution
 
 
 @dataclass(frozen=True)
-class LockRequest:
-    requirements: tuple[Need, ...]
-    constraints: tuple[Need, ...] = ()
-    upgrade: bool = False
-    allow_advisories: tuple[str, ...] = ()
-    deep: bool = False  # judge every chosen wheel's own ELF files (downloading those the table lacks)
-
-
-@dataclass(frozen=True)
 class Judging:
     """Progress: a resolved set of `distributions` is being judged on `hosts` hosts."""
 
@@ -78,14 +70,14 @@ class Rewrite:
 
 
 def lock(
-    request: LockRequest,
+    inputs: LockInputs,
     installed: Environment,
-    hosts: Sequence[tuple[str, HostFacts]],
     index: PackageIndex,
     *,
     progress: Optional[Callable[[Judging], None]] = None,
 ) -> Lock:
-    """The lock for `request` on every host of `hosts`, or NoSolution naming what is in conflict.
+    """The lock `inputs` ask for on every one of their hosts, given the `installed` environment and
+    the `index` their settings open; or NoSolution naming what is in conflict.
 
     One CUDA major per environment: the majors every host can run are tried newest first (a conda
     prefix's `cuda-version` major first, then the installed components' major, when they have one),
@@ -93,12 +85,13 @@ def lock(
     becomes that major's CuPy wheel, and a package with per-major extras asked for without one gets
     that major's extra. In a conda prefix, conda's CUDA libraries stand for their wheels
     (resolve/conda.py)."""
+    hosts = inputs.hosts
     markers = installed.target.marker_environment() or {}
     kept = {d.name: d for d in installed.distributions if d.kind != "conda"}
-    requested = root_requirements(request.requirements, markers)
+    requested = root_requirements(inputs.requirements, markers)
     pin = installed.conda.cuda() if installed.conda else None
     finder = CandidateFinder(
-        index, hosts, kept, upgrade=request.upgrade, machine=installed.loader.machine,
+        index, hosts, kept, upgrade=inputs.policy.upgrade, machine=installed.loader.machine,
         conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
     )
     binary = installed_binary_requirements(installed)
@@ -112,7 +105,7 @@ def lock(
         finder.major = major
         roots, rewrites = for_major(requested, major)
         try:
-            return _lock_once(request, installed, hosts, index, finder, roots + binary, rewrites, baseline, markers, progress)
+            return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress)
         except NoSolution as exc:
             failures += exc.attempts
     if len(failures) == 1 or len({_without_majors(attempt.causes) for attempt in failures}) == 1:
@@ -158,9 +151,8 @@ def for_major(needs: Sequence[Need], major: Optional[int]) -> tuple[list[Need], 
 
 
 def _lock_once(
-    request: LockRequest,
+    inputs: LockInputs,
     installed: Environment,
-    hosts: Sequence[tuple[str, HostFacts]],
     index: PackageIndex,
     finder: CandidateFinder,
     roots: list[Need],
@@ -169,20 +161,21 @@ def _lock_once(
     markers: dict,
     progress: Optional[Callable[[Judging], None]],
 ) -> Lock:
+    hosts = inputs.hosts
     excluded: set[tuple[str, str]] = set()
     refused: list[Finding] = []
     for _ in range(MAX_JUDGED):
-        constraints = root_requirements(request.constraints, markers)
+        constraints = root_requirements(inputs.constraints, markers)
         provider = Provider(finder, index, markers, excluded, constraints)
         chosen, origins = _resolve(provider, roots, finder, installed)
         if progress:
             progress(Judging(len(chosen), len(hosts)))
-        plan = planned_environment(installed, chosen.values(), index, deep=request.deep)
+        plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
         problems = [
             (label, finding)
             for label, host in hosts
             for finding in judge(plan, host).findings
-            if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, request.allow_advisories)
+            if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, inputs.policy.allow_advisories)
         ]
         if not problems:
             return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites)
