@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 from packaging.version import Version
 
 from cudaresolve.errors import UsageError
@@ -84,7 +83,6 @@ def test_the_format(tmp_path):
     )
     assert [need.origin for need in got.requirements] == [Asked(f"{path}:{n}") for n in (7, 9, 12)] + [Asked(f"{tmp_path}/sub/more.txt:3")]
     assert got.constraints[0].origin == Constrained(f"{tmp_path}/sub/../pins.txt:1")
-    assert got.sources == (str(path), str(tmp_path / "sub" / "more.txt"), str(tmp_path / "sub" / "../pins.txt"))
 
 
 def test_an_unset_variable_is_not_a_valid_name(tmp_path):
@@ -304,7 +302,7 @@ def test_project_dependencies_extras_and_groups(tmp_path):
     assert _texts(read_project(str(tmp_path)).requirements) == ("numpy>=2", 'cuda-pathfinder; sys_platform == "linux"')
     got = read_project(str(tmp_path), extras=["gpu"], groups=["dev"])
     assert _texts(got.requirements) == ("numpy>=2", 'cuda-pathfinder; sys_platform == "linux"', "cupy-cuda12x>=13", "ruff", "mypy")
-    assert got.sources == (str(tmp_path / "pyproject.toml"),) and got.constraints == ()
+    assert got.constraints == () and got.requirements[-1].origin == Asked(f"{tmp_path / 'pyproject.toml'}: dependency-groups.Dev[1]")
 
 
 def test_self_references_expand_with_their_markers(tmp_path):
@@ -388,6 +386,5 @@ def test_command_line_and_merge(tmp_path):
     assert merged.index_options.extra_index_urls == ("https://x.example.invalid",)
     assert [need.origin for need in merged.requirements] == [Asked(f"{first}:3"), Asked("command line")]
     assert merged.constraints[0].origin == Constrained(f"{tmp_path / 'c.txt'}:1")
-    assert merged.sources == (str(first), str(second), str(tmp_path / "c.txt"))
     with pytest.raises(UsageError, match=r"command line: 'torch >=': not a valid requirement"):
         from_command_line(["torch >="])

@@ -26,7 +26,6 @@ from cudaresolve.lockfile.fields import (
     sha256,
     shown,
     size,
-    text,
     url,
     version,
     wheel_filename,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, TypeVar
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet

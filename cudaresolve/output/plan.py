@@ -14,9 +14,6 @@ from cudaresolve.output.lock_words import reason
 from cudaresolve.output.progress import megabytes
 from cudaresolve.resolve.plan import Change
 
-_VERBS = {"add": "add", "upgrade": "upgrade", "downgrade": "downgrade", "replace": "replace", "keep": "keep"}
-
-
 def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], requirements: str = "") -> str:
     """One line per distribution (what happens, the versions, why, where from), the download size,
     and with `command` (a dry run) the exact pip command line and the requirements file it reads."""
@@ -27,7 +24,7 @@ def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], req
         versions = change.locked if change.installed in (None, change.locked) else f"{change.installed} -> {change.locked}"
         index = change.package.index
         where = f" [{index}]" if change.touches and index else ""
-        lines.append(f"  {_VERBS[change.kind]:<9} {change.name:<{width}} {versions}: {reason(change.package)}{where}")
+        lines.append(f"  {change.kind:<9} {change.name:<{width}} {versions}: {reason(change.package)}{where}")
     lines.append(f"download: {megabytes(sum(c.download for c in changes))}")
     if command is not None:
         lines.append("dry run; pip would run: " + shlex.join(command))

@@ -34,12 +34,11 @@ from cudaresolve.resolve.reasons import Asked, Constrained, Need
 
 @dataclass(frozen=True)
 class RequirementSet:
-    """Everything the resolver is asked for, with the files it came from."""
+    """Everything the resolver is asked for; each requirement names the file and line it came from."""
 
     requirements: tuple[Need, ...]  # each parsed once by packaging, with where it was written
     constraints: tuple[Need, ...]
     index_options: IndexSettings = field(default_factory=IndexSettings)  # the index lines of requirements files
-    sources: tuple[str, ...] = ()  # files read, in order
 
 
 # -- one requirement -----------------------------------------------------------------------------
@@ -89,18 +88,15 @@ def merge(sets: Iterable[RequirementSet]) -> RequirementSet:
     options add up."""
     requirements: list[Need] = []
     constraints: list[Need] = []
-    sources: list[str] = []
     index = IndexSettings()
     for one in sets:
         requirements += one.requirements
         constraints += one.constraints
-        sources += one.sources
         index = _merge_index(index, one.index_options)
     return RequirementSet(
         requirements=unique(requirements),
         constraints=unique(constraints),
         index_options=index,
-        sources=tuple(dict.fromkeys(sources)),
     )
 
 
@@ -157,7 +153,6 @@ class _Collected:
 
     requirements: list[Need] = field(default_factory=list)
     constraints: list[Need] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)
     index_url: Optional[str] = None
     extra_index_urls: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
@@ -181,7 +176,6 @@ def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None, 
             no_index=True if collected.no_index else None,
             trusted_hosts=_listed(collected.trusted_hosts),
         ),
-        sources=tuple(dict.fromkeys(collected.sources)),
     )
 
 
@@ -295,7 +289,6 @@ def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected
     collected.reads += 1
     if collected.reads > MAX_FILES_READ:
         raise UsageError(f"{path}: more than {MAX_FILES_READ} requirements files read through -r/-c (an include read again counts again)")
-    collected.sources.append(path)
     for number, line in _logical_lines(_decode(data, path)):
         where = f"{path}:{number}"
         text, tokens = _split(_expand(line, environ), where)
@@ -393,7 +386,7 @@ def read_project(directory: str, extras: Sequence[str] = (), groups: Sequence[st
     requirements: list[Need] = reader.dependencies(tuple(extras)) if "project" in data else []
     for group in groups:
         requirements += reader.group(group, ())
-    return RequirementSet(requirements=unique(requirements), constraints=(), sources=(path,))
+    return RequirementSet(requirements=unique(requirements), constraints=())
 
 
 def _table(data: dict, key: str, path: str) -> dict:

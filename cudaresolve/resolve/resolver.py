@@ -40,7 +40,6 @@ from cudaresolve.resolve.provider import Provider, root_requirements
 from cudaresolve.resolve.reasons import (
     ExtrasOf,
     Judged,
-    MajorRejection,
     Need,
     NotNeeded,
     OlderCuda,
