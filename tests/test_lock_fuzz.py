@@ -26,7 +26,7 @@ from cudaresolve.lockfile.pylock import parse_pylock
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, Reason, ReasonKind
 
 from hostile_locks import toml_text
-from test_lock_files import FOREIGN, _lock, _package, _wheel, pylock_toml
+from test_lock_files import FOREIGN, _lock, _package, pylock_toml
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -4,7 +4,6 @@ the index lines it chose and abstract names made concrete; what cannot be locked
 from __future__ import annotations
 
 import json
-import os
 import venv
 
 import pytest
@@ -29,11 +28,8 @@ def pip_venv(tmp_path_factory):
 
 
 @pytest.fixture
-def clean(monkeypatch, tmp_path):
-    for key in [k for k in os.environ if k.startswith(("PIP_", "CUDARESOLVE_"))]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cache"))
+def clean(hermetic, monkeypatch):
+    """Hermetic, with the host in the variables `cudaresolve pip` reads: driver 550, a GPU of 8.6."""
     monkeypatch.setenv("CUDARESOLVE_DRIVER", "550.144.03")
     monkeypatch.setenv("CUDARESOLVE_GPUS", "8.6")
 
