@@ -161,3 +161,22 @@ def test_quiet_silences_download_progress(server, empty_python, hermetic, capsys
     assert "downloading demo-1.0-py3-none-any.whl" in capsys.readouterr().err
     assert main(command + ["-q", "--refresh"]) == 0
     assert "downloading" not in capsys.readouterr().err and server.paths().count("/files/demo-1.0-py3-none-any.whl") == 3
+
+
+def test_abstract_requests_are_recorded_as_asked_and_made_concrete_from_the_records(cuda_index, empty_python, hermetic, capsys):
+    """cupy and cuda-cccl for CUDA 12: the lock records the name asked for and the extra added as fields,
+    the report words them, and the pip wrapper's rewrite reads the fields back."""
+    from cudaresolve.commands.pip import concrete
+    from cudaresolve.lockfile.pylock import read_pylock
+
+    assert lock(cuda_index, empty_python, "cupy", "cuda-cccl", "--driver", "550.144.03", "--gpu", "8.6", "--json") == 0
+    report = {p["name"]: p for p in json.loads(capsys.readouterr().out)["packages"]}
+    cupy, cccl = report["cupy-cuda12x"], report["cuda-cccl"]
+    assert (cupy["why"]["asked_as"], cupy["why"]["cuda_major"]) == ("cupy", 12)
+    assert cupy["reason"].startswith("asked for as cupy: CuPy's wheel for the environment's CUDA 12; ")
+    assert (cccl["why"]["added_extra"], cccl["reason"].split(";")[0]) == ("cu12", "asked for without a CUDA extra: [cu12] for the environment's CUDA 12")
+    assert {"kind": "asked", "where": "command line"} in cupy["why"]["origins"]
+    parent = {"kind": "requires-dist", "parent": {"name": "cuda-cccl", "version": cccl["version"]}, "extra": "cu12"}
+    assert any(origin == parent for p in report.values() for origin in p["why"]["origins"])
+    locked = read_pylock(str(hermetic / "pylock.toml"))
+    assert [concrete(text, locked) for text in ("cupy>=13", "cuda-cccl", "numpy")] == ["cupy-cuda12x>=13", "cuda-cccl[cu12]", "numpy"]

@@ -776,3 +776,45 @@ def test_uv_reads_the_marker_and_our_tool_table(tmp_path, indexes, uv):
     assert "[[tool.cudaresolve.hosts]]" in path.read_text()
     assert uv_installs(uv, tmp_path, path) == {"app": "1.0", "helper": "1.0", "torch": "2.1.0+cu118"}
 
+
+
+# -- the words made from the records ---------------------------------------------------------------
+
+
+def test_a_refusal_is_worded_from_its_causes():
+    """NoSolution carries records; output/ words them: the requirement, who asked (a parent candidate,
+    or none for a root), the first four candidates set aside, and the majors when they failed apart."""
+    from packaging.requirements import Requirement
+
+    from cudaresolve.resolve.causes import Attempt, CondaMismatch, FleetConflict, HostMajors, NoSolution, TooDeep, Unsatisfiable
+    from cudaresolve.resolve.reasons import ExtrasOf, OtherMajor, SdistOnly, ToolkitTargets
+
+    nvjitlink = Requirement("nvidia-nvjitlink-cu12>=12.9")
+    installed = BinaryNeed(_ref("nvext", "1.0"), True, "libnvJitLink.so.12", CudaVersion(12, 9), "/v/nvext/_link.so", "__nvJitLinkCreate_12_9")
+    wheel = BinaryNeed(_ref("nvidia-cusparse-cu12", "12.3.1.170"), False, "libnvJitLink.so.12", CudaVersion(12, 4))
+    set_aside = tuple(Rejection(_ref("nvidia-nvjitlink-cu12", f"12.9.{n}"), SdistOnly()) for n in range(5))
+    conda = CondaMismatch("libnvjitlink 12.4.127 (conda)", ">=12.9", 'conda install "libnvjitlink>=12.9"')
+    causes = (
+        Unsatisfiable(nvjitlink, installed, set_aside[:1], conda),
+        Unsatisfiable(nvjitlink, wheel, set_aside),
+        Unsatisfiable(Requirement("cuda-bindings==12.9.9"), ExtrasOf(_ref("cuda-bindings", "12.9.9")), ()),
+    )
+    assert lock_words.no_solution(NoSolution((Attempt(12, causes),))) == (
+        "nothing fits nvidia-nvjitlink-cu12>=12.9; libnvjitlink 12.4.127 (conda) does not satisfy >=12.9: "
+        'conda install "libnvjitlink>=12.9"; nvidia-nvjitlink-cu12 12.9.0: no wheel for this interpreter, only an sdist (cudaresolve builds none)\n'
+        "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by nvidia-cusparse-cu12 12.3.1.170); "
+        + "; ".join(f"nvidia-nvjitlink-cu12 12.9.{n}: no wheel for this interpreter, only an sdist (cudaresolve builds none)" for n in range(4))
+        + "; and 1 more\n"
+        "nothing fits cuda-bindings==12.9.9 (required by cuda-bindings 12.9.9)"
+    )
+    other = Unsatisfiable(Requirement("torch"), Asked("command line"), (Rejection(_ref("torch", "2.9.0+cu130"), OtherMajor(13, 12)),))
+    assert lock_words.no_solution(NoSolution((Attempt(13, (TooDeep(2000),)), Attempt(12, (other,))))) == (
+        "with CUDA 13: no set found within 2000 resolution rounds\n"
+        "with CUDA 12: nothing fits torch; torch 2.9.0+cu130: a CUDA 13 build; the environment is CUDA 12"
+    )
+    pascal = HostMajors("old.json", (12,), (MajorRejection(13, ToolkitTargets(CudaVersion(13, 0), 0, ComputeCapability.parse("6.1"))),))
+    fleet = FleetConflict((pascal, HostMajors("new.json", (), ())))
+    assert lock_words.no_solution(NoSolution((Attempt(None, (TooDeep(5),)),), fleet)) == (
+        "no CUDA major runs on every host: old.json runs CUDA 12 (not 13: CUDA 13.0 builds no code for GPU 0 (6.1)); "
+        "new.json runs CUDA no major ()\nno set found within 5 resolution rounds"
+    )

@@ -2,7 +2,7 @@
 
 Requirements travel as Needs (a packaging Requirement with its origin), so resolvelib's causes and
 the chosen set's criteria say where each came from. Extras follow pip's model: `foo[x]` is its own
-identifier whose candidates are foo's candidates with the extra set; each depends on
+identifier, (name, extras), whose candidates are foo's candidates with the extra set; each depends on
 `foo==<its version>` (the same wheel) and on what the extra adds. What a candidate needs is its
 Requires-Dist (markers evaluated for the target, `extra` for its extras) plus its **binary needs**:
 the release of another component its ELF files bind by versioned symbol (cuSPARSE 12.3.1.170 binds
@@ -17,13 +17,15 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 from resolvelib import AbstractProvider
 
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.needs import binary_requirements
 from cudaresolve.resolve.reasons import ExtrasOf, Need, RequiredBy
+
+Identifier = tuple[NormalizedName, tuple[str, ...]]  # a name and the extras asked with it, sorted
 
 
 class Provider(AbstractProvider):
@@ -43,10 +45,8 @@ class Provider(AbstractProvider):
         for constraint in constraints:
             self.constraints.setdefault(canonicalize_name(constraint.name), []).append(constraint)
 
-    def identify(self, requirement_or_candidate: Union[Need, Candidate]) -> str:
-        name = canonicalize_name(requirement_or_candidate.name)
-        extras = sorted(requirement_or_candidate.extras)
-        return f"{name}[{','.join(extras)}]" if extras else name
+    def identify(self, requirement_or_candidate: Union[Need, Candidate]) -> Identifier:
+        return (canonicalize_name(requirement_or_candidate.name), tuple(sorted(requirement_or_candidate.extras)))
 
     def get_preference(self, identifier, resolutions, candidates, information, backtrack_causes) -> tuple:
         """Exact pins first, then names in conflict, then the rest by name (a stable order)."""
@@ -55,9 +55,8 @@ class Provider(AbstractProvider):
         conflicted = any(identifier == self.identify(cause.requirement) for cause in backtrack_causes)
         return (not exact, not conflicted, identifier)
 
-    def find_matches(self, identifier, requirements, incompatibilities) -> Iterator[Candidate]:
-        name, _, extras_text = identifier.partition("[")
-        extras = frozenset(extras_text.rstrip("]").split(",")) if extras_text else frozenset()
+    def find_matches(self, identifier: Identifier, requirements, incompatibilities) -> Iterator[Candidate]:
+        name, extras = identifier
         wanted = list(requirements[identifier]) + self.constraints.get(name, [])
         bad = {(c.version, c.file) for c in incompatibilities[identifier]}
         exact = any(s.operator in ("==", "===") for n in wanted for s in n.requirement.specifier)

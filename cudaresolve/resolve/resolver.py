@@ -200,12 +200,12 @@ def _resolve(
     except ResolutionTooDeep:
         raise NoSolution((Attempt(finder.major, (TooDeep(MAX_ROUNDS),)),)) from None
     origins: dict[str, dict[Origin, None]] = {}
-    for identifier, criterion in result.criteria.items():
-        found = origins.setdefault(identifier.partition("[")[0], {})
+    for (name, _), criterion in result.criteria.items():
+        found = origins.setdefault(name, {})
         for information in criterion.information:
             if not isinstance(information.requirement.origin, ExtrasOf):  # the extras' own base: not a reason
                 found[information.requirement.origin] = None
-    chosen = {c.name: c for identifier, c in result.mapping.items() if "[" not in identifier}
+    chosen = {c.name: c for (_, extras), c in result.mapping.items() if not extras}
     return chosen, {name: tuple(origins.get(name, ())) for name in chosen}
 
 
