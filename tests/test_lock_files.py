@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import InvalidVersion, Version
 
-from cudaresolve.arch import ComputeCapability
+from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, MigDevice, Note
 from cudaresolve.lockfile.fields import LockFileError
@@ -122,7 +122,8 @@ def _lock(**changes) -> Lock:
             Decision("torch", _ref("torch", "2.11.0+cu130"), (
                 Rejection(_ref("torch", "2.11.0+cu128"), Judged("arch-coverage", "cu128 misses sm_100 PTX\nsecond line")),
                 Rejection(_ref("torch", "2.11.0+cu126"), OlderCuda("cu130")),
-                Rejection(_ref("torch", "2.10.0"), NoDeviceCode(1, ComputeCapability.parse("9.0"), ("sm_80",), ("compute_80",), "gpu-box.json"),
+                Rejection(_ref("torch", "2.10.0"), NoDeviceCode(1, ComputeCapability.parse("9.0"), (Target.parse("sm_80"),),
+                                                                   (Target.parse("compute_80"),), "gpu-box.json"),
                           installed=True),
             )),
             Decision("cupy-cuda13x", None, ()),
@@ -363,6 +364,10 @@ _PACKAGE_REASON = ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname =
          "rejected[0].evidence.driver (package a): not a driver release: '5'"),
         (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = -1, capability = '8.6', sass = [], ptx = []}}",
          "rejected[0].evidence.gpu (package a): not a number from 0"),
+        (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = 0, capability = '8.6', sass = ['m_80'], ptx = []}}",
+         "rejected[0].evidence.sass[0] (package a): not a CUDA target: 'm_80'"),
+        (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = 0, capability = '8.6', sass = ['compute_80'], ptx = []}}",
+         "rejected[0].evidence.sass[0] (package a): 'compute_80' is not a SASS target"),
         (_DECISION % "{version = '1', rule = 'yanked', reason = \"x\\u001b[2J\", evidence = {}}", "rejected[0].reason (package a): control character U+001B"),
         (_PACKAGE_REASON % "kind = 'index'\norigins = [{kind = 'asked'}]", "tool.cudaresolve.origins[0].where (package a): missing"),
         (_PACKAGE_REASON % "kind = 'index'\norigins = [{kind = 'hearsay', where = 'x'}]", "origins[0].kind (package a): 'hearsay' is not one of asked, "),

@@ -20,7 +20,7 @@ from typing import Any, Union
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
-from cudaresolve.arch import ComputeCapability
+from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.errors import UsageError
 from cudaresolve.lockfile import fields
 from cudaresolve.resolve.lock import Build, Reason, ReasonKind
@@ -39,7 +39,7 @@ from cudaresolve.versions import CudaVersion, DriverRelease
 
 MAX_ITEMS = 1000  # origins of one package, device-code targets of one build
 MAX_NUMBER = 1 << 31  # a GPU index, a CUDA major
-_VALUES = (CudaVersion, DriverRelease, ComputeCapability)
+_VALUES = (CudaVersion, DriverRelease, ComputeCapability, Target)
 
 
 class Bad(ValueError):
@@ -199,9 +199,12 @@ def _value(kind: Any, value: Any, where: str, name: str) -> Any:
     if kind in _VALUES:
         text = _rule(fields.label, value, where)
         try:
-            return kind.parse(text)
+            parsed = kind.parse(text)
         except UsageError as exc:
             raise Bad(where, str(exc)) from None
+        if kind is Target and name in ("sass", "ptx") and parsed.kind != name:
+            raise Bad(where, f"{text!r} is not a {name.upper()} target")
+        return parsed
     if kind is str:
         return _rule(fields.extra if name in ("extra", "added_extra") else fields.text, value, where)
     if kind is Build or kind is CandidateRef:

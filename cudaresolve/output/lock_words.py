@@ -152,12 +152,12 @@ def _on(host: Optional[str]) -> str:
     return f" on {host}" if host else ""
 
 
-def span(sass: Sequence[str], ptx: Sequence[str]) -> str:
+def span(sass: Sequence[Target], ptx: Sequence[Target]) -> str:
     """`sm_75..sm_120` (+ `compute_120` PTX): the range of device code, short enough for one line."""
-    targets = sorted((Target.parse(t) for t in sass), key=lambda t: t.cc)
+    targets = sorted(sass, key=lambda t: t.cc)
     text = f"{targets[0]}..{targets[-1]}" if len(targets) > 1 else (str(targets[0]) if targets else "no SASS")
     if ptx:
-        text += " + PTX " + ", ".join(sorted(set(ptx)))
+        text += " + PTX " + ", ".join(sorted({str(t) for t in ptx}))
     return text
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from cudaresolve.arch import PtxTarget
+from cudaresolve.arch import PtxTarget, Target
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.host.facts import Driver, HostFacts
 from cudaresolve.knowledge import toolkits
@@ -41,7 +41,10 @@ def rejection(
             verdict = can_run(gpu.compute_capability, sass, ptx, driver=driver.release)
             if not verdict.runs:
                 index = gpu.index if gpu.index is not None else number
-                return NoDeviceCode(index, gpu.compute_capability, tuple(sass), tuple(sorted({p.target for p in ptx})), where)
+                return NoDeviceCode(
+                    index, gpu.compute_capability, tuple(Target.parse(t) for t in sass),
+                    tuple(Target.parse(t) for t in sorted({p.target for p in ptx})), where,
+                )
     return None
 
 

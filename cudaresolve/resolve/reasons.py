@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
-from cudaresolve.arch import ComputeCapability
+from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 
@@ -99,8 +99,8 @@ class NoDeviceCode:
     rule: ClassVar[Rule] = Rule.DEVICE_CODE
     gpu: int  # the GPU's index on its host
     capability: ComputeCapability
-    sass: tuple[str, ...]  # what the build has: sm_75 ...
-    ptx: tuple[str, ...]  # compute_120 ...
+    sass: tuple[Target, ...]  # what the build has: sm_75 ...
+    ptx: tuple[Target, ...]  # compute_120 ...
     host: Optional[str] = None
 
 
