@@ -27,7 +27,7 @@ from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.lockfile.files import write_together
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
-from cudaresolve.lockfile.pylock import pylock_toml as write_pylock
+from cudaresolve.lockfile.writer import pylock_toml as write_pylock
 from cudaresolve.output import lock_words
 from cudaresolve.resolve.lock import Build, Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (

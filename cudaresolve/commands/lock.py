@@ -18,7 +18,8 @@ from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import Exit
 from cudaresolve.lockfile.files import write_together
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
-from cudaresolve.lockfile.pylock import lock_file_name_ok, pylock_toml, read_pylock
+from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
+from cudaresolve.lockfile.writer import pylock_toml
 from cudaresolve.output import lock_words
 from cudaresolve.output.lock_report import render_fit, render_json, render_text
 

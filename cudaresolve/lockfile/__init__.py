@@ -1,6 +1,6 @@
 """The lock files: the grammar of a lock's values (`fields`), the resolver's records as tables and
 back (`reasons`), every value of a Lock through its rule before writing (`check`), PEP 751's
-pylock.toml (`pylock`: the file-name rule, the writer and the validating reader), pip's constraints
+pylock.toml (`pylock`: the file-name rule and the validating reader; `writer`), pip's constraints
 and hashed requirements files (`pip`), and writing a command's files all together (`files`).
 
 The resolver builds a `Lock` (cudaresolve/resolve/lock.py, its answer, with the records of

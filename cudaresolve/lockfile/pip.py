@@ -15,7 +15,7 @@ import urllib.parse
 
 from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import BREAKING, LockFileError
-from cudaresolve.lockfile.pylock import sha256_of, wheel_groups
+from cudaresolve.lockfile.writer import sha256_of, wheel_groups
 from cudaresolve.resolve.lock import Lock, LockedPackage
 
 

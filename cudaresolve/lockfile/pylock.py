@@ -1,9 +1,9 @@
-"""PEP 751's pylock.toml: its file-name rule, the writer and the validating reader.
+"""PEP 751's pylock.toml: its file-name rule and the validating reader (lockfile/writer.py writes it).
 
 `read_pylock` is the one way a lock file comes in (`install --lock`, `lock --check`, `why`): the
 file is read up to `fields.MAX_FILE_BYTES`, parsed, and every value it uses passes its rule in
 fields.py before a `Lock` exists; anything else is a LockFileError (exit 3) naming the file, the
-key and the package. TOML is written by hand: the format is small and the project reads TOML only.
+key and the package.
 
 Why not `packaging.pylock` (a Pylock model with validation): it arrived in packaging 26.0, which
 still runs on Python 3.8 (26.4 needs 3.10), so Python 3.9 is no obstacle, but cudaresolve
@@ -13,8 +13,8 @@ passes), sizes any integer, and a name must already be normalised (another tool'
 refused rather than normalised). Every rule below would still be needed beside it, so the tests use
 it as an independent reader of what we write instead.
 
-The words a person reads in the file (a package's `reason`, a rejection's) are made in output/ and
-passed in (`Words`); the records beside them are what the reader builds the Lock from.
+The words a person reads in the file (a package's `reason`, a rejection's) are checked like any
+text and not used: the Lock is built from the records beside them.
 
 May import: packaging, errors, host facts (to validate a lock's hosts), resolve/lock.py and
 resolve/reasons.py (the model), lockfile/.
@@ -28,7 +28,7 @@ import re
 import sys
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Protocol, TypeVar
+from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
@@ -36,10 +36,9 @@ from packaging.version import Version
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.lockfile import fields, reasons
-from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
-from cudaresolve.resolve.reasons import CandidateRef, MajorRejection, Rejection
+from cudaresolve.resolve.reasons import CandidateRef
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -51,7 +50,6 @@ T = TypeVar("T")
 LOCK_VERSION = "1.0"
 TOOL = "cudaresolve"
 _NAMED_LOCK = re.compile(r"^pylock\.([^.]+)\.toml$")  # PEP 751's rule for a named lock file
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _OTHER_SOURCES = ("sdist", "vcs", "directory", "archive")
 
 
@@ -65,181 +63,6 @@ def lock_file_name_ok(path: str) -> None:
             f"{path}: a PEP 751 lock file must be named pylock.toml or pylock.<name>.toml "
             "(lowercase prefix and suffix, <name> without dots)"
         )
-
-
-# -- TOML, by hand -------------------------------------------------------------------------------
-
-
-def _string(text: str) -> str:
-    """A TOML basic string: backslash, quote and every control character escaped."""
-    out = []
-    for char in text:
-        if char == "\\":
-            out.append("\\\\")
-        elif char == '"':
-            out.append('\\"')
-        elif char in "\b\t\n\f\r":
-            out.append({"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}[char])
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _string(key)
-
-
-def _value(value: Any) -> str:
-    """A value written inline; TOML has no null, so None values of tables are left out."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(item) for item in value) + "]"
-    if isinstance(value, dict):
-        items = [f"{_key(k)} = {_value(v)}" for k, v in value.items() if v is not None]
-        return "{ " + ", ".join(items) + " }" if items else "{}"
-    raise TypeError(f"cannot write {type(value).__name__} {value!r} as TOML")
-
-
-def _is_tables(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, dict) for item in value)
-
-
-def _table(path: str, mapping: dict, array: bool = False) -> list[str]:
-    """`mapping` as a table headed `[path]` (`[[path]]` for an array element): plain keys first,
-    then sub-tables and arrays of tables under their own headers, so nested host facts stay readable."""
-    lines = [f"[[{path}]]" if array else f"[{path}]"]
-    nested = []
-    for key, value in mapping.items():
-        if value is None:
-            continue
-        if isinstance(value, dict) or _is_tables(value):
-            nested.append((key, value))
-        else:
-            lines.append(f"{_key(key)} = {_value(value)}")
-    for key, value in nested:
-        child = f"{path}.{_key(key)}"
-        if isinstance(value, dict):
-            lines += [""] + _table(child, value)
-        else:
-            for item in value:
-                lines += [""] + _table(child, item, array=True)
-    return lines
-
-
-# -- writing -------------------------------------------------------------------------------------
-
-
-def wheel_groups(lock: Lock) -> list[list[LockedPackage]]:
-    """Packages with a wheel, one group per [[packages]] entry: a name, version, index and marker
-    with several wheels (another tool's multi-platform lock read back) is one entry, as PEP 751 wants.
-    `lock` is a checked one: its names are canonical."""
-    groups: dict[tuple, list[LockedPackage]] = {}
-    for package in lock.packages:
-        if package.wheel is not None:
-            key = (package.name, str(package.version), package.index or "", package.marker or "")
-            groups.setdefault(key, []).append(package)
-    return [groups[key] for key in sorted(groups)]
-
-
-def sha256_of(package: LockedPackage, origin: str) -> str:
-    """The wheel's digest, which PEP 751 and pip's hash-checking mode both require."""
-    assert package.wheel is not None
-    if not package.wheel.sha256:
-        raise LockFileError(
-            f"{origin}: wheels.hashes.sha256 (package {package.name}): {package.wheel.filename} has no sha256, "
-            "which PEP 751 and pip's hash-checking need"
-        )
-    return package.wheel.sha256
-
-
-class Words(Protocol):
-    """The sentences a person reads beside the records (output/lock_words.py makes them)."""
-
-    def reason(self, package: LockedPackage) -> str: ...
-
-    def rejection(self, rejection: Rejection) -> str: ...
-
-    def major_rejection(self, rejection: MajorRejection) -> str: ...
-
-
-def _line(key: str, value: Any) -> str:
-    return f"{_key(key)} = {_value(value)}"
-
-
-def _reason_lines(package: LockedPackage, words: Words) -> list[str]:
-    """A package's reason: the sentence, then the record's keys, one line each."""
-    return [_line("reason", words.reason(package))] + [_line(k, v) for k, v in reasons.reason_table(package.reason).items()]
-
-
-def pylock_toml(lock: Lock, words: Words) -> str:
-    """The lock as a PEP 751 pylock.toml; host facts, decisions and kept distributions go in [tool.cudaresolve].
-
-    Every value passes its rule first (check.checked). An entry with only another source (read
-    from another tool's lock) is refused: cudaresolve keeps no sdist, VCS, directory or archive to
-    write back."""
-    origin = "the lock to write"
-    lock = checked(lock, origin)
-    for package in lock.packages:
-        if package.other_source is not None:
-            raise LockFileError(f"{origin}: {package.other_source} (package {package.name}): cudaresolve writes wheels only")
-    lines = [f"lock-version = {_string(LOCK_VERSION)}"]
-    if lock.requires_python:
-        lines.append(f"requires-python = {_string(lock.requires_python)}")
-    lines.append(f"created-by = {_string(lock.created_by)}")
-    groups = wheel_groups(lock)
-    if not groups:
-        lines.append("packages = []")  # PEP 751 requires the key, even for a lock of nothing to install
-    for group in groups:
-        first = group[0]
-        lines += ["", "[[packages]]", f"name = {_string(first.name)}"]
-        lines.append(f"version = {_string(str(first.version))}")
-        if first.marker:
-            lines.append(f"marker = {_string(first.marker)}")
-        if first.index:
-            lines.append(f"index = {_string(first.index)}")
-        lines.append("wheels = [")
-        for package in sorted(group, key=lambda p: p.wheel.filename):
-            wheel = package.wheel
-            entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, origin)}}
-            lines.append(f"    {_value(entry)},")
-        lines.append("]")
-        if first.reason.kind is not ReasonKind.UNRECORDED:
-            lines += ["", f"[packages.tool.{TOOL}]"] + _reason_lines(first, words)
-    kept = sorted((p for p in lock.packages if p.wheel is None), key=lambda p: (p.name, str(p.version)))
-    tool: dict[str, Any] = {"index-urls": list(lock.index_urls)}
-    tool["hosts"] = [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)]
-    if not kept:
-        tool["kept"] = []
-    if not lock.decisions:
-        tool["decisions"] = []
-    lines += [""] + _table(f"tool.{TOOL}", tool)
-    for package in kept:
-        lines += ["", f"[[tool.{TOOL}.kept]]", _line("name", package.name), _line("version", str(package.version))]
-        lines += [_line(key, value) for key, value in (("marker", package.marker), ("provided-by", package.provided_by)) if value]
-        lines += _reason_lines(package, words)
-    for decision in lock.decisions:
-        lines += ["", f"[[tool.{TOOL}.decisions]]", _line("name", decision.name)]
-        if decision.chosen is not None:
-            lines.append(_line("chosen", str(decision.chosen.version)))
-        entries = [{"reason": words.rejection(r), **reasons.rejection_table(r)} for r in decision.rejected]
-        lines += _array("rejected", entries)
-    if lock.major is not None:
-        lines += ["", f"[tool.{TOOL}.cuda-major]", _line("chosen", lock.major.chosen)]
-        entries = [{"reason": words.major_rejection(r), **reasons.major_rejection_table(r)} for r in lock.major.rejected]
-        lines += _array("rejected", entries)
-    return "\n".join(lines) + "\n"
-
-
-def _array(key: str, items: list[dict]) -> list[str]:
-    """An array of inline tables, one per line."""
-    return [f"{_key(key)} = ["] + [f"    {_value(item)}," for item in items] + ["]"] if items else [f"{_key(key)} = []"]
 
 
 # -- reading -------------------------------------------------------------------------------------
