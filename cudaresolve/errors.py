@@ -1,4 +1,20 @@
-"""Errors that reach the user as one clear line instead of a traceback."""
+"""Errors that reach the user as one clear line instead of a traceback, and the exit codes every
+command returns (their meaning per command: docs/cli.md).
+
+May import: nothing of cudaresolve.
+"""
+
+import enum
+
+
+class Exit(enum.IntEnum):
+    """The exit-code contract of every command (docs/cli.md)."""
+
+    OK = 0
+    WARNINGS = 1  # doctor --strict: warnings but no errors
+    PROBLEMS = 2  # problems found, reported on stdout (or the refusal on stderr)
+    COULD_NOT_RUN = 3  # bad input, an index that cannot be reached, an output that cannot be written
+    INTERRUPTED = 130
 
 
 class CudaresolveError(Exception):
@@ -8,7 +24,7 @@ class CudaresolveError(Exception):
     has an answer, so a caller never mistakes it for 2, "problems found".
     """
 
-    exit_code = 3
+    exit_code: int = Exit.COULD_NOT_RUN
 
 
 class UsageError(CudaresolveError):

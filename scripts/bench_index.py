@@ -36,11 +36,11 @@ def closure(requirements: list[str]) -> dict:
 
     from cudaresolve.env.interpreter import running_target
     from cudaresolve.index.access import open_index
-    from cudaresolve.index.config import IndexFlags, index_config
+    from cudaresolve.index.config import IndexSettings, index_config
 
     start = time.perf_counter()
     target = running_target()
-    config = index_config(target.python, target.prefix, os.environ, None, IndexFlags(), site_packages=target.site_packages)
+    config = index_config(target.python, target.prefix, os.environ, None, IndexSettings(), site_packages=target.site_packages)
     markers = target.marker_environment()
     chosen: dict = {}  # name -> [file, metadata, extras]
     with open_index(config, target, os.environ) as index:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.index.config import (
-    IndexFlags,
+    IndexSettings,
     index_config,
     pip_config_paths,
     pip_install_help,
@@ -53,7 +53,7 @@ def main() -> None:
         warm_environ = {**environ, "CUDARESOLVE_CACHE_DIR": cache}
 
         def whole_config() -> None:
-            index_config(target.python, target.prefix, warm_environ, os.getcwd(), IndexFlags(), site_packages=target.site_packages)
+            index_config(target.python, target.prefix, warm_environ, os.getcwd(), IndexSettings(), site_packages=target.site_packages)
 
         whole_config()  # fills the default-index cache
         rows = [

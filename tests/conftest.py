@@ -1,4 +1,5 @@
-"""Shared fixtures: real wheels from the configured package index (cached), and small ELF files built with gcc."""
+"""Shared fixtures: real wheels from the configured package index (cached), small ELF files built with
+gcc, local indexes, and a hermetic environment for the commands and the pip they run."""
 
 from __future__ import annotations
 
@@ -179,6 +180,39 @@ def build_venv(requirements: Sequence[str]) -> Path:
                 pytest.fail(f"{' '.join(command)} failed:\n{result.stderr}")
 
     return cached_venv("venvs", [w.name for w in wheels], ["-c", "pass"], build)
+
+
+# What steers pip, uv, cudaresolve's host facts and cache, or the loader from this machine's environment.
+STEERING_PREFIXES = ("PIP_", "UV_", "CUDARESOLVE_", "CONDA_OVERRIDE_", "CUDA_")
+STEERING = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+def _steers(name: str) -> bool:
+    return name.startswith(STEERING_PREFIXES) or name in STEERING
+
+
+def hermetic_environ(extra: Optional[dict] = None) -> dict[str, str]:
+    """os.environ for a child process (pip, uv, cudaresolve) that nothing of this machine steers: no
+    PIP_*, UV_*, CUDARESOLVE_*, CONDA_OVERRIDE_* or CUDA_* variable, no LD_LIBRARY_PATH or LD_PRELOAD,
+    pip reading no configuration file and not asking for its newer version; then `extra`."""
+    env = {name: value for name, value in os.environ.items() if not _steers(name)}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def hermetic(monkeypatch, tmp_path) -> Path:
+    """This process as hermetic_environ() describes it (cudaresolve in-process, and the pip it runs,
+    inherit it), with a fresh cudaresolve cache in tmp_path/cudaresolve-cache and tmp_path as the
+    working directory (so no pyproject.toml around the checkout adds indexes). Returns tmp_path."""
+    for name in [name for name in os.environ if _steers(name)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cudaresolve-cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
 @pytest.fixture

@@ -11,24 +11,17 @@ Both run with this machine's pip/uv configuration switched off, so only the file
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import venv
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 from packaging.utils import canonicalize_name
 
 from cudaresolve.resolve.lock import Lock
 
-
-def clean_environ(extra: Optional[dict] = None) -> dict:
-    """os.environ without PIP_*/UV_* settings and the loader's search path, pip's config file off."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_")) and k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    env.update(extra or {})
-    return env
+from conftest import hermetic_environ
 
 
 def pip_picks(tmp_path: Path, constraints: Path, requirements: Sequence[str]) -> dict[str, str]:
@@ -36,7 +29,7 @@ def pip_picks(tmp_path: Path, constraints: Path, requirements: Sequence[str]) ->
     report = tmp_path / "pip-report.json"
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-cache-dir", "--quiet",
                "--report", str(report), "-c", str(constraints), *requirements]
-    result = subprocess.run(command, capture_output=True, text=True, env=clean_environ())
+    result = subprocess.run(command, capture_output=True, text=True, env=hermetic_environ())
     assert result.returncode == 0, f"pip refused the lock's constraints:\n{result.stderr}"
     return {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
 
@@ -46,7 +39,7 @@ def pip_resolves_freely(tmp_path: Path, index_url: str, requirements: Sequence[s
     report = tmp_path / "pip-free-report.json"
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-cache-dir", "--quiet",
                "--report", str(report), "--index-url", index_url, *requirements]
-    result = subprocess.run(command, capture_output=True, text=True, env=clean_environ())
+    result = subprocess.run(command, capture_output=True, text=True, env=hermetic_environ())
     assert result.returncode == 0, result.stderr
     return {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
 
@@ -55,7 +48,7 @@ def uv_installs(uv: Path, tmp_path: Path, pylock: Path) -> dict[str, str]:
     """name -> version uv installs from `pylock` into a new, empty venv."""
     target = tmp_path / "uv-target"
     venv.create(target, with_pip=False)
-    env = clean_environ({"UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    env = hermetic_environ({"UV_CACHE_DIR": str(tmp_path / "uv-cache")})
     common = ["--no-config", "--preview-features", "pylock", "--python", str(target / "bin" / "python")]
     result = subprocess.run([str(uv), "pip", "install", *common, "-r", str(pylock)], capture_output=True, text=True, env=env)
     assert result.returncode == 0, f"uv refused the pylock:\n{result.stderr}"
@@ -65,9 +58,9 @@ def uv_installs(uv: Path, tmp_path: Path, pylock: Path) -> dict[str, str]:
 
 def locked(lock: Lock) -> dict[str, str]:
     """name -> version of every package of the lock (kept ones included)."""
-    return {canonicalize_name(p.name): p.version for p in lock.packages}
+    return {canonicalize_name(p.name): str(p.version) for p in lock.packages}
 
 
 def locked_with_source(lock: Lock) -> dict[str, str]:
     """name -> version of the packages a PEP 751 reader can install: those with a wheel."""
-    return {canonicalize_name(p.name): p.version for p in lock.packages if p.wheel is not None}
+    return {canonicalize_name(p.name): str(p.version) for p in lock.packages if p.wheel is not None}

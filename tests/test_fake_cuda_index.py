@@ -20,19 +20,18 @@ from packaging.version import Version
 from cudaresolve.env.inspect import inspect_names, provider_needs
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.knowledge import components, torch
+from conftest import hermetic_environ
 from fake_cuda_index import CUDA_TOOLKIT, EXTRA_COMPONENTS, plan
 
 
 def pip_resolve(cuda_index, requests: list[str], variant: Optional[str], *, variant_only: bool = False) -> dict:
     """pip's report of `install --dry-run` against the fake index, with this machine's pip config switched off."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
     indexes = ["--index-url", cuda_index.variant_index(variant)] if variant_only else ["--index-url", cuda_index.index_url]
     if variant and not variant_only:
         indexes += ["--extra-index-url", cuda_index.variant_index(variant)]
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--report", "-", "--quiet",
                "--no-cache-dir", "--disable-pip-version-check", "--only-binary=:all:", *indexes, *requests]
-    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    result = subprocess.run(command, capture_output=True, text=True, env=hermetic_environ())
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

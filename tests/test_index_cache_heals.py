@@ -32,13 +32,9 @@ def empty_python(tmp_path_factory):
 
 
 @pytest.fixture
-def clean(monkeypatch, tmp_path):
-    for key in [k for k in os.environ if k.startswith(("PIP_", "CUDARESOLVE_"))]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path / "cache" / "index"
+def clean(hermetic):
+    """Hermetic; the index cache's directory."""
+    return hermetic / "cudaresolve-cache" / "index"
 
 
 @pytest.fixture

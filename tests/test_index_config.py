@@ -18,13 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from cudaresolve.cli import build_parser, index_config_for, main
+from cudaresolve.cli import main
+from cudaresolve.commands.locking import config_for
+from cudaresolve.commands.options import indexes
+from cudaresolve.commands.parser import build_parser
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.errors import UsageError
 from cudaresolve.index.config import (
     DEFAULT_TORCH_INDEX_BASE,
     IndexConfig,
-    IndexFlags,
+    IndexSettings,
     PipFile,
     ProjectSettings,
     default_index,
@@ -111,7 +114,7 @@ def pip_options(venv: Path, environ: dict[str, str], command: str) -> dict:
 
 
 def ours(venv: Path, environ: dict[str, str], command: str) -> IndexConfig:
-    return index_config(str(venv / "bin" / "python"), str(venv), environ, None, IndexFlags(), command)
+    return index_config(str(venv / "bin" / "python"), str(venv), environ, None, IndexSettings(), command)
 
 
 def assert_same_as_pip(venv: Path, environ: dict[str, str], tmp_path: Path, command: str = "download") -> IndexConfig:
@@ -234,30 +237,30 @@ def test_later_files_win_then_the_command_section_then_variables():
         conf("/a", **{"global": {"index-url": "https://a.invalid/simple", "timeout": "3"}, "install": {"retries": "2"}}),
         conf("/b", **{"global": {"index-url": "https://b.invalid/simple", "retries": "8"}}),
     ]
-    config = merge(files, {}, None, IndexFlags(), never)
+    config = merge(files, {}, None, IndexSettings(), never)
     assert (config.index_url, config.origin("index-url")) == ("https://b.invalid/simple", "/b [global]")
     assert (config.retries, config.origin("retries")) == (2, "/a [install]")
-    assert merge(files, {}, None, IndexFlags(), never, command="download").retries == 8
-    config = merge(files, {"PIP_PYPI_URL": "https://env.invalid/simple", "PIP_DEFAULT_TIMEOUT": "7.5"}, None, IndexFlags(), never)
+    assert merge(files, {}, None, IndexSettings(), never, command="download").retries == 8
+    config = merge(files, {"PIP_PYPI_URL": "https://env.invalid/simple", "PIP_DEFAULT_TIMEOUT": "7.5"}, None, IndexSettings(), never)
     assert (config.index_url, config.origin("index-url")) == ("https://env.invalid/simple", "PIP_PYPI_URL")
     assert (config.timeout, config.origin("timeout")) == (7.5, "PIP_DEFAULT_TIMEOUT")
 
 
 def test_an_empty_value_in_a_later_file_leaves_pips_default():
     files = [conf("/a", **{"global": {"index-url": "https://a.invalid/simple"}}), conf("/b", **{"global": {"index-url": ""}})]
-    assert merge(files, {}, None, IndexFlags(), lambda: "https://default.invalid/simple").origin("index-url") == "pip's default"
+    assert merge(files, {}, None, IndexSettings(), lambda: "https://default.invalid/simple").origin("index-url") == "pip's default"
     with pytest.raises(UsageError, match="index-url: '' \\(from --index-url\\)"):
-        merge([], {}, None, IndexFlags(index_url=""), never)
+        merge([], {}, None, IndexSettings(index_url=""), never)
 
 
 def test_defaults_are_pips_and_the_default_index_is_asked_only_when_needed():
     asked = []
-    config = merge([], {}, None, IndexFlags(), lambda: asked.append(1) or "https://default.invalid/simple")
+    config = merge([], {}, None, IndexSettings(), lambda: asked.append(1) or "https://default.invalid/simple")
     assert (config.timeout, config.retries, config.proxy, config.cert) == (15.0, 5, None, None)
     assert config.index_urls() == ("https://default.invalid/simple",) and config.origin("index-url") == "pip's default"
     assert config.torch_index_base == DEFAULT_TORCH_INDEX_BASE and asked == [1]
-    assert merge([], {}, None, IndexFlags(no_index=True), never).index_urls() == ()
-    assert merge([], {"PIP_INDEX_URL": "https://x.invalid/simple"}, None, IndexFlags(), never).index_url == "https://x.invalid/simple"
+    assert merge([], {}, None, IndexSettings(no_index=True), never).index_urls() == ()
+    assert merge([], {"PIP_INDEX_URL": "https://x.invalid/simple"}, None, IndexSettings(), never).index_url == "https://x.invalid/simple"
 
 
 def test_project_beats_pip_and_flags_beat_the_project(tmp_path):
@@ -269,19 +272,19 @@ def test_project_beats_pip_and_flags_beat_the_project(tmp_path):
     )
     (tmp_path / "mirror").mkdir()
     env = {"PIP_INDEX_URL": "https://env.invalid/simple", "CUDARESOLVE_TORCH_INDEX_BASE": "https://torch-env.invalid"}
-    config = merge(pip, env, project, IndexFlags(), never)
+    config = merge(pip, env, project, IndexSettings(), never)
     where = f"{tmp_path / 'pyproject.toml'} [tool.cudaresolve]"
     assert (config.index_url, config.origin("index-url")) == ("https://project.invalid/simple", where)
     assert config.extra_index_urls == ("https://p.invalid/simple",)
     assert config.find_links == (str(tmp_path / "links"), "https://l.invalid/")
     assert (config.torch_index_base, config.origin("torch-index-base")) == ((tmp_path / "mirror").as_uri(), where)
-    flags = IndexFlags(index_url="https://flag.invalid/simple", extra_index_urls=(), find_links=("https://f.invalid/",), torch_index_base="file:///srv/torch/")
+    flags = IndexSettings(index_url="https://flag.invalid/simple", extra_index_urls=(), find_links=("https://f.invalid/",), torch_index_base="file:///srv/torch/")
     config = merge(pip, env, project, flags, never)
     assert (config.index_url, config.origin("index-url")) == ("https://flag.invalid/simple", "--index-url")
     assert config.index_urls() == ("https://flag.invalid/simple",)  # the flag's empty list replaces them all
     assert config.find_links == ("https://f.invalid/",) and config.origin("find-links") == "--find-links"
     assert config.torch_variant_index("cu126") == "file:///srv/torch/whl/cu126"
-    config = merge(pip, env, None, IndexFlags(), never)
+    config = merge(pip, env, None, IndexSettings(), never)
     assert config.origin("extra-index-url") == "/etc/pip.conf [global]" and len(config.extra_index_urls) == 2
     assert (config.torch_index_base, config.origin("torch-index-base")) == ("https://torch-env.invalid", "CUDARESOLVE_TORCH_INDEX_BASE")
 
@@ -289,20 +292,20 @@ def test_project_beats_pip_and_flags_beat_the_project(tmp_path):
 @pytest.mark.parametrize(
     "files, environ, flags, message",
     [
-        ([], {"PIP_INDEX_URL": "ftp://x.invalid/"}, IndexFlags(), "index-url: 'ftp://x.invalid/' (from PIP_INDEX_URL) is not an http(s):// or file:// URL"),
-        ([], {}, IndexFlags(extra_index_urls=("no/such/dir",)), "extra-index-url: 'no/such/dir' (from --extra-index-url) is not"),
-        ([], {}, IndexFlags(torch_index_base="ftp://t"), "torch-index-base: 'ftp://t' (from --torch-index-base) is not"),
-        ([conf("/p.conf", **{"global": {"no-index": "maybe"}})], {}, IndexFlags(), "no-index: 'maybe' (from /p.conf [global]) is not a boolean"),
-        ([], {"PIP_TIMEOUT": "soon"}, IndexFlags(), "timeout: 'soon' (from PIP_TIMEOUT) is not a number of seconds"),
-        ([], {"PIP_RETRIES": "1.5"}, IndexFlags(), "retries: '1.5' (from PIP_RETRIES) is not a whole number"),
-        ([], {"PIP_RETRIES": "-1"}, IndexFlags(), "retries: '-1' (from PIP_RETRIES) is not a whole number, 0 or more"),
+        ([], {"PIP_INDEX_URL": "ftp://x.invalid/"}, IndexSettings(), "index-url: 'ftp://x.invalid/' (from PIP_INDEX_URL) is not an http(s):// or file:// URL"),
+        ([], {}, IndexSettings(extra_index_urls=("no/such/dir",)), "extra-index-url: 'no/such/dir' (from --extra-index-url) is not"),
+        ([], {}, IndexSettings(torch_index_base="ftp://t"), "torch-index-base: 'ftp://t' (from --torch-index-base) is not"),
+        ([conf("/p.conf", **{"global": {"no-index": "maybe"}})], {}, IndexSettings(), "no-index: 'maybe' (from /p.conf [global]) is not a boolean"),
+        ([], {"PIP_TIMEOUT": "soon"}, IndexSettings(), "timeout: 'soon' (from PIP_TIMEOUT) is not a number of seconds"),
+        ([], {"PIP_RETRIES": "1.5"}, IndexSettings(), "retries: '1.5' (from PIP_RETRIES) is not a whole number"),
+        ([], {"PIP_RETRIES": "-1"}, IndexSettings(), "retries: '-1' (from PIP_RETRIES) is not a whole number, 0 or more"),
         # values pip's float() takes and then crashes on (a traceback from urllib3 or the socket)
-        ([], {"PIP_DEFAULT_TIMEOUT": "nan"}, IndexFlags(), "timeout: 'nan' (from PIP_DEFAULT_TIMEOUT) is not a number of seconds, 0 or more"),
-        ([], {"PIP_DEFAULT_TIMEOUT": "inf"}, IndexFlags(), "timeout: 'inf' (from PIP_DEFAULT_TIMEOUT) is not a number"),
-        ([], {"PIP_DEFAULT_TIMEOUT": "1e400"}, IndexFlags(), "timeout: '1e400' (from PIP_DEFAULT_TIMEOUT) is not a number"),
-        ([conf("/p.conf", **{"global": {"timeout": "-5"}})], {}, IndexFlags(), "timeout: '-5' (from /p.conf [global]) is not a number"),
-        ([], {}, IndexFlags(index_url="http://[::1"), "index-url: 'http://[::1' (from --index-url) is not a valid URL (Invalid IPv6 URL)"),
-        ([], {"PIP_EXTRA_INDEX_URL": "https://x:port/"}, IndexFlags(), "extra-index-url: 'https://x:port/' (from PIP_EXTRA_INDEX_URL) is not a valid URL"),
+        ([], {"PIP_DEFAULT_TIMEOUT": "nan"}, IndexSettings(), "timeout: 'nan' (from PIP_DEFAULT_TIMEOUT) is not a number of seconds, 0 or more"),
+        ([], {"PIP_DEFAULT_TIMEOUT": "inf"}, IndexSettings(), "timeout: 'inf' (from PIP_DEFAULT_TIMEOUT) is not a number"),
+        ([], {"PIP_DEFAULT_TIMEOUT": "1e400"}, IndexSettings(), "timeout: '1e400' (from PIP_DEFAULT_TIMEOUT) is not a number"),
+        ([conf("/p.conf", **{"global": {"timeout": "-5"}})], {}, IndexSettings(), "timeout: '-5' (from /p.conf [global]) is not a number"),
+        ([], {}, IndexSettings(index_url="http://[::1"), "index-url: 'http://[::1' (from --index-url) is not a valid URL (Invalid IPv6 URL)"),
+        ([], {"PIP_EXTRA_INDEX_URL": "https://x:port/"}, IndexSettings(), "extra-index-url: 'https://x:port/' (from PIP_EXTRA_INDEX_URL) is not a valid URL"),
     ],
 )
 def test_a_bad_value_names_its_key_and_origin(files, environ, flags, message):
@@ -312,14 +315,14 @@ def test_a_bad_value_names_its_key_and_origin(files, environ, flags, message):
 
 
 def test_a_timeout_of_0_is_pips_no_socket_timeout():
-    config = merge([], {"PIP_INDEX_URL": "https://i.invalid/simple", "PIP_DEFAULT_TIMEOUT": "0"}, None, IndexFlags(), never)
+    config = merge([], {"PIP_INDEX_URL": "https://i.invalid/simple", "PIP_DEFAULT_TIMEOUT": "0"}, None, IndexSettings(), never)
     assert config.timeout == 0.0 and Http(timeout=config.timeout).timeout is None
 
 
 def test_a_directory_index_becomes_a_file_url(tmp_path, monkeypatch):
     (tmp_path / "simple").mkdir()
     monkeypatch.chdir(tmp_path)
-    config = merge([], {}, None, IndexFlags(index_url="simple", extra_index_urls=(str(tmp_path),)), never)
+    config = merge([], {}, None, IndexSettings(index_url="simple", extra_index_urls=(str(tmp_path),)), never)
     assert config.index_urls() == ((tmp_path / "simple").as_uri(), tmp_path.as_uri())
 
 
@@ -352,28 +355,28 @@ def test_project_table_is_read_and_checked(tmp_path):
 
 def test_the_torch_family_is_routed_to_the_chosen_variant_index_only():
     assert torch.family() == ("torch", "torchvision", "torchaudio", "triton")
-    config = merge([], {"PIP_INDEX_URL": "https://i.invalid/simple", "PIP_EXTRA_INDEX_URL": "https://e.invalid/simple"}, None, IndexFlags(torch_index_base="https://t.invalid/"), never)
+    config = merge([], {"PIP_INDEX_URL": "https://i.invalid/simple", "PIP_EXTRA_INDEX_URL": "https://e.invalid/simple"}, None, IndexSettings(torch_index_base="https://t.invalid/"), never)
     regular = ("https://i.invalid/simple", "https://e.invalid/simple")
     for name in ("torch", "TorchVision", "torchaudio", "triton"):
         assert config.indexes_for(name, "cu128") == ("https://t.invalid/whl/cu128",)
         assert config.indexes_for(name, None) == regular
     assert config.indexes_for("numpy", "cu128") == regular
     assert config.indexes_for("nvidia-cublas-cu12", "cu128") == regular
-    offline = merge([], {}, None, IndexFlags(no_index=True, find_links=("/w",)), never)
+    offline = merge([], {}, None, IndexSettings(no_index=True, find_links=("/w",)), never)
     assert offline.indexes_for("numpy", "cu128") == () and offline.find_links == ("/w",)
 
 
 @pytest.mark.parametrize("base", ["https://mirror.invalid/pt", "https://mirror.invalid/pt/", "file:///srv/pt", "file:///srv/pt/"])
 def test_torch_variant_index_with_and_without_trailing_slash(base):
-    config = merge([], {}, None, IndexFlags(no_index=True, torch_index_base=base), never)
+    config = merge([], {}, None, IndexSettings(no_index=True, torch_index_base=base), never)
     assert config.torch_variant_index("cu130") == base.rstrip("/") + "/whl/cu130"
 
 
 def test_torch_base_from_env_project_flag_and_default(tmp_path):
     (tmp_path / "pt").mkdir()
-    default = merge([], {}, None, IndexFlags(no_index=True), never)
+    default = merge([], {}, None, IndexSettings(no_index=True), never)
     assert default.torch_variant_index("cu128") == f"{DEFAULT_TORCH_INDEX_BASE}/{torch.index_path('cu128')}"
-    from_env = merge([], {"CUDARESOLVE_TORCH_INDEX_BASE": str(tmp_path / "pt") + "/"}, None, IndexFlags(no_index=True), never)
+    from_env = merge([], {"CUDARESOLVE_TORCH_INDEX_BASE": str(tmp_path / "pt") + "/"}, None, IndexSettings(no_index=True), never)
     assert from_env.torch_variant_index("cu128") == (tmp_path / "pt").as_uri() + "/whl/cu128"
 
 
@@ -426,8 +429,8 @@ def test_index_config_asks_pip_once(env, venv, tmp_path):
     python = str(venv / "bin" / "python")
     site = tmp_path / "site"
     (site / "pip-23.2.1.dist-info").mkdir(parents=True)
-    first = index_config(python, str(venv), env, None, IndexFlags(), site_packages=[str(site)], pip_help=pip_help)
-    second = index_config(python, str(venv), env, None, IndexFlags(), site_packages=[str(site)], pip_help=pip_help)
+    first = index_config(python, str(venv), env, None, IndexSettings(), site_packages=[str(site)], pip_help=pip_help)
+    second = index_config(python, str(venv), env, None, IndexSettings(), site_packages=[str(site)], pip_help=pip_help)
     assert first == second and first.origin("index-url") == "pip's default" and calls == [python]
 
 
@@ -436,10 +439,10 @@ def test_a_target_without_pip_says_to_pass_index_url(env, tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     python = str(bare / "bin" / "python")
     with pytest.raises(UsageError) as raised:
-        index_config(python, str(bare), env, None, IndexFlags())
+        index_config(python, str(bare), env, None, IndexSettings())
     message = str(raised.value)
     assert message.startswith(f"{python} cannot run pip (") and message.endswith("pass --index-url") and "No module named pip" in message
-    assert index_config(python, str(bare), env, None, IndexFlags(no_index=True)).index_urls() == ()
+    assert index_config(python, str(bare), env, None, IndexSettings(no_index=True)).index_urls() == ()
 
 
 # -- the command line -------------------------------------------------------------------------------
@@ -452,7 +455,7 @@ def test_index_flags_on_inspect(env, tmp_path, monkeypatch):
     args = build_parser().parse_args(
         ["inspect", "x", "--index-url", "https://i.invalid/simple", "--find-links", "/a", "--find-links", "/b"]
     )
-    config = index_config_for(args, target_for_python(sys.executable))
+    config = config_for(target_for_python(sys.executable), indexes(args), os.environ)
     assert config.index_urls() == ("https://i.invalid/simple", "https://p.invalid/simple")
     assert config.find_links == ("/a", "/b") and config.torch_variant_index("cu126") == "https://t.invalid/whl/cu126"
     assert config.origin("extra-index-url") == f"{tmp_path / 'pyproject.toml'} [tool.cudaresolve]"
@@ -490,3 +493,32 @@ def test_crashes_of_before_are_one_line_through_main(variable, value, code, says
 def test_other_commands_do_not_take_index_flags(capsys):
     assert main(["doctor", "--example", "--index-url", "https://i.invalid/simple"]) == 3
     assert "unrecognized arguments: --index-url" in capsys.readouterr().err
+
+
+def test_a_retries_count_past_floats_range_is_a_number_not_a_crash():
+    """pip takes any whole number for retries; one past a float's range (the fuzzer found it) was an
+    OverflowError in the finiteness check, which only a timeout needs."""
+    environ = {"HOME": "/nonexistent", "PIP_RETRIES": "9" * 400}
+    config = merge((), environ, None, IndexSettings(), lambda: "https://default.invalid/simple")
+    assert config.retries == int("9" * 400)
+    with pytest.raises(UsageError, match=r"retries: '-1' \(from PIP_RETRIES\) is not a whole number, 0 or more"):
+        merge((), {**environ, "PIP_RETRIES": "-1"}, None, IndexSettings(), lambda: "https://default.invalid/simple")
+
+
+def test_a_requirements_files_trusted_host_reaches_the_index_unless_a_flag_replaces_it(env, tmp_path, monkeypatch):
+    """Every index option of a -r file stands where no flag is given, trusted hosts included."""
+    from cudaresolve.resolve.requirements import read_requirements_file
+
+    monkeypatch.setattr(os, "environ", env)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.txt").write_text("--index-url http://files.invalid/simple\n--trusted-host files.invalid\nx\n")
+    files = read_requirements_file(str(tmp_path / "r.txt"), {}).index_options
+    target = target_for_python(sys.executable)
+    config = config_for(target, indexes(build_parser().parse_args(["lock", "x"]), files), os.environ)
+    assert (config.index_url, config.trusted_hosts, config.origin("trusted-host")) == (
+        "http://files.invalid/simple", ("files.invalid",), "--trusted-host")
+    flags = build_parser().parse_args(["lock", "x", "--trusted-host", "other.invalid", "--timeout", "3", "--retries", "1"])
+    config = config_for(target, indexes(flags, files), os.environ)
+    assert (config.trusted_hosts, config.timeout, config.retries) == (("other.invalid",), 3.0, 1)
+    with pytest.raises(UsageError, match=r"timeout: 'soon' \(from --timeout\) is not a number of seconds"):
+        indexes(build_parser().parse_args(["lock", "x", "--timeout", "soon"]))

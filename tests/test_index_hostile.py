@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from conftest import hermetic_environ
 from hostile_index import MODES, HostileIndex
 
 SECONDS, MEGABYTES, CACHE_MEGABYTES = 30, 300, 50
@@ -74,8 +75,7 @@ def run_lock(index_url: str, python: str, cache: str, limits: dict) -> Outcome:
         "from cudaresolve.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     args = ["lock", "-q", "--python", python, "--index-url", index_url, "--driver", "550.144.03", "-o", "-", "demo"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "CUDARESOLVE_"))}
-    env.update(PIP_CONFIG_FILE=os.devnull, CUDARESOLVE_CACHE_DIR=cache, PIP_DEFAULT_TIMEOUT="1")
+    env = hermetic_environ({"CUDARESOLVE_CACHE_DIR": cache, "PIP_DEFAULT_TIMEOUT": "1"})
     os.makedirs(cache, exist_ok=True)
     before = _size(cache)
     with open(os.path.join(cache, "..", "stderr"), "w+b") as stderr:

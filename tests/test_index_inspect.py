@@ -4,7 +4,6 @@ wheel downloaded once (size shown first) and its facts cached by sha256; --offli
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -13,15 +12,6 @@ from cudaresolve.knowledge import wheel_facts
 from index_server import make_wheel
 
 LIB = "int foo_v2(void) { return 2; }\n"
-
-
-@pytest.fixture
-def isolated(monkeypatch, tmp_path):
-    """No pip configuration of this machine, a fresh cache."""
-    for key in [k for k in os.environ if k.startswith("PIP_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.fixture
@@ -38,7 +28,7 @@ def libraries(capsys) -> list[dict]:
     return json.loads(capsys.readouterr().out)["libraries"]
 
 
-def test_a_wheel_the_table_lacks_is_downloaded_once_then_cached(server, isolated, foo_wheel, capsys):
+def test_a_wheel_the_table_lacks_is_downloaded_once_then_cached(server, hermetic, foo_wheel, capsys):
     filename, data = foo_wheel
     server.add(filename, data)
     assert inspect(server, "foo==1.0") == 0
@@ -56,7 +46,7 @@ def test_a_wheel_the_table_lacks_is_downloaded_once_then_cached(server, isolated
     assert server.sent[f"/files/{filename}"] == 2 * len(data)
 
 
-def test_a_wheel_the_table_knows_is_not_downloaded(server, isolated, capsys):
+def test_a_wheel_the_table_knows_is_not_downloaded(server, hermetic, capsys):
     row = wheel_facts.find("nvidia-cusparse-cu12", "12.3.1.170")
     server.add(row.filename, b"not the real wheel: never read", metadata=False)
     assert inspect(server, "nvidia-cusparse-cu12==12.3.1.170") == 0
@@ -69,14 +59,14 @@ def test_a_wheel_the_table_knows_is_not_downloaded(server, isolated, capsys):
     assert "not a readable wheel" in libraries(capsys)[0]["error"]
 
 
-def test_a_wheel_url(server, isolated, foo_wheel, capsys):
+def test_a_wheel_url(server, hermetic, foo_wheel, capsys):
     filename, data = foo_wheel
     server.add(filename, data)
     assert inspect(server, f"{server.url}/files/{filename}") == 0
     assert libraries(capsys)[0]["soname"] == "libfoo.so.1"
 
 
-def test_the_wheel_pip_would_take_and_yanked_only_as_a_last_resort(server, isolated, foo_wheel, elf_builder, capsys):
+def test_the_wheel_pip_would_take_and_yanked_only_as_a_last_resort(server, hermetic, foo_wheel, elf_builder, capsys):
     filename, data = foo_wheel
     server.add(filename, data, yanked="bad build")
     server.add(*make_wheel("foo", "1.0", tag="cp27-cp27m-manylinux1_x86_64"))  # fits no Python 3
@@ -84,7 +74,7 @@ def test_the_wheel_pip_would_take_and_yanked_only_as_a_last_resort(server, isola
     assert libraries(capsys)[0]["path"].startswith(filename)
 
 
-def test_names_that_cannot_be_had_are_errors_and_the_rest_is_read(server, isolated, foo_wheel, capsys):
+def test_names_that_cannot_be_had_are_errors_and_the_rest_is_read(server, hermetic, foo_wheel, capsys):
     filename, data = foo_wheel
     server.add(filename, data)
     assert inspect(server, "foo==2.0", "foo>=1", "foo==1.0", f"{server.url}/files/README") == 2
@@ -95,13 +85,13 @@ def test_names_that_cannot_be_had_are_errors_and_the_rest_is_read(server, isolat
     assert url["error"] == "a URL to inspect must name a .whl file"
 
 
-def test_offline_miss_is_an_error_for_that_name(server, isolated, capsys):
+def test_offline_miss_is_an_error_for_that_name(server, hermetic, capsys):
     assert inspect(server, "foo==1.0", extra=["--offline"]) == 2
     assert "--offline: the page" in libraries(capsys)[0]["error"]
     assert server.requests == []
 
 
-def test_an_unreachable_index_is_a_one_line_error(isolated, capsys):
+def test_an_unreachable_index_is_a_one_line_error(hermetic, capsys):
     assert main(["inspect", "--index-url", "http://127.0.0.1:9/simple", "foo==1.0"]) == 2
     out = capsys.readouterr().out
     assert "cannot connect" in out and "127.0.0.1:9/simple/foo/" in out

@@ -10,7 +10,7 @@ import pytest
 
 from cudaresolve.env.interpreter import running_target
 from cudaresolve.index.access import open_index
-from cudaresolve.index.config import IndexFlags, index_config
+from cudaresolve.index.config import IndexSettings, index_config
 from cudaresolve.index.http import IndexAccessError
 from cudaresolve.index.pages import ProjectFile
 
@@ -24,7 +24,7 @@ def registry(tmp_path):
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     environ["CUDARESOLVE_CACHE_DIR"] = str(tmp_path / "cache")
     environ["PIP_CONFIG_FILE"] = os.devnull  # pip's own default index, whatever this machine adds
-    config = index_config(target.python, target.prefix, environ, None, IndexFlags(), site_packages=target.site_packages)
+    config = index_config(target.python, target.prefix, environ, None, IndexSettings(), site_packages=target.site_packages)
     opened = []
 
     def open_(**options):

@@ -278,8 +278,8 @@ def test_requirements_files(scratch, number):
         found = merge([read_requirements_file(str(scratch / "requirements.txt"), environ)])
     except CudaresolveError:
         return
-    for text in found.requirements + found.constraints:
-        requirement = Requirement(text)
+    for need in found.requirements + found.constraints:
+        requirement = Requirement(str(need.requirement))  # it is written back to text (a lock, pip's files) and parses again
         requirement.specifier.contains("1.0", prereleases=True)  # what the resolver does with it
         if requirement.marker is not None:
             requirement.marker.evaluate({"extra": ""})
@@ -371,7 +371,7 @@ PIP_VARIABLES = {
 @given(number=NUMBERS)
 def test_pip_configuration(scratch, number):
     from cudaresolve.env.interpreter import Target
-    from cudaresolve.index.config import IndexFlags, merge, pip_settings, read_pip_files
+    from cudaresolve.index.config import IndexSettings, merge, pip_settings, read_pip_files
     from cudaresolve.integrations.pip import _INSTALL_SETTINGS, externally_managed, installs_elsewhere
 
     rng = random.Random(number)
@@ -379,7 +379,7 @@ def test_pip_configuration(scratch, number):
     environ = {**variables(rng, PIP_VARIABLES), "HOME": str(scratch)}
     try:
         files = read_pip_files([str(scratch / "pip.conf")])
-        merge(files, environ, None, IndexFlags(), lambda: "https://default.invalid/simple")
+        merge(files, environ, None, IndexSettings(), lambda: "https://default.invalid/simple")
         settings = pip_settings(files, environ, "install", _INSTALL_SETTINGS)
         installs_elsewhere(settings)
         externally_managed(Target(site_packages=(str(scratch),), stdlib=str(scratch)), settings)
@@ -445,13 +445,13 @@ def test_the_seeds_are_read_whole(tmp_path, wheel_bytes):
 
     assert host_for(host_file="-", environ={}, stdin=io.StringIO(json.dumps(HOST))).driver.release == "570.86.15"
     (tmp_path / "pyproject.toml").write_bytes(PYPROJECT)
-    assert read_project(str(tmp_path), ["gpu"], ["dev"]).requirements == (
+    assert tuple(str(need.requirement) for need in read_project(str(tmp_path), ["gpu"], ["dev"]).requirements) == (
         "torch>=2", 'numpy; python_version >= "3.10"', "cupy-cuda12x", "pytest>=7", "ruff", "sphinx")
     assert read_settings(str(tmp_path)).index_url == "https://x.invalid/simple"
     (tmp_path / "pip.conf").write_bytes(PIP_CONF)
     assert read_pip_files([str(tmp_path / "pip.conf")])[0].sections["install"]["break-system-packages"] == "false"
     (tmp_path / "r.txt").write_bytes(b"\n".join(REQUIREMENT_LINES[:3]))
-    assert read_requirements_file(str(tmp_path / "r.txt"), {}).requirements == (
+    assert tuple(str(need.requirement) for need in read_requirements_file(str(tmp_path / "r.txt"), {}).requirements) == (
         "torch==2.7.1", 'numpy<2,>=1.26; python_version >= "3.10"', "cupy[all]~=13.0")
     (tmp_path / "w.whl").write_bytes(wheel_bytes)
     assert [i.path.rsplit("/", 1)[-1] for i in inspect_names([str(tmp_path / "w.whl")], Target(site_packages=()))

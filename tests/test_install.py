@@ -33,14 +33,16 @@ from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve.env.distributions import read_distributions
-from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.lockfile.pip import requirements_txt
-from cudaresolve.lockfile.pylock import pylock_toml, read_pylock
+from cudaresolve.lockfile.pylock import read_pylock
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, Reason, ReasonKind
+from cudaresolve.resolve.reasons import Asked
 
-from conftest import cache_dir
+from conftest import cache_dir, hermetic_environ
+from test_lock_files import pylock_toml
 from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
 from index_server import IndexServer, make_wheel
-from lock_oracles import clean_environ, locked, locked_with_source
+from lock_oracles import locked, locked_with_source
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,16 +59,10 @@ OLD_NVJITLINK = "nvidia-nvjitlink-cu12==12.1.105"
 
 
 @pytest.fixture(autouse=True)
-def clean(monkeypatch, tmp_path):
-    """No pip/uv configuration, no host overrides from the environment, a fresh facts cache; pip
-    (run by cudaresolve, inheriting this environment) reads no configuration file either."""
-    for name in list(os.environ):
-        if name.startswith(("PIP_", "UV_", "CUDARESOLVE_", "CONDA_OVERRIDE_", "CUDA_")) or name in ("LD_LIBRARY_PATH", "LD_PRELOAD"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")  # every wheel comes from the index under test
-    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cudaresolve-cache"))
+def clean(hermetic, monkeypatch):
+    """Hermetic, and pip (run by cudaresolve, inheriting this environment) caches no wheel: every
+    wheel comes from the index under test."""
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +91,7 @@ def pip_venv(pip_template, tmp_path):
 
 def pip(python: str, *args: str, check: bool = True, cache: Optional[str] = None) -> subprocess.CompletedProcess:
     """The target's own pip, this machine's pip configuration off; no cache unless `cache` is given."""
-    env = clean_environ({"PIP_CACHE_DIR": cache} if cache else {"PIP_NO_CACHE_DIR": "1"})
+    env = hermetic_environ({"PIP_CACHE_DIR": cache} if cache else {"PIP_NO_CACHE_DIR": "1"})
     done = subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, env=env)
     if check:
         assert done.returncode == 0, done.stderr
@@ -364,7 +360,8 @@ def served_lock():
     index_url = server.start() + "/simple"
     filename, data = files["crtest-good"]
     wheel = LockedWheel(filename, f"{server.url}/files/{filename}", hashlib.sha256(data).hexdigest(), len(data))
-    lock = Lock((LockedPackage("crtest-good", "1.0", index_url, wheel, None, "asked for"),), None, (), (), (index_url,), (), "cudaresolve")
+    reason = Reason(ReasonKind.INDEX, origins=(Asked("command line"),))
+    lock = Lock((LockedPackage("crtest-good", Version("1.0"), index_url, wheel, None, reason),), None, (), (), (index_url,), (), "cudaresolve")
     evil = hashlib.sha256(files["crtest-evil"][1]).hexdigest()
     yield Served(index_url, pylock_toml(lock), f"crtest-evil==1.0 --hash=sha256:{evil}", server)
     server.stop()
@@ -404,7 +401,7 @@ def test_the_served_lock_installs_and_the_plan_shows_what_pip_reads(cli, pip_ven
     assert installed(python).get("crtest-good") == "1.0" and "crtest-evil" not in installed(python)
     assert re.search(r"^-m pip install --require-hashes --no-deps -r \S+$", log.read_text(), re.M), log.read_text()
     assert printed == "".join(f"    {line}\n" for line in (tmp_path / "pip-read.txt").read_text().splitlines())
-    assert re.search(r"^  add +crtest-good 1.0: asked for", dry.out, re.M) and dry.out.count("\n  add ") == 1
+    assert re.search(r"^  add +crtest-good 1.0: the newest release that fits", dry.out, re.M) and dry.out.count("\n  add ") == 1
 
     text = requirements_txt(read_pylock(str(path)))
     digest = re.search(r"--hash=sha256:([0-9a-f]{64})", text).group(1)
@@ -610,7 +607,7 @@ def system_python(tmp_path_factory) -> str:
                            capture_output=True, text=True)
     if probe.returncode != 0 or probe.stdout.split() != ["True", str(lib)]:
         pytest.skip(f"cannot make a copy of this interpreter that runs outside a venv: {probe.stdout}{probe.stderr}")
-    subprocess.run([python, "-m", "ensurepip"], check=True, capture_output=True, env=clean_environ())
+    subprocess.run([python, "-m", "ensurepip"], check=True, capture_output=True, env=hermetic_environ())
     (lib / "EXTERNALLY-MANAGED").write_text(f"[externally-managed]\nError={MARKER_WORDS}\n")
     return python
 

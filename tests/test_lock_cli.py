@@ -12,16 +12,6 @@ import pytest
 from cudaresolve.cli import main
 
 
-@pytest.fixture
-def clean(monkeypatch, tmp_path):
-    for key in [k for k in os.environ if k.startswith(("PIP_", "CUDARESOLVE_"))]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 @pytest.fixture(scope="module")
 def empty_python(tmp_path_factory):
     """An interpreter with nothing installed: a venv without pip."""
@@ -39,65 +29,73 @@ def lock(cuda_index, empty_python, *args):
     )
 
 
-def test_writes_the_lock_and_the_pip_files_and_reports_on_stdout(cuda_index, empty_python, clean, capsys):
+def test_writes_the_lock_and_the_pip_files_and_reports_on_stdout(cuda_index, empty_python, hermetic, capsys):
     code = lock(cuda_index, empty_python, "nvidia-cusparse-cu12==12.3.1.170", "--driver", "550.144.03", "--gpu", "8.6",
                 "--constraints", "constraints.txt", "--requirements", "requirements.txt", "--explain")
     out = capsys.readouterr().out
     assert code == 0
     assert "locked 2 distributions for this host" in out and "nvidia-nvjitlink-cu12==12.9.86" in out
-    lock_text = (clean / "pylock.toml").read_text()
+    lock_text = (hermetic / "pylock.toml").read_text()
     assert 'name = "nvidia-cusparse-cu12"' in lock_text and 'lock-version = "1.0"' in lock_text
-    constraints = (clean / "constraints.txt").read_text().splitlines()
+    constraints = (hermetic / "constraints.txt").read_text().splitlines()
     assert f"--index-url {cuda_index.index_url}" in constraints[:2]  # after one comment line
     assert "nvidia-nvjitlink-cu12==12.9.86" in constraints
-    assert "--hash=sha256:" in (clean / "requirements.txt").read_text()
+    assert "--hash=sha256:" in (hermetic / "requirements.txt").read_text()
 
 
-def test_dash_writes_the_lock_to_stdout_and_the_report_to_stderr(cuda_index, empty_python, clean, capsys):
+def test_dash_writes_the_lock_to_stdout_and_the_report_to_stderr(cuda_index, empty_python, hermetic, capsys):
     assert lock(cuda_index, empty_python, "numba>=0.59,<0.60", "--driver", "550.144.03", "-o", "-") == 0
     captured = capsys.readouterr()
     assert captured.out.startswith('lock-version = "1.0"') and "numba==0.59.1" in captured.err
-    assert not (clean / "pylock.toml").exists()
+    assert not (hermetic / "pylock.toml").exists()
 
 
-def test_json_report(cuda_index, empty_python, clean, capsys):
+def test_json_report(cuda_index, empty_python, hermetic, capsys):
     assert lock(cuda_index, empty_python, "torch==2.7.1", "--driver", "550.144.03", "--gpu", "8.9", "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert report["schema"] == 1 and report["hosts"][0]["label"] == "this host"
     torch = next(p for p in report["packages"] if p["name"] == "torch")
     assert torch["version"] == "2.7.1+cu128" and torch["index"].endswith("/whl/cu128")
+    assert torch["why"]["kind"] == "index" and torch["why"]["build"]["cuda"] == "12.8"
+    assert {"kind": "asked", "where": "command line"} in torch["why"]["origins"]
     decision = next(d for d in report["decisions"] if d["name"] == "torch")
-    assert {"candidate": "torch 2.7.1+cu118", "reason": "older CUDA than +cu128, which runs here"} in decision["rejected"]
+    assert decision["chosen"] == "torch 2.7.1+cu128"
+    assert {"candidate": "torch 2.7.1+cu118", "reason": "older CUDA than +cu128, which runs here", "version": "2.7.1+cu118",
+            "rule": "older-cuda", "evidence": {"chosen_local": "cu128"}} in decision["rejected"]
+    floor = next(r for r in decision["rejected"] if r["rule"] == "driver")
+    assert floor["evidence"]["driver"] == "550.144.03" and floor["evidence"]["floor"] == "580.65.06"
+    major = next(d for d in report["decisions"] if d["name"] == "CUDA major")
+    assert major["chosen"] == "CUDA 12" and major["rejected"][0]["major"] == 13 and major["rejected"][0]["rule"] == "driver"
 
 
-def test_no_set_fits_exits_2_and_writes_nothing(cuda_index, empty_python, clean, capsys):
-    (clean / "pylock.toml").write_text("an older lock\n")
+def test_no_set_fits_exits_2_and_writes_nothing(cuda_index, empty_python, hermetic, capsys):
+    (hermetic / "pylock.toml").write_text("an older lock\n")
     assert lock(cuda_index, empty_python, "numba==0.59.0", "--driver", "550.144.03", "--constraints", "c.txt") == 2
     err = capsys.readouterr().err
     assert "numba-0.59.0-cg-cache" in err and "Traceback" not in err
-    assert (clean / "pylock.toml").read_text() == "an older lock\n" and not (clean / "c.txt").exists()
+    assert (hermetic / "pylock.toml").read_text() == "an older lock\n" and not (hermetic / "c.txt").exists()
 
 
 @pytest.mark.parametrize("output", ["pylock.toml", "-"])
-def test_a_failed_write_replaces_no_output_and_prints_no_lock(cuda_index, empty_python, clean, capfd, output):
+def test_a_failed_write_replaces_no_output_and_prints_no_lock(cuda_index, empty_python, hermetic, capfd, output):
     """--requirements cannot be written (its directory is missing): -o is not replaced (or, for -o -,
     the lock is not printed), --constraints is not written, no temporary file stays."""
-    (clean / "pylock.toml").write_text("an older lock\n")
+    (hermetic / "pylock.toml").write_text("an older lock\n")
     code = lock(cuda_index, empty_python, "numba>=0.59,<0.60", "--driver", "550.144.03", "-o", output,
                 "--constraints", "c.txt", "--requirements", "missing/r.txt")
     captured = capfd.readouterr()
     assert code == 3
     assert captured.err.startswith("cudaresolve: error: cannot write missing/r.txt") and len(captured.err.splitlines()) == 1
     assert captured.out == ""
-    assert sorted(os.listdir(clean)) == ["cache", "pylock.toml"] and (clean / "pylock.toml").read_text() == "an older lock\n"
+    assert sorted(os.listdir(hermetic)) == ["cudaresolve-cache", "pylock.toml"] and (hermetic / "pylock.toml").read_text() == "an older lock\n"
     assert lock(cuda_index, empty_python, "numba>=0.59,<0.60", "--driver", "550.144.03", "-o", output,
                 "--constraints", "c.txt", "--requirements", "r.txt") == 0  # the same, writable: all written
     captured = capfd.readouterr()
-    assert (clean / "c.txt").is_file() and (clean / "r.txt").is_file()
+    assert (hermetic / "c.txt").is_file() and (hermetic / "r.txt").is_file()
     if output == "-":
-        assert captured.out.startswith('lock-version = "1.0"') and (clean / "pylock.toml").read_text() == "an older lock\n"
+        assert captured.out.startswith('lock-version = "1.0"') and (hermetic / "pylock.toml").read_text() == "an older lock\n"
     else:
-        assert (clean / "pylock.toml").read_text().startswith('lock-version = "1.0"')
+        assert (hermetic / "pylock.toml").read_text().startswith('lock-version = "1.0"')
 
 
 @pytest.mark.parametrize(
@@ -108,18 +106,18 @@ def test_a_failed_write_replaces_no_output_and_prints_no_lock(cuda_index, empty_
         (["torch", "--index-url", "ftp://x"], "index-url"),
     ],
 )
-def test_bad_input_could_not_run(cuda_index, empty_python, clean, capsys, args, message):
+def test_bad_input_could_not_run(cuda_index, empty_python, hermetic, capsys, args, message):
     assert lock(cuda_index, empty_python, *args) == 3
     assert message in capsys.readouterr().err
 
 
-def test_an_unreachable_index_could_not_run(empty_python, clean, capsys):
+def test_an_unreachable_index_could_not_run(empty_python, hermetic, capsys):
     code = main(["lock", "-q", "--python", empty_python, "--index-url", "http://127.0.0.1:9/simple", "numba", "--driver", "550.144.03"])
     assert code == 3
     assert "cannot connect" in capsys.readouterr().err
 
 
-def test_check_says_whether_a_lock_still_fits(cuda_index, empty_python, clean, capsys):
+def test_check_says_whether_a_lock_still_fits(cuda_index, empty_python, hermetic, capsys):
     assert lock(cuda_index, empty_python, "torch==2.7.1", "--driver", "550.144.03", "--gpu", "8.9") == 0
     capsys.readouterr()
     assert main(["lock", "--check", "pylock.toml", "--driver", "550.144.03", "--gpu", "8.9"]) == 0
@@ -131,7 +129,7 @@ def test_check_says_whether_a_lock_still_fits(cuda_index, empty_python, clean, c
     assert "< 525.60.13 (CUDA 12.x floor)" in capsys.readouterr().out
 
 
-def test_why_reads_the_lock(cuda_index, empty_python, clean, capsys):
+def test_why_reads_the_lock(cuda_index, empty_python, hermetic, capsys):
     assert lock(cuda_index, empty_python, "torch==2.7.1", "--driver", "550.144.03", "--gpu", "8.9") == 0
     capsys.readouterr()
     assert main(["why", "torch"]) == 0
@@ -142,7 +140,7 @@ def test_why_reads_the_lock(cuda_index, empty_python, clean, capsys):
     assert "numba is not in pylock.toml" in capsys.readouterr().err
 
 
-def test_deep_judges_wheels_the_table_lacks_by_reading_them(cuda_index, empty_python, clean):
+def test_deep_judges_wheels_the_table_lacks_by_reading_them(cuda_index, empty_python, hermetic):
     def torch_bytes() -> int:
         return sum(n for path, n in cuda_index.server.sent.items() if "/torch-2.7.1" in path and not path.endswith(".metadata"))
 
@@ -153,7 +151,7 @@ def test_deep_judges_wheels_the_table_lacks_by_reading_them(cuda_index, empty_py
     assert torch_bytes() > before  # read once for the judge
 
 
-def test_quiet_silences_download_progress(server, empty_python, clean, capsys):
+def test_quiet_silences_download_progress(server, empty_python, hermetic, capsys):
     from index_server import make_wheel
 
     server.ranges = False  # so the metadata comes from a download, which shows progress
@@ -163,3 +161,22 @@ def test_quiet_silences_download_progress(server, empty_python, clean, capsys):
     assert "downloading demo-1.0-py3-none-any.whl" in capsys.readouterr().err
     assert main(command + ["-q", "--refresh"]) == 0
     assert "downloading" not in capsys.readouterr().err and server.paths().count("/files/demo-1.0-py3-none-any.whl") == 3
+
+
+def test_abstract_requests_are_recorded_as_asked_and_made_concrete_from_the_records(cuda_index, empty_python, hermetic, capsys):
+    """cupy and cuda-cccl for CUDA 12: the lock records the name asked for and the extra added as fields,
+    the report words them, and the pip wrapper's rewrite reads the fields back."""
+    from cudaresolve.commands.pip import concrete
+    from cudaresolve.lockfile.pylock import read_pylock
+
+    assert lock(cuda_index, empty_python, "cupy", "cuda-cccl", "--driver", "550.144.03", "--gpu", "8.6", "--json") == 0
+    report = {p["name"]: p for p in json.loads(capsys.readouterr().out)["packages"]}
+    cupy, cccl = report["cupy-cuda12x"], report["cuda-cccl"]
+    assert (cupy["why"]["asked_as"], cupy["why"]["cuda_major"]) == ("cupy", 12)
+    assert cupy["reason"].startswith("asked for as cupy: CuPy's wheel for the environment's CUDA 12; ")
+    assert (cccl["why"]["added_extra"], cccl["reason"].split(";")[0]) == ("cu12", "asked for without a CUDA extra: [cu12] for the environment's CUDA 12")
+    assert {"kind": "asked", "where": "command line"} in cupy["why"]["origins"]
+    parent = {"kind": "requires-dist", "parent": {"name": "cuda-cccl", "version": cccl["version"]}, "extra": "cu12"}
+    assert any(origin == parent for p in report.values() for origin in p["why"]["origins"])
+    locked = read_pylock(str(hermetic / "pylock.toml"))
+    assert [concrete(text, locked) for text in ("cupy>=13", "cuda-cccl", "numpy")] == ["cupy-cuda12x>=13", "cuda-cccl[cu12]", "numpy"]

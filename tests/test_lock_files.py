@@ -12,20 +12,37 @@ import stat
 import subprocess
 import sys
 import venv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packaging.version import InvalidVersion, Version
 
-from cudaresolve.arch import ComputeCapability
+from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, MigDevice, Note
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.lockfile.files import write_together
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
-from cudaresolve.lockfile.pylock import lock_file_name_ok, pylock_toml, read_pylock
+from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
+from cudaresolve.lockfile.writer import pylock_toml as write_pylock
+from cudaresolve.output import lock_words
+from cudaresolve.resolve.lock import Build, Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
+from cudaresolve.resolve.reasons import (
+    Asked,
+    BinaryNeed,
+    CandidateRef,
+    DriverTooOld,
+    Judged,
+    MajorRejection,
+    NoDeviceCode,
+    OlderCuda,
+    Rejection,
+    RequiredBy,
+)
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 from conftest import build_venv
 from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
@@ -54,20 +71,46 @@ def _host() -> dict:
     return json.loads(facts.to_json())
 
 
+def pylock_toml(lock: Lock) -> str:
+    """The writer with the words output/ makes for people."""
+    return write_pylock(lock, lock_words)
+
+
+def _package(name, version, index, wheel, marker, why: str = "", **changes) -> LockedPackage:
+    """A LockedPackage as these tests spell it: the version as text (kept as text when it is not one,
+    for the writers to refuse), the reason as its build's words."""
+    try:
+        parsed = version if isinstance(version, Version) else Version(version)
+    except InvalidVersion:
+        parsed = version
+    reason = Reason(ReasonKind.INDEX if wheel is not None else ReasonKind.KEPT, build=Build(CudaVersion(12, 8), why) if why else None)
+    return LockedPackage(name, parsed, index, wheel, marker, reason, **changes)
+
+
+def _ref(name: str, version: str) -> CandidateRef:
+    return CandidateRef(name, Version(version))
+
+
 def _wheel(name: str, version: str, base: str = "https://files.example.invalid") -> LockedWheel:
     filename = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
     return LockedWheel(filename, f"{base}/{filename}", hashlib.sha256(filename.encode()).hexdigest(), 1234)
 
 
 def _lock(**changes) -> Lock:
+    cupy = _package("cupy-cuda12x", "13.6.0", "https://index.example.invalid/simple", _wheel("cupy-cuda12x", "13.6.0"),
+                    None, "the CuPy build for CUDA 12, which driver 580 runs")
+    cupy = replace(cupy, reason=replace(cupy.reason, origins=(Asked("requirements.txt:3"),), asked_as="cupy", cuda_major=12))
+    numpy = _package("numpy", "2.2.6", "https://index.example.invalid/simple", _wheel("numpy", "2.2.6"),
+                     'python_version >= "3.10"', "newest that fits")
+    needs = (RequiredBy(_ref("cupy-cuda12x", "13.6.0")), RequiredBy(_ref("torch", "2.11.0+cu130"), "opt-einsum"),
+             BinaryNeed(None, True, "libnvJitLink.so.13", CudaVersion(13, 1), "/venv/lib/x.so", "__nvJitLinkCreate_13_1"))
+    numpy = replace(numpy, reason=replace(numpy.reason, origins=needs))
     packages = (
-        LockedPackage("cupy-cuda12x", "13.6.0", "https://index.example.invalid/simple", _wheel("cupy-cuda12x", "13.6.0"),
-                      None, "the CuPy build for CUDA 12, which driver 580 runs"),
-        LockedPackage("numpy", "2.2.6", "https://index.example.invalid/simple", _wheel("numpy", "2.2.6"),
-                      'python_version >= "3.10"', "newest that fits"),
-        LockedPackage("torch", "2.11.0+cu130", "https://torch.example.invalid/whl/cu130", _wheel("torch", "2.11.0+cu130"),
-                      None, 'cu130: driver 580 supports CUDA 13.0; "quotes" and \\ backslashes'),
-        LockedPackage("my-local-build", "0.1", None, None, None, "installed from a local build; kept"),
+        cupy,
+        numpy,
+        _package("torch", "2.11.0+cu130", "https://torch.example.invalid/whl/cu130", _wheel("torch", "2.11.0+cu130"),
+                 None, 'cu130: driver 580 supports CUDA 13.0; "quotes" and \\ backslashes'),
+        _package("my-local-build", "0.1", None, None, None, "installed from a local build; kept"),
     )
     fields = dict(
         packages=packages,
@@ -76,9 +119,17 @@ def _lock(**changes) -> Lock:
         host_labels=("gpu-box.json",),
         index_urls=("https://index.example.invalid/simple",),
         decisions=(
-            Decision("torch", "torch 2.11.0+cu130", (("torch 2.11.0+cu128", "cu128 misses sm_100 PTX\nsecond line"),)),
+            Decision("torch", _ref("torch", "2.11.0+cu130"), (
+                Rejection(_ref("torch", "2.11.0+cu128"), Judged("arch-coverage", "cu128 misses sm_100 PTX\nsecond line")),
+                Rejection(_ref("torch", "2.11.0+cu126"), OlderCuda("cu130")),
+                Rejection(_ref("torch", "2.10.0"), NoDeviceCode(1, ComputeCapability.parse("9.0"), (Target.parse("sm_80"),),
+                                                                   (Target.parse("compute_80"),), "gpu-box.json"),
+                          installed=True),
+            )),
             Decision("cupy-cuda13x", None, ()),
         ),
+        major=MajorDecision(12, (MajorRejection(13, DriverTooOld(CudaVersion(13), DriverRelease.parse("570.86.15"), None,
+                                                                 DriverRelease.parse("580.65.06"))),)),
         created_by="cudaresolve",
     )
     fields.update(changes)
@@ -108,17 +159,34 @@ def test_pylock_has_pep751_shape():
     assert set(wheel) == {"name", "url", "size", "hashes"}
     assert wheel["hashes"] == {"sha256": _wheel("torch", "2.11.0+cu130").sha256}
     assert torch["tool"]["cudaresolve"]["reason"].startswith("cu130")
+    assert torch["tool"]["cudaresolve"]["build"] == {"cuda": "12.8", "evidence": torch["tool"]["cudaresolve"]["reason"]}
+    cupy = data["packages"][0]["tool"]["cudaresolve"]
+    assert cupy["reason"] == "asked for as cupy: CuPy's wheel for the environment's CUDA 12; the CuPy build for CUDA 12, which driver 580 runs"
+    assert (cupy["kind"], cupy["asked-as"], cupy["cuda-major"], cupy["origins"]) == ("index", "cupy", 12, [{"kind": "asked", "where": "requirements.txt:3"}])
+    numpy = data["packages"][1]["tool"]["cudaresolve"]
+    assert numpy["origins"][1] == {"kind": "requires-dist", "parent": {"name": "torch", "version": "2.11.0+cu130"}, "extra": "opt-einsum"}
+    assert numpy["reason"] == "installed files bind libnvJitLink.so.13 symbols of release >=13.1; newest that fits"
     tool = data["tool"]["cudaresolve"]
-    assert tool["kept"] == [{"name": "my-local-build", "version": "0.1", "reason": "installed from a local build; kept"}]
+    assert tool["kept"] == [{"name": "my-local-build", "version": "0.1", "reason": "installed, kept", "kind": "kept",
+                             "origins": [], "build": {"cuda": "12.8", "evidence": "installed from a local build; kept"}}]
     assert tool["hosts"][0]["label"] == "gpu-box.json"
     assert tool["hosts"][0]["facts"]["gpus"][1]["mig_devices"][0]["uuid"] == "MIG-1"
-    assert tool["decisions"][0]["rejected"][0]["reason"] == "cu128 misses sm_100 PTX\nsecond line"
+    (torch, cupy13) = tool["decisions"]
+    assert (torch["name"], torch["chosen"], cupy13) == ("torch", "2.11.0+cu130", {"name": "cupy-cuda13x", "rejected": []})
+    assert torch["rejected"][0] == {"reason": "arch-coverage: cu128 misses sm_100 PTX\nsecond line", "version": "2.11.0+cu128", "rule": "judge",
+                                    "evidence": {"check": "arch-coverage", "message": "cu128 misses sm_100 PTX\nsecond line"}}
+    assert torch["rejected"][2] == {
+        "reason": "no SASS or PTX for GPU 1 (9.0) on gpu-box.json; has sm_80 + PTX compute_80", "version": "2.10.0", "rule": "device-code",
+        "installed": True, "evidence": {"gpu": 1, "capability": "9.0", "sass": ["sm_80"], "ptx": ["compute_80"], "host": "gpu-box.json"}}
+    assert tool["cuda-major"] == {"chosen": 12, "rejected": [{
+        "reason": "driver 570.86.15 < 580.65.06 (CUDA 13.x floor)", "major": 13, "rule": "driver",
+        "evidence": {"cuda": "13", "driver": "570.86.15", "floor": "580.65.06"}}]}
     # A single-use lock: the keys that would declare extras or groups are not written.
     assert not {"extras", "dependency-groups", "default-groups", "environments"} & set(data)
 
 
 def test_pylock_names_are_normalized():
-    lock = _lock(packages=(LockedPackage("Cupy_CUDA12x", "13.6.0", None, _wheel("cupy-cuda12x", "13.6.0"), None, ""),))
+    lock = _lock(packages=(_package("Cupy_CUDA12x", "13.6.0", None, _wheel("cupy-cuda12x", "13.6.0"), None, ""),))
     assert tomllib.loads(pylock_toml(lock))["packages"][0]["name"] == "cupy-cuda12x"
 
 
@@ -130,7 +198,7 @@ def test_pylock_round_trip(tmp_path):
     assert _same_packages(back, lock)
     assert back.hosts == lock.hosts  # the nulls TOML cannot hold are back
     assert HostFacts.from_dict(back.hosts[0]) == HostFacts.from_dict(lock.hosts[0])
-    assert (back.host_labels, back.index_urls, back.decisions) == (lock.host_labels, lock.index_urls, lock.decisions)
+    assert (back.host_labels, back.index_urls, back.decisions, back.major) == (lock.host_labels, lock.index_urls, lock.decisions, lock.major)
     assert (back.requires_python, back.created_by) == (lock.requires_python, lock.created_by)
     assert pylock_toml(back) == pylock_toml(lock)
 
@@ -143,30 +211,38 @@ LABELS = st.text(st.characters(blacklist_categories=("Cc", "Cs")))
 @settings(max_examples=200, deadline=None)
 @given(WORDS, LABELS)
 def test_any_reason_survives_toml(tmp_path_factory, text, label):
+    numpy = _package("numpy", "2.2.6", None, _wheel("numpy", "2.2.6"), None, text)
+    numpy = replace(numpy, reason=replace(numpy.reason, origins=(Asked(text),)))
     lock = _lock(
-        packages=(LockedPackage("numpy", "2.2.6", None, _wheel("numpy", "2.2.6"), None, text),),
-        decisions=(Decision(text or "x", text, ((text, text),)),),
+        packages=(numpy,),
+        decisions=(Decision("numpy", _ref("numpy", "2.2.6"), (Rejection(_ref("numpy", "2.3"), Judged("advisory", text)),)),),
         host_labels=(label,),
     )
     written = pylock_toml(lock)
     data = tomllib.loads(written)
     if text:
         assert data["packages"][0]["tool"]["cudaresolve"]["reason"] == text
-    assert data["tool"]["cudaresolve"]["decisions"][0]["rejected"][0] == {"candidate": text, "reason": text}
+    assert data["packages"][0]["tool"]["cudaresolve"]["origins"] == [{"kind": "asked", "where": text}]
+    rejected = data["tool"]["cudaresolve"]["decisions"][0]["rejected"][0]
+    assert (rejected["reason"], rejected["evidence"]["message"]) == (f"advisory: {text}", text)
     assert data["tool"]["cudaresolve"]["hosts"][0]["label"] == label
     path = tmp_path_factory.mktemp("words") / "pylock.toml"
     path.write_text(written, encoding="utf-8")
     back = read_pylock(str(path))  # what we write, we read
-    assert (back.packages[0].reason, back.host_labels) == (text, (label,))
+    assert (back.packages[0].reason, back.decisions, back.host_labels) == (numpy.reason, lock.decisions, (label,))
 
 
 @pytest.mark.parametrize(
     "changes, field",
     [
-        (dict(packages=(LockedPackage("numpy", "2.2.6", None, _wheel("numpy", "2.2.6"), None, "a \x1b[2J"),)), "reason (package numpy)"),
+        (dict(packages=(_package("numpy", "2.2.6", None, _wheel("numpy", "2.2.6"), None, "a \x1b[2J"),)),
+         "reason.build.evidence (package numpy)"),
         (dict(host_labels=("gpu\nbox",)), "hosts.label"),
         (dict(created_by="x\r--index-url http://evil.invalid"), "created-by"),
-        (dict(decisions=(Decision("torch", "torch 1\x00", ()),)), "decisions.chosen"),
+        (dict(decisions=(Decision("torch", None, (Rejection(_ref("torch", "1"), Judged("advisory", "a\x00")),)),)),
+         "decisions.rejected.evidence.message (package torch)"),
+        (dict(major=MajorDecision(12, (MajorRejection(13, DriverTooOld(CudaVersion(13), None, None, None, "\x1b]0;x")),))),
+         "cuda-major.rejected.evidence.host"),
     ],
 )
 def test_control_characters_in_words_are_refused_by_the_writer(changes, field):
@@ -179,7 +255,7 @@ def test_control_characters_in_words_are_refused_by_the_writer(changes, field):
 
 
 def test_wheel_without_hash_is_refused():
-    lock = _lock(packages=(LockedPackage("numpy", "2.2.6", None, LockedWheel("numpy-2.2.6-py3-none-any.whl", "file:///w/numpy-2.2.6-py3-none-any.whl", None, None), None, ""),))
+    lock = _lock(packages=(_package("numpy", "2.2.6", None, LockedWheel("numpy-2.2.6-py3-none-any.whl", "file:///w/numpy-2.2.6-py3-none-any.whl", None, None), None, ""),))
     for writer in (pylock_toml, requirements_txt):
         with pytest.raises(LockFileError, match=r"wheels.hashes.sha256 \(package numpy\): .* has no sha256"):
             writer(lock)
@@ -230,13 +306,15 @@ def test_reads_another_tools_lock(tmp_path):
     by_file = {p.wheel.filename: p for p in lock.packages if p.wheel}
     assert by_file["attrs-25.1.0-py3-none-any.whl"].name == "attrs"
     windows = by_file["numpy-2.2.3-cp312-cp312-win_amd64.whl"]
-    assert windows.version == "2.2.3"  # from the file name: this entry has no version key
+    assert windows.version == Version("2.2.3")  # from the file name: this entry has no version key
     linux = by_file["numpy-2.2.3-cp312-cp312-manylinux_2_17_x86_64.whl"]
     assert linux.wheel.url == (tmp_path / "wheels" / linux.wheel.filename).as_uri()  # relative to the lock
     assert linux.wheel.sha256 is None and linux.wheel.size is None  # only a sha512 recorded
     (spam,) = [p for p in lock.packages if p.name == "spam"]
-    assert spam.wheel is None and "sdist" in spam.reason
-    assert spam.other_source == "sdist" and spam.version == "1.0"
+    assert spam.wheel is None and spam.reason == Reason(ReasonKind.OTHER_SOURCE, written_by="some-other-locker")
+    assert lock_words.reason(spam) == "a sdist source in some-other-locker's lock (cudaresolve reads wheels only)"
+    assert spam.other_source == "sdist" and spam.version == Version("1.0")
+    assert {p.reason for p in lock.packages if p.wheel} == {Reason(ReasonKind.UNRECORDED)}
     # What cudaresolve cannot write back is refused, naming the package: a wheel without a sha256,
     # a source it does not keep.
     wheels = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is not None)})
@@ -251,6 +329,12 @@ def test_reads_another_tools_lock(tmp_path):
     fixed = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is not None and p.wheel.sha256)})
     data = tomllib.loads(pylock_toml(fixed))
     assert [p["name"] for p in data["packages"]] == ["attrs", "numpy"]
+
+
+_DECISION = "lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.decisions]]\nname = 'a'\nrejected = [%s]\n"
+_PACKAGE_REASON = ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nversion = '1.0'\nwheels = [{url = "
+                   "'https://x.invalid/a-1.0-py3-none-any.whl', hashes = {sha256 = '%s'}}]\n[packages.tool.cudaresolve]\n" % ("0" * 64)
+                   ).replace("%", "%%") + "%s\n"
 
 
 @pytest.mark.parametrize(
@@ -272,7 +356,26 @@ def test_reads_another_tools_lock(tmp_path):
         ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname = 'a'\nwheels = [{url = 'https://x.invalid/a-1-py3-none-any.whl', size = '3', hashes = {sha256 = '%s'}}]\n" % ("0" * 64), "packages[0].wheels[0].size (package a): expected an integer"),
         ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.hosts]]\nlabel = 'h'\n", "tool.cudaresolve.hosts[0].facts: missing"),
         ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.hosts]]\nlabel = 'h'\nfacts = {schema = 1, system = 'Linux'}\n", "tool.cudaresolve.hosts[0].facts"),
-        ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.decisions]]\nname = 'a'\nrejected = [{candidate = 'a 1'}]\n", "tool.cudaresolve.decisions[0].rejected[0].reason: missing"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.decisions]]\nname = 'a'\nrejected = [{candidate = 'a 1'}]\n", "tool.cudaresolve.decisions[0].rejected[0].version (package a): missing"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.decisions]]\nname = 'CUDA major'\n", "tool.cudaresolve.decisions[0].name: not a PEP 508 name"),
+        (_DECISION % "{version = '1', rule = 'gut-feeling', evidence = {}}", "rejected[0].rule (package a): 'gut-feeling' is not one of sdist-only, "),
+        (_DECISION % "{version = '1', rule = 'driver', evidence = {floor = '580.65.06'}}", "rejected[0].evidence.cuda (package a): missing"),
+        (_DECISION % "{version = '1', rule = 'driver', evidence = {cuda = '13', driver = '5', driver-cuda = '13.0', floor = '580.65.06'}}",
+         "rejected[0].evidence.driver (package a): not a driver release: '5'"),
+        (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = -1, capability = '8.6', sass = [], ptx = []}}",
+         "rejected[0].evidence.gpu (package a): not a number from 0"),
+        (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = 0, capability = '8.6', sass = ['m_80'], ptx = []}}",
+         "rejected[0].evidence.sass[0] (package a): not a CUDA target: 'm_80'"),
+        (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = 0, capability = '8.6', sass = ['compute_80'], ptx = []}}",
+         "rejected[0].evidence.sass[0] (package a): 'compute_80' is not a SASS target"),
+        (_DECISION % "{version = '1', rule = 'yanked', reason = \"x\\u001b[2J\", evidence = {}}", "rejected[0].reason (package a): control character U+001B"),
+        (_PACKAGE_REASON % "kind = 'index'\norigins = [{kind = 'asked'}]", "tool.cudaresolve.origins[0].where (package a): missing"),
+        (_PACKAGE_REASON % "kind = 'index'\norigins = [{kind = 'hearsay', where = 'x'}]", "origins[0].kind (package a): 'hearsay' is not one of asked, "),
+        (_PACKAGE_REASON % "kind = 'stolen'", "tool.cudaresolve.kind (package a): 'stolen' is not one of index, "),
+        (_PACKAGE_REASON % "kind = 'index'\nasked-as = 'cupy --index-url=http://x'", "tool.cudaresolve.asked-as (package a): not a PEP 508 name"),
+        (_PACKAGE_REASON % "kind = 'index'\nadded-extra = \"cu12\\n-r evil.txt\"", "tool.cudaresolve.added-extra (package a): control character"),
+        ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[tool.cudaresolve.cuda-major]\nchosen = 12\nrejected = [{major = 13, rule = 'yanked', evidence = {}}]\n",
+         "tool.cudaresolve.cuda-major.rejected[0].rule: 'yanked' does not set a CUDA major aside"),
         ("lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[tool.cudaresolve]\nindex-urls = [1]\n", "tool.cudaresolve.index-urls[0]: expected a string"),
         ("lock-version = '1.0\n", "not valid TOML"),
     ],
@@ -377,7 +480,7 @@ def test_values_are_read_in_their_normal_form(tmp_path):
     data = _package_entry(name="A_b", version="1.0-RC1", marker="os_name=='posix'", wheel_name="A_b-1.0rc1-py3-none-any.whl",
                           wheel_url=None, wheel_path="my wheels/A_b-1.0rc1-py3-none-any.whl", wheel_hashes={"sha256": "AB" * 32})
     (package,) = read_pylock(str(_written(tmp_path, data))).packages
-    assert (package.name, package.version, package.marker) == ("a-b", "1.0rc1", 'os_name == "posix"')
+    assert (package.name, str(package.version), package.marker) == ("a-b", "1.0rc1", 'os_name == "posix"')
     assert package.wheel.sha256 == "ab" * 32  # pip compares lowercase digests
     assert package.wheel.url == (tmp_path / "my wheels" / "A_b-1.0rc1-py3-none-any.whl").as_uri()
     assert "%20" in package.wheel.url
@@ -433,13 +536,13 @@ def test_the_writers_refuse_what_the_reader_refuses():
     torch = _lock().packages[2]
     evil = "\nevil==1.0 --hash=sha256:" + "1" * 64
     cases = [
-        (LockedPackage(torch.name + evil, torch.version, torch.index, torch.wheel, None, ""), "name"),
-        (LockedPackage(torch.name, torch.version + evil, torch.index, torch.wheel, None, ""), "version (package torch)"),
-        (LockedPackage(torch.name, torch.version, torch.index + evil, torch.wheel, None, ""), "index (package torch)"),
-        (LockedPackage(torch.name, torch.version, torch.index, torch.wheel, 'os_name == "a --index-url=http://x"', ""), "marker (package torch)"),
-        (LockedPackage(torch.name, torch.version, torch.index, LockedWheel(torch.wheel.filename, torch.wheel.url, torch.wheel.sha256 + evil, 1), None, ""),
+        (_package(torch.name + evil, torch.version, torch.index, torch.wheel, None, ""), "name"),
+        (_package(torch.name, str(torch.version) + evil, torch.index, torch.wheel, None, ""), "version (package torch)"),
+        (_package(torch.name, torch.version, torch.index + evil, torch.wheel, None, ""), "index (package torch)"),
+        (_package(torch.name, torch.version, torch.index, torch.wheel, 'os_name == "a --index-url=http://x"', ""), "marker (package torch)"),
+        (_package(torch.name, torch.version, torch.index, LockedWheel(torch.wheel.filename, torch.wheel.url, torch.wheel.sha256 + evil, 1), None, ""),
          "wheels.hashes.sha256 (package torch)"),
-        (LockedPackage(torch.name, torch.version, None, LockedWheel(torch.wheel.filename, torch.wheel.url + evil, torch.wheel.sha256, 1), None, ""),
+        (_package(torch.name, torch.version, None, LockedWheel(torch.wheel.filename, torch.wheel.url + evil, torch.wheel.sha256, 1), None, ""),
          "wheels.url (package torch)"),
     ]
     for package, field in cases:
@@ -528,7 +631,7 @@ def test_requirements_text():
 
 def test_no_index_and_find_links_for_a_lock_from_local_files(tmp_path):
     wheel = LockedWheel("a-1.0-py3-none-any.whl", (tmp_path / "a-1.0-py3-none-any.whl").as_uri(), "0" * 64, 1)
-    lock = _lock(packages=(LockedPackage("a", "1.0", None, wheel, None, ""),), index_urls=())
+    lock = _lock(packages=(_package("a", "1.0", None, wheel, None, ""),), index_urls=())
     # the directory as a file URL: percent-encoded, so no space of a path can split pip's option line
     assert constraints_txt(lock).splitlines()[1:] == ["--no-index", f"--find-links {tmp_path.as_uri()}/", "a==1.0"]
 
@@ -595,7 +698,7 @@ def _locked(urls, files, picks, tamper: str = "") -> Lock:
         wheel = _wheel_of(urls, files, (where, name, version))
         if name == tamper:
             wheel = LockedWheel(wheel.filename, wheel.url, "0" * 64, wheel.size)
-        packages.append(LockedPackage(name, version, urls[where], wheel, None, "test"))
+        packages.append(_package(name, version, urls[where], wheel, None, "test"))
     return _lock(packages=tuple(packages), index_urls=(urls["main"],), hosts=(), host_labels=(), decisions=())
 
 
@@ -670,11 +773,53 @@ def test_uv_reads_the_marker_and_our_tool_table(tmp_path, indexes, uv):
     urls, files = indexes
     lock = _locked(urls, files, PICKS)
     helper = lock.packages[1]
-    skipped = LockedPackage(helper.name, "1.5", helper.index, _wheel_of(urls, files, ("main", "helper", "1.5")), 'sys_platform == "win32"', "")
-    chosen = LockedPackage(helper.name, helper.version, helper.index, helper.wheel, 'sys_platform != "win32"', "")
+    skipped = _package(helper.name, "1.5", helper.index, _wheel_of(urls, files, ("main", "helper", "1.5")), 'sys_platform == "win32"', "")
+    chosen = _package(helper.name, helper.version, helper.index, helper.wheel, 'sys_platform != "win32"', "")
     lock = Lock(**{**_lock().__dict__, "packages": (lock.packages[0], skipped, chosen, lock.packages[2]), "index_urls": (urls["main"],)})
     path = tmp_path / "pylock.toml"
     path.write_text(pylock_toml(lock))
     assert "[[tool.cudaresolve.hosts]]" in path.read_text()
     assert uv_installs(uv, tmp_path, path) == {"app": "1.0", "helper": "1.0", "torch": "2.1.0+cu118"}
 
+
+
+# -- the words made from the records ---------------------------------------------------------------
+
+
+def test_a_refusal_is_worded_from_its_causes():
+    """NoSolution carries records; output/ words them: the requirement, who asked (a parent candidate,
+    or none for a root), the first four candidates set aside, and the majors when they failed apart."""
+    from packaging.requirements import Requirement
+
+    from cudaresolve.resolve.causes import Attempt, CondaMismatch, FleetConflict, HostMajors, NoSolution, TooDeep, Unsatisfiable
+    from cudaresolve.resolve.reasons import ExtrasOf, OtherMajor, SdistOnly, ToolkitTargets
+
+    nvjitlink = Requirement("nvidia-nvjitlink-cu12>=12.9")
+    installed = BinaryNeed(_ref("nvext", "1.0"), True, "libnvJitLink.so.12", CudaVersion(12, 9), "/v/nvext/_link.so", "__nvJitLinkCreate_12_9")
+    wheel = BinaryNeed(_ref("nvidia-cusparse-cu12", "12.3.1.170"), False, "libnvJitLink.so.12", CudaVersion(12, 4))
+    set_aside = tuple(Rejection(_ref("nvidia-nvjitlink-cu12", f"12.9.{n}"), SdistOnly()) for n in range(5))
+    conda = CondaMismatch("libnvjitlink 12.4.127 (conda)", ">=12.9", 'conda install "libnvjitlink>=12.9"')
+    causes = (
+        Unsatisfiable(nvjitlink, installed, set_aside[:1], conda),
+        Unsatisfiable(nvjitlink, wheel, set_aside),
+        Unsatisfiable(Requirement("cuda-bindings==12.9.9"), ExtrasOf(_ref("cuda-bindings", "12.9.9")), ()),
+    )
+    assert lock_words.no_solution(NoSolution((Attempt(12, causes),))) == (
+        "nothing fits nvidia-nvjitlink-cu12>=12.9; libnvjitlink 12.4.127 (conda) does not satisfy >=12.9: "
+        'conda install "libnvjitlink>=12.9"; nvidia-nvjitlink-cu12 12.9.0: no wheel for this interpreter, only an sdist (cudaresolve builds none)\n'
+        "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by nvidia-cusparse-cu12 12.3.1.170); "
+        + "; ".join(f"nvidia-nvjitlink-cu12 12.9.{n}: no wheel for this interpreter, only an sdist (cudaresolve builds none)" for n in range(4))
+        + "; and 1 more\n"
+        "nothing fits cuda-bindings==12.9.9 (required by cuda-bindings 12.9.9)"
+    )
+    other = Unsatisfiable(Requirement("torch"), Asked("command line"), (Rejection(_ref("torch", "2.9.0+cu130"), OtherMajor(13, 12)),))
+    assert lock_words.no_solution(NoSolution((Attempt(13, (TooDeep(2000),)), Attempt(12, (other,))))) == (
+        "with CUDA 13: no set found within 2000 resolution rounds\n"
+        "with CUDA 12: nothing fits torch; torch 2.9.0+cu130: a CUDA 13 build; the environment is CUDA 12"
+    )
+    pascal = HostMajors("old.json", (12,), (MajorRejection(13, ToolkitTargets(CudaVersion(13, 0), 0, ComputeCapability.parse("6.1"))),))
+    fleet = FleetConflict((pascal, HostMajors("new.json", (), ())))
+    assert lock_words.no_solution(NoSolution((Attempt(None, (TooDeep(5),)),), fleet)) == (
+        "no CUDA major runs on every host: old.json runs CUDA 12 (not 13: CUDA 13.0 builds no code for GPU 0 (6.1)); "
+        "new.json runs CUDA no major ()\nno set found within 5 resolution rounds"
+    )

@@ -17,15 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
+from packaging.version import Version
 
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.lockfile.fields import LockFileError
-from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
-from cudaresolve.lockfile.pylock import parse_pylock, pylock_toml
+from cudaresolve.lockfile.pylock import parse_pylock
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, Reason, ReasonKind
 
 from hostile_locks import toml_text
-from test_lock_files import FOREIGN, _lock, _wheel
+from test_lock_files import FOREIGN, _lock, _package, pylock_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -44,8 +45,9 @@ FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
 
 def _seeds() -> list[str]:
     local = LockedWheel("local_build-1.0-py3-none-any.whl", "file:///wheels/my%20dir/local_build-1.0-py3-none-any.whl", "c" * 64, 7)
-    conda = LockedPackage("nvidia-nvjitlink-cu12", "12.8.93", None, None, None, "conda's", provided_by="libnvjitlink 12.8.93 (conda)")
-    mixed = _lock(packages=_lock().packages + (LockedPackage("local-build", "1.0", None, local, None, ""), conda))
+    conda = LockedPackage("nvidia-nvjitlink-cu12", Version("12.8.93"), None, None, None, Reason(ReasonKind.CONDA),
+                          provided_by="libnvjitlink 12.8.93 (conda)")
+    mixed = _lock(packages=_lock().packages + (_package("local-build", "1.0", None, local, None, ""), conda))
     return [pylock_toml(_lock()), pylock_toml(mixed), FOREIGN]
 
 
@@ -125,7 +127,7 @@ def _pip_sees(text: str, lock: Lock, hashed: bool) -> None:
     package of `lock` (with the hashes of its wheels when `hashed`) and nothing else."""
     for line in text.split("\n"):
         assert not line.startswith(" ") or _HASH.fullmatch(line.strip(" \\")), line
-    packages = {(p.name, p.version): p for p in lock.packages}
+    packages = {(p.name, str(p.version)): p for p in lock.packages}
     pins = []
     for _, line in pip_req_file.preprocess(text):
         requirement, options = pip_req_file.break_args_options(line)
@@ -142,7 +144,7 @@ def _pip_sees(text: str, lock: Lock, hashed: bool) -> None:
         words = options.split()
         assert all(_HASH.fullmatch(word) for word in words), line
         if hashed:
-            wheels = {p.wheel.sha256 for p in lock.packages if (p.name, p.version, p.marker) == (name, version, marker) and p.wheel}
+            wheels = {p.wheel.sha256 for p in lock.packages if (p.name, str(p.version), p.marker) == (name, version, marker) and p.wheel}
             assert {word.split(":", 1)[1] for word in words} == wheels, line
         else:
             assert not words, line
@@ -168,9 +170,9 @@ def _through_the_writers(lock: Lock) -> None:
         assert documented.search(str(exc)), exc
         return
     again = parse_pylock(written.encode(), PATH)
-    key = lambda p: (p.name, p.version, p.index or "", p.marker or "", p.wheel.filename if p.wheel else "")
+    key = lambda p: (p.name, str(p.version), p.index or "", p.marker or "", p.wheel.filename if p.wheel else "")
     assert sorted(again.packages, key=key) == sorted(lock.packages, key=key)
-    assert (again.index_urls, again.decisions, again.hosts) == (lock.index_urls, lock.decisions, lock.hosts)
+    assert (again.index_urls, again.decisions, again.hosts, again.major) == (lock.index_urls, lock.decisions, lock.hosts, lock.major)
 
 
 def _check(data: bytes) -> None:

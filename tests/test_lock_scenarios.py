@@ -10,7 +10,6 @@ data/ and the universe's plan where they can be, so a change of data moves them 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -26,12 +25,12 @@ from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve.lockfile.pylock import read_pylock
-from cudaresolve.resolve.lock import Lock
+from cudaresolve.resolve.lock import Lock, ReasonKind
 from cudaresolve.knowledge import torch as torch_data
 
-from conftest import build_venv
+from conftest import build_venv, hermetic_environ
 from fake_cuda_index import plan
-from lock_oracles import clean_environ, locked, locked_with_source, pip_picks, pip_resolves_freely, uv_installs
+from lock_oracles import locked, locked_with_source, pip_picks, pip_resolves_freely, uv_installs
 from test_lock_files import UV
 
 RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
@@ -53,14 +52,7 @@ def uv() -> Path:
     return build_venv([UV]) / "bin" / "uv"
 
 
-@pytest.fixture(autouse=True)
-def clean(monkeypatch, tmp_path):
-    """No pip/uv configuration, no host overrides from the environment, a fresh facts cache."""
-    for name in list(os.environ):
-        if name.startswith(("PIP_", "UV_", "CUDARESOLVE_", "CONDA_OVERRIDE_", "CUDA_")) or name in ("LD_LIBRARY_PATH", "LD_PRELOAD"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cudaresolve-cache"))
+pytestmark = pytest.mark.usefixtures("hermetic")
 
 
 @dataclass
@@ -128,7 +120,7 @@ def assert_oracles_agree(run: Run, tmp_path: Path, uv: Path, pip_requirements: O
     assert pip_picks(tmp_path, run.constraints, requirements) == versions
     assert uv_installs(uv, tmp_path, run.pylock) == versions
     for decision in lock.decisions:
-        assert decision.chosen not in [label for label, _ in decision.rejected], f"{decision.chosen} explained as rejected"
+        assert decision.chosen not in [r.candidate for r in decision.rejected if not r.installed], f"{decision.chosen} explained as rejected"
     return versions
 
 
@@ -375,9 +367,10 @@ def test_kept_installed_versions_are_in_the_lock_with_their_wheels(lock_cli, tmp
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-cache-dir", "--index-url",
          cuda_index.index_url, "numba==0.59.1"],
-        check=True, capture_output=True, text=True, env=clean_environ(),
+        check=True, capture_output=True, text=True, env=hermetic_environ(),
     )
     run = lock_cli(["numba"], *RTX_4090, python=python)
     versions = assert_oracles_agree(run, tmp_path, uv)
     assert versions["numba"] == "0.59.1"  # kept, not upgraded to 0.60.0
-    assert all(p.reason == "installed, kept" for p in run.lock.packages)
+    assert all(p.reason.kind is ReasonKind.KEPT for p in run.lock.packages)
+    assert re.search(r"^  numba==0.59.1 +installed, kept$", run.out, re.M), run.out

@@ -4,7 +4,6 @@ the index lines it chose and abstract names made concrete; what cannot be locked
 from __future__ import annotations
 
 import json
-import os
 import venv
 
 import pytest
@@ -29,11 +28,8 @@ def pip_venv(tmp_path_factory):
 
 
 @pytest.fixture
-def clean(monkeypatch, tmp_path):
-    for key in [k for k in os.environ if k.startswith(("PIP_", "CUDARESOLVE_"))]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cache"))
+def clean(hermetic, monkeypatch):
+    """Hermetic, with the host in the variables `cudaresolve pip` reads: driver 550, a GPU of 8.6."""
     monkeypatch.setenv("CUDARESOLVE_DRIVER", "550.144.03")
     monkeypatch.setenv("CUDARESOLVE_GPUS", "8.6")
 
@@ -59,3 +55,31 @@ def test_install_of_an_editable_goes_to_pip_unchanged(pip_venv, clean, tmp_path,
     code = main(["pip", "--python", pip_venv, "install", "--dry-run", "-e", str(tmp_path / "missing-project")])
     assert code != 0  # pip's own refusal, passed through
     assert "passing to pip unchanged (-e)" in capfd.readouterr().err
+
+
+def test_pips_arguments_are_the_same_lock_inputs_with_every_index_option(tmp_path, clean, monkeypatch):
+    """pip install's words become the LockInputs `lock` resolves: its requirements with their origin,
+    -r and -c files, every index option pip has (trusted hosts, certificates, timeout, retries,
+    proxy included) over the files' index lines, --upgrade and --target."""
+    from cudaresolve.commands.pip import PipCommand, pip_lock_inputs
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.index.config import IndexSettings
+    from cudaresolve.resolve.reasons import Asked, Constrained
+
+    (tmp_path / "r.txt").write_text("--trusted-host files.invalid\n--extra-index-url https://e.invalid/simple\nnumpy<3\n")
+    (tmp_path / "c.txt").write_text("scipy<2\n")
+    arguments = ["-r", str(tmp_path / "r.txt"), "-c", str(tmp_path / "c.txt"), "--index-url", "https://i.invalid/simple",
+                 "--trusted-host", "i.invalid", "--cert", "/ca.pem", "--client-cert", "/me.pem", "--timeout", "7",
+                 "--retries", "2", "--proxy", "http://proxy.invalid:3128", "-U", "--target", str(tmp_path / "t"), "cupy"]
+    positions, options = split_install_arguments(arguments)
+    command = PipCommand(None, "https://t.invalid", True, ("install", *arguments))
+    inputs = pip_lock_inputs(command, target_for(), positions, options)
+    assert [(str(n.requirement), n.origin) for n in inputs.requirements] == [
+        ("cupy", Asked("pip's command line")), ("numpy<3", Asked(f"{tmp_path / 'r.txt'}:3"))]
+    assert [(str(n.requirement), n.origin) for n in inputs.constraints] == [("scipy<2", Constrained(f"{tmp_path / 'c.txt'}:1"))]
+    assert inputs.indexes.settings == IndexSettings(
+        index_url="https://i.invalid/simple", extra_index_urls=("https://e.invalid/simple",), trusted_hosts=("i.invalid",),
+        cert="/ca.pem", client_cert="/me.pem", timeout=7.0, retries=2, proxy="http://proxy.invalid:3128",
+        torch_index_base="https://t.invalid")
+    assert inputs.policy.upgrade and inputs.installed_at == str(tmp_path / "t")
+    assert [label for label, _ in inputs.hosts] == ["this host"] and inputs.hosts[0][1].driver.release == "550.144.03"

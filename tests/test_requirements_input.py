@@ -8,12 +8,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 from packaging.version import Version
 
 from cudaresolve.errors import UsageError
 from cudaresolve.resolve.requirements import (
-    IndexOptions,
     RequirementSet,
     from_command_line,
     merge,
@@ -21,10 +19,17 @@ from cudaresolve.resolve.requirements import (
     read_requirements_file,
 )
 
+from cudaresolve.index.config import IndexSettings
+from cudaresolve.resolve.reasons import Asked, Constrained, Need
+
 from index_server import make_wheel
 from test_lock_files import pip_resolves
 
 DIGEST = "ab" * 32
+
+
+def _texts(needs: tuple[Need, ...]) -> tuple[str, ...]:
+    return tuple(str(need.requirement) for need in needs)
 
 
 def write(path: Path, text: str) -> Path:
@@ -63,42 +68,41 @@ def test_the_format(tmp_path):
         """ % (DIGEST, DIGEST.upper().replace("AB", "CD", 1)))
     (tmp_path / "wheels").mkdir()
     got = read_requirements_file(str(path), environ={"PINS_INDEX": "https://p.example.invalid"})
-    assert got.requirements == (
+    assert _texts(got.requirements) == (
         "app>=1.0",
         "torch==2.11.0+cu130",
         'numpy; sys_platform == "linux"',
         'helper>=1; python_version >= "3"',
     )
-    assert got.constraints == ("helper<1.5",)
-    assert got.index_options == IndexOptions(
+    assert _texts(got.constraints) == ("helper<1.5",)
+    assert got.index_options == IndexSettings(
         index_url="https://index.example.invalid/simple",
         extra_index_urls=("https://torch.example.invalid/whl/cu130", "https://p.example.invalid/pins"),
         find_links=(str(tmp_path / "wheels"), "https://links.example.invalid/"),
-        no_index=False,
         trusted_hosts=("index.example.invalid",),
     )
-    assert got.hashes == {"torch": frozenset({DIGEST, ("cd" + "ab" * 31)})}
-    assert got.sources == (str(path), str(tmp_path / "sub" / "more.txt"), str(tmp_path / "sub" / "../pins.txt"))
+    assert [need.origin for need in got.requirements] == [Asked(f"{path}:{n}") for n in (7, 9, 12)] + [Asked(f"{tmp_path}/sub/more.txt:3")]
+    assert got.constraints[0].origin == Constrained(f"{tmp_path}/sub/../pins.txt:1")
 
 
 def test_an_unset_variable_is_not_a_valid_name(tmp_path):
     """pip leaves ${UNSET} as written; in a name it then fails to parse, and the error says where."""
     path = write(tmp_path / "r.txt", "${NAME}==1\n")
-    assert read_requirements_file(str(path), environ={"NAME": "pkg"}).requirements == ("pkg==1",)
+    assert _texts(read_requirements_file(str(path), environ={"NAME": "pkg"}).requirements) == ("pkg==1",)
     with pytest.raises(UsageError, match=r"r.txt:1: not a valid requirement: '\$\{NAME\}==1'"):
         read_requirements_file(str(path), environ={})
 
 
 def test_comment_line_ending_in_backslash_continues_nothing(tmp_path):
     path = write(tmp_path / "r.txt", "# note \\\na\nb \\\n\n")
-    assert read_requirements_file(str(path), environ={}).requirements == ("a", "b")
+    assert _texts(read_requirements_file(str(path), environ={}).requirements) == ("a", "b")
 
 
 def test_pep263_coding(tmp_path):
     path = tmp_path / "r.txt"
     body = "pkg==1 ; platform_release != '\xe9'\n".encode("latin-1")
     path.write_bytes(b"# -*- coding: latin-1 -*-\n" + body)
-    assert read_requirements_file(str(path), environ={}).requirements == ('pkg==1; platform_release != "\xe9"',)
+    assert _texts(read_requirements_file(str(path), environ={}).requirements) == ('pkg==1; platform_release != "\xe9"',)
     path.write_bytes(body)  # without the declaration the file is read as UTF-8, which it is not
     with pytest.raises(UsageError, match="r.txt: not utf-8"):
         read_requirements_file(str(path), environ={})
@@ -155,7 +159,7 @@ def test_an_include_chain_past_the_depth_limit_is_an_error_not_a_recursion(tmp_p
     with pytest.raises(UsageError, match=r"^.*r99.txt:1: -r r100.txt: files include files more than 100 deep$"):
         read_requirements_file(str(tmp_path / "r0.txt"), environ={})
     # Just within the limit, the chain is read.
-    assert read_requirements_file(str(tmp_path / "r1101.txt"), environ={}).requirements == ("pkg",)
+    assert _texts(read_requirements_file(str(tmp_path / "r1101.txt"), environ={}).requirements) == ("pkg",)
 
 
 def test_includes_read_again_and_again_are_bounded(tmp_path):
@@ -192,7 +196,7 @@ def test_undecodable_or_unreadable_files_are_one_line_errors(tmp_path, data, mes
 def test_a_long_run_of_spaces_is_read_in_linear_time(tmp_path):
     # pip's comment expression (^|\s+)#.*$ backtracks quadratically here: ~10**10 steps.
     (tmp_path / "r.txt").write_text(" " * 200_000 + "pkg  # a comment\n" + "\t" * 200_000 + "#\n")
-    assert read_requirements_file(str(tmp_path / "r.txt"), environ={}).requirements == ("pkg",)
+    assert _texts(read_requirements_file(str(tmp_path / "r.txt"), environ={}).requirements) == ("pkg",)
 
 
 def test_a_file_included_twice_is_no_cycle(tmp_path):
@@ -200,12 +204,12 @@ def test_a_file_included_twice_is_no_cycle(tmp_path):
     write(tmp_path / "a.txt", "-r common.txt\na\n")
     path = write(tmp_path / "r.txt", "-r a.txt\n-r common.txt\n-c common.txt\n")
     got = read_requirements_file(str(path), environ={})
-    assert got.requirements == ("c==1", "a") and got.constraints == ("c==1",)
+    assert _texts(got.requirements) == ("c==1", "a") and _texts(got.constraints) == ("c==1",)
 
 
 def test_no_index(tmp_path):
     path = write(tmp_path / "r.txt", "--no-index\n--find-links /srv/wheels\npkg\n")
-    assert read_requirements_file(str(path), environ={}).index_options == IndexOptions(no_index=True, find_links=("/srv/wheels",))
+    assert read_requirements_file(str(path), environ={}).index_options == IndexSettings(no_index=True, find_links=("/srv/wheels",))
 
 
 # -- pip reads the same file ---------------------------------------------------------------------
@@ -226,9 +230,9 @@ def _expected(requirement_set: RequirementSet, available: dict[str, list[str]]) 
     """What a resolver must pick from `available` (no dependencies between them): the newest version
     each requirement and every constraint on its name allow, for requirements whose marker holds."""
     picks = {}
-    constraints = [Requirement(text) for text in requirement_set.constraints]
-    for text in requirement_set.requirements:
-        requirement = Requirement(text)
+    constraints = [need.requirement for need in requirement_set.constraints]
+    for need in requirement_set.requirements:
+        requirement = need.requirement
         if requirement.marker and not requirement.marker.evaluate():
             continue
         specifiers = [requirement.specifier] + [c.specifier for c in constraints if c.name == requirement.name]
@@ -263,10 +267,12 @@ def test_pip_reads_the_file_as_we_do(tmp_path, wheel_dir, monkeypatch):
     assert pip_resolves(tmp_path, "-r", str(path)) == expected
 
 
-def test_pip_checks_the_hashes_we_read(tmp_path, wheel_dir):
+def test_hashes_are_checked_and_pip_reads_the_file_alike(tmp_path, wheel_dir):
+    """A sha256 is read and checked for its form, not kept: the lock pins the sha256 of the file it
+    chose from the index. pip reads the same file to the same requirement."""
     good = hashlib.sha256((wheel_dir / "alpha-1.0-py3-none-any.whl").read_bytes()).hexdigest()
     path = write(tmp_path / "r.txt", f"--no-index\n--find-links {wheel_dir}\nalpha==1.0 \\\n  --hash=sha256:{'0' * 64} \\\n  --hash=sha256:{good}\n")
-    assert read_requirements_file(str(path), environ={}).hashes == {"alpha": frozenset({"0" * 64, good})}
+    assert _texts(read_requirements_file(str(path), environ={}).requirements) == ("alpha==1.0",)
     assert pip_resolves(tmp_path, "-r", str(path)) == {"alpha": "1.0"}  # either listed hash is enough, for pip too
 
 
@@ -293,16 +299,16 @@ PYPROJECT = """\
 
 def test_project_dependencies_extras_and_groups(tmp_path):
     write(tmp_path / "pyproject.toml", PYPROJECT)
-    assert read_project(str(tmp_path)).requirements == ("numpy>=2", 'cuda-pathfinder; sys_platform == "linux"')
+    assert _texts(read_project(str(tmp_path)).requirements) == ("numpy>=2", 'cuda-pathfinder; sys_platform == "linux"')
     got = read_project(str(tmp_path), extras=["gpu"], groups=["dev"])
-    assert got.requirements == ("numpy>=2", 'cuda-pathfinder; sys_platform == "linux"', "cupy-cuda12x>=13", "ruff", "mypy")
-    assert got.sources == (str(tmp_path / "pyproject.toml"),) and got.constraints == ()
+    assert _texts(got.requirements) == ("numpy>=2", 'cuda-pathfinder; sys_platform == "linux"', "cupy-cuda12x>=13", "ruff", "mypy")
+    assert got.constraints == () and got.requirements[-1].origin == Asked(f"{tmp_path / 'pyproject.toml'}: dependency-groups.Dev[1]")
 
 
 def test_self_references_expand_with_their_markers(tmp_path):
     write(tmp_path / "pyproject.toml", PYPROJECT)
     got = read_project(str(tmp_path), extras=["all"]).requirements
-    assert got == (
+    assert _texts(got) == (
         "numpy>=2",
         'cuda-pathfinder; sys_platform == "linux"',
         'numpy>=2; python_version >= "3.10"',
@@ -310,7 +316,10 @@ def test_self_references_expand_with_their_markers(tmp_path):
         'cupy-cuda12x>=13; python_version >= "3.10"',
         "pytest>=8",
     )
-    assert not [r for r in got if r.startswith("my")]
+    assert not [r for r in _texts(got) if r.startswith("my")]
+    path = tmp_path / "pyproject.toml"
+    assert [need.origin.where for need in got][2:4] == [f"{path}: project.dependencies[0]", f"{path}: project.dependencies[1]"]
+    assert got[4].origin.where == f"{path}: project.optional-dependencies.GPU[0]"
 
 
 @pytest.mark.parametrize(
@@ -356,7 +365,7 @@ def test_project_refusals_name_the_key(tmp_path, text, kwargs, message):
 
 def test_groups_without_a_project_table(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[dependency-groups]\ntools = ["ruff>=0.5"]\n')
-    assert read_project(str(tmp_path), groups=["TOOLS"]).requirements == ("ruff>=0.5",)
+    assert _texts(read_project(str(tmp_path), groups=["TOOLS"]).requirements) == ("ruff>=0.5",)
 
 
 def test_missing_pyproject(tmp_path):
@@ -372,10 +381,10 @@ def test_command_line_and_merge(tmp_path):
     second = write(tmp_path / "b.txt", "-i https://two.example.invalid/simple\na==1 --hash=sha256:%s\n-c c.txt\n" % ("cd" * 32))
     write(tmp_path / "c.txt", "b<2\n")
     merged = merge([read_requirements_file(str(first), environ={}), read_requirements_file(str(second), environ={}), from_command_line(["torch>=2", "a==1"])])
-    assert merged.requirements == ("a==1", "torch>=2") and merged.constraints == ("b<2",)
+    assert _texts(merged.requirements) == ("a==1", "torch>=2") and _texts(merged.constraints) == ("b<2",)
     assert merged.index_options.index_url == "https://two.example.invalid/simple"  # the later one, as in pip
     assert merged.index_options.extra_index_urls == ("https://x.example.invalid",)
-    assert merged.hashes == {"a": frozenset({DIGEST, "cd" * 32})}
-    assert merged.sources == (str(first), str(second), str(tmp_path / "c.txt"))
+    assert [need.origin for need in merged.requirements] == [Asked(f"{first}:3"), Asked("command line")]
+    assert merged.constraints[0].origin == Constrained(f"{tmp_path / 'c.txt'}:1")
     with pytest.raises(UsageError, match=r"command line: 'torch >=': not a valid requirement"):
         from_command_line(["torch >="])

@@ -17,7 +17,11 @@ pip, not with the configuration: it is read from `python -m pip install --help` 
 and pip version and cached.
 
 The I/O stays at the edge (`pip_config_paths`, `read_pip_files`, `read_project`, `default_index`);
-`merge` is a pure function of plain data.
+`merge` is a pure function of plain data. What a command line, pip's own arguments or a
+requirements file set is an `IndexSettings`, with every option pip has for its indexes.
+
+May import: packaging, records, errors, inputs (bounded reads and runs), env/store (the cache
+directory), knowledge/torch (the variant indexes).
 """
 
 from __future__ import annotations
@@ -77,14 +81,28 @@ _PIP_IGNORED_VARIABLES = ("version", "help")  # PIP_VERSION and PIP_HELP are not
 
 
 @dataclass(frozen=True)
-class IndexFlags:
-    """The index flags of a command line; None is "not given"."""
+class IndexSettings:
+    """The index options a command line, pip's arguments or a requirements file give, each one pip
+    has (and the PyTorch variant indexes' base); None is "not given": the layers below decide."""
 
     index_url: Optional[str] = None
     extra_index_urls: Optional[tuple[str, ...]] = None
     find_links: Optional[tuple[str, ...]] = None
     no_index: Optional[bool] = None
+    trusted_hosts: Optional[tuple[str, ...]] = None
+    cert: Optional[str] = None
+    client_cert: Optional[str] = None
+    timeout: Optional[float] = None
+    retries: Optional[int] = None
+    proxy: Optional[str] = None
     torch_index_base: Optional[str] = None
+
+    def over(self, lower: "IndexSettings") -> "IndexSettings":
+        """These settings where given, `lower`'s elsewhere: a flag replaces a requirements file's line."""
+        return IndexSettings(**{
+            f.name: getattr(lower, f.name) if getattr(self, f.name) is None else getattr(self, f.name)
+            for f in dataclasses.fields(self)
+        })
 
 
 @dataclass(frozen=True)
@@ -155,7 +173,7 @@ def index_config(
     prefix: str,
     environ: Mapping[str, str],
     project_dir: Optional[str],
-    flags: IndexFlags,
+    settings: IndexSettings,
     command: str = "install",
     *,
     site_packages: Sequence[str] = (),
@@ -172,7 +190,7 @@ def index_config(
     def pip_default() -> str:
         return default_index(python, site_packages, environ, pip_help or pip_install_help)
 
-    return merge(files, environ, project, flags, pip_default, command)
+    return merge(files, environ, project, settings, pip_default, command)
 
 
 def pip_config_paths(prefix: str, environ: Mapping[str, str]) -> tuple[str, ...]:
@@ -384,12 +402,13 @@ def merge(
     files: Sequence[PipFile],
     environ: Mapping[str, str],
     project: Optional[ProjectSettings],
-    flags: IndexFlags,
+    settings: IndexSettings,
     pip_default: Callable[[], str],
     command: str = "install",
 ) -> IndexConfig:
-    """All layers into one IndexConfig. `pip_default` is asked only when an index is needed and
-    nothing names one. Raises UsageError naming the key and its origin for a bad value."""
+    """All layers into one IndexConfig, `settings` (the command's) on top. `pip_default` is asked
+    only when an index is needed and nothing names one. Raises UsageError naming the key and its
+    origin for a bad value."""
     home = _home(environ)
     values: dict[str, object] = {}
     origins: dict[str, str] = {}
@@ -413,12 +432,16 @@ def merge(
         if project.find_links is not None:
             put("find-links", tuple(_relative_to(link, project_dir) for link in project.find_links), where)
     for key, name in _OUR_KEYS:
-        value = getattr(flags, name)
+        value = getattr(settings, name)
         if value is not None:
             put(key, value, f"--{key}")
             base_of[key] = os.getcwd()
-    if flags.find_links is not None:
-        put("find-links", flags.find_links, "--find-links")
+    if settings.find_links is not None:
+        put("find-links", settings.find_links, "--find-links")
+    for key, name in _PIP_ONLY_KEYS:
+        value = getattr(settings, name)
+        if value is not None:
+            put(key, _expand_user(value, home) if key in _PATHS else value, f"--{key}")
 
     no_index = bool(values.get("no-index", False))
     index_url = values.get("index-url")
@@ -451,6 +474,15 @@ def merge(
     )
 
 
+# (key, field) only pip's layers and the command's settings set.
+_PIP_ONLY_KEYS = (
+    ("trusted-host", "trusted_hosts"),
+    ("cert", "cert"),
+    ("client-cert", "client_cert"),
+    ("timeout", "timeout"),
+    ("retries", "retries"),
+    ("proxy", "proxy"),
+)
 # (key, field) our layers set one value for; find-links is handled apart (its paths are relative).
 _OUR_KEYS = (
     ("index-url", "index_url"),
@@ -458,6 +490,11 @@ _OUR_KEYS = (
     ("no-index", "no_index"),
     ("torch-index-base", "torch_index_base"),
 )
+
+
+def pip_number(key: str, text: str, origin: str) -> object:
+    """A `timeout` (seconds) or `retries` given as text, checked as pip's configuration is."""
+    return _pip_value(key, text, origin, "")
 
 
 def _pip_value(key: str, text: str, origin: str, home: str) -> object:
@@ -473,7 +510,7 @@ def _pip_value(key: str, text: str, origin: str, home: str) -> object:
             value = float(text) if key == "timeout" else int(text)
         except ValueError:
             value = None
-        if value is None or not math.isfinite(value) or value < 0:
+        if value is None or isinstance(value, float) and not math.isfinite(value) or value < 0:
             kind = "a number of seconds, 0 or more" if key == "timeout" else "a whole number, 0 or more"
             raise UsageError(f"{key}: {text!r} (from {origin}) is not {kind}")
         return value

@@ -1,1 +1,5 @@
-"""Other tools that consume cudaresolve facts: the conda plugin, wheel-variant providers (roadmap step 3)."""
+"""Other tools cudaresolve works through or inside: the target's own pip (`pip`: run, never
+imported) and the conda plugin (`conda`: loaded by conda only).
+
+May import: env/, index/config, inputs, and for the plugin the command line (cli.main).
+"""

@@ -1,7 +1,11 @@
 """Running the target interpreter's own pip through its public command line: never imported, never
 patched. The command is an argument list (no shell), pip's output streams to the user, and its exit
 status is the caller's to return. What the lock decided reaches pip only as files pip reads itself
-(pinned requirements with hashes, constraints) and index options."""
+(pinned requirements with hashes, constraints) and index options. The wrapper's reading of pip's
+own arguments is here too (`split_install_arguments`).
+
+May import: env/interpreter, index/config (pip's configuration), inputs (bounded runs).
+"""
 
 from __future__ import annotations
 

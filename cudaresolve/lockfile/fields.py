@@ -4,16 +4,17 @@ until each value has passed its rule, and no value can become a line or an optio
 
 A rule takes the raw value and returns its normalised form (a canonical name, a PEP 440 version as
 packaging prints it, a lowercase digest) or raises `Invalid` saying why; the caller adds the file,
-the package and the key. `checked` applies them to a whole Lock before it is written. The limits
-are stated here and in docs/lock-files.md.
+the package and the key; lockfile/check.py applies them to a whole Lock before it is written. The
+limits are stated here and in docs/lock-files.md.
+
+May import: packaging, errors.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from dataclasses import replace
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, TypeVar
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -21,7 +22,6 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.errors import UsageError
-from cudaresolve.resolve.lock import Decision, Lock, LockedWheel
 
 T = TypeVar("T")
 
@@ -222,6 +222,14 @@ def wheel_filename(value: Any, package: str, package_version: str) -> str:
     return text
 
 
+def extra(value: Any) -> str:
+    """An extra's name (PEP 685), normalised."""
+    text = _no_controls(_string(value, MAX_NAME))
+    if not _PEP508_NAME.fullmatch(text):
+        raise Invalid(f"not an extra's name: {shown(text)}")
+    return canonicalize_name(text)
+
+
 def label(value: Any) -> str:
     """One line of text (created-by, provided-by, a host's label): no control character at all."""
     return _no_controls(_string(value, MAX_LABEL))
@@ -252,66 +260,3 @@ def facts(value: Any) -> dict:
         elif isinstance(item, list):
             pending += item
     return value
-
-
-def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
-    """`lock` with every value passed through its rule: names canonical, versions and markers as
-    packaging prints them, digests lowercase. What the writers write; a value that breaks its rule
-    is a LockFileError naming `origin`, the field and the package."""
-
-    def rule(check: Callable[[Any], T], value: Any, field: str, package: str = "") -> T:
-        try:
-            return check(value)
-        except Invalid as exc:
-            who = f" (package {package})" if package else ""
-            raise LockFileError(f"{origin}: {field}{who}: {exc}") from None
-
-    def optional(check: Callable[[Any], T], value: Any, field: str, package: str = "") -> Optional[T]:
-        return None if value is None else rule(check, value, field, package)
-
-    packages = []
-    for package in lock.packages:
-        dist = rule(name, package.name, "name")
-        pinned = package.version
-        if pinned or package.other_source is None:
-            pinned = rule(version, pinned, "version", dist)
-        wheel = package.wheel
-        if wheel is not None:
-            wheel = LockedWheel(
-                filename=rule(lambda v: wheel_filename(v, dist, pinned), wheel.filename, "wheels.name", dist),
-                url=rule(url, wheel.url, "wheels.url", dist),
-                sha256=optional(sha256, wheel.sha256, "wheels.hashes.sha256", dist),
-                size=optional(size, wheel.size, "wheels.size", dist),
-            )
-        packages.append(
-            replace(
-                package,
-                name=dist,
-                version=pinned,
-                index=optional(url, package.index, "index", dist),
-                wheel=wheel,
-                marker=optional(marker, package.marker, "marker", dist),
-                reason=rule(text, package.reason, "reason", dist),
-                provided_by=optional(label, package.provided_by, "provided-by", dist),
-            )
-        )
-    decisions = tuple(
-        Decision(
-            rule(text, decision.name, "decisions.name"),
-            optional(text, decision.chosen, "decisions.chosen"),
-            tuple(
-                (rule(text, candidate, "decisions.rejected.candidate"), rule(text, why, "decisions.rejected.reason"))
-                for candidate, why in decision.rejected
-            ),
-        )
-        for decision in lock.decisions
-    )
-    return Lock(
-        packages=tuple(packages),
-        requires_python=optional(requires_python, lock.requires_python, "requires-python"),
-        hosts=tuple(rule(facts, host, "hosts.facts") for host in lock.hosts),
-        host_labels=tuple(rule(label, host, "hosts.label") for host in lock.host_labels),
-        index_urls=tuple(rule(url, index, "index-urls") for index in lock.index_urls),
-        decisions=decisions,
-        created_by=rule(label, lock.created_by, "created-by"),
-    )

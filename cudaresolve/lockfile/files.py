@@ -4,6 +4,8 @@
 is written to a temporary file beside its destination and flushed to disk, and only when all are
 written are they moved into place (os.replace), so a reader sees the old files or the new ones,
 and a failure on the third file leaves the first one as it was.
+
+May import: errors.
 """
 
 from __future__ import annotations

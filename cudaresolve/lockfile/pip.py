@@ -4,6 +4,8 @@ Both are written only from checked values (fields.checked: canonical names, PEP 
 markers pip's line reader cannot act on, lowercase digests, URLs in RFC 3986's characters), one
 requirement or option per line, and each line is refused if it carries a control character, so no
 value of a lock, read or built in code, can make a line or an option for pip.
+
+May import: resolve/lock.py (the model), lockfile/.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from __future__ import annotations
 import posixpath
 import urllib.parse
 
+from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import BREAKING, LockFileError
-from cudaresolve.lockfile.fields import checked
+from cudaresolve.lockfile.writer import sha256_of, wheel_groups
 from cudaresolve.resolve.lock import Lock, LockedPackage
-from cudaresolve.lockfile.pylock import sha256_of, wheel_groups
 
 
 def _parent_url(url: str) -> str:
@@ -79,8 +81,9 @@ def _conda_comments(lock: Lock) -> list[str]:
     ]
 
 
-def constraints_txt(lock: Lock, origin: str = "the lock to write") -> str:
-    """A pip constraints file: `pip install -c FILE REQ...` installs exactly the lock.
+def constraints_txt(lock: Lock, origin: str = "the lock to write", *, indexes: bool = True) -> str:
+    """A pip constraints file: `pip install -c FILE REQ...` installs exactly the lock. Without
+    `indexes`, only the pins (the pip wrapper gives pip the indexes on its command line).
 
     A conda package standing for a wheel cannot be said in pip's terms (a constraint limits what pip
     installs, it cannot tell pip a dependency is already met), so it is a comment."""
@@ -88,7 +91,7 @@ def constraints_txt(lock: Lock, origin: str = "the lock to write") -> str:
     _wheels_only(lock, origin)
     pins = sorted({_pin(package) for package in lock.packages if package.provided_by is None})
     header = f"# {lock.created_by}: pip install -c THIS-FILE REQUIREMENT...; installs exactly this lock"
-    return _text([header] + _index_lines(lock) + pins + _conda_comments(lock), origin)
+    return _text([header] + (_index_lines(lock) if indexes else []) + pins + _conda_comments(lock), origin)
 
 
 def requirements_txt(lock: Lock, origin: str = "the lock to write") -> str:

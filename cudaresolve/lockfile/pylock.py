@@ -1,9 +1,9 @@
-"""PEP 751's pylock.toml: its file-name rule, the writer and the validating reader.
+"""PEP 751's pylock.toml: its file-name rule and the validating reader (lockfile/writer.py writes it).
 
 `read_pylock` is the one way a lock file comes in (`install --lock`, `lock --check`, `why`): the
 file is read up to `fields.MAX_FILE_BYTES`, parsed, and every value it uses passes its rule in
 fields.py before a `Lock` exists; anything else is a LockFileError (exit 3) naming the file, the
-key and the package. TOML is written by hand: the format is small and the project reads TOML only.
+key and the package.
 
 Why not `packaging.pylock` (a Pylock model with validation): it arrived in packaging 26.0, which
 still runs on Python 3.8 (26.4 needs 3.10), so Python 3.9 is no obstacle, but cudaresolve
@@ -12,6 +12,12 @@ what pip's input needs: hashes, URLs, `index` and `path` may be any strings (a n
 passes), sizes any integer, and a name must already be normalised (another tool's `Attrs` is
 refused rather than normalised). Every rule below would still be needed beside it, so the tests use
 it as an independent reader of what we write instead.
+
+The words a person reads in the file (a package's `reason`, a rejection's) are checked like any
+text and not used: the Lock is built from the records beside them.
+
+May import: packaging, errors, host facts (to validate a lock's hosts), resolve/lock.py and
+resolve/reasons.py (the model), lockfile/.
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.lockfile import fields
+from cudaresolve.lockfile import fields, reasons
 from cudaresolve.lockfile.fields import LockFileError
-from cudaresolve.lockfile.fields import checked
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
+from cudaresolve.resolve.reasons import CandidateRef
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,7 +50,6 @@ T = TypeVar("T")
 LOCK_VERSION = "1.0"
 TOOL = "cudaresolve"
 _NAMED_LOCK = re.compile(r"^pylock\.([^.]+)\.toml$")  # PEP 751's rule for a named lock file
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _OTHER_SOURCES = ("sdist", "vcs", "directory", "archive")
 
 
@@ -57,155 +63,6 @@ def lock_file_name_ok(path: str) -> None:
             f"{path}: a PEP 751 lock file must be named pylock.toml or pylock.<name>.toml "
             "(lowercase prefix and suffix, <name> without dots)"
         )
-
-
-# -- TOML, by hand -------------------------------------------------------------------------------
-
-
-def _string(text: str) -> str:
-    """A TOML basic string: backslash, quote and every control character escaped."""
-    out = []
-    for char in text:
-        if char == "\\":
-            out.append("\\\\")
-        elif char == '"':
-            out.append('\\"')
-        elif char in "\b\t\n\f\r":
-            out.append({"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}[char])
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _string(key)
-
-
-def _value(value: Any) -> str:
-    """A value written inline; TOML has no null, so None values of tables are left out."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(item) for item in value) + "]"
-    if isinstance(value, dict):
-        items = [f"{_key(k)} = {_value(v)}" for k, v in value.items() if v is not None]
-        return "{ " + ", ".join(items) + " }" if items else "{}"
-    raise TypeError(f"cannot write {type(value).__name__} {value!r} as TOML")
-
-
-def _is_tables(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, dict) for item in value)
-
-
-def _table(path: str, mapping: dict, array: bool = False) -> list[str]:
-    """`mapping` as a table headed `[path]` (`[[path]]` for an array element): plain keys first,
-    then sub-tables and arrays of tables under their own headers, so nested host facts stay readable."""
-    lines = [f"[[{path}]]" if array else f"[{path}]"]
-    nested = []
-    for key, value in mapping.items():
-        if value is None:
-            continue
-        if isinstance(value, dict) or _is_tables(value):
-            nested.append((key, value))
-        else:
-            lines.append(f"{_key(key)} = {_value(value)}")
-    for key, value in nested:
-        child = f"{path}.{_key(key)}"
-        if isinstance(value, dict):
-            lines += [""] + _table(child, value)
-        else:
-            for item in value:
-                lines += [""] + _table(child, item, array=True)
-    return lines
-
-
-# -- writing -------------------------------------------------------------------------------------
-
-
-def wheel_groups(lock: Lock) -> list[list[LockedPackage]]:
-    """Packages with a wheel, one group per [[packages]] entry: a name, version, index and marker
-    with several wheels (another tool's multi-platform lock read back) is one entry, as PEP 751 wants.
-    `lock` is a checked one: its names are canonical."""
-    groups: dict[tuple, list[LockedPackage]] = {}
-    for package in lock.packages:
-        if package.wheel is not None:
-            key = (package.name, package.version, package.index or "", package.marker or "")
-            groups.setdefault(key, []).append(package)
-    return [groups[key] for key in sorted(groups)]
-
-
-def sha256_of(package: LockedPackage, origin: str) -> str:
-    """The wheel's digest, which PEP 751 and pip's hash-checking mode both require."""
-    assert package.wheel is not None
-    if not package.wheel.sha256:
-        raise LockFileError(
-            f"{origin}: wheels.hashes.sha256 (package {package.name}): {package.wheel.filename} has no sha256, "
-            "which PEP 751 and pip's hash-checking need"
-        )
-    return package.wheel.sha256
-
-
-def _reason(group: list[LockedPackage]) -> str:
-    return "; ".join(dict.fromkeys(package.reason for package in group if package.reason))
-
-
-def pylock_toml(lock: Lock) -> str:
-    """The lock as a PEP 751 pylock.toml; host facts, decisions and kept distributions go in [tool.cudaresolve].
-
-    Every value passes its rule first (fields.checked). An entry with only another source (read
-    from another tool's lock) is refused: cudaresolve keeps no sdist, VCS, directory or archive to
-    write back."""
-    origin = "the lock to write"
-    lock = checked(lock, origin)
-    for package in lock.packages:
-        if package.other_source is not None:
-            raise LockFileError(f"{origin}: {package.other_source} (package {package.name}): cudaresolve writes wheels only")
-    lines = [f"lock-version = {_string(LOCK_VERSION)}"]
-    if lock.requires_python:
-        lines.append(f"requires-python = {_string(lock.requires_python)}")
-    lines.append(f"created-by = {_string(lock.created_by)}")
-    groups = wheel_groups(lock)
-    if not groups:
-        lines.append("packages = []")  # PEP 751 requires the key, even for a lock of nothing to install
-    for group in groups:
-        first = group[0]
-        lines += ["", "[[packages]]", f"name = {_string(first.name)}"]
-        lines.append(f"version = {_string(first.version)}")
-        if first.marker:
-            lines.append(f"marker = {_string(first.marker)}")
-        if first.index:
-            lines.append(f"index = {_string(first.index)}")
-        lines.append("wheels = [")
-        for package in sorted(group, key=lambda p: p.wheel.filename):
-            wheel = package.wheel
-            entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, origin)}}
-            lines.append(f"    {_value(entry)},")
-        lines.append("]")
-        if _reason(group):
-            lines += ["", f"[packages.tool.{TOOL}]", f"reason = {_string(_reason(group))}"]
-    tool: dict[str, Any] = {"index-urls": list(lock.index_urls)}
-    tool["hosts"] = [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)]
-    tool["kept"] = [
-        {"name": p.name, "version": p.version, "marker": p.marker, "reason": p.reason, "provided-by": p.provided_by}
-        for p in sorted(lock.packages, key=lambda p: (p.name, p.version))
-        if p.wheel is None
-    ]
-    tool["decisions"] = [
-        {
-            "name": decision.name,
-            "chosen": decision.chosen,
-            "rejected": [{"candidate": label, "reason": why} for label, why in decision.rejected],
-        }
-        for decision in lock.decisions
-    ]
-    lines += [""] + _table(f"tool.{TOOL}", tool)
-    return "\n".join(lines) + "\n"
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -330,30 +187,33 @@ def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
         packages.append(
             LockedPackage(
                 name=name,
-                version=reader.field(kept, "version", kept_where, fields.version, required=True, package=name),
+                version=Version(reader.field(kept, "version", kept_where, fields.version, required=True, package=name)),
                 index=None,
                 wheel=None,
                 marker=reader.field(kept, "marker", kept_where, fields.marker, package=name),
-                reason=reader.field(kept, "reason", kept_where, fields.text, package=name) or "",
+                reason=_read_reason(reader, kept, kept_where, name) or Reason(ReasonKind.UNRECORDED),
                 provided_by=reader.field(kept, "provided-by", kept_where, fields.label, package=name),
             )
         )
     decisions = []
     for decision_where, decision in reader.tables(tool, "decisions", where):
+        name = reader.field(decision, "name", decision_where, fields.name, required=True)
+        chosen = reader.field(decision, "chosen", decision_where, fields.version, package=name)
         rejected = tuple(
-            (
-                reader.field(item, "candidate", item_where, fields.text, required=True),
-                reader.field(item, "reason", item_where, fields.text, required=True),
-            )
-            for item_where, item in reader.tables(decision, "rejected", decision_where)
+            _read_record(reader, item, item_where, name, lambda table: reasons.read_rejection(table, name))
+            for item_where, item in reader.tables(decision, "rejected", decision_where, package=name)
         )
-        decisions.append(
-            Decision(
-                name=reader.field(decision, "name", decision_where, fields.text, required=True),
-                chosen=reader.field(decision, "chosen", decision_where, fields.text),
-                rejected=rejected,
-            )
+        decisions.append(Decision(name, None if chosen is None else CandidateRef(name, Version(chosen)), rejected))
+    major = None
+    table = reader.get(tool, "cuda-major", where, dict)
+    if table is not None:
+        major_where = f"{where}.cuda-major"
+        chosen = reader.field(table, "chosen", major_where, _major, required=True)
+        rejected = tuple(
+            _read_record(reader, item, item_where, "", reasons.read_major_rejection)
+            for item_where, item in reader.tables(table, "rejected", major_where)
         )
+        major = MajorDecision(chosen, rejected)
     index_urls = reader.values(tool, "index-urls", where, fields.url) if "index-urls" in tool else _indexes_used(packages)
     return Lock(
         packages=tuple(packages),
@@ -363,7 +223,32 @@ def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
         index_urls=index_urls,
         decisions=tuple(decisions),
         created_by=created_by,
+        major=major,
     )
+
+
+def _major(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1000:
+        raise fields.Invalid(f"not a CUDA major: {fields.shown(value)}")
+    return value
+
+
+def _read_record(reader: _Reader, table: dict, where: str, package: str, read: Callable[[dict], T]) -> T:
+    """A record of the resolver's from its table; a value that breaks its rule names its key."""
+    reader.field(table, "reason", where, fields.text, package=package)  # the words for people: checked, never used
+    try:
+        return read(table)
+    except reasons.Bad as exc:
+        raise reader.fail(f"{where}.{exc.key}", exc.problem, package) from None
+
+
+def _read_reason(reader: _Reader, table: dict, where: str, package: str) -> Optional[Reason]:
+    """The Reason recorded in `table` (a package's [tool.cudaresolve], or a kept entry); None when
+    it records none (another tool's lock, or only words)."""
+    if "kind" not in table:
+        reader.field(table, "reason", where, fields.text, package=package)
+        return None
+    return _read_record(reader, table, where, package, reasons.read_reason)
 
 
 def _indexes_used(packages: Iterable[LockedPackage]) -> tuple[str, ...]:
@@ -372,13 +257,14 @@ def _indexes_used(packages: Iterable[LockedPackage]) -> tuple[str, ...]:
 
 
 def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_by: str) -> list[LockedPackage]:
+    """One [[packages]] entry: a LockedPackage per wheel, or one with the other source it has."""
     name = reader.field(entry, "name", where, fields.name, required=True)
     version = reader.field(entry, "version", where, fields.version, package=name)
     marker = reader.field(entry, "marker", where, fields.marker, package=name)
     index = reader.field(entry, "index", where, fields.url, package=name)
     package_tool = reader.get(entry, "tool", where, dict, package=name) or {}
     ours = reader.get(package_tool, TOOL, f"{where}.tool", dict, package=name) or {}
-    reason = reader.field(ours, "reason", f"{where}.tool.{TOOL}", fields.text, package=name) or ""
+    reason = _read_reason(reader, ours, f"{where}.tool.{TOOL}", name)
     wheels = reader.tables(entry, "wheels", where, package=name)
     others = [key for key in _OTHER_SOURCES if key in entry]
     for key in others:
@@ -390,8 +276,9 @@ def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_b
         if not others:
             raise reader.fail(where, "no source (wheels, sdist, archive, directory or vcs)", name)
         kind = others[0]
-        why = reason or f"a {kind} source in {created_by}'s lock (cudaresolve reads wheels only)"
-        return [LockedPackage(name, version or "", index, None, marker, why, other_source=kind)]  # type: ignore[arg-type]
+        why = reason or Reason(ReasonKind.OTHER_SOURCE, written_by=created_by)
+        pinned = Version(version) if version is not None else None
+        return [LockedPackage(name, pinned, index, None, marker, why, other_source=kind)]  # type: ignore[arg-type]
     read = [_read_wheel(reader, wheel_where, wheel, base, name, version or "") for wheel_where, wheel in wheels]
     if version is None:
         # PEP 751 only says a version SHOULD be there; a wheel's file name always carries it, and
@@ -402,7 +289,8 @@ def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_b
                 fields.wheel_filename(wheel.filename, name, version)
             except fields.Invalid as exc:
                 raise reader.fail(f"{wheel_where}.name", f"{exc} (of the entry's first wheel)", name) from None
-    return [LockedPackage(name, version, index, wheel, marker, reason) for wheel in read]
+    why = reason or Reason(ReasonKind.UNRECORDED)
+    return [LockedPackage(name, Version(version), index, wheel, marker, why) for wheel in read]
 
 
 def _read_wheel(reader: _Reader, where: str, wheel: dict, base: str, name: str, version: str) -> LockedWheel:

@@ -1,4 +1,7 @@
-"""What `cudaresolve install` shows: the plan before pip runs, and, when pip fails, the state pip left."""
+"""What `cudaresolve install` shows: the plan before pip runs, and, when pip fails, the state pip left.
+
+May import: packaging, resolve/plan.py, output/ (lock_words, progress).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,9 @@ from typing import Mapping, Optional, Sequence
 
 from packaging.version import Version
 
+from cudaresolve.output.lock_words import reason
 from cudaresolve.output.progress import megabytes
 from cudaresolve.resolve.plan import Change
-
-_VERBS = {"add": "add", "upgrade": "upgrade", "downgrade": "downgrade", "replace": "replace", "keep": "keep"}
-
 
 def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], requirements: str = "") -> str:
     """One line per distribution (what happens, the versions, why, where from), the download size,
@@ -21,8 +22,9 @@ def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], req
     width = max((len(c.name) for c in changes), default=0)
     for change in changes:
         versions = change.locked if change.installed in (None, change.locked) else f"{change.installed} -> {change.locked}"
-        where = f" [{change.index}]" if change.touches and change.index else ""
-        lines.append(f"  {_VERBS[change.kind]:<9} {change.name:<{width}} {versions}: {change.reason}{where}")
+        index = change.package.index
+        where = f" [{index}]" if change.touches and index else ""
+        lines.append(f"  {change.kind:<9} {change.name:<{width}} {versions}: {reason(change.package)}{where}")
     lines.append(f"download: {megabytes(sum(c.download for c in changes))}")
     if command is not None:
         lines.append("dry run; pip would run: " + shlex.join(command))
@@ -34,8 +36,8 @@ def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], req
 def render_state(changes: Sequence[Change], after: Mapping[str, Version], code: int) -> str:
     """After pip failed: which planned changes are in place and which are not, so the user knows
     what the environment holds now (pip stops at the first failure; what it installed stays)."""
-    done = [c for c in changes if c.touches and str(after.get(c.name)) == c.locked]
-    missing = [c for c in changes if c.touches and str(after.get(c.name)) != c.locked]
+    done = [c for c in changes if c.touches and after.get(c.name) == c.locked]
+    missing = [c for c in changes if c.touches and after.get(c.name) != c.locked]
     lines = [f"pip exited with status {code}: {len(done)} of {len(done) + len(missing)} planned changes are in place"]
     lines += [f"  in place: {c.name} {c.locked}" for c in done]
     lines += [f"  not done: {c.name} {c.locked} (installed now: {after.get(c.name) or 'nothing'})" for c in missing]

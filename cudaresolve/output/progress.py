@@ -1,9 +1,17 @@
-"""Download progress on stderr: the size first, then a bar on a terminal (one line per file elsewhere)."""
+"""Progress on stderr: downloads (the size first, then a bar on a terminal, one line per file
+elsewhere), the doctor reading a file, and the lock judging a resolved set.
+
+May import: resolve/resolver.py (its progress event, for types only: inspect needs no resolver).
+"""
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Callable, Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Optional, TextIO
+
+if TYPE_CHECKING:
+    from cudaresolve.resolve.resolver import Judging
 
 WIDTH = 30
 
@@ -35,3 +43,21 @@ def download_progress(stream: TextIO) -> Callable[[str, int, Optional[int]], Non
 
 def megabytes(size: Optional[int]) -> str:
     return "?" if size is None else f"{size / 1e6:,.1f} MB"
+
+
+def judging_progress(judging: Judging) -> str:
+    return f"judging {judging.distributions} distributions on {judging.hosts} host(s)"
+
+
+def reading_progress(stream: TextIO) -> Callable[[str], None]:
+    """The doctor's progress on a terminal: the file being read, on one line (`done` clears it)."""
+
+    def report(path: str) -> None:
+        stream.write(f"\r\033[Kreading {os.path.basename(path)}")
+        stream.flush()
+
+    return report
+
+
+def reading_done(stream: TextIO) -> None:
+    stream.write("\r\033[K")

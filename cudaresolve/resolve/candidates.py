@@ -3,14 +3,17 @@ from its variant index, the PyPI default build, an NVIDIA component of one CUDA 
 installed distribution kept as it is.
 
 `CandidateFinder` lists a name's candidates best first and records, for `--explain`, every one it
-set aside and why (requires-python and tags are the index's business; here: yanked, a build that
-does not run on a host, an sdist that is not locked).
+set aside and why, as Rejection records (requires-python and tags are the index's business; here:
+yanked, a build that does not run on a host, an sdist that is not locked).
+
+May import: checks/builds (which CUDA a release is built for), env distributions, host facts,
+index/, knowledge/torch, versions, resolve/ (conda, fit, reasons).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, Union
 
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
@@ -23,6 +26,16 @@ from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import torch
 from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import rejection
+from cudaresolve.resolve.reasons import (
+    CandidateRef,
+    DoesNotRun,
+    NoWheel,
+    OtherMajor,
+    Rejection,
+    RequiresPython,
+    SdistOnly,
+    Yanked,
+)
 from cudaresolve.versions import CudaVersion
 
 
@@ -36,8 +49,8 @@ class Candidate:
     build: Optional[CudaBuild] = field(default=None, compare=False)  # the CUDA it was built for, when known
 
     @property
-    def label(self) -> str:
-        return f"{self.name} {self.version}"
+    def ref(self) -> CandidateRef:
+        return CandidateRef(self.name, self.version)
 
     @property
     def from_conda(self) -> bool:
@@ -50,14 +63,14 @@ class Candidate:
 
 @dataclass
 class Rejections:
-    """What was set aside, per name: (candidate label, reason), in the order met."""
+    """What was set aside, per name, in the order met."""
 
-    by_name: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    by_name: dict[str, list[Rejection]] = field(default_factory=dict)
 
-    def add(self, name: str, label: str, reason: str) -> None:
-        entries = self.by_name.setdefault(name, [])
-        if (label, reason) not in entries:
-            entries.append((label, reason))
+    def add(self, rejection: Rejection) -> None:
+        entries = self.by_name.setdefault(rejection.candidate.name, [])
+        if rejection not in entries:
+            entries.append(rejection)
 
 
 class CandidateFinder:
@@ -108,8 +121,8 @@ class CandidateFinder:
         self._major = major
         self._major_rejections = Rejections()
 
-    def rejected(self, name: str) -> list[tuple[str, str]]:
-        """(candidate label, reason) of every candidate of `name` set aside, this major's included."""
+    def rejected(self, name: str) -> list[Rejection]:
+        """Every candidate of `name` set aside, this major's included."""
         name = canonicalize_name(name)
         return self.rejections.by_name.get(name, []) + self._major_rejections.by_name.get(name, [])
 
@@ -124,10 +137,8 @@ class CandidateFinder:
             if self.fits_major(candidate):
                 kept.append(candidate)
             else:
-                assert candidate.build is not None
-                self._major_rejections.add(
-                    candidate.name, candidate.label, f"a CUDA {candidate.build.cuda.major} build; the environment is CUDA {self.major}"
-                )
+                assert candidate.build is not None and self.major is not None
+                self._major_rejections.add(Rejection(candidate.ref, OtherMajor(candidate.build.cuda.major, self.major)))
         return tuple(kept)
 
     def all_candidates(self, name: str) -> tuple[Candidate, ...]:
@@ -165,25 +176,24 @@ class CandidateFinder:
                     continue
                 best.setdefault(file.version, file)  # installable() lists the best tag first
         for version in sorted(set(listed) - set(best), reverse=True):
+            why: Union[SdistOnly, RequiresPython, NoWheel]
             if version in sdists:
-                why = "no wheel for this interpreter, only an sdist (cudaresolve builds none)"
+                why = SdistOnly()
             elif not any(self.index.fits_python(f) for f in listed[version]):
-                why = f"requires Python {listed[version][0].requires_python}"
+                why = RequiresPython(str(listed[version][0].requires_python))
             else:
-                why = "no wheel for this interpreter and platform"
-            self.rejections.add(name, f"{name} {version}", why)
+                why = NoWheel()
+            self.rejections.add(Rejection(CandidateRef(name, version), why))
         for version, file in best.items():
             if file.yanked is not None:
-                self.rejections.add(name, f"{name} {version}", f"yanked ({file.yanked or 'no reason given'}): taken only for an exact pin")
+                self.rejections.add(Rejection(CandidateRef(name, version), Yanked(file.yanked)))
         found = []
         conda = self.conda.get(name)
         for version, file in best.items():
             candidate = Candidate(name, version, file, build=cuda_build(name, version))
-            reason = self._does_not_run(candidate)
-            if reason is None and conda is not None and name not in self.asked:
-                reason = conda.shadow_reason(name)
+            reason = self._does_not_run(candidate) or (conda.shadows() if conda is not None and name not in self.asked else None)
             if reason:
-                self.rejections.add(name, candidate.label, reason)
+                self.rejections.add(Rejection(candidate.ref, reason))
                 continue
             found.append(candidate)
         found.sort(key=lambda c: _preference(c, self.cuda_pin), reverse=True)
@@ -196,18 +206,18 @@ class CandidateFinder:
             current = Candidate(name, kept.version, None, kept, build=cuda_build(name, kept.version))
             reason = self._does_not_run(current)
             if reason:
-                self.rejections.add(name, f"{current.label} (installed)", reason)
+                self.rejections.add(Rejection(current.ref, reason, installed=True))
             else:
                 found.insert(0, current)
         return tuple(found)
 
-    def _does_not_run(self, candidate: Candidate) -> Optional[str]:
+    def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
 
 
 def release_rejection(
     name: str, version: Version, build: Optional[CudaBuild], hosts: Sequence[tuple[str, HostFacts]], machine: str
-) -> Optional[str]:
+) -> Optional[DoesNotRun]:
     """Why a release's build cannot run on one of `hosts`: its CUDA against each driver and, for
     torch, the arch list data/torch.toml gives its build against every GPU. None when it runs, or
     when its build is unknown. The resolver prunes with it and `lock --check` judges with it."""

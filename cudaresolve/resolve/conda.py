@@ -8,6 +8,8 @@ takes the conda package as the installed release of the wheel it stands for (con
 release) and sets aside every wheel that would shadow a conda library, unless the user names that
 wheel. The prefix's `cuda-version` says which CUDA its packages were chosen for; builds that fit it
 are preferred.
+
+May import: env/, knowledge/components, resolve/reasons.py.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from packaging.utils import canonicalize_name
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import components
+from cudaresolve.resolve.reasons import ShadowsConda
 
 
 @dataclass(frozen=True)
@@ -33,10 +36,9 @@ class CondaProvider:
     def label(self) -> str:
         return self.package.label
 
-    def shadow_reason(self, wheel: str) -> str:
-        """Why a wheel of `wheel` is set aside."""
-        return (f"would shadow {self.soname} of {self.label}: pip must not replace conda's library; update it "
-                f"with conda, or name {wheel} in the requirements to install the wheel beside it")
+    def shadows(self) -> ShadowsConda:
+        """Why a wheel of the soname is set aside."""
+        return ShadowsConda(self.soname, self.label)
 
 
 def conda_providers(env: Environment) -> dict[str, CondaProvider]:

@@ -3,16 +3,56 @@
 Why in resolve/: it is the resolver's answer (its decisions are the resolver's records), so the
 resolver owns it; lockfile/ reads and writes it as files and output/ renders it, both importing it
 from here, and nothing here imports them. A Lock read from a file holds only values that passed
-lockfile/fields.py's rules; the writers apply the same rules to a Lock built in code. No I/O here.
+lockfile/fields.py's rules; the writers apply the same rules to a Lock built in code.
+
+Pure data. May import: packaging, the value types, resolve/reasons.py.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+from cudaresolve.resolve.reasons import CandidateRef, MajorRejection, Origin, Rejection
+from cudaresolve.versions import CudaVersion
+
 # PEP 751's sources of a package other than wheels: cudaresolve can neither judge nor install them.
 OtherSource = Literal["sdist", "vcs", "directory", "archive"]
+
+
+class ReasonKind(enum.Enum):
+    """How a locked package is sourced; the value is what files and JSON say."""
+
+    INDEX = "index"  # a wheel chosen from the indexes
+    KEPT = "kept"  # the installed release, kept
+    CONDA = "conda"  # a conda package of the prefix stands for it
+    OTHER_SOURCE = "other-source"  # another tool's entry with only an sdist, VCS, directory or archive
+    UNRECORDED = "unrecorded"  # another tool's lock, which records no reason
+
+
+@dataclass(frozen=True)
+class Build:
+    """The CUDA a chosen build was made with, and the doctor's words for how that is known."""
+
+    cuda: CudaVersion
+    evidence: str  # checks/builds.py's account: "torch 2.7.1+cu128 is +cu128, built with CUDA 12.8"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a package is in the lock at its version and build."""
+
+    kind: ReasonKind
+    origins: tuple[Origin, ...] = ()  # the requirements that brought it into the set
+    asked_as: Optional[NormalizedName] = None  # the name the user wrote: cupy -> cupy-cuda12x
+    added_extra: Optional[str] = None  # the CUDA extra added to a request without one: cuda-cccl -> [cu12]
+    cuda_major: Optional[int] = None  # the environment's major that made `asked_as` or `added_extra`
+    build: Optional[Build] = None
+    written_by: Optional[str] = None  # OTHER_SOURCE: the tool whose lock holds the entry
 
 
 @dataclass(frozen=True)
@@ -29,23 +69,31 @@ class LockedWheel:
 class LockedPackage:
     """One pinned distribution and why it was chosen."""
 
-    name: str
-    version: str  # with its local label when it has one: "2.11.0+cu130"; "" only for another source unpinned
+    name: NormalizedName
+    version: Optional[Version]  # with its local label: 2.11.0+cu130; None only for another source unpinned
     index: Optional[str]  # the index URL it comes from (a torch variant index for torch +cuXYZ)
     wheel: Optional[LockedWheel]  # None: kept installed, provided by conda, or only another source
     marker: Optional[str]  # PEP 508 environment marker: install only where it holds
-    reason: str  # one line: why this version/variant
+    reason: Reason
     provided_by: Optional[str] = None  # the conda package that stands for it ("libnvjitlink 12.8.93 (conda)"); no wheel
     other_source: Optional[OtherSource] = None  # another tool's entry with no wheel: what it has instead
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What `--explain` shows for one name: the candidate chosen and every one rejected, with why."""
+    """What `--explain` shows for one name: the candidate chosen and every one set aside."""
 
-    name: str  # a distribution name, or the resolver's "CUDA major" entry
-    chosen: Optional[str]  # a candidate label like "torch 2.11.0+cu130"; None when nothing fit
-    rejected: tuple[tuple[str, str], ...]  # (candidate label, reason)
+    name: NormalizedName
+    chosen: Optional[CandidateRef]  # None when nothing fit
+    rejected: tuple[Rejection, ...]
+
+
+@dataclass(frozen=True)
+class MajorDecision:
+    """The environment's one CUDA major, and each newer one that some host cannot run."""
+
+    chosen: int
+    rejected: tuple[MajorRejection, ...]
 
 
 @dataclass(frozen=True)
@@ -59,4 +107,4 @@ class Lock:
     index_urls: tuple[str, ...]  # the first is the primary index, the rest are extra indexes
     decisions: tuple[Decision, ...]
     created_by: str  # the tool that wrote it, e.g. "cudaresolve 0.1.0"
-
+    major: Optional[MajorDecision] = None  # None when no major was set aside (or another tool's lock)

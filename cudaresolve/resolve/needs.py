@@ -1,54 +1,74 @@
 """Binary needs as requirements: the release of another CUDA component a library binds by versioned
 symbol name (`__nvJitLinkComplete_12_4@libnvJitLink.so.12` -> nvidia-nvjitlink-cu12 >= 12.4), for a
 candidate wheel (from the knowledge table) and for the files already installed (from their facts),
-so the resolver satisfies them by construction instead of learning about them from the judge."""
+so the resolver satisfies them by construction instead of learning about them from the judge. Each
+comes as a Need whose origin names the consumer, the binding file and a symbol.
+
+May import: binary/ (facts, the loader's symbol rule), env/, knowledge/ (components, wheel_facts),
+versions, resolve/reasons.py.
+"""
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, Optional
+from typing import Iterator, Optional
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.facts import Symbol
 from cudaresolve.binary.loader import min_provider_version
+from cudaresolve.binary.wheel import split_symbol
+from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import components, wheel_facts
+from cudaresolve.resolve.reasons import BinaryNeed, CandidateRef, Need
 from cudaresolve.versions import CudaVersion
 
 
-def binary_requirements(name: str, version: str, filename: Optional[str]) -> Iterator[tuple[Requirement, str]]:
-    """What a release's ELF files bind beyond its metadata, from the table (nothing when unknown),
-    each with the one line that says why."""
-    if wheel_facts.find(name, version, filename) is None:
+def binary_requirements(name: str, version: Version, filename: Optional[str]) -> Iterator[Need]:
+    """What a release's ELF files bind beyond its metadata, from the table (nothing when unknown)."""
+    row = wheel_facts.find(name, str(version), filename)
+    if row is None:
         return
-    for requirement, soname in _as_requirements(wheel_facts.min_provider_release(name, version, filename), exclude=name):
-        yield requirement, f"{name} {version}'s binaries bind {soname} symbols of release {requirement.specifier}"
+    consumer = CandidateRef(canonicalize_name(name), version)
+    for soname, floor in wheel_facts.min_provider_release(name, str(version), filename).items():
+        binding = next(
+            ((member.path, split_symbol(text)[0]) for member in row.member for bind in member.binds if bind.file == soname
+             for text in bind.symbols if _implies(text, soname) == floor),
+            (None, None),
+        )
+        origin = BinaryNeed(consumer, False, soname, CudaVersion.parse(floor), file=binding[0], symbol=binding[1])
+        yield from _as_needs(origin, exclude=name)
 
 
-def installed_binary_requirements(facts: Iterable[tuple[Optional[str], BinaryFacts]]) -> list[tuple[Requirement, str]]:
-    """What installed files ((owner, facts) pairs) bind: roots of the resolution, so a lock never
-    plans a provider older than a consumer that stays needs."""
-    minimum: dict[str, str] = {}
-    owners: dict[str, str] = {}
-    for owner, file_facts in facts:
-        for symbol in file_facts.undefined:
+def _implies(text: str, soname: str) -> Optional[str]:
+    """The release a bound `NAME@VERSION` implies."""
+    symbol, version = split_symbol(text)
+    return min_provider_version(Symbol(symbol, version, soname))
+
+
+def installed_binary_requirements(installed: Environment) -> list[Need]:
+    """What installed files bind: roots of the resolution, so a lock never plans a provider older
+    than a consumer that stays needs. Per provider soname, the file binding the newest release."""
+    newest: dict[str, BinaryNeed] = {}
+    for elf in installed.elf_files:
+        if elf.facts is None:
+            continue
+        dist = installed.distribution(elf.owner) if elf.owner else None
+        consumer = CandidateRef(dist.name, dist.version) if dist is not None else None  # None: files no RECORD lists
+        for symbol in elf.facts.undefined:
             implied = min_provider_version(symbol)
-            if implied and symbol.file and _newer(implied, minimum.get(symbol.file)):
-                minimum[symbol.file] = implied
-                owners[symbol.file] = owner or ""
-    return [
-        (requirement, f"installed {owners[soname] or 'files'} bind {soname} symbols of release {requirement.specifier}")
-        for soname, floor in sorted(minimum.items())
-        for requirement, _ in _as_requirements({soname: floor}, exclude=owners[soname])
-    ]
+            if implied is None or not symbol.file:
+                continue
+            floor = CudaVersion.parse(implied)
+            known = newest.get(symbol.file)
+            if known is None or floor > known.floor:
+                newest[symbol.file] = BinaryNeed(consumer, True, symbol.file, floor, file=elf.path, symbol=symbol.name)
+    return [need for _, origin in sorted(newest.items()) for need in _as_needs(origin, exclude=origin.consumer.name if origin.consumer else "")]
 
 
-def _as_requirements(floors: Mapping[str, str], *, exclude: str) -> Iterator[tuple[Requirement, str]]:
-    for soname, floor in floors.items():
-        major = CudaVersion.parse(floor).major
-        rows = [row for row in components.for_soname(soname) if row.cuda_major == major and row.dist != exclude]
-        for dist in sorted({row.dist for row in rows}):
-            yield Requirement(f"{dist}>={floor}"), soname
-
-
-def _newer(version: str, than: Optional[str]) -> bool:
-    return than is None or CudaVersion.parse(version) > CudaVersion.parse(than)
+def _as_needs(origin: BinaryNeed, *, exclude: str) -> Iterator[Need]:
+    """The component wheels that provide `origin.soname` in its major, each at least `origin.floor`."""
+    rows = [row for row in components.for_soname(origin.soname) if row.cuda_major == origin.floor.major and row.dist != exclude]
+    for dist in sorted({row.dist for row in rows}):
+        yield Need(Requirement(f"{dist}>={origin.floor}"), origin)

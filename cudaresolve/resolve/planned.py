@@ -1,7 +1,10 @@
 """The planned environment: what the target will hold once a set of candidates is installed, as the
 same `Environment` value the doctor judges. The installed distributions a candidate does not replace
 stay with their files; each chosen wheel brings its metadata and, where the binary facts are known,
-its ELF files at the paths they will be installed at."""
+its ELF files at the paths they will be installed at.
+
+May import: packaging, env/, index/access, knowledge/wheel_facts, resolve/candidates.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,12 @@ Requirements files follow pip's documented format (comments, continuations, `${V
 index options, --hash); what cudaresolve cannot lock yet (direct references, editables, the pip
 options it does not model) is refused with a one-line UsageError naming the file and line, never
 dropped silently. Every requirement is checked with packaging's PEP 508 parser where it is read, so
-a bad one names where it came from.
+a bad one names where it came from, and it keeps that origin (resolve/reasons.py's Asked and
+Constrained) on its way through the resolver. `--hash` options are checked and not kept: the lock
+pins the sha256 its index publishes for each chosen wheel.
+
+May import: packaging, inputs (bounded reads), records.shown, errors, index/config (IndexSettings),
+resolve/reasons.py.
 """
 
 from __future__ import annotations
@@ -20,31 +25,20 @@ from typing import Iterable, Optional, Sequence
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import canonicalize_name
 
 from cudaresolve import inputs, records
 from cudaresolve.errors import UsageError
-
-@dataclass(frozen=True)
-class IndexOptions:
-    """pip's index options as the inputs set them; None / empty: not set, the caller's defaults apply."""
-
-    index_url: Optional[str] = None
-    extra_index_urls: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()
-    no_index: bool = False
-    trusted_hosts: tuple[str, ...] = ()
-
+from cudaresolve.index.config import IndexSettings
+from cudaresolve.resolve.reasons import Asked, Constrained, Need
 
 @dataclass(frozen=True)
 class RequirementSet:
-    """Everything the resolver is asked for, with the files it came from."""
+    """Everything the resolver is asked for; each requirement names the file and line it came from."""
 
-    requirements: tuple[str, ...]  # PEP 508 strings, each parsed once by packaging
-    constraints: tuple[str, ...]
-    index_options: IndexOptions = field(default_factory=IndexOptions)
-    hashes: dict[NormalizedName, frozenset[str]] = field(default_factory=dict)  # name -> allowed sha256 digests
-    sources: tuple[str, ...] = ()  # files read, in order
+    requirements: tuple[Need, ...]  # each parsed once by packaging, with where it was written
+    constraints: tuple[Need, ...]
+    index_options: IndexSettings = field(default_factory=IndexSettings)  # the index lines of requirements files
 
 
 # -- one requirement -----------------------------------------------------------------------------
@@ -71,45 +65,54 @@ def _looks_like_location(text: str) -> bool:
     return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text)) or "/" in text or "\\" in text or text.startswith(".")
 
 
-def from_command_line(texts: Sequence[str]) -> RequirementSet:
+COMMAND_LINE = "command line"
+
+
+def from_command_line(texts: Sequence[str], where: str = COMMAND_LINE) -> RequirementSet:
     """Requirements given as arguments (`cudaresolve lock torch cupy-cuda12x`)."""
-    parsed = [str(parse_requirement(text, f"command line: {text!r}")) for text in texts]
-    return RequirementSet(requirements=tuple(dict.fromkeys(parsed)), constraints=())
+    parsed = [Need(parse_requirement(text, f"{where}: {text!r}"), Asked(where)) for text in texts]
+    return RequirementSet(requirements=unique(parsed), constraints=())
+
+
+def unique(needs: Iterable[Need]) -> tuple[Need, ...]:
+    """Each requirement once, with the origin it was first met with."""
+    found: dict[str, Need] = {}
+    for need in needs:
+        found.setdefault(str(need.requirement), need)
+    return tuple(found.values())
 
 
 def merge(sets: Iterable[RequirementSet]) -> RequirementSet:
     """Several inputs as one: requirements and constraints in order without repeats, the last
     --index-url wins (as in pip, where a later option overrides an earlier one), the other index
-    options and the hashes add up."""
-    requirements: list[str] = []
-    constraints: list[str] = []
-    hashes: dict[NormalizedName, frozenset[str]] = {}
-    sources: list[str] = []
-    index = IndexOptions()
+    options add up."""
+    requirements: list[Need] = []
+    constraints: list[Need] = []
+    index = IndexSettings()
     for one in sets:
         requirements += one.requirements
         constraints += one.constraints
-        sources += one.sources
-        for name, digests in one.hashes.items():
-            hashes[name] = hashes.get(name, frozenset()) | digests
         index = _merge_index(index, one.index_options)
     return RequirementSet(
-        requirements=tuple(dict.fromkeys(requirements)),
-        constraints=tuple(dict.fromkeys(constraints)),
+        requirements=unique(requirements),
+        constraints=unique(constraints),
         index_options=index,
-        hashes=hashes,
-        sources=tuple(dict.fromkeys(sources)),
     )
 
 
-def _merge_index(a: IndexOptions, b: IndexOptions) -> IndexOptions:
-    return IndexOptions(
+def _merge_index(a: IndexSettings, b: IndexSettings) -> IndexSettings:
+    return IndexSettings(
         index_url=b.index_url or a.index_url,
-        extra_index_urls=tuple(dict.fromkeys(a.extra_index_urls + b.extra_index_urls)),
-        find_links=tuple(dict.fromkeys(a.find_links + b.find_links)),
-        no_index=a.no_index or b.no_index,
-        trusted_hosts=tuple(dict.fromkeys(a.trusted_hosts + b.trusted_hosts)),
+        extra_index_urls=_listed((a.extra_index_urls or ()) + (b.extra_index_urls or ())),
+        find_links=_listed((a.find_links or ()) + (b.find_links or ())),
+        no_index=True if a.no_index or b.no_index else None,
+        trusted_hosts=_listed((a.trusted_hosts or ()) + (b.trusted_hosts or ())),
     )
+
+
+def _listed(values: Iterable[str]) -> Optional[tuple[str, ...]]:
+    """Each value once, in order; None for none (not set)."""
+    return tuple(dict.fromkeys(values)) or None
 
 
 # -- pip requirements files ----------------------------------------------------------------------
@@ -148,10 +151,8 @@ _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 class _Collected:
     """What the files read so far add up to (mutable while reading; frozen into a RequirementSet)."""
 
-    requirements: list[str] = field(default_factory=list)
-    constraints: list[str] = field(default_factory=list)
-    hashes: dict[NormalizedName, set[str]] = field(default_factory=dict)
-    sources: list[str] = field(default_factory=list)
+    requirements: list[Need] = field(default_factory=list)
+    constraints: list[Need] = field(default_factory=list)
     index_url: Optional[str] = None
     extra_index_urls: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
@@ -160,22 +161,21 @@ class _Collected:
     reads: int = 0  # files read so far, bounded by MAX_FILES_READ
 
 
-def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None) -> RequirementSet:
-    """A pip requirements file with everything it includes; `environ` (default os.environ) for `${VAR}`."""
+def read_requirements_file(path: str, environ: Optional[dict[str, str]] = None, *, constraint: bool = False) -> RequirementSet:
+    """A pip requirements file with everything it includes (read as a constraints file, pip's -c,
+    with `constraint`); `environ` (default os.environ) for `${VAR}`."""
     collected = _Collected()
-    _read_file(path, constraint=False, stack=(), collected=collected, environ=os.environ if environ is None else environ)
+    _read_file(path, constraint=constraint, stack=(), collected=collected, environ=os.environ if environ is None else environ)
     return RequirementSet(
-        requirements=tuple(dict.fromkeys(collected.requirements)),
-        constraints=tuple(dict.fromkeys(collected.constraints)),
-        index_options=IndexOptions(
+        requirements=unique(collected.requirements),
+        constraints=unique(collected.constraints),
+        index_options=IndexSettings(
             index_url=collected.index_url,
-            extra_index_urls=tuple(dict.fromkeys(collected.extra_index_urls)),
-            find_links=tuple(dict.fromkeys(collected.find_links)),
-            no_index=collected.no_index,
-            trusted_hosts=tuple(dict.fromkeys(collected.trusted_hosts)),
+            extra_index_urls=_listed(collected.extra_index_urls),
+            find_links=_listed(collected.find_links),
+            no_index=True if collected.no_index else None,
+            trusted_hosts=_listed(collected.trusted_hosts),
         ),
-        hashes={name: frozenset(digests) for name, digests in collected.hashes.items()},
-        sources=tuple(dict.fromkeys(collected.sources)),
     )
 
 
@@ -289,7 +289,6 @@ def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected
     collected.reads += 1
     if collected.reads > MAX_FILES_READ:
         raise UsageError(f"{path}: more than {MAX_FILES_READ} requirements files read through -r/-c (an include read again counts again)")
-    collected.sources.append(path)
     for number, line in _logical_lines(_decode(data, path)):
         where = f"{path}:{number}"
         text, tokens = _split(_expand(line, environ), where)
@@ -354,13 +353,12 @@ def _requirement(text: str, options: list, where: str, constraint: bool, collect
             raise UsageError(f"{where}: --hash={value}: only sha256 hashes are supported")
         if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
             raise UsageError(f"{where}: --hash={value}: not a sha256 hex digest")
-        collected.hashes.setdefault(canonicalize_name(requirement.name), set()).add(digest.lower())
     if constraint:
         if requirement.extras:
             raise UsageError(f"{where}: {text}: a constraint cannot name extras (pip refuses them too)")
-        collected.constraints.append(str(requirement))
+        collected.constraints.append(Need(requirement, Constrained(where)))
     else:
-        collected.requirements.append(str(requirement))
+        collected.requirements.append(Need(requirement, Asked(where)))
 
 
 # -- pyproject.toml ------------------------------------------------------------------------------
@@ -385,10 +383,10 @@ def read_project(directory: str, extras: Sequence[str] = (), groups: Sequence[st
     if "project" not in data and not groups:
         raise UsageError(f"{path}: has no [project] table")
     reader = _Project(path, project, dependency_groups)
-    requirements = reader.dependencies(tuple(extras)) if "project" in data else []
+    requirements: list[Need] = reader.dependencies(tuple(extras)) if "project" in data else []
     for group in groups:
         requirements += reader.group(group, ())
-    return RequirementSet(requirements=tuple(dict.fromkeys(requirements)), constraints=(), sources=(path,))
+    return RequirementSet(requirements=unique(requirements), constraints=())
 
 
 def _table(data: dict, key: str, path: str) -> dict:
@@ -418,7 +416,7 @@ class _Project:
 
     def dependencies(
         self, extras: tuple[str, ...], marker: Optional[str] = None, seen: frozenset = frozenset(), depth: int = 0
-    ) -> list[str]:
+    ) -> list[Need]:
         """The project's dependencies plus those of `extras`, each under `marker` when given;
         `depth`: how many self-references led here."""
         if depth > MAX_PROJECT_NESTING:
@@ -440,7 +438,7 @@ class _Project:
             seen |= {key}
         return self._requirements(entries, marker, seen, depth)
 
-    def group(self, group: str, including: tuple[str, ...]) -> list[str]:
+    def group(self, group: str, including: tuple[str, ...]) -> list[Need]:
         """A PEP 735 dependency group with the groups it includes; an include cycle is an error."""
         key = canonicalize_name(group)
         if key not in self.groups:
@@ -455,7 +453,7 @@ class _Project:
         where = f"dependency-groups.{spelled}"
         if not isinstance(value, list):
             raise UsageError(f"{self.path}: {where} must be an array")
-        found: list[str] = []
+        found: list[Need] = []
         for i, item in enumerate(value):
             if isinstance(item, str):
                 found += self._requirements([(f"{where}[{i}]", item)], None, None, 0)
@@ -467,10 +465,10 @@ class _Project:
 
     def _requirements(
         self, entries: list[tuple[str, str]], marker: Optional[str], seen: Optional[frozenset], depth: int
-    ) -> list[str]:
+    ) -> list[Need]:
         """Parsed requirements under `marker`; `seen`: the extras already expanded (None: not even
         the base dependencies, as in a dependency group)."""
-        found: list[str] = []
+        found: list[Need] = []
         for key, text in entries:
             requirement = parse_requirement(text, f"{self.path}: {key}")
             own = requirement.marker and str(requirement.marker)
@@ -485,5 +483,5 @@ class _Project:
                 continue
             if both != own:
                 requirement.marker = Marker(both)
-            found.append(str(requirement))
+            found.append(Need(requirement, Asked(f"{self.path}: {key}")))
         return found

@@ -3,7 +3,11 @@ doctor's own checks on every host; a set the judge refuses is resolved again wit
 candidate, so lock -> install -> doctor is clean by construction.
 
 Only errors that the plan brings count: an error the installed environment already has is not the
-lock's doing (the doctor reports it), and refusing every set for it would help no one.
+lock's doing (the doctor reports it), and refusing every set for it would help no one. The answer
+is a Lock of records, or NoSolution with its causes as records; output/ words both.
+
+May import: resolvelib, packaging, checks/ (the judge), env/, host facts, index/access, knowledge/,
+resolve/. No I/O of its own beyond the index it is given.
 """
 
 from __future__ import annotations
@@ -12,8 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.utils import NormalizedName, canonicalize_name
 from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Resolver
 
 from cudaresolve import __version__
@@ -22,47 +25,58 @@ from cudaresolve.checks.builds import component_builds
 from cudaresolve.checks.fixes import conda_fix
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.environment import Environment
-from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.knowledge import components, cupy
-from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
+from cudaresolve.resolve.causes import Attempt, Cause, CondaMismatch, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.conda import conda_providers
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
+from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
+from cudaresolve.resolve.inputs import LockInputs
+from cudaresolve.resolve.lock import Build, Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
 from cudaresolve.resolve.provider import Provider, root_requirements
+from cudaresolve.resolve.reasons import (
+    ExtrasOf,
+    Judged,
+    Need,
+    NotNeeded,
+    OlderCuda,
+    Origin,
+    OtherMajor,
+    Rejection,
+)
 
-ENVIRONMENT = "CUDA major"  # the --explain entry for the environment's one CUDA major
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
 
 
-class NoSolution(CudaresolveError):
-    """No set of wheels fits the requirements and the hosts: exit 2, "problems found"."""
+@dataclass(frozen=True)
+class Judging:
+    """Progress: a resolved set of `distributions` is being judged on `hosts` hosts."""
 
-    exit_code = 2
+    distributions: int
+    hosts: int
 
 
 @dataclass(frozen=True)
-class LockRequest:
-    requirements: tuple[str, ...]
-    constraints: tuple[str, ...] = ()
-    upgrade: bool = False
-    allow_advisories: tuple[str, ...] = ()
-    deep: bool = False  # judge every chosen wheel's own ELF files (downloading those the table lacks)
+class Rewrite:
+    """A request made concrete for the environment's CUDA major."""
+
+    asked_as: Optional[NormalizedName] = None  # cupy, locked as cupy-cuda12x
+    added_extra: Optional[str] = None  # cuda-cccl, locked with [cu12]
 
 
 def lock(
-    request: LockRequest,
+    inputs: LockInputs,
     installed: Environment,
-    hosts: Sequence[tuple[str, HostFacts]],
     index: PackageIndex,
     *,
-    progress: Optional[Callable[[str], None]] = None,
+    progress: Optional[Callable[[Judging], None]] = None,
 ) -> Lock:
-    """The lock for `request` on every host of `hosts`, or NoSolution naming what is in conflict.
+    """The lock `inputs` ask for on every one of their hosts, given the `installed` environment and
+    the `index` their settings open; or NoSolution naming what is in conflict.
 
     One CUDA major per environment: the majors every host can run are tried newest first (a conda
     prefix's `cuda-version` major first, then the installed components' major, when they have one),
@@ -70,150 +84,151 @@ def lock(
     becomes that major's CuPy wheel, and a package with per-major extras asked for without one gets
     that major's extra. In a conda prefix, conda's CUDA libraries stand for their wheels
     (resolve/conda.py)."""
+    hosts = inputs.hosts
     markers = installed.target.marker_environment() or {}
     kept = {d.name: d for d in installed.distributions if d.kind != "conda"}
-    requested = root_requirements(request.requirements, markers)
+    requested = root_requirements(inputs.requirements, markers)
     pin = installed.conda.cuda() if installed.conda else None
     finder = CandidateFinder(
-        index, hosts, kept, upgrade=request.upgrade, machine=installed.loader.machine,
+        index, hosts, kept, upgrade=inputs.policy.upgrade, machine=installed.loader.machine,
         conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
     )
-    binary_needs = installed_binary_requirements((e.owner, e.facts) for e in installed.elf_files if e.facts is not None)
-    binary = [requirement for requirement, _ in binary_needs]
-    notes_for_needs = {canonicalize_name(r.name): why for r, why in binary_needs}
+    binary = installed_binary_requirements(installed)
     finder.prefetch([r.name for r in requested + binary])
     baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
     installed_majors = {b.cuda.major for b in component_builds(installed.distributions)}
     prefix_major = pin.major if pin else None
     majors = sorted(environment_majors(hosts), key=lambda m: (m != prefix_major, m not in installed_majors, -m)) or [None]
-    for major, why in major_rejections(hosts):
-        finder.rejections.add(ENVIRONMENT, f"CUDA {major}", why)
-    failures = []
+    failures: list[Attempt] = []
     for major in majors:
         finder.major = major
-        roots, notes = for_major(requested, major)
-        notes = {**notes_for_needs, **notes}
+        roots, rewrites = for_major(requested, major)
         try:
-            return _lock_once(request, installed, hosts, index, finder, roots + binary, notes, baseline, markers, progress)
+            return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress)
         except NoSolution as exc:
-            failures.append((major, exc))
-    conflict = fleet_conflict(hosts)
-    if len(failures) == 1 or len({_without_majors(str(exc)) for _, exc in failures}) == 1:
-        if conflict:
-            raise NoSolution(f"{conflict}\n{failures[0][1]}")
-        raise failures[0][1]
-    raise NoSolution("\n".join(f"with CUDA {major}: {exc}" for major, exc in failures))
+            failures += exc.attempts
+    if len(failures) == 1 or len({_without_majors(attempt.causes) for attempt in failures}) == 1:
+        raise NoSolution(tuple(failures[:1]), fleet_conflict(hosts))
+    raise NoSolution(tuple(failures))
 
 
-def _without_majors(text: str) -> str:
-    """A failure's text with the per-major remarks cut, to tell whether the majors failed alike."""
-    return "; ".join(part for part in text.split("; ") if "the environment is CUDA" not in part)
+def _without_majors(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
+    """The causes without the candidates set aside for the major tried, to tell whether the majors failed alike."""
+    return tuple(
+        Unsatisfiable(c.requirement, c.origin, tuple(r for r in c.rejections if not isinstance(r.evidence, OtherMajor)), c.conda)
+        if isinstance(c, Unsatisfiable) else c
+        for c in causes
+    )
 
 
-def for_major(requirements: Sequence[Requirement], major: Optional[int]) -> tuple[list[Requirement], dict[str, str]]:
-    """The requirements for an environment of CUDA `major`, and a note per rewritten name."""
-    rewritten, notes = [], {}
-    for requirement in requirements:
+def for_major(needs: Sequence[Need], major: Optional[int]) -> tuple[list[Need], dict[NormalizedName, Rewrite]]:
+    """The requirements for an environment of CUDA `major`, and what was rewritten, per locked name."""
+    rewritten: list[Need] = []
+    rewrites: dict[NormalizedName, Rewrite] = {}
+    for need in needs:
+        requirement = need.requirement
         name = canonicalize_name(requirement.name)
         if major is None:
-            rewritten.append(requirement)
+            rewritten.append(need)
         elif name == "cupy" and cupy.dist_for_cuda_major(major):
             real = canonicalize_name(cupy.dist_for_cuda_major(major))
             text = str(requirement).replace(requirement.name, real, 1)
-            rewritten.append(Requirement(text))
-            notes[real] = f"asked for as {requirement.name}: CuPy's wheel for the environment's CUDA {major}"
+            rewritten.append(Need(Requirement(text), need.origin))
+            rewrites[real] = Rewrite(asked_as=name)
         elif components.per_major_extras(name) and not (set(requirement.extras) & components.per_major_extras(name)):
             extra = components.per_major_extra(name, major)
             if extra is None:
-                rewritten.append(requirement)
+                rewritten.append(need)
                 continue
             changed = Requirement(str(requirement))
             changed.extras = set(requirement.extras) | {extra}
-            rewritten.append(changed)
-            notes[name] = f"asked for without a CUDA extra: [{extra}] for the environment's CUDA {major}"
+            rewritten.append(Need(changed, need.origin))
+            rewrites[name] = Rewrite(added_extra=extra)
         else:
-            rewritten.append(requirement)
-    return rewritten, notes
+            rewritten.append(need)
+    return rewritten, rewrites
 
 
 def _lock_once(
-    request: LockRequest,
+    inputs: LockInputs,
     installed: Environment,
-    hosts: Sequence[tuple[str, HostFacts]],
     index: PackageIndex,
     finder: CandidateFinder,
-    roots: list[Requirement],
-    notes: dict[str, str],
+    roots: list[Need],
+    rewrites: dict[NormalizedName, Rewrite],
     baseline: set,
     markers: dict,
-    progress: Optional[Callable[[str], None]],
+    progress: Optional[Callable[[Judging], None]],
 ) -> Lock:
+    hosts = inputs.hosts
     excluded: set[tuple[str, str]] = set()
     refused: list[Finding] = []
     for _ in range(MAX_JUDGED):
-        constraints = root_requirements(request.constraints, markers)
+        constraints = root_requirements(inputs.constraints, markers)
         provider = Provider(finder, index, markers, excluded, constraints)
-        chosen = _resolve(provider, roots, finder, installed)
+        chosen, origins = _resolve(provider, roots, finder, installed)
         if progress:
-            progress(f"judging {len(chosen)} distributions on {len(hosts)} host(s)")
-        plan = planned_environment(installed, chosen.values(), index, deep=request.deep)
+            progress(Judging(len(chosen), len(hosts)))
+        plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
         problems = [
             (label, finding)
             for label, host in hosts
             for finding in judge(plan, host).findings
-            if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, request.allow_advisories)
+            if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, inputs.policy.allow_advisories)
         ]
         if not problems:
-            found = {name: "; ".join(reasons) for name, reasons in provider.binary_reasons.items() if name in chosen}
-            return _as_lock(chosen, finder, hosts, index, markers, {**found, **notes})
+            return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites)
         for label, finding in problems:
             culprit = chosen.get(finding.subject.split(" ")[0])
             if culprit is None or culprit.file is None:
-                where = f" on {label}" if len(hosts) > 1 else ""
-                raise NoSolution(f"{finding.subject}: {finding.message}{where}" + (f"; fix: {finding.fix}" if finding.fix else ""))
+                where = label if len(hosts) > 1 else None
+                raise NoSolution((Attempt(finder.major, (Refused(finding, where),)),))
             excluded.add((culprit.name, str(culprit.version)))
             refused.append(finding)
-            finder.rejections.add(culprit.name, culprit.label, f"{finding.check}: {finding.message}")
-    raise NoSolution(f"gave up after {MAX_JUDGED} sets refused by the checks; the last: {refused[-1].message}")
+            finder.rejections.add(Rejection(culprit.ref, Judged(finding.check, finding.message)))
+    raise NoSolution((Attempt(finder.major, (GaveUp(MAX_JUDGED, refused[-1]),)),))
 
 
-def _resolve(provider: Provider, roots: list[Requirement], finder: CandidateFinder, installed: Environment) -> dict[str, Candidate]:
+def _resolve(
+    provider: Provider, roots: list[Need], finder: CandidateFinder, installed: Environment
+) -> tuple[dict[str, Candidate], dict[str, tuple[Origin, ...]]]:
+    """The chosen candidate per name, and the origins of the requirements that brought each."""
     try:
         result = Resolver(provider, BaseReporter()).resolve(roots, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:
-        raise NoSolution(_explain_impossible(exc, finder, installed)) from None
+        raise NoSolution((Attempt(finder.major, _causes(exc, finder, installed)),)) from None
     except ResolutionTooDeep:
-        raise NoSolution(f"no set found within {MAX_ROUNDS} resolution rounds") from None
-    return {c.name: c for identifier, c in result.mapping.items() if "[" not in identifier}
+        raise NoSolution((Attempt(finder.major, (TooDeep(MAX_ROUNDS),)),)) from None
+    origins: dict[str, dict[Origin, None]] = {}
+    for (name, _), criterion in result.criteria.items():
+        found = origins.setdefault(name, {})
+        for information in criterion.information:
+            if not isinstance(information.requirement.origin, ExtrasOf):  # the extras' own base: not a reason
+                found[information.requirement.origin] = None
+    chosen = {c.name: c for (_, extras), c in result.mapping.items() if not extras}
+    return chosen, {name: tuple(origins.get(name, ())) for name in chosen}
 
 
-def _explain_impossible(exc: ResolutionImpossible, finder: CandidateFinder, installed: Environment) -> str:
-    """One line per requirement in conflict, with why its candidates were set aside (first, when a
-    conda package stands for the wheel, why it does not fit and the conda command that would)."""
-    lines = []
+def _causes(exc: ResolutionImpossible, finder: CandidateFinder, installed: Environment) -> tuple[Cause, ...]:
+    """Per requirement in conflict, its origin and the candidates its specifier admits that were set
+    aside (first, when a conda package stands for the wheel, why it does not fit)."""
+    causes: dict[Cause, None] = {}
     for cause in exc.causes:
-        requirement, parent = cause.requirement, cause.parent
-        who = f" (required by {parent.label})" if parent is not None else ""
+        need: Need = cause.requirement
+        requirement = need.requirement
         name = canonicalize_name(requirement.name)
-        reasons = _conda_reasons(requirement, finder, installed) + [
-            f"{label}: {why}"
-            for label, why in finder.rejected(name)
-            if " " not in label or requirement.specifier.contains(Version(label.split(" ")[1]), prereleases=True)
-        ]
-        line = f"nothing fits {requirement}{who}"
-        if reasons:
-            line += "; " + "; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
-        lines.append(line)
-    return "\n".join(dict.fromkeys(lines))
+        rejections = tuple(r for r in finder.rejected(name) if requirement.specifier.contains(r.candidate.version, prereleases=True))
+        causes[Unsatisfiable(requirement, need.origin, rejections, _conda_mismatch(requirement, finder, installed))] = None
+    return tuple(causes)
 
 
-def _conda_reasons(requirement: Requirement, finder: CandidateFinder, installed: Environment) -> list[str]:
+def _conda_mismatch(requirement: Requirement, finder: CandidateFinder, installed: Environment) -> Optional[CondaMismatch]:
     provider = finder.conda.get(canonicalize_name(requirement.name))
     if provider is None or not provider.same_component or requirement.specifier.contains(provider.package.version):
-        return []
+        return None
     floors = [s.version for s in requirement.specifier if s.operator == ">="]  # what conda's ">=" can say
     command = conda_fix(installed, provider.soname, provider.package.name, floors[0]) if len(floors) == 1 else None
-    return [f"{provider.label} does not satisfy {requirement.specifier}" + (f": {command}" if command else "")]
+    return CondaMismatch(provider.label, str(requirement.specifier), command)
 
 
 def _refuses(finding: Finding) -> bool:
@@ -231,42 +246,41 @@ def _allowed(finding: Finding, allowed: Sequence[str]) -> bool:
 
 def _as_lock(
     chosen: dict[str, Candidate],
+    origins: dict[str, tuple[Origin, ...]],
     finder: CandidateFinder,
     hosts: Sequence[tuple[str, HostFacts]],
     index: PackageIndex,
     markers: dict,
-    notes: dict[str, str],
+    rewrites: dict[NormalizedName, Rewrite],
 ) -> Lock:
     packages = []
     for name, candidate in sorted(chosen.items()):
         file = candidate.file
+        rewrite = rewrites.get(candidate.name, Rewrite())
+        major = finder.major if rewrite != Rewrite() else None
         if candidate.from_conda:
             assert candidate.installed is not None
-            packages.append(LockedPackage(name, str(candidate.version), None, None, None,
-                                          f"provided by {candidate.installed.label}: pip must not replace it",
-                                          provided_by=candidate.installed.label))
+            packages.append(LockedPackage(candidate.name, candidate.version, None, None, None,
+                                          Reason(ReasonKind.CONDA, origins[name]), provided_by=candidate.installed.label))
             continue
         if file is None:
             # A kept installed version the indexes serve is locked with that wheel, so another
             # reader installs it too; one without a source stays in [tool.cudaresolve].kept only.
             file = next((c.file for c in finder.all_candidates(name) if c.file is not None and c.version == candidate.version), None)
+            reason = Reason(ReasonKind.KEPT, origins[name], rewrite.asked_as, rewrite.added_extra, major)
             if file is None:
-                packages.append(LockedPackage(name, str(candidate.version), None, None, None, "installed, kept"))
+                packages.append(LockedPackage(candidate.name, candidate.version, None, None, None, reason))
                 continue
-            reason = "installed, kept"
         else:
-            reason = candidate.build.evidence if candidate.build else "the newest release that fits"
+            build = Build(candidate.build.cuda, candidate.build.evidence) if candidate.build else None
+            reason = Reason(ReasonKind.INDEX, origins[name], rewrite.asked_as, rewrite.added_extra, major, build)
         sha256 = index.sha256(file)
-        if name in notes:
-            reason = f"{notes[name]}; {reason}"
         # a wheel found by --find-links has no index: pip reaches it through its directory (lockfile/pylock.py)
         source = None if file.source in index.config.find_links else file.source
         packages.append(
-            LockedPackage(name, str(candidate.version), source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
+            LockedPackage(candidate.name, candidate.version, source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
         )
-    decisions = _decisions(chosen, finder)
-    if finder.major is not None and ENVIRONMENT in finder.rejections.by_name:
-        decisions += (Decision(ENVIRONMENT, f"CUDA {finder.major}", tuple(finder.rejections.by_name[ENVIRONMENT])),)
+    rejected = major_rejections(hosts)
     used = [p.index for p in packages if p.index]
     index_urls = tuple(dict.fromkeys([*index.config.index_urls(), *sorted(set(used))]))
     python = markers.get("python_version")
@@ -276,8 +290,9 @@ def _as_lock(
         hosts=tuple(host.to_dict() for _, host in hosts),
         host_labels=tuple(label for label, _ in hosts),
         index_urls=index_urls,
-        decisions=decisions,
+        decisions=_decisions(chosen, finder),
         created_by=f"cudaresolve {__version__}",
+        major=MajorDecision(finder.major, rejected) if finder.major is not None and rejected else None,
     )
 
 
@@ -289,20 +304,20 @@ def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[D
     decisions = []
     for name, candidate in sorted(chosen.items()):
         public = candidate.version.public
-        entries = []
+        entries: list[Rejection] = []
         for other in finder.all_candidates(name):
             if other.version.public == public and other.version != candidate.version and other.file is not None:
                 if finder.fits_major(other) or _older_cuda(other, candidate):
-                    entries.append((other.label, _compared(other, candidate)))
-        compared = {label for label, _ in entries}
-        for label, why in finder.rejected(name):
-            version = label.split(" ")[1]
-            if label in compared or label == candidate.label:
+                    entries.append(Rejection(other.ref, _compared(other, candidate)))
+        compared = {entry.candidate for entry in entries}
+        for rejection in finder.rejected(name):
+            if not rejection.installed and (rejection.candidate in compared or rejection.candidate == candidate.ref):
                 continue
-            if Version(version) >= candidate.version or Version(version).public == public:
-                entries.append((label, why))
+            version = rejection.candidate.version
+            if version >= candidate.version or version.public == public:
+                entries.append(rejection)
         if entries:
-            decisions.append(Decision(name, candidate.label, tuple(entries)))
+            decisions.append(Decision(candidate.name, candidate.ref, tuple(entries)))
     return tuple(decisions)
 
 
@@ -313,8 +328,7 @@ def _older_cuda(other: Candidate, chosen: Candidate) -> bool:
     return theirs.cuda.major < mine.cuda.major or theirs.cuda.major == mine.cuda.major and (theirs.cuda.minor or 0) < (mine.cuda.minor or 0)
 
 
-def _compared(other: Candidate, chosen: Candidate) -> str:
-    label = f"+{chosen.version.local}" if chosen.version.local else "the default build"
+def _compared(other: Candidate, chosen: Candidate) -> OlderCuda | NotNeeded:
     if _older_cuda(other, chosen):
-        return f"older CUDA than {label}, which runs here"
-    return f"not needed: {label} runs here and fits every requirement"
+        return OlderCuda(chosen.version.local)
+    return NotNeeded(chosen.version.local)

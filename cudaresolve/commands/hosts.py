@@ -1,0 +1,30 @@
+"""The hosts a command judges against, from its options: probed, read from --host files,
+overridden by --driver, --cuda, --gpu and the host variables.
+
+Light on purpose (the doctor's cached path imports it): may import host/probe only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Optional, Sequence
+
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.host.probe import host_for
+
+THIS_HOST = "this host"
+
+
+def host(args: argparse.Namespace) -> HostFacts:
+    """The host of a command that judges one."""
+    return host_for(host_file=args.host, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ)
+
+
+def hosts(args: argparse.Namespace) -> tuple[tuple[str, HostFacts], ...]:
+    """(label, facts) of every host a lock must fit: each --host file, or this machine."""
+    files: Sequence[Optional[str]] = args.host or [None]
+    return tuple(
+        (path or THIS_HOST, host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ))
+        for path in files
+    )

@@ -1,0 +1,118 @@
+"""`cudaresolve install`: lock (or read --lock), show the plan, run the target's own pip on exactly
+the lock, then the doctor. What pip's configuration would make it do elsewhere is refused first.
+
+May import: env/, integrations/pip, lockfile/, output/ (plan, doctor), resolve/plan, results,
+commands/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from typing import Optional
+
+from cudaresolve.commands.hosts import hosts
+from cudaresolve.commands.locking import locked, misfits_on
+from cudaresolve.commands.options import lock_inputs
+from cudaresolve.env.distributions import Distribution, read_distributions
+from cudaresolve.env.interpreter import Target, target_for, target_for_site_packages
+from cudaresolve.errors import Exit, UsageError
+from cudaresolve.integrations.pip import (
+    externally_managed,
+    installs_elsewhere,
+    pip_install_command,
+    pip_install_settings,
+    pips_refusal,
+    run as run_pip,
+)
+from cudaresolve.lockfile.pip import requirements_txt
+from cudaresolve.lockfile.pylock import read_pylock
+from cudaresolve.output.lock_report import render_fit
+from cudaresolve.output.plan import render_plan, render_state
+from cudaresolve.resolve.plan import install_plan
+
+
+def run(args: argparse.Namespace) -> int:
+    """Lock, show the plan, then run the target's own pip on exactly the lock; doctor after."""
+    if args.target_dir and args.prefix:
+        raise UsageError("give --target or --prefix, not both")
+    target = target_for(python=args.python)
+    settings = pip_install_settings(target, os.environ)
+    elsewhere = installs_elsewhere(settings)
+    if elsewhere:
+        raise UsageError(f"{elsewhere}: unset it, and give cudaresolve install --target or --prefix instead")
+    if externally_managed(target, settings) and not args.target_dir and not args.prefix:
+        code, words = pips_refusal(target.python)
+        sys.stderr.write(words + "\n")
+        return code
+    site = args.target_dir or (_prefix_site_packages(target, args.prefix) if args.prefix else None)
+    if args.lock is not None:
+        if args.requirements or args.requirement:
+            raise UsageError("--lock installs a lock as it is: give no requirements with it")
+        lock = read_pylock(args.lock)
+        # pip's input first: an entry cudaresolve cannot install (only an sdist, VCS, directory or
+        # archive source; a wheel without a sha256) is refused, naming it, before anything else.
+        pinned = requirements_txt(lock, origin=args.lock)
+        fleet = hosts(args)
+        found = misfits_on(lock, fleet)
+        if found:
+            sys.stdout.write(render_fit(args.lock, [label for label, _ in fleet], found))
+            return Exit.PROBLEMS
+        installed = _installed(target, site)
+    else:
+        lock, env = locked(lock_inputs(args, target, site), os.environ, quiet=args.quiet)
+        pinned = requirements_txt(lock)
+        installed = env.distributions
+    changes = install_plan(lock, installed)  # the lock `pinned` was written from: the plan shows what pip gets
+    with tempfile.TemporaryDirectory(prefix="cudaresolve-install-") as scratch:
+        requirements = os.path.join(scratch, "requirements.txt")
+        with open(requirements, "w", encoding="utf-8") as f:
+            f.write(pinned)
+        command = pip_install_command(target.python, requirements, target_dir=args.target_dir, prefix=args.prefix)
+        sys.stdout.write(render_plan(changes, command if args.dry_run else None, pinned))
+        sys.stdout.flush()
+        if args.dry_run or not any(change.touches for change in changes):
+            return Exit.OK
+        code = run_pip(command)
+    after = {d.name: d.version for d in _installed(target, site)}
+    if code != 0:
+        sys.stdout.write(render_state(changes, after, code))
+        return code
+    if not args.no_verify:
+        return _verify(args, target, site)
+    return Exit.OK
+
+
+def _installed(target: Target, site: Optional[str]) -> tuple[Distribution, ...]:
+    found: list[Distribution] = []
+    for directory in (site,) if site else target.site_packages:
+        if os.path.isdir(directory):
+            found += read_distributions(directory)[0]
+    return tuple(found)
+
+
+def _prefix_site_packages(target: Target, prefix: str) -> str:
+    """Where pip --prefix puts packages for this interpreter (lib/pythonX.Y/site-packages)."""
+    version = ".".join((target.version or "").split(".")[:2])
+    return os.path.join(os.path.abspath(prefix), "lib", f"python{version}", "site-packages")
+
+
+def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> int:
+    """The doctor on what pip left, the way `cudaresolve doctor` runs it (its result cached for the
+    next look); its findings are shown, and its exit status is the command's: 2 when it finds an
+    error on any host (pip succeeded, yet the environment it leaves will not work)."""
+    from cudaresolve.output.doctor import use_colour
+    from cudaresolve.results import doctor_report
+
+    where = target_for_site_packages(site) if site else target
+    fleet = hosts(args)
+    code = Exit.OK
+    for label, host in fleet:
+        report = doctor_report(where, host, os.environ)
+        if len(fleet) > 1:
+            sys.stdout.write(f"doctor for {label}:\n")
+        sys.stdout.write(report.text_colour if use_colour(sys.stdout, os.environ) else report.text)
+        code = max(code, report.exit_code)
+    return code

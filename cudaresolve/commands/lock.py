@@ -1,0 +1,57 @@
+"""`cudaresolve lock`: resolve LockInputs into a lock and write its files together, with the report;
+`lock --check FILE`: whether a lock still fits the hosts.
+
+May import: env/interpreter, lockfile/, output/ (lock_report, lock_words), commands/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from cudaresolve.commands.hosts import hosts
+from cudaresolve.commands.locking import locked, misfits_on
+from cudaresolve.commands.options import lock_inputs, say
+from cudaresolve.env.interpreter import target_for
+from cudaresolve.errors import Exit
+from cudaresolve.lockfile.files import write_together
+from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
+from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
+from cudaresolve.lockfile.writer import pylock_toml
+from cudaresolve.output import lock_words
+from cudaresolve.output.lock_report import render_fit, render_json, render_text
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.check is not None:
+        return check(args)
+    if args.output not in (None, "-"):
+        lock_file_name_ok(args.output)
+    started = time.perf_counter()
+    result, _ = locked(lock_inputs(args, target_for(python=args.python)), os.environ, quiet=args.quiet)
+    # Everything is rendered before anything is written, and the files are written together:
+    # a refused value or a failed write leaves every output as it was, stdout included.
+    outputs = [(args.output or "pylock.toml", pylock_toml(result, lock_words))]
+    if args.constraints:
+        outputs.append((args.constraints, constraints_txt(result)))
+    if args.requirements_out:
+        outputs.append((args.requirements_out, requirements_txt(result)))
+    report = render_json(result, time.perf_counter() - started) if args.json else render_text(result, explain=args.explain)
+    files = [(path, text) for path, text in outputs if path != "-"]
+    write_together(files)
+    for path, _ in files:
+        say(args.quiet, f"wrote {path}")
+    if args.output == "-":
+        sys.stdout.write(outputs[0][1])
+    (sys.stderr if args.output == "-" and not args.json else sys.stdout).write(report)
+    return Exit.OK
+
+
+def check(args: argparse.Namespace) -> int:
+    """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
+    fleet = hosts(args)
+    found = misfits_on(read_pylock(args.check), fleet)
+    sys.stdout.write(render_fit(args.check, [label for label, _ in fleet], found))
+    return Exit.PROBLEMS if found else Exit.OK

@@ -1,0 +1,67 @@
+"""The lock's edge, shared by `lock`, `install` and `pip install`: from LockInputs, read the
+installed environment, open the indexes and resolve (resolve/resolver.py does the choosing); and
+whether a lock read from a file still fits the hosts.
+
+May import: doctor (the environment scan), env/, index/, resolve/, output/progress, commands/options.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import replace
+from typing import Mapping, Sequence
+
+from cudaresolve.commands.options import say
+from cudaresolve.doctor import scan
+from cudaresolve.env.environment import Environment
+from cudaresolve.env.interpreter import Target
+from cudaresolve.errors import UsageError
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.access import PackageIndex, open_index
+from cudaresolve.index.config import IndexConfig, index_config
+from cudaresolve.output.progress import download_progress, judging_progress
+from cudaresolve.resolve.check import misfits
+from cudaresolve.resolve.inputs import Indexes, LockInputs
+from cudaresolve.resolve.lock import Lock
+from cudaresolve.resolve.reasons import Rejection
+from cudaresolve.resolve.resolver import lock
+
+
+def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = False) -> tuple[Lock, Environment]:
+    """The lock `inputs` ask for, and the installed Environment it started from."""
+    if not inputs.requirements:
+        raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
+    if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in inputs.hosts):
+        say(quiet, "no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
+    target = inputs.target
+    where = target if inputs.installed_at is None else replace(target, site_packages=(inputs.installed_at,))
+    installed, _ = scan(where, environ)
+    with open_indexes(target, inputs.indexes, environ, quiet=quiet) as index:
+        result = lock(inputs, installed, index, progress=lambda judging: say(quiet, judging_progress(judging)))
+    return result, installed
+
+
+def config_for(target: Target, indexes: Indexes, environ: Mapping[str, str]) -> IndexConfig:
+    """The index configuration for `target`: pip's, the project's, then the command's settings."""
+    project_dir = indexes.project_dir or os.getcwd()
+    return index_config(target.python, target.prefix, environ, project_dir, indexes.settings, site_packages=target.site_packages)
+
+
+def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *, quiet: bool = False) -> PackageIndex:
+    """The configured indexes for `target`, caching as asked, downloads shown on stderr (not when quiet)."""
+    return open_index(
+        config_for(target, indexes, environ),
+        target,
+        environ,
+        offline=indexes.offline,
+        refresh=indexes.refresh,
+        tag_overrides=indexes.tags,
+        progress=None if quiet else download_progress(sys.stderr),
+    )
+
+
+def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]]) -> list[Rejection]:
+    """Each locked build that does not run on one of `hosts` ([] when the lock fits), judged for this machine's loader."""
+    return misfits(locked, hosts, platform.machine())

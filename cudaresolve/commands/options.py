@@ -1,0 +1,87 @@
+"""What parsed options say, as typed values: the index settings, the wheel tags, and the
+LockInputs of `lock` and `install`. Each value is parsed here, at the edge.
+
+May import: env/interpreter, index/ (config, tags), resolve/ (inputs, requirements), errors,
+commands/hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+from cudaresolve.commands.hosts import hosts
+from cudaresolve.env.interpreter import Target
+from cudaresolve.index.config import IndexSettings, pip_number
+from cudaresolve.index.tags import TagOverrides
+from cudaresolve.resolve.inputs import Indexes, LockInputs, Policy
+from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
+
+def index_settings(args: argparse.Namespace) -> IndexSettings:
+    """The index flags given; None where a flag is not."""
+    return IndexSettings(
+        index_url=args.index_url,
+        extra_index_urls=_listed(args.extra_index_url),
+        find_links=_listed(args.find_links),
+        no_index=args.no_index,
+        trusted_hosts=_listed(args.trusted_host),
+        cert=args.cert,
+        client_cert=args.client_cert,
+        timeout=None if args.timeout is None else pip_number("timeout", args.timeout, "--timeout"),
+        retries=None if args.retries is None else pip_number("retries", args.retries, "--retries"),
+        proxy=args.proxy,
+        torch_index_base=args.torch_index_base,
+    )
+
+
+def _listed(values: Optional[Sequence[str]]) -> Optional[tuple[str, ...]]:
+    return None if values is None else tuple(values)
+
+
+def tags(args: argparse.Namespace) -> TagOverrides:
+    return TagOverrides(
+        python_version=args.python_version,
+        platforms=tuple(args.platform or ()),
+        implementation=args.implementation,
+        abis=tuple(args.abi or ()),
+    )
+
+
+def indexes(args: argparse.Namespace, files: IndexSettings = IndexSettings()) -> Indexes:
+    """Where to look: the flags over the index lines of requirements `files`, as in pip."""
+    return Indexes(
+        settings=index_settings(args).over(files),
+        project_dir=getattr(args, "project", None),
+        tags=tags(args),
+        offline=args.offline,
+        refresh=args.refresh,
+    )
+
+
+def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional[str] = None) -> LockInputs:
+    """What `lock` and `install` are asked: the requirements of the command line, -r files and the
+    project, the -c files' constraints, the hosts, the indexes and the choices."""
+    environ = dict(os.environ)
+    sets = [from_command_line(args.requirements)]
+    sets += [read_requirements_file(path, environ) for path in args.requirement]
+    if args.project is not None or args.extra or args.group:
+        sets.append(read_project(args.project or os.getcwd(), args.extra, args.group))
+    sets += [read_requirements_file(path, environ, constraint=True) for path in args.constraint]
+    asked = merge(sets)
+    return LockInputs(
+        requirements=asked.requirements,
+        constraints=asked.constraints,
+        hosts=hosts(args),
+        target=target,
+        indexes=indexes(args, asked.index_options),
+        policy=Policy(upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory), deep=args.deep),
+        installed_at=installed_at,
+    )
+
+
+def say(quiet: bool, text: str) -> None:
+    """Progress on stderr, unless -q."""
+    if not quiet:
+        print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,116 @@
+"""Every value of a Lock through its rule (lockfile/fields.py) before a writer writes it, so a lock
+built in code is held to what the reader demands of a file: names canonical, versions and markers
+as packaging prints them, digests lowercase, every record as the reader would build it from its
+table (lockfile/reasons.py).
+
+May import: packaging, resolve/lock.py and resolve/reasons.py (the model), lockfile/fields.py and
+lockfile/reasons.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Optional, TypeVar
+
+from packaging.version import Version
+
+from cudaresolve.lockfile import reasons
+from cudaresolve.lockfile.fields import (
+    Invalid,
+    LockFileError,
+    facts,
+    label,
+    marker,
+    name,
+    requires_python,
+    sha256,
+    shown,
+    size,
+    url,
+    version,
+    wheel_filename,
+)
+from cudaresolve.resolve.lock import Decision, Lock, LockedWheel, MajorDecision
+from cudaresolve.resolve.reasons import CandidateRef
+
+T = TypeVar("T")
+
+
+def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
+    """`lock` with every value passed through its rule: names canonical, versions and markers as
+    packaging prints them, digests lowercase, every record as the reader would build it from its
+    table. What the writers write; a value that breaks its rule is a LockFileError naming `origin`,
+    the field and the package."""
+    def rule(check: Callable[[Any], T], value: Any, field: str, package: str = "") -> T:
+        try:
+            return check(value)
+        except Invalid as exc:
+            who = f" (package {package})" if package else ""
+            raise LockFileError(f"{origin}: {field}{who}: {exc}") from None
+        except reasons.Bad as exc:
+            who = f" (package {package})" if package else ""
+            raise LockFileError(f"{origin}: {field}.{exc.key}{who}: {exc.problem}") from None
+
+    def optional(check: Callable[[Any], T], value: Any, field: str, package: str = "") -> Optional[T]:
+        return None if value is None else rule(check, value, field, package)
+
+    packages = []
+    for package in lock.packages:
+        dist = rule(name, package.name, "name")
+        pinned = None if package.version is None else Version(rule(version, str(package.version), "version", dist))
+        if pinned is None and package.other_source is None:
+            raise LockFileError(f"{origin}: version (package {dist}): missing")
+        wheel = package.wheel
+        if wheel is not None:
+            wheel = LockedWheel(
+                filename=rule(lambda v: wheel_filename(v, dist, str(pinned or "")), wheel.filename, "wheels.name", dist),
+                url=rule(url, wheel.url, "wheels.url", dist),
+                sha256=optional(sha256, wheel.sha256, "wheels.hashes.sha256", dist),
+                size=optional(size, wheel.size, "wheels.size", dist),
+            )
+        packages.append(
+            replace(
+                package,
+                name=dist,
+                version=pinned,
+                index=optional(url, package.index, "index", dist),
+                wheel=wheel,
+                marker=optional(marker, package.marker, "marker", dist),
+                reason=rule(reasons.checked_reason, package.reason, "reason", dist),
+                provided_by=optional(label, package.provided_by, "provided-by", dist),
+            )
+        )
+    decisions = []
+    for decision in lock.decisions:
+        dist = rule(name, decision.name, "decisions.name")
+        chosen = decision.chosen
+        if chosen is not None:
+            chosen = CandidateRef(dist, Version(rule(version, str(chosen.version), "decisions.chosen", dist)))
+        rejected = tuple(
+            rule(reasons.checked_rejection, replace(r, candidate=CandidateRef(dist, r.candidate.version)), "decisions.rejected", dist)
+            for r in decision.rejected
+        )
+        decisions.append(Decision(dist, chosen, rejected))
+    major = lock.major
+    if major is not None:
+        major = MajorDecision(
+            rule(_major, major.chosen, "cuda-major.chosen"),
+            tuple(rule(reasons.checked_major_rejection, r, "cuda-major.rejected") for r in major.rejected),
+        )
+    return Lock(
+        packages=tuple(packages),
+        requires_python=optional(requires_python, lock.requires_python, "requires-python"),
+        hosts=tuple(rule(facts, host, "hosts.facts") for host in lock.hosts),
+        host_labels=tuple(rule(label, host, "hosts.label") for host in lock.host_labels),
+        index_urls=tuple(rule(url, index, "index-urls") for index in lock.index_urls),
+        decisions=tuple(decisions),
+        created_by=rule(label, lock.created_by, "created-by"),
+        major=major,
+    )
+
+
+def _major(value: Any) -> int:
+    """A CUDA major."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1000:
+        raise Invalid(f"not a CUDA major: {shown(value)}")
+    return value

@@ -1,0 +1,205 @@
+"""The lock's sentences: a locked package's reason, a candidate set aside, a CUDA major refused, and
+why no set fits, each made from the resolver's records (resolve/reasons.py, lock.py, causes.py).
+The report, `why`, the install plan, the JSON report and pylock.toml's words for people all come
+from here, so one record always reads the same.
+
+May import: packaging, arch, resolve/ (its records), the judge's Finding.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from packaging.utils import canonicalize_name
+
+from cudaresolve.arch import Target
+from cudaresolve.resolve.causes import Cause, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
+from cudaresolve.resolve.lock import LockedPackage, Reason, ReasonKind
+from cudaresolve.resolve.reasons import (
+    BinaryNeed,
+    CandidateRef,
+    DriverTooOld,
+    Evidence,
+    Judged,
+    MajorRefusal,
+    MajorRejection,
+    NoDeviceCode,
+    NotNeeded,
+    NoWheel,
+    OlderCuda,
+    OtherMajor,
+    Rejection,
+    RequiresPython,
+    SdistOnly,
+    ShadowsConda,
+    ToolkitTargets,
+    Yanked,
+    parent_of,
+)
+
+ENVIRONMENT = "CUDA major"  # the --explain and `why` entry for the environment's one CUDA major
+MAX_REASONS = 4  # candidates set aside named on one line of a refusal
+
+
+def candidate(ref: CandidateRef) -> str:
+    """`torch 2.7.1+cu128`."""
+    return f"{ref.name} {ref.version}"
+
+
+def is_environment(name: str) -> bool:
+    """Whether `why NAME` asks about the environment's CUDA major."""
+    return canonicalize_name(name) == canonicalize_name(ENVIRONMENT)
+
+
+# -- a locked package ------------------------------------------------------------------------------
+
+
+def reason(package: LockedPackage) -> str:
+    """One line: why this version and build (a note first when the request was rewritten or a
+    binary needs it)."""
+    why = package.reason
+    if why.kind is ReasonKind.CONDA:
+        return f"provided by {package.provided_by}: pip must not replace it"
+    if why.kind is ReasonKind.UNRECORDED:
+        return ""
+    if why.kind is ReasonKind.OTHER_SOURCE:
+        return f"a {package.other_source} source in {why.written_by}'s lock (cudaresolve reads wheels only)"
+    if why.kind is ReasonKind.KEPT:
+        base = "installed, kept"
+    else:
+        base = why.build.evidence if why.build else "the newest release that fits"
+    note = _note(why) if package.wheel is not None else None
+    return f"{note}; {base}" if note else base
+
+
+def _note(why: Reason) -> Optional[str]:
+    """The request made concrete, else what installed files bind, else what chosen wheels bind."""
+    if why.asked_as:
+        return f"asked for as {why.asked_as}: CuPy's wheel for the environment's CUDA {why.cuda_major}"
+    if why.added_extra:
+        return f"asked for without a CUDA extra: [{why.added_extra}] for the environment's CUDA {why.cuda_major}"
+    needs = [origin for origin in why.origins if isinstance(origin, BinaryNeed)]
+    shown = [need for need in needs if need.installed] or needs
+    return "; ".join(binary_need(need) for need in shown) or None
+
+
+def binary_need(need: BinaryNeed) -> str:
+    if need.installed:
+        who = need.consumer.name if need.consumer else "files"
+        return f"installed {who} bind {need.soname} symbols of release >={need.floor}"
+    assert need.consumer is not None
+    return f"{candidate(need.consumer)}'s binaries bind {need.soname} symbols of release >={need.floor}"
+
+
+# -- candidates set aside --------------------------------------------------------------------------
+
+
+def rejection(rejected: Rejection) -> str:
+    """Why a candidate was set aside."""
+    return evidence(rejected.evidence, rejected.candidate)
+
+
+def rejection_line(rejected: Rejection) -> str:
+    """`torch 2.7.1+cu118: older CUDA than +cu128, which runs here`."""
+    label = candidate(rejected.candidate) + (" (installed)" if rejected.installed else "")
+    return f"{label}: {rejection(rejected)}"
+
+
+def major_rejection(rejected: MajorRejection) -> str:
+    return evidence(rejected.evidence, None)
+
+
+def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
+    """The facts that set `of` (a candidate, or a CUDA major when None) aside, in one line."""
+    if isinstance(found, SdistOnly):
+        return "no wheel for this interpreter, only an sdist (cudaresolve builds none)"
+    if isinstance(found, RequiresPython):
+        return f"requires Python {found.specifier}"
+    if isinstance(found, NoWheel):
+        return "no wheel for this interpreter and platform"
+    if isinstance(found, Yanked):
+        return f"yanked ({found.reason or 'no reason given'}): taken only for an exact pin"
+    if isinstance(found, (DriverTooOld, ToolkitTargets)):
+        return refusal(found)
+    if isinstance(found, NoDeviceCode):
+        return f"no SASS or PTX for GPU {found.gpu} ({found.capability}){_on(found.host)}; has {span(found.sass, found.ptx)}"
+    if isinstance(found, ShadowsConda):
+        wheel = of.name if of else "the wheel"
+        return (f"would shadow {found.soname} of {found.package}: pip must not replace conda's library; update it "
+                f"with conda, or name {wheel} in the requirements to install the wheel beside it")
+    if isinstance(found, OtherMajor):
+        return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
+    if isinstance(found, Judged):
+        return f"{found.check}: {found.message}"
+    label = f"+{found.chosen_local}" if found.chosen_local else "the default build"
+    if isinstance(found, OlderCuda):
+        return f"older CUDA than {label}, which runs here"
+    assert isinstance(found, NotNeeded)
+    return f"not needed: {label} runs here and fits every requirement"
+
+
+def refusal(found: MajorRefusal) -> str:
+    """Why a host cannot run a CUDA build or major."""
+    if isinstance(found, ToolkitTargets):
+        return f"CUDA {found.toolkit} builds no code for GPU {found.gpu} ({found.capability}){_on(found.host)}"
+    have = f"driver {found.driver}" if found.driver else f"the driver's CUDA {found.driver_cuda}"
+    if found.floor:
+        return f"{have} < {found.floor} (CUDA {found.cuda.major}.x floor){_on(found.host)}"
+    return f"{have} cannot run CUDA {found.cuda}{_on(found.host)}"
+
+
+def _on(host: Optional[str]) -> str:
+    return f" on {host}" if host else ""
+
+
+def span(sass: Sequence[Target], ptx: Sequence[Target]) -> str:
+    """`sm_75..sm_120` (+ `compute_120` PTX): the range of device code, short enough for one line."""
+    targets = sorted(sass, key=lambda t: t.cc)
+    text = f"{targets[0]}..{targets[-1]}" if len(targets) > 1 else (str(targets[0]) if targets else "no SASS")
+    if ptx:
+        text += " + PTX " + ", ".join(sorted({str(t) for t in ptx}))
+    return text
+
+
+# -- no set fits -----------------------------------------------------------------------------------
+
+
+def no_solution(failed: NoSolution) -> str:
+    """One line per requirement in conflict (per CUDA major tried, when they failed differently)."""
+    if len(failed.attempts) == 1:
+        text = causes(failed.attempts[0].causes)
+        return f"{fleet_conflict(failed.conflict)}\n{text}" if failed.conflict else text
+    return "\n".join(f"with CUDA {attempt.major}: {causes(attempt.causes)}" for attempt in failed.attempts)
+
+
+def causes(found: Sequence[Cause]) -> str:
+    return "\n".join(dict.fromkeys(cause(one) for one in found))
+
+
+def cause(found: Cause) -> str:
+    if isinstance(found, Unsatisfiable):
+        parent = parent_of(found.origin)
+        line = f"nothing fits {found.requirement}" + (f" (required by {candidate(parent)})" if parent else "")
+        reasons = [rejection_line(r) for r in found.rejections]
+        if found.conda is not None:
+            conda = f"{found.conda.package} does not satisfy {found.conda.specifier}"
+            reasons.insert(0, conda + (f": {found.conda.fix}" if found.conda.fix else ""))
+        if reasons:
+            more = len(reasons) - MAX_REASONS
+            line += "; " + "; ".join(reasons[:MAX_REASONS]) + (f"; and {more} more" if more > 0 else "")
+        return line
+    if isinstance(found, Refused):
+        finding = found.finding
+        return f"{finding.subject}: {finding.message}{_on(found.host)}" + (f"; fix: {finding.fix}" if finding.fix else "")
+    if isinstance(found, GaveUp):
+        return f"gave up after {found.sets} sets refused by the checks; the last: {found.last.message}"
+    assert isinstance(found, TooDeep)
+    return f"no set found within {found.rounds} resolution rounds"
+
+
+def fleet_conflict(conflict: FleetConflict) -> str:
+    parts = []
+    for host in conflict.hosts:
+        why = "; ".join(f"not {r.major}: {refusal(r.evidence)}" for r in host.refused)
+        parts.append(f"{host.host} runs CUDA {', '.join(map(str, host.runs)) or 'no major'} ({why})")
+    return "no CUDA major runs on every host: " + "; ".join(parts)

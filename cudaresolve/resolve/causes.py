@@ -1,0 +1,98 @@
+"""Why no set fits: `NoSolution` and the causes it carries, as records output/ puts into words.
+
+May import: packaging, errors, the judge's Finding (checks/findings.py), resolve/reasons.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from packaging.requirements import Requirement
+
+from cudaresolve.checks.findings import Finding
+from cudaresolve.errors import CudaresolveError, Exit
+from cudaresolve.resolve.reasons import MajorRejection, Origin, Rejection
+
+
+@dataclass(frozen=True)
+class CondaMismatch:
+    """A conda package stands for the wheel a requirement names, at a release it does not admit."""
+
+    package: str  # its label: "libnvjitlink 12.4.127 (conda)"
+    specifier: str  # what the requirement admits: ">=12.8"
+    fix: Optional[str]  # the conda command that would give a release it admits
+
+
+@dataclass(frozen=True)
+class Unsatisfiable:
+    """No candidate fits one requirement: resolvelib's cause, with what was set aside for it."""
+
+    requirement: Requirement
+    origin: Origin
+    rejections: tuple[Rejection, ...]  # candidates of the name its specifier admits, set aside, in the order met
+    conda: Optional[CondaMismatch] = None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The judge refused the planned environment for a finding no chosen wheel can be blamed for."""
+
+    finding: Finding
+    host: Optional[str]  # the host's label, when a fleet is judged
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    """The judge refused `sets` sets in a row; the last finding."""
+
+    sets: int
+    last: Finding
+
+
+@dataclass(frozen=True)
+class TooDeep:
+    """resolvelib found no set within `rounds` rounds."""
+
+    rounds: int
+
+
+Cause = Union[Unsatisfiable, Refused, GaveUp, TooDeep]
+
+
+@dataclass(frozen=True)
+class HostMajors:
+    """One host of a fleet: the CUDA majors it runs, and why not the others."""
+
+    host: str
+    runs: tuple[int, ...]
+    refused: tuple[MajorRejection, ...]
+
+
+@dataclass(frozen=True)
+class FleetConflict:
+    """Several hosts that share no CUDA major."""
+
+    hosts: tuple[HostMajors, ...]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One resolution tried, for one CUDA major (None: no major chosen), and why it failed."""
+
+    major: Optional[int]
+    causes: tuple[Cause, ...]
+
+
+class NoSolution(CudaresolveError):
+    """No set of wheels fits the requirements and the hosts: exit 2, "problems found".
+
+    `attempts` are the resolutions worth reporting: one when every major failed alike, else one per
+    major; `conflict` says when the hosts share no major at all."""
+
+    exit_code = Exit.PROBLEMS
+
+    def __init__(self, attempts: tuple[Attempt, ...], conflict: Optional[FleetConflict] = None) -> None:
+        super().__init__("no set of wheels fits the requirements and the hosts")
+        self.attempts = attempts
+        self.conflict = conflict

@@ -1,0 +1,53 @@
+"""What a lock is asked for, as one value: the requirements and constraints with their origins,
+the hosts, the target interpreter, the index settings and the choices. `cudaresolve lock`,
+`install` and `pip install` each build one from their own arguments (commands/), and the lock is
+made from it alone (commands/locking.py, then resolve/resolver.py).
+
+Pure data. May import: env/interpreter (Target), host facts, index/ (IndexSettings, TagOverrides),
+resolve/reasons.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from cudaresolve.env.interpreter import Target
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.config import IndexSettings
+from cudaresolve.index.tags import TagOverrides
+from cudaresolve.resolve.reasons import Need
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How the lock chooses, beyond the requirements."""
+
+    upgrade: bool = False  # do not keep installed versions
+    allow_advisories: tuple[str, ...] = ()  # known-bad releases accepted, by advisory id
+    deep: bool = False  # judge every chosen wheel's own ELF files (downloading those the table lacks)
+
+
+@dataclass(frozen=True)
+class Indexes:
+    """Where the lock looks: the command's index settings over pip's configuration and the project's
+    [tool.cudaresolve], the wheel tags of the target, and how the cache is used."""
+
+    settings: IndexSettings = field(default_factory=IndexSettings)
+    project_dir: Optional[str] = None  # whose pyproject.toml [tool.cudaresolve] is read; None: the current directory
+    tags: TagOverrides = field(default_factory=TagOverrides)
+    offline: bool = False  # only what the cache holds
+    refresh: bool = False  # ignore what was cached before this run
+
+
+@dataclass(frozen=True)
+class LockInputs:
+    """Everything one lock is made from."""
+
+    requirements: tuple[Need, ...]
+    constraints: tuple[Need, ...]
+    hosts: tuple[tuple[str, HostFacts], ...]  # (label, facts): the lock must fit every one
+    target: Target  # the interpreter: wheel tags, markers and the installed set
+    indexes: Indexes = field(default_factory=Indexes)
+    policy: Policy = field(default_factory=Policy)
+    installed_at: Optional[str] = None  # read the installed set here instead of the target's site-packages (pip --target)

@@ -1,0 +1,280 @@
+"""The resolver's vocabulary: a candidate, why one was set aside, and where a requirement came from.
+
+What `lock --explain`, `why`, the JSON report, pylock.toml's [tool.cudaresolve] and a refusal say is
+built from these values; the sentences are made in output/ (output/lock_words.py), the lock file
+stores the values (lockfile/) and reads them back validated. Each kind of evidence and of origin is
+its own frozen dataclass, named by a stable `kind` string the files use.
+
+Pure data. May import: packaging, the value types (arch.py, versions.py); nothing else of cudaresolve.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar, Optional, Union
+
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+from cudaresolve.arch import ComputeCapability, Target
+from cudaresolve.versions import CudaVersion, DriverRelease
+
+
+@dataclass(frozen=True)
+class CandidateRef:
+    """One release of a distribution: a candidate the resolver weighed."""
+
+    name: NormalizedName
+    version: Version  # with its local label: 2.7.1+cu128
+
+
+# -- why a candidate was set aside ------------------------------------------------------------------
+
+
+class Rule(enum.Enum):
+    """The rule that set a candidate aside; the value is what files and JSON say."""
+
+    SDIST_ONLY = "sdist-only"
+    REQUIRES_PYTHON = "requires-python"
+    NO_WHEEL = "no-wheel"
+    YANKED = "yanked"
+    DRIVER = "driver"
+    DEVICE_CODE = "device-code"
+    TOOLKIT_TARGETS = "toolkit-targets"
+    CONDA_SHADOW = "conda-shadow"
+    OTHER_MAJOR = "other-major"
+    JUDGE = "judge"
+    OLDER_CUDA = "older-cuda"
+    NOT_NEEDED = "not-needed"
+
+
+@dataclass(frozen=True)
+class SdistOnly:
+    """The release has no wheel for this interpreter, only an sdist (cudaresolve builds none)."""
+
+    rule: ClassVar[Rule] = Rule.SDIST_ONLY
+
+
+@dataclass(frozen=True)
+class RequiresPython:
+    """The release's files all require another Python."""
+
+    rule: ClassVar[Rule] = Rule.REQUIRES_PYTHON
+    specifier: str  # the file's Requires-Python, as the index gives it
+
+
+@dataclass(frozen=True)
+class NoWheel:
+    """No wheel of the release fits this interpreter and platform."""
+
+    rule: ClassVar[Rule] = Rule.NO_WHEEL
+
+
+@dataclass(frozen=True)
+class Yanked:
+    """PEP 592: a yanked file is taken only for an exact pin."""
+
+    rule: ClassVar[Rule] = Rule.YANKED
+    reason: str = ""  # the index's words; "" when it gives none
+
+
+@dataclass(frozen=True)
+class DriverTooOld:
+    """The host's driver cannot run code built with `cuda` (a build's CUDA, or a major alone)."""
+
+    rule: ClassVar[Rule] = Rule.DRIVER
+    cuda: CudaVersion
+    driver: Optional[DriverRelease]  # the release, when the host states it
+    driver_cuda: Optional[CudaVersion]  # the CUDA version the driver supports, when the host states it
+    floor: Optional[DriverRelease]  # the lowest driver of `cuda`'s major, when the table knows it
+    host: Optional[str] = None  # the host's label, when a fleet is judged
+
+
+@dataclass(frozen=True)
+class NoDeviceCode:
+    """A build carries no SASS or PTX a GPU of the host can run."""
+
+    rule: ClassVar[Rule] = Rule.DEVICE_CODE
+    gpu: int  # the GPU's index on its host
+    capability: ComputeCapability
+    sass: tuple[Target, ...]  # what the build has: sm_75 ...
+    ptx: tuple[Target, ...]  # compute_120 ...
+    host: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ToolkitTargets:
+    """A CUDA major's newest toolkit builds no code for a GPU (CUDA 13 for Pascal)."""
+
+    rule: ClassVar[Rule] = Rule.TOOLKIT_TARGETS
+    toolkit: CudaVersion
+    gpu: int
+    capability: ComputeCapability
+    host: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ShadowsConda:
+    """In a conda prefix, the wheel would shadow a library a conda package provides."""
+
+    rule: ClassVar[Rule] = Rule.CONDA_SHADOW
+    soname: str
+    package: str  # the conda package, as its label: "libnvjitlink 12.8.93 (conda)"
+
+
+@dataclass(frozen=True)
+class OtherMajor:
+    """A build for another CUDA major than the environment's."""
+
+    rule: ClassVar[Rule] = Rule.OTHER_MAJOR
+    build_major: int
+    environment_major: int
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The doctor's checks refused the planned environment with this candidate in it."""
+
+    rule: ClassVar[Rule] = Rule.JUDGE
+    check: str  # the check's id: "symbol-skew", "advisory"
+    message: str  # the finding's words, kept as the check gave them
+
+
+@dataclass(frozen=True)
+class OlderCuda:
+    """Another build of the chosen version, for an older CUDA than the chosen one, which runs here."""
+
+    rule: ClassVar[Rule] = Rule.OLDER_CUDA
+    chosen_local: Optional[str]  # the chosen build's local label ("cu128"); None: the default build
+
+
+@dataclass(frozen=True)
+class NotNeeded:
+    """Another build of the chosen version: the chosen one runs here and fits every requirement."""
+
+    rule: ClassVar[Rule] = Rule.NOT_NEEDED
+    chosen_local: Optional[str]
+
+
+Evidence = Union[
+    SdistOnly, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
+    OtherMajor, Judged, OlderCuda, NotNeeded,
+]
+EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
+DoesNotRun = Union[DriverTooOld, NoDeviceCode]  # a build against a host's driver and GPUs
+MajorRefusal = Union[DriverTooOld, ToolkitTargets]  # a CUDA major against a host
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """One candidate set aside, the rule that did it and the facts it judged."""
+
+    candidate: CandidateRef
+    evidence: Evidence
+    installed: bool = False  # the installed distribution (kept unless --upgrade), not a file of an index
+
+    @property
+    def rule(self) -> Rule:
+        return self.evidence.rule
+
+
+@dataclass(frozen=True)
+class MajorRejection:
+    """A CUDA major the environment could not be built on, and why."""
+
+    major: int
+    evidence: MajorRefusal
+
+
+# -- where a requirement came from -----------------------------------------------------------------
+
+
+class OriginKind(enum.Enum):
+    ASKED = "asked"
+    CONSTRAINT = "constraint"
+    REQUIRES_DIST = "requires-dist"
+    EXTRAS = "extras"
+    BINARY_NEED = "binary-need"
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The user asked for it: on the command line, in a requirements file, in pyproject.toml."""
+
+    kind: ClassVar[OriginKind] = OriginKind.ASKED
+    where: str  # "command line", "requirements.txt:3", "pyproject.toml: project.dependencies[0]"
+
+
+@dataclass(frozen=True)
+class Constrained:
+    """A pip constraint (-c): it limits versions, it never asks for a distribution."""
+
+    kind: ClassVar[OriginKind] = OriginKind.CONSTRAINT
+    where: str
+
+
+@dataclass(frozen=True)
+class RequiredBy:
+    """A candidate's Requires-Dist, under one of its extras when `extra` is set."""
+
+    kind: ClassVar[OriginKind] = OriginKind.REQUIRES_DIST
+    parent: CandidateRef
+    extra: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ExtrasOf:
+    """The release a candidate asked for with extras stands on (`foo[x]` needs `foo` of its version)."""
+
+    kind: ClassVar[OriginKind] = OriginKind.EXTRAS
+    parent: CandidateRef
+
+
+@dataclass(frozen=True)
+class BinaryNeed:
+    """An ELF file binds a versioned symbol that implies a release of another component
+    (`__nvJitLinkComplete_12_4@libnvJitLink.so.12`: nvJitLink >= 12.4)."""
+
+    kind: ClassVar[OriginKind] = OriginKind.BINARY_NEED
+    consumer: Optional[CandidateRef]  # the wheel or installed distribution; None: installed files no one owns
+    installed: bool  # the consumer's files are installed (a root of the resolution), not a candidate's
+    soname: str  # the provider's soname: libnvJitLink.so.12
+    floor: CudaVersion  # the release the symbol names imply: 12.4
+    file: Optional[str] = None  # the binding file: an installed path, or a path inside the wheel
+    symbol: Optional[str] = None  # one symbol that implies `floor`: __nvJitLinkComplete_12_4
+
+
+Origin = Union[Asked, Constrained, RequiredBy, ExtrasOf, BinaryNeed]
+ORIGINS: dict[OriginKind, type] = {kind.kind: kind for kind in Origin.__args__}  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Need:
+    """A requirement with where it came from: what the resolver is given and passes to resolvelib,
+    so a conflict names its origin and a locked package lists why it is there."""
+
+    requirement: Requirement
+    origin: Origin
+
+    @property
+    def name(self) -> str:
+        return self.requirement.name
+
+    @property
+    def extras(self) -> set[str]:
+        return self.requirement.extras
+
+    def __str__(self) -> str:
+        return str(self.requirement)
+
+
+def parent_of(origin: Origin) -> Optional[CandidateRef]:
+    """The candidate whose needs brought a requirement; None for a root (asked, constrained, or
+    bound by installed files)."""
+    if isinstance(origin, (RequiredBy, ExtrasOf)):
+        return origin.parent
+    if isinstance(origin, BinaryNeed) and not origin.installed:
+        return origin.consumer
+    return None
