@@ -4,7 +4,6 @@ the cuda-toolkit metapackage, nvrtc / nvJitLink releases, preloading packages an
 from __future__ import annotations
 
 import fnmatch
-import functools
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -15,7 +14,7 @@ from packaging.version import Version
 
 from cudaresolve import records
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
 
 SEARCH_STEPS = ("site-packages", "conda-prefix", "system")
@@ -226,7 +225,7 @@ class Tables:
     per_major_extras: _PerMajorExtras
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table("components.toml")
 def load() -> Tables:
     return files.read("components.toml", Tables)
 
