@@ -37,6 +37,7 @@ _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _DIGEST = 32  # bytes of a sha256
 
 _T = TypeVar("_T")
+_D = TypeVar("_D")
 
 
 def table(*names: str) -> Callable[[Callable[[], _T]], Callable[[], _T]]:
@@ -52,6 +53,26 @@ def table(*names: str) -> Callable[[Callable[[], _T]], Callable[[], _T]]:
             return compiled(names, load)
 
         LOADERS.append((names, load))
+        return cached
+
+    return decorate
+
+
+def derived(load: Callable[[], _T]) -> Callable[[Callable[[_T], _D]], Callable[[], _D]]:
+    """Decorate a function of what `load()` returns (an index of its rows by name, so a lookup
+    reads one name's rows rather than the whole table): computed once per result of `load()`, so
+    again after its cache_clear."""
+
+    def decorate(index: Callable[[_T], _D]) -> Callable[[], _D]:
+        memo: list = [None, None]
+
+        @functools.wraps(index)
+        def cached() -> _D:
+            value = load()
+            if memo[0] is not value:
+                memo[:] = [value, index(value)]
+            return memo[1]
+
         return cached
 
     return decorate

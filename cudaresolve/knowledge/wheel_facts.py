@@ -138,19 +138,13 @@ def load() -> tuple[Wheel, ...]:
     return rows
 
 
-_grouped: list = [None, {}]  # load()'s rows, and them by distribution
-
-
-def _by_name() -> Mapping[str, tuple[Wheel, ...]]:
-    """The rows by distribution, so a lookup reads one distribution's rows, not the whole table;
-    made again whenever load() gives other rows (a test's cache_clear)."""
-    rows = load()
-    if _grouped[0] is not rows:
-        found: dict[str, list[Wheel]] = {}
-        for wheel in rows:
-            found.setdefault(wheel.name, []).append(wheel)
-        _grouped[:] = [rows, {name: tuple(group) for name, group in found.items()}]
-    return _grouped[1]
+@compiled.derived(load)
+def _by_name(rows: tuple[Wheel, ...]) -> Mapping[str, tuple[Wheel, ...]]:
+    """The rows by distribution: a lookup reads one distribution's rows, not the whole table."""
+    found: dict[str, list[Wheel]] = {}
+    for wheel in rows:
+        found.setdefault(wheel.name, []).append(wheel)
+    return {name: tuple(group) for name, group in found.items()}
 
 
 def find(name: str, version: str, filename: Optional[str] = None) -> Optional[Wheel]:
