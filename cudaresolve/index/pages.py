@@ -15,7 +15,6 @@ import os
 import re
 import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from typing import Optional
@@ -396,6 +395,8 @@ def _scheme(url: str) -> str:
 
 
 def _file_url(path: str) -> str:
+    import urllib.request  # with http.client and ssl under it: for local paths only
+
     return urllib.parse.urljoin("file:", urllib.request.pathname2url(os.path.abspath(path)))
 
 
