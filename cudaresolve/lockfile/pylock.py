@@ -61,9 +61,13 @@ def lock_file_name_ok(path: str) -> None:
 
 # -- TOML, by hand -------------------------------------------------------------------------------
 
+_PLAIN = re.compile(r'[^\\"\x00-\x1f\x7f]*')  # what a basic string holds unescaped
+
 
 def _string(text: str) -> str:
     """A TOML basic string: backslash, quote and every control character escaped."""
+    if _PLAIN.fullmatch(text):  # nearly every value: one C scan instead of a loop over its characters
+        return '"' + text + '"'
     out = []
     for char in text:
         if char == "\\":
