@@ -98,6 +98,10 @@ _PTX_TARGET_RE = re.compile(rb"^[ \t]*\.target[ \t]+sm_(\d+)([af]?)\b", re.MULTI
 _TOOLKIT_NOTE_RE = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+), V(\d+)\.(\d+)\.(\d+)\x00")
 _NOTE_HEAD = 64 * 1024  # how far into the smallest cubin the note is looked for
 _EM_CUDA = 190
+# Pages of a mapped file the walk and the scan have passed are handed back every this many bytes:
+# a mapping's pages count in the process's memory once touched, and a torch venv's largest files
+# have hundreds of MB of sections to look through (docs/performance.md).
+RELEASE_BYTES = 32 << 20
 
 
 class _Entry(NamedTuple):
@@ -263,7 +267,9 @@ def _walk(data: Buffer, start: int, end: int) -> Tuple[List[List[_Entry]], Optio
     the walk stopped short of `end` (None when it reached it)."""
     found = []
     pos = start
+    release = _Release(data, start)
     while pos < end:
+        release.upto(pos)
         if data[pos] == 0:
             nonzero = _NONZERO_RE.search(data, pos, end)
             if nonzero is None:
@@ -276,6 +282,7 @@ def _walk(data: Buffer, start: int, end: int) -> Tuple[List[List[_Entry]], Optio
         except _Unreadable as why:
             return found, f"from container {len(found) + 1} (offset {pos:#x}) on: {why}"
         found.append(entries)
+    release.upto(end, final=True)
     return found, None
 
 
@@ -283,9 +290,15 @@ def _scan(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
     """Containers anywhere in [start, end): every magic hit whose entry chain checks out."""
     found = []
     pos = start
+    release = _Release(data, start)
     while True:
-        hit = _MAGIC_RE.search(data, pos, end)
+        release.upto(pos)
+        hit = _MAGIC_RE.search(data, pos, min(end, pos + RELEASE_BYTES) if release.active else end)
         if hit is None:
+            if release.active and pos + RELEASE_BYTES < end:
+                pos += RELEASE_BYTES - len(MAGIC) + 1  # a magic across the window's edge is found in the next
+                continue
+            release.upto(end, final=True)
             return found
         try:
             entries, pos = _container(data, hit.start(), end)
@@ -295,6 +308,23 @@ def _scan(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
             pos = hit.start() + 1
             continue
         found.append(entries)
+
+
+class _Release:
+    """Hands the pages of a mapped file below an offset back to the kernel (MADV_DONTNEED: they stay in
+    the page cache, and a later read maps them again), at most once per RELEASE_BYTES."""
+
+    def __init__(self, data: Buffer, start: int):
+        self.data = data
+        self.active = isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED")
+        self.done = start - start % mmap.PAGESIZE
+
+    def upto(self, offset: int, final: bool = False) -> None:
+        if self.active and (final or offset - self.done >= RELEASE_BYTES):
+            stop = offset - offset % mmap.PAGESIZE
+            if stop > self.done:
+                self.data.madvise(mmap.MADV_DONTNEED, self.done, stop - self.done)
+                self.done = stop
 
 
 def _container(data: Buffer, at: int, end: int) -> Tuple[List[_Entry], int]:
