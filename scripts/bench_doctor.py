@@ -1,17 +1,21 @@
-"""Time a warm `cudaresolve doctor` beside an `ldd -r` loop over the same files, and what its parts cost.
+"""Time `cudaresolve doctor` beside an `ldd -r` loop over the same files, and what its parts cost.
 
 Usage: python scripts/bench_doctor.py PYTHON [--runs N] [--runner PY] [--baseline PY]
 
-PYTHON is the target environment's interpreter (the torch venv the tests build). Each figure is the
-median wall time of --runs fresh processes (default 7), the kinds interleaved so the machine's noise
-falls on all alike:
-- `ldd -r FILE` for every ELF file of the environment, one after the other;
-- `cudaresolve doctor --python PYTHON` with the result cache warm (a hit), text and --json, with the
-  host stated (--driver 580.65.06 --gpu 8.6) and probed (no host options: the probe runs);
+PYTHON is the target environment's interpreter (the torch venv the tests build). The kinds below run
+as fresh processes in interleaved rounds (one of each per round, --runs rounds, default 7), so the
+machine's noise falls on all alike; each time is the median of the rounds, each ratio the median of
+the rounds' own ratios to the `ldd -r` loop of the same round, and each peak the median of the
+rounds' largest resident set of the process and its workers:
+- `ldd -r FILE` for every ELF file of the environment, one after the other (the anchor);
+- `cudaresolve doctor --python PYTHON --driver 580.65.06 --gpu 8.6` cold: the facts and result
+  caches emptied first, so every file is read;
 - the same with only the facts cache warm (results/ emptied first): the scan, the loader and the
-  checks, as every run paid before the result cache;
+  checks;
+- with the result cache warm (a hit), text and --json, with the host stated and probed (no host
+  options: the probe runs);
 - with --baseline PY (an interpreter with another cudaresolve installed, e.g. an older commit), its
-  doctor with its facts cache warm.
+  doctor cold and with its facts cache warm.
 The doctor runs as `--runner -m cudaresolve` (default: this interpreter; an editable install pays
 its import hook at every start, so give an interpreter with a regular install to time what users get).
 Then, in this process (medians of 25): the parts a hit pays: asking PYTHON for its paths, the host
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 from cudaresolve import results
 from cudaresolve.env.interpreter import target_for
@@ -42,6 +47,19 @@ def timed(work) -> float:
     start = time.perf_counter()
     work()
     return time.perf_counter() - start
+
+
+def measured(command: list, environ: dict, cwd: str) -> tuple[float, float]:
+    """(wall seconds, peak resident MB of the process and the workers it waited for) of one run."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, env=environ, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = process.stderr.read()
+    process.stderr.close()
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode in (0, 1, 2), err.decode()
+    return seconds, usage.ru_maxrss / 1024
 
 
 def main() -> int:
@@ -65,38 +83,50 @@ def main() -> int:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # pip compiles an installed tool's bytecode; so do the runs
     doctor = [args.runner, "-m", "cudaresolve", "doctor", "--python", args.python]
 
-    def run(command: list, environ: dict = env) -> None:
-        done = subprocess.run(command, env=environ, capture_output=True, cwd=scratch)  # not a source checkout
-        assert done.returncode in (0, 1, 2), done.stderr.decode()
+    def run(command: list, environ: dict = env) -> tuple[float, float]:
+        return measured(command, environ, scratch)  # not a source checkout
 
-    def miss() -> None:
-        shutil.rmtree(os.path.join(miss_cache_dir, "results"), ignore_errors=True)
-        run(doctor + STATED, dict(env, CUDARESOLVE_CACHE_DIR=miss_cache_dir))
+    def emptied(command: list, cache: str, *names: str) -> Callable[[], tuple[float, float]]:
+        def work() -> tuple[float, float]:
+            for name in names:
+                shutil.rmtree(os.path.join(cache, name), ignore_errors=True)
+            return run(command, dict(env, CUDARESOLVE_CACHE_DIR=cache))
+        return work
+
+    def ldd_loop() -> tuple[float, float]:
+        runs = [measured(["ldd", "-r", p], env, scratch) for p in paths]
+        return sum(seconds for seconds, _ in runs), max(peak for _, peak in runs)
 
     kinds = {
-        "ldd -r loop": lambda: [subprocess.run(["ldd", "-r", p], capture_output=True) for p in paths],
+        "ldd -r loop": ldd_loop,
+        "doctor, cold: facts and result caches empty": emptied(doctor + STATED, os.path.join(scratch, "cold"), "facts", "results"),
+        "doctor, facts cache warm, result cache empty": emptied(doctor + STATED, miss_cache_dir, "results"),
         "doctor, hit, host stated": lambda: run(doctor + STATED),
         "doctor --json, hit, host stated": lambda: run(doctor + STATED + ["--json"]),
         "doctor, hit, host probed": lambda: run(doctor),
-        "doctor, facts cache warm, result cache empty": miss,
     }
     if args.baseline:
         baseline = [args.baseline] + doctor[1:] + STATED
-        kinds["baseline doctor, facts cache warm"] = lambda: run(baseline, dict(env, CUDARESOLVE_CACHE_DIR=os.path.join(scratch, "baseline")))
+        kinds["baseline doctor, cold"] = emptied(baseline, os.path.join(scratch, "baseline-cold"), "facts", "results")
+        kinds["baseline doctor, facts cache warm"] = emptied(baseline, os.path.join(scratch, "baseline"), "results")
     for work in kinds.values():  # warm every cache once (and, for a hit, twice: trusted directories)
         work()
     time.sleep(results.TIMESTAMP_SLACK)
     for work in kinds.values():
         work()
-    times: dict[str, list[float]] = {name: [] for name in kinds}
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
+    load = os.getloadavg()
     for _ in range(args.runs):
         for name, work in kinds.items():
-            times[name].append(timed(work))
-    ldd = statistics.median(times["ldd -r loop"])
-    print(f"{len(paths)} ELF files, {len(os.sched_getaffinity(0))} CPUs, median of {args.runs} fresh processes each")
-    for name, values in times.items():
-        seconds = statistics.median(values)
-        print(f"{name:46s} {seconds:7.3f} s  ({seconds / ldd:6.3f} of the ldd -r loop)")
+            figures[name].append(work())
+    ldd = [seconds for seconds, _ in figures["ldd -r loop"]]
+    print(f"{len(paths)} ELF files, {len(os.sched_getaffinity(0))} CPUs, {args.runs} interleaved rounds, "
+          f"load average {load[0]:.2f} before them and {os.getloadavg()[0]:.2f} after")
+    for name, values in figures.items():
+        seconds = statistics.median(s for s, _ in values)
+        ratio = statistics.median(s / anchor for (s, _), anchor in zip(values, ldd))
+        peak = statistics.median(p for _, p in values)
+        print(f"{name:46s} {seconds:7.3f} s  {ratio:6.3f}x the ldd -r loop  peak {peak:5.0f} MB")
 
     environ = dict(env, CUDARESOLVE_CACHE_DIR=os.path.join(scratch, "in-process"))
     stated = host_for(driver="580.65.06", gpus=["8.6"], environ=environ)

@@ -88,6 +88,7 @@ class IndexServer:
     delay: dict[str, float] = field(default_factory=dict)  # path -> seconds to wait before answering
     redirects: dict[str, str] = field(default_factory=dict)  # path with query -> location
     retry_after: Optional[str] = None  # Retry-After header sent with injected failures
+    page_headers: dict[str, str] = field(default_factory=dict)  # sent with every project page and its 404 (Cache-Control...)
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     sent: Counter = field(default_factory=Counter)  # path -> body bytes sent
 
@@ -194,11 +195,12 @@ def _handler(server: IndexServer):
             root, _, project = path.strip("/").rpartition("/")
             if root == "simple" or root in server.roots:
                 if project not in server._root(root):
-                    return self._send(404, b"not found\n", "text/plain", {}, path)
+                    return self._send(404, b"not found\n", "text/plain", dict(server.page_headers), path)
                 accept = self.headers.get("Accept", "")
                 as_json = server.pages == "json" or (server.pages == "both" and "vnd.pypi.simple.v1+json" in accept)
                 body, content_type = server.page(project, as_json, root)
-                return self._send(200, body, content_type, {"ETag": f'"{hashlib.sha256(body).hexdigest()[:16]}"'}, path)
+                etag = {"ETag": f'"{hashlib.sha256(body).hexdigest()[:16]}"'}
+                return self._send(200, body, content_type, {**etag, **server.page_headers}, path)
             if path.startswith("/files/"):
                 data = server.file(unquote(path[len("/files/"):]))  # "+" of a local version arrives as %2B
                 if data is None:

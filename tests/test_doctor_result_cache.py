@@ -309,3 +309,38 @@ def test_a_hit_imports_none_of_the_heavy_modules(env, tmp_path):
     fresh_modules, hit_modules = set(fresh.stderr.split()), set(hit.stderr.split())
     assert "cudaresolve.checks" in fresh_modules
     assert sorted(m for m in hit_modules if m.startswith(HEAVY)) == []
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["walking", "stats"])
+@pytest.mark.parametrize("change", [touch_library, add_library, add_dist_info, change_record, remove_dist_info])
+def test_a_change_during_the_diagnosis_is_not_kept(env, capsys, examined, tmp_path, monkeypatch, change, trusted):
+    """After the diagnosis the tree is looked at again (by its directories' and files' stats while no
+    directory changed, else by walking): a diagnosis made while the tree changed is not stored."""
+    if trusted:
+        monkeypatch.setattr(results, "TIMESTAMP_SLACK", 0.0)
+    real_examine = doctor.examine  # the counting one
+
+    def changing(*args, **kwargs):
+        diagnosis = real_examine(*args, **kwargs)
+        if len(examined) == 1:
+            next_tick()
+            change(env, tmp_path)
+        return diagnosis
+
+    monkeypatch.setattr(doctor, "examine", changing)
+    doctor_run(capsys, env)
+    assert entries(tmp_path) == []
+    after = doctor_run(capsys, env)
+    assert len(examined) == 2
+    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "other-cache"))
+    monkeypatch.setattr(doctor, "examine", real_examine)
+    assert doctor_run(capsys, env) == after
+
+
+def test_a_trusted_tree_is_looked_at_again_by_stats_after_a_diagnosis(env, capsys, examined, monkeypatch):
+    monkeypatch.setattr(results, "TIMESTAMP_SLACK", 0.0)
+    walks = []
+    real_walk = results.walk_tree
+    monkeypatch.setattr(results, "walk_tree", lambda target: walks.append(target) or real_walk(target))
+    doctor_run(capsys, env)
+    assert len(walks) == 1 and len(examined) == 1  # the walk before the diagnosis, none after it

@@ -97,7 +97,12 @@ _NONZERO_RE = re.compile(rb"[^\x00]")
 _PTX_TARGET_RE = re.compile(rb"^[ \t]*\.target[ \t]+sm_(\d+)([af]?)\b", re.MULTILINE)
 _TOOLKIT_NOTE_RE = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+), V(\d+)\.(\d+)\.(\d+)\x00")
 _NOTE_HEAD = 64 * 1024  # how far into the smallest cubin the note is looked for
+_UNDECIDED = object()
 _EM_CUDA = 190
+# Pages of a mapped file the walk and the scan have passed are handed back every this many bytes:
+# a mapping's pages count in the process's memory once touched, and a torch venv's largest files
+# have hundreds of MB of sections to look through (docs/performance.md).
+RELEASE_BYTES = 32 << 20
 
 
 class _Entry(NamedTuple):
@@ -145,19 +150,21 @@ def summarize_fatbins(data: Buffer, sections: Sequence[Section]) -> Optional[Fat
     header_suffixes: Dict[tuple, Optional[str]] = {}  # the suffixes the entry header alone decides
     payloads = _Payloads(data)
     smallest: Optional[_Entry] = None  # the smallest ELF ABI 8 cubin, whose note names the toolkit
+    counted: Counter = Counter()  # (section, header key, suffix) -> entries: folded once each, below
     for section, container in _containers(data, sections, fold.damage):
         fold.containers += 1
         for raw in container:
-            if raw.kind == KIND_ELF and (raw.major, raw.minor) >= _ELF_ABI_8 and (smallest is None or raw.size < smallest.size):
+            key = raw[:5]  # kind, arch, major, minor, flags
+            if raw.kind == KIND_ELF and key[2:4] >= _ELF_ABI_8 and (smallest is None or raw.size < smallest.size):
                 smallest = raw
-            key = raw[:5]
-            if key in header_suffixes:
-                suffix = header_suffixes[key]
-            else:
+            suffix = header_suffixes.get(key, _UNDECIDED)
+            if suffix is _UNDECIDED:
                 suffix = _suffix(payloads, raw)
                 if not _reads_payload(raw):
                     header_suffixes[key] = suffix
-            fold.add(section, raw.kind, raw.arch, suffix, _isa(raw))
+            counted[section, key, suffix] += 1
+    for (section, (kind, arch, major, minor, _), suffix), count in counted.items():
+        fold.add(section, kind, arch, suffix, _isa(kind, major, minor), count)
     if smallest is not None:
         fold.toolkit = _toolkit(payloads, smallest)
     return fold.summary()
@@ -171,7 +178,8 @@ def read_fatbin_entries(data: Buffer, sections: Sequence[Section]) -> List[Fatbi
     for index, (section, container) in enumerate(_containers(data, sections, [])):
         for raw in container:
             suffix = _suffix(payloads, raw)
-            entries.append(FatbinEntry(section, index, raw.kind, raw.arch, suffix or "", _isa(raw), suffix is not None))
+            entries.append(FatbinEntry(section, index, raw.kind, raw.arch, suffix or "", _isa(raw.kind, raw.major, raw.minor),
+                                       suffix is not None))
     return entries
 
 
@@ -219,16 +227,16 @@ class _Fold:
         self.damage: List[str] = []
         self.toolkit: Optional[str] = None
 
-    def add(self, section: str, kind: int, arch: int, suffix: Optional[str], isa: Optional[str]) -> None:
-        """One entry; `suffix` None means it could not be determined."""
-        self.entries += 1
+    def add(self, section: str, kind: int, arch: int, suffix: Optional[str], isa: Optional[str], count: int = 1) -> None:
+        """`count` equal entries; `suffix` None means it could not be determined."""
+        self.entries += count
         self.sections.setdefault(section)
         if kind == KIND_PTX:
             self.ptx.add((arch, suffix or "", isa))
         elif kind in (KIND_ELF, KIND_OLD_CUBIN):
             self.sass.add((arch, suffix or ""))
         else:
-            self.unknown[kind] += 1
+            self.unknown[kind] += count
             return
         if suffix is None:
             self.undetermined.add((kind == KIND_PTX, arch))
@@ -263,7 +271,10 @@ def _walk(data: Buffer, start: int, end: int) -> Tuple[List[List[_Entry]], Optio
     the walk stopped short of `end` (None when it reached it)."""
     found = []
     pos = start
+    release = _Release(data, start)
     while pos < end:
+        if pos >= release.due:
+            release.upto(pos)
         if data[pos] == 0:
             nonzero = _NONZERO_RE.search(data, pos, end)
             if nonzero is None:
@@ -276,6 +287,7 @@ def _walk(data: Buffer, start: int, end: int) -> Tuple[List[List[_Entry]], Optio
         except _Unreadable as why:
             return found, f"from container {len(found) + 1} (offset {pos:#x}) on: {why}"
         found.append(entries)
+    release.upto(end, final=True)
     return found, None
 
 
@@ -283,9 +295,17 @@ def _scan(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
     """Containers anywhere in [start, end): every magic hit whose entry chain checks out."""
     found = []
     pos = start
+    release = _Release(data, start)
+    window = RELEASE_BYTES if release.active else end - start  # searched at once
     while True:
-        hit = _MAGIC_RE.search(data, pos, end)
+        if pos >= release.due:
+            release.upto(pos)
+        hit = _MAGIC_RE.search(data, pos, min(end, pos + window))
         if hit is None:
+            if pos + window < end:
+                pos += window - len(MAGIC) + 1  # a magic across the window's edge is found in the next
+                continue
+            release.upto(end, final=True)
             return found
         try:
             entries, pos = _container(data, hit.start(), end)
@@ -295,6 +315,25 @@ def _scan(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
             pos = hit.start() + 1
             continue
         found.append(entries)
+
+
+class _Release:
+    """Hands the pages of a mapped file below an offset back to the kernel (MADV_DONTNEED: they stay in
+    the page cache, and a later read maps them again), at most once per RELEASE_BYTES."""
+
+    def __init__(self, data: Buffer, start: int):
+        self.data = data
+        self.active = isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED")
+        self.done = start - start % mmap.PAGESIZE
+        self.due = self.done + RELEASE_BYTES if self.active else float("inf")  # callers check this first
+
+    def upto(self, offset: int, final: bool = False) -> None:
+        if self.active and (final or offset >= self.due):
+            stop = offset - offset % mmap.PAGESIZE
+            if stop > self.done:
+                self.data.madvise(mmap.MADV_DONTNEED, self.done, stop - self.done)
+                self.done = stop
+                self.due = stop + RELEASE_BYTES
 
 
 def _container(data: Buffer, at: int, end: int) -> Tuple[List[_Entry], int]:
@@ -312,22 +351,23 @@ def _container(data: Buffer, at: int, end: int) -> Tuple[List[_Entry], int]:
     if stop > end:
         raise _Unreadable(f"fat_size {fat_size:#x} runs past the section end")
     entries = []
+    unpack, make, last = _ENTRY.unpack_from, _Entry._make, stop - _ENTRY_MIN  # once per container: 31k of them in a torch venv
     while pos < stop:
-        if pos + _ENTRY_MIN > stop:
+        if pos > last:
             raise _Unreadable("entry chain overruns fat_size")
-        kind, entry_header_size, size, compressed_size, minor, major, arch, flags = _ENTRY.unpack_from(data, pos)
+        kind, entry_header_size, size, compressed_size, minor, major, arch, flags = unpack(data, pos)
         payload = pos + entry_header_size
         if entry_header_size < _ENTRY_MIN:
             raise _Unreadable(f"entry {len(entries) + 1} header_size {entry_header_size} is below {_ENTRY_MIN}")
-        if payload + size > stop:
-            raise _Unreadable("entry chain overruns fat_size")
-        entries.append(_Entry(kind, arch, major, minor, flags, payload, size, compressed_size))
         pos = payload + size
+        if pos > stop:
+            raise _Unreadable("entry chain overruns fat_size")
+        entries.append(make((kind, arch, major, minor, flags, payload, size, compressed_size)))
     return entries, stop
 
 
-def _isa(entry: _Entry) -> Optional[str]:
-    return f"{entry.major}.{entry.minor}" if entry.kind == KIND_PTX and (entry.major or entry.minor) else None
+def _isa(kind: int, major: int, minor: int) -> Optional[str]:
+    return f"{major}.{minor}" if kind == KIND_PTX and (major or minor) else None
 
 
 def _reads_payload(entry: _Entry) -> bool:

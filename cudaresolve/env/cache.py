@@ -94,9 +94,6 @@ class FactsCache:
         stop a scan: files that fail, a cache that cannot be written and a pool that cannot start
         or loses a worker all leave the work to `facts_for`, which reports what goes wrong.
         """
-        from concurrent.futures import ProcessPoolExecutor, as_completed  # only a scan with misses needs them
-        from concurrent.futures.process import BrokenProcessPool
-
         missing = []
         for path in paths:
             try:
@@ -105,10 +102,13 @@ class FactsCache:
                 continue
             if not os.path.exists(entry):
                 missing.append((key[1], path))
-        context = _fork_context()
         workers = min(len(missing), _usable_cpus())
-        if context is None or workers < 2 or not self._writable():
+        context = _fork_context() if workers >= 2 else None
+        if context is None or not self._writable():
             return
+        from concurrent.futures import ProcessPoolExecutor, as_completed  # only a scan with misses needs them
+        from concurrent.futures.process import BrokenProcessPool
+
         missing.sort(reverse=True)  # largest first, so no worker is left with a big file at the end
         global _fill_read
         _fill_read = read  # reaches the workers by fork, so `read` need not be picklable

@@ -1,4 +1,6 @@
-"""Where cudaresolve's caches live, and how their entries are written and read back.
+"""How cache entries of plain values are written and read back; where caches live and how an entry
+is written (`default_cache_dir`, `store_entry`) is cudaresolve/caches.py's, below the knowledge
+tables, which cache themselves too (knowledge/compiled.py).
 
 The facts cache (env/cache.py) and the doctor's result cache (results.py) both keep one file per
 entry, written to a temporary file and moved into place with os.replace, so a reader sees a whole
@@ -8,40 +10,13 @@ knows whether it needs anything more.
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
 import pickle
-from typing import Mapping, Optional
+from typing import Optional
 
+from cudaresolve.caches import default_cache_dir, store_entry
 
-def default_cache_dir(environ: Mapping[str, str]) -> str:
-    """$CUDARESOLVE_CACHE_DIR, else $XDG_CACHE_HOME/cudaresolve, else ~/.cache/cudaresolve."""
-    explicit = environ.get("CUDARESOLVE_CACHE_DIR")
-    if explicit:
-        return explicit
-    xdg = environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative value
-        return os.path.join(xdg, "cudaresolve")
-    return os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache", "cudaresolve")
-
-
-def store_entry(entry: str, data: bytes) -> None:
-    """Write `data` to the file `entry` through a temporary file in its directory and os.replace;
-    OSError when the directory cannot be written."""
-    import tempfile  # a run that only reads the caches does without it
-
-    directory = os.path.dirname(entry)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(temporary, entry)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+__all__ = ["default_cache_dir", "store_entry", "dumps_plain", "loads_plain"]
 
 
 class _PlainUnpickler(pickle.Unpickler):

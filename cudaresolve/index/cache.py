@@ -3,8 +3,12 @@
 Two kinds of entries:
 - immutable blobs keyed by the file's sha256 (core metadata, a wheel's binary facts, the sha256 of a
   file its index published none for): a file with a given hash never changes, so these never expire;
-- project pages keyed by URL, stored with their ETag / Last-Modified and fetch time: used as they
-  are for `PAGE_MAX_AGE` seconds, then revalidated with a conditional request.
+- project pages keyed by URL (and an index's 404 for a project it does not have), stored with their
+  ETag / Last-Modified, fetch time and freshness lifetime: used as they are while fresh, then
+  revalidated with a conditional request. Fresh is what the index's own caching headers say, as pip's
+  and uv's HTTP caches read them (`freshness`: Cache-Control max-age, no-cache and no-store, Expires,
+  Age; at most MAX_PAGE_AGE), and PAGE_MAX_AGE when it says nothing: without it every warm lock
+  would ask each index again for every page.
 Plus one marker per host that answered a range request with the whole file, so it is not asked again.
 
 A cache can be damaged (a disk that filled, a copy cut short, an edit) or tampered with, so every entry
@@ -24,16 +28,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional
 
 from cudaresolve.env.store import store_entry
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.index.limits import DEFAULT, Limits
 
-PAGE_MAX_AGE = 600.0  # seconds a project page is used without asking the index again
+PAGE_MAX_AGE = 600.0  # seconds a page is used without asking the index again, when its headers say nothing
+MAX_PAGE_AGE = 86400.0  # the longest an index's headers keep a page from being revalidated
 _HEAD = 1 << 16  # room for a page's header line (URLs, ETag) beyond its body
 
 
@@ -50,9 +56,56 @@ class CachedPage:
     etag: Optional[str]
     last_modified: Optional[str]
     fetched: float  # time.time() of the last fetch or revalidation
+    max_age: Optional[float] = None  # seconds fresh by the index's headers; None: they said nothing
+    missing: bool = False  # the index answered 404: it has no such project
 
     def fresh(self, now: float) -> bool:
-        return 0 <= now - self.fetched < PAGE_MAX_AGE
+        return 0 <= now - self.fetched < (PAGE_MAX_AGE if self.max_age is None else self.max_age)
+
+
+def freshness(headers: Mapping[str, str]) -> Optional[float]:
+    """Seconds a response is fresh by its own caching headers (RFC 9111, section 4.2.1, for a private
+    cache), at most MAX_PAGE_AGE; None when they say nothing. `headers` are matched without case
+    (requests' reply headers). no-cache and no-store are 0: used only after a revalidation.
+    Malformed values make a response stale, as the RFC asks."""
+    directives = _directives(headers)
+    if "no-store" in directives or "no-cache" in directives:
+        return 0.0
+    if "max-age" in directives:
+        lifetime = _seconds(directives["max-age"])
+    elif headers.get("Expires") is not None:
+        expires, date = _http_date(headers.get("Expires")), _http_date(headers.get("Date"))
+        lifetime = 0.0 if expires is None else expires - (date if date is not None else time.time())
+    else:
+        return None
+    return max(0.0, min(lifetime - (_seconds(headers.get("Age") or "0")), MAX_PAGE_AGE))
+
+
+def storable(headers: Mapping[str, str]) -> bool:
+    """Whether a response may be kept at all (no `no-store`)."""
+    return "no-store" not in _directives(headers)
+
+
+def _directives(headers: Mapping[str, str]) -> dict[str, str]:
+    found = {}
+    for part in (headers.get("Cache-Control") or "").split(","):
+        name, _, value = part.partition("=")
+        found[name.strip().lower()] = value.strip().strip('"')
+    return found
+
+
+def _seconds(value: str) -> float:
+    """HTTP delta-seconds; anything else (what a broken or hostile server sends) is 0."""
+    return float(value) if value.isascii() and value.isdigit() and len(value) <= 12 else 0.0
+
+
+def _http_date(value: Optional[str]) -> Optional[float]:
+    import email.utils  # only a response with Expires needs it
+
+    try:
+        return email.utils.parsedate_to_datetime(value).timestamp() if value else None
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
 
 
 class IndexCache:
@@ -108,6 +161,8 @@ class IndexCache:
                 etag=_optional_text(fields.get("etag")),
                 last_modified=_optional_text(fields.get("last_modified")),
                 fetched=float(fields["fetched"]),
+                max_age=_max_age(fields.get("max_age")),
+                missing=fields.get("missing", False) is True,
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             _remove(path)
@@ -125,6 +180,8 @@ class IndexCache:
             "etag": page.etag,
             "last_modified": page.last_modified,
             "fetched": page.fetched,
+            "max_age": page.max_age,
+            "missing": page.missing,
         }
         self._write(self._page_path(page.url), json.dumps(head).encode() + b"\n" + page.body)
 
@@ -183,6 +240,15 @@ def _text(value: object) -> str:
 
 def _optional_text(value: object) -> Optional[str]:
     return None if value is None else _text(value)
+
+
+def _max_age(value: object) -> Optional[float]:
+    """A stored lifetime, within 0 and MAX_PAGE_AGE (NaN: 0): an edited entry cannot stay fresh for ever."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("not a number")
+    return 0.0 if math.isnan(value) else max(0.0, min(float(value), MAX_PAGE_AGE))
 
 
 def _remove(path: str) -> None:

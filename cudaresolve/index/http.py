@@ -12,30 +12,31 @@ are tried again up to `retries` times, waiting 0.5, 1, 2 ... seconds, or what th
 `Cap` the caller names, and every request has a deadline (`_Watch`); passing either is
 `LimitExceeded`, never retried. Every failure that reaches the caller is an `IndexAccessError` of
 one line naming the URL and what happened.
+
+requests (and urllib3 under it) is imported with the session, at the first request: a lock whose
+pages are all fresh in the cache sends none, and those imports were a fifth of its start.
 """
 
 from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import ipaddress
 import os
 import socket
 import threading
 import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional, TypeVar
-
-import requests
-import requests.adapters
-import urllib3.connection
-import urllib3.connectionpool
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, TypeVar
 
 from cudaresolve import __version__
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.index.limits import DEFAULT, Limits, size_text
+
+if TYPE_CHECKING:
+    import requests
 
 T = TypeVar("T")
 
@@ -96,21 +97,34 @@ class Http:
         self.retries = retries
         self.trusted_hosts = trusted_hosts
         self.limits = limits
-        self.session = requests.Session()
-        self.session.mount("http://", _WatchedAdapter())
-        self.session.mount("https://", _WatchedAdapter())
-        self.session.headers["User-Agent"] = f"cudaresolve/{__version__}"
-        if cert:
-            self.session.verify = cert
-        if client_cert:
-            self.session.cert = client_cert
-        if proxy:
-            self.session.proxies = {"http": proxy, "https": proxy}
+        self._cert, self._client_cert, self._proxy = cert, client_cert, proxy
+        self._session: Optional[requests.Session] = None
         self._sleep = sleep
         self._lock = threading.Lock()
         self._watchdog = _Watchdog()
         self.bytes_received = 0
         self.requests_made = 0
+
+    @property
+    def session(self) -> requests.Session:
+        """The one session of this Http's requests, made at the first (fetch threads share it)."""
+        with self._lock:
+            if self._session is None:
+                import requests
+
+                session = requests.Session()
+                adapter = _watched_adapter_class()
+                session.mount("http://", adapter())
+                session.mount("https://", adapter())
+                session.headers["User-Agent"] = f"cudaresolve/{__version__}"
+                if self._cert:
+                    session.verify = self._cert
+                if self._client_cert:
+                    session.cert = self._client_cert
+                if self._proxy:
+                    session.proxies = {"http": self._proxy, "https": self._proxy}
+                self._session = session
+            return self._session
 
     def get(self, url: str, *, cap: Cap, headers: Optional[Mapping[str, str]] = None, what: str = "") -> Reply:
         """GET `url` whole, at most `cap` bytes of body. 4xx other than 429 come back as replies (a
@@ -121,6 +135,8 @@ class Http:
             return self._file(url, headers, what, cap)
 
         def consume(response: requests.Response, watch: _Watch) -> Reply:
+            import requests
+
             if "Range" in headers and response.status_code == 200:
                 return Reply(response.url, 200, response.headers, b"")
             body = bytearray()
@@ -154,6 +170,8 @@ class Http:
             return len(reply.body)
 
         def consume(response: requests.Response, watch: _Watch) -> int:
+            import requests
+
             if response.status_code != 200:
                 raise IndexAccessError(f"cannot download {url}{_for(what)}: HTTP {response.status_code}")
             total = _int(response.headers.get("Content-Length"))
@@ -199,6 +217,8 @@ class Http:
 
         Connection errors, timeouts, 429/5xx and a body cut short (`_Lost`) are tried again; a
         limit is final (a server that trickles or sends without end does the same again)."""
+        import requests
+
         self.check_transport(url, what)
         base = max(self.limits.request_seconds, self.timeout or 0.0)
         attempt = 0
@@ -410,43 +430,47 @@ class _Watched:
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
-class _WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):
-    pass
-
-
-class _WatchedHTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
-    pass
-
-
-class _WatchedPool(urllib3.connectionpool.HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTPConnection
-
-
-class _WatchedTLSPool(urllib3.connectionpool.HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPSConnection
-
-
-_WATCHED_POOLS = {"http": _WatchedPool, "https": _WatchedTLSPool}
-
-
-class _WatchedAdapter(requests.adapters.HTTPAdapter):
+@functools.lru_cache(maxsize=None)
+def _watched_adapter_class() -> type:
     """requests' adapter, whose connections (direct or through an HTTP proxy) register with the
     running request's watch. SOCKS proxies keep their own connections: there only the body's
-    reads see the deadline."""
+    reads see the deadline. Made once, with the first session (it subclasses urllib3's classes)."""
+    import requests.adapters
+    import urllib3.connection
+    import urllib3.connectionpool
 
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
+    class WatchedHTTPConnection(_Watched, urllib3.connection.HTTPConnection):
+        pass
 
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs):
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if not proxy.lower().startswith("socks"):
-            manager.pool_classes_by_scheme = _WATCHED_POOLS
-        return manager
+    class WatchedHTTPSConnection(_Watched, urllib3.connection.HTTPSConnection):
+        pass
+
+    class WatchedPool(urllib3.connectionpool.HTTPConnectionPool):
+        ConnectionCls = WatchedHTTPConnection
+
+    class WatchedTLSPool(urllib3.connectionpool.HTTPSConnectionPool):
+        ConnectionCls = WatchedHTTPSConnection
+
+    pools = {"http": WatchedPool, "https": WatchedTLSPool}
+
+    class WatchedAdapter(requests.adapters.HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = pools
+
+        def proxy_manager_for(self, proxy: str, **proxy_kwargs):
+            manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+            if not proxy.lower().startswith("socks"):
+                manager.pool_classes_by_scheme = pools
+            return manager
+
+    return WatchedAdapter
 
 
 def local_path(url: str) -> str:
     """The file system path a file:// URL names."""
+    import urllib.request  # ~10 ms, for file:// indexes only
+
     return urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import tarfile
 import urllib.parse
 import zipfile
 import zlib
@@ -181,6 +180,8 @@ def _tar_pkg_info(stream: IO[bytes], file: ProjectFile, limits: Limits) -> bytes
     """The top-level PKG-INFO of a .tar.gz sdist. At most `sdist_bytes` of the uncompressed tar are
     read looking for it (a gzip bomb stops there), and no single read, a member or a pax header,
     may be larger than `metadata_bytes` (tarfile would hold it whole)."""
+    import tarfile  # sdists only
+
     try:
         with gzip.GzipFile(fileobj=stream) as unzipped:
             bounded = _BoundedReads(unzipped, limits.sdist_bytes, limits.metadata_bytes)

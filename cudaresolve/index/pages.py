@@ -15,8 +15,7 @@ import os
 import re
 import time
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from typing import Optional
 
@@ -29,7 +28,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from cudaresolve.index.cache import CachedPage, IndexCache, OfflineMiss
+from cudaresolve.index.cache import CachedPage, IndexCache, OfflineMiss, freshness, storable
 from cudaresolve.index.http import Cap, Http, IndexAccessError, LimitExceeded, local_path
 from cudaresolve.index.limits import DEFAULT, Limits
 
@@ -145,7 +144,9 @@ def parse_page(
 
 def _page_files(http: Http, cache: IndexCache, url: str, name: str, source: str) -> Optional[tuple[ProjectFile, ...]]:
     """The files of `name` on the page at `url`, from the cache while fresh, revalidated after; None
-    on 404. A cached page that no longer parses is discarded and fetched afresh, without its ETag.
+    on 404 (kept like a page: an index without the project is not asked again while that is fresh).
+    A cached page that no longer parses is discarded and fetched afresh, without its ETag. A
+    response marked no-store is not kept.
 
     Local pages are read every time: the disk is as fast as the cache and always current.
     """
@@ -158,27 +159,32 @@ def _page_files(http: Http, cache: IndexCache, url: str, name: str, source: str)
         return parse_page(reply.body, _file_content_type(reply.url, reply.body), reply.url, name, source=source, limits=http.limits)
     cached = cache.page(url)
     cached_files: tuple[ProjectFile, ...] = ()
-    if cached is not None:
+    if cached is not None and not cached.missing:
         try:
             cached_files = parse_page(cached.body, cached.content_type, cached.final_url, name, source=source, limits=http.limits)
         except IndexAccessError:
             cache.discard_page(url)
             cached = None
     if cached is not None and (cache.offline or cached.fresh(now)):
-        return cached_files
+        return None if cached.missing else cached_files
     if cache.offline:
         raise OfflineMiss(f"--offline: the page {url} ({name}) is not in the cache")
     headers = {"Accept": ACCEPT}
-    if cached is not None:
+    if cached is not None and not cached.missing:
         if cached.etag:
             headers["If-None-Match"] = cached.etag
         if cached.last_modified:
             headers["If-Modified-Since"] = cached.last_modified
     reply = http.get(url, cap=page_cap, headers=headers, what=name)
-    if reply.status == 304 and cached is not None:
-        cache.store_page(CachedPage(cached.url, cached.final_url, cached.content_type, cached.body, cached.etag, cached.last_modified, now))
+    lifetime = freshness(reply.headers)
+    kept = storable(reply.headers)
+    if reply.status == 304 and cached is not None and not cached.missing:
+        if kept:  # a 304 without caching headers leaves the stored ones in force
+            cache.store_page(replace(cached, fetched=now, max_age=cached.max_age if lifetime is None else lifetime))
         return cached_files
     if reply.status == 404:
+        if kept:
+            cache.store_page(CachedPage(url, reply.url, "", b"", None, None, now, lifetime, missing=True))
         return None
     if reply.status != 200:
         raise IndexAccessError(f"cannot read {url} ({name}): HTTP {reply.status}")
@@ -190,9 +196,11 @@ def _page_files(http: Http, cache: IndexCache, url: str, name: str, source: str)
         reply.headers.get("ETag"),
         reply.headers.get("Last-Modified"),
         now,
+        lifetime,
     )
     files = parse_page(page.body, page.content_type, page.final_url, name, source=source, limits=http.limits)
-    cache.store_page(page)  # only a page that parsed
+    if kept:
+        cache.store_page(page)  # only a page that parsed
     return files
 
 
@@ -387,6 +395,8 @@ def _scheme(url: str) -> str:
 
 
 def _file_url(path: str) -> str:
+    import urllib.request  # with http.client and ssl under it: for local paths only
+
     return urllib.parse.urljoin("file:", urllib.request.pathname2url(os.path.abspath(path)))
 
 

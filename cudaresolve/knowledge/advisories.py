@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from cudaresolve import records
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER
 
 FILE = "advisories.toml"
@@ -66,13 +65,13 @@ def _file() -> _File:
     return files.read(FILE, _File)
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table(FILE)
 def releases() -> Mapping[str, tuple[str, ...]]:
     """The releases on the index of the distributions the advisories name ([releases])."""
     return _file().releases.versions
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table(FILE)
 def load() -> tuple[Advisory, ...]:
     """Every known advisory, in file order; ids are unique."""
     rows = _file().advisory

@@ -12,7 +12,6 @@ so no DT_NEEDED or versioned symbol says that nvJitLink 12.0-12.2 (no plain-name
 from __future__ import annotations
 
 import fnmatch
-import functools
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -22,7 +21,7 @@ from packaging.version import Version
 
 from cudaresolve import records
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import compilers, files
+from cudaresolve.knowledge import compiled, compilers, files
 from cudaresolve.knowledge.files import CONFIDENCE, SPECIFIER
 
 FILE = "compiler_users.toml"
@@ -108,7 +107,7 @@ class Tables:
     needs: tuple[DlsymNeed, ...]
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table(FILE, compilers.FILE)
 def load() -> Tables:
     """Load and check the file: a package's ranges do not overlap; every dlsym function is one the
     provider's table records (so its first release is known)."""

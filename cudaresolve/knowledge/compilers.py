@@ -12,7 +12,6 @@ dlsym under its plain name (what cuda-bindings looks up; nvJitLink 12.0-12.2 exp
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
@@ -22,7 +21,7 @@ from packaging.version import Version
 from cudaresolve import records
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
 
 FILE = "compilers.toml"
@@ -132,7 +131,7 @@ class Tables:
     functions: Mapping[str, Mapping[str, Function]]  # kind -> name -> function
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table(FILE)
 def load() -> Tables:
     """Load and check the file: releases unique and their archs ascending; every function's releases in the table."""
     raw = files.read(FILE, _File)

@@ -15,7 +15,7 @@ from packaging.version import Version
 
 from cudaresolve import records
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
 
 SEARCH_STEPS = ("site-packages", "conda-prefix", "system")
@@ -226,7 +226,7 @@ class Tables:
     per_major_extras: _PerMajorExtras
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table("components.toml")
 def load() -> Tables:
     return files.read("components.toml", Tables)
 
@@ -239,10 +239,18 @@ def for_soname(soname: str) -> tuple[Component, ...]:
     return tuple(c for c in load().component if soname in c.sonames)
 
 
+@compiled.derived(load)
+def _by_dist(tables: Tables) -> Mapping[str, tuple[Component, ...]]:
+    """The component rows by canonical distribution name (the doctor and the lock ask per distribution)."""
+    found: dict[str, list[Component]] = {}
+    for row in tables.component:
+        found.setdefault(canonicalize_name(row.dist), []).append(row)
+    return {dist: tuple(rows) for dist, rows in found.items()}
+
+
 def for_dist(dist: str, version: Optional[str] = None) -> tuple[Component, ...]:
     """The rows for distribution `dist`, restricted to those that apply to `version` when given."""
-    wanted = canonicalize_name(dist)
-    rows = [c for c in load().component if canonicalize_name(c.dist) == wanted]
+    rows = list(_by_dist().get(canonicalize_name(dist), ()))
     if version is not None:
         parsed = Version(version)
         rows = [c for c in rows if c.dist_versions is None or parsed in SpecifierSet(c.dist_versions)]
@@ -285,8 +293,14 @@ def _names(requirements: tuple[str, ...], dist: str, version: Version) -> bool:
     """Whether one of a row's requirements names this distribution (canonical name) at this version."""
     return any(
         canonicalize_name(r.name) == dist and r.specifier.contains(version, prereleases=True)
-        for r in map(Requirement, requirements)
+        for r in map(_requirement, requirements)
     )
+
+
+@functools.lru_cache(maxsize=None)
+def _requirement(text: str) -> Requirement:
+    """Parsed once: every distribution of an environment is asked about the same few rows."""
+    return Requirement(text)
 
 
 def preloader_for(dist: str, version: Version) -> Optional[Preloader]:

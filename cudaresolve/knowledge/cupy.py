@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -12,7 +11,7 @@ from packaging.version import Version
 
 from cudaresolve import records
 from cudaresolve.arch import Target
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
 
 _TARGETS = records.check(Target.parse)
@@ -69,13 +68,13 @@ class _File:
     ctk_extra: _CtkExtra
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table("cupy.toml")
 def load() -> tuple[CupyMajor, ...]:
     """CuPy majors (12, 13, 14) with their binary distributions."""
     return files.read("cupy.toml", _File).major
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table("cupy.toml")
 def _ctk_extra() -> _CtkExtra:
     return files.read("cupy.toml", _File).ctk_extra
 

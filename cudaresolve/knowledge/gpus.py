@@ -3,12 +3,11 @@ majors a stated capability must belong to."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Optional
 
 from cudaresolve.arch import ComputeCapability
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE
 
 
@@ -29,7 +28,7 @@ class _File:
     gpu: tuple[GpuArch, ...]
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table("gpus.toml")
 def load() -> tuple[GpuArch, ...]:
     """Every known compute capability, lowest first."""
     return tuple(sorted(files.read("gpus.toml", _File).gpu, key=lambda g: g.cc))

@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from cudaresolve import records
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
 
 FILE = "toolkit_pins.toml"
@@ -49,7 +49,7 @@ class _File:
     release: tuple[Release, ...] = ()
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table(FILE)
 def load() -> tuple[Release, ...]:
     """Every cuda-toolkit release in the table, oldest first."""
     return tuple(sorted(files.read(FILE, _File).release, key=lambda r: Version(r.version)))

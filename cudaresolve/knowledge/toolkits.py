@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
@@ -11,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 from cudaresolve import records
 from cudaresolve.arch import Target
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
 from cudaresolve.versions import CudaVersion, DriverRelease
 
@@ -111,7 +110,7 @@ class Tables:
     ptx_isa: Mapping[str, str]  # CUDA version -> its PTX ISA, "12.7" -> "8.6"
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table(FILE)
 def load() -> Tables:
     """Load and cross-check the file: every toolkit needs a family floor; PTX and SASS rows a toolkit."""
     raw = files.read(FILE, _File)

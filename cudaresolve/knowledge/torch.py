@@ -5,7 +5,6 @@ Never `import torch` here: this module is the table about it, named for what it 
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -16,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 from cudaresolve import records
 from cudaresolve.arch import PtxTarget, Target, parse_arch_list
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import files, toolkits
+from cudaresolve.knowledge import compiled, files, toolkits
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
 
 FILE = "torch.toml"
@@ -169,7 +168,7 @@ class Tables:
     releases: tuple[TorchRelease, ...]  # oldest first
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table(FILE)
 def load() -> Tables:
     """Load and cross-check the file: variants name a known CUDA label, releases a variant they have."""
     raw = files.read(FILE, _File)

@@ -7,7 +7,6 @@ without downloading 300 MB. scripts/record_wheel_facts.py reads the wheels once 
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
@@ -20,7 +19,7 @@ from cudaresolve.arch import PtxTarget, Target
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.wheel import WheelFacts, split_symbol
 from cudaresolve.errors import UsageError
-from cudaresolve.knowledge import files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
 
 FILE = "wheel_facts.toml"
@@ -111,7 +110,7 @@ class _File:
     wheel: tuple[Wheel, ...] = ()
 
 
-@functools.lru_cache(maxsize=None)
+@compiled.table(FILE)
 def load() -> tuple[Wheel, ...]:
     """Every wheel in the table, by name then version; file names are unique and match name and version."""
     rows = files.read(FILE, _File).wheel
@@ -139,10 +138,19 @@ def load() -> tuple[Wheel, ...]:
     return rows
 
 
+@compiled.derived(load)
+def _by_name(rows: tuple[Wheel, ...]) -> Mapping[str, tuple[Wheel, ...]]:
+    """The rows by distribution: a lookup reads one distribution's rows, not the whole table."""
+    found: dict[str, list[Wheel]] = {}
+    for wheel in rows:
+        found.setdefault(wheel.name, []).append(wheel)
+    return {name: tuple(group) for name, group in found.items()}
+
+
 def find(name: str, version: str, filename: Optional[str] = None) -> Optional[Wheel]:
     """The table's row of a release (of one file of it, when given), None when the table lacks it."""
-    wanted, release = canonicalize_name(name), Version(version)
-    rows = [w for w in load() if w.name == wanted and Version(w.version) == release
+    release = Version(version)
+    rows = [w for w in _by_name().get(canonicalize_name(name), ()) if Version(w.version) == release
             and (filename is None or w.filename == filename)]
     if len(rows) > 1:
         raise UsageError(f"{name} {version} has {len(rows)} wheels in {FILE}: name the file")
@@ -152,8 +160,7 @@ def find(name: str, version: str, filename: Optional[str] = None) -> Optional[Wh
 def releases(name: str) -> tuple[Wheel, ...]:
     """The table's releases of one distribution, newest first: the only ones a fix may name, since
     only their device code and CUDA builds are known."""
-    wanted = canonicalize_name(name)
-    return tuple(sorted((w for w in load() if w.name == wanted), key=lambda w: Version(w.version), reverse=True))
+    return tuple(sorted(_by_name().get(canonicalize_name(name), ()), key=lambda w: Version(w.version), reverse=True))
 
 
 def min_provider_release(name: str, version: str, filename: Optional[str] = None) -> Mapping[str, str]:

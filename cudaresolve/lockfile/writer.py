@@ -21,6 +21,7 @@ from cudaresolve.resolve.lock import Lock, LockedPackage, ReasonKind
 from cudaresolve.resolve.reasons import MajorRejection, Rejection
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_PLAIN = re.compile(r'[^\\"\x00-\x1f\x7f]*')  # what a basic string holds unescaped
 
 
 # -- TOML, by hand -------------------------------------------------------------------------------
@@ -28,6 +29,8 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 def _string(text: str) -> str:
     """A TOML basic string: backslash, quote and every control character escaped."""
+    if _PLAIN.fullmatch(text):  # nearly every value: one C scan instead of a loop over its characters
+        return '"' + text + '"'
     out = []
     for char in text:
         if char == "\\":
