@@ -35,7 +35,7 @@ from cudaresolve.cli import main
 from cudaresolve.env.distributions import read_distributions
 from cudaresolve.output.lock import read_pylock
 
-from conftest import cache_dir
+from wheel_cache import cache_dir
 from index_server import IndexServer, make_wheel
 from lock_oracles import clean_environ, locked, locked_with_source
 

@@ -29,7 +29,7 @@ from cudaresolve.output.lock import (
 )
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 
-from conftest import build_venv
+from wheel_cache import build_venv
 from index_server import IndexServer, make_wheel
 
 if sys.version_info >= (3, 11):

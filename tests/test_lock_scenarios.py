@@ -29,7 +29,7 @@ from cudaresolve.output.lock import read_pylock
 from cudaresolve.resolve.lock import Lock
 from cudaresolve.knowledge import torch as torch_data
 
-from conftest import build_venv
+from wheel_cache import build_venv
 from fake_cuda_index import plan
 from lock_oracles import clean_environ, locked, locked_with_source, pip_picks, pip_resolves_freely, uv_installs
 from test_lock_files import UV
