@@ -313,7 +313,8 @@ def test_lock_file_install_is_hash_checked(cli, pip_venv, torch_lock, tmp_path):
 # -- 4. failure paths: the environment is unchanged, or said to be what it is -------------------------
 
 
-def test_unreachable_index_exits_3_with_one_line_and_installs_nothing(cli, pip_venv, cuda_index):
+def test_unreachable_index_exits_3_with_one_line_and_installs_nothing(cli, pip_venv, cuda_index, monkeypatch):
+    monkeypatch.setenv("PIP_RETRIES", "0")  # pip's --retries: no waits for an index that is not there
     python = pip_venv("target", (OLD_NVJITLINK,), cuda_index.index_url)
     before = snapshot(site_packages(python))
     run = cli("install", CUSPARSE, "--python", python, "-q", *RTX_4090, "--index-url", "http://127.0.0.1:9/simple",
