@@ -180,7 +180,7 @@ def test_text_output_is_plain_when_not_a_terminal(fixed_venv, capsys, monkeypatc
     site = site_packages(fixed_venv)
     assert out.splitlines()[:5] == [
         "host: 550.144.03 (CUDA 12.4); GPU (8.6)",
-        f"env:  {python} — 4 distributions, 2 ELF files, {site}",
+        f"env:  {python} — 2 distributions, 2 ELF files, {site}",  # exactly the two wheels: no pip in the venv
         "result: 0 errors, 2 warnings, 0 infos",
         "",
         "WARNINGS",
