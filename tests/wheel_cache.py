@@ -97,34 +97,43 @@ def _exact(requirement: str) -> Optional[str]:
     return canonicalize_name(name).replace("-", "_") + "-" + version + "-"
 
 
-def _found(directory: Path, prefix: str) -> Optional[Path]:
-    return next((w for w in sorted(directory.glob("*.whl")) if w.name.lower().startswith(prefix)), None)
-
-
 def fetch_wheels(requirements: Sequence[str], *, deps: bool = False) -> list[Path]:
-    """The wheels pip downloads for `requirements` (binary only; with their dependencies if `deps`)
-    into this session's downloads; an exact `name==version` wheel already in the cache is not
-    fetched again. Skips the test with pip's last words when pip cannot download them (the
-    registry is not reachable)."""
-    known: list[Path] = []
-    wanted = list(requirements)
-    if not deps:
-        for requirement in requirements:
-            prefix = _exact(requirement)
-            found = next((w for p in (cache_dir() / "wheels", downloads()) if prefix and (w := _found(p, prefix))), None)
-            if found is not None:
-                known.append(found)
-                wanted.remove(requirement)
+    """The wheels of `requirements` into this session's downloads: with `deps`, those of what pip
+    resolves for them too (`pip wheel`: a release the index has only as source is built, as pip
+    install would), else exactly the index's wheels (`pip download --only-binary :all: --no-deps`);
+    an exact `name==version` wheel already in the cache is not fetched again. Skips the test with
+    pip's last words when pip cannot fetch them (the registry is not reachable)."""
+    if deps:
+        target = downloads() / hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
+        done = subprocess.run(PIP + ["wheel", "-w", str(target), *requirements], capture_output=True, text=True)
+        fetched = sorted(target.glob("*.whl"))
+    else:
+        found = {r: _found_anywhere(r) for r in requirements}
+        wanted = [r for r, w in found.items() if w is None]
         if not wanted:
-            return known
-    command = PIP + ["download", "--only-binary=:all:", *(() if deps else ("--no-deps",)), "-d", str(downloads()), *wanted]
-    done = subprocess.run(command, capture_output=True, text=True)
-    saved = [line.split(" ", 1)[1] if line.startswith("Saved ") else line[len("File was already downloaded "):]
-             for line in done.stdout.splitlines() if line.startswith(("Saved ", "File was already downloaded "))]
-    if done.returncode != 0 or not saved:
+            return [w for w in found.values() if w is not None]
+        done = subprocess.run(PIP + ["download", "--only-binary=:all:", "--no-deps", "-d", str(downloads()), *wanted],
+                              capture_output=True, text=True)
+        said = [line.strip() for line in done.stdout.splitlines()]
+        saved = [line.split(" ", 1)[1] if line.startswith("Saved ") else line[len("File was already downloaded "):]
+                 for line in said if line.startswith(("Saved ", "File was already downloaded "))]
+        fetched = [w for w in found.values() if w is not None] + [Path.cwd() / path for path in saved]
+    if done.returncode != 0 or not fetched:
         last = [line for line in done.stderr.splitlines() if line.startswith("ERROR")][-1:] or done.stderr.splitlines()[-1:]
-        pytest.skip(f"cannot download {' '.join(wanted)}: {last}")
-    return known + [Path.cwd() / path for path in saved]
+        pytest.skip(f"cannot fetch {' '.join(requirements)}: {last}")
+    return fetched
+
+
+def _found_anywhere(requirement: str) -> Optional[Path]:
+    """The wheel of an exact requirement already in the kept wheels or this session's downloads."""
+    prefix = _exact(requirement)
+    if prefix is None:
+        return None
+    for place in (cache_dir() / "wheels", downloads()):
+        found = next((w for w in sorted(place.rglob("*.whl")) if w.name.lower().startswith(prefix)), None)
+        if found is not None:
+            return found
+    return None
 
 
 def fetch_wheel(requirement: str) -> Path:
@@ -133,7 +142,7 @@ def fetch_wheel(requirement: str) -> Path:
     prefix = _exact(requirement)
     assert prefix, f"not an exact requirement: {requirement}"
     kept.mkdir(exist_ok=True)
-    found = _found(kept, prefix)
+    found = next((w for w in kept.glob("*.whl") if w.name.lower().startswith(prefix)), None)
     if found is None:
         [fetched] = fetch_wheels([requirement])
         found = kept / fetched.name
