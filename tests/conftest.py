@@ -103,6 +103,14 @@ def server():
 
 
 @pytest.fixture(scope="session")
+def uv() -> Path:
+    """The uv the [test] extra installs (an exact release: the lock tests' second PEP 751 reader)."""
+    from uv import find_uv_bin
+
+    return Path(find_uv_bin())
+
+
+@pytest.fixture(scope="session")
 def cuda_venv():
     """`cuda_venv(["nvidia-nvjitlink-cu12==12.1.105", ...])` -> root of a cached venv holding those wheels."""
     return build_venv

@@ -2,13 +2,14 @@
 members made of hard links to that one copy.
 
     <cache>/store/ab/<sha256>-<mode>   every file installed or extracted here, once per content and mode
-    <cache>/venvs/<key>/               venvs keyed by their requirements (and Python), files linked from the store
+    <cache>/venvs/<key>/               venvs keyed by their requirements (and Python), installed by uv, files
+                                       linked from the store
     <cache>/unpacked/<name>/           wheel members as site-packages holds them, linked from the store
     <cache>/wheels/                    the wheels tests read as files
     <cache>/downloads/<session>/       wheels fetched for a build or an extraction; gone when the session ends
 
-Every wheel comes through `fetch_wheels` (pip download, pip's own index configuration, pip's cache
-off). A venv or an extraction does not need its wheels again once built, so only the wheels tests
+Every wheel comes through `fetch_wheels` (pip download or pip wheel, pip's own index configuration,
+pip's cache off). A venv or an extraction does not need its wheels again once built, so only the wheels tests
 read stay. Every entry can be deleted on its own: the next run rebuilds it (scripts/test_cache.py
 prints the sizes, counting linked files once).
 """
@@ -325,16 +326,21 @@ def run_or_fail(command: Sequence[str]) -> None:
 
 def build_venv(requirements: Sequence[str], *, deps: bool = False) -> Path:
     """A venv holding exactly the wheels of `requirements` (with what pip resolves for them if
-    `deps`), installed by pip, built once, its files linked from the store. Keyed by the
-    requirements and this Python, so a built venv needs no wheel."""
+    `deps`), installed by uv from the fetched wheels, built once, its files linked from the store.
+    Keyed by the requirements and this Python, so a built venv needs no wheel. uv installs (hard
+    links from its cache, which lives in the session's downloads), pip only fetches: pip installing
+    the same wheels took 2.6 times as long (scripts/bench_test_venvs.py, docs/performance.md)."""
+    from uv import find_uv_bin
+
     recipe = [f"python {sys.version_info[0]}.{sys.version_info[1]}", "with dependencies" if deps else "no dependencies",
-              *sorted(requirements)]
+              *sorted(requirements), "installed by uv"]
 
     def build(venv: Path) -> None:
         wheels = fetch_wheels(requirements, deps=deps)
         run_or_fail([sys.executable, "-m", "venv", "--without-pip", str(venv)])
-        run_or_fail(PIP + ["--python", str(venv / "bin" / "python"), "install", "--no-deps", "--no-index", "--no-compile",
-                           *map(str, wheels)])
+        run_or_fail([find_uv_bin(), "pip", "install", "--quiet", "--no-config", "--python", str(venv / "bin" / "python"),
+                     "--offline", "--no-index", "--no-deps", "--link-mode=hardlink", "--cache-dir", str(downloads() / "uv-cache"),
+                     *map(str, wheels)])
         link_installed(venv)
 
     return cached_venv("venvs", recipe, ["-c", "pass"], build)
