@@ -223,11 +223,12 @@ def _handler(server: IndexServer):
             self.send_header("Content-Length", str(len(body)))
             for key, value in headers.items():
                 self.send_header(key, value)
+            # counted before the body goes out: the client may read the count as soon as it has the body
+            server.sent[path] += len(body)
             try:
                 self.end_headers()
                 self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
-                return
-            server.sent[path] += len(body)
+                server.sent[path] -= len(body)
 
     return Handler
