@@ -33,6 +33,8 @@ def clean(monkeypatch, tmp_path):
     for key in [k for k in os.environ if k.startswith(("PIP_", "CUDARESOLVE_"))]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")  # pip leaves nothing in the user's cache: no HTTP cache,
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")  # no version-check state
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CUDARESOLVE_DRIVER", "550.144.03")
     monkeypatch.setenv("CUDARESOLVE_GPUS", "8.6")
