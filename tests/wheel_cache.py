@@ -205,9 +205,10 @@ def _record_digest(field: str) -> Optional[str]:
 
 def link_installed(venv: Path) -> None:
     """Replace every file an installer wrote under `venv` (its RECORDs' hashed rows) by a link to
-    the store's copy of the same bytes; a file whose bytes are not what its RECORD says stays."""
-    root = os.path.realpath(venv)
-    for record in venv.glob("lib/python*/site-packages/*.dist-info/RECORD"):
+    the store's copy of the same bytes; a file whose bytes are not what its RECORD says stays. A
+    file that is the store's copy already (uv linked it from the wheel another venv had) is not read."""
+    root = os.path.abspath(venv)
+    for record in Path(root).glob("lib/python*/site-packages/*.dist-info/RECORD"):
         site = record.parent.parent
         with open(record, newline="") as f:
             rows = list(csv.reader(f))
@@ -222,7 +223,15 @@ def link_installed(venv: Path) -> None:
                 st = os.lstat(path)
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or _sha256(path) != digest:
+            if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+                continue
+            try:
+                stored: Optional[os.stat_result] = os.stat(_entry(digest, st.st_mode))
+            except OSError:
+                stored = None
+            if stored is not None and (stored.st_ino, stored.st_dev) == (st.st_ino, st.st_dev):
+                continue
+            if _sha256(path) != digest:
                 continue
             entry = _into_store(path, digest)
             if not os.path.samefile(entry, path):
