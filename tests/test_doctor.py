@@ -8,6 +8,7 @@ symbol errors.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -18,12 +19,13 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve import doctor
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import UsageError
-from wheel_cache import build_venv, fetch_wheels
+from wheel_cache import build_venv
 
 CUSPARSE = "nvidia-cusparse-cu12==12.3.1.170"
 OLD_NVJITLINK = "nvidia-nvjitlink-cu12==12.1.105"
@@ -424,10 +426,20 @@ CUDNN_NEWEST = "nvidia-cudnn-cu12==9.28.0.42"
 PASCAL_ON_575 = ["--driver", "575.57.08", "--gpu", "6.1"]
 
 
+@functools.lru_cache(maxsize=None)  # one answer per session, as the index's pages are read once
 def pip_resolves(requirement: str) -> str:
-    """The release pip picks for `requirement` (its wheel fetched for the session, where `cuda_venv` finds it)."""
-    [found] = fetch_wheels([requirement])
-    return found.name.split("-")[1]
+    """The release `pip install --no-deps` takes for `requirement`: the newest release pip's finder
+    offers this interpreter as a wheel (`pip index versions`) that the requirement admits. Read from
+    the index's pages, so a warm run downloads no wheel; the venv built from the answer fetches it."""
+    wanted = Requirement(requirement)
+    done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "--only-binary=:all:", "--no-cache-dir",
+                           "--disable-pip-version-check", wanted.name], capture_output=True, text=True)
+    listed = re.search(r"^Available versions: (.+)$", done.stdout, re.M)
+    if done.returncode != 0 or listed is None:
+        pytest.skip(f"the registry is not reachable: {done.stderr.strip().splitlines()[-1:]}")
+    admitted = [v for v in listed.group(1).split(", ") if wanted.specifier.contains(v)]
+    assert admitted, f"pip offers no release for {requirement}: {listed.group(1)}"
+    return str(max(admitted, key=Version))
 
 
 def cudnn_arch_errors(capsys, venv: Path) -> list[dict]:
