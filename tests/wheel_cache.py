@@ -8,10 +8,10 @@ members made of hard links to that one copy.
     <cache>/wheels/                    the wheels tests read as files
     <cache>/downloads/<session>/       wheels fetched for a build or an extraction; gone when the session ends
 
-Every wheel comes through `fetch_wheels` (pip download or pip wheel, pip's own index configuration,
-pip's cache off). A venv or an extraction does not need its wheels again once built, so only the wheels tests
-read stay. Every entry can be deleted on its own: the next run rebuilds it (scripts/test_cache.py
-prints the sizes, counting linked files once).
+Every wheel comes through `fetch_wheels` (pip download or pip wheel, pip's own index
+configuration, pip's cache off). A venv or an extraction does not need its wheels again once built,
+so only the wheels tests read stay. Every entry can be deleted on its own: the next run rebuilds it
+(scripts/test_cache.py prints the sizes, counting linked files once).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class _Session:
 
 
 def downloads() -> Path:
+    """This session's download directory (the wheels it fetched, uv's cache)."""
     if _Session.directory is None:
         root = cache_dir() / "downloads"
         root.mkdir(exist_ok=True)
@@ -131,7 +132,8 @@ def _found_anywhere(requirement: str) -> Optional[Path]:
     if prefix is None:
         return None
     for place in (cache_dir() / "wheels", downloads()):
-        found = next((w for w in sorted(place.rglob("*.whl")) if w.name.lower().startswith(prefix)), None)
+        wheels = sorted([*place.glob("*.whl"), *place.glob("*/*.whl")])  # fetch_wheels(deps=True) fetches into a folder
+        found = next((w for w in wheels if w.name.lower().startswith(prefix)), None)
         if found is not None:
             return found
     return None
@@ -186,9 +188,9 @@ def _into_store(path: Path, digest: str) -> Path:
         try:
             os.link(path, entry)
         except FileExistsError:
-            pass
+            pass  # another session stored the same bytes first
         except OSError:
-            shutil.copy2(path, entry)  # no links to this place: the store keeps a copy, the caller copies back
+            _link_or_copy(path, entry)  # no link here: the store keeps a copy, the caller copies back
     return entry
 
 
