@@ -6,7 +6,7 @@ Why a generated table: NVIDIA keeps .dynstr/.dynamic at the end of 300 MB librar
 zip members, so the resolver cannot read a candidate wheel's needs without downloading all of it.
 The releases covered (each requirement below expands to the newest release of each X.Y minor among
 the index's releases that satisfy it):
-  - the CUDA wheels torch 2.14.1 pins (its METADATA, read from the test cache's wheel), through the
+  - the CUDA wheels torch 2.14.1 pins (its METADATA, read from the test cache's torch venv), through the
     cuda-toolkit extras it names;
   - the `[ctk]` extra of the newest cupy-cuda12x and cupy-cuda13x, and cuda-cccl 1.2.1's `[cu12]`
     and `[cu13]`: cuda-toolkit==12.* / ==13.* and its extras, read from cuda-toolkit's METADATA;
@@ -135,10 +135,14 @@ def download(requirement: str, cache: Path) -> Optional[Path]:
     return path
 
 
-def metadata_requires(wheel: Path) -> List[str]:
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
-        text = archive.read(name).decode("utf-8")
+def metadata_requires(source: Path) -> List[str]:
+    """Requires-Dist of a wheel, or of an installed METADATA file."""
+    if source.name == "METADATA":
+        text = source.read_text(encoding="utf-8")
+    else:
+        with zipfile.ZipFile(source) as archive:
+            name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
+            text = archive.read(name).decode("utf-8")
     return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
 
 
@@ -190,10 +194,12 @@ def release_set(cache: Path, added: Iterable[str]) -> Dict[str, Set[str]]:
         for version in versions:
             chosen[f"{canonicalize_name(requirement.name)}=={version}"].add(why)
 
-    torch_wheel = next((cache_root_tests() / "wheels").glob(f"{TORCH[0]}-{TORCH[1]}-*.whl"), None)
-    if torch_wheel is None and not (cache / "requires" / f"{TORCH[0]}-{TORCH[1]}.json").exists():
-        raise SystemExit(f"no cached {TORCH[0]} {TORCH[1]} wheel: run the tests once (they download it)")
-    for req in expand(*TORCH, (), cache, wheel=torch_wheel):
+    # the tests' torch venv holds its METADATA as copied from the wheel
+    installed = f"venvs/*/lib/python*/site-packages/{TORCH[0]}-{TORCH[1]}.dist-info/METADATA"
+    torch_metadata = next(cache_root_tests().glob(installed), None)
+    if torch_metadata is None and not (cache / "requires" / f"{TORCH[0]}-{TORCH[1]}.json").exists():
+        raise SystemExit(f"no {TORCH[0]} {TORCH[1]} venv in the test cache: run the tests once (they build it)")
+    for req in expand(*TORCH, (), cache, wheel=torch_metadata):
         take(req, f"{TORCH[0]} {TORCH[1]}")
     for dist in CUPY:
         newest = newest_of_each_minor(Requirement(dist), only_newest=True)[0]

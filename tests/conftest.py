@@ -1,5 +1,5 @@
-"""Shared fixtures: real wheels from the configured package index (cached), small ELF files built with
-gcc, local indexes, and a hermetic environment for the commands and the pip they run."""
+"""Shared fixtures: real wheels from the configured package index (cached: tests/wheel_cache.py), small ELF
+files built with gcc, local indexes, and a hermetic environment for the commands and the pip they run."""
 
 from __future__ import annotations
 
@@ -7,78 +7,31 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import pytest
+from wheel_cache import build_venv, cached_venv, end_session, fetch_wheel, fetch_wheels, link_installed, run_or_fail, unpack
 
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "fixtures"
 
 
-def cache_dir() -> Path:
-    """Where downloaded wheels and files extracted from them live between runs."""
-    root = os.environ.get("CUDARESOLVE_TEST_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "cudaresolve-tests"
-    )
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def fetch_wheel(requirement: str) -> Path:
-    """Download one exact wheel (`name==version`) with pip, honouring pip's own index configuration.
-
-    Cached by requirement; the download goes through pip so no index address lives in this code.
-    Skips the test with the reason when the index cannot be reached.
-    """
-    name, _, version = requirement.partition("==")
-    target = cache_dir() / "wheels"
-    target.mkdir(exist_ok=True)
-    stem = name.replace("-", "_").lower() + "-" + version + "-"
-    for existing in target.glob("*.whl"):
-        if existing.name.lower().startswith(stem):
-            return existing
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(target), requirement],
-        capture_output=True,
-        text=True,
-    )
-    for existing in target.glob("*.whl"):
-        if existing.name.lower().startswith(stem):
-            return existing
-    pytest.skip(f"cannot download {requirement}: {result.stderr.strip().splitlines()[-1:]}")
-
-
-def unpack_wheel(wheel: Path, members: Optional[Sequence[str]] = None) -> Path:
-    """Extract a wheel (or only `members`) into the cache, once, as pip would lay it out in site-packages."""
-    dest = cache_dir() / "unpacked" / wheel.stem
-    marker = dest / ".complete"
-    if not marker.exists():
-        if dest.exists():
-            shutil.rmtree(dest)
-        with zipfile.ZipFile(wheel) as zf:
-            for info in zf.infolist():
-                if members is None or info.filename in members:
-                    zf.extract(info, dest)
-                    mode = info.external_attr >> 16
-                    if mode:
-                        os.chmod(dest / info.filename, mode & 0o777)
-        marker.touch()
-    return dest
+def pytest_sessionfinish(session):
+    end_session()
 
 
 @pytest.fixture(scope="session")
 def wheel():
-    """`wheel("nvidia-nvjitlink-cu12==12.1.105")` -> path of the cached .whl."""
+    """`wheel("nvidia-cusparse-cu12==12.3.1.170")` -> path of the .whl, kept in the test cache."""
     return fetch_wheel
 
 
 @pytest.fixture(scope="session")
 def unpacked():
-    """`unpacked(wheel_path)` -> directory holding the wheel's files as site-packages would."""
-    return unpack_wheel
+    """`unpacked("nvidia-nvjitlink-cu12==12.1.105")` -> directory holding the wheel's files as
+    site-packages would (`unpacked(requirement, members)`: only those)."""
+    return unpack
 
 
 class ElfBuilder:
@@ -139,49 +92,6 @@ def elf_builder(tmp_path):
     return ElfBuilder(tmp_path)
 
 
-def cached_venv(folder: str, recipe: Sequence[str], check: Sequence[str], build: Callable[[Path], None]) -> Path:
-    """A venv under the test cache's `folder`, keyed by `recipe`, made once by `build(venv)`.
-
-    Rebuilt when its marker is missing or `python CHECK...` no longer succeeds. A file lock keeps
-    concurrent test sessions from building the same venv twice.
-    """
-    import fcntl
-    import hashlib
-
-    key = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:16]
-    root = cache_dir() / folder
-    root.mkdir(exist_ok=True)
-    venv = root / key
-    marker = venv / ".complete"
-    with open(root / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and subprocess.run([str(venv / "bin" / "python"), *check], capture_output=True).returncode == 0:
-            return venv
-        if venv.exists():
-            shutil.rmtree(venv)
-        build(venv)
-        marker.write_text("\n".join(recipe) + "\n")
-    return venv
-
-
-def build_venv(requirements: Sequence[str]) -> Path:
-    """A venv with exactly these wheels installed by pip (`--no-deps`), built once and kept in the
-    cache, keyed by the wheel file names."""
-    wheels = sorted(fetch_wheel(requirement) for requirement in requirements)
-
-    def build(venv: Path) -> None:
-        for command in (
-            [sys.executable, "-m", "venv", str(venv)],
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check"]
-            + [str(w) for w in wheels],
-        ):
-            result = subprocess.run(command, capture_output=True, text=True)
-            if result.returncode != 0:
-                pytest.fail(f"{' '.join(command)} failed:\n{result.stderr}")
-
-    return cached_venv("venvs", [w.name for w in wheels], ["-c", "pass"], build)
-
-
 # What steers pip, uv, cudaresolve's host facts and cache, or the loader from this machine's environment.
 STEERING_PREFIXES = ("PIP_", "UV_", "CUDARESOLVE_", "CONDA_OVERRIDE_", "CUDA_")
 STEERING = ("LD_LIBRARY_PATH", "LD_PRELOAD")
@@ -227,6 +137,14 @@ def server():
 
 
 @pytest.fixture(scope="session")
+def uv() -> Path:
+    """The uv the [test] extra installs (an exact release: the lock tests' second PEP 751 reader)."""
+    from uv import find_uv_bin
+
+    return Path(find_uv_bin())
+
+
+@pytest.fixture(scope="session")
 def cuda_venv():
     """`cuda_venv(["nvidia-nvjitlink-cu12==12.1.105", ...])` -> root of a cached venv holding those wheels."""
     return build_venv
@@ -268,8 +186,8 @@ PLUGIN_DEPENDENCIES = ("nvidia-ml-py>=12", "resolvelib>=1.0.1", "tomli>=1.1; pyt
 def build_conda_venv() -> Path:
     """A venv holding the real conda (the vendored wheel, `--no-deps`, as the vendor README's recipe
     says) with its dependencies from the registry, and this checkout installed editable, so conda
-    loads its plugin. Built once per Python, wheel and checkout into the cache. Skips only when the
-    registry cannot provide the dependencies (pip's last words are the reason)."""
+    loads its plugin. Built once per Python, wheel and checkout into the cache; the dependencies'
+    wheels come through `fetch_wheels`, whose skip says why when the registry cannot provide them."""
     import hashlib
 
     if sys.version_info < (3, 10):
@@ -280,21 +198,14 @@ def build_conda_venv() -> Path:
     recipe = [sys.version, str(repo), hashlib.sha256(CONDA_WHEEL.read_bytes()).hexdigest(), *CONDA_DEPENDENCIES, *PLUGIN_DEPENDENCIES]
 
     def build(venv: Path) -> None:
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        steps = (
-            ([sys.executable, "-m", "venv", str(venv)], False),
-            (pip + ["--no-deps", str(CONDA_WHEEL)], False),
-            (pip + list(CONDA_DEPENDENCIES) + list(PLUGIN_DEPENDENCIES), True),
-            # its build backend comes from the registry too, which has just answered: a failure is ours
-            (pip + ["--no-deps", "-e", str(repo)], False),
-        )
-        for command, from_registry in steps:
-            result = subprocess.run(command, capture_output=True, text=True)
-            if result.returncode != 0:
-                last = [line for line in result.stderr.splitlines() if line.startswith("ERROR")][-1:] or result.stderr.splitlines()[-1:]
-                if from_registry:
-                    pytest.skip(f"conda's dependencies cannot be installed from the registry: {last}")
-                pytest.fail(f"{' '.join(command)} failed:\n{result.stderr}")
+        wheels = fetch_wheels([*CONDA_DEPENDENCIES, *PLUGIN_DEPENDENCIES], deps=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir",
+               "--no-index", "--no-deps"]
+        run_or_fail([sys.executable, "-m", "venv", str(venv)])
+        run_or_fail(pip + [str(CONDA_WHEEL), *map(str, wheels)])
+        # the build backend is the setuptools just installed: nothing more comes from the registry
+        run_or_fail(pip + ["--no-build-isolation", "-e", str(repo)])
+        link_installed(venv)
 
     return cached_venv("conda", recipe, ["-m", "conda", "--version"], build)
 

@@ -432,7 +432,7 @@ def _key(specs: tuple[Spec, ...]) -> str:
 
 def build_universe(cache: Optional[Path] = None) -> Universe:
     """Build the universe into the test cache once per input hash (a file lock guards concurrent sessions)."""
-    from conftest import cache_dir
+    from wheel_cache import cache_dir
 
     specs = plan()
     base = (cache or cache_dir()) / "fake-cuda-index"

@@ -12,9 +12,10 @@ HOST_OVERRIDES = ("CUDARESOLVE_DRIVER", "CUDARESOLVE_CUDA", "CUDARESOLVE_GPUS", 
 
 
 @pytest.fixture(autouse=True)
-def clean_environ(monkeypatch):
+def clean_environ(monkeypatch, tmp_path):
     for name in HOST_OVERRIDES:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cache"))  # the doctor's results stay out of the user's cache
     return monkeypatch
 
 

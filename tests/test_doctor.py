@@ -8,24 +8,24 @@ symbol errors.
 
 from __future__ import annotations
 
-import fcntl
+import functools
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from cudaresolve.cli import main
 from cudaresolve import doctor
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import UsageError
-from conftest import cache_dir
+from wheel_cache import build_venv
 
 CUSPARSE = "nvidia-cusparse-cu12==12.3.1.170"
 OLD_NVJITLINK = "nvidia-nvjitlink-cu12==12.1.105"
@@ -182,7 +182,7 @@ def test_text_output_is_plain_when_not_a_terminal(fixed_venv, capsys, monkeypatc
     site = site_packages(fixed_venv)
     assert out.splitlines()[:5] == [
         "host: 550.144.03 (CUDA 12.4); GPU (8.6)",
-        f"env:  {python} — 4 distributions, 2 ELF files, {site}",
+        f"env:  {python} — 2 distributions, 2 ELF files, {site}",  # exactly the two wheels: no pip in the venv
         "result: 0 errors, 2 warnings, 0 infos",
         "",
         "WARNINGS",
@@ -224,35 +224,10 @@ def test_python_and_site_packages_together_are_refused(tmp_path, capsys):
 # -- torch 2.14.1 ------------------------------------------------------------------------------------
 
 
-def build_torch_venv() -> Path:
-    """A venv holding torch 2.14.1 and its dependencies as pip resolves them, built once at a stable
-    cache path; `.complete` is written last, so an interrupted build is redone."""
-    root = cache_dir() / "venvs"
-    root.mkdir(exist_ok=True)
-    venv = root / "torch-2.14.1"
-    python = venv / "bin" / "python"
-    marker = venv / ".complete"
-    with open(root / "torch-2.14.1.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and subprocess.run([str(python), "-c", "pass"], capture_output=True).returncode == 0:
-            return venv
-        if venv.exists():
-            shutil.rmtree(venv)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-        result = subprocess.run(
-            [str(python), "-m", "pip", "install", "--disable-pip-version-check", TORCH],
-            capture_output=True, text=True,
-        )
-        if result.returncode != 0:
-            shutil.rmtree(venv)
-            pytest.skip(f"cannot install {TORCH}: {result.stderr.strip().splitlines()[-1:]}")
-        marker.write_text(TORCH + "\n")
-    return venv
-
-
 @pytest.fixture(scope="module")
 def torch_python() -> str:
-    return str(build_torch_venv() / "bin" / "python")
+    """A venv holding torch 2.14.1 and its dependencies as pip resolves them."""
+    return str(build_venv([TORCH], deps=True) / "bin" / "python")
 
 
 NO_KERNEL = '"no kernel image is available for execution on the device"'
@@ -451,15 +426,20 @@ CUDNN_NEWEST = "nvidia-cudnn-cu12==9.28.0.42"
 PASCAL_ON_575 = ["--driver", "575.57.08", "--gpu", "6.1"]
 
 
+@functools.lru_cache(maxsize=None)  # one answer per session, as the index's pages are read once
 def pip_resolves(requirement: str) -> str:
-    """The release pip picks for `requirement` (downloaded into the test cache, where `cuda_venv` finds it)."""
-    wheels = cache_dir() / "wheels"
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(wheels),
-                           requirement], capture_output=True, text=True)
-    found = re.search(r"(?:Saved|File was already downloaded) (\S+\.whl)", done.stdout)
-    if done.returncode != 0 or found is None:
+    """The release `pip install --no-deps` takes for `requirement`: the newest release pip's finder
+    offers this interpreter as a wheel (`pip index versions`) that the requirement admits. Read from
+    the index's pages, so a warm run downloads no wheel; the venv built from the answer fetches it."""
+    wanted = Requirement(requirement)
+    done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "--only-binary=:all:", "--no-cache-dir",
+                           "--disable-pip-version-check", wanted.name], capture_output=True, text=True)
+    listed = re.search(r"^Available versions: (.+)$", done.stdout, re.M)
+    if done.returncode != 0 or listed is None:
         pytest.skip(f"the registry is not reachable: {done.stderr.strip().splitlines()[-1:]}")
-    return Path(found.group(1)).name.split("-")[1]
+    admitted = [v for v in listed.group(1).split(", ") if wanted.specifier.contains(v)]
+    assert admitted, f"pip offers no release for {requirement}: {listed.group(1)}"
+    return str(max(admitted, key=Version))
 
 
 def cudnn_arch_errors(capsys, venv: Path) -> list[dict]:
@@ -511,11 +491,10 @@ def test_onnxruntime_cuda_13_the_fix_names_a_cuda_12_set_that_installs_and_runs(
     assert sorted(removed) == sorted(r.split("==")[0] for r in ORT_CUDA13[1:])
     assert wanted[0] == "onnxruntime-gpu[cuda,cudnn]==1.26.0" and all(r.split("==")[0].endswith("-cu12") for r in wanted[1:])
     resolved = [f"{Requirement(r).name}=={pip_resolves(r)}" for r in wanted]
-    ort = next((cache_dir() / "wheels").glob("onnxruntime_gpu-1.26.0-*.whl"))
-    with zipfile.ZipFile(ort) as archive:
-        metadata = archive.read("onnxruntime_gpu-1.26.0.dist-info/METADATA").decode()
+    fixed = cuda_venv(resolved)
+    metadata = (site_packages(fixed) / "onnxruntime_gpu-1.26.0.dist-info" / "METADATA").read_text()  # the wheel's, as pip copies it
     extras = [Requirement(line.split(":", 1)[1]) for line in metadata.splitlines() if line.startswith("Requires-Dist: nvidia-")]
     versions = {r.split("==")[0]: r.split("==")[1] for r in resolved}
     assert extras and all(r.specifier.contains(versions[r.name], prereleases=True) for r in extras), (extras, versions)
-    _, after = doctor_json(capsys, "--python", str(cuda_venv(resolved) / "bin" / "python"), *host)
+    _, after = doctor_json(capsys, "--python", str(fixed / "bin" / "python"), *host)
     assert [f for f in after["findings"] if f["severity"] == "error"] == []

@@ -155,14 +155,14 @@ NVJITLINK_LIB = "nvidia/nvjitlink/lib/libnvJitLink.so.12"
 
 
 @pytest.mark.parametrize("installed", ["12.1.105", "12.8.93"])
-def test_no_inline_nvjitlink_consumer(installed, elf_builder, wheel, unpacked, tmp_path):
+def test_no_inline_nvjitlink_consumer(installed, elf_builder, unpacked, tmp_path):
     """A binary built with NVJITLINK_NO_INLINE calls nvJitLinkDestroy@libnvJitLink.so.12, which the
     real 12.8.93 library exports and 12.1.105 does not (NVIDIA/cccl#10083): symbol-skew from the
     binary, and the advisory because a binary of the environment makes that reference."""
     site = elf_builder.root / "site"
     (site / NVJITLINK_LIB).parent.mkdir(parents=True)
-    shutil.copy2(unpacked(wheel(f"nvidia-nvjitlink-cu12=={installed}")) / NVJITLINK_LIB, site / NVJITLINK_LIB)
-    built_against = unpacked(wheel("nvidia-nvjitlink-cu12==12.8.93")) / NVJITLINK_LIB
+    shutil.copy2(unpacked(f"nvidia-nvjitlink-cu12=={installed}") / NVJITLINK_LIB, site / NVJITLINK_LIB)
+    built_against = unpacked("nvidia-nvjitlink-cu12==12.8.93") / NVJITLINK_LIB
     consumer = elf_builder.build(
         "_ext.so", "typedef struct H *H;\nint nvJitLinkDestroy(H *);\nint f(H h) { return nvJitLinkDestroy(&h); }\n",
         link=[built_against], runpath="$ORIGIN/../nvidia/nvjitlink/lib", directory="site/app",
@@ -451,10 +451,10 @@ def test_one_build_vendored_by_two_distributions_is_not_a_duplicate(elf_builder,
     assert run(site, tmp_path).findings == ()
 
 
-def test_cuda_core_tensor_bridge_without_torch_is_an_unused_bridge(wheel, unpacked, tmp_path):
+def test_cuda_core_tensor_bridge_without_torch_is_an_unused_bridge(unpacked, tmp_path):
     """cuda-core's _tensor_bridge extensions take torch's aoti_torch_* symbols from the process (no
     DT_NEEDED): without torch they are never imported, so no symbol-skew, one info per build."""
-    site = unpacked(wheel("cuda-core==1.2.2"))
+    site = unpacked("cuda-core==1.2.2")
     diagnosis = run(site, tmp_path)
     assert [f for f in diagnosis.findings if f.check == "symbol-skew"] == []
     bridges = [f for f in diagnosis.findings if f.check == "bridge"]

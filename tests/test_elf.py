@@ -8,12 +8,10 @@ Hand-written expectations pin the facts the resolver relies on.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shutil
 import struct
 import subprocess
-import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -24,8 +22,8 @@ from cudaresolve.binary.elf import NO_SECTIONS, ElfError, is_elf, read_binary_fa
 from cudaresolve.binary.facts import BinaryFacts, CudaRuntime, FatbinSummary, Symbol, VersionNeed
 from cudaresolve.binary.wheel import read_wheel
 from cudaresolve.errors import CudaresolveError
-from conftest import cache_dir, fetch_wheel, unpack_wheel
 from fatbin_bytes import container, cubin, entry, ptx
+from wheel_cache import cache_dir, fetch_wheel, unpack
 
 needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils readelf is not installed")
 
@@ -330,15 +328,15 @@ def elf_files(root: Path) -> List[Path]:
     return sorted(path for path in root.rglob("*") if path.is_file() and is_elf(path))
 
 
-def wheel_facts(wheel, unpacked, requirement: str) -> BinaryFacts:
-    (path,) = [p for p in elf_files(unpacked(wheel(requirement))) if p.name.startswith("lib")]
+def wheel_facts(unpacked, requirement: str) -> BinaryFacts:
+    (path,) = [p for p in elf_files(unpacked(requirement)) if p.name.startswith("lib")]
     return read_binary_facts(path)
 
 
 @needs_readelf
 @pytest.mark.parametrize("requirement", WHEELS)
-def test_wheel_elf_files_match_readelf_and_pyelftools(wheel, unpacked, requirement):
-    files = elf_files(unpacked(wheel(requirement)))
+def test_wheel_elf_files_match_readelf_and_pyelftools(unpacked, requirement):
+    files = elf_files(unpacked(requirement))
     assert files
     for path in files:
         assert_matches_oracles(path)
@@ -346,15 +344,8 @@ def test_wheel_elf_files_match_readelf_and_pyelftools(wheel, unpacked, requireme
 
 def torch_cpu_library() -> Path:
     """libtorch_cpu.so of torch 2.14.1 (446 MB, 75,768 dynamic symbols), extracted once into the test cache."""
-    dest = cache_dir() / "torch-2.14.1" / "torch" / "lib" / "libtorch_cpu.so"
-    if not dest.exists():
-        with zipfile.ZipFile(fetch_wheel("torch==2.14.1")) as archive:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            part = dest.with_name(dest.name + ".part")
-            with archive.open("torch/lib/libtorch_cpu.so") as source, open(part, "wb") as target:
-                shutil.copyfileobj(source, target, 1 << 20)
-            os.replace(part, dest)
-    return dest
+    member = "torch/lib/libtorch_cpu.so"
+    return unpack("torch==2.14.1", [member]) / member
 
 
 @needs_readelf
@@ -377,8 +368,8 @@ def test_libtorch_cpu_matches_readelf():
     assert facts.build_id == "75c66d5bbd330ab1bc18cd4aab92b62da3c45829"
 
 
-def test_cusparse_needs_nvjitlink_12_4_symbols(wheel, unpacked):
-    facts = wheel_facts(wheel, unpacked, "nvidia-cusparse-cu12==12.3.1.170")
+def test_cusparse_needs_nvjitlink_12_4_symbols(unpacked):
+    facts = wheel_facts(unpacked, "nvidia-cusparse-cu12==12.3.1.170")
     assert facts.soname == "libcusparse.so.12"
     assert facts.needed[0] == "libnvJitLink.so.12"
     assert facts.runpath == ("$ORIGIN", "$ORIGIN/../../nvjitlink/lib")
@@ -403,16 +394,16 @@ def _versioned_exports(facts: BinaryFacts) -> Set[str]:
     return {s.name for s in facts.defined if s.name.startswith("__nvJitLink") and s.version == "libnvJitLink.so.12"}
 
 
-def test_nvjitlink_12_1_lacks_12_4_symbols(wheel, unpacked):
-    facts = wheel_facts(wheel, unpacked, "nvidia-nvjitlink-cu12==12.1.105")
+def test_nvjitlink_12_1_lacks_12_4_symbols(unpacked):
+    facts = wheel_facts(unpacked, "nvidia-nvjitlink-cu12==12.1.105")
     assert facts.version_definitions == ("libnvJitLink.so.12",)
     expected = {f"__nvJitLink{fn}_12_{minor}" for fn in NVJITLINK_FUNCTIONS for minor in (0, 1)}
     assert _versioned_exports(facts) == expected
     assert "__nvJitLinkComplete_12_4" not in {symbol.name for symbol in facts.defined}
 
 
-def test_nvjitlink_12_8_has_12_4_and_12_8_symbols(wheel, unpacked):
-    facts = wheel_facts(wheel, unpacked, "nvidia-nvjitlink-cu12==12.8.93")
+def test_nvjitlink_12_8_has_12_4_and_12_8_symbols(unpacked):
+    facts = wheel_facts(unpacked, "nvidia-nvjitlink-cu12==12.8.93")
     exports = _versioned_exports(facts)
     assert {f"__nvJitLink{fn}_12_{minor}" for fn in NVJITLINK_FUNCTIONS for minor in range(9)} <= exports
     assert Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", None, "GLOBAL", "FUNC") in facts.defined
@@ -501,7 +492,7 @@ def test_ale_py_vendors_a_cuda_12_6_runtime_its_extension_binds_by_version_node(
     (extension,) = [m for path, m in facts.items() if path.startswith("ale_py/_ale_py")]
     assert VersionNeed("libcudart-09529672.so.12.6.77", ("libcudart.so.12",)) in extension.version_needs
     assert extension.cuda_runtime is None and not any(n.startswith("libcudart.so") for n in extension.needed)
-    path = unpack_wheel(wheel("ale-py==0.12.1"), ["ale_py.libs/libcudart-09529672.so.12.6.77"]) / "ale_py.libs" / "libcudart-09529672.so.12.6.77"
+    path = unpack("ale-py==0.12.1", ["ale_py.libs/libcudart-09529672.so.12.6.77"]) / "ale_py.libs" / "libcudart-09529672.so.12.6.77"
     assert readelf_versions(path)[0] == ["libcudart.so.12"] and readelf_dynamic(path)["SONAME"] == ["libcudart-09529672.so.12.6.77"]
 
 
@@ -514,7 +505,7 @@ def test_warp_links_its_cuda_runtime_statically(wheel, version, major, release, 
     with zipfile.ZipFile(whl) as archive:
         metadata = archive.read(f"warp_lang-{version}.dist-info/METADATA").decode()
     assert f"Classifier: Environment :: GPU :: NVIDIA CUDA :: {major}\n" in metadata
-    path = unpack_wheel(whl, ["warp/bin/warp.so"]) / "warp" / "bin" / "warp.so"
+    path = unpack(f"warp-lang=={version}", ["warp/bin/warp.so"]) / "warp" / "bin" / "warp.so"
     facts = read_binary_facts(path)
     assert not [n for n in readelf_dynamic(path)["NEEDED"] if "cud" in n]
     assert facts.cuda_runtime == CudaRuntime("static", major, release, "toolkit note")

@@ -63,7 +63,7 @@ def test_real_venv_through_its_interpreter(venv):
     assert nvjitlink.version == Version("12.1.105")
     assert cusparse.requires == (Requirement("nvidia-nvjitlink-cu12"),)
     assert nvjitlink.requires == ()
-    assert (cusparse.installer, nvjitlink.installer) == ("pip", "pip")
+    assert (cusparse.installer, nvjitlink.installer) == ("uv", "uv")  # the installer the cached venvs are built with
     assert cusparse.dist_info == str(site / "nvidia_cusparse_cu12-12.3.1.170.dist-info")
 
     lib = site / "nvidia"

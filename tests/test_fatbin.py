@@ -17,7 +17,6 @@ import re
 import shutil
 import struct
 import subprocess
-import zipfile
 from collections import Counter
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -27,8 +26,9 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, cache_dir, fetch_wheel
+from conftest import FIXTURES
 from fatbin_bytes import MAGIC, container, cubin, entry, ptx
+from wheel_cache import cache_dir, unpack
 from cudaresolve.arch import PtxTarget
 from cudaresolve.binary import fatbin, lz
 from cudaresolve.binary.elf import read_binary_facts_from_buffer
@@ -602,15 +602,7 @@ def cuobjdump_name(entry: FatbinEntry) -> str:
 
 def wheel_member(requirement: str, member: str) -> Path:
     """One file of a wheel, extracted once into the test cache (the wheel comes through pip)."""
-    dest = cache_dir() / "fatbin-members" / requirement.replace("==", "-") / member
-    if not dest.exists():
-        with zipfile.ZipFile(fetch_wheel(requirement)) as archive:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            part = dest.with_name(dest.name + ".part")
-            with archive.open(member) as source, open(part, "wb") as target:
-                shutil.copyfileobj(source, target, 1 << 20)
-            os.replace(part, dest)
-    return dest
+    return unpack(requirement, [member]) / member
 
 
 CUOBJDUMP_LISTS = json.loads((FATBIN_FIXTURES / "cuobjdump-lists.json").read_text())["files"]

@@ -91,7 +91,8 @@ def test_offline_miss_is_an_error_for_that_name(server, hermetic, capsys):
     assert server.requests == []
 
 
-def test_an_unreachable_index_is_a_one_line_error(hermetic, capsys):
+def test_an_unreachable_index_is_a_one_line_error(hermetic, capsys, monkeypatch):
+    monkeypatch.setenv("PIP_RETRIES", "0")  # pip's --retries: no waits for an index that is not there
     assert main(["inspect", "--index-url", "http://127.0.0.1:9/simple", "foo==1.0"]) == 2
     out = capsys.readouterr().out
     assert "cannot connect" in out and "127.0.0.1:9/simple/foo/" in out

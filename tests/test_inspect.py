@@ -24,8 +24,8 @@ def test_inspect_wheel_reads_members_in_place(wheel, capsys, tmp_path, monkeypat
     assert list(tmp_path.iterdir()) == []  # nothing extracted
 
 
-def test_inspect_directory_and_text(wheel, unpacked, capsys):
-    root = unpacked(wheel("nvidia-nvjitlink-cu12==12.1.105"))
+def test_inspect_directory_and_text(unpacked, capsys):
+    root = unpacked("nvidia-nvjitlink-cu12==12.1.105")
     assert main(["inspect", str(root)]) == 0
     out = capsys.readouterr().out
     assert "libnvJitLink.so.12" in out

@@ -38,9 +38,10 @@ from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, Reason, ReasonKind
 from cudaresolve.resolve.reasons import Asked
 
-from conftest import cache_dir, hermetic_environ
+from conftest import hermetic_environ
 from test_lock_files import pylock_toml
 from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
+from wheel_cache import cache_dir
 from index_server import IndexServer, make_wheel
 from lock_oracles import locked, locked_with_source
 
@@ -463,7 +464,8 @@ def test_an_entry_cudaresolve_cannot_install_is_refused_naming_it(cli, pip_venv,
 # -- 4. failure paths: the environment is unchanged, or said to be what it is -------------------------
 
 
-def test_unreachable_index_exits_3_with_one_line_and_installs_nothing(cli, pip_venv, cuda_index):
+def test_unreachable_index_exits_3_with_one_line_and_installs_nothing(cli, pip_venv, cuda_index, monkeypatch):
+    monkeypatch.setenv("PIP_RETRIES", "0")  # pip's --retries: no waits for an index that is not there
     python = pip_venv("target", (OLD_NVJITLINK,), cuda_index.index_url)
     before = snapshot(site_packages(python))
     run = cli("install", CUSPARSE, "--python", python, "-q", *RTX_4090, "--index-url", "http://127.0.0.1:9/simple",

@@ -642,11 +642,11 @@ def test_gcc_other_elf_class_is_skipped(elf_builder):
 # -- real NVIDIA wheels --------------------------------------------------------------------------------
 
 
-def _site_packages(tmp_path: Path, wheel, unpacked, *requirements: str) -> Path:
+def _site_packages(tmp_path: Path, unpacked, *requirements: str) -> Path:
     """Lay the wheels' nvidia/*/lib files out under one site-packages, as pip does (files symlinked from the cache)."""
     site = tmp_path / "site-packages"
     for requirement in requirements:
-        root = unpacked(wheel(requirement))
+        root = unpacked(requirement)
         for lib in (root / "nvidia").glob("*/lib/*.so*"):
             target = site / lib.relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -669,9 +669,9 @@ NVJITLINK_12_4 = {
 }
 
 
-def test_wheels_cusparse_with_too_old_nvjitlink(tmp_path, wheel, unpacked):
+def test_wheels_cusparse_with_too_old_nvjitlink(tmp_path, unpacked):
     site = _site_packages(
-        tmp_path, wheel, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.1.105"
+        tmp_path, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.1.105"
     )
     cusparse = str(site / "nvidia/cusparse/lib/libcusparse.so.12")
     result = assert_same_as_ldd(cusparse)
@@ -686,9 +686,9 @@ def test_wheels_cusparse_with_too_old_nvjitlink(tmp_path, wheel, unpacked):
     )
 
 
-def test_wheels_cusparse_with_new_enough_nvjitlink(tmp_path, wheel, unpacked):
+def test_wheels_cusparse_with_new_enough_nvjitlink(tmp_path, unpacked):
     site = _site_packages(
-        tmp_path, wheel, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.8.93"
+        tmp_path, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.8.93"
     )
     result = assert_same_as_ldd(str(site / "nvidia/cusparse/lib/libcusparse.so.12"))
     assert result.problems == ()
@@ -698,22 +698,22 @@ def test_wheels_cusparse_with_new_enough_nvjitlink(tmp_path, wheel, unpacked):
     ]
 
 
-def test_wheels_stale_nvjitlink_on_ld_library_path_beats_runpath(tmp_path, wheel, unpacked):
+def test_wheels_stale_nvjitlink_on_ld_library_path_beats_runpath(tmp_path, unpacked):
     site = _site_packages(
-        tmp_path, wheel, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.8.93"
+        tmp_path, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.8.93"
     )
-    stale = unpacked(wheel("nvidia-nvjitlink-cu12==12.1.105")) / "nvidia/nvjitlink/lib"
+    stale = unpacked("nvidia-nvjitlink-cu12==12.1.105") / "nvidia/nvjitlink/lib"
     result = assert_same_as_ldd(str(site / "nvidia/cusparse/lib/libcusparse.so.12"), ld_library_path=str(stale))
     assert {(p.symbol, p.provider, p.provider_step, p.min_provider_version) for p in result.problems} == {
         (symbol, f"{stale}/libnvJitLink.so.12", LD_LIBRARY_PATH, "12.4") for symbol in NVJITLINK_12_4
     }
 
 
-def test_wheels_preloaded_old_nvjitlink_wins(tmp_path, wheel, unpacked):
+def test_wheels_preloaded_old_nvjitlink_wins(tmp_path, unpacked):
     site = _site_packages(
-        tmp_path, wheel, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.8.93"
+        tmp_path, unpacked, "nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.8.93"
     )
-    stale = str(unpacked(wheel("nvidia-nvjitlink-cu12==12.1.105")) / "nvidia/nvjitlink/lib/libnvJitLink.so.12")
+    stale = str(unpacked("nvidia-nvjitlink-cu12==12.1.105") / "nvidia/nvjitlink/lib/libnvJitLink.so.12")
     result = assert_same_as_ldd(
         str(site / "nvidia/cusparse/lib/libcusparse.so.12"), preloaded={"libnvJitLink.so.12": stale}
     )

@@ -111,7 +111,8 @@ def test_bad_input_could_not_run(cuda_index, empty_python, hermetic, capsys, arg
     assert message in capsys.readouterr().err
 
 
-def test_an_unreachable_index_could_not_run(empty_python, hermetic, capsys):
+def test_an_unreachable_index_could_not_run(empty_python, hermetic, capsys, monkeypatch):
+    monkeypatch.setenv("PIP_RETRIES", "0")  # pip's --retries: no waits for an index that is not there
     code = main(["lock", "-q", "--python", empty_python, "--index-url", "http://127.0.0.1:9/simple", "numba", "--driver", "550.144.03"])
     assert code == 3
     assert "cannot connect" in capsys.readouterr().err

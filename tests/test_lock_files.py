@@ -44,7 +44,6 @@ from cudaresolve.resolve.reasons import (
 )
 from cudaresolve.versions import CudaVersion, DriverRelease
 
-from conftest import build_venv
 from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
 from index_server import IndexServer, make_wheel
 
@@ -52,8 +51,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:
     import tomli as tomllib
-
-UV = "uv==0.13.9"
 
 
 def _host() -> dict:
@@ -731,12 +728,6 @@ def test_pip_refuses_a_wrong_hash(tmp_path, indexes):
 
 
 # -- uv as a second PEP 751 reader -----------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def uv() -> Path:
-    """uv from the package registry, installed once into a cached venv (skips when it cannot be downloaded)."""
-    return build_venv([UV]) / "bin" / "uv"
 
 
 def uv_installs(uv: Path, tmp_path: Path, lock_path: Path) -> dict[str, str]:

@@ -28,10 +28,9 @@ from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.lock import Lock, ReasonKind
 from cudaresolve.knowledge import torch as torch_data
 
-from conftest import build_venv, hermetic_environ
+from conftest import hermetic_environ
 from fake_cuda_index import plan
 from lock_oracles import locked, locked_with_source, pip_picks, pip_resolves_freely, uv_installs
-from test_lock_files import UV
 
 RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
 
@@ -45,11 +44,6 @@ def empty_python(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("empty-target") / "venv"
     venv.create(root, with_pip=False)
     return str(root / "bin" / "python")
-
-
-@pytest.fixture(scope="session")
-def uv() -> Path:
-    return build_venv([UV]) / "bin" / "uv"
 
 
 pytestmark = pytest.mark.usefixtures("hermetic")

@@ -29,7 +29,9 @@ def pip_venv(tmp_path_factory):
 
 @pytest.fixture
 def clean(hermetic, monkeypatch):
-    """Hermetic, with the host in the variables `cudaresolve pip` reads: driver 550, a GPU of 8.6."""
+    """Hermetic, with the host in the variables `cudaresolve pip` reads: driver 550, a GPU of 8.6; pip
+    keeps no HTTP cache and no version-check state in the user's cache."""
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
     monkeypatch.setenv("CUDARESOLVE_DRIVER", "550.144.03")
     monkeypatch.setenv("CUDARESOLVE_GPUS", "8.6")
 

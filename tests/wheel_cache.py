@@ -1,0 +1,357 @@
+"""The test cache: real wheels fetched through pip, each file kept once, venvs and extracted wheel
+members made of hard links to that one copy.
+
+    <cache>/store/ab/<sha256>-<mode>   every file installed or extracted here, once per content and mode
+    <cache>/venvs/<key>/               venvs keyed by their requirements (and Python), installed by uv, files
+                                       linked from the store
+    <cache>/unpacked/<name>/           wheel members as site-packages holds them, linked from the store
+    <cache>/wheels/                    the wheels tests read as files
+    <cache>/downloads/<session>/       wheels fetched for a build or an extraction; gone when the session ends
+
+Every wheel comes through `fetch_wheels` (pip download or pip wheel, pip's own index
+configuration, pip's cache off). A venv or an extraction does not need its wheels again once built,
+so only the wheels tests read stay. Every entry can be deleted on its own: the next run rebuilds it
+(scripts/test_cache.py prints the sizes, counting linked files once).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import fcntl
+import hashlib
+import io
+import os
+import re
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import pytest
+from packaging.utils import canonicalize_name
+
+# Read once, when the test session starts: a test that clears the environment (monkeypatch) still
+# finds the cache it was given.
+CACHE = Path(os.environ.get("CUDARESOLVE_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cudaresolve-tests"))
+UMASK = os.umask(0o022)
+os.umask(UMASK)
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-cache-dir"]
+
+
+def cache_dir() -> Path:
+    """The test cache (CUDARESOLVE_TEST_CACHE, else ~/.cache/cudaresolve-tests)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    return CACHE
+
+
+# -- fetching ------------------------------------------------------------------------------------
+
+
+class _Session:
+    """This session's download directory, made on first use and removed by `end_session`. Its lock
+    is held while the session lives, so a later session removes only the directories of dead ones."""
+
+    directory: Optional[Path] = None
+    lock: Optional[io.TextIOWrapper] = None
+
+
+def downloads() -> Path:
+    """This session's download directory (the wheels it fetched, uv's cache)."""
+    if _Session.directory is None:
+        root = cache_dir() / "downloads"
+        root.mkdir(exist_ok=True)
+        for lock_path in root.glob("*.lock"):  # sessions that ended without cleaning up
+            with open(lock_path, "a") as other:
+                try:
+                    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                shutil.rmtree(lock_path.with_suffix(""), ignore_errors=True)
+                lock_path.unlink()
+        name = f"{os.getpid()}-{secrets.token_hex(4)}"
+        _Session.lock = open(root / f"{name}.lock", "w")
+        fcntl.flock(_Session.lock, fcntl.LOCK_EX)
+        _Session.directory = root / name
+        _Session.directory.mkdir()
+    return _Session.directory
+
+
+def end_session() -> None:
+    """Remove this session's downloads (pytest_sessionfinish)."""
+    if _Session.directory is not None:
+        shutil.rmtree(_Session.directory, ignore_errors=True)
+        Path(f"{_Session.directory}.lock").unlink(missing_ok=True)
+        assert _Session.lock is not None
+        _Session.lock.close()
+        _Session.directory = _Session.lock = None
+
+
+def _exact(requirement: str) -> Optional[str]:
+    """The wheel file name prefix of an exact `name==version` requirement, else None."""
+    name, sep, version = requirement.partition("==")
+    if not sep or not re.fullmatch(r"[A-Za-z0-9._-]+", name) or not re.fullmatch(r"[A-Za-z0-9.+!]+", version):
+        return None
+    return canonicalize_name(name).replace("-", "_") + "-" + version + "-"
+
+
+def fetch_wheels(requirements: Sequence[str], *, deps: bool = False) -> list[Path]:
+    """The wheels of `requirements` into this session's downloads: with `deps`, those of what pip
+    resolves for them too (`pip wheel`: a release the index has only as source is built, as pip
+    install would), else exactly the index's wheels (`pip download --only-binary :all: --no-deps`);
+    an exact `name==version` wheel already in the cache is not fetched again. Skips the test with
+    pip's last words when pip cannot fetch them (the registry is not reachable)."""
+    if deps:
+        target = downloads() / hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
+        done = subprocess.run(PIP + ["wheel", "-w", str(target), *requirements], capture_output=True, text=True)
+        fetched = sorted(target.glob("*.whl"))
+    else:
+        found = {r: _found_anywhere(r) for r in requirements}
+        wanted = [r for r, w in found.items() if w is None]
+        if not wanted:
+            return [w for w in found.values() if w is not None]
+        done = subprocess.run(PIP + ["download", "--only-binary=:all:", "--no-deps", "-d", str(downloads()), *wanted],
+                              capture_output=True, text=True)
+        said = [line.strip() for line in done.stdout.splitlines()]
+        saved = [line.split(" ", 1)[1] if line.startswith("Saved ") else line[len("File was already downloaded "):]
+                 for line in said if line.startswith(("Saved ", "File was already downloaded "))]
+        fetched = [w for w in found.values() if w is not None] + [Path.cwd() / path for path in saved]
+    if done.returncode != 0 or not fetched:
+        last = [line for line in done.stderr.splitlines() if line.startswith("ERROR")][-1:] or done.stderr.splitlines()[-1:]
+        pytest.skip(f"cannot fetch {' '.join(requirements)}: {last}")
+    return fetched
+
+
+def _found_anywhere(requirement: str) -> Optional[Path]:
+    """The wheel of an exact requirement already in the kept wheels or this session's downloads."""
+    prefix = _exact(requirement)
+    if prefix is None:
+        return None
+    for place in (cache_dir() / "wheels", downloads()):
+        wheels = sorted([*place.glob("*.whl"), *place.glob("*/*.whl")])  # fetch_wheels(deps=True) fetches into a folder
+        found = next((w for w in wheels if w.name.lower().startswith(prefix)), None)
+        if found is not None:
+            return found
+    return None
+
+
+def fetch_wheel(requirement: str) -> Path:
+    """One exact wheel (`name==version`) kept in the cache's wheels/, for tests that read the file."""
+    kept = cache_dir() / "wheels"
+    prefix = _exact(requirement)
+    assert prefix, f"not an exact requirement: {requirement}"
+    kept.mkdir(exist_ok=True)
+    found = next((w for w in kept.glob("*.whl") if w.name.lower().startswith(prefix)), None)
+    if found is None:
+        [fetched] = fetch_wheels([requirement])
+        found = kept / fetched.name
+        _link_or_copy(fetched, found)
+    return found
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _entry(digest: str, mode: int) -> Path:
+    return cache_dir() / "store" / digest[:2] / f"{digest}-{mode & 0o777:o}"
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    """`dest` as a hard link to `source`; a copy where the file system cannot link (another device,
+    too many links)."""
+    part = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}")
+    try:
+        os.link(source, part)
+    except OSError:
+        shutil.copy2(source, part)
+    os.replace(part, dest)
+
+
+def _into_store(path: Path, digest: str) -> Path:
+    """The store's entry for the file at `path`, whose sha256 is `digest` (checked by the caller):
+    `path` itself becomes the entry unless one is there already."""
+    entry = _entry(digest, os.lstat(path).st_mode)
+    if not entry.exists():
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, entry)
+        except FileExistsError:
+            pass  # another session stored the same bytes first
+        except OSError:
+            _link_or_copy(path, entry)  # no link here: the store keeps a copy, the caller copies back
+    return entry
+
+
+def _record_digest(field: str) -> Optional[str]:
+    """The hex sha256 of a RECORD hash field (`sha256=<urlsafe base64>`), else None."""
+    if not field.startswith("sha256="):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(field[len("sha256="):] + "==")
+    except ValueError:
+        return None
+    return raw.hex() if len(raw) == 32 else None
+
+
+def link_installed(venv: Path) -> None:
+    """Replace every file an installer wrote under `venv` (its RECORDs' hashed rows) by a link to
+    the store's copy of the same bytes; a file whose bytes are not what its RECORD says stays. A
+    file that is the store's copy already (uv linked it from the wheel another venv had) is not read."""
+    root = os.path.abspath(venv)
+    for record in Path(root).glob("lib/python*/site-packages/*.dist-info/RECORD"):
+        site = record.parent.parent
+        with open(record, newline="") as f:
+            rows = list(csv.reader(f))
+        for row in rows:
+            digest = _record_digest(row[1]) if len(row) == 3 else None
+            if digest is None:
+                continue
+            path = Path(os.path.normpath(site / row[0]))
+            if not str(path).startswith(root + os.sep):
+                continue
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+                continue
+            try:
+                stored: Optional[os.stat_result] = os.stat(_entry(digest, st.st_mode))
+            except OSError:
+                stored = None
+            if stored is not None and (stored.st_ino, stored.st_dev) == (st.st_ino, st.st_dev):
+                continue
+            if _sha256(path) != digest:
+                continue
+            entry = _into_store(path, digest)
+            if not os.path.samefile(entry, path):
+                _link_or_copy(entry, path)
+
+
+def unpack(requirement: str, members: Optional[Sequence[str]] = None) -> Path:
+    """A directory holding the files of the wheel for `requirement` (`name==version`), or only
+    `members`, as site-packages would: linked from the store, extracted once; the wheel is not kept."""
+    prefix = _exact(requirement) if isinstance(requirement, str) else None
+    if prefix is None:
+        pytest.fail(f"unpacked() takes an exact requirement (name==version), not {requirement!r}")
+    name = prefix.rstrip("-")
+    if members is not None:
+        name += "-" + hashlib.sha256("\n".join(sorted(members)).encode()).hexdigest()[:12]
+    root = cache_dir() / "unpacked"
+    root.mkdir(exist_ok=True)
+    dest = root / name
+    marker = dest / ".complete"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return dest
+        if dest.exists():
+            shutil.rmtree(dest)
+        [wheel] = fetch_wheels([requirement])
+        with zipfile.ZipFile(wheel) as archive:
+            listed = _record_of(archive)
+            for info in archive.infolist():
+                if info.is_dir() or (members is not None and info.filename not in members):
+                    continue
+                target = dest / info.filename
+                if not os.path.normpath(target).startswith(str(dest) + os.sep):
+                    pytest.fail(f"{wheel.name}: member {info.filename!r} lies outside the wheel's root")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                mode = 0o777 & ~UMASK if (info.external_attr >> 16) & 0o111 else 0o666 & ~UMASK  # as pip sets it
+                digest = listed.get(info.filename)
+                entry = _entry(digest, mode) if digest else None
+                if entry is None or not entry.exists():
+                    entry = _extract(archive, info, wheel.name, digest, mode)
+                _link_or_copy(entry, target)
+        marker.write_text(requirement + "\n" + "\n".join(members or ()))
+    return dest
+
+
+def _record_of(archive: zipfile.ZipFile) -> dict[str, str]:
+    """member -> hex sha256 from the wheel's RECORD."""
+    [record] = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
+    rows = csv.reader(io.StringIO(archive.read(record).decode()))
+    return {row[0]: digest for row in rows if len(row) == 3 and (digest := _record_digest(row[1]))}
+
+
+def _extract(archive: zipfile.ZipFile, info: zipfile.ZipInfo, wheel: str, listed: Optional[str], mode: int) -> Path:
+    """One member into the store, its sha256 checked against the wheel's RECORD."""
+    scratch = cache_dir() / "store" / f".part-{secrets.token_hex(8)}"
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    try:
+        with archive.open(info) as source, open(scratch, "wb") as target:
+            while chunk := source.read(1 << 20):
+                digest.update(chunk)
+                target.write(chunk)
+        os.chmod(scratch, mode)
+        if listed is not None and digest.hexdigest() != listed:
+            pytest.fail(f"{wheel}: {info.filename} does not have the sha256 its RECORD lists")
+        return _into_store(scratch, digest.hexdigest())
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+# -- venvs ---------------------------------------------------------------------------------------
+
+
+def cached_venv(folder: str, recipe: Sequence[str], check: Sequence[str], build: Callable[[Path], None]) -> Path:
+    """A venv under the test cache's `folder`, keyed by `recipe`, made once by `build(venv)`.
+
+    Rebuilt when its marker is missing or `python CHECK...` no longer succeeds. A file lock keeps
+    concurrent test sessions from building the same venv twice.
+    """
+    key = hashlib.sha256("\n".join(recipe).encode()).hexdigest()[:16]
+    root = cache_dir() / folder
+    root.mkdir(exist_ok=True)
+    venv = root / key
+    marker = venv / ".complete"
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and subprocess.run([str(venv / "bin" / "python"), *check], capture_output=True).returncode == 0:
+            return venv
+        if venv.exists():
+            shutil.rmtree(venv)
+        build(venv)
+        marker.write_text("\n".join(recipe) + "\n")
+    return venv
+
+
+def run_or_fail(command: Sequence[str]) -> None:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.fail(f"{' '.join(command)} failed:\n{result.stderr}")
+
+
+def build_venv(requirements: Sequence[str], *, deps: bool = False) -> Path:
+    """A venv holding exactly the wheels of `requirements` (with what pip resolves for them if
+    `deps`), installed by uv from the fetched wheels, built once, its files linked from the store.
+    Keyed by the requirements and this Python, so a built venv needs no wheel. uv installs (hard
+    links from its cache, which lives in the session's downloads), pip only fetches: pip installing
+    the same wheels took 2.6 times as long (scripts/bench_test_venvs.py, docs/performance.md)."""
+    from uv import find_uv_bin
+
+    recipe = [f"python {sys.version_info[0]}.{sys.version_info[1]}", "with dependencies" if deps else "no dependencies",
+              *sorted(requirements), "installed by uv"]
+
+    def build(venv: Path) -> None:
+        wheels = fetch_wheels(requirements, deps=deps)
+        run_or_fail([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+        run_or_fail([find_uv_bin(), "pip", "install", "--quiet", "--no-config", "--python", str(venv / "bin" / "python"),
+                     "--offline", "--no-index", "--no-deps", "--link-mode=hardlink", "--cache-dir", str(downloads() / "uv-cache"),
+                     *map(str, wheels)])
+        link_installed(venv)
+
+    return cached_venv("venvs", recipe, ["-c", "pass"], build)
