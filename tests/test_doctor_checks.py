@@ -29,7 +29,7 @@ from cudaresolve.checks.duplicates import check_duplicate_libraries
 from cudaresolve.checks.loading import load_packages
 from cudaresolve.checks.findings import Finding, exit_code, sort_findings, version_list
 from cudaresolve.checks.mixed_majors import check_mixed_majors
-from cudaresolve.doctor import Diagnosis
+from cudaresolve.checks import Diagnosis
 from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target

@@ -19,7 +19,8 @@ import pytest
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.cli import main
-from cudaresolve.doctor import Diagnosis, examine
+from cudaresolve.checks import Diagnosis
+from cudaresolve.doctor import examine
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts

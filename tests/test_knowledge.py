@@ -14,8 +14,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, files, gpus, toolkits, torch,
-                                   wheel_facts)
+from cudaresolve.env.example import example_environment
+from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, files, gpus, toolkit_pins,
+                                   toolkits, torch, wheel_facts)
 from cudaresolve.arch import ComputeCapability, parse_arch_list
 from cudaresolve.errors import DataError, UsageError
 
@@ -25,30 +26,48 @@ else:
     import tomli as tomllib
 
 
+TABLES = (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins, compilers, compiler_users)
+NAMES = sorted(p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml"))
+
+
 def raw(name: str) -> dict:
     return tomllib.loads(resources.files("cudaresolve.data").joinpath(name).read_text())
 
 
 def test_everything_loads():
-    files.load_all()
+    for table in TABLES:
+        table.load()
 
 
 # -- provenance -------------------------------------------------------------------------------------
 
 
 def test_every_file_and_top_level_table_names_source_and_confidence():
-    for name in files.NAMES:
+    for name in NAMES:
         data = raw(name)
         for table in [data] + [value for value in data.values() if isinstance(value, dict)]:
             assert table["source"].strip() and table["confidence"] in ("H", "M", "L"), name
     # No URL in the data: index bases come from configuration, sources are named, not linked.
-    for name in files.NAMES:
+    for name in NAMES:
         assert "://" not in resources.files("cudaresolve.data").joinpath(name).read_text(), name
 
 
-def test_data_files_are_the_ones_shipped():
-    shipped = {p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml")}
-    assert shipped == set(files.NAMES)
+def test_every_shipped_data_file_is_read(monkeypatch):
+    """Each table module and the built-in example read their files through `files.read`: together,
+    every file shipped in cudaresolve.data and nothing else."""
+    read = []
+    real = files.read
+    monkeypatch.setattr(files, "read", lambda name, cls: read.append(name) or real(name, cls))
+    for table in TABLES:
+        table.load.cache_clear()
+    try:
+        for table in TABLES:
+            table.load()
+        example_environment()
+    finally:
+        for table in TABLES:
+            table.load.cache_clear()
+    assert sorted(set(read)) == NAMES
 
 
 # -- toolkits and drivers ---------------------------------------------------------------------------
@@ -450,14 +469,13 @@ def test_advisory_exact_conditions():
 # -- malformed data ---------------------------------------------------------------------------------
 
 
-CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, compilers,
-                                          compiler_users))
+CACHED = tuple(module.load for module in TABLES)
 
 
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
     """A copy of the data directory that the loader reads instead of the package's, caches cleared."""
-    for name in files.NAMES:
+    for name in NAMES:
         (tmp_path / name).write_bytes(resources.files("cudaresolve.data").joinpath(name).read_bytes())
     monkeypatch.setattr(files.resources, "files", lambda package: Path(tmp_path))
     for cached in CACHED:
@@ -502,7 +520,8 @@ def edit(path: Path, old: str, new: str) -> None:
 def test_malformed_data_is_a_data_error(data_dir, file, old, new, message):
     edit(data_dir / file, old, new)
     with pytest.raises(DataError) as info:
-        files.load_all()
+        for table in TABLES:
+            table.load()
     assert message in str(info.value)
 
 

@@ -257,7 +257,7 @@ def test_member_that_is_elf_but_damaged_is_listed_unreadable(tmp_path):
 @pytest.fixture
 def table(tmp_path, monkeypatch):
     """A copy of the data directory the loader reads instead of the package's, the table's cache cleared."""
-    for name in files.NAMES:
+    for name in (p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml")):
         (tmp_path / name).write_bytes(resources.files("cudaresolve.data").joinpath(name).read_bytes())
     monkeypatch.setattr(files.resources, "files", lambda package: Path(tmp_path))
     wheel_facts.load.cache_clear()

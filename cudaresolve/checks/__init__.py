@@ -3,12 +3,16 @@
 `doctor` runs it on the environment it scanned; `lock` runs it on the environment a set of wheels
 would make, and refuses the set on any error. Each check is a pure function of the environment's
 value and the host, in a module of its own; the loader's file access goes through the
-environment's seams.
+environment's seams. `Diagnosis` is a judgement with what it judged, the value output/ renders.
+
+May import: env/, host/, binary/, knowledge/ and the base values (versions, arch, errors); never
+index/, resolve/, output/ or the doctor's edge: the judge fetches nothing and writes no sentence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from cudaresolve.checks.advisories import check_advisories
 from cudaresolve.checks.arch_coverage import check_arch_coverage, check_unreadable_device_code
@@ -27,6 +31,7 @@ from cudaresolve.checks.loading import PackageLoad, load_packages
 from cudaresolve.checks.metadata import check_metadata_vs_binary
 from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.identity import Identity
 from cudaresolve.host.facts import HostFacts
 
 
@@ -34,6 +39,21 @@ from cudaresolve.host.facts import HostFacts
 class Judgement:
     loads: tuple[PackageLoad, ...]  # how each package's libraries load, for the report
     findings: tuple[Finding, ...]  # errors first
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A judgement with what it judged: the value `doctor` hands to output/ and keeps in its result cache."""
+
+    host: HostFacts
+    environment: Environment
+    loads: tuple[PackageLoad, ...]
+    findings: tuple[Finding, ...]
+    # Every path outside the environment's ELF files the loader looked at, and the environment's
+    # ELF files outside site-packages (a conda prefix's), with what was there (None: nothing): a
+    # cached result holds only while each is unchanged (results.py).
+    probed: tuple[tuple[str, Identity], ...] = ()
+    cache_error: Optional[str] = None  # why the facts cache could not be written; such a result is not cached
 
 
 def judge(env: Environment, host: HostFacts) -> Judgement:

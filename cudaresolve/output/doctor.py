@@ -2,6 +2,9 @@
 
 Only `Report` and `use_colour` are needed to print a cached result, so this module imports the
 checks' and the loader's modules only inside the functions that render a fresh diagnosis.
+
+May import: the checks (`Diagnosis`, findings), env/, host/ and binary/ values, and output/; never the
+doctor's edge (doctor.py, results.py), which imports this.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from cudaresolve.binary.loader import LoadedObject
     from cudaresolve.checks.loading import PackageLoad
-    from cudaresolve.doctor import Diagnosis
+    from cudaresolve.checks import Diagnosis
     from cudaresolve.env.distributions import Distribution
     from cudaresolve.env.environment import Environment
 

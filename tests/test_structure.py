@@ -1,0 +1,206 @@
+"""The package's import graph, read from the source with `ast`: no import circle, every arrow between
+rooms runs downward, nothing in output/ imports the doctor's edge.
+
+An arrow is any import of a cudaresolve module (at the top, inside a function or under
+TYPE_CHECKING: a circle through any of them is still a circle for a reader). Importing a package
+that is the importer's own, or one of its ancestors (its `__init__`), is not an arrow: Python runs
+that `__init__` first anyway. `python tests/test_structure.py` prints the figures.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Iterator
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cudaresolve"
+
+# The rooms, lowest first (README "Layout"); a module's room is its subpackage or its own name.
+LEVELS = {
+    "base": 0,  # errors, versions, arch, records, inputs, data
+    "binary": 1,
+    "knowledge": 2,  # knowledge/ and compat.py: tables and the pure rules over them
+    "host": 3,
+    "env": 3,
+    "checks": 4,
+    "index": 4,
+    "resolve": 5,
+    "lockfile": 6,
+    "output": 7,
+    "doctor": 8,  # doctor.py and results.py: the doctor's I/O edge, above its renderer
+    "commands": 9,
+    "integrations": 9,
+    "face": 9,  # cli.py, __main__.py
+}
+ROOM_OF_MODULE = {
+    "cudaresolve": "base",
+    "cudaresolve.errors": "base",
+    "cudaresolve.versions": "base",
+    "cudaresolve.arch": "base",
+    "cudaresolve.records": "base",
+    "cudaresolve.inputs": "base",
+    "cudaresolve.compat": "knowledge",
+    "cudaresolve.doctor": "doctor",
+    "cudaresolve.results": "doctor",
+    "cudaresolve.cli": "face",
+    "cudaresolve.__main__": "face",
+}
+# Rooms of one level that must not import each other this way (the house drawing's "never" arrows).
+NEVER = {("output", "doctor"), ("checks", "index")}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def room(module: str) -> str:
+    if module in ROOM_OF_MODULE:
+        return ROOM_OF_MODULE[module]
+    part = module.split(".")[1]
+    return "base" if part == "data" else part
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> Iterator[str]:
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                yield submodule if submodule in known else base
+
+
+def graph() -> dict[str, set[str]]:
+    """module -> the cudaresolve modules it imports."""
+    found = modules()
+    known = set(found)
+    arrows: dict[str, set[str]] = {}
+    for module, path in found.items():
+        tree = ast.parse(path.read_text(), str(path))
+        targets = set()
+        for name in _imported(tree, module, path.name == "__init__.py", known):
+            while name and name not in known:  # `import cudaresolve.x.y` names a module; a missing one its package
+                name = name.rpartition(".")[0]
+            if not name or name == module or module.startswith(name + "."):
+                continue  # not ours, itself, or its own package's __init__
+            targets.add(name)
+        arrows[module] = targets
+    return arrows
+
+
+def cycles(arrows: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(arrows.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    for node in sorted(arrows):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def upward(arrows: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Arrows from a lower room to a higher one, or between rooms of one level that must not meet."""
+    return sorted(
+        (source, target)
+        for source, targets in arrows.items()
+        for target in targets
+        if LEVELS[room(source)] < LEVELS[room(target)] or (room(source), room(target)) in NEVER
+    )
+
+
+def test_the_import_graph_has_no_circle():
+    assert cycles(graph()) == []
+
+
+def test_every_arrow_between_rooms_runs_downward():
+    assert upward(graph()) == []
+
+
+def test_nothing_in_output_imports_the_doctor_or_its_result_cache():
+    arrows = graph()
+    assert {
+        (source, target)
+        for source, targets in arrows.items() if source.startswith("cudaresolve.output")
+        for target in targets if target in ("cudaresolve.doctor", "cudaresolve.results")
+    } == set()
+
+
+def test_the_graph_reader_sees_every_kind_of_import():
+    """The reader is not vacuous: it finds top-level, relative, function-level and TYPE_CHECKING imports."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import cudaresolve.versions\n"
+        "from . import loader\n"
+        "from ..knowledge import toolkits\n"
+        "if TYPE_CHECKING:\n"
+        "    from cudaresolve.env.environment import Environment\n"
+        "def f():\n"
+        "    from cudaresolve.checks import judge\n"
+    )
+    known = {"cudaresolve.versions", "cudaresolve.binary.loader", "cudaresolve.knowledge.toolkits",
+             "cudaresolve.env.environment", "cudaresolve.checks"}
+    found = set(_imported(ast.parse(source), "cudaresolve.binary.elf", False, known))
+    assert known <= found
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def figures() -> dict[str, object]:
+    arrows = graph()
+    return {
+        "modules": len(arrows),
+        "arrows": sum(len(targets) for targets in arrows.values()),
+        "upward": upward(arrows),
+        "cycles": cycles(arrows),
+    }
+
+
+if __name__ == "__main__":
+    result = figures()
+    print(f"modules: {result['modules']}, import arrows: {result['arrows']}, "
+          f"arrows running back up: {len(result['upward'])}, cycles: {len(result['cycles'])}")
+    for source, target in result["upward"]:
+        print(f"  up: {source} -> {target}")
+    for component in result["cycles"]:
+        print(f"  cycle ({len(component)} modules): {', '.join(component)}")
