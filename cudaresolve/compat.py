@@ -4,6 +4,9 @@ The rules (cuda-facts §5.2, §1.1): SASS `sm_XY` runs on the same major with mi
 only on exactly X.Y; `sm_XYf` on its family (same major, minor >= Y). PTX `compute_XY` runs on any
 capability >= X.Y, but only if the driver's JIT knows the PTX ISA version, i.e. the driver is at
 least the GA driver of the toolkit that produced it. The driver prefers SASS; PTX is the fallback.
+
+Takes values (ComputeCapability, DriverRelease, CudaVersion). May import: arch, versions and
+knowledge/toolkits.
 """
 
 from __future__ import annotations
@@ -22,21 +25,20 @@ class Verdict:
     via: Optional[str]  # "sass" or "ptx" when it runs
     target: Optional[str]  # the target that runs ("sm_86", "compute_120")
     reason: str
-    needs_driver: Optional[str] = None  # minimum driver for the PTX path, when that path is taken
+    needs_driver: Optional[DriverRelease] = None  # minimum driver for the PTX path, when that path is taken
 
 
 def can_run(
-    gpu: Union[ComputeCapability, str],
+    cc: ComputeCapability,
     sass: Iterable[str] = (),
     ptx: Iterable[Union[PtxTarget, tuple[str, Optional[str]]]] = (),
-    driver: Union[DriverRelease, str, None] = None,
+    driver: Optional[DriverRelease] = None,
 ) -> Verdict:
-    """Decide whether code built for `sass` targets and `ptx` targets (with ISA) runs on `gpu`.
+    """Decide whether code built for `sass` targets and `ptx` targets (with ISA) runs on `cc`.
 
     `driver` is the driver release; None means unknown, in which case a PTX path is taken as
     runnable and `needs_driver` says what it requires.
     """
-    cc = gpu if isinstance(gpu, ComputeCapability) else ComputeCapability.parse(gpu)
     sass_targets = sorted((Target.parse(t) for t in sass), key=lambda t: t.cc, reverse=True)
     for target in sass_targets:
         if target.kind == "sass" and target.runs_on(cc):
@@ -64,8 +66,7 @@ def can_run(
                 f"{target} PTX (ISA {isa}) can be JIT-compiled for {cc} by a driver >= {needs}",
                 needs_driver=needs,
             )
-        release = driver if isinstance(driver, DriverRelease) else DriverRelease.parse(driver)
-        if release >= DriverRelease.parse(needs):
+        if driver >= needs:
             return Verdict(
                 True,
                 "ptx",
@@ -85,7 +86,7 @@ def can_run(
     return Verdict(False, None, None, reason)
 
 
-def _jit_driver(isa: Optional[str]) -> Optional[str]:
+def _jit_driver(isa: Optional[str]) -> Optional[DriverRelease]:
     """The minimum driver whose JIT accepts PTX of this ISA: the GA driver of its toolkit."""
     if isa is None:
         # Without the ISA we cannot do better than the oldest toolkit's driver.
@@ -95,17 +96,15 @@ def _jit_driver(isa: Optional[str]) -> Optional[str]:
 
 
 def driver_verdict(
-    cuda: Union[CudaVersion, str], release: Optional[str], driver_cuda: Optional[str]
+    want: CudaVersion, release: Optional[DriverRelease], have: Optional[CudaVersion]
 ) -> Optional[str]:
-    """How a driver runs code built with CUDA `cuda` (12.8, or the major alone, 12): "native",
-    "minor-compat", or None (it cannot). `release` is the driver release, `driver_cuda` the CUDA
+    """How a driver runs code built with CUDA `want` (12.8, or the major alone, 12): "native",
+    "minor-compat", or None (it cannot). `release` is the driver release, `have` the CUDA
     version it reports; either may be unknown (CONDA_OVERRIDE_CUDA gives only the latter)."""
-    want = cuda if isinstance(cuda, CudaVersion) else CudaVersion.parse(cuda)
-    have = CudaVersion.parse(driver_cuda) if driver_cuda else None
     if want.minor is None:
         floor = toolkits.family_floor(want)
         if release is not None and floor is not None:
-            return "native" if DriverRelease.parse(release) >= DriverRelease.parse(floor) else None
+            return "native" if release >= floor else None
         return "native" if have is not None and have.major >= want.major else None
     if release is not None:
         return toolkits.driver_support(release, want)

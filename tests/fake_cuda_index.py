@@ -263,7 +263,7 @@ def _fatbin(variant: torch.TorchVariant) -> bytes:
 
 def _torch_library(variant: torch.TorchVariant) -> Library:
     """libtorch_cuda.so: the variant's fatbin, the CUDA libraries real torch links, bound by name@soname."""
-    major = int(variant.cuda.split(".")[0])
+    major = variant.cuda.major
     needs, search = [], []
     for name, symbol in TORCH_BINDS.items():
         row = components.for_component(name, major)[0]
@@ -319,7 +319,7 @@ def plan() -> tuple[Spec, ...]:
         for variant in release.variants:
             if version not in variant.versions:
                 continue
-            cuda = _major_minor(variant.cuda)
+            cuda = (variant.cuda.major, variant.cuda.minor)
             for requirement in variant.requires or ():
                 pinned(requirement, cuda)
             library = _torch_library(variant)
@@ -334,7 +334,7 @@ def plan() -> tuple[Spec, ...]:
         name, _, version = requirement.partition("==")
         cuda = _major_minor(version) if components.versioned_by_cuda(_component_for(name, version).name) else None
         if cuda is None:  # a library-versioned wheel: the CUDA release of a torch variant that pins it
-            cuda = next(_major_minor(v.cuda) for r in torch.load().releases for v in r.variants
+            cuda = next((v.cuda.major, v.cuda.minor) for r in torch.load().releases for v in r.variants
                         if requirement in (v.requires or ()))
         pins.setdefault((canonicalize_name(name), version), cuda)
 

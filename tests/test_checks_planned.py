@@ -26,6 +26,7 @@ from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target, target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, wheel_facts
+from cudaresolve.versions import CudaVersion, DriverRelease
 from test_doctor_synthetic import FOO_V1, FOO_V2, HOST, MAP_V1, MAP_V2
 from test_env_distributions import make_dist_info
 
@@ -118,7 +119,7 @@ def test_a_planned_environment_gets_the_symbol_skew_of_the_installed_one(elf_bui
 
 
 def on(release: str, *ccs: str) -> HostFacts:
-    return HostFacts("Linux", "x86_64", Driver(release, "test", "12.4", "test"),
+    return HostFacts("Linux", "x86_64", Driver(DriverRelease.parse(release), "test", CudaVersion(12, 4), "test"),
                      tuple(Gpu(ComputeCapability.parse(cc), "test", i) for i, cc in enumerate(ccs)))
 
 
@@ -282,7 +283,8 @@ def test_no_release_of_the_table_runs_is_said_plainly():
 ])
 def test_driver_floor_names_the_newest_release_of_the_drivers_major(driver, cuda, release):
     """The CUDA 12 build of the unsuffixed CUDA 13 runtime wheel is nvidia-cuda-runtime-cu12."""
-    host = HostFacts("Linux", "x86_64", Driver(driver, "test", cuda, "test"), (Gpu(ComputeCapability.parse("8.9"), "test", 0),))
+    host = HostFacts("Linux", "x86_64", Driver(DriverRelease.parse(driver), "test", CudaVersion.parse(cuda), "test"),
+                     (Gpu(ComputeCapability.parse("8.9"), "test", 0),))
     [finding] = findings_of("driver-floor", from_table("nvidia-cuda-runtime", "13.0.96"), host=host)
     assert finding.fix == (f'upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install '
                            f'"nvidia-cuda-runtime-cu12=={release}" in place of nvidia-cuda-runtime')

@@ -42,6 +42,7 @@ from cudaresolve.env.preloads import preloaded_libraries
 from cudaresolve.env.scan import scan_environment
 from cudaresolve.host.facts import Driver
 from cudaresolve.knowledge import components
+from cudaresolve.versions import CudaVersion, DriverRelease
 from index_server import make_wheel
 from test_checks_planned import so
 from test_doctor_synthetic import HOST
@@ -647,7 +648,7 @@ def in_prefix(prefix: Path, code: str) -> subprocess.CompletedProcess:
 
 
 # A driver that runs CUDA 12.8 natively, as the 12.8 libraries here need (HOST's 550 is CUDA 12.4).
-HOST_570 = replace(HOST, driver=Driver("570.86.15", "override:--driver", "12.8", "derived:branch-table"))
+HOST_570 = replace(HOST, driver=Driver(DriverRelease.parse("570.86.15"), "override:--driver", CudaVersion.parse("12.8"), "derived:branch-table"))
 
 
 def doctor(prefix: Path, tmp_path: Path):

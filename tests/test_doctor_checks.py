@@ -36,6 +36,7 @@ from cudaresolve.env.interpreter import Target
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
 from cudaresolve.knowledge import advisories, toolkits
 from cudaresolve.output.doctor import render_json, render_text, use_colour
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 SP = "/env/site-packages"
 MARKERS = {  # CPython 3.11 on x86_64 Linux
@@ -88,12 +89,12 @@ def environment(*dists: Distribution, elf_files: tuple[ElfFile, ...] = (), probl
 
 
 def host(release: Optional[str] = None, *ccs: str, cuda: Optional[str] = None) -> HostFacts:
-    if release is not None and cuda is None:
-        cuda = toolkits.max_cuda_for_driver(release)
+    driver = DriverRelease.parse(release) if release is not None else None
+    reports = CudaVersion.parse(cuda) if cuda is not None else driver and toolkits.max_cuda_for_driver(driver)
     return HostFacts(
         system="Linux",
         machine="x86_64",
-        driver=Driver(release, "override:--driver" if release else None, cuda, "test" if cuda else None),
+        driver=Driver(driver, "override:--driver" if driver else None, reports, "test" if reports else None),
         gpus=tuple(Gpu(ComputeCapability.parse(cc), "override:--gpu", index) for index, cc in enumerate(ccs)),
     )
 

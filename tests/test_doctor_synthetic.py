@@ -25,10 +25,11 @@ from cudaresolve.checks.findings import Finding
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, components
+from cudaresolve.versions import CudaVersion, DriverRelease
 from test_env_distributions import make_dist_info
 
 HOST = HostFacts(
-    "Linux", "x86_64", Driver("550.144.03", "override:--driver", "12.4", "derived:branch-table"),
+    "Linux", "x86_64", Driver(DriverRelease.parse("550.144.03"), "override:--driver", CudaVersion.parse("12.4"), "derived:branch-table"),
     (Gpu(ComputeCapability(8, 6), "override:--gpu", 0),),
 )
 NO_SUCH_FILE = "cannot open shared object file: No such file or directory"

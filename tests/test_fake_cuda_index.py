@@ -20,6 +20,7 @@ from packaging.version import Version
 from cudaresolve.env.inspect import inspect_names, provider_needs
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.knowledge import components, torch
+from cudaresolve.versions import CudaVersion
 from fake_cuda_index import CUDA_TOOLKIT, EXTRA_COMPONENTS, plan
 
 
@@ -160,7 +161,7 @@ def test_torch_payload_carries_the_variant_arch_list_and_binds_its_cuda_major(cu
     assert lib.path.endswith("!torch/lib/libtorch_cuda.so") and lib.error is None
     assert lib.facts.fatbin.sass == variant.sass()
     assert lib.facts.fatbin.ptx == variant.ptx()
-    major = variant.cuda.split(".")[0]
+    major = str(variant.cuda.major)
     cudart = components.for_component("cudart", int(major))[0].sonames[0]
     assert cudart in lib.facts.needed
     needs = {n.file: n for n in provider_needs(lib.facts)}
@@ -170,7 +171,7 @@ def test_torch_payload_carries_the_variant_arch_list_and_binds_its_cuda_major(cu
 def test_cusparse_binds_the_nvjitlink_of_its_cuda_release(cuda_index):
     [lib] = inspect_names([str(cuda_index.universe.path("nvidia-cusparse-cu12", "12.3.1.170"))], target_for_site_packages("."))
     [need] = provider_needs(lib.facts)
-    assert (need.file, need.symbols, need.min_version) == ("libnvJitLink.so.12", ("__nvJitLinkComplete_12_4",), "12.4")
+    assert (need.file, need.symbols, need.min_version) == ("libnvJitLink.so.12", ("__nvJitLinkComplete_12_4",), CudaVersion(12, 4))
     assert lib.facts.runpath == ("$ORIGIN/../../nvjitlink/lib",)
 
 

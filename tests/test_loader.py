@@ -43,6 +43,7 @@ from cudaresolve.binary.loader import (
     system_layout,
 )
 from cudaresolve.errors import UsageError
+from cudaresolve.versions import CudaVersion
 
 DRIVER_LIBRARIES = frozenset(components.driver_libraries())
 
@@ -381,8 +382,8 @@ def test_version_matching_follows_glibc_check_match():
 
 
 def test_min_provider_version():
-    assert min_provider_version(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12")) == "12.4"
-    assert min_provider_version(Symbol("__nvJitLinkCreate_13_0", "libnvJitLink.so.13", "libnvJitLink.so.13")) == "13.0"
+    assert min_provider_version(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12")) == CudaVersion(12, 4)
+    assert min_provider_version(Symbol("__nvJitLinkCreate_13_0", "libnvJitLink.so.13", "libnvJitLink.so.13")) == CudaVersion(13, 0)
     # Major in the name must be the soname's; the version node must be the soname; plain names carry nothing.
     assert min_provider_version(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.13", "libnvJitLink.so.13")) is None
     assert min_provider_version(Symbol("foo_1_2", "FOO_1.2", "libfoo.so.1")) is None
@@ -679,7 +680,7 @@ def test_wheels_cusparse_with_too_old_nvjitlink(tmp_path, wheel, unpacked):
     assert needed_of(result, cusparse)["libnvJitLink.so.12"] == Resolution("libnvJitLink.so.12", provider, RUNPATH)
     assert {p.symbol for p in result.problems} == NVJITLINK_12_4
     assert {(p.kind, p.consumer, p.provider, p.provider_step, p.version, p.min_provider_version) for p in result.problems} == {
-        (UNDEFINED_SYMBOL, cusparse, provider, RUNPATH, "libnvJitLink.so.12", "12.4")
+        (UNDEFINED_SYMBOL, cusparse, provider, RUNPATH, "libnvJitLink.so.12", CudaVersion(12, 4))
     }
     assert (
         "undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12" in {p.message for p in result.problems}
@@ -705,7 +706,7 @@ def test_wheels_stale_nvjitlink_on_ld_library_path_beats_runpath(tmp_path, wheel
     stale = unpacked(wheel("nvidia-nvjitlink-cu12==12.1.105")) / "nvidia/nvjitlink/lib"
     result = assert_same_as_ldd(str(site / "nvidia/cusparse/lib/libcusparse.so.12"), ld_library_path=str(stale))
     assert {(p.symbol, p.provider, p.provider_step, p.min_provider_version) for p in result.problems} == {
-        (symbol, f"{stale}/libnvJitLink.so.12", LD_LIBRARY_PATH, "12.4") for symbol in NVJITLINK_12_4
+        (symbol, f"{stale}/libnvJitLink.so.12", LD_LIBRARY_PATH, CudaVersion(12, 4)) for symbol in NVJITLINK_12_4
     }
 
 

@@ -26,6 +26,7 @@ from cudaresolve.lockfile.files import write_together
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import lock_file_name_ok, pylock_toml, read_pylock
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 from conftest import build_venv
 from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
@@ -43,7 +44,7 @@ def _host() -> dict:
     facts = HostFacts(
         system="Linux",
         machine="x86_64",
-        driver=Driver("580.65.06", "override:--driver", "13.0", "derived:drivers"),
+        driver=Driver(DriverRelease.parse("580.65.06"), "override:--driver", CudaVersion.parse("13.0"), "derived:drivers"),
         gpus=(
             Gpu(ComputeCapability.parse("8.6"), "override:--gpu"),
             Gpu(ComputeCapability.parse("9.0"), "nvml", 1, "H100", 81559, "GPU-1", True, (MigDevice("MIG-1", "1g.10gb", 9728),)),

@@ -1,5 +1,6 @@
-"""The package's import graph, read from the source with `ast`: no import circle, every arrow between
-rooms runs downward, nothing in output/ imports the doctor's edge.
+"""The package's shape, read from the source with `ast`: no import circle, every arrow between rooms
+runs downward, nothing in output/ imports the doctor's edge; and driver releases and CUDA versions are
+read from text only by their value types, at the edges listed below.
 
 An arrow is any import of a cudaresolve module (at the top, inside a function or under
 TYPE_CHECKING: a circle through any of them is still a circle for a reader). Importing a package
@@ -10,6 +11,7 @@ that `__init__` first anyway. `python tests/test_structure.py` prints the figure
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -184,6 +186,89 @@ def test_the_graph_reader_sees_every_kind_of_import():
     found = set(_imported(ast.parse(source), "cudaresolve.binary.elf", False, known))
     assert known <= found
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Where a driver release or a CUDA version is read from text: each edge calls the value type's own
+# `parse` (records.py calls it for a record field typed CudaVersion or DriverRelease: the host JSON,
+# the knowledge tables), and everything past an edge carries the values.
+PARSING_EDGES = {
+    "cudaresolve.versions": "the value types",
+    "cudaresolve.records": "a JSON or TOML field typed CudaVersion or DriverRelease",
+    "cudaresolve.host.overrides": "--driver, --cuda and the variables that state them",
+    "cudaresolve.host.sources": "what NVML, sysfs, procfs, libcuda and nvidia-smi print",
+    "cudaresolve.knowledge.toolkits": "data/toolkits.toml (a GA driver may be a branch alone)",
+    "cudaresolve.knowledge.components": "data/components.toml's CUDA update releases",
+    "cudaresolve.env.conda": "a conda prefix's cuda-version record",
+    "cudaresolve.binary.runtime": "the toolkit a fatbin's note names",
+    "cudaresolve.resolve.needs": "not yet: the lock's binary needs, carried as text there",
+}
+VALUE_TYPES = {"CudaVersion", "DriverRelease"}
+
+
+def _version_reads(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, kind) for each use of a value type's parse ("parse"), each `int(x.split(".")[i])`
+    ("split"), and each regular expression that takes nothing but dotted numbers, "12.4" but not
+    "abc" ("regex")."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr == "parse" and isinstance(node.value, ast.Name)
+                and node.value.id in VALUE_TYPES):
+            yield node.lineno, "parse"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and node.args
+                and isinstance(node.args[0], ast.Subscript) and isinstance(node.args[0].value, ast.Call)
+                and isinstance(node.args[0].value.func, ast.Attribute) and node.args[0].value.func.attr == "split"):
+            yield node.lineno, "split"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "re" and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            pattern = re.compile(node.args[0].value)
+            if pattern.fullmatch("12.4") and not pattern.fullmatch("abc") and not pattern.fullmatch("1a"):
+                yield node.lineno, "regex"
+
+
+def version_reads(kind: str) -> dict[str, list[int]]:
+    """module -> the lines where it reads dotted numbers in the way `kind` names."""
+    found = {}
+    for module, path in modules().items():
+        lines = [line for line, what in _version_reads(ast.parse(path.read_text(), str(path))) if what == kind]
+        if lines:
+            found[module] = sorted(lines)
+    return found
+
+
+# The regular expressions for dotted numbers, one per kind of number, each where its kind is defined.
+NUMBER_SHAPES = {
+    "cudaresolve.versions": "CUDA versions and driver releases",
+    "cudaresolve.arch": "compute capabilities (8.6) and arch lists",
+    "cudaresolve.host.sources": "nvidia-smi's compute_cap column, before ComputeCapability reads it",
+    "cudaresolve.env.conda": "the leading release numbers of a conda version that is not PEP 440",
+    "cudaresolve.knowledge.wheel_facts": "a PTX ISA in data/wheel_facts.toml",
+}
+
+
+def test_only_the_edges_read_driver_releases_and_cuda_versions():
+    assert {module: lines for module, lines in version_reads("parse").items() if module not in PARSING_EDGES} == {}
+
+
+def test_no_version_is_split_by_hand():
+    assert version_reads("split") == {}
+
+
+def test_one_regular_expression_per_kind_of_number():
+    assert {module: lines for module, lines in version_reads("regex").items() if module not in NUMBER_SHAPES} == {}
+    assert len(version_reads("regex")["cudaresolve.versions"]) == 2  # a CUDA version, a driver release
+
+
+def test_the_version_reader_is_not_vacuous():
+    source = (
+        "import re\n"
+        "a = CudaVersion.parse(text)\n"
+        "b = int(release.split('.')[0])\n"
+        "c = re.match(r'^(\\d+)\\.(\\d+)$', text)\n"
+        "d = re.match(r'[A-Za-z0-9.]+', name)\n"
+        "check = records.check(DriverRelease.parse)\n"
+    )
+    assert sorted(_version_reads(ast.parse(source))) == [(2, "parse"), (3, "split"), (4, "regex"), (6, "parse")]
+    assert "cudaresolve.host.overrides" in version_reads("parse")
 
 
 def figures() -> dict[str, object]:

@@ -90,14 +90,14 @@ def _conditions_hold(
     advisory: advisories.Advisory, dist: Distribution, cuda: Optional[CudaVersion], host: HostFacts
 ) -> bool:
     minor = cuda if cuda is not None and cuda.minor is not None else None
-    if advisory.cuda is not None and (minor is None or Version(str(minor)) not in SpecifierSet(advisory.cuda)):
+    if advisory.cuda is not None and (minor is None or minor.as_release() not in SpecifierSet(advisory.cuda)):
         return False
     if advisory.variants:
         local = dist.version.local or (f"cu{minor.major}{minor.minor}" if minor else None)
         if local not in advisory.variants:
             return False
     if advisory.driver is not None:
-        if host.driver.release is None or Version(host.driver.release) not in SpecifierSet(advisory.driver):
+        if host.driver.release is None or host.driver.release.as_version() not in SpecifierSet(advisory.driver):
             return False
     if advisory.gpu is not None:
         spec = SpecifierSet(advisory.gpu)

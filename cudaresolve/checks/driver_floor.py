@@ -120,12 +120,12 @@ def _requirers(env: Environment, name: str) -> str:
     return ", ".join(d.name for d in env.distributions if name in env.requires_names(d))
 
 
-def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[str]) -> Optional[str]:
+def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[CudaVersion]) -> Optional[str]:
     """The same NVIDIA component's wheel for the driver's CUDA major (nvidia-cusparse-cu11 for 11.4),
     when nothing installed requires the one to replace."""
     if not driver_cuda or _requirers(env, build.dist):
         return None
-    major = CudaVersion.parse(driver_cuda).major
+    major = driver_cuda.major
     names = {row.name for row in components.for_dist(build.dist, build.version)}
     wheels = sorted({row.dist for name in names for row in components.for_component(name, major)})
     if not wheels:
@@ -133,22 +133,20 @@ def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optio
     return f"use the CUDA {major} build instead: pip install \"{wheels[0]}\" in place of {build.dist}"
 
 
-def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[str]) -> Optional[str]:
+def _release_for_driver(env: Environment, build: CudaBuild, have: Optional[CudaVersion]) -> Optional[str]:
     """The newest release of the component of the driver's CUDA minor (nvJitLink and NVRTC by their
     CUDA-like versions, the others by the cuda-toolkit releases that pin them) that every installed
     requirement on it admits and every binary of the environment can bind."""
-    if not driver_cuda:
+    if not have:
         return None
-    have = CudaVersion.parse(driver_cuda)
     rows = components.for_dist(build.dist, build.version)
     candidates = [
-        version for cuda, version in components.wheel_releases(rows[0].name if rows else "")
-        if CudaVersion.parse(cuda) == have
-    ] + list(toolkit_pins.for_cuda(build.dist, str(have)) if have.minor is not None else ())
+        version for cuda, version in components.wheel_releases(rows[0].name if rows else "") if cuda == have
+    ] + list(toolkit_pins.for_cuda(build.dist, have) if have.minor is not None else ())
     if not candidates:
         return None
     sonames = {s for row in rows for s in row.sonames}
-    needed = [CudaVersion.parse(minimum) for _, symbol, minimum in versioned_needs(env) if symbol.file in sonames]
+    needed = [minimum for _, symbol, minimum in versioned_needs(env) if symbol.file in sonames]
     requirements = [
         r for dist in env.distributions for r in env.requirements(dist) if canonicalize_name(r.name) == build.dist
     ]

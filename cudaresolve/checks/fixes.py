@@ -3,7 +3,9 @@ wheel-facts table that runs here, the wheel that provides a library, a toolkit t
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
+
+from packaging.version import Version
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.checks import releases
@@ -17,7 +19,7 @@ from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
 
-def driver_runs(cuda: Union[CudaVersion, str], host: HostFacts) -> bool:
+def driver_runs(cuda: CudaVersion, host: HostFacts) -> bool:
     """Whether the host's driver runs code built with `cuda` (natively or by minor-version
     compatibility); True when the driver is unknown, so a fix is not ruled out for lack of facts."""
     driver = host.driver
@@ -75,7 +77,7 @@ def arch_fix(
     ]
     if not supporting:
         return None
-    newest = CudaVersion.parse(supporting[-1].version)
+    newest = supporting[-1].version
     if dist is not None and dist.kind == "conda":
         # conda's CUDA packages follow the prefix's cuda-version: moving it moves them all together
         return (f'conda install "{components.cuda_version_package()}<={newest}" (the newest CUDA that still targets {cc}'
@@ -96,7 +98,7 @@ def provider_dists(soname: str, major: Optional[int]) -> list[str]:
 
 
 def provider_requirement(
-    soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[str]
+    soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[CudaVersion]
 ) -> Optional[tuple[str, list[str]]]:
     """(`"<wheel that provides soname>[>=minimum]"`, the other wheels that also provide it), choosing
     the consumer's CUDA major; None when no wheel is known to provide it."""
@@ -104,7 +106,7 @@ def provider_requirement(
     dist = env.distribution(consumer_dist) if consumer_dist else None
     build = framework_build(dist) if dist else None
     if minimum:
-        major = CudaVersion.parse(minimum).major
+        major = minimum.major
     elif build is not None:
         major = build.cuda.major
     providers = provider_dists(soname, major)
@@ -113,7 +115,7 @@ def provider_requirement(
     return f'"{providers[0]}{f">={minimum}" if minimum else ""}"', providers[1:]
 
 
-def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[str]) -> Optional[str]:
+def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[CudaVersion]) -> Optional[str]:
     """`pip install "<wheel that provides soname>[>=minimum]"`, naming the other wheels that provide it too."""
     found = provider_requirement(soname, env, consumer_dist, minimum)
     if found is None:
@@ -122,21 +124,21 @@ def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], mi
     return f"pip install {requirement}" + (f" (also provided by {', '.join(others)})" if others else "")
 
 
-def conda_fix(env: Environment, soname: str, provider_owner: Optional[str], minimum: Optional[str]) -> Optional[str]:
+def conda_fix(env: Environment, soname: str, provider_owner: Optional[str], minimum: Optional[Version]) -> Optional[str]:
     """For a library a conda package provides: the conda command that replaces it (the package from
     data/components.toml for the needed major, else the owner's own conda name), with the prefix's
     cuda-version moved along when it pins an older CUDA; None when conda did not install it."""
     owner = env.distribution(provider_owner) if provider_owner else None
     if owner is None or owner.conda is None:
         return None
-    major = CudaVersion.parse(minimum).major if minimum else None
+    major = minimum.release[0] if minimum else None
     package = next(iter(components.conda_packages(soname, major)), owner.conda.name)
     if minimum is None:
         return f"conda update {package} (the conda package whose {soname} the loader picks)"
     pins = [f'"{package}>={minimum}"']
     pinned = env.conda.record(components.cuda_version_package()) if env.conda else None
     cuda = env.conda.cuda() if env.conda else None
-    if pinned is not None and (cuda is None or cuda < CudaVersion.parse(minimum)):  # one it cannot read: move it too
+    if pinned is not None and (cuda is None or cuda.as_release() < minimum):  # one it cannot read: move it too
         pins.append(f'"{pinned.name}>={minimum}"')
     return f"conda install {' '.join(pins)}"
 

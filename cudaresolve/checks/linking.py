@@ -19,8 +19,6 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Iterable, Optional
 
-from packaging.version import Version
-
 from cudaresolve.binary.loader import (
     ALREADY_LOADED,
     DEFAULT_DIR,
@@ -236,7 +234,7 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
         owner = elf.owner if elf is not None else None
         first = problems[0]
         versions = [p.min_provider_version for p in problems if p.min_provider_version]
-        minimum = max(versions, key=Version) if versions else None
+        minimum = max(versions) if versions else None
         # glibc names the provider in a version error and the consumer in a symbol error.
         evidence = [f"{_named_by_glibc(p)}: {p.message}" for p in problems[:5]]
         if len(problems) > 5:
@@ -329,12 +327,13 @@ def _conda_installed(env: Environment, name: str) -> bool:
 
 
 def _conda_provider_fix(
-    env: Environment, load: PackageLoad, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[str]
+    env: Environment, load: PackageLoad, problem: Problem, soname: str, owner: Optional[str],
+    minimum: Optional[CudaVersion],
 ) -> Optional[str]:
     """When the file the loader picks is a conda package's: the conda command that replaces it, and
     the wheel that provides it where the consumer would find that wheel before the conda copy."""
     provider = env.elf_file(problem.provider) if problem.provider else None
-    conda = conda_fix(env, soname, provider.owner if provider else None, minimum)
+    conda = conda_fix(env, soname, provider.owner if provider else None, minimum.as_release() if minimum else None)
     if conda is None:
         return None
     reason = _wheel_found_first(env, load, problem, soname, minimum)
@@ -343,7 +342,7 @@ def _conda_provider_fix(
 
 
 def _wheel_found_first(
-    env: Environment, load: PackageLoad, problem: Problem, soname: str, minimum: Optional[str]
+    env: Environment, load: PackageLoad, problem: Problem, soname: str, minimum: Optional[CudaVersion]
 ) -> Optional[str]:
     """Why a wheel of `soname`, once installed, would be found before the conda copy: the package's
     preloader searches site-packages first, or the consumer's RPATH chain (its RUNPATH) names the
@@ -354,7 +353,7 @@ def _wheel_found_first(
             and "conda-prefix" in preloader.search
             and "site-packages" in preloader.search[:preloader.search.index("conda-prefix")]):
         return f"{preloader.name}'s preloader looks in site-packages first"
-    major = CudaVersion.parse(minimum).major if minimum else None
+    major = minimum.major if minimum else None
     wheel_dirs = {os.path.normpath(os.path.join(site, row.lib_dir))
                   for site in env.target.site_packages for row in components.for_soname(soname)
                   if major is None or row.cuda_major == major}
@@ -391,14 +390,14 @@ def _origin_expanded(entries: Iterable[str], path: str) -> list[str]:
 
 
 def _installed_elsewhere_fix(
-    env: Environment, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[str]
+    env: Environment, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[CudaVersion]
 ) -> Optional[str]:
     """A wheel that would satisfy the consumer is installed, but the loader picked another file: say
     where the right copy is instead of asking to install it again."""
-    major = CudaVersion.parse(minimum).major if minimum else None
+    major = minimum.major if minimum else None
     for name in provider_dists(soname, major):
         dist = env.distribution(name)
-        if dist is None or (minimum and dist.version < Version(minimum)):
+        if dist is None or (minimum and dist.version < minimum.as_release()):
             continue
         copies = [e.path for e in env.elf_files if e.owner == name and e.facts and e.facts.soname == soname]
         where = f" ({copies[0]})" if copies else ""

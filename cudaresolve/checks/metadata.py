@@ -22,18 +22,18 @@ from cudaresolve.versions import CudaVersion
 def check_metadata_vs_binary(env: Environment) -> list[Finding]:
     """For each distribution: the newest provider release its files bind, against the requirement it
     declares on that provider (only requirements that apply here count)."""
-    by_dist: dict[str, dict[str, tuple[str, str, str]]] = {}  # dist -> provider soname -> (minimum, symbol, file)
+    by_dist: dict[str, dict[str, tuple[CudaVersion, str, str]]] = {}  # dist -> provider soname -> (minimum, symbol, file)
     for elf, symbol, minimum in versioned_needs(env):
         for owner in elf.owners:
             needs = by_dist.setdefault(owner, {})
-            if symbol.file not in needs or Version(minimum) > Version(needs[symbol.file][0]):
+            if symbol.file not in needs or minimum > needs[symbol.file][0]:
                 needs[symbol.file] = (minimum, symbol.name, elf.path)
     findings = []
     for dist in env.distributions:
         needs = by_dist.get(dist.name, {})
         requirements = env.requirements(dist)
         for soname, (minimum, symbol, consumer) in sorted(needs.items()):
-            for provider in provider_dists(soname, CudaVersion.parse(minimum).major):
+            for provider in provider_dists(soname, minimum.major):
                 requirement = next((r for r in requirements if canonicalize_name(r.name) == provider), None)
                 lower = _admitted_older(provider, requirement, minimum)
                 if not lower:
@@ -53,9 +53,9 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
     return findings
 
 
-def versioned_needs(env: Environment) -> Iterator[tuple[ElfFile, Symbol, str]]:
+def versioned_needs(env: Environment) -> Iterator[tuple[ElfFile, Symbol, CudaVersion]]:
     """(file, symbol, release) for each undefined symbol whose versioned name implies a minimum
-    provider release (`__nvJitLinkComplete_12_4` -> "12.4")."""
+    provider release (`__nvJitLinkComplete_12_4` -> 12.4)."""
     for elf in env.elf_files:
         for symbol in elf.facts.undefined if elf.facts else ():
             minimum = min_provider_version(symbol)
@@ -63,12 +63,11 @@ def versioned_needs(env: Environment) -> Iterator[tuple[ElfFile, Symbol, str]]:
                 yield elf, symbol, minimum
 
 
-def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: str) -> list[str]:
+def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: CudaVersion) -> list[str]:
     """Known releases of `provider` below `minimum` that `requirement` admits (all of them if undeclared)."""
     component = next((c.name for c in components.for_dist(provider)), "")
     versions = sorted({version for _, version in components.wheel_releases(component)}, key=Version)
-    major = CudaVersion.parse(minimum).major
-    older = [v for v in versions if Version(v).major == major and Version(v) < Version(minimum)]
+    older = [v for v in versions if Version(v).major == minimum.major and Version(v) < minimum.as_release()]
     if requirement is not None:
         older = [v for v in older if requirement.specifier.contains(v, prereleases=True)]
     return older

@@ -1,5 +1,8 @@
 """CUDA library wheels (data/components.toml): which wheel provides which soname, where it installs,
-the cuda-toolkit metapackage, nvrtc / nvJitLink releases, preloading packages and driver libraries."""
+the cuda-toolkit metapackage, nvrtc / nvJitLink releases, preloading packages and driver libraries.
+
+May import: records, versions, errors and knowledge/files.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from cudaresolve import records
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
+from cudaresolve.versions import CudaVersion
 
 SEARCH_STEPS = ("site-packages", "conda-prefix", "system")
 
@@ -45,10 +49,15 @@ class Component:
 class CudaRelease:
     """A CUDA update release and the nvrtc / nvJitLink wheel versions that belong to it."""
 
-    cuda: str = field(metadata=VERSION)  # "12.8.1"
+    cuda: str = field(metadata=records.check(CudaVersion.parse))  # "12.8.1", the update release's name
     nvrtc: str = field(metadata=VERSION)
     nvjitlink: str = field(metadata=VERSION)
     confidence: str = field(default="M", metadata=CONFIDENCE)
+
+    @property
+    def minor(self) -> CudaVersion:
+        """The CUDA minor of the update release (12.8 for "12.8.1")."""
+        return CudaVersion.parse(self.cuda)
 
 
 @dataclass(frozen=True)
@@ -268,12 +277,12 @@ def cuda_releases() -> tuple[CudaRelease, ...]:
     return load().cuda_releases.releases
 
 
-def wheel_releases(component: str) -> tuple[tuple[str, str], ...]:
-    """(CUDA update release, wheel version) of each known release of a component's wheel: the table
-    covers nvrtc and nvjitlink, whose versions follow CUDA's; () for every other component."""
+def wheel_releases(component: str) -> tuple[tuple[CudaVersion, str], ...]:
+    """(CUDA minor, wheel version) of each known release of a component's wheel: the table covers
+    nvrtc and nvjitlink, whose versions follow CUDA's; () for every other component."""
     if component not in ("nvrtc", "nvjitlink"):
         return ()
-    return tuple((release.cuda, getattr(release, component)) for release in cuda_releases())
+    return tuple((release.minor, getattr(release, component)) for release in cuda_releases())
 
 
 def preloaders() -> tuple[Preloader, ...]:

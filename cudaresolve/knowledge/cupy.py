@@ -1,4 +1,7 @@
-"""CuPy majors and their binary distributions (data/cupy.toml)."""
+"""CuPy majors and their binary distributions (data/cupy.toml).
+
+CUDA versions are values once loaded. May import: records, arch, versions and knowledge/files.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from cudaresolve import records
 from cudaresolve.arch import Target
 from cudaresolve.knowledge import files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
+from cudaresolve.versions import CudaVersion
 
 _TARGETS = records.check(Target.parse)
 
@@ -24,7 +28,7 @@ class CupyDist:
 
     name: str
     cupy_major: int = field(metadata=records.check(inherit=True, key="major"))
-    cuda: tuple[str, ...] = field(metadata=VERSION)  # toolkit versions it supports
+    cuda: tuple[CudaVersion, ...]  # toolkit versions it supports
     first: Optional[str] = field(default=None, metadata=VERSION)  # first version, when later than the major's first
     latest: Optional[str] = field(default=None, metadata=VERSION)  # newest version on the index, for dists that ended
 
@@ -106,7 +110,7 @@ def dist_for_cuda_major(cuda_major: int) -> Optional[str]:
     abstract `cupy` means in an environment of that major. None when no CuPy release builds for it."""
     for major in sorted(load(), key=lambda m: m.major, reverse=True):
         for row in major.dists:
-            if any(version.split(".")[0] == str(cuda_major) for version in row.cuda):
+            if any(version.major == cuda_major for version in row.cuda):
                 return row.name
     return None
 
@@ -119,5 +123,5 @@ def same_release_for_major(cupy_version: str, cuda_major: int) -> Optional[str]:
         if version in SpecifierSet(major.versions):
             return next((row.name for row in major.dists
                          if (row.first is None or version >= Version(row.first))
-                         and any(cuda.split(".")[0] == str(cuda_major) for cuda in row.cuda)), None)
+                         and any(cuda.major == cuda_major for cuda in row.cuda)), None)
     return None

@@ -1,6 +1,9 @@
 """PyTorch releases and their CUDA variants (data/torch.toml): arch lists, CUDA pins, index paths.
 
 Never `import torch` here: this module is the table about it, named for what it describes.
+
+A variant's CUDA is a `CudaVersion`. May import: records, arch, versions, errors, knowledge/files
+and knowledge/toolkits.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from cudaresolve.arch import PtxTarget, Target, parse_arch_list
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import files, toolkits
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
+from cudaresolve.versions import CudaVersion
 
 FILE = "torch.toml"
 _ARCH_LIST = records.check(parse_arch_list)
@@ -33,7 +37,7 @@ class TorchVariant:
 
     release: str  # "2.8"
     name: str  # "cu128"
-    cuda: str  # "12.8"
+    cuda: CudaVersion  # 12.8
     arch_list: str  # TORCH_CUDA_ARCH_LIST of the Linux x86_64 wheel
     arch_list_aarch64: Optional[str]
     versions: tuple[str, ...]  # patch releases built with this variant
@@ -111,7 +115,7 @@ class _Release:
 
 @dataclass(frozen=True)
 class _VariantCuda:
-    cuda: Mapping[str, str] = field(metadata=VERSION)
+    cuda: Mapping[str, CudaVersion]
 
 
 @dataclass(frozen=True)

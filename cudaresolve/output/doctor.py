@@ -62,7 +62,7 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
     counts = Counter(f.severity for f in diagnosis.findings)
     paint = (lambda sev, text: f"\033[{_COLOURS[sev]}m{text}\033[0m") if colour else (lambda sev, text: text)
     gpus = ", ".join(f"{g.name or 'GPU'} ({g.compute_capability})" for g in host.visible_gpus) or "no GPU"
-    driver = host.driver.release or "no driver"
+    driver = str(host.driver.release) if host.driver.release else "no driver"
     if host.driver.cuda:
         driver += f" (CUDA {host.driver.cuda})"
     python = env.target.python or "site-packages"

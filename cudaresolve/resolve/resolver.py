@@ -212,7 +212,7 @@ def _conda_reasons(requirement: Requirement, finder: CandidateFinder, installed:
     if provider is None or not provider.same_component or requirement.specifier.contains(provider.package.version):
         return []
     floors = [s.version for s in requirement.specifier if s.operator == ">="]  # what conda's ">=" can say
-    command = conda_fix(installed, provider.soname, provider.package.name, floors[0]) if len(floors) == 1 else None
+    command = conda_fix(installed, provider.soname, provider.package.name, Version(floors[0])) if len(floors) == 1 else None
     return [f"{provider.label} does not satisfy {requirement.specifier}" + (f": {command}" if command else "")]
 
 
