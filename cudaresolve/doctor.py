@@ -17,7 +17,9 @@ from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.checks import Diagnosis, judge
-from cudaresolve.checks.findings import Finding, sort_findings
+from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
+from cudaresolve.checks.problems import CacheUnwritable
+from cudaresolve.checks.subjects import Scope, Subject
 from cudaresolve.env.cache import FactsCache
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.example import example_environment
@@ -52,7 +54,8 @@ def examine(
     judgement = judge(env, host)
     findings = judgement.findings
     if cache_error:
-        findings = sort_findings(findings + (Finding("environment", "info", "cache", cache_error),))
+        unwritable = Finding(Check.ENVIRONMENT, Severity.INFO, Subject(scope=Scope.CACHE), CacheUnwritable(cache_error))
+        findings = sort_findings(findings + (unwritable,))
     return Diagnosis(host, env, judgement.loads, findings, tuple(probed.items()), cache_error)
 
 

@@ -393,7 +393,8 @@ def test_nvjitlink_and_nvrtc_release_tables():
 
 def test_preloaders_and_driver_libraries():
     cupy, torch, onnxruntime, cccl = components.preloaders()
-    assert onnxruntime.on_call == "onnxruntime.preload_dlls()"
+    assert onnxruntime.on_call == components.PythonCall("onnxruntime", "preload_dlls")
+    assert str(onnxruntime.on_call) == "onnxruntime.preload_dlls()"
     assert cccl.libraries == ("nvrtc", "nvjitlink", "cudart")
     assert cupy.search == ("site-packages", "conda-prefix", "system")
     for soname in ("libnccl.so.2", "libcutensor.so.2", "libcutensorMg.so.2"):

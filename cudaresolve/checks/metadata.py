@@ -1,19 +1,26 @@
 """metadata-vs-binary: a dependency the metadata leaves open below what the binary binds
-(nvidia-cusparse-cu12 12.3.1.170 needs nvJitLink >= 12.4 but declares it unpinned)."""
+(nvidia-cusparse-cu12 12.3.1.170 needs nvJitLink >= 12.4 but declares it unpinned).
+
+May import: binary/loader (versioned names), checks/ (findings, suggestions), env/ and knowledge/;
+the findings are values, output/ words them.
+"""
 
 from __future__ import annotations
 
-import os
 from typing import Iterator, Optional
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.binary.facts import Symbol
 from cudaresolve.binary.loader import min_provider_version
-from cudaresolve.checks.findings import Finding, version_list
-from cudaresolve.checks.fixes import provider_dists
+from cudaresolve.checks.evidence import SymbolNeed
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.fixes import Constrain, Explained, PipInstall
+from cudaresolve.checks.problems import MetadataAdmitsOlder
+from cudaresolve.checks.subjects import Subject
+from cudaresolve.checks.suggest import provider_dists
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
@@ -38,16 +45,13 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
                 lower = _admitted_older(provider, requirement, minimum)
                 if not lower:
                     continue  # nothing installable is too old: declared or not, any release binds
-                declared = f"declares '{requirement}'" if requirement else f"does not declare {provider}"
                 findings.append(
                     Finding(
-                        "metadata-vs-binary",
-                        "warning",
-                        f"{dist.name} {dist.version}",
-                        f"needs {provider} >= {minimum} ({os.path.basename(consumer)} binds {symbol}) but "
-                        f"{declared}" + (f", which admits {version_list(lower)}" if lower else ""),
-                        (f"{consumer} needs {symbol} from {soname}",),
-                        f"constrain it: pip install \"{provider}>={minimum}\" (or add it to your constraints file)",
+                        Check.METADATA_VS_BINARY, Severity.WARNING,
+                        Subject(distribution=NormalizedName(dist.name), version=dist.version),
+                        MetadataAdmitsOlder(provider, minimum, consumer, symbol, requirement, tuple(lower)),
+                        (SymbolNeed(consumer, symbol, soname),),
+                        Explained(PipInstall((Requirement(f"{provider}>={minimum}"),)), Constrain()),
                     )
                 )
     return findings

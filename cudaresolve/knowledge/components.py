@@ -61,6 +61,24 @@ class CudaRelease:
 
 
 @dataclass(frozen=True)
+class PythonCall:
+    """A call a program makes, as the table writes it ("onnxruntime.preload_dlls()")."""
+
+    module: str
+    function: str
+
+    @classmethod
+    def parse(cls, text: str) -> "PythonCall":
+        module, dot, function = text.removesuffix("()").rpartition(".") if text.endswith("()") else ("", "", "")
+        if not (dot and all(part.isidentifier() for part in module.split(".")) and function.isidentifier()):
+            raise UsageError(f"expected module.function(), got {text!r}")
+        return cls(module, function)
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.function}()"
+
+
+@dataclass(frozen=True)
 class Preloader:
     """A package that loads CUDA libraries by absolute path before its extension modules."""
 
@@ -69,7 +87,7 @@ class Preloader:
     top_levels: tuple[str, ...]  # import packages whose extension modules benefit
     search: tuple[str, ...] = field(metadata=records.check(_search_step))  # steps from SEARCH_STEPS, in order
     libraries: tuple[str, ...] = ()  # components it loads for any of its files; () = what its extensions need
-    on_call: Optional[str] = None  # the call a program must make for the preload ("onnxruntime.preload_dlls()")
+    on_call: Optional[PythonCall] = None  # the call a program must make for the preload
     note: Optional[str] = None
 
 

@@ -19,13 +19,16 @@ from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Re
 from cudaresolve import __version__
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import component_builds
-from cudaresolve.checks.fixes import conda_fix
-from cudaresolve.checks.findings import Finding
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.problems import KnownBadRelease
+from cudaresolve.checks.suggest import conda_fix
 from cudaresolve.env.environment import Environment
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.knowledge import components, cupy
+from cudaresolve.output.findings import shown  # a refusal still worded here, until it is a record
+from cudaresolve.output.fixes import render_fix
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.conda import conda_providers
@@ -167,14 +170,15 @@ def _lock_once(
             found = {name: "; ".join(reasons) for name, reasons in provider.binary_reasons.items() if name in chosen}
             return _as_lock(chosen, finder, hosts, index, markers, {**found, **notes})
         for label, finding in problems:
-            culprit = chosen.get(finding.subject.split(" ")[0])
+            culprit = chosen.get(finding.subject.distribution) if finding.subject.distribution else None
+            text = shown(finding)
             if culprit is None or culprit.file is None:
                 where = f" on {label}" if len(hosts) > 1 else ""
-                raise NoSolution(f"{finding.subject}: {finding.message}{where}" + (f"; fix: {finding.fix}" if finding.fix else ""))
+                raise NoSolution(f"{text.subject}: {text.message}{where}" + (f"; fix: {text.fix}" if text.fix else ""))
             excluded.add((culprit.name, str(culprit.version)))
             refused.append(finding)
-            finder.rejections.add(culprit.name, culprit.label, f"{finding.check}: {finding.message}")
-    raise NoSolution(f"gave up after {MAX_JUDGED} sets refused by the checks; the last: {refused[-1].message}")
+            finder.rejections.add(culprit.name, culprit.label, f"{text.check}: {text.message}")
+    raise NoSolution(f"gave up after {MAX_JUDGED} sets refused by the checks; the last: {shown(refused[-1]).message}")
 
 
 def _resolve(provider: Provider, roots: list[Requirement], finder: CandidateFinder, installed: Environment) -> dict[str, Candidate]:
@@ -213,20 +217,20 @@ def _conda_reasons(requirement: Requirement, finder: CandidateFinder, installed:
         return []
     floors = [s.version for s in requirement.specifier if s.operator == ">="]  # what conda's ">=" can say
     command = conda_fix(installed, provider.soname, provider.package.name, Version(floors[0])) if len(floors) == 1 else None
-    return [f"{provider.label} does not satisfy {requirement.specifier}" + (f": {command}" if command else "")]
+    return [f"{provider.label} does not satisfy {requirement.specifier}" + (f": {render_fix(command)}" if command else "")]
 
 
 def _refuses(finding: Finding) -> bool:
     """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory)."""
-    return finding.severity == "error" or finding.check == "advisory"
+    return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY
 
 
-def _key(finding: Finding) -> tuple[str, str, str]:
-    return (finding.check, finding.subject, finding.message)
+def _key(finding: Finding) -> tuple:
+    return (finding.check, finding.subject, finding.problem)
 
 
 def _allowed(finding: Finding, allowed: Sequence[str]) -> bool:
-    return finding.check == "advisory" and any(finding.message.startswith(f"known problem {a}:") for a in allowed)
+    return isinstance(finding.problem, KnownBadRelease) and finding.problem.advisory in allowed
 
 
 def _as_lock(
