@@ -163,6 +163,13 @@ OTHERS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...], Optional[str], b
 # CuPy releases modelled per distribution (versions of data/cupy.toml's majors).
 CUPY = (("cupy-cuda11x", "13.6.0"), ("cupy-cuda12x", "13.6.0"), ("cupy-cuda12x", "14.2.0"),
         ("cupy-cuda13x", "13.6.0"), ("cupy-cuda13x", "14.2.0"))
+# CuPy's [ctk] extra, from 14.0.0 (PyPI metadata of cupy-cuda12x / cupy-cuda13x 14.0.0 and 14.2.0;
+# 13.6.0 and earlier have none): the CUDA libraries as wheels, through the cuda-toolkit metapackage.
+CUPY_CTK_SINCE = Version("14.0.0")
+CUPY_CTK = {
+    "cupy-cuda12x": "cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==12.*",
+    "cupy-cuda13x": "cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==13.*",
+}
 
 # Components built with a library (the rest are metadata-only): what each library defines.
 ELF_COMPONENTS = {
@@ -365,7 +372,7 @@ def plan() -> tuple[Spec, ...]:
         row = cupy.dist(dist, version)
         major = next(m for m in cupy.load() if m.major == row.cupy_major)
         requires, extras = tuple(major.requires), ()
-        ctk = cupy.ctk_requirement(dist, version)
+        ctk = CUPY_CTK.get(dist) if Version(version) >= CUPY_CTK_SINCE else None
         if ctk:
             requires, extras = requires + (f'{ctk}; extra == "ctk"',), ("ctk",)
         python = ",".join(s for s in major.python.split(",") if s.startswith(">="))

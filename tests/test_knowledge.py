@@ -519,7 +519,7 @@ def edit(path: Path, old: str, new: str) -> None:
         ("advisories.toml", 'references = ["nvJitLink*@libnvJitLink.so.12"]', 'references = ["@libnvJitLink.so.12"]',
          "advisory[1].references"),
         ("components.toml", "[[component]]\nname", "[[component]\nname", "components.toml: not valid TOML"),
-        ("cupy.toml", 'ptx = ["compute_86"]', 'ptx = ["ptx_86"]', "wheel_arch.builds[0].ptx"),
+        ("cupy.toml", 'cuda = ["13.0", "13.1"', 'cuda = ["13.x", "13.1"', "major[2].dists[1].cuda: not a CUDA version"),
         ("compilers.toml", 'archs = ["3.5", "3.7",', 'archs = ["3.7", "3.5",', "compilers.toml: nvrtc.release[0].archs"),
         ("compilers.toml", 'ptx_isa = "7.7"', 'ptx_isa = "7.7.1"', "compilers.toml: nvrtc.release[0].ptx_isa"),
         ("compilers.toml", 'since = "12.3.52"', 'since = "12.3.99"', "names 12.3.99, a release not in the table"),

@@ -15,6 +15,7 @@ from typing import Optional
 import pytest
 
 from cudaresolve.knowledge import components
+from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.ldcache import CacheEntry, LdCache
 from cudaresolve.binary.loader import (
@@ -36,7 +37,6 @@ from cudaresolve.binary.loader import (
     LoaderEnv,
     Problem,
     Resolution,
-    facts_on_disk,
     min_provider_version,
     resolve,
     split_library_path,
@@ -480,11 +480,12 @@ def ldd_r(path: str, ld_library_path: Optional[str] = None, cwd: Optional[Path] 
 
 @lru_cache(maxsize=None)
 def _cached_facts(path: str, mtime: float):
-    return facts_on_disk(path)
+    return read_binary_facts(path) if os.path.isfile(path) else None  # no file: what open() failing is for ld.so
 
 
 def disk(path: str):
-    """facts_on_disk, memoized per file version (system libraries are read by every test)."""
+    """The facts of a real file (None where there is none), memoized per file version: system
+    libraries are read by every test."""
     try:
         mtime = os.stat(path).st_mtime
     except OSError:

@@ -43,7 +43,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
-from cudaresolve.binary.elf import ElfError, read_binary_facts
+from cudaresolve.binary.elf import ElfError
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts, Symbol
 from cudaresolve.binary.ldcache import LdCache, read_ld_cache
 from cudaresolve.errors import UsageError
@@ -228,13 +228,6 @@ class Problem:
 class LoadResult:
     objects: tuple[LoadedObject, ...]  # load order (a preloaded object is listed where first needed)
     problems: tuple[Problem, ...]
-
-
-def facts_on_disk(path: str) -> Optional[BinaryFacts]:
-    """`facts_of` for real files: None where there is no file, as open() failing is for ld.so."""
-    if not os.path.isfile(path):
-        return None
-    return read_binary_facts(path)
 
 
 def resolve(roots: Sequence[str], *, facts_of: FactsOf, env: LoaderEnv) -> LoadResult:

@@ -1,5 +1,5 @@
 """CUDA library wheels (data/components.toml): which wheel provides which soname, where it installs,
-the cuda-toolkit metapackage, nvrtc / nvJitLink releases, preloading packages and driver libraries.
+nvrtc / nvJitLink releases, preloading packages and driver libraries.
 
 May import: records, versions, errors and knowledge/files.
 """
@@ -91,20 +91,7 @@ class Preloader:
     note: Optional[str] = None
 
 
-# -- the file as written; cuda_toolkit is checked on load, no caller reads it yet ----------------------
-
-
-@dataclass(frozen=True)
-class _Pin:
-    version: str = field(metadata=VERSION)
-    requires: tuple[str, ...] = field(metadata=REQUIREMENT)
-
-
-@dataclass(frozen=True)
-class _CudaToolkit:
-    extras: tuple[str, ...]
-    companions: Mapping[str, tuple[str, ...]]
-    pins: tuple[_Pin, ...]
+# -- the file as written ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -237,7 +224,6 @@ class _PerMajorExtras:
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
-    cuda_toolkit: _CudaToolkit
     cuda_releases: _Releases
     preloaders: _Preloaders
     conda_prefix: CondaPrefix

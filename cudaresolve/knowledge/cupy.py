@@ -1,25 +1,22 @@
 """CuPy majors and their binary distributions (data/cupy.toml).
 
-CUDA versions are values once loaded. May import: records, arch, versions and knowledge/files.
+CUDA versions are values once loaded. May import: records, versions and knowledge/files.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve import records
-from cudaresolve.arch import Target
 from cudaresolve.knowledge import files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
 from cudaresolve.versions import CudaVersion
-
-_TARGETS = records.check(Target.parse)
 
 
 @dataclass(frozen=True)
@@ -43,54 +40,16 @@ class CupyMajor:
     note: Optional[str] = None
 
 
-# -- the file as written; wheel_arch is checked on load, no caller reads it yet ---------------------
-
-
-@dataclass(frozen=True)
-class _Build:
-    cuda: str = field(metadata=SPECIFIER)
-    sass: tuple[str, ...] = field(metadata=_TARGETS)
-    ptx: tuple[str, ...] = field(metadata=_TARGETS)
-    aarch64_sass: tuple[str, ...] = field(metadata=_TARGETS)
-
-
-@dataclass(frozen=True)
-class _WheelArch:
-    builds: tuple[_Build, ...]
-
-
-@dataclass(frozen=True)
-class _CtkExtra:
-    versions: str = field(metadata=SPECIFIER)
-    requires: Mapping[str, str] = field(metadata=REQUIREMENT)
-
-
 @dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
     major: tuple[CupyMajor, ...]
-    wheel_arch: _WheelArch
-    ctk_extra: _CtkExtra
 
 
 @functools.lru_cache(maxsize=None)
 def load() -> tuple[CupyMajor, ...]:
     """CuPy majors (12, 13, 14) with their binary distributions."""
     return files.read("cupy.toml", _File).major
-
-
-@functools.lru_cache(maxsize=None)
-def _ctk_extra() -> _CtkExtra:
-    return files.read("cupy.toml", _File).ctk_extra
-
-
-def ctk_requirement(name: str, cupy_version: str) -> Optional[str]:
-    """The requirement behind the [ctk] extra of `name` at `cupy_version` ("cuda-toolkit[cublas,...]==12.*");
-    None where that release has no such extra."""
-    ctk = _ctk_extra()
-    if Version(cupy_version) not in SpecifierSet(ctk.versions):
-        return None
-    return next((r for d, r in ctk.requires.items() if canonicalize_name(d) == canonicalize_name(name)), None)
 
 
 def dist(name: str, cupy_version: str) -> Optional[CupyDist]:

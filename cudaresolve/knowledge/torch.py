@@ -124,19 +124,6 @@ class _Aarch64:
     arch_lists: Mapping[str, str] = field(metadata=_ARCH_LIST)
 
 
-@dataclass(frozen=True)
-class _Companion:
-    version: str = field(metadata=VERSION)
-    requires_torch: Optional[str] = field(default=None, metadata=SPECIFIER)
-    python: Optional[str] = field(default=None, metadata=SPECIFIER)
-    note: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class _Companions:
-    packages: tuple[_Companion, ...]
-
-
 def _canonical(name: str) -> None:
     if canonicalize_name(name) != name:
         raise UsageError(f"{name!r} is not a canonical distribution name (expected {canonicalize_name(name)!r})")
@@ -162,8 +149,6 @@ class _File:
     variant_cuda: _VariantCuda
     aarch64: _Aarch64
     release: tuple[_Release, ...]
-    torchvision: _Companions  # checked on load; no caller reads them yet
-    torchaudio: _Companions
 
 
 @dataclass(frozen=True)
