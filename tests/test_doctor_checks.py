@@ -336,9 +336,10 @@ def test_mixed_majors_counts_extension_modules_linking_a_cudart():
 
 
 def advisory_ids(env: Environment, on: HostFacts) -> set[str]:
-    found = check_advisories(env, on, cuda_builds(env))
-    assert {f.check for f in found} <= {"advisory"}
-    return {re.match(r"known problem (\S+): ", f.message).group(1) for f in found}
+    """The advisories that apply, by their id: a finding's field, not its words."""
+    found = advisory_check.check_advisories(env, on, cuda_builds(env))
+    assert {f.check for f in found} <= {Check.ADVISORY}
+    return {f.problem.advisory for f in found if isinstance(f.problem, KnownBadRelease)}
 
 
 def test_advisory_numba_0_59_0_cooperative_groups_cache():

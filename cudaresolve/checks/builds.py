@@ -2,6 +2,9 @@
 by its local label, CuPy by its name, any other package by the CUDA libraries its binaries link;
 and, for a package shipping one build per CUDA major, which build a file belongs to and whether the
 package imports it here. The driver-floor, mixed-majors, advisory and arch checks judge these.
+
+May import: env/, knowledge/ and versions. `CudaBuild.evidence` is a sentence still made here (the
+lock's reasons read it); the rest is values.
 """
 
 from __future__ import annotations
