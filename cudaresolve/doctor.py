@@ -2,42 +2,33 @@
 
 This is the I/O edge: the facts cache, the machine's loader and the environment variables are
 read here; `checks.judge` does the judging on the value the scan builds.
+
+May import: every room below output/ (binary, env, host, knowledge, checks); not output/ or
+results.py, which sit above it (results.py imports it to make a fresh report).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Mapping, Optional
 
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
-from cudaresolve.checks import judge
-from cudaresolve.checks.findings import Finding, sort_findings
-from cudaresolve.checks.loading import PackageLoad
+from cudaresolve.checks import Diagnosis, judge
+from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
+from cudaresolve.checks.problems import CacheUnwritable
+from cudaresolve.checks.subjects import Scope, Subject
 from cudaresolve.env.cache import FactsCache
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.example import example_environment
+from cudaresolve.env.identity import Identity, path_identity
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import scan_environment
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
-from cudaresolve.results import Identity, path_identity
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    host: HostFacts
-    environment: Environment
-    loads: tuple[PackageLoad, ...]
-    findings: tuple[Finding, ...]
-    # Every path outside the environment's ELF files the loader looked at, and the environment's
-    # ELF files outside site-packages (a conda prefix's), with what was there (None: nothing): a
-    # cached result holds only while each is unchanged (results.py).
-    probed: tuple[tuple[str, Identity], ...] = ()
-    cache_error: Optional[str] = None  # why the facts cache could not be written; such a result is not cached
 
 
 def examine(
@@ -63,7 +54,8 @@ def examine(
     judgement = judge(env, host)
     findings = judgement.findings
     if cache_error:
-        findings = sort_findings(findings + (Finding("environment", "info", "cache", cache_error),))
+        unwritable = Finding(Check.ENVIRONMENT, Severity.INFO, Subject(scope=Scope.CACHE), CacheUnwritable(cache_error))
+        findings = sort_findings(findings + (unwritable,))
     return Diagnosis(host, env, judgement.loads, findings, tuple(probed.items()), cache_error)
 
 

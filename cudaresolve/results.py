@@ -35,6 +35,9 @@ rewritten. An unwritable cache costs speed, never the answer.
 Stored is the rendered report (text, text in colour, JSON, both exit statuses): loading it is a
 few string copies, and a hit imports neither the checks, the loader nor the ELF reader. A
 diagnosis made while the facts cache could not be written, or while the tree changed, is not kept.
+
+May import: env/ (identity, tree walk, store), output/doctor.py (`Report`) and, for a fresh
+diagnosis only, doctor.py; nothing imports this but the commands and integrations.
 """
 
 from __future__ import annotations
@@ -44,11 +47,12 @@ import os
 import stat
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional
 
 import cudaresolve
 from cudaresolve import __version__
 from cudaresolve import data as data_package
+from cudaresolve.env.identity import Identity, identity_of, path_identity
 from cudaresolve.env.store import default_cache_dir, dumps_plain, loads_plain, store_entry
 from cudaresolve.env.tree import distinct_directories, shared_object_entries
 from cudaresolve.output.doctor import Report
@@ -65,24 +69,6 @@ LD_SO_CACHE = "/etc/ld.so.cache"
 LAYOUT_DIRECTORIES = ("/lib", "/lib64", "/usr/lib")
 DIST_INFO_FILES = ("METADATA", "RECORD", "INSTALLER")  # what env/distributions.py reads
 TIMESTAMP_SLACK = 2.0  # seconds; coarser than any file system's timestamp tick
-
-# (size, mtime_ns, inode, device, mode); None: no file there; a string: why it could not be stat-ed;
-# for a symlink in the tree, (its own identity, its target's).
-Identity = Union[Tuple[int, ...], None, str, Tuple[object, object]]
-
-
-def identity_of(st: os.stat_result) -> Tuple[int, ...]:
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_mode)
-
-
-def path_identity(path: str) -> Identity:
-    """The identity of the file at `path`, symlinks followed."""
-    try:
-        return identity_of(os.stat(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        return f"errno {exc.errno}"
 
 
 class Tree(NamedTuple):

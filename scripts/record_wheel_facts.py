@@ -251,7 +251,7 @@ def read_one(path: str) -> dict:
             if weak:
                 raise SystemExit(f"{member.path}: weak versioned needs {weak[:3]}: the table cannot say so yet")
             binds.append({"file": need.file, "versions": list(need.versions), "symbols": symbols,
-                          "min_version": need.min_version})
+                          "min_version": str(need.min_version) if need.min_version else None})
         defined = sorted({f"{s.name}{'@' if s.hidden else '@@'}{s.version}" for s in member.defined
                           if s.version is not None and s.name != s.version})
         fatbin = member.fatbin

@@ -163,6 +163,13 @@ OTHERS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...], Optional[str], b
 # CuPy releases modelled per distribution (versions of data/cupy.toml's majors).
 CUPY = (("cupy-cuda11x", "13.6.0"), ("cupy-cuda12x", "13.6.0"), ("cupy-cuda12x", "14.2.0"),
         ("cupy-cuda13x", "13.6.0"), ("cupy-cuda13x", "14.2.0"))
+# CuPy's [ctk] extra, from 14.0.0 (PyPI metadata of cupy-cuda12x / cupy-cuda13x 14.0.0 and 14.2.0;
+# 13.6.0 and earlier have none): the CUDA libraries as wheels, through the cuda-toolkit metapackage.
+CUPY_CTK_SINCE = Version("14.0.0")
+CUPY_CTK = {
+    "cupy-cuda12x": "cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==12.*",
+    "cupy-cuda13x": "cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==13.*",
+}
 
 # Components built with a library (the rest are metadata-only): what each library defines.
 ELF_COMPONENTS = {
@@ -263,7 +270,7 @@ def _fatbin(variant: torch.TorchVariant) -> bytes:
 
 def _torch_library(variant: torch.TorchVariant) -> Library:
     """libtorch_cuda.so: the variant's fatbin, the CUDA libraries real torch links, bound by name@soname."""
-    major = int(variant.cuda.split(".")[0])
+    major = variant.cuda.major
     needs, search = [], []
     for name, symbol in TORCH_BINDS.items():
         row = components.for_component(name, major)[0]
@@ -319,7 +326,7 @@ def plan() -> tuple[Spec, ...]:
         for variant in release.variants:
             if version not in variant.versions:
                 continue
-            cuda = _major_minor(variant.cuda)
+            cuda = (variant.cuda.major, variant.cuda.minor)
             for requirement in variant.requires or ():
                 pinned(requirement, cuda)
             library = _torch_library(variant)
@@ -334,7 +341,7 @@ def plan() -> tuple[Spec, ...]:
         name, _, version = requirement.partition("==")
         cuda = _major_minor(version) if components.versioned_by_cuda(_component_for(name, version).name) else None
         if cuda is None:  # a library-versioned wheel: the CUDA release of a torch variant that pins it
-            cuda = next(_major_minor(v.cuda) for r in torch.load().releases for v in r.variants
+            cuda = next((v.cuda.major, v.cuda.minor) for r in torch.load().releases for v in r.variants
                         if requirement in (v.requires or ()))
         pins.setdefault((canonicalize_name(name), version), cuda)
 
@@ -365,7 +372,7 @@ def plan() -> tuple[Spec, ...]:
         row = cupy.dist(dist, version)
         major = next(m for m in cupy.load() if m.major == row.cupy_major)
         requires, extras = tuple(major.requires), ()
-        ctk = cupy.ctk_requirement(dist, version)
+        ctk = CUPY_CTK.get(dist) if Version(version) >= CUPY_CTK_SINCE else None
         if ctk:
             requires, extras = requires + (f'{ctk}; extra == "ctk"',), ("ctk",)
         python = ",".join(s for s in major.python.split(",") if s.startswith(">="))

@@ -23,6 +23,7 @@ from cudaresolve.checks.linking import (
 )
 from cudaresolve.checks.loading import load_packages
 from cudaresolve.env.environment import ElfFile, Environment
+from cudaresolve.output.findings import shown
 from test_checks_planned import PLANNED, dist, planned, so
 from test_doctor_synthetic import HOST
 
@@ -292,5 +293,5 @@ ROWS = [
 @pytest.mark.parametrize("case, check, expected", ROWS)
 def test_linking_check(case: Case, check: Callable, expected):
     env = case.environment()
-    found = [(f.check, f.severity, f.subject, f.message, f.evidence, f.fix) for f in check(env, load_packages(env))]
+    found = [tuple(shown(f)) for f in check(env, load_packages(env))]
     assert found == expected

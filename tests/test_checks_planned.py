@@ -15,17 +15,18 @@ from cudaresolve.arch import ComputeCapability
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.checks import judge, releases
-from cudaresolve.checks.advisories import check_advisories
-from cudaresolve.checks.arch_coverage import check_arch_coverage
+from cudaresolve.checks import advisories as advisory_check
+from cudaresolve.checks import arch_coverage, driver_floor, metadata
 from cudaresolve.checks.builds import cuda_builds
-from cudaresolve.checks.driver_floor import check_driver_floor
-from cudaresolve.checks.metadata import check_metadata_vs_binary
 from cudaresolve.doctor import examine
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target, target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, wheel_facts
+from cudaresolve.output.findings import FindingText, shown
+from cudaresolve.output.fixes import render_fix
+from cudaresolve.versions import CudaVersion, DriverRelease
 from test_doctor_synthetic import FOO_V1, FOO_V2, HOST, MAP_V1, MAP_V2
 from test_env_distributions import make_dist_info
 
@@ -85,7 +86,7 @@ def test_a_planned_environment_gets_the_symbol_skew_of_the_installed_one(elf_bui
     make_dist_info(site, "nvidia-foo-cu12", "1.2", files=("nvidia/foo/lib/libfoo.so.1",))
     make_dist_info(site, "consumer-pkg", "1.0", files=("consumer/lib/libconsumer.so",), requires=("nvidia-foo-cu12",))
     installed = examine(target_for_site_packages(str(site)), HOST, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "c")})
-    [installed_skew] = [f for f in installed.findings if f.check == "symbol-skew"]
+    [installed_skew] = [shown(f) for f in installed.findings if f.check == "symbol-skew"]
 
     foo = f"{PLANNED}/nvidia/foo/lib/libfoo.so.1"
     consumer = f"{PLANNED}/consumer/lib/libconsumer.so"
@@ -104,21 +105,35 @@ def test_a_planned_environment_gets_the_symbol_skew_of_the_installed_one(elf_bui
             ), None),
         ),
     )
-    planned_findings = judge(env, HOST).findings
+    planned_findings = [shown(f) for f in judge(env, HOST).findings]
     assert [f.check for f in planned_findings] == ["symbol-skew"]
-    assert planned_findings[0] == replace(
-        installed_skew,
+    assert planned_findings[0] == installed_skew._replace(
         message=installed_skew.message.replace(str(site), PLANNED),
         evidence=tuple(e.replace(str(site), PLANNED) for e in installed_skew.evidence),
     )
     assert installed_skew.message == f"libfoo.so.1: version `FOO_2.0' not found (required by {site}/consumer/lib/libconsumer.so)"
 
 
+def worded(check):
+    """A check whose findings come back as a report words them."""
+
+    def run(*args) -> list[FindingText]:
+        return [shown(finding) for finding in check(*args)]
+
+    return run
+
+
+check_advisories = worded(advisory_check.check_advisories)
+check_arch_coverage = worded(arch_coverage.check_arch_coverage)
+check_driver_floor = worded(driver_floor.check_driver_floor)
+check_metadata_vs_binary = worded(metadata.check_metadata_vs_binary)
+
+
 # -- markers and extras --------------------------------------------------------------------------------
 
 
 def on(release: str, *ccs: str) -> HostFacts:
-    return HostFacts("Linux", "x86_64", Driver(release, "test", "12.4", "test"),
+    return HostFacts("Linux", "x86_64", Driver(DriverRelease.parse(release), "test", CudaVersion(12, 4), "test"),
                      tuple(Gpu(ComputeCapability.parse(cc), "test", i) for i, cc in enumerate(ccs)))
 
 
@@ -203,7 +218,8 @@ def test_advisory_requirements_carry_markers(monkeypatch):
     )
     monkeypatch.setattr(advisories, "load", lambda: rows)
     host = on("580.65.06", "8.6")
-    found = lambda env: {f.message.split(":")[0] for f in check_advisories(env, host, cuda_builds(env))}
+    found = lambda env: {f"known problem {f.problem.advisory}"
+                         for f in advisory_check.check_advisories(env, host, cuda_builds(env))}
     arm = {**X86_64, "platform_machine": "aarch64"}
     both = (dist("numba", "0.61.2"), dist("numba-cuda", "0.15.0"))
     assert found(planned(*both)) == {"known problem unless-on-arm"}
@@ -246,9 +262,9 @@ def from_table(name: str, version: str, *requires: str) -> tuple[Distribution, t
     return dist(name, version, *requires, files=tuple(f.path for f in files)), files
 
 
-def findings_of(check: str, *releases: tuple[Distribution, tuple[ElfFile, ...]], host: HostFacts) -> list:
+def findings_of(check: str, *releases: tuple[Distribution, tuple[ElfFile, ...]], host: HostFacts) -> list[FindingText]:
     env = planned(*(d for d, _ in releases), elf_files=tuple(f for _, files in releases for f in files))
-    return [f for f in judge(env, host).findings if f.check == check]
+    return [shown(f) for f in judge(env, host).findings if f.check == check]
 
 
 def test_cudnn_on_pascal_names_the_newest_release_whose_libraries_all_carry_sm_61():
@@ -282,7 +298,8 @@ def test_no_release_of_the_table_runs_is_said_plainly():
 ])
 def test_driver_floor_names_the_newest_release_of_the_drivers_major(driver, cuda, release):
     """The CUDA 12 build of the unsuffixed CUDA 13 runtime wheel is nvidia-cuda-runtime-cu12."""
-    host = HostFacts("Linux", "x86_64", Driver(driver, "test", cuda, "test"), (Gpu(ComputeCapability.parse("8.9"), "test", 0),))
+    host = HostFacts("Linux", "x86_64", Driver(DriverRelease.parse(driver), "test", CudaVersion.parse(cuda), "test"),
+                     (Gpu(ComputeCapability.parse("8.9"), "test", 0),))
     [finding] = findings_of("driver-floor", from_table("nvidia-cuda-runtime", "13.0.96"), host=host)
     assert finding.fix == (f'upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install '
                            f'"nvidia-cuda-runtime-cu12=={release}" in place of nvidia-cuda-runtime')
@@ -381,7 +398,7 @@ def test_a_companion_the_table_holds_no_fitting_release_of_is_named_bare_and_sai
     command names it without a version and says so."""
     fixed = onnxruntime("1.31.1", ORT_CUDA13)
     env = planned(*(d for d, _ in fixed), elf_files=tuple(f for _, files in fixed for f in files))
-    command = releases.install(env, wheel_facts.find("onnxruntime-gpu", "1.26.0"), lambda names: None)
+    command = render_fix(releases.install(env, wheel_facts.find("onnxruntime-gpu", "1.26.0"), lambda names: None))
     assert command == (
         "pip uninstall nvidia-cublas nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-curand (CUDA 13 wheels), then "
         'pip install "onnxruntime-gpu[cuda,cudnn]==1.26.0" "nvidia-cublas-cu12" "nvidia-cuda-runtime-cu12" '

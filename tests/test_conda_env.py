@@ -30,7 +30,6 @@ from packaging.version import Version
 
 from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.loader import RPATH, LoaderEnv, resolve, with_program
-from cudaresolve.checks.findings import Finding
 from cudaresolve.checks.linking import check_symbol_skew
 from cudaresolve.checks.loading import load_packages
 from cudaresolve.doctor import examine
@@ -42,6 +41,8 @@ from cudaresolve.env.preloads import preloaded_libraries
 from cudaresolve.env.scan import scan_environment
 from cudaresolve.host.facts import Driver
 from cudaresolve.knowledge import components
+from cudaresolve.output.findings import FindingText, in_report_order, shown
+from cudaresolve.versions import CudaVersion, DriverRelease
 from index_server import make_wheel
 from test_checks_planned import so
 from test_doctor_synthetic import HOST
@@ -382,7 +383,7 @@ def skew_env(ext_rpath=("$ORIGIN/../nvidia/nvjitlink/lib",), cuda_version: Optio
 
 
 def skew_fix(env: Environment) -> Optional[str]:
-    [finding] = check_symbol_skew(env, load_packages(env))
+    [finding] = [shown(f) for f in check_symbol_skew(env, load_packages(env))]
     assert finding.evidence[-1] == (f"the loader picks {PREFIX}/bin/../lib/libnvJitLink.so.12 "
                                     f"(rpath of {PREFIX}/bin/python3.11), from {env.distributions[0].label}")
     return finding.fix
@@ -647,7 +648,12 @@ def in_prefix(prefix: Path, code: str) -> subprocess.CompletedProcess:
 
 
 # A driver that runs CUDA 12.8 natively, as the 12.8 libraries here need (HOST's 550 is CUDA 12.4).
-HOST_570 = replace(HOST, driver=Driver("570.86.15", "override:--driver", "12.8", "derived:branch-table"))
+HOST_570 = replace(HOST, driver=Driver(DriverRelease.parse("570.86.15"), "override:--driver", CudaVersion.parse("12.8"), "derived:branch-table"))
+
+
+def texts(diagnosis) -> tuple[FindingText, ...]:
+    """The findings of a diagnosis as the report words them, in its order."""
+    return tuple(shown(finding) for finding in in_report_order(diagnosis.findings))
 
 
 def doctor(prefix: Path, tmp_path: Path):
@@ -690,8 +696,8 @@ def test_a_conda_nvjitlink_older_than_a_wheel_needs_is_symbol_skew_naming_both(s
     assert f"{ext}: undefined symbol: __nvJitLinkComplete_12_8, version libnvJitLink.so.12" in imported.stderr
     # the doctor
     diagnosis = doctor(skew, tmp_path)
-    [skewed] = [f for f in diagnosis.findings if f.severity == "error"]
-    assert skewed == Finding(
+    [skewed] = [f for f in texts(diagnosis) if f.severity == "error"]
+    assert skewed == FindingText(
         "symbol-skew",
         "error",
         "skewpkg 1.0",
@@ -715,13 +721,13 @@ def test_both_fixes_of_the_skew_work(conda, payloads, tmp_path):
                                                                     "libnvJitLink.so.12": wheel_copy}, [])
     assert in_prefix(prefix, "import skewpkg._ext; print(skewpkg._ext.run())").stdout == "8\n"
     diagnosis = doctor(prefix, tmp_path)
-    assert [f for f in diagnosis.findings if f.severity != "info"] == []
-    [both] = [f for f in diagnosis.findings if f.check == "duplicate-library"]
+    assert [f for f in texts(diagnosis) if f.severity != "info"] == []
+    [both] = [f for f in texts(diagnosis) if f.check == "duplicate-library"]
     assert both.message == ("libnvJitLink.so.12 is installed by 2 distributions (libnvjitlink (conda), nvidia-nvjitlink-cu12); "
                             "at most one copy is found by the loader, the others are private copies or a conda package's, "
                             "which no package judged here loads")
     pip(prefix, "uninstall", "nvidia-nvjitlink-cu12")
-    assert [f.check for f in doctor(prefix, tmp_path).findings if f.severity == "error"] == ["symbol-skew"]
+    assert [f.check for f in texts(doctor(prefix, tmp_path)) if f.severity == "error"] == ["symbol-skew"]
     done = conda("install", "-n", "fixes", "libnvjitlink>=12.8", "cuda-version>=12.8", **recorded_host())
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cudaresolve doctor after conda install:" in done.stdout
@@ -729,7 +735,7 @@ def test_both_fixes_of_the_skew_work(conda, payloads, tmp_path):
     found, undefined = ldd_r_in(str(prefix / "bin" / "python"), str(ext))
     assert (found["libnvJitLink.so.12"], undefined) == (f"{prefix}/bin/../lib/libnvJitLink.so.12", [])
     assert in_prefix(prefix, "import skewpkg._ext; print(skewpkg._ext.run())").stdout == "8\n"
-    assert doctor(prefix, tmp_path).findings == ()
+    assert texts(doctor(prefix, tmp_path)) == ()
 
 
 def recorded_host() -> dict[str, str]:
@@ -749,7 +755,7 @@ def test_a_clean_prefix_has_no_findings(conda, payloads, tmp_path):
         assert undefined == [] and None not in found.values()
         assert in_prefix(prefix, f"import {module}; print({module}.run())").stdout == f"{answer}\n"
     diagnosis = doctor(prefix, tmp_path)
-    assert diagnosis.findings == ()
+    assert texts(diagnosis) == ()
     env = diagnosis.environment
     assert [(d.name, d.kind, d.label) for d in env.distributions] == [
         ("libnvjitlink", "conda", "libnvjitlink 12.8.93 (conda)"), ("nccl", "conda", "nccl 2.21.5.1 (conda)"),
@@ -775,8 +781,8 @@ def test_a_conda_nccl_beside_a_wheel_nccl_is_a_duplicate_naming_both(conda, payl
     preloaded_first = f"import ctypes; ctypes.CDLL('{wheel_copy}', ctypes.RTLD_GLOBAL); import other_pkg._ext as e; print(e.run())"
     assert in_prefix(prefix, preloaded_first).stdout == f"{WHEEL_NCCL}\n"
     diagnosis = doctor(prefix, tmp_path)
-    [clash] = [f for f in diagnosis.findings if f.check == "duplicate-library"]
-    assert clash == Finding(
+    [clash] = [f for f in texts(diagnosis) if f.check == "duplicate-library"]
+    assert clash == FindingText(
         "duplicate-library",
         "error",
         "libnccl.so.2",
@@ -795,7 +801,7 @@ def test_a_conda_nccl_beside_a_wheel_nccl_is_a_duplicate_naming_both(conda, payl
         if ".dist-info/" not in info.filename))
     required.write_bytes(data)
     pip(prefix, "install", str(required))
-    [clash] = [f for f in doctor(prefix, tmp_path).findings if f.check == "duplicate-library"]
+    [clash] = [f for f in texts(doctor(prefix, tmp_path)) if f.check == "duplicate-library"]
     assert clash.fix == "keep one build: conda remove nccl, which nothing installed requires, or install releases that share one provider"
 
 
@@ -958,7 +964,7 @@ def test_a_conda_library_without_code_for_the_gpu_is_named_as_conda_and_fixed_th
     facts = replace(so(library, soname="libcublasLt.so.13"), fatbin=fatbin("sm_75", "sm_80", "sm_90", "sm_120"))
     env = Environment(Target(site_packages=(SITE,), prefix=PREFIX, conda=True),
                       (conda_dist("libcublas", "13.1.0.3", (library,)),), (ElfFile(library, ("libcublas",), facts, None),))
-    [finding] = check_arch_coverage(env, (), host("580.65.06", "6.1"))
+    [finding] = [shown(f) for f in check_arch_coverage(env, (), host("580.65.06", "6.1"))]
     assert (finding.check, finding.severity, finding.subject) == ("arch-coverage", "error", "libcublas 13.1.0.3 (conda)")
     assert finding.fix == ('conda install "cuda-version<=12.9" (the newest CUDA that still targets 6.1 and this driver '
                            "runs; libcublas comes with the prefix's CUDA)")

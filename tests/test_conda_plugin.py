@@ -35,9 +35,9 @@ def stated(facts: HostFacts) -> dict[str, str]:
     visible GPUs, and conda's own `__cuda` from the same driver."""
     environ = {"CUDARESOLVE_GPUS": ",".join(str(gpu.compute_capability) for gpu in facts.visible_gpus)}
     if facts.driver.release:
-        environ["CUDARESOLVE_DRIVER"] = facts.driver.release
+        environ["CUDARESOLVE_DRIVER"] = str(facts.driver.release)
     if facts.driver.cuda:
-        environ["CONDA_OVERRIDE_CUDA"] = facts.driver.cuda
+        environ["CONDA_OVERRIDE_CUDA"] = str(facts.driver.cuda)
     return environ
 
 

@@ -20,22 +20,26 @@ from packaging.version import Version
 from cudaresolve.arch import ComputeCapability, PtxTarget
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable
 from cudaresolve.checks import judge
-from cudaresolve.checks.advisories import check_advisories
+from cudaresolve.checks import Diagnosis
+from cudaresolve.checks import advisories as advisory_check
+from cudaresolve.checks import arch_coverage, duplicates, mixed_majors
 from cudaresolve.binary.elf import NO_SECTIONS
-from cudaresolve.checks.arch_coverage import check_arch_coverage, check_unreadable_device_code
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.driver_floor import check_driver_floor
-from cudaresolve.checks.duplicates import check_duplicate_libraries
+from cudaresolve.checks.evidence import BuiltWith, Needs, Said
+from cudaresolve.checks.findings import Check, Finding, Severity, exit_code, sort_findings
+from cudaresolve.checks.fixes import AdvisoryFix, DriverUpgrade
 from cudaresolve.checks.loading import load_packages
-from cudaresolve.checks.findings import Finding, exit_code, sort_findings, version_list
-from cudaresolve.checks.mixed_majors import check_mixed_majors
-from cudaresolve.doctor import Diagnosis
+from cudaresolve.checks.problems import DriverTooOld, KnownBadRelease, Owner, PluginLibrariesMissing, PrivateCopies
+from cudaresolve.checks.subjects import Subject
 from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
 from cudaresolve.knowledge import advisories, toolkits
 from cudaresolve.output.doctor import render_json, render_text, use_colour
+from cudaresolve.output.findings import FindingText, report_order, shown, version_list
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 SP = "/env/site-packages"
 MARKERS = {  # CPython 3.11 on x86_64 Linux
@@ -88,12 +92,12 @@ def environment(*dists: Distribution, elf_files: tuple[ElfFile, ...] = (), probl
 
 
 def host(release: Optional[str] = None, *ccs: str, cuda: Optional[str] = None) -> HostFacts:
-    if release is not None and cuda is None:
-        cuda = toolkits.max_cuda_for_driver(release)
+    driver = DriverRelease.parse(release) if release is not None else None
+    reports = CudaVersion.parse(cuda) if cuda is not None else driver and toolkits.max_cuda_for_driver(driver)
     return HostFacts(
         system="Linux",
         machine="x86_64",
-        driver=Driver(release, "override:--driver" if release else None, cuda, "test" if cuda else None),
+        driver=Driver(driver, "override:--driver" if driver else None, reports, "test" if reports else None),
         gpus=tuple(Gpu(ComputeCapability.parse(cc), "override:--gpu", index) for index, cc in enumerate(ccs)),
     )
 
@@ -117,8 +121,24 @@ def cu126_fix(version: str) -> str:
 # -- driver-floor ------------------------------------------------------------------------------------
 
 
-def driver_floor(env: Environment, on: HostFacts) -> list[Finding]:
-    return check_driver_floor(env, cuda_builds(env), on)
+def worded(check):
+    """A check whose findings come back as a report words them."""
+
+    def run(*args) -> list[FindingText]:
+        return [shown(finding) for finding in check(*args)]
+
+    return run
+
+
+check_advisories = worded(advisory_check.check_advisories)
+check_arch_coverage = worded(arch_coverage.check_arch_coverage)
+check_unreadable_device_code = worded(arch_coverage.check_unreadable_device_code)
+check_duplicate_libraries = worded(duplicates.check_duplicate_libraries)
+check_mixed_majors = worded(mixed_majors.check_mixed_majors)
+
+
+def driver_floor(env: Environment, on: HostFacts) -> list[FindingText]:
+    return [shown(finding) for finding in check_driver_floor(env, cuda_builds(env), on)]
 
 
 def test_driver_floor_native_is_silent():
@@ -130,7 +150,7 @@ def test_driver_floor_native_is_silent():
 def test_driver_floor_minor_version_compat_is_a_warning():
     env = environment(dist("torch", "2.8.0"))
     assert driver_floor(env, host("550.144.03")) == [
-        Finding(
+        FindingText(
             "driver-floor",
             "warning",
             "torch 2.8.0",
@@ -200,7 +220,7 @@ def test_a_cuda_13_build_beside_cuda_12_wheels_is_one_mixed_majors_error_naming_
     env = environment(dist("onnxruntime-gpu", "1.31.1"), dist("nvidia-cublas-cu12", "12.9.2.10"),
                       elf_files=(provider, elf("nvidia/cublas/lib/libcublas.so.12", "nvidia-cublas-cu12",
                                                soname="libcublas.so.12")))
-    findings = judge(env, host("580.65.06", "8.9")).findings
+    findings = [shown(finding) for finding in judge(env, host("580.65.06", "8.9")).findings]
     assert [(f.severity, f.check, f.subject) for f in findings if f.severity == "error"] == [
         ("error", "mixed-majors", "onnxruntime-gpu 1.31.1")]
     [mixed] = [f for f in findings if f.check == "mixed-majors"]
@@ -226,7 +246,7 @@ def test_driver_floor_names_the_wheel_of_the_drivers_cuda_major():
 def test_driver_floor_cu121_on_driver_470_is_an_error_naming_a_variant_the_driver_runs():
     env = environment(dist("torch", "2.1.0+cu121"))
     assert driver_floor(env, host("470.82.01")) == [
-        Finding(
+        FindingText(
             "driver-floor",
             "error",
             "torch 2.1.0+cu121",
@@ -249,7 +269,7 @@ def test_driver_floor_folds_the_cuda_wheels_a_failing_package_requires():
         dist("nvidia-cufft", "12.0.0.61"),  # required by nothing: a finding of its own
     )
     found = driver_floor(env, host("550.144.03", "8.9"))
-    assert [(f.severity, f.subject) for f in sort_findings(found)] == [
+    assert [(f.severity, f.subject) for f in sorted(found, key=report_order)] == [
         ("error", "nvidia-cufft 12.0.0.61"),
         ("error", "torch 2.14.1"),
     ]
@@ -269,7 +289,7 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
     """CONDA_OVERRIDE_CUDA-style hosts: no release, only the CUDA version the driver supports."""
     env = environment(dist("nvidia-cuda-runtime-cu12", "12.8.90"), dist("nvidia-cublas", "13.1.1.3"))
     found = driver_floor(env, host(None, cuda="12.4"))
-    assert [(f.severity, f.subject, f.message.split(",")[0]) for f in sort_findings(found)] == [
+    assert [(f.severity, f.subject, f.message.split(",")[0]) for f in sorted(found, key=report_order)] == [
         ("error", "nvidia-cublas 13.1.1.3", "built for CUDA 13.0"),  # the cuBLAS cuda-toolkit 13.0.3.0 pins
         ("warning", "nvidia-cuda-runtime-cu12 12.8.90", "built for CUDA 12.8"),
     ]
@@ -282,7 +302,7 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
 def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
     env = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.14.1"))
     assert check_mixed_majors(env, cuda_builds(env), host()) == [
-        Finding(
+        FindingText(
             "mixed-majors",
             "error",
             "environment",
@@ -316,9 +336,10 @@ def test_mixed_majors_counts_extension_modules_linking_a_cudart():
 
 
 def advisory_ids(env: Environment, on: HostFacts) -> set[str]:
-    found = check_advisories(env, on, cuda_builds(env))
-    assert {f.check for f in found} <= {"advisory"}
-    return {re.match(r"known problem (\S+): ", f.message).group(1) for f in found}
+    """The advisories that apply, by their id: a finding's field, not its words."""
+    found = advisory_check.check_advisories(env, on, cuda_builds(env))
+    assert {f.check for f in found} <= {Check.ADVISORY}
+    return {f.problem.advisory for f in found if isinstance(f.problem, KnownBadRelease)}
 
 
 def test_advisory_numba_0_59_0_cooperative_groups_cache():
@@ -386,7 +407,7 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
     found = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1"))
     assert [f.subject for f in found] == ["other-kernels 1.0", "torch 2.14.1"]
     torch = found[1]
-    assert torch == Finding(
+    assert torch == FindingText(
         "arch-coverage",
         "error",
         "torch 2.14.1",
@@ -435,10 +456,10 @@ def test_unreadable_device_code_is_said_not_taken_for_none():
                    elf("pkg/libplain.so", "pkg")),
     )
     assert check_unreadable_device_code(env) == [
-        Finding("environment", "warning", f"{SP}/pkg/libk.so",
+        FindingText("environment", "warning", f"{SP}/pkg/libk.so",
                 f"device code partly unreadable ({note}): its GPU coverage is judged on what could be read",
                 (note, "installed by pkg 1.0")),
-        Finding("environment", "info", "pkg 1.0",
+        FindingText("environment", "info", "pkg 1.0",
                 "1 library has no section header table: its device code, if any, could not be looked for",
                 (f"{SP}/pkg/libstripped.so",)),
     ]
@@ -522,7 +543,7 @@ def test_duplicate_library_counts_auditwheel_renamed_copies_but_they_never_clash
         ),
     )
     assert check_duplicate_libraries(env, load_packages(env)) == [
-        Finding(
+        FindingText(
             "duplicate-library",
             "info",
             "libgomp.so.1",
@@ -594,25 +615,25 @@ def test_judge_reports_scan_problems_and_an_absent_driver():
         problems=(Problem(f"{SP}/bad-1.0.dist-info", "METADATA has no Version"),),
     )
     no_gpu = host().with_notes(Note("nvml", "libnvidia-ml.so.1 not found"))
-    assert judge(env, no_gpu).findings == (
-        Finding("environment", "warning", f"{SP}/bad-1.0.dist-info", "METADATA has no Version"),
-        Finding("environment", "warning", f"{SP}/x/libbad.so",
+    assert tuple(shown(finding) for finding in judge(env, no_gpu).findings) == (
+        FindingText("environment", "warning", f"{SP}/bad-1.0.dist-info", "METADATA has no Version"),
+        FindingText("environment", "warning", f"{SP}/x/libbad.so",
                 f"cannot read its binary facts: {SP}/x/libbad.so: file too short"),
-        Finding("host", "info", "host", "no NVIDIA driver or GPU found: driver and GPU checks were skipped",
+        FindingText("host", "info", "host", "no NVIDIA driver or GPU found: driver and GPU checks were skipped",
                 ("nvml: libnvidia-ml.so.1 not found",),
                 "judge for a GPU machine with --host FILE (from `cudaresolve probe --json` there) or --driver/--gpu"),
     )
 
 
 def test_version_list_names_a_few_versions_and_summarises_many():
-    assert version_list([]) == ""
-    assert version_list(["12.0.76", "12.1.105"]) == "12.0.76, 12.1.105"
-    assert version_list(["1", "2", "3", "4"]) == "1, 2, 3, 4"
-    assert version_list([f"12.{n}.0" for n in range(9)]) == "12.0.0 … 12.8.0, 9 releases"
+    assert version_list(()) == ""
+    assert version_list(("12.0.76", "12.1.105")) == "12.0.76, 12.1.105"
+    assert version_list(("1", "2", "3", "4")) == "1, 2, 3, 4"
+    assert version_list(tuple(f"12.{n}.0" for n in range(9))) == "12.0.0 … 12.8.0, 9 releases"
 
 
 def test_exit_codes():
-    error, warning, info = (Finding("c", s, "x", "m") for s in ("error", "warning", "info"))
+    error, warning, info = (Finding(Check.HOST, severity, Subject(), KnownBadRelease("x", "y")) for severity in Severity)
     assert exit_code([], strict=False) == 0
     assert exit_code([info], strict=True) == 0
     assert exit_code([warning, info], strict=False) == 0
@@ -624,13 +645,30 @@ def test_exit_codes():
 # -- rendering ---------------------------------------------------------------------------------------
 
 
+DRIVER_TOO_OLD = ("built for CUDA 13.0, which needs a driver >= 580.65.06; host has driver 550.144.03, CUDA 12.4: "
+                  + INSUFFICIENT)
+TWO_COPIES = ("libz.so.1 is installed by 2 distributions (a, b); at most one copy is found by the loader, the others "
+              "are private copies their package loads by path")
+ONE_PLUGIN = ("1 plugin library loads only on demand and needs libraries that are not on their search path (b); the "
+              "features they provide are unavailable here")
+
+
 def sample_diagnosis() -> Diagnosis:
     env = environment(dist("torch", "2.14.1"), dist("numba", "0.61.2"))
+    def about(name: str, version: str) -> Subject:
+        return Subject(distribution=canonicalize_name(name), version=Version(version))
+
     findings = sort_findings([
-        Finding("advisory", "warning", "numba 0.61.2", "known problem x: y", ("numba/numba#1",), "upgrade numba"),
-        Finding("missing-library", "info", "nvidia-cufile 1.15.1.6", "1 plugin library ...", ("a needs b",)),
-        Finding("driver-floor", "error", "torch 2.14.1", "built for CUDA 13.0", ("e1", "e2"), "upgrade the driver"),
-        Finding("duplicate-library", "warning", "libz.so.1", "two copies"),
+        Finding(Check.ADVISORY, Severity.WARNING, about("numba", "0.61.2"), KnownBadRelease("x", "y"),
+                (Said("numba/numba#1"),), AdvisoryFix("x", "upgrade numba")),
+        Finding(Check.MISSING_LIBRARY, Severity.INFO, about("nvidia-cufile", "1.15.1.6"),
+                PluginLibrariesMissing(("a",), ("b",)), (Needs("a", ("b",)),)),
+        Finding(Check.DRIVER_FLOOR, Severity.ERROR, about("torch", "2.14.1"),
+                DriverTooOld(CudaVersion(13, 0), DriverRelease.parse("580.65.06"), DriverRelease.parse("550.144.03"),
+                             CudaVersion(12, 4)),
+                (BuiltWith("e1"), BuiltWith("e2")), DriverUpgrade(DriverRelease.parse("580.65.06"))),
+        Finding(Check.DUPLICATE_LIBRARY, Severity.WARNING, Subject(file="libz.so.1"),
+                PrivateCopies(("libz.so.1",), (Owner("a"), Owner("b")))),
     ])
     return Diagnosis(host("550.144.03", "8.9", "8.6"), env, (), findings)
 
@@ -642,19 +680,19 @@ def test_render_text_summary_first_then_findings_grouped_by_severity():
         "result: 1 error, 2 warnings, 1 info",
         "",
         "ERROR",
-        "- [driver-floor] torch 2.14.1: built for CUDA 13.0",
+        "- [driver-floor] torch 2.14.1: " + DRIVER_TOO_OLD,
         "    e1",
         "    e2",
-        "    fix: upgrade the driver",
+        "    fix: upgrade the driver to >= 580.65.06",
         "",
         "WARNINGS",
         "- [advisory] numba 0.61.2: known problem x: y",
         "    numba/numba#1",
         "    fix: upgrade numba",
-        "- [duplicate-library] libz.so.1: two copies",
+        "- [duplicate-library] libz.so.1: " + TWO_COPIES,
         "",
         "INFO",
-        "- [missing-library] nvidia-cufile 1.15.1.6: 1 plugin library ...",
+        "- [missing-library] nvidia-cufile 1.15.1.6: " + ONE_PLUGIN,
         "    a needs b",
         "",
     ])
@@ -711,9 +749,15 @@ def test_render_json_schema_1():
         "check": "driver-floor",
         "severity": "error",
         "subject": "torch 2.14.1",
-        "message": "built for CUDA 13.0",
+        "message": DRIVER_TOO_OLD,
         "evidence": ["e1", "e2"],
-        "fix": "upgrade the driver",
+        "fix": "upgrade the driver to >= 580.65.06",
+        "about": {"distribution": "torch", "version": "2.14.1", "conda_version": None, "conda": False, "file": None,
+                  "libraries": [], "owners": [], "scope": None},
+        "problem": {"type": "driver-too-old", "cuda": "13.0", "floor": "580.65.06", "driver": "550.144.03",
+                    "driver_cuda": "12.4"},
+        "facts": [{"type": "built-with", "text": "e1"}, {"type": "built-with", "text": "e2"}],
+        "remedy": {"type": "driver-upgrade", "minimum": "580.65.06"},
     }
     assert [f["severity"] for f in data["findings"]] == ["error", "warning", "warning", "info"]
     assert data["findings"][2]["fix"] is None

@@ -19,15 +19,17 @@ import pytest
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.cli import main
-from cudaresolve.doctor import Diagnosis, examine
-from cudaresolve.checks.findings import Finding
+from cudaresolve.checks import Diagnosis
+from cudaresolve.doctor import examine
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, components
+from cudaresolve.output.findings import FindingText, in_report_order, shown
+from cudaresolve.versions import CudaVersion, DriverRelease
 from test_env_distributions import make_dist_info
 
 HOST = HostFacts(
-    "Linux", "x86_64", Driver("550.144.03", "override:--driver", "12.4", "derived:branch-table"),
+    "Linux", "x86_64", Driver(DriverRelease.parse("550.144.03"), "override:--driver", CudaVersion.parse("12.4"), "derived:branch-table"),
     (Gpu(ComputeCapability(8, 6), "override:--gpu", 0),),
 )
 NO_SUCH_FILE = "cannot open shared object file: No such file or directory"
@@ -38,6 +40,11 @@ MAP_V1 = "FOO_1.0 { global: foo_old; local: *; };\n"
 MAP_V2 = MAP_V1 + "FOO_2.0 { global: foo_new; } FOO_1.0;\n"
 LEAF = "int leaf(void) { return 1; }\n"
 USES_LEAF = "int leaf(void);\nint use(void) { return leaf(); }\n"
+
+
+def texts(diagnosis: Diagnosis) -> tuple[FindingText, ...]:
+    """The findings of a diagnosis as the report words them, in its order."""
+    return tuple(shown(finding) for finding in in_report_order(diagnosis.findings))
 
 
 def advisory_named(advisory_id: str) -> advisories.Advisory:
@@ -58,7 +65,7 @@ def run(site: Path, tmp_path: Path, ld_library_path: str = "", ld_preload: str =
 
 
 def by_check(diagnosis: Diagnosis) -> list[tuple[str, str, str]]:
-    return [(f.check, f.severity, f.subject) for f in diagnosis.findings]
+    return [(f.check, f.severity, f.subject) for f in texts(diagnosis)]
 
 
 def glibc_dlopen_error(path: Path, ld_library_path: str = "", ld_preload: str = "") -> str:
@@ -96,7 +103,7 @@ def foo_env(elf_builder):
 def test_clean_environment_has_no_findings(foo_env, tmp_path):
     site, _, _ = foo_env
     diagnosis = run(site, tmp_path)
-    assert diagnosis.findings == ()
+    assert texts(diagnosis) == ()
     # nvidia-foo-cu12's library is linked by the consumer, so it loads in the consumer's tree only.
     assert [(load.dist, load.preloader) for load in diagnosis.loads] == [("consumer-pkg", None)]
 
@@ -108,11 +115,11 @@ def test_stale_copy_on_ld_library_path_shadows_the_wheel_and_lacks_a_version(foo
         ("symbol-skew", "error", "consumer-pkg 1.0"),
         ("shadowing", "warning", "libfoo.so.1"),
     ]
-    skew, shadowing = diagnosis.findings
+    skew, shadowing = texts(diagnosis)
     version_error = f"{stale}/libfoo.so.1: version `FOO_2.0' not found (required by {consumer})"
     # glibc's own words for this load, from dlopen in a clean process:
     assert glibc_dlopen_error(consumer, str(stale)) == version_error
-    assert skew == Finding(
+    assert skew == FindingText(
         "symbol-skew",
         "error",
         "consumer-pkg 1.0",
@@ -124,7 +131,7 @@ def test_stale_copy_on_ld_library_path_shadows_the_wheel_and_lacks_a_version(foo
         ),
         f"remove {stale} from LD_LIBRARY_PATH: the loader takes its libfoo.so.1 first",
     )
-    assert shadowing == Finding(
+    assert shadowing == FindingText(
         "shadowing",
         "warning",
         "libfoo.so.1",
@@ -145,7 +152,7 @@ def test_a_stale_copy_in_ld_preload_is_the_one_that_binds(foo_env, tmp_path):
     diagnosis = run(site, tmp_path, ld_preload=preload)
     version_error = f"{preload}: version `FOO_2.0' not found (required by {consumer})"
     assert glibc_dlopen_error(consumer, ld_preload=preload) == version_error
-    [skew] = [f for f in diagnosis.findings if f.check == "symbol-skew"]
+    [skew] = [f for f in texts(diagnosis) if f.check == "symbol-skew"]
     assert skew.message == f"libfoo.so.1: version `FOO_2.0' not found (required by {consumer})"
     assert skew.evidence[0] == version_error
     assert skew.evidence[-1] == f"the loader picks {preload} (preloaded)"
@@ -173,14 +180,14 @@ def test_no_inline_nvjitlink_consumer(installed, elf_builder, unpacked, tmp_path
     glibc = glibc_dlopen_error(consumer)
     if installed == "12.8.93":
         assert glibc == ""
-        assert [f.check for f in diagnosis.findings] == ["driver-floor"]  # 12.8 on the host's CUDA 12.4 driver
+        assert [f.check for f in texts(diagnosis)] == ["driver-floor"]  # 12.8 on the host's CUDA 12.4 driver
         return
     assert glibc == f"{consumer}: undefined symbol: nvJitLinkDestroy, version libnvJitLink.so.12"
     assert by_check(diagnosis) == [
         ("symbol-skew", "error", "app 1.0"),
         ("advisory", "warning", "nvidia-nvjitlink-cu12 12.1.105"),
     ]
-    skew, advisory = diagnosis.findings
+    skew, advisory = texts(diagnosis)
     assert skew.message == "_ext.so: undefined symbol: nvJitLinkDestroy, version libnvJitLink.so.12"
     assert advisory.evidence == ("NVIDIA/cccl#10083", f"{consumer} references nvJitLinkDestroy@libnvJitLink.so.12")
     assert advisory.fix == advisory_named("nvjitlink-no-inline").fix
@@ -205,8 +212,8 @@ def test_copies_only_their_own_package_loads_are_private(elf_builder, tmp_path):
     make_dist_info(site, "a-pkg", "1.0", files=("a_pkg/lib/libdup.so.1",))
     make_dist_info(site, "b-pkg", "2.0", files=("b_pkg/libs/libdup.so.1",))
     diagnosis = run(site, tmp_path)
-    assert diagnosis.findings == (
-        Finding(
+    assert texts(diagnosis) == (
+        FindingText(
             "duplicate-library",
             "info",
             "libdup.so.1",
@@ -237,7 +244,7 @@ def test_a_preloaded_copy_and_another_on_a_consumers_runpath_clash(elf_builder, 
     make_dist_info(site, "other-pkg", "1.0", files=("other_pkg/_ext.cpython-311-x86_64-linux-gnu.so",
                                                      "other_pkg/lib/libnccl.so.2"))
     diagnosis = run(site, tmp_path)
-    [clash] = [f for f in diagnosis.findings if f.check == "duplicate-library"]
+    [clash] = [f for f in texts(diagnosis) if f.check == "duplicate-library"]
     assert (clash.severity, clash.subject) == ("error", "libnccl.so.2")
     assert clash.evidence == (
         f"{site}/{row.lib_dir}/libnccl.so.2 (from nvidia-nccl-cu12) is what {cupy} loads",
@@ -269,8 +276,8 @@ def test_missing_library_is_an_error_in_glibc_words(absent_env, tmp_path):
     make_dist_info(site, "c-pkg", "3.0", files=("c_pkg/_ext.cpython-311-x86_64-linux-gnu.so",))
     diagnosis = run(site, tmp_path)
     assert glibc_dlopen_error(extension) == f"libabsent.so.1: {NO_SUCH_FILE}"
-    [error] = [f for f in diagnosis.findings if f.severity == "error"]
-    assert error == Finding(
+    [error] = [f for f in texts(diagnosis) if f.severity == "error"]
+    assert error == FindingText(
         "missing-library",
         "error",
         "c-pkg 3.0",
@@ -286,8 +293,8 @@ def test_a_plugin_nothing_links_needing_an_absent_library_is_info(absent_env, tm
     extension.unlink()
     make_dist_info(site, "c-pkg", "3.0", files=("c_pkg/plugins/libc_transport.so.1",))
     diagnosis = run(site, tmp_path)
-    assert diagnosis.findings == (
-        Finding(
+    assert texts(diagnosis) == (
+        FindingText(
             "missing-library",
             "info",
             "c-pkg 3.0",
@@ -328,8 +335,8 @@ def test_cupy_14_preloads_the_wheel_library_and_nccl_is_an_optional_feature(cupy
     site, extension, cublas = cupy_env
     make_dist_info(site, "cupy-cuda12x", "14.0.0", files=("cupy/_core/x.cpython-311-x86_64-linux-gnu.so",))
     diagnosis = run(site, tmp_path)
-    assert diagnosis.findings == (
-        Finding(
+    assert texts(diagnosis) == (
+        FindingText(
             "missing-library",
             "info",
             "cupy-cuda12x 14.0.0",
@@ -355,7 +362,7 @@ def test_cupy_13_preloads_nothing_so_the_wheel_library_is_not_found(cupy_env, tm
         ("missing-library", "error", "cupy-cuda12x 13.6.0"),
         ("missing-library", "error", "cupy-cuda12x 13.6.0"),
     ]
-    cublas_error = diagnosis.findings[0]
+    cublas_error = texts(diagnosis)[0]
     assert cublas_error.message == f"x.cpython-311-x86_64-linux-gnu.so: libcublas.so.12: {NO_SUCH_FILE}"
     assert cublas_error.evidence == (
         f"{extension} needs libcublas.so.12; the environment's copy ({cublas}) is not on its search path",
@@ -412,8 +419,8 @@ def test_a_library_for_another_machine_is_reported_not_fatal(elf_builder, tmp_pa
     site = elf_builder.root / "site"
     make_dist_info(site, "d-pkg", "1.0", files=("d_pkg/libarm.so.1",))
     diagnosis = run(site, tmp_path)
-    assert diagnosis.findings == (
-        Finding("environment", "warning", str(library),
+    assert texts(diagnosis) == (
+        FindingText("environment", "warning", str(library),
                 "built for aarch64: this machine's loader cannot load it, so it was not checked",
                 ("installed by d-pkg 1.0",)),
     )
@@ -430,7 +437,7 @@ def test_a_file_the_loader_refuses_stops_the_search(foo_env, tmp_path):
         ("missing-library", "error", "consumer-pkg 1.0"),
         ("shadowing", "warning", "libfoo.so.1"),
     ]
-    assert diagnosis.findings[0] == Finding(
+    assert texts(diagnosis)[0] == FindingText(
         "missing-library",
         "error",
         "consumer-pkg 1.0",
@@ -448,7 +455,7 @@ def test_one_build_vendored_by_two_distributions_is_not_a_duplicate(elf_builder,
     site = elf_builder.root / "site"
     make_dist_info(site, "a-pkg", "1.0", files=("a_pkg/lib/libdup.so.1",))
     make_dist_info(site, "b-pkg", "2.0", files=("b_pkg/libs/libdup.so.1",))
-    assert run(site, tmp_path).findings == ()
+    assert texts(run(site, tmp_path)) == ()
 
 
 def test_cuda_core_tensor_bridge_without_torch_is_an_unused_bridge(unpacked, tmp_path):
@@ -456,8 +463,8 @@ def test_cuda_core_tensor_bridge_without_torch_is_an_unused_bridge(unpacked, tmp
     DT_NEEDED): without torch they are never imported, so no symbol-skew, one info per build."""
     site = unpacked("cuda-core==1.2.2")
     diagnosis = run(site, tmp_path)
-    assert [f for f in diagnosis.findings if f.check == "symbol-skew"] == []
-    bridges = [f for f in diagnosis.findings if f.check == "bridge"]
+    assert [f for f in texts(diagnosis) if f.check == "symbol-skew"] == []
+    bridges = [f for f in texts(diagnosis) if f.check == "bridge"]
     assert [(f.severity, f.subject) for f in bridges] == [("info", "cuda-core 1.2.2")] * 2
     assert all("binds 25 symbols of torch, which is not installed" in f.message for f in bridges)
     # glibc: the bridge cannot load on its own (no DT_NEEDED provides aoti_torch_*), only once torch is loaded

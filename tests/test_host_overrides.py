@@ -8,6 +8,7 @@ from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver
 from cudaresolve.host.overrides import Overrides, overrides_from
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 
 def test_nothing_stated():
@@ -24,11 +25,11 @@ def test_flags_beat_cudaresolve_variables_beat_the_ecosystem():
         "CONDA_OVERRIDE_CUDA_ARCH": "7.5",
     }
     stated = overrides_from("570.86.15", None, ["8.6"], environ)
-    assert stated.driver == Driver("570.86.15", "override:--driver", "12.4", "override:CUDARESOLVE_CUDA")
+    assert stated.driver == Driver(DriverRelease.parse("570.86.15"), "override:--driver", CudaVersion.parse("12.4"), "override:CUDARESOLVE_CUDA")
     assert [(str(g.compute_capability), g.source, g.index) for g in stated.gpus] == [("8.6", "override:--gpu", 0)]
 
     stated = overrides_from(None, None, [], environ)
-    assert stated.driver == Driver("550.144.03", "override:CUDARESOLVE_DRIVER", "12.4", "override:CUDARESOLVE_CUDA")
+    assert stated.driver == Driver(DriverRelease.parse("550.144.03"), "override:CUDARESOLVE_DRIVER", CudaVersion.parse("12.4"), "override:CUDARESOLVE_CUDA")
     assert [(str(g.compute_capability), g.source) for g in stated.gpus] == [
         ("8.0", "override:CUDARESOLVE_GPUS"),
         ("9.0", "override:CUDARESOLVE_GPUS"),
@@ -37,7 +38,8 @@ def test_flags_beat_cudaresolve_variables_beat_the_ecosystem():
     ecosystem = {key: value for key, value in environ.items() if not key.startswith("CUDARESOLVE_")}
     stated = overrides_from(None, None, [], ecosystem)
     assert stated.driver == Driver(
-        "535.104.05", "override:UV_CUDA_DRIVER_VERSION", "12.2", "override:CONDA_OVERRIDE_CUDA"
+        DriverRelease.parse("535.104.05"), "override:UV_CUDA_DRIVER_VERSION", CudaVersion.parse("12.2"),
+        "override:CONDA_OVERRIDE_CUDA"
     )
     assert [(g.compute_capability, g.source) for g in stated.gpus] == [
         (ComputeCapability(7, 5), "override:CONDA_OVERRIDE_CUDA_ARCH")
@@ -46,7 +48,7 @@ def test_flags_beat_cudaresolve_variables_beat_the_ecosystem():
 
 def test_one_driver_fact_stated_leaves_the_other_open():
     stated = overrides_from(None, "12", [], {})
-    assert stated.driver == Driver(None, None, "12.0", "override:--cuda")
+    assert stated.driver == Driver(None, None, CudaVersion.parse("12.0"), "override:--cuda")
     assert stated.gpus is None
 
 
@@ -61,8 +63,8 @@ def test_empty_variables_state_none():
 
 
 def test_cuda_forms():
-    assert overrides_from(None, "12.4.1", [], {}).driver.cuda == "12.4"
-    assert overrides_from(None, None, [], {"CONDA_OVERRIDE_CUDA": "11.8"}).driver.cuda == "11.8"
+    assert overrides_from(None, "12.4.1", [], {}).driver.cuda == CudaVersion(12, 4)
+    assert overrides_from(None, None, [], {"CONDA_OVERRIDE_CUDA": "11.8"}).driver.cuda == CudaVersion(11, 8)
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from cudaresolve.host.probe import (
     probe,
 )
 from cudaresolve.host.readers import CommandResult, Readers, SourceUnavailable, read_nvml
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 HOST = Path(__file__).parent / "fixtures" / "host"
 OVERRIDE_VARIABLES = (
@@ -174,7 +175,7 @@ def test_a100_mig_one_nvml_session_answers_everything():
     asked = []
     facts = host_for(readers=machine(nvml="nvml/535.216.01-a100-mig.json", asked=asked), environ={})
     assert asked == ["nvml"]
-    assert facts.driver == Driver("535.216.01", "nvml", "12.2", "nvml")
+    assert facts.driver == Driver(DriverRelease.parse("535.216.01"), "nvml", CudaVersion.parse("12.2"), "nvml")
     (a100,) = facts.gpus
     assert (a100.index, a100.name, str(a100.compute_capability), a100.memory_mib, a100.uuid, a100.mig_mode) == (
         0,
@@ -197,7 +198,7 @@ def test_a100_mig_one_nvml_session_answers_everything():
 def test_mixed_gpus_with_cuda_visible_devices():
     environ = {"CUDA_VISIBLE_DEVICES": "GPU-7518f6b0-991f-ce2b-3d37-c779130d3137"}
     facts = host_for(readers=machine(nvml="nvml/570.86.15-titanv-rtx5880.json"), environ=environ)
-    assert facts.driver == Driver("570.86.15", "nvml", "12.8", "nvml")
+    assert facts.driver == Driver(DriverRelease.parse("570.86.15"), "nvml", CudaVersion.parse("12.8"), "nvml")
     assert [(g.name, str(g.compute_capability), g.mig_mode, g.visible) for g in facts.gpus] == [
         ("NVIDIA TITAN V", "7.0", None, False),
         ("NVIDIA RTX 5880 Ada Generation", "8.9", None, True),
@@ -222,7 +223,7 @@ def test_driver_library_mismatch_after_an_update_without_reboot():
     )
     facts = host_for(readers=readers, environ={})
     # The loaded kernel module is what runs; libcuda still tells the user-space CUDA version.
-    assert facts.driver == Driver("470.103.01", "sysfs", "11.4", "libcuda")
+    assert facts.driver == Driver(DriverRelease.parse("470.103.01"), "sysfs", CudaVersion.parse("11.4"), "libcuda")
     assert facts.gpus == ()
     assert asked == ["nvml", SYSFS_VERSION, PROCFS_VERSION, "libcuda", " ".join(SMI_CSV[1:]), " ".join(SMI_XML[1:])]
     assert facts.notes == (
@@ -235,7 +236,7 @@ def test_driver_library_mismatch_after_an_update_without_reboot():
 def test_wsl_nvidia_smi_only():
     readers = machine(commands={SMI_CSV: (0, "smi/510.06-wsl.csv"), SMI_XML: (0, "smi/510.06-wsl.xml")})
     facts = host_for(readers=readers, environ={})
-    assert facts.driver == Driver("510.06", "nvidia-smi", "11.6", "nvidia-smi")
+    assert facts.driver == Driver(DriverRelease.parse("510.06"), "nvidia-smi", CudaVersion.parse("11.6"), "nvidia-smi")
     (gpu,) = facts.gpus
     assert (gpu.name, str(gpu.compute_capability), gpu.uuid, gpu.source) == (
         "NVIDIA GeForce GTX 1650 Ti with Max-Q Design",
@@ -267,7 +268,7 @@ def test_jetson_jetpack5_libcuda_answers_without_nvml():
     facts = host_for(readers=readers, environ={})
     assert "nvml" not in asked
     assert facts.tegra is True
-    assert facts.driver == Driver(None, None, "12.9", "libcuda")
+    assert facts.driver == Driver(None, None, CudaVersion.parse("12.9"), "libcuda")
     assert [(g.name, str(g.compute_capability), g.memory_mib) for g in facts.gpus] == [("Orin", "8.7", 54792)]
     assert facts.notes[0].message == "Jetson/Tegra (L4T 35.4.1): no NVML here, libcuda reports the driver and GPU"
     assert facts.notes[-1] == Note(
@@ -283,7 +284,7 @@ def test_jetson_jetpack6_release_from_procfs():
         asked=asked,
     )
     facts = host_for(readers=readers, environ={})
-    assert facts.driver == Driver("540.4.0", "procfs", "12.9", "libcuda")
+    assert facts.driver == Driver(DriverRelease.parse("540.4.0"), "procfs", CudaVersion.parse("12.9"), "libcuda")
     assert asked == [SYSFS_VERSION, PROCFS_VERSION, "libcuda"]
 
 
@@ -292,7 +293,7 @@ def test_jetson_is_not_derived_from_the_desktop_branch_table():
         files={DEVICE_TREE_COMPATIBLE: "tegra/compatible-agx-orin.bin", PROCFS_VERSION: "procfs/540.4.0-jetson.txt"}
     )
     facts = host_for(readers=readers, environ={})
-    assert facts.driver == Driver("540.4.0", "procfs")
+    assert facts.driver == Driver(DriverRelease.parse("540.4.0"), "procfs")
     assert facts.notes[-1] == Note(
         "derived:branch-table", "not used on Jetson/Tegra; the CUDA version is unknown"
     )
@@ -300,12 +301,12 @@ def test_jetson_is_not_derived_from_the_desktop_branch_table():
 
 def test_release_alone_derives_the_cuda_version():
     facts = host_for(readers=machine(files={SYSFS_VERSION: "sysfs/590.48.01.txt"}), environ={})
-    assert facts.driver == Driver("590.48.01", "sysfs", "13.1", "derived:branch-table")
+    assert facts.driver == Driver(DriverRelease.parse("590.48.01"), "sysfs", CudaVersion.parse("13.1"), "derived:branch-table")
 
 
 def test_release_older_than_the_table_is_a_note():
     facts = host_for(driver="390.157", gpus=["6.1"], readers=machine(), environ={})
-    assert facts.driver == Driver("390.157", "override:--driver")
+    assert facts.driver == Driver(DriverRelease.parse("390.157"), "override:--driver")
     assert facts.notes[-1] == Note(
         "derived:branch-table", "driver branch 390 is not in the table; its CUDA version is unknown"
     )
@@ -316,7 +317,7 @@ def test_stated_driver_still_probes_the_gpus_only():
     readers = machine(nvml="nvml/570.86.15-titanv-rtx5880.json", asked=asked)
     facts = host_for(driver="535.104.05", readers=readers, environ={})
     assert asked == ["nvml"]
-    assert facts.driver == Driver("535.104.05", "override:--driver", "12.2", "derived:branch-table")
+    assert facts.driver == Driver(DriverRelease.parse("535.104.05"), "override:--driver", CudaVersion.parse("12.2"), "derived:branch-table")
     assert [str(g.compute_capability) for g in facts.gpus] == ["7.0", "8.9"]
 
 
@@ -325,7 +326,7 @@ def test_stated_everything_probes_nothing():
     environ = {"CUDA_VISIBLE_DEVICES": ""}
     facts = host_for(driver="535.104.05", gpus=["8.6"], readers=machine(asked=asked), environ=environ)
     assert asked == []
-    assert facts.driver == Driver("535.104.05", "override:--driver", "12.2", "derived:branch-table")
+    assert facts.driver == Driver(DriverRelease.parse("535.104.05"), "override:--driver", CudaVersion.parse("12.2"), "derived:branch-table")
     assert [(str(g.compute_capability), g.source, g.visible) for g in facts.gpus] == [("8.6", "override:--gpu", True)]
     assert facts.cuda_visible_devices is None
     assert facts.notes == (Note("probe", "not run: the overrides state the driver and the GPUs"),)
@@ -345,7 +346,7 @@ def test_host_file_round_trip_and_overrides_on_top(tmp_path):
     assert host_for(host_file="-", environ={}, stdin=io.StringIO(probed.to_json())) == probed
     # Overrides apply on top; the file's driver CUDA version goes with its driver.
     moved = host_for(host_file=str(path), driver="550.144.03", gpus=["9.0"], environ={})
-    assert moved.driver == Driver("550.144.03", "override:--driver", "12.4", "derived:branch-table")
+    assert moved.driver == Driver(DriverRelease.parse("550.144.03"), "override:--driver", CudaVersion.parse("12.4"), "derived:branch-table")
     assert [(str(g.compute_capability), g.source) for g in moved.gpus] == [("9.0", "override:--gpu")]
 
 

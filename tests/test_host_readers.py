@@ -78,7 +78,7 @@ def fake_driver(elf_builder):
 
 def test_libcuda_child_enumerates_every_device(fake_driver):
     reading = parse_libcuda(run_libcuda(fake_driver, timeout=60))
-    assert reading.cuda == "12.4"
+    assert str(reading.cuda) == "12.4"
     assert [(g.index, g.name, str(g.compute_capability), g.memory_mib, g.uuid) for g in reading.gpus] == [
         (0, "Tesla T4", "7.5", 14917, "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"),
         (1, "NVIDIA GeForce RTX 3090", "8.6", 24259, None),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, MigDevice, Note
 from cudaresolve.output.host import render_host
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 
 def test_render_gpus_driver_sources_and_notes():
@@ -13,7 +14,7 @@ def test_render_gpus_driver_sources_and_notes():
         system="Linux",
         machine="x86_64",
         glibc="2.35",
-        driver=Driver("535.216.01", "sysfs", "12.2", "nvml"),
+        driver=Driver(DriverRelease.parse("535.216.01"), "sysfs", CudaVersion.parse("12.2"), "nvml"),
         gpus=(
             Gpu(
                 ComputeCapability(7, 0),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +21,12 @@ from cudaresolve.host.sources import (
     parse_sysfs,
     parse_tegra,
 )
+
+
+def shown(value: object) -> Optional[str]:
+    """A reading's driver release or CUDA version as text, the way the host JSON writes it."""
+    return None if value is None else str(value)
+
 
 HOST = Path(__file__).parent / "fixtures" / "host"
 
@@ -40,7 +47,7 @@ def fixture(name: str) -> str:
 )
 def test_procfs_release_from_proprietary_and_open_modules(name, release):
     reading = parse_procfs(fixture(name))
-    assert (reading.source, reading.release, reading.cuda, reading.gpus, reading.notes) == (
+    assert (reading.source, shown(reading.release), shown(reading.cuda), reading.gpus, reading.notes) == (
         "procfs",
         release,
         None,
@@ -63,19 +70,19 @@ def test_procfs_malformed_is_a_note_with_the_line():
     "name, release", [("sysfs/470.103.01.txt", "470.103.01"), ("sysfs/590.48.01.txt", "590.48.01")]
 )
 def test_sysfs_release(name, release):
-    assert parse_sysfs(fixture(name)).release == release
+    assert shown(parse_sysfs(fixture(name)).release) == release
 
 
 def test_sysfs_malformed_is_a_note():
     reading = parse_sysfs("\nnvidia 550\n")
-    assert reading.release is None
+    assert shown(reading.release) is None
     assert reading.notes == (Note("sysfs", "not a driver release", "nvidia 550"),)
 
 
 def test_smi_csv_reads_every_row_by_header_not_position():
     reading = parse_smi_csv(fixture("smi/570.86.15-titanv-rtx5880.csv"))
-    assert reading.release == "570.86.15"
-    assert reading.cuda is None
+    assert shown(reading.release) == "570.86.15"
+    assert shown(reading.cuda) is None
     assert [(g.index, g.name, str(g.compute_capability), g.source) for g in reading.gpus] == [
         (0, "NVIDIA TITAN V", "7.0", "nvidia-smi"),
         (1, "NVIDIA RTX 5880 Ada Generation", "8.9", "nvidia-smi"),
@@ -85,7 +92,7 @@ def test_smi_csv_reads_every_row_by_header_not_position():
 
 def test_smi_csv_eight_mixed_gpus():
     reading = parse_smi_csv(fixture("smi/550.54.15-mixed8.csv"))
-    assert reading.release == "550.54.15"
+    assert shown(reading.release) == "550.54.15"
     assert [str(g.compute_capability) for g in reading.gpus] == ["7.0", "8.6", "7.0", "7.0", "8.0", "8.0", "8.0", "8.0"]
     assert [g.index for g in reading.gpus] == list(range(8))
 
@@ -127,7 +134,7 @@ def test_smi_csv_all_rows_bad_does_not_claim_no_gpus():
 
 def test_smi_csv_error_text_is_not_mistaken_for_csv():
     reading = parse_smi_csv(fixture("smi/470.182.03-no-compute-cap.txt"))
-    assert (reading.release, reading.gpus) == (None, None)
+    assert (shown(reading.release), reading.gpus) == (None, None)
     assert reading.notes == (Note("nvidia-smi", "no CSV header", 'Field "compute_cap" is not a valid field to query.'),)
 
 
@@ -141,13 +148,13 @@ def test_smi_csv_error_text_is_not_mistaken_for_csv():
 )
 def test_smi_xml_gives_the_driver_cuda_version(name, release, cuda):
     reading = parse_smi_xml(fixture(name))
-    assert (reading.release, reading.cuda, reading.gpus, reading.notes) == (release, cuda, None, ())
+    assert (shown(reading.release), shown(reading.cuda), reading.gpus, reading.notes) == (release, cuda, None, ())
 
 
 def test_smi_xml_malformed_names_the_line():
     text = fixture("smi/590.44.01-rtxpro6000.xml").replace("Blackwell Max-Q", "Blackwell & Max-Q")
     reading = parse_smi_xml(text)
-    assert reading.release is None
+    assert shown(reading.release) is None
     assert len(reading.notes) == 1
     assert reading.notes[0].message.startswith("XML does not parse (not well-formed (invalid token)")
     assert reading.notes[0].line == (
@@ -159,7 +166,7 @@ def test_smi_xml_cuda_err_is_a_note():
     # WSL after a broken update prints "CUDA Version: ERR!" (microsoft/WSL#11589).
     text = fixture("smi/510.06-wsl.xml").replace("<cuda_version>11.6", "<cuda_version>ERR!")
     reading = parse_smi_xml(text)
-    assert (reading.release, reading.cuda) == ("510.06", None)
+    assert (shown(reading.release), shown(reading.cuda)) == ("510.06", None)
     assert reading.notes == (
         Note("nvidia-smi", "cuda_version is not a CUDA version", "<cuda_version>ERR!</cuda_version>"),
     )
@@ -167,7 +174,7 @@ def test_smi_xml_cuda_err_is_a_note():
 
 def test_libcuda_jetson_orin():
     reading = parse_libcuda(fixture("libcuda/12090-orin.json"))
-    assert (reading.release, reading.cuda) == (None, "12.9")
+    assert (shown(reading.release), shown(reading.cuda)) == (None, "12.9")
     (orin,) = reading.gpus
     assert (orin.name, orin.compute_capability, orin.memory_mib, orin.uuid, orin.source) == (
         "Orin",
@@ -180,13 +187,13 @@ def test_libcuda_jetson_orin():
 
 def test_libcuda_no_device_means_no_gpus_not_unknown():
     reading = parse_libcuda(fixture("libcuda/no-device.json"))
-    assert (reading.cuda, reading.gpus) == ("12.4", ())
+    assert (shown(reading.cuda), reading.gpus) == ("12.4", ())
     assert reading.notes == (Note("libcuda", "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"),)
 
 
 def test_libcuda_other_init_failure_leaves_gpus_unknown():
     reading = parse_libcuda('{"driver_version": 12080, "init_error": {"code": 999, "name": "CUDA_ERROR_UNKNOWN"}}')
-    assert (reading.cuda, reading.gpus) == ("12.8", None)
+    assert (shown(reading.cuda), reading.gpus) == ("12.8", None)
 
 
 def test_libcuda_garbage_output_is_a_note():
@@ -207,7 +214,7 @@ def test_tegra_detection():
 
 @pytest.mark.parametrize("value, text", [(12040, "12.4"), (13010, "13.1"), (11080, "11.8"), (0, None), (999999, None)])
 def test_cuda_from_int(value, text):
-    assert cuda_from_int(value) == text
+    assert shown(cuda_from_int(value)) == text
 
 
 @settings(max_examples=150, deadline=None)

@@ -13,6 +13,7 @@ from cudaresolve.index.access import open_index
 from cudaresolve.index.config import IndexSettings, index_config
 from cudaresolve.index.http import IndexAccessError
 from cudaresolve.index.pages import ProjectFile
+from cudaresolve.versions import CudaVersion
 
 pytestmark = pytest.mark.registry
 
@@ -77,7 +78,7 @@ def test_binary_facts_of_a_wheel_read_once_agree_with_the_table_then_come_from_t
         return need.min_version, need.symbols
 
     table = from_record(wheel_facts.find(file.name, str(file.version), file.filename))
-    assert nvjitlink_need(read)[0] == "12.4" and "__nvJitLinkComplete_12_4" in nvjitlink_need(read)[1]
+    assert nvjitlink_need(read)[0] == CudaVersion(12, 4) and "__nvJitLinkComplete_12_4" in nvjitlink_need(read)[1]
     assert nvjitlink_need(read) == nvjitlink_need(table)
     again = registry(offline=True)  # a new session: nothing but the cache
     cached = again.binary_facts(file, deep=True)

@@ -33,6 +33,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.host.probe import host_for
 from cudaresolve.host.readers import SourceUnavailable, locate_nvidia_smi
 from cudaresolve.output.host import render_host
+from cudaresolve.versions import DriverRelease
 
 CASES = 2000
 FUZZ = settings(
@@ -443,7 +444,7 @@ def test_the_seeds_are_read_whole(tmp_path, wheel_bytes):
     from cudaresolve.index.config import read_project as read_settings
     from cudaresolve.resolve.requirements import read_project, read_requirements_file
 
-    assert host_for(host_file="-", environ={}, stdin=io.StringIO(json.dumps(HOST))).driver.release == "570.86.15"
+    assert host_for(host_file="-", environ={}, stdin=io.StringIO(json.dumps(HOST))).driver.release == DriverRelease.parse("570.86.15")
     (tmp_path / "pyproject.toml").write_bytes(PYPROJECT)
     assert tuple(str(need.requirement) for need in read_project(str(tmp_path), ["gpu"], ["dev"]).requirements) == (
         "torch>=2", 'numpy; python_version >= "3.10"', "cupy-cuda12x", "pytest>=7", "ruff", "sphinx")

@@ -14,10 +14,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, files, gpus, toolkits, torch,
-                                   wheel_facts)
+from cudaresolve.env.example import example_environment
+from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, files, gpus, toolkit_pins,
+                                   toolkits, torch, wheel_facts)
 from cudaresolve.arch import ComputeCapability, parse_arch_list
 from cudaresolve.errors import DataError, UsageError
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,72 +27,97 @@ else:
     import tomli as tomllib
 
 
+TABLES = (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins, compilers, compiler_users)
+NAMES = sorted(p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml"))
+
+
 def raw(name: str) -> dict:
     return tomllib.loads(resources.files("cudaresolve.data").joinpath(name).read_text())
 
 
 def test_everything_loads():
-    files.load_all()
+    for table in TABLES:
+        table.load()
 
 
 # -- provenance -------------------------------------------------------------------------------------
 
 
 def test_every_file_and_top_level_table_names_source_and_confidence():
-    for name in files.NAMES:
+    for name in NAMES:
         data = raw(name)
         for table in [data] + [value for value in data.values() if isinstance(value, dict)]:
             assert table["source"].strip() and table["confidence"] in ("H", "M", "L"), name
     # No URL in the data: index bases come from configuration, sources are named, not linked.
-    for name in files.NAMES:
+    for name in NAMES:
         assert "://" not in resources.files("cudaresolve.data").joinpath(name).read_text(), name
 
 
-def test_data_files_are_the_ones_shipped():
-    shipped = {p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml")}
-    assert shipped == set(files.NAMES)
+def test_every_shipped_data_file_is_read(monkeypatch):
+    """Each table module and the built-in example read their files through `files.read`: together,
+    every file shipped in cudaresolve.data and nothing else."""
+    read = []
+    real = files.read
+    monkeypatch.setattr(files, "read", lambda name, cls: read.append(name) or real(name, cls))
+    for table in TABLES:
+        table.load.cache_clear()
+    try:
+        for table in TABLES:
+            table.load()
+        example_environment()
+    finally:
+        for table in TABLES:
+            table.load.cache_clear()
+    assert sorted(set(read)) == NAMES
 
 
 # -- toolkits and drivers ---------------------------------------------------------------------------
 
 
+def cuda(text: str) -> CudaVersion:
+    return CudaVersion.parse(text)
+
+
+def driver(text: str) -> DriverRelease:
+    return DriverRelease.parse(text)
+
+
 def test_toolkit_list_is_complete_and_ordered():
     versions = [t.version for t in toolkits.known()]
-    assert versions[0] == "11.0" and versions[-1] == "13.4"
-    assert "12.7" not in versions
+    assert versions[0] == cuda("11.0") and versions[-1] == cuda("13.4")
+    assert cuda("12.7") not in versions
     assert len(versions) == 23  # 11.0-11.8, 12.0-12.6, 12.8, 12.9, 13.0-13.4
-    assert versions == sorted(versions, key=Version)
+    assert versions == sorted(versions)
 
 
 def test_ga_drivers_rise_with_the_toolkit_and_report_their_own_cuda():
-    drivers = [Version(t.ga_driver) for t in toolkits.known()]
+    drivers = [t.ga_driver for t in toolkits.known()]
     assert drivers == sorted(drivers)
     # Table 3 (GA drivers) and the branch table were transcribed separately: they must agree.
     for t in toolkits.known():
-        ga = t.ga_driver if "." in t.ga_driver else f"{t.ga_driver}.0"  # 13.3/13.4: only the branch is known
-        assert toolkits.max_cuda_for_driver(ga) == t.version, t
+        assert toolkits.max_cuda_for_driver(t.ga_driver) == t.version, t  # 13.3/13.4: only the branch is known
         for update in t.updates:
             assert toolkits.max_cuda_for_driver(update.driver) == t.version, update
-            assert toolkits.get(update.release) == t
+            assert toolkits.get(cuda(update.release)) == t
 
 
 def test_branch_table_is_monotonic():
     branches = toolkits.load().branches
     assert [b for b, _ in branches] == sorted({b for b, _ in branches})
-    cudas = [Version(c) for _, c in branches]
+    cudas = [c for _, c in branches]
     assert cudas == sorted(set(cudas))
-    assert branches[-1] == (615, "13.4") and branches[0] == (450, "11.0")
+    assert branches[-1] == (615, cuda("13.4")) and branches[0] == (450, cuda("11.0"))
 
 
 def test_family_floors_and_their_toolkits():
-    assert toolkits.family_floor(11) == "450.80.02"
-    assert toolkits.family_floor(12) == "525.60.13"
-    assert toolkits.family_floor(13) == "580.65.06"
+    assert toolkits.family_floor(11) == driver("450.80.02")
+    assert toolkits.family_floor(12) == driver("525.60.13")
+    assert toolkits.family_floor(13) == driver("580.65.06")
     assert toolkits.family_floor(10) is None
     for t in toolkits.known():
         assert t.family_floor == toolkits.family_floor(t.major)
-        first = toolkits.get(f"{t.major}.0")
-        assert Version(t.family_floor) >= Version(first.ga_driver)
+        first = toolkits.get(CudaVersion(t.major, 0))
+        assert t.family_floor >= first.ga_driver
 
 
 def test_ptx_isa_rises_with_the_toolkit():
@@ -106,35 +133,39 @@ def test_ptx_isa_rises_with_the_toolkit():
 )
 def test_toolkit_for_ptx_isa(isa, toolkit):
     found = toolkits.for_ptx_isa(isa)
-    assert (found.version if found else None) == toolkit
+    assert (str(found.version) if found else None) == toolkit
 
 
-@pytest.mark.parametrize("cuda, isa", [("12.4", "8.4"), ("12.8", "8.7"), ("12.9.1", "8.8"), ("13.0", "9.0"), ("12.7", "8.6"),
-                                       ("13.4", "9.4"), ("13.5", None)])
-def test_ptx_isa_of_a_cuda_version_is_the_ceiling_of_a_driver_reporting_it(cuda, isa):
-    assert toolkits.ptx_isa(cuda) == isa
+@pytest.mark.parametrize("version, isa", [("12.4", "8.4"), ("12.8", "8.7"), ("12.9.1", "8.8"), ("13.0", "9.0"),
+                                          ("12.7", "8.6"), ("13.4", "9.4"), ("13.5", None)])
+def test_ptx_isa_of_a_cuda_version_is_the_ceiling_of_a_driver_reporting_it(version, isa):
+    assert toolkits.ptx_isa(cuda(version)) == isa
 
 
 def test_the_newest_ptx_a_driver_loads_follows_its_branch():
-    newest = {release: toolkits.ptx_isa(toolkits.max_cuda_for_driver(release))
+    newest = {release: toolkits.ptx_isa(toolkits.max_cuda_for_driver(driver(release)))
               for release in ("470.256.02", "535.183.01", "550.144.03", "565.57.01", "570.124.06", "580.65.06")}
     assert newest == {"470.256.02": "7.4", "535.183.01": "8.2", "550.144.03": "8.4", "565.57.01": "8.6",
                       "570.124.06": "8.7", "580.65.06": "9.0"}
-    assert toolkits.get("12.7") is None  # a CUDA version drivers report, no toolkit
+    assert toolkits.get(cuda("12.7")) is None  # a CUDA version drivers report, no toolkit
 
 
 def test_sass_targets_parse_and_follow_the_removals():
     for t in toolkits.known():
         assert all(re.match(r"^sm_\d{2,3}[af]?$", s) for s in t.sass_targets), t.version
-    assert "sm_35" in toolkits.get("11.8").sass_targets and "sm_35" not in toolkits.get("12.0").sass_targets
-    assert "sm_120" not in toolkits.get("12.6").sass_targets and "sm_120" in toolkits.get("12.8").sass_targets
-    assert "sm_70" in toolkits.get("12.9").sass_targets and "sm_70" not in toolkits.get("13.0").sass_targets
-    assert "sm_110" in toolkits.get("13.0").sass_targets and "sm_101" in toolkits.get("12.9").sass_targets
-    assert toolkits.get("13.4").sass_targets == ()
+
+    def sass(version: str) -> tuple[str, ...]:
+        return toolkits.get(cuda(version)).sass_targets
+
+    assert "sm_35" in sass("11.8") and "sm_35" not in sass("12.0")
+    assert "sm_120" not in sass("12.6") and "sm_120" in sass("12.8")
+    assert "sm_70" in sass("12.9") and "sm_70" not in sass("13.0")
+    assert "sm_110" in sass("13.0") and "sm_101" in sass("12.9")
+    assert sass("13.4") == ()
 
 
 @pytest.mark.parametrize(
-    "release, cuda",
+    "release, version",
     [
         ("565.57.01", "12.7"),
         ("550.144.03", "12.4"),
@@ -147,12 +178,12 @@ def test_sass_targets_parse_and_follow_the_removals():
         ("440.33.01", None),
     ],
 )
-def test_max_cuda_for_driver(release, cuda):
-    assert toolkits.max_cuda_for_driver(release) == cuda
+def test_max_cuda_for_driver(release, version):
+    assert toolkits.max_cuda_for_driver(driver(release)) == (cuda(version) if version else None)
 
 
 @pytest.mark.parametrize(
-    "release, cuda, support",
+    "release, version, support",
     [
         ("470.82.01", "12.1", None),
         ("535.104.05", "12.4", "minor-compat"),
@@ -166,20 +197,18 @@ def test_max_cuda_for_driver(release, cuda):
         ("440.33.01", "10.2", None),
     ],
 )
-def test_driver_support(release, cuda, support):
-    assert toolkits.driver_support(release, cuda) == support
+def test_driver_support(release, version, support):
+    assert toolkits.driver_support(driver(release), cuda(version)) == support
 
 
 def test_toolkit_lookup_and_bad_input():
-    assert toolkits.get("12.8.1").ga_driver == "570.26"
-    assert toolkits.get("12.8").ga_driver_windows == "570.65"
-    assert toolkits.get("13.1").ga_driver_windows is None
-    assert toolkits.get("12.7") is None
-    assert toolkits.get("13.3").ga_driver == "610" and toolkits.get("13.3").confidence == "M"
+    assert str(toolkits.get(cuda("12.8.1")).ga_driver) == "570.26"
+    assert str(toolkits.get(cuda("12.8")).ga_driver_windows) == "570.65"
+    assert toolkits.get(cuda("13.1")).ga_driver_windows is None
+    assert toolkits.get(cuda("12.7")) is None
+    assert str(toolkits.get(cuda("13.3")).ga_driver) == "610" and toolkits.get(cuda("13.3")).confidence == "M"
     with pytest.raises(UsageError):
-        toolkits.get("twelve")
-    with pytest.raises(UsageError):
-        toolkits.max_cuda_for_driver("N/A")
+        toolkits.get(cuda("12"))  # a major alone names no toolkit
     with pytest.raises(UsageError):
         toolkits.for_ptx_isa("x")
 
@@ -245,7 +274,7 @@ def test_torch_requirements_match_their_variant():
         if v.requires is None:
             continue
         assert v.requires_confidence in ("H", "M", "L")
-        major = Version(v.cuda).major
+        major = v.cuda.major
         for text in v.requires:
             req = Requirement(text)
             name = canonicalize_name(req.name)
@@ -255,7 +284,7 @@ def test_torch_requirements_match_their_variant():
                 assert (int(suffix.group(1)) if suffix else 13) == major, text
             pinned = [Version(s.version) for s in req.specifier if s.operator == "=="]
             if name in ("nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime", "cuda-toolkit"):
-                assert f"{pinned[0].major}.{pinned[0].minor}" == v.cuda, (v.release, v.name, text)
+                assert CudaVersion(pinned[0].major, pinned[0].minor) == v.cuda, (v.release, v.name, text)
 
 
 @pytest.mark.parametrize(
@@ -271,7 +300,7 @@ def test_torch_requirements_match_their_variant():
 )
 def test_torch_variant_lookup(version, variant, name, cuda):
     found = torch.variant(version, variant)
-    assert (found.name, found.cuda) == (name, cuda)
+    assert (found.name, str(found.cuda)) == (name, cuda)
 
 
 @pytest.mark.parametrize("version", ["2.12.0+cu129", "2.14.2", "2.8.0+cu121", "1.13.1", "2.14.1+cpu", "3"])
@@ -300,9 +329,9 @@ def test_cupy_tables():
     for major in cupy.load():
         SpecifierSet(major.versions)
         for dist in major.dists:
-            for cuda in dist.cuda:
-                assert cuda == "10.2" or toolkits.get(cuda) is not None, (dist, cuda)
-    assert cupy.dist("cupy-cuda13x", "13.6.0").cuda == ("13.0",)
+            for version in dist.cuda:
+                assert str(version) == "10.2" or toolkits.get(version) is not None, (dist, version)
+    assert cupy.dist("cupy-cuda13x", "13.6.0").cuda == (CudaVersion(13, 0),)
     assert cupy.dist("cupy-cuda13x", "13.5.0") is None
     assert cupy.dist("cupy_cuda11x", "14.0.0") is None
     assert cupy.dist("cupy-cuda12x", "14.2.0").latest == "14.2.0"
@@ -364,7 +393,8 @@ def test_nvjitlink_and_nvrtc_release_tables():
 
 def test_preloaders_and_driver_libraries():
     cupy, torch, onnxruntime, cccl = components.preloaders()
-    assert onnxruntime.on_call == "onnxruntime.preload_dlls()"
+    assert onnxruntime.on_call == components.PythonCall("onnxruntime", "preload_dlls")
+    assert str(onnxruntime.on_call) == "onnxruntime.preload_dlls()"
     assert cccl.libraries == ("nvrtc", "nvjitlink", "cudart")
     assert cupy.search == ("site-packages", "conda-prefix", "system")
     for soname in ("libnccl.so.2", "libcutensor.so.2", "libcutensorMg.so.2"):
@@ -450,14 +480,13 @@ def test_advisory_exact_conditions():
 # -- malformed data ---------------------------------------------------------------------------------
 
 
-CACHED = tuple(module.load for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, compilers,
-                                          compiler_users))
+CACHED = tuple(module.load for module in TABLES)
 
 
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
     """A copy of the data directory that the loader reads instead of the package's, caches cleared."""
-    for name in files.NAMES:
+    for name in NAMES:
         (tmp_path / name).write_bytes(resources.files("cudaresolve.data").joinpath(name).read_bytes())
     monkeypatch.setattr(files.resources, "files", lambda package: Path(tmp_path))
     for cached in CACHED:
@@ -490,7 +519,7 @@ def edit(path: Path, old: str, new: str) -> None:
         ("advisories.toml", 'references = ["nvJitLink*@libnvJitLink.so.12"]', 'references = ["@libnvJitLink.so.12"]',
          "advisory[1].references"),
         ("components.toml", "[[component]]\nname", "[[component]\nname", "components.toml: not valid TOML"),
-        ("cupy.toml", 'ptx = ["compute_86"]', 'ptx = ["ptx_86"]', "wheel_arch.builds[0].ptx"),
+        ("cupy.toml", 'cuda = ["13.0", "13.1"', 'cuda = ["13.x", "13.1"', "major[2].dists[1].cuda: not a CUDA version"),
         ("compilers.toml", 'archs = ["3.5", "3.7",', 'archs = ["3.7", "3.5",', "compilers.toml: nvrtc.release[0].archs"),
         ("compilers.toml", 'ptx_isa = "7.7"', 'ptx_isa = "7.7.1"', "compilers.toml: nvrtc.release[0].ptx_isa"),
         ("compilers.toml", 'since = "12.3.52"', 'since = "12.3.99"', "names 12.3.99, a release not in the table"),
@@ -502,7 +531,8 @@ def edit(path: Path, old: str, new: str) -> None:
 def test_malformed_data_is_a_data_error(data_dir, file, old, new, message):
     edit(data_dir / file, old, new)
     with pytest.raises(DataError) as info:
-        files.load_all()
+        for table in TABLES:
+            table.load()
     assert message in str(info.value)
 
 
@@ -548,14 +578,14 @@ def test_toolkit_pins_give_a_library_versioned_wheels_cuda_minor():
     release below it (a lower bound); none below the first pinned release."""
     from cudaresolve.knowledge import toolkit_pins
 
-    assert toolkit_pins.cuda_of("nvidia-cufft", "12.5.0.14") == "13.5"
-    assert toolkit_pins.cuda_of("nvidia_cuFFT", "12.0.0.61") == "13.0"  # pinned by 13.0.1 … 13.0.3.0: the first
-    assert toolkit_pins.cuda_of("nvidia-cublas-cu12", "12.9.3.13") == "12.9"  # a patch after 12.9.1.4
+    assert toolkit_pins.cuda_of("nvidia-cufft", "12.5.0.14") == cuda("13.5")
+    assert toolkit_pins.cuda_of("nvidia_cuFFT", "12.0.0.61") == cuda("13.0")  # pinned by 13.0.1 … 13.0.3.0: the first
+    assert toolkit_pins.cuda_of("nvidia-cublas-cu12", "12.9.3.13") == cuda("12.9")  # a patch after 12.9.1.4
     assert toolkit_pins.cuda_of("nvidia-cublas-cu12", "12.0.0.1") is None
     assert toolkit_pins.cuda_of("nvidia-cudnn-cu12", "9.10.2.21") is None  # no toolkit pins cuDNN
-    assert toolkit_pins.for_cuda("nvidia-cufft-cu12", "12.4") == ("11.2.1.3", "11.2.0.44")
+    assert toolkit_pins.for_cuda("nvidia-cufft-cu12", cuda("12.4")) == ("11.2.1.3", "11.2.0.44")
     releases = toolkit_pins.load()
-    assert [r.version for r in releases][:1] == ["11.8.0"] and releases[-1].cuda == "13.5"
+    assert [r.version for r in releases][:1] == ["11.8.0"] and str(releases[-1].cuda) == "13.5"
 
 
 # -- run-time compilers (data/compilers.toml, generated from the wheels) -----------------------------
@@ -568,9 +598,9 @@ def minor_of(version: str) -> str:
 def test_nvrtc_13_has_no_target_below_turing_and_12_has_pascal():
     """The Pascal case of issue 25: cuda.compute's [cu13] build on a GTX 1080 (6.1) cannot compile."""
     nvrtc = compilers.releases("nvrtc")
-    thirteen = [r for r in nvrtc if r.cuda.startswith("13.")]
+    thirteen = [r for r in nvrtc if r.cuda.major == 13]
     assert len(thirteen) == 11 and all(not r.targets("6.1") and not r.targets("7.0") and r.targets("7.5") for r in thirteen)
-    twelve = [r for r in nvrtc if r.cuda.startswith("12.")]
+    twelve = [r for r in nvrtc if r.cuda.major == 12]
     assert twelve and all(r.targets("6.1") and r.targets("5.0") and not r.targets("3.7") for r in twelve)
     assert compilers.release("nvrtc", "nvidia-cuda-nvrtc-cu11", "11.8.89").targets(ComputeCapability(3, 5))
     # Added archs: Blackwell in 12.8, 10.3 and 12.1 in 12.9, 10.1 renamed 11.0 in 13.0, 10.7 in 13.4.
@@ -592,15 +622,15 @@ def test_every_compiler_release_writes_the_ptx_isa_of_its_cuda_minor():
     compilers of CUDA X.Y write X.Y's ISA, and nvJitLink of X.Y links PTX up to it and no further."""
     for kind in compilers.KINDS:
         for r in compilers.releases(kind):
-            expected = toolkits.ptx_isa(minor_of(r.version))
+            expected = toolkits.ptx_isa(cuda(minor_of(r.version)))
             assert expected is not None or minor_of(r.version) == "13.5", r
             assert r.ptx_isa == (expected or "9.5"), r
             if kind != "nvvm":
-                assert r.cuda == minor_of(r.version), r
+                assert str(r.cuda) == minor_of(r.version), r
             if kind == "nvjitlink":
                 assert r.max_ptx_isa == r.ptx_isa, r
-    assert {toolkits.ptx_isa(t.version) for t in toolkits.known() if Version(t.version) >= Version("11.7")} == {
-        r.ptx_isa for r in compilers.releases("nvrtc") if r.cuda != "13.5"
+    assert {toolkits.ptx_isa(t.version) for t in toolkits.known() if t.version >= cuda("11.7")} == {
+        r.ptx_isa for r in compilers.releases("nvrtc") if r.cuda != cuda("13.5")
     }
 
 

@@ -24,6 +24,29 @@ from cudaresolve.binary.ldcache import (
 
 X86_64 = 0x0303
 AARCH64 = 0x0A03
+# ldconfig -p's spelling of the flags, to compare with its output.
+_TYPE_NAMES = {0x0000: "libc4", 0x0001: "ELF", 0x0002: "libc5", 0x0003: "libc6"}
+_ARCH_NAMES = {
+    0x0000: "",
+    0x0100: "64bit",
+    0x0200: "IA-64",
+    0x0300: "x86-64",
+    0x0400: "64bit",
+    0x0500: "64bit",
+    0x0600: "N32",
+    0x0700: "64bit",
+    0x0800: "x32",
+    0x0900: "hard-float",
+    0x0A00: "AArch64",
+    0x0B00: "soft-float",
+}
+
+
+def flags_text(entry: CacheEntry) -> str:
+    """The flags as ldconfig -p prints them, e.g. "libc6,x86-64"."""
+    kind = _TYPE_NAMES.get(entry.flags & 0x00FF, "unknown")
+    arch = _ARCH_NAMES.get(entry.flags & 0xFF00, "unknown")
+    return f"{kind},{arch}" if arch else kind
 
 
 def new_cache(entries, *, generator=None, hwcaps=(), endian=2) -> bytes:
@@ -100,7 +123,7 @@ def test_new_format_entries_flags_and_lookup():
         CacheEntry("libfoo.so.1", "/usr/lib/x86_64-linux-gnu/libfoo.so.1", X86_64),
         CacheEntry("libbar.so.2", "/usr/lib/i386-linux-gnu/libbar.so.2", 0x0003),
     )
-    assert [e.flags_text for e in cache.entries] == ["libc6,AArch64", "libc6,x86-64", "libc6"]
+    assert [flags_text(e) for e in cache.entries] == ["libc6,AArch64", "libc6,x86-64", "libc6"]
     assert cache.lookup("libfoo.so.1", "x86_64") == "/usr/lib/x86_64-linux-gnu/libfoo.so.1"
     assert cache.lookup("libfoo.so.1", "aarch64") == "/opt/arm/libfoo.so.1"
     # A 32-bit entry is never an answer for a 64-bit loader.
@@ -128,7 +151,7 @@ def test_old_format_alone():
         CacheEntry("libold.so.5", "/lib/libold.so.5", X86_64),
         CacheEntry("libc.so.5", "/lib/libc.so.5", 2),
     )
-    assert cache.entries[1].flags_text == "libc5"
+    assert flags_text(cache.entries[1]) == "libc5"
     assert cache.lookup("libold.so.5", "x86_64") == "/lib/libold.so.5"
 
 
@@ -218,7 +241,7 @@ def test_this_machines_cache_matches_ldconfig_p():
 
     def render(e: CacheEntry) -> str:
         extra = f', hwcap: "{e.hwcaps_subdir}"' if e.hwcaps_subdir else (f", hwcap: {e.hwcap:#018x}" if e.hwcap else "")
-        return f"\t{e.name} ({e.flags_text}{extra}) => {e.path}"
+        return f"\t{e.name} ({flags_text(e)}{extra}) => {e.path}"
 
     assert [render(e) for e in cache.entries] == lines
 

@@ -15,6 +15,7 @@ from typing import Optional
 import pytest
 
 from cudaresolve.knowledge import components
+from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.ldcache import CacheEntry, LdCache
 from cudaresolve.binary.loader import (
@@ -36,13 +37,13 @@ from cudaresolve.binary.loader import (
     LoaderEnv,
     Problem,
     Resolution,
-    facts_on_disk,
     min_provider_version,
     resolve,
     split_library_path,
     system_layout,
 )
 from cudaresolve.errors import UsageError
+from cudaresolve.versions import CudaVersion
 
 DRIVER_LIBRARIES = frozenset(components.driver_libraries())
 
@@ -381,8 +382,8 @@ def test_version_matching_follows_glibc_check_match():
 
 
 def test_min_provider_version():
-    assert min_provider_version(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12")) == "12.4"
-    assert min_provider_version(Symbol("__nvJitLinkCreate_13_0", "libnvJitLink.so.13", "libnvJitLink.so.13")) == "13.0"
+    assert min_provider_version(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "libnvJitLink.so.12")) == CudaVersion(12, 4)
+    assert min_provider_version(Symbol("__nvJitLinkCreate_13_0", "libnvJitLink.so.13", "libnvJitLink.so.13")) == CudaVersion(13, 0)
     # Major in the name must be the soname's; the version node must be the soname; plain names carry nothing.
     assert min_provider_version(Symbol("__nvJitLinkComplete_12_4", "libnvJitLink.so.13", "libnvJitLink.so.13")) is None
     assert min_provider_version(Symbol("foo_1_2", "FOO_1.2", "libfoo.so.1")) is None
@@ -479,11 +480,12 @@ def ldd_r(path: str, ld_library_path: Optional[str] = None, cwd: Optional[Path] 
 
 @lru_cache(maxsize=None)
 def _cached_facts(path: str, mtime: float):
-    return facts_on_disk(path)
+    return read_binary_facts(path) if os.path.isfile(path) else None  # no file: what open() failing is for ld.so
 
 
 def disk(path: str):
-    """facts_on_disk, memoized per file version (system libraries are read by every test)."""
+    """The facts of a real file (None where there is none), memoized per file version: system
+    libraries are read by every test."""
     try:
         mtime = os.stat(path).st_mtime
     except OSError:
@@ -679,7 +681,7 @@ def test_wheels_cusparse_with_too_old_nvjitlink(tmp_path, unpacked):
     assert needed_of(result, cusparse)["libnvJitLink.so.12"] == Resolution("libnvJitLink.so.12", provider, RUNPATH)
     assert {p.symbol for p in result.problems} == NVJITLINK_12_4
     assert {(p.kind, p.consumer, p.provider, p.provider_step, p.version, p.min_provider_version) for p in result.problems} == {
-        (UNDEFINED_SYMBOL, cusparse, provider, RUNPATH, "libnvJitLink.so.12", "12.4")
+        (UNDEFINED_SYMBOL, cusparse, provider, RUNPATH, "libnvJitLink.so.12", CudaVersion(12, 4))
     }
     assert (
         "undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12" in {p.message for p in result.problems}
@@ -705,7 +707,7 @@ def test_wheels_stale_nvjitlink_on_ld_library_path_beats_runpath(tmp_path, unpac
     stale = unpacked("nvidia-nvjitlink-cu12==12.1.105") / "nvidia/nvjitlink/lib"
     result = assert_same_as_ldd(str(site / "nvidia/cusparse/lib/libcusparse.so.12"), ld_library_path=str(stale))
     assert {(p.symbol, p.provider, p.provider_step, p.min_provider_version) for p in result.problems} == {
-        (symbol, f"{stale}/libnvJitLink.so.12", LD_LIBRARY_PATH, "12.4") for symbol in NVJITLINK_12_4
+        (symbol, f"{stale}/libnvJitLink.so.12", LD_LIBRARY_PATH, CudaVersion(12, 4)) for symbol in NVJITLINK_12_4
     }
 
 

@@ -57,7 +57,7 @@ def _host() -> dict:
     facts = HostFacts(
         system="Linux",
         machine="x86_64",
-        driver=Driver("580.65.06", "override:--driver", "13.0", "derived:drivers"),
+        driver=Driver(DriverRelease.parse("580.65.06"), "override:--driver", CudaVersion.parse("13.0"), "derived:drivers"),
         gpus=(
             Gpu(ComputeCapability.parse("8.6"), "override:--gpu"),
             Gpu(ComputeCapability.parse("9.0"), "nvml", 1, "H100", 81559, "GPU-1", True, (MigDevice("MIG-1", "1g.10gb", 9728),)),

@@ -158,7 +158,7 @@ def variant_cuda_major(version: str) -> int:
         return int(parsed.local[2:4])
     release = torch_data.release(parsed.public)
     default = next(v for v in release.variants if v.pypi_default and parsed.public in v.versions)
-    return int(default.cuda.split(".")[0])
+    return default.cuda.major
 
 
 def label(version: str) -> str:

@@ -22,6 +22,7 @@ from cudaresolve.errors import DataError
 from cudaresolve.binary.wheel import WheelError, is_system_provider, read_wheel
 from cudaresolve.index.wheel_facts import from_record
 from cudaresolve.knowledge import files, wheel_facts
+from cudaresolve.versions import CudaVersion
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,7 +70,7 @@ def test_cusparse_row_binds_nvjitlink_12_4_like_the_wheel(wheel):
     table_lib = next(m for m in table.members if m.path.endswith("!nvidia/cusparse/lib/libcusparse.so.12"))
     real_lib = next(m for m in real.members if m.path == table_lib.path)
     (need,) = cross_component(table_lib)
-    assert need.file == "libnvJitLink.so.12" and need.min_version == "12.4"
+    assert need.file == "libnvJitLink.so.12" and need.min_version == CudaVersion(12, 4)
     assert "__nvJitLinkComplete_12_4" in need.symbols
     # the conversion round-trips: the row gives the real file's cross-component needs, soname, paths, device code
     assert cross_component(table_lib) == cross_component(real_lib)
@@ -176,7 +177,7 @@ def test_reader_gives_the_facts_of_the_files_from_a_file_or_memory(tiny_wheel):
             assert member.symbols == on_disk.symbols and member.version_needs == on_disk.version_needs
             assert (member.soname, member.needed, member.runpath) == (on_disk.soname, on_disk.needed, on_disk.runpath)
     (need,) = cross_component(found.members[1])
-    assert (need.file, need.min_version, need.symbols) == ("libprov.so.12", "12.4", ("provBar", "provFoo_12_4"))
+    assert (need.file, need.min_version, need.symbols) == ("libprov.so.12", CudaVersion(12, 4), ("provBar", "provFoo_12_4"))
 
 
 def test_generator_row_round_trips_to_the_same_needs_and_definitions(tiny_wheel):
@@ -257,7 +258,7 @@ def test_member_that_is_elf_but_damaged_is_listed_unreadable(tmp_path):
 @pytest.fixture
 def table(tmp_path, monkeypatch):
     """A copy of the data directory the loader reads instead of the package's, the table's cache cleared."""
-    for name in files.NAMES:
+    for name in (p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml")):
         (tmp_path / name).write_bytes(resources.files("cudaresolve.data").joinpath(name).read_bytes())
     monkeypatch.setattr(files.resources, "files", lambda package: Path(tmp_path))
     wheel_facts.load.cache_clear()

@@ -2,6 +2,8 @@
 
 `elf.read_binary_facts(path)` produces these; the loader emulation, `inspect`, `doctor` and the
 resolver consume them. Nothing here touches the file system.
+
+May import: arch (targets) and the standard library: every room reads these records.
 """
 
 from __future__ import annotations
@@ -271,13 +273,3 @@ class BinaryFacts:
     def defined(self) -> tuple[Symbol, ...]:
         """Global and weak defined dynamic symbols, in .dynsym order."""
         return self.symbols.defined
-
-    @property
-    def glibc_needs(self) -> tuple[str, ...]:
-        """GLIBC_* and GLIBCXX_* / CXXABI_* versions needed, for manylinux-style checks."""
-        prefixes = ("GLIBC_", "GLIBCXX_", "CXXABI_")
-        return tuple(
-            sorted(
-                {v for need in self.version_needs for v in need.versions if v.startswith(prefixes)}
-            )
-        )

@@ -9,6 +9,8 @@ strings relative to the end of the entries), the new format ("glibc-ld.so.cache1
 header, 24-byte entries with a hwcap word, strings relative to the header, optional extension
 sections naming glibc-hwcaps subdirectories), and the old format followed by the new one, in
 which case ld.so uses only the new part.
+
+May import: the standard library only; it knows no environment.
 """
 
 from __future__ import annotations
@@ -34,23 +36,6 @@ MACHINE_FLAGS = {
     "aarch64": FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64,
 }
 
-# ldconfig -p's spelling of the flags, for messages and for comparing with its output.
-_TYPE_NAMES = {0x0000: "libc4", 0x0001: "ELF", 0x0002: "libc5", 0x0003: "libc6"}
-_ARCH_NAMES = {
-    0x0000: "",
-    0x0100: "64bit",
-    0x0200: "IA-64",
-    0x0300: "x86-64",
-    0x0400: "64bit",
-    0x0500: "64bit",
-    0x0600: "N32",
-    0x0700: "64bit",
-    0x0800: "x32",
-    0x0900: "hard-float",
-    0x0A00: "AArch64",
-    0x0B00: "soft-float",
-}
-
 _OLD_HEADER = struct.Struct("<11sxI")  # magic, nlibs
 _OLD_ENTRY = struct.Struct("<iII")  # flags, key, value
 _NEW_HEADER = struct.Struct("<20sIIB3xI12x")  # magic+version, nlibs, len_strings, endianness, extension_offset
@@ -68,13 +53,6 @@ class CacheEntry:
     flags: int
     hwcap: int = 0
     hwcaps_subdir: Optional[str] = None  # "x86-64-v3" for entries from glibc-hwcaps/x86-64-v3
-
-    @property
-    def flags_text(self) -> str:
-        """The flags as ldconfig -p prints them, e.g. "libc6,x86-64"."""
-        kind = _TYPE_NAMES.get(self.flags & 0x00FF, "unknown")
-        arch = _ARCH_NAMES.get(self.flags & 0xFF00, "unknown")
-        return f"{kind},{arch}" if arch else kind
 
 
 @dataclass(frozen=True)

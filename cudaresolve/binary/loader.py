@@ -31,6 +31,8 @@ not ship them; ld.so would prefer them where present), secure mode, `$ORIGIN` in
 (needs the main program; such entries are dropped), and a main program's RTLD_GLOBAL scope
 (libraries preloaded with RTLD_GLOBAL can satisfy symbols of objects that do not depend on them;
 here they only count where a DT_NEEDED names them).
+
+May import: binary/ (facts, the ELF reader, ld.so.cache), versions and errors; never env/ or host/.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
-from cudaresolve.binary.elf import ElfError, read_binary_facts
+from cudaresolve.binary.elf import ElfError
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts, Symbol
 from cudaresolve.binary.ldcache import LdCache, read_ld_cache
 from cudaresolve.errors import UsageError
+from cudaresolve.versions import CudaVersion
 
 DF_1_NODEFLIB = 0x800
 
@@ -218,20 +221,13 @@ class Problem:
     provider_step: Optional[str] = None  # why that file was chosen ("runpath", "rpath of X", ...)
     symbol: Optional[str] = None
     version: Optional[str] = None
-    min_provider_version: Optional[str] = None  # "12.4" for __nvJitLinkComplete_12_4
+    min_provider_version: Optional[CudaVersion] = None  # 12.4 for __nvJitLinkComplete_12_4
 
 
 @dataclass(frozen=True)
 class LoadResult:
     objects: tuple[LoadedObject, ...]  # load order (a preloaded object is listed where first needed)
     problems: tuple[Problem, ...]
-
-
-def facts_on_disk(path: str) -> Optional[BinaryFacts]:
-    """`facts_of` for real files: None where there is no file, as open() failing is for ld.so."""
-    if not os.path.isfile(path):
-        return None
-    return read_binary_facts(path)
 
 
 def resolve(roots: Sequence[str], *, facts_of: FactsOf, env: LoaderEnv) -> LoadResult:
@@ -243,8 +239,8 @@ def resolve(roots: Sequence[str], *, facts_of: FactsOf, env: LoaderEnv) -> LoadR
     return _Namespace(facts_of, env).run(roots)
 
 
-def min_provider_version(symbol: Symbol) -> Optional[str]:
-    """The provider release a versioned-name symbol implies: `__nvJitLinkComplete_12_4` -> "12.4".
+def min_provider_version(symbol: Symbol) -> Optional[CudaVersion]:
+    """The provider release a versioned-name symbol implies: `__nvJitLinkComplete_12_4` -> 12.4.
 
     NVIDIA's convention (nvJitLink): the version node is the soname `libX.so.<major>` and the
     name ends in `_<major>_<minor>` of the header the consumer was built with.
@@ -256,7 +252,7 @@ def min_provider_version(symbol: Symbol) -> Optional[str]:
     soname = re.search(r"\.so\.([0-9]{1,6})$", symbol.version or "")
     if name is None or soname is None or name.group(1) != soname.group(1):
         return None
-    return f"{int(name.group(1))}.{int(name.group(2))}"
+    return CudaVersion(int(name.group(1)), int(name.group(2)))
 
 
 class _Node:

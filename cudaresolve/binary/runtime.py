@@ -25,6 +25,8 @@ kinds of files hide it, and both are common on the index:
 
 NVIDIA's own libraries (cuBLAS, cuDNN, NCCL, ...) link cudart statically too and read as "static"
 here, which is what they are; their major is also their soname's.
+
+May import: binary/facts and versions.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ import re
 from typing import Iterable, Optional
 
 from cudaresolve.binary.facts import CudaRuntime, FatbinSummary, SymbolTable
+from cudaresolve.versions import CudaVersion
 
 _VERSION_NODE = re.compile(r"^libcudart\.so\.(\d+)$")
-_RELEASE_SUFFIX = re.compile(r"\.so\.(\d+\.\d+\.\d+)$")
+_RELEASE_SUFFIX = re.compile(r"\.so\.((\d+)\.\d+\.\d+)$")
 REGISTRATION_SECTION = ".nvFatBinSegment"
 _REGISTER = "__cudaRegisterFatBinary"
 
@@ -62,7 +65,7 @@ def cuda_runtime(
     toolkit = fatbin.toolkit if fatbin is not None else None
     if toolkit is None:
         return CudaRuntime("static", None, None)
-    return CudaRuntime("static", int(toolkit.split(".")[0]), toolkit, "toolkit note")
+    return CudaRuntime("static", CudaVersion.parse(toolkit).major, toolkit, "toolkit note")
 
 
 def _release_from_name(path: str, soname: Optional[str], major: int) -> Optional[str]:
@@ -70,6 +73,6 @@ def _release_from_name(path: str, soname: Optional[str], major: int) -> Optional
     major is the version node's."""
     for name in (path.rsplit("/", 1)[-1], soname or ""):
         match = _RELEASE_SUFFIX.search(name)
-        if match and match.group(1).split(".")[0] == str(major):
+        if match and int(match.group(2)) == major:
             return match.group(1)
     return None

@@ -3,19 +3,26 @@
 `doctor` runs it on the environment it scanned; `lock` runs it on the environment a set of wheels
 would make, and refuses the set on any error. Each check is a pure function of the environment's
 value and the host, in a module of its own; the loader's file access goes through the
-environment's seams.
+environment's seams. `Diagnosis` is a judgement with what it judged, the value output/ renders.
+
+May import: env/, host/, binary/, knowledge/ and the base values (versions, arch, errors); never
+index/, resolve/, output/ or the doctor's edge: the judge fetches nothing, and its findings are
+values output/ words (the one sentence still made here is how a build's CUDA is known, builds.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from cudaresolve.checks.advisories import check_advisories
 from cudaresolve.checks.arch_coverage import check_arch_coverage, check_unreadable_device_code
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.duplicates import check_duplicate_libraries
-from cudaresolve.checks.findings import Finding, sort_findings
+from cudaresolve.checks.evidence import Owned, Said
+from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
+from cudaresolve.checks.fixes import StateHost
 from cudaresolve.checks.linking import (
     check_foreign_files,
     check_missing_libraries,
@@ -26,7 +33,10 @@ from cudaresolve.checks.linking import (
 from cudaresolve.checks.loading import PackageLoad, load_packages
 from cudaresolve.checks.metadata import check_metadata_vs_binary
 from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors
+from cudaresolve.checks.problems import BinaryFactsUnreadable, HostUnknown, Unreadable
+from cudaresolve.checks.subjects import Scope, Subject
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.identity import Identity
 from cudaresolve.host.facts import HostFacts
 
 
@@ -34,6 +44,21 @@ from cudaresolve.host.facts import HostFacts
 class Judgement:
     loads: tuple[PackageLoad, ...]  # how each package's libraries load, for the report
     findings: tuple[Finding, ...]  # errors first
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A judgement with what it judged: the value `doctor` hands to output/ and keeps in its result cache."""
+
+    host: HostFacts
+    environment: Environment
+    loads: tuple[PackageLoad, ...]
+    findings: tuple[Finding, ...]
+    # Every path outside the environment's ELF files the loader looked at, and the environment's
+    # ELF files outside site-packages (a conda prefix's), with what was there (None: nothing): a
+    # cached result holds only while each is unchanged (results.py).
+    probed: tuple[tuple[str, Identity], ...] = ()
+    cache_error: Optional[str] = None  # why the facts cache could not be written; such a result is not cached
 
 
 def judge(env: Environment, host: HostFacts) -> Judgement:
@@ -59,13 +84,8 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     if host.driver.release is None and host.driver.cuda is None and not host.gpus:
         findings.append(
             Finding(
-                "host",
-                "info",
-                "host",
-                "no NVIDIA driver or GPU found: driver and GPU checks were skipped",
-                tuple(f"{n.source}: {n.message}" for n in host.notes[:5]),
-                "judge for a GPU machine with --host FILE (from `cudaresolve probe --json` there) "
-                "or --driver/--gpu",
+                Check.HOST, Severity.INFO, Subject(scope=Scope.HOST), HostUnknown(),
+                tuple(Said(note.message, note.source) for note in host.notes[:5]), StateHost(),
             )
         )
     return Judgement(loads, sort_findings(findings))
@@ -73,9 +93,11 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
 
 def _environment_problems(env: Environment) -> list[Finding]:
     """What the environment's builder could not read (a broken dist-info, an unreadable library)."""
-    found = [Finding("environment", "warning", problem.path, problem.reason, (), None) for problem in env.problems]
+    found = [Finding(Check.ENVIRONMENT, Severity.WARNING, Subject(file=problem.path), Unreadable(problem.reason))
+             for problem in env.problems]
     found += [
-        Finding("environment", "warning", elf.path, f"cannot read its binary facts: {elf.error}", elf.owners, None)
+        Finding(Check.ENVIRONMENT, Severity.WARNING, Subject(file=elf.path), BinaryFactsUnreadable(elf.error),
+                tuple(Owned(owner) for owner in elf.owners))
         for elf in env.elf_files
         if elf.error is not None
     ]

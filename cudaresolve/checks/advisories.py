@@ -1,4 +1,8 @@
-"""advisory: installed versions that match a known-bad release or combination in data/advisories.toml."""
+"""advisory: installed versions that match a known-bad release or combination in data/advisories.toml.
+
+May import: checks/ (builds, findings), env/, host/ and knowledge/advisories; the findings are values
+(the advisory's id, symptom and fix as the table words them), output/ shows them.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,15 @@ from typing import Iterable, Mapping, Optional
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.checks.builds import CudaBuild
-from cudaresolve.checks.findings import Finding
+from cudaresolve.checks.evidence import References, Said
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.fixes import AdvisoryFix
+from cudaresolve.checks.problems import KnownBadRelease
+from cudaresolve.checks.subjects import Subject
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
@@ -44,12 +52,10 @@ def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBui
                 continue
             findings.append(
                 Finding(
-                    "advisory",
-                    "warning",
-                    f"{dist.name} {dist.version}",
-                    f"known problem {advisory.id}: {advisory.symptom}",
-                    tuple(advisory.refs) + referencing,
-                    advisory.fix,
+                    Check.ADVISORY, Severity.WARNING, Subject(distribution=NormalizedName(dist.name), version=dist.version),
+                    KnownBadRelease(advisory.id, advisory.symptom),
+                    tuple(Said(ref) for ref in advisory.refs) + referencing,
+                    AdvisoryFix(advisory.id, advisory.fix),
                 )
             )
     return findings
@@ -67,7 +73,7 @@ def _match(
     return dist
 
 
-def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[str, ...]:
+def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[References, ...]:
     """One line per ELF file that needs (non-weak) a symbol matching one of `patterns`: the file and
     the first such symbol."""
     wanted = []
@@ -80,8 +86,7 @@ def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[str, ...]:
             if symbol.binding != "WEAK" and any(
                 match(symbol.name) and version in (None, symbol.version) for match, version in wanted
             ):
-                named = f"{symbol.name}@{symbol.version}" if symbol.version else symbol.name
-                found.append(f"{elf.path} references {named}")
+                found.append(References(elf.path, symbol.name, symbol.version))
                 break
     return tuple(found)
 
@@ -90,14 +95,14 @@ def _conditions_hold(
     advisory: advisories.Advisory, dist: Distribution, cuda: Optional[CudaVersion], host: HostFacts
 ) -> bool:
     minor = cuda if cuda is not None and cuda.minor is not None else None
-    if advisory.cuda is not None and (minor is None or Version(str(minor)) not in SpecifierSet(advisory.cuda)):
+    if advisory.cuda is not None and (minor is None or minor.as_release() not in SpecifierSet(advisory.cuda)):
         return False
     if advisory.variants:
         local = dist.version.local or (f"cu{minor.major}{minor.minor}" if minor else None)
         if local not in advisory.variants:
             return False
     if advisory.driver is not None:
-        if host.driver.release is None or Version(host.driver.release) not in SpecifierSet(advisory.driver):
+        if host.driver.release is None or host.driver.release.as_version() not in SpecifierSet(advisory.driver):
             return False
     if advisory.gpu is not None:
         spec = SpecifierSet(advisory.gpu)

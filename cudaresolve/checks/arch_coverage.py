@@ -1,20 +1,33 @@
 """arch-coverage: every library with device code has SASS or JIT-able PTX for every visible GPU
-("no kernel image is available for execution on the device")."""
+("no kernel image is available for execution on the device").
+
+May import: checks/ (builds, dependencies, releases, suggestions, findings), compat, binary/elf's
+constants, env/, host/ and knowledge/; the findings are values, output/ words them.
+"""
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.binary.elf import NO_SECTIONS
 from cudaresolve.checks.builds import CudaBuild, build_of, component_builds
 from cudaresolve.checks.dependencies import fold_into_requirers
-from cudaresolve.checks.findings import UNOWNED, Finding, subject
-from cudaresolve.checks.fixes import arch_fix
+from cudaresolve.checks import evidence as e
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.problems import (
+    DeviceCodePartlyUnreadable,
+    GpuRef,
+    NoKernelImage,
+    NoSectionHeaders,
+    OptInUnavailable,
+)
 from cudaresolve.checks.releases import driver_runs_release, install, newest, with_release
-from cudaresolve.compat import can_run
+from cudaresolve.checks.subjects import Subject, subject
+from cudaresolve.checks.suggest import arch_fix
+from cudaresolve.compat import Verdict, can_run
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkits
@@ -34,7 +47,7 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     not at all. Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning
     per feature and GPU, apart from the package's error.
     """
-    findings = []
+    findings: list[Finding] = []
     failures, opt_in = _coverage(env, env.elf_files, host)
     folded = fold_into_requirers(env, {owner for owner, _ in failures})
     built = {build.dist: build for build in builds}
@@ -45,26 +58,20 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     def newest_that_runs(names: list[str]) -> Optional[Wheel]:
         return newest(names, runs)
 
-    for (owner, cc), files in sorted(failures.items()):
+    for (owner, cc), files in sorted(failures.items(), key=lambda item: (item[0][0] is not None, item[0][0] or "", item[0][1])):
         if owner not in folded:
             continue
-        dist = env.distribution(owner)
-        gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip()
-                         for g in host.visible_gpus if g.compute_capability == cc)
-        evidence = tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
+        dist = env.distribution(owner) if owner else None
+        gpus = tuple(GpuRef(g.index, g.name) for g in host.visible_gpus if g.compute_capability == cc)
+        evidence: tuple[e.Evidence, ...] = tuple(e.NoCodeFor(path, reason) for path, reason, _ in files[:3])
         if len(files) > 3:
-            evidence += (f"... and {len(files) - 3} more libraries of {owner}",)
-        dependencies = sorted(d for d in folded[owner] if (d, cc) in failures)
+            evidence += (e.MoreOf(len(files) - 3, owner),)
+        dependencies = tuple(sorted(d for d in folded[owner] if (d, cc) in failures))
         if dependencies:
-            evidence += (f"its CUDA dependencies lack code for {cc} too: {', '.join(dependencies)}",)
+            evidence += (e.DependenciesFailToo(dependencies, cc),)
         findings.append(
             Finding(
-                "arch-coverage",
-                "error",
-                subject(env, owner),
-                f"no kernel image for compute capability {cc} ({gpus}): "
-                f"\"no kernel image is available for execution on the device\"",
-                evidence,
+                Check.ARCH_COVERAGE, Severity.ERROR, subject(env, owner), NoKernelImage(cc, gpus), evidence,
                 arch_fix(dist, cc, host, built.get(owner), runs, lambda wheel: install(env, wheel, newest_that_runs)),
             )
         )
@@ -72,20 +79,17 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
         dist = env.distribution(feature.of)
         findings.append(
             Finding(
-                "arch-coverage",
-                "warning",
-                subject(env, feature.of),
-                f"opt-in feature unavailable on compute capability {cc}: {feature.feature} has no kernel image for it",
-                tuple(f"{path}: {reason}" for path, reason, _ in files[:3])
-                + ((f"... and {len(files) - 3} more libraries",) if len(files) > 3 else ()),
-                None,
+                Check.ARCH_COVERAGE, Severity.WARNING, subject(env, feature.of), OptInUnavailable(feature.feature, cc),
+                tuple(e.NoCodeFor(path, reason) for path, reason, _ in files[:3])
+                + ((e.More(len(files) - 3, libraries=True),) if len(files) > 3 else ()),
             )
         )
     return findings
 
 
-Failures = Dict[Tuple[str, ComputeCapability], List[Tuple[str, str, int]]]  # (path, reason, entries) per file
-OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str, str, int]]]
+Why = Union[Verdict, e.CompilerCannotTarget]
+Failures = Dict[Tuple[Optional[str], ComputeCapability], List[Tuple[str, Why, int]]]  # (path, why, entries) per file
+OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str, Why, int]]]
 
 
 def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -> tuple[Failures, OptInFailures]:
@@ -93,7 +97,7 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -
     the per-file judgement, shared by the check and by the fix that looks for a release that runs."""
     ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
     failures: Failures = defaultdict(list)
-    runs: set[tuple[str, ComputeCapability]] = set()
+    runs: set[tuple[Optional[str], ComputeCapability]] = set()
     opt_in: OptInFailures = defaultdict(list)
     for elf in elf_files:
         fatbin = elf.facts.fatbin if elf.facts else None
@@ -102,14 +106,14 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -
         build = build_of(env, elf.owner, elf.path)
         if build is not None and not build.selected:
             continue  # a build the package does not import here
-        owner = elf.owner or UNOWNED
+        owner = elf.owner
         compiler = _run_time_compiler(env, elf) if components.compiles_at_run_time(os.path.basename(elf.path)) else None
         feature = components.opt_in_feature(elf.owner, os.path.basename(elf.path))
         if feature is not None:
             for cc in ccs:
                 verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)
                 if not verdict.runs:
-                    opt_in[(feature, cc)].append((elf.path, verdict.reason, _entries(fatbin)))
+                    opt_in[(feature, cc)].append((elf.path, verdict, _entries(fatbin)))
             continue
         for cc in ccs:
             if compiler is not None:
@@ -123,7 +127,7 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -
             if verdict.runs:
                 runs.add((owner, cc))
             else:
-                failures[(owner, cc)].append((elf.path, verdict.reason, _entries(fatbin)))
+                failures[(owner, cc)].append((elf.path, verdict, _entries(fatbin)))
     for key in list(failures):
         if key in runs:
             failures[key] = [f for f in failures[key] if f[2] != 1]
@@ -148,7 +152,7 @@ def _entries(fatbin) -> int:
     return fatbin.entries or len(fatbin.sass) + len(fatbin.ptx)
 
 
-def _run_time_compiler(env: Environment, elf: ElfFile) -> Callable[[ComputeCapability], Optional[str]]:
+def _run_time_compiler(env: Environment, elf: ElfFile) -> Callable[[ComputeCapability], Optional[e.CompilerCannotTarget]]:
     """For a library that compiles its kernels at run time: why the NVRTC it links cannot target a
     GPU (None when it can, or when the tables cannot tell). Its own fatbin is a stub: not judged."""
     majors = {row.cuda_major for needed in elf.facts.needed for row in components.for_soname(needed) if row.name == "nvrtc"}
@@ -158,13 +162,12 @@ def _run_time_compiler(env: Environment, elf: ElfFile) -> Callable[[ComputeCapab
     ]
     toolkit = toolkits.get(nvrtc[0].cuda) if nvrtc and nvrtc[0].cuda.minor is not None else None
 
-    def reason(cc: ComputeCapability) -> Optional[str]:
+    def reason(cc: ComputeCapability) -> Optional[e.CompilerCannotTarget]:
         if toolkit is None or not toolkit.sass_targets:
             return None  # NVRTC not installed (a missing library) or a toolkit the tables do not know
         if any(Target.parse(target).runs_on(cc) for target in toolkit.sass_targets):
             return None
-        return (f"compiles its kernels at run time with NVRTC {toolkit.version} ({nvrtc[0].dist} {nvrtc[0].version}), "
-                f"which cannot target compute capability {cc}")
+        return e.CompilerCannotTarget(toolkit.version, nvrtc[0].dist, nvrtc[0].version, cc)
 
     return reason
 
@@ -174,32 +177,24 @@ def check_unreadable_device_code(env: Environment) -> list[Finding]:
     damaged file (its GPU coverage is judged on the part read), and one info per package for files
     without section headers, where device code cannot be looked for at all (sstripped libraries)."""
     findings = []
-    headerless: dict[str, list[str]] = defaultdict(list)
+    headerless: dict[Optional[str], list[str]] = defaultdict(list)
     for elf in env.elf_files:
         damage = elf.facts.fatbin.damage if elf.facts and elf.facts.fatbin else ()
         if damage == (NO_SECTIONS,):
-            headerless[elf.owner or UNOWNED].append(elf.path)
+            headerless[elf.owner].append(elf.path)
         elif damage:
             findings.append(
                 Finding(
-                    "environment",
-                    "warning",
-                    elf.path,
-                    f"device code partly unreadable ({damage[0]}): its GPU coverage is judged on what could be read",
-                    damage + ((f"installed by {subject(env, elf.owner)}",) if elf.owner else ()),
-                    None,
+                    Check.ENVIRONMENT, Severity.WARNING, Subject(file=elf.path), DeviceCodePartlyUnreadable(damage[0]),
+                    tuple(e.Said(note) for note in damage)
+                    + ((e.InstalledBy(subject(env, elf.owner)),) if elf.owner else ()),
                 )
             )
-    for owner, paths in sorted(headerless.items()):
+    for owner, paths in sorted(headerless.items(), key=lambda item: (item[0] is not None, item[0] or "")):
         findings.append(
             Finding(
-                "environment",
-                "info",
-                subject(env, owner),
-                f"{len(paths)} librar{'y has' if len(paths) == 1 else 'ies have'} no section header table: "
-                f"{'its' if len(paths) == 1 else 'their'} device code, if any, could not be looked for",
-                tuple(paths[:5]) + ((f"... and {len(paths) - 5} more",) if len(paths) > 5 else ()),
-                None,
+                Check.ENVIRONMENT, Severity.INFO, subject(env, owner), NoSectionHeaders(tuple(paths)),
+                tuple(e.File(path) for path in paths[:5]) + ((e.More(len(paths) - 5),) if len(paths) > 5 else ()),
             )
         )
     return findings

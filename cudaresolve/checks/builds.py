@@ -2,6 +2,9 @@
 by its local label, CuPy by its name, any other package by the CUDA libraries its binaries link;
 and, for a package shipping one build per CUDA major, which build a file belongs to and whether the
 package imports it here. The driver-floor, mixed-majors, advisory and arch checks judge these.
+
+May import: env/, knowledge/ and versions. `CudaBuild.evidence` is a sentence still made here (the
+lock's reasons read it); the rest is values.
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ def component_builds(distributions: Iterable[Distribution]) -> tuple[CudaBuild, 
         if components.versioned_by_cuda(row.name) and dist.version.release[0] == row.cuda_major:
             cuda = CudaVersion(dist.version.release[0], dist.version.release[1])
             evidence = f"{dist.name} {dist.version} is the CUDA {cuda} {row.name}"
-        elif pinned is not None and CudaVersion.parse(pinned).major == row.cuda_major:
-            cuda = CudaVersion.parse(pinned)
+        elif pinned is not None and pinned.major == row.cuda_major:
+            cuda = pinned
             evidence = f"{dist.name} {dist.version} is the CUDA {cuda} {row.name} (by the releases cuda-toolkit pins)"
         else:
             cuda = CudaVersion(row.cuda_major)
@@ -61,12 +64,12 @@ def framework_build(dist: Distribution) -> Optional[CudaBuild]:
         if variant is None:
             return None
         how = f"+{local}" if local else "the PyPI build"
-        cuda = CudaVersion.parse(variant.cuda)
+        cuda = variant.cuda
         return CudaBuild(dist.name, version, cuda, f"torch {version} is {how}, built with CUDA {cuda}")
     row = cupy.dist(dist.name, dist.version.public) if dist.name.startswith("cupy-cuda") else None
     if row is None:
         return None
-    major = CudaVersion(CudaVersion.parse(row.cuda[0]).major)
+    major = CudaVersion(row.cuda[0].major)
     return CudaBuild(dist.name, version, major, f"{dist.name} is CuPy's CUDA {major} wheel")
 
 

@@ -1,25 +1,34 @@
 """driver-floor: a package built for a CUDA newer than the driver runs natively, by minor-version
-compatibility, or not at all ("CUDA driver version is insufficient for CUDA runtime version")."""
+compatibility, or not at all ("CUDA driver version is insufficient for CUDA runtime version").
+
+May import: checks/ (builds, dependencies, metadata, releases, suggestions, findings), compat, env/,
+host/ and knowledge/; the findings are values, output/ words them.
+"""
 
 from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from packaging.utils import canonicalize_name
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers
-from cudaresolve.checks.findings import Finding, Severity
-from cudaresolve.checks.fixes import other_route, torch_variant_fix
+from cudaresolve.checks import evidence as e
+from cudaresolve.checks import fixes as f
+from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.metadata import versioned_needs
+from cudaresolve.checks.problems import DriverTooOld, MinorVersionCompatibility
+from cudaresolve.checks.subjects import Subject
+from cudaresolve.checks.suggest import other_route, torch_variant_fix
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkit_pins, toolkits
 from cudaresolve.knowledge.wheel_facts import Wheel
-from cudaresolve.versions import CudaVersion
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 
 def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
@@ -35,8 +44,7 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
             verdicts[build.dist] = (build, verdict)
     errors = {dist for dist, (_, verdict) in verdicts.items() if verdict is None}
     findings = []
-    severity: Severity
-    for severity, failing in (("error", errors), ("warning", set(verdicts) - errors)):
+    for severity, failing in ((Severity.ERROR, errors), (Severity.WARNING, set(verdicts) - errors)):
         for dist, dependencies in sorted(fold_into_requirers(env, failing).items()):
             findings.append(_finding(env, verdicts[dist][0], severity, [verdicts[d][0] for d in sorted(dependencies)], host))
     return findings
@@ -44,111 +52,96 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
 
 def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[CudaBuild], host: HostFacts) -> Finding:
     driver = host.driver
-    subject = f"{build.dist} {build.version}"
-    have = _describe_driver(host)
-    evidence: tuple[str, ...] = (build.evidence, have)
+    about = Subject(distribution=NormalizedName(build.dist), version=Version(build.version))
+    evidence: tuple[e.Evidence, ...] = (e.BuiltWith(build.evidence), e.HostDriver(driver.release, driver.cuda))
     if dependencies:
-        evidence += (f"its CUDA dependencies need that driver too: {', '.join(d.dist for d in dependencies)}",)
-    if severity == "warning":
+        evidence += (e.DependenciesFailToo(tuple(d.dist for d in dependencies)),)
+    if severity == Severity.WARNING:
         needed = toolkits.get(build.cuda) if build.cuda.minor is not None else None
-        fixes = [f"upgrade the driver to >= {needed.ga_driver} for native support"] if needed else []
+        fixes: list[f.Fix] = [f.Explained(f.DriverUpgrade(needed.ga_driver), f.ForNativeSupport())] if needed else []
         # the folded dependencies too: pinning only the package would leave them newer than the driver
         pins = [(b.dist, _release_for_driver(env, b, driver.cuda)) for b in [build, *dependencies]]
-        pins = [f'"{dist}=={pin}"' for dist, pin in pins if pin]
-        if pins:
-            fixes.append(f"pin {'it' if len(pins) == 1 else 'them'} to the driver's CUDA: pip install {' '.join(pins)}")
+        requirements = tuple(Requirement(f"{dist}=={pin}") for dist, pin in pins if pin)
+        if requirements:
+            fixes.append(f.Explained(f.PipInstall(requirements), f.PinToDriverCuda(len(requirements))))
         return Finding(
-            "driver-floor",
-            "warning",
-            subject,
-            f"built for CUDA {build.cuda}, newer than the driver's CUDA {driver.cuda or '?'}: "
-            "runs under minor-version compatibility (PTX from the newer toolkit cannot be JIT-compiled)",
-            evidence,
-            ", or ".join(fixes) or None,
+            Check.DRIVER_FLOOR, Severity.WARNING, about, MinorVersionCompatibility(build.cuda, driver.cuda), evidence,
+            (fixes[0] if len(fixes) == 1 else f.Alternatives(tuple(fixes))) if fixes else None,
         )
     floor = toolkits.family_floor(build.cuda)
     return Finding(
-        "driver-floor",
-        "error",
-        subject,
-        f"built for CUDA {build.cuda}, which needs a driver >= {floor}; "
-        f"{have}: \"CUDA driver version is insufficient for CUDA runtime version\"",
-        evidence,
+        Check.DRIVER_FLOOR, Severity.ERROR, about, DriverTooOld(build.cuda, floor, driver.release, driver.cuda), evidence,
         _error_fix(env, build, host, floor),
     )
 
 
-def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optional[str]) -> str:
+def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optional[DriverRelease]) -> f.Fix:
     """The driver the build needs, or a build this driver runs: a torch variant; the newest release of
     the package or of the same component the wheel-facts table knows (another major's wheel, when
     nothing installed requires this one), or that the table holds none; another of the package's
     per-major builds (cuda-cccl's CUDA 12 route); else a description of the build to look for."""
-    upgrade = f"upgrade the driver to >= {floor}"
+    upgrade = f.DriverUpgrade(floor)
     alternative = torch_variant_fix(env.distribution(build.dist), host)
     names = components.same_component(build.dist) or (build.dist,)
     table = [] if alternative or _requirers(env, build.dist) else releases.known(names)
     if table:
         chosen = releases.for_driver(table, host)
         if chosen is None:
-            return (f"{upgrade}: no release of {' or '.join(table)} in {releases.TABLE} is built for a CUDA "
-                    "this driver runs")
+            return f.Explained(upgrade, f.NoKnownRelease(tuple(table)))
         alternative = _release_in_place(env, build, chosen, host)
-    return f"{upgrade}, or " + (
+    return f.Alternatives((upgrade, (
         alternative
         or other_route(build.dist, build.cuda.major, host)
         or _component_for_driver(env, build, host.driver.cuda)
-        or f"install a build of {_requirers(env, build.dist) or build.dist} for CUDA "
-        f"{host.driver.cuda or 'your driver supports'}"
-    )
+        or f.InstallBuild(tuple(_requirers(env, build.dist)) or (build.dist,), host.driver.cuda)
+    )))
 
 
-def _release_in_place(env: Environment, build: CudaBuild, chosen: Wheel, host: HostFacts) -> str:
+def _release_in_place(env: Environment, build: CudaBuild, chosen: Wheel, host: HostFacts) -> f.Fix:
     """The table's release the driver runs, as a requirement: another major's wheel goes in place of
     the installed one; a release of the same name comes with its extras and the companion wheels of
     its CUDA major (onnxruntime-gpu 1.26.0 and nvidia-cublas-cu12 for a CUDA 12 driver)."""
     made = releases.build_of_release(chosen)
     if chosen.name == build.dist:
         command = releases.install(env, chosen, lambda names: releases.for_driver(names, host))
-        built = f": CUDA {made.cuda}" if made else ""
-        return f"{command} (the newest release in {releases.TABLE} built for a CUDA this driver runs{built})"
-    major = f"CUDA {made.cuda.major} " if made else ""
-    return f"use the {major}build instead: pip install {releases.requirement(chosen)} in place of {build.dist}"
+        return f.Explained(command, f.NewestForDriver(made.cuda if made else None))
+    return f.Explained(f.PipInstall((releases.requirement(chosen),), replaces=(NormalizedName(build.dist),)),
+                       f.UseBuildInstead(made.cuda.major if made else None))
 
 
-def _requirers(env: Environment, name: str) -> str:
+def _requirers(env: Environment, name: str) -> list[str]:
     """The installed distributions that require `name`, for a fix that must change them instead."""
-    return ", ".join(d.name for d in env.distributions if name in env.requires_names(d))
+    return [d.name for d in env.distributions if name in env.requires_names(d)]
 
 
-def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[str]) -> Optional[str]:
+def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[CudaVersion]) -> Optional[f.Fix]:
     """The same NVIDIA component's wheel for the driver's CUDA major (nvidia-cusparse-cu11 for 11.4),
     when nothing installed requires the one to replace."""
     if not driver_cuda or _requirers(env, build.dist):
         return None
-    major = CudaVersion.parse(driver_cuda).major
+    major = driver_cuda.major
     names = {row.name for row in components.for_dist(build.dist, build.version)}
     wheels = sorted({row.dist for name in names for row in components.for_component(name, major)})
     if not wheels:
         return None
-    return f"use the CUDA {major} build instead: pip install \"{wheels[0]}\" in place of {build.dist}"
+    return f.Explained(f.PipInstall((Requirement(wheels[0]),), replaces=(NormalizedName(build.dist),)),
+                       f.UseBuildInstead(major))
 
 
-def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optional[str]) -> Optional[str]:
+def _release_for_driver(env: Environment, build: CudaBuild, have: Optional[CudaVersion]) -> Optional[str]:
     """The newest release of the component of the driver's CUDA minor (nvJitLink and NVRTC by their
     CUDA-like versions, the others by the cuda-toolkit releases that pin them) that every installed
     requirement on it admits and every binary of the environment can bind."""
-    if not driver_cuda:
+    if not have:
         return None
-    have = CudaVersion.parse(driver_cuda)
     rows = components.for_dist(build.dist, build.version)
     candidates = [
-        version for cuda, version in components.wheel_releases(rows[0].name if rows else "")
-        if CudaVersion.parse(cuda) == have
-    ] + list(toolkit_pins.for_cuda(build.dist, str(have)) if have.minor is not None else ())
+        version for cuda, version in components.wheel_releases(rows[0].name if rows else "") if cuda == have
+    ] + list(toolkit_pins.for_cuda(build.dist, have) if have.minor is not None else ())
     if not candidates:
         return None
     sonames = {s for row in rows for s in row.sonames}
-    needed = [CudaVersion.parse(minimum) for _, symbol, minimum in versioned_needs(env) if symbol.file in sonames]
+    needed = [minimum for _, symbol, minimum in versioned_needs(env) if symbol.file in sonames]
     requirements = [
         r for dist in env.distributions for r in env.requirements(dist) if canonicalize_name(r.name) == build.dist
     ]
@@ -156,11 +149,3 @@ def _release_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optiona
         if all(r.specifier.contains(version, prereleases=True) for r in requirements) and all(n <= have for n in needed):
             return version
     return None
-
-
-def _describe_driver(host: HostFacts) -> str:
-    driver = host.driver
-    parts = [f"driver {driver.release}" if driver.release else "driver release unknown"]
-    if driver.cuda:
-        parts.append(f"CUDA {driver.cuda}")
-    return "host has " + ", ".join(parts)

@@ -1,14 +1,23 @@
 """duplicate-library: one soname installed by several distributions, and whether one process can
-load two of its builds against each other."""
+load two of its builds against each other.
+
+May import: checks/ (findings, loads), env/; the findings are values, output/ words them.
+"""
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, Optional
 
-from cudaresolve.checks.findings import UNOWNED, Finding
+from packaging.utils import NormalizedName
+
+from cudaresolve.checks import evidence as e
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.fixes import KeepOneBuild
 from cudaresolve.checks.loading import PackageLoad
+from cudaresolve.checks.problems import DuplicateBuilds, Owner, PrivateCopies
+from cudaresolve.checks.subjects import Subject
 from cudaresolve.env.environment import ElfFile, Environment
 
 # auditwheel renames vendored libraries to libfoo-<8 hex>.so.N; the soname underneath is libfoo.so.N.
@@ -39,10 +48,10 @@ def check_duplicate_libraries(env: Environment, loads: Iterable[PackageLoad]) ->
             seen.add(elf.identity)
             by_soname[unmangled(elf.facts.soname)].append(elf)
     consumers = _consumers(env, loads)
-    clashing: dict[tuple[str, ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
-    private: dict[tuple[str, ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
+    clashing: dict[tuple[Optional[str], ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
+    private: dict[tuple[Optional[str], ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
     for soname, copies in sorted(by_soname.items()):
-        owners = tuple(sorted({elf.owner or UNOWNED for elf in copies}))
+        owners = tuple(sorted({elf.owner for elf in copies}, key=_by_name))
         builds = {elf.facts.build_id or elf.identity for elf in copies if elf.facts}  # a symlink is its target
         if len(owners) < 2 or len(builds) == 1:
             continue
@@ -54,15 +63,24 @@ def check_duplicate_libraries(env: Environment, loads: Iterable[PackageLoad]) ->
             clashing[owners].append((soname, found))
         else:
             private[owners].append((soname, copies))
-    findings = [_clash(env, owners, group, consumers) for owners, group in sorted(clashing.items())]
-    findings += [_private(env, owners, group, consumers) for owners, group in sorted(private.items())]
+    findings = [_clash(env, owners, group, consumers) for owners, group in sorted(clashing.items(), key=_by_owners)]
+    findings += [_private(env, owners, group, consumers) for owners, group in sorted(private.items(), key=_by_owners)]
     return findings
 
 
-def _named(env: Environment, owner: str) -> str:
-    """An owner as the findings name it: a conda package gets " (conda)", as `conda remove` is its way out."""
-    dist = env.distribution(owner)
-    return f"{owner} (conda)" if dist is not None and dist.kind == "conda" else owner
+def _owner(env: Environment, name: Optional[str]) -> Owner:
+    """An owner as findings name it (None: files no distribution owns): a conda package is marked, as
+    `conda remove` is its way out."""
+    dist = env.distribution(name) if name else None
+    return Owner(name, conda=dist is not None and dist.kind == "conda")
+
+
+def _by_name(owner: Optional[str]) -> tuple[bool, str]:
+    return (owner is not None, owner or "")  # the unowned files first
+
+
+def _by_owners(item: tuple) -> list:
+    return [_by_name(owner) for owner in item[0]]
 
 
 def _consumers(env: Environment, loads: Iterable[PackageLoad]) -> dict[str, set[str]]:
@@ -76,60 +94,36 @@ def _consumers(env: Environment, loads: Iterable[PackageLoad]) -> dict[str, set[
     return found
 
 
-def _names(group: list[tuple[str, list[ElfFile]]]) -> str:
-    return ", ".join(soname for soname, _ in group)
+def _subject(owners: tuple[Optional[str], ...], group: list) -> Subject:
+    return Subject(file=group[0][0]) if len(group) == 1 else Subject(libraries=tuple(name for name, _ in group), owners=owners)
 
 
-def _subject(owners: tuple[str, ...], group: list) -> str:
-    return group[0][0] if len(group) == 1 else f"{len(group)} libraries of {', '.join(owners)}"
-
-
-def _clash(env: Environment, owners: tuple[str, ...], group, consumers: dict[str, set[str]]) -> Finding:
-    names = _names(group)
+def _clash(env: Environment, owners: tuple[Optional[str], ...], group, consumers: dict[str, set[str]]) -> Finding:
     evidence = tuple(
-        f"{elf.path} (from {_named(env, elf.owner or UNOWNED)}) is what {', '.join(sorted(consumers[elf.identity])[:3])} "
-        f"load{'s' if len(consumers[elf.identity]) == 1 else ''}"
-        + (f" and {len(consumers[elf.identity]) - 3} more" if len(consumers[elf.identity]) > 3 else "")
+        e.LoadedBy(elf.path, elf.owner, _owner(env, elf.owner).conda, tuple(sorted(consumers[elf.identity])))
         for _, copies in group
         for elf in sorted(copies, key=lambda e: e.path)
     )
     required = {name for dist in env.distributions for name in env.requires_names(dist)}
     required |= {_CONDA_NAME.match(spec).group(0) for record in (env.conda.records if env.conda else ())
                  for spec in record.depends if _CONDA_NAME.match(spec)}
-    removable = [owner for owner in owners if owner not in required and owner != UNOWNED]
-    remove = (f"conda remove {removable[0]}" if _named(env, removable[0]) != removable[0]
-              else f"uninstall {removable[0]}") if removable else ""
+    removable = [owner for owner in owners if owner is not None and owner not in required]
     return Finding(
-        "duplicate-library",
-        "error",
-        _subject(owners, group),
-        f"{names} {'is' if len(group) == 1 else 'are each'} loaded from different builds for different consumers "
-        f"({', '.join(_named(env, owner) for owner in owners)}): in one process the first copy loaded serves every consumer",
+        Check.DUPLICATE_LIBRARY, Severity.ERROR, _subject(owners, group),
+        DuplicateBuilds(tuple(name for name, _ in group), tuple(_owner(env, owner) for owner in owners)),
         evidence,
-        (f"keep one build: {remove}, which nothing installed requires, "
-         "or install releases that share one provider") if len(removable) == 1
-        else "install releases of these packages that load one build of it (the evidence says who loads which)",
+        KeepOneBuild(NormalizedName(removable[0]), _owner(env, removable[0]).conda) if len(removable) == 1
+        else KeepOneBuild(),
     )
 
 
-def _private(env: Environment, owners: tuple[str, ...], group, consumers: dict[str, set[str]]) -> Finding:
-    names = _names(group)
+def _private(env: Environment, owners: tuple[Optional[str], ...], group, consumers: dict[str, set[str]]) -> Finding:
     return Finding(
-        "duplicate-library",
-        "info",
-        _subject(owners, group),
-        f"{names} {'is' if len(group) == 1 else 'are each'} installed by {len(owners)} distributions "
-        f"({', '.join(_named(env, owner) for owner in owners)}); at most one copy is found by the loader, the others are "
-        + ("private copies their package loads by path" if all(_named(env, o) == o for o in owners)
-           else "private copies or a conda package's, which no package judged here loads"),
+        Check.DUPLICATE_LIBRARY, Severity.INFO, _subject(owners, group),
+        PrivateCopies(tuple(name for name, _ in group), tuple(_owner(env, owner) for owner in owners)),
         tuple(
-            f"{elf.path} (from {_named(env, elf.owner or UNOWNED)}): "
-            + ("found by the loader for " + ", ".join(sorted(consumers[elf.identity])[:3])
-               if consumers.get(elf.identity)
-               else "loaded by no package judged here" if _named(env, elf.owner or UNOWNED) != (elf.owner or UNOWNED)
-               else "loaded by path only")
+            e.CopyUse(elf.path, elf.owner, _owner(env, elf.owner).conda, tuple(sorted(consumers.get(elf.identity, ()))))
             for _, copies in group
-            for elf in sorted(copies, key=lambda e: (e.owner or UNOWNED, e.path))
+            for elf in sorted(copies, key=lambda elf: (_by_name(elf.owner), elf.path))
         ),
-        None,
     )

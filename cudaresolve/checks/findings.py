@@ -1,68 +1,82 @@
-"""A finding: one problem, with the evidence that shows it and the fix that removes it.
+"""A finding: one problem, with the evidence that shows it and the fix that removes it, all as values.
 
-Every check returns findings; the doctor sorts, renders and turns them into an exit code, and
-`lock --explain` gives them as the reasons a set of wheels was refused.
+Every check returns findings; the doctor hands them to output/ (which words them, output/findings.py)
+and turns them into an exit code, and the lock refuses a set of wheels on them. A reader tells
+findings apart by their fields: `check` and `severity` are enums, `subject` names the distribution
+or file, `problem` is one dataclass per kind of problem (checks/problems.py), `evidence` and `fix`
+are values too (checks/evidence.py, checks/fixes.py).
+
+May import: checks/subjects, problems, evidence and fixes; nothing that judges.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Iterable, Literal, Optional, get_args
+from enum import Enum
+from typing import Iterable, Optional
 
-from cudaresolve.env.environment import Environment
+from cudaresolve.checks.evidence import Evidence
+from cudaresolve.checks.fixes import Fix
+from cudaresolve.checks.problems import Problem
+from cudaresolve.checks.subjects import Subject
 
-Severity = Literal["error", "warning", "info"]  # will break / may break or degraded / for information
-SEVERITIES: tuple[Severity, ...] = get_args(Severity)
-UNOWNED = "(unowned files)"  # what findings call files no distribution's RECORD lists
+
+class Check(str, Enum):
+    """The check that found it; the value is the id reports and JSON show."""
+
+    SYMBOL_SKEW = "symbol-skew"
+    MISSING_LIBRARY = "missing-library"
+    SHADOWING = "shadowing"
+    DUPLICATE_LIBRARY = "duplicate-library"
+    BRIDGE = "bridge"
+    ARCH_COVERAGE = "arch-coverage"
+    DRIVER_FLOOR = "driver-floor"
+    MIXED_MAJORS = "mixed-majors"
+    ADVISORY = "advisory"
+    METADATA_VS_BINARY = "metadata-vs-binary"
+    ENVIRONMENT = "environment"
+    HOST = "host"
+
+
+class Severity(str, Enum):
+    """Will break / may break or runs degraded / for information."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+SEVERITIES: tuple[Severity, ...] = tuple(Severity)
 
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # the check's id: "symbol-skew", "arch-coverage", ...
+    check: Check
     severity: Severity
-    subject: str  # what it is about: a distribution ("nvidia-cusparse-cu12 12.3.1.170") or a file
-    message: str  # one line, the problem
-    evidence: tuple[str, ...] = ()  # the facts that show it (file paths, symbols, versions, search steps)
-    fix: Optional[str] = None  # what to run or change
-
-    def to_dict(self) -> dict:
-        return {
-            "check": self.check,
-            "severity": self.severity,
-            "subject": self.subject,
-            "message": self.message,
-            "evidence": list(self.evidence),
-            "fix": self.fix,
-        }
+    subject: Subject
+    problem: Problem
+    evidence: tuple[Evidence, ...] = ()  # the facts that show it, in the order they are shown
+    fix: Optional[Fix] = None  # what removes it; None when nothing can be suggested
 
 
-def subject(env: Environment, owner: Optional[str]) -> str:
-    """How a finding names a distribution ("torch 2.14.1", a conda package as "nccl 2.21.5.1 (conda)"),
-    or the files no distribution owns."""
-    dist = env.distribution(owner) if owner else None
-    return dist.label if dist else (owner or UNOWNED)
-
-
-def version_list(versions: list[str]) -> str:
-    """Versions for a message, oldest first: all of a few, or the ends and the count of many
-    ("12.0.76 … 12.3.101, 9 releases")."""
-    if len(versions) <= 4:
-        return ", ".join(versions)
-    return f"{versions[0]} … {versions[-1]}, {len(versions)} releases"
+def sort_key(finding: Finding) -> tuple:
+    """Errors first, then warnings, then info; then by check, subject and the problem's fields."""
+    problem = finding.problem
+    fields = tuple(str(getattr(problem, field.name)) for field in dataclasses.fields(problem))
+    return (SEVERITIES.index(finding.severity), finding.check.value, finding.subject.key(), type(problem).__name__,
+            fields)
 
 
 def sort_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
-    """Errors first, then warnings, then info; stable by check and subject within a severity."""
-    return tuple(
-        sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), f.check, f.subject, f.message))
-    )
+    return tuple(sorted(findings, key=sort_key))
 
 
 def exit_code(findings: Iterable[Finding], strict: bool) -> int:
     """0 clean, 1 warnings only (with --strict), 2 errors. 3 (doctor could not run) is the CLI's."""
     severities = {f.severity for f in findings}
-    if "error" in severities:
+    if Severity.ERROR in severities:
         return 2
-    if strict and "warning" in severities:
+    if strict and Severity.WARNING in severities:
         return 1
     return 0

@@ -1,167 +1,448 @@
-"""Fixes that name something installable: a torch variant this host runs, a release of the
-wheel-facts table that runs here, the wheel that provides a library, a toolkit that still targets a GPU."""
+"""What removes a finding, as a value: pip and conda steps with their requirements, a driver upgrade,
+a call the program makes, a change to a loader variable, and how they combine (one or another,
+one then another, one for each package), each with why it is offered.
+
+output/fixes.py words every type; `actions` lists the steps a test (or a tool) can apply, in order.
+Texts kept here are a table's own (an advisory's fix).
+
+May import: the value types (versions, arch) and packaging; nothing that judges.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from dataclasses import dataclass
+from typing import Iterator, Optional, Union
 
-from cudaresolve.arch import ComputeCapability, Target
-from cudaresolve.checks import releases
-from cudaresolve.checks.builds import Build, CudaBuild, framework_build
-from cudaresolve.compat import can_run, driver_verdict
-from cudaresolve.env.distributions import Distribution
-from cudaresolve.env.environment import Environment
-from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import components, toolkits, torch
-from cudaresolve.knowledge.wheel_facts import Wheel
-from cudaresolve.versions import CudaVersion
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName
+from packaging.version import Version
 
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.versions import CudaVersion, DriverRelease
 
-def driver_runs(cuda: Union[CudaVersion, str], host: HostFacts) -> bool:
-    """Whether the host's driver runs code built with `cuda` (natively or by minor-version
-    compatibility); True when the driver is unknown, so a fix is not ruled out for lack of facts."""
-    driver = host.driver
-    return not (driver.release or driver.cuda) or driver_verdict(cuda, driver.release, driver.cuda) is not None
+# -- steps that can be applied ----------------------------------------------------------------------
 
 
-def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional[str]:
-    """The newest variant of the installed torch release that this driver and every visible GPU can run."""
-    if dist is None or dist.name != "torch":
-        return None
-    public = dist.version.public
-    release = torch.release(public)
-    if release is None:
-        return None
-    driver = host.driver
-    for variant in reversed(release.variants):
-        if public not in variant.versions or variant.arch_list_for(host.machine) is None:
-            continue
-        if not driver_runs(variant.cuda, host):
-            continue
-        sass, ptx = variant.sass(host.machine), variant.ptx(host.machine)
-        if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
-            return (
-                f"install the {variant.name} variant: torch=={public}+{variant.name} from the PyTorch "
-                f"index ({torch.index_path(variant.name)}), with its matching CUDA wheels"
-            )
-    return None
+@dataclass(frozen=True)
+class PipInstall:
+    """`pip install` of these requirements; `replaces` are installed distributions they stand in for
+    (another name: pip would leave those in place, so applying it uninstalls them first)."""
+
+    requirements: tuple[Requirement, ...]
+    replaces: tuple[NormalizedName, ...] = ()
+    options: tuple[str, ...] = ()  # pip options ("--force-reinstall", "--no-deps"), none so far
 
 
-def arch_fix(
-    dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None,
-    runs: Optional[Callable[[Wheel], bool]] = None, install: Optional[Callable[[Wheel], str]] = None,
-) -> Optional[str]:
-    """Name a variant or release that runs on the host's GPUs with this driver, where the tables know
-    one; never a description the installed build already meets (cuDNN built with CUDA 12 lacking
-    sm_61 is not fixed by "a build made with CUDA <= 12.9", but by an older release that carries it).
-    `runs` judges a release of the wheel-facts table as the check judges the installed files;
-    `install` says how to install the release chosen (with its extras and companion wheels)."""
-    variant = torch_variant_fix(dist, host)
-    if variant:
-        return variant
-    if dist is not None and runs is not None and install is not None and releases.known([dist.name]):
-        ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
-        where = (f"compute capability {ccs[0]}" if len(ccs) == 1
-                 else f"every GPU here (compute capabilities {', '.join(map(str, ccs))})")
-        chosen = releases.newest([dist.name], runs, installed=dist.version)
-        if chosen is None:
-            return f"no release of {dist.name} in {releases.TABLE} runs on {where}"
-        return f"{install(chosen)} (the newest release in {releases.TABLE} whose device code runs on {where})"
-    driver = host.driver
-    supporting = [
-        t for t in toolkits.known()
-        if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)
-        and driver_runs(t.version, host)
-    ]
-    if not supporting:
-        return None
-    newest = CudaVersion.parse(supporting[-1].version)
-    if dist is not None and dist.kind == "conda":
-        # conda's CUDA packages follow the prefix's cuda-version: moving it moves them all together
-        return (f'conda install "{components.cuda_version_package()}<={newest}" (the newest CUDA that still targets {cc}'
-                + (" and this driver runs" if driver.release or driver.cuda else "")
-                + f"; {dist.name} comes with the prefix's CUDA)")
-    if build is not None and build.cuda.major <= newest.major and dist is not None:
-        return (f"{dist.name} {dist.version} is built with CUDA {build.cuda} and still lacks code for {cc}: an older "
-                f"release of {dist.name} may carry sm_{cc.arch_number}; the device code of its releases is not known "
-                "here, so none is named")
-    return (f"use a build made with CUDA <= {newest} (the newest toolkit that still targets {cc}"
-            + (" and this driver runs)" if driver.release or driver.cuda else ")"))
+@dataclass(frozen=True)
+class PipUninstall:
+    names: tuple[NormalizedName, ...]
 
 
-def provider_dists(soname: str, major: Optional[int]) -> list[str]:
-    """The wheels that install `soname`, for one CUDA major (all majors when None)."""
-    rows = components.for_soname(soname)
-    return sorted({r.dist for r in rows if major is None or r.cuda_major == major})
+@dataclass(frozen=True)
+class TorchVariant:
+    """torch's build for CUDA variant `variant` ("cu126") from the PyTorch index's `index_path`."""
+
+    version: Version  # the public release, 2.8.0
+    variant: str
+    index_path: str  # relative to the PyTorch index base ("whl/cu126")
+
+    @property
+    def requirement(self) -> Requirement:
+        return Requirement(f"torch=={self.version}+{self.variant}")
 
 
-def provider_requirement(
-    soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[str]
-) -> Optional[tuple[str, list[str]]]:
-    """(`"<wheel that provides soname>[>=minimum]"`, the other wheels that also provide it), choosing
-    the consumer's CUDA major; None when no wheel is known to provide it."""
-    major = None
-    dist = env.distribution(consumer_dist) if consumer_dist else None
-    build = framework_build(dist) if dist else None
-    if minimum:
-        major = CudaVersion.parse(minimum).major
-    elif build is not None:
-        major = build.cuda.major
-    providers = provider_dists(soname, major)
-    if not providers:
-        return None
-    return f'"{providers[0]}{f">={minimum}" if minimum else ""}"', providers[1:]
+@dataclass(frozen=True)
+class CondaSpec:
+    """A conda match spec: `name` `relation` `version` ("cuda-version<=12.9")."""
+
+    name: str
+    relation: str  # ">=", "<="
+    version: Union[CudaVersion, Version]
 
 
-def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[str]) -> Optional[str]:
-    """`pip install "<wheel that provides soname>[>=minimum]"`, naming the other wheels that provide it too."""
-    found = provider_requirement(soname, env, consumer_dist, minimum)
-    if found is None:
-        return None
-    requirement, others = found
-    return f"pip install {requirement}" + (f" (also provided by {', '.join(others)})" if others else "")
+@dataclass(frozen=True)
+class CondaInstall:
+    specs: tuple[CondaSpec, ...]
 
 
-def conda_fix(env: Environment, soname: str, provider_owner: Optional[str], minimum: Optional[str]) -> Optional[str]:
-    """For a library a conda package provides: the conda command that replaces it (the package from
-    data/components.toml for the needed major, else the owner's own conda name), with the prefix's
-    cuda-version moved along when it pins an older CUDA; None when conda did not install it."""
-    owner = env.distribution(provider_owner) if provider_owner else None
-    if owner is None or owner.conda is None:
-        return None
-    major = CudaVersion.parse(minimum).major if minimum else None
-    package = next(iter(components.conda_packages(soname, major)), owner.conda.name)
-    if minimum is None:
-        return f"conda update {package} (the conda package whose {soname} the loader picks)"
-    pins = [f'"{package}>={minimum}"']
-    pinned = env.conda.record(components.cuda_version_package()) if env.conda else None
-    cuda = env.conda.cuda() if env.conda else None
-    if pinned is not None and (cuda is None or cuda < CudaVersion.parse(minimum)):  # one it cannot read: move it too
-        pins.append(f'"{pinned.name}>={minimum}"')
-    return f"conda install {' '.join(pins)}"
+@dataclass(frozen=True)
+class CondaUpdate:
+    package: str
 
 
-def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[str]:
-    """For a library missing from the build a package imports (cuda-cccl's cu13/ without CUDA 13
-    wheels): the extra that installs that build's libraries, or, when the driver cannot run that
-    CUDA major, the route to a build it runs."""
-    row = components.alternative_builds(dist)
-    if row is None:
-        return None
-    extra = row.extras.get(build.directory)
-    if driver_runs(CudaVersion(build.cuda_major), host) and extra:
-        return f'pip install "{dist}[{extra}]" (the CUDA {build.cuda_major} libraries its {build.directory} build needs)'
-    route = other_route(dist, build.cuda_major, host)
-    return f"this driver cannot run CUDA {build.cuda_major}; {route}" if route else None
+@dataclass(frozen=True)
+class DriverUpgrade:
+    minimum: DriverRelease
 
 
-def other_route(dist: str, cuda_major: int, host: HostFacts) -> Optional[str]:
-    """For a package shipping one build per CUDA major, the newest other build the driver runs, as
-    the requirements that select it and install its libraries ("take the CUDA 12 route: ...")."""
-    row = components.alternative_builds(dist)
-    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]) if row else ():
-        if major != cuda_major and driver_runs(CudaVersion(major), host) and row.extras.get(directory):
-            chooser = (f'"{row.selected_by}<{cuda_major}" ' if major < cuda_major
-                       else f'"{row.selected_by}>={major}" ') if row.selected_by else ""
-            return f'take the CUDA {major} route: pip install {chooser}"{dist}[{row.extras[directory]}]"'
-    return None
+@dataclass(frozen=True)
+class Call:
+    """A call the program makes before the package's first use (`onnxruntime.preload_dlls()`)."""
+
+    module: str
+    function: str
+
+
+@dataclass(frozen=True)
+class AddToPath:
+    """Put a directory on a search-path variable; `first`: before what is there. `directory` None:
+    the right copy's directory is not known."""
+
+    variable: str
+    directory: Optional[str]
+    first: bool = False
+
+
+@dataclass(frozen=True)
+class RemoveFromPath:
+    """Take `entry` (a directory, or a file for LD_PRELOAD) out of a variable."""
+
+    variable: str
+    entry: str
+
+
+@dataclass(frozen=True)
+class RemoveStaleDirectory:
+    """Take a stale directory out of a search-path variable (worded without naming it)."""
+
+    variable: str
+    directory: str
+
+
+@dataclass(frozen=True)
+class RemoveCopy:
+    """Remove the copy of a library the loader picks wrongly."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class KeepOneBuild:
+    """Keep one build of a duplicated library: remove `remove` (nothing installed requires it; with
+    conda for a conda package), or install releases that share one provider; without `remove`, only
+    the latter."""
+
+    remove: Optional[NormalizedName] = None
+    conda: bool = False
+
+
+@dataclass(frozen=True)
+class AdvisoryFix:
+    """The fix data/advisories.toml gives for advisory `advisory`, in its words."""
+
+    advisory: str
+    text: str
+
+
+# -- advice that names what to look for, where no step can be named ----------------------------------
+
+
+@dataclass(frozen=True)
+class StateHost:
+    """Judge for the GPU machine: --host FILE from its probe, or --driver/--gpu."""
+
+
+@dataclass(frozen=True)
+class ReleaseThatFinds:
+    """Install a release of the package that finds the library."""
+
+
+@dataclass(frozen=True)
+class FindWheelCopy:
+    """Make the package find its wheel's copy (its RPATH, or the preload order)."""
+
+
+@dataclass(frozen=True)
+class BuildWithCuda:
+    """A build made with CUDA <= `maximum`, the newest toolkit that targets `cc` (and the driver runs)."""
+
+    maximum: CudaVersion
+    cc: ComputeCapability
+    driver_known: bool
+
+
+@dataclass(frozen=True)
+class OlderReleaseMayCarry:
+    """An older release of the package may carry code for `cc`; none is known here."""
+
+    distribution: str
+    version: Version
+    cuda: CudaVersion
+    cc: ComputeCapability
+
+
+@dataclass(frozen=True)
+class NoKnownRelease:
+    """cudaresolve's table holds no release of `names` that runs on `runs_on` (GPUs), that is built
+    for CUDA `cuda_major`, or (neither given) that is built for a CUDA the driver runs."""
+
+    names: tuple[str, ...]
+    runs_on: tuple[ComputeCapability, ...] = ()
+    cuda_major: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class InstallBuild:
+    """Install a build of `of` for CUDA `cuda` (None: the one the driver supports)."""
+
+    of: tuple[str, ...]
+    cuda: Optional[CudaVersion]
+
+
+@dataclass(frozen=True)
+class InstallBuildsOf:
+    major: int
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InstallWheels:
+    major: int
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuildOf:
+    """A build of `name` for CUDA `major` (the other side of a choice)."""
+
+    name: str
+    major: int
+
+
+# -- how fixes combine ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Alternatives:
+    """Any one of these ("A, or B")."""
+
+    options: tuple["Fix", ...]
+
+
+@dataclass(frozen=True)
+class OrElse:
+    """The first, or else the second where it applies ("A; or B")."""
+
+    first: "Fix"
+    second: "Fix"
+
+
+@dataclass(frozen=True)
+class Steps:
+    """These in order ("A, then B")."""
+
+    steps: tuple["Fix", ...]
+
+
+@dataclass(frozen=True)
+class Each:
+    """One fix per package, all of them ("A; B")."""
+
+    fixes: tuple["Fix", ...]
+
+
+# -- why a fix is offered (worded before or after it) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlsoProvidedBy:
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ToEnable:
+    """It enables optional features."""
+
+
+@dataclass(frozen=True)
+class Constrain:
+    """It constrains a dependency the metadata leaves open (or a constraints file can)."""
+
+
+@dataclass(frozen=True)
+class BuildLibraries:
+    """It installs the libraries of the package's CUDA `major` build in `directory`."""
+
+    major: int
+    directory: str
+
+
+@dataclass(frozen=True)
+class TakeRoute:
+    """It selects and installs the package's CUDA `major` build."""
+
+    major: int
+
+
+@dataclass(frozen=True)
+class DriverCannotRun:
+    major: int
+
+
+@dataclass(frozen=True)
+class WheelsOfMajors:
+    """What it removes: wheels of these CUDA majors."""
+
+    majors: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NoneFitsEither:
+    """Companion wheels named bare: the table holds no release of them that fits."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NewestThatRuns:
+    """The table's newest release whose device code runs on these GPUs."""
+
+    ccs: tuple[ComputeCapability, ...]
+
+
+@dataclass(frozen=True)
+class NewestForDriver:
+    """The table's newest release built for a CUDA the driver runs (that CUDA, when known)."""
+
+    cuda: Optional[CudaVersion]
+
+
+@dataclass(frozen=True)
+class NewestBuildOf:
+    major: int
+    name: str
+
+
+@dataclass(frozen=True)
+class NewestCudaForArch:
+    """The newest CUDA that still targets `cc` (and the driver runs); `comes_with` follows the prefix's CUDA."""
+
+    cc: ComputeCapability
+    driver_known: bool
+    comes_with: str
+
+
+@dataclass(frozen=True)
+class ForNativeSupport:
+    pass
+
+
+@dataclass(frozen=True)
+class PinToDriverCuda:
+    count: int
+
+
+@dataclass(frozen=True)
+class UseBuildInstead:
+    major: Optional[int]
+
+
+@dataclass(frozen=True)
+class SameCupyRelease:
+    major: int
+
+
+@dataclass(frozen=True)
+class NotWhereItLooks:
+    """The environment has the library (`owner`'s copy), but not where `consumer` looks."""
+
+    owner: Optional[str]
+    consumer: str
+
+
+@dataclass(frozen=True)
+class PicksConda:
+    """The conda package whose `soname` the loader picks."""
+
+    soname: str
+
+
+@dataclass(frozen=True)
+class PreloaderLooksFirst:
+    """The wheel would be found first: the package's preloader searches site-packages first."""
+
+    preloader: str
+
+
+@dataclass(frozen=True)
+class LooksFirstIn:
+    """The wheel would be found first: `consumer` searches `directory` first."""
+
+    consumer: str
+    directory: str
+
+
+@dataclass(frozen=True)
+class TakenFirst:
+    """The loader takes that directory's `soname` first."""
+
+    soname: str
+
+
+@dataclass(frozen=True)
+class PreloadServes:
+    """That preloaded file is loaded before everything and serves `soname`."""
+
+    soname: str
+
+
+@dataclass(frozen=True)
+class PickedOther:
+    """`distribution` `version` (its copy at `copy`) has what `consumer` needs, but the loader picks
+    `chosen` (`step`) first."""
+
+    distribution: str
+    version: Version
+    copy: Optional[str]
+    consumer: str
+    chosen: str
+    step: Optional[str]
+
+
+Why = Union[
+    AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
+    NewestThatRuns, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
+    UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
+    PreloadServes, PickedOther, NoKnownRelease,
+]
+
+
+@dataclass(frozen=True)
+class Explained:
+    """A fix with why it is offered."""
+
+    fix: "Fix"
+    why: Why
+
+
+Fix = Union[
+    PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath, RemoveFromPath,
+    RemoveStaleDirectory, RemoveCopy, KeepOneBuild, AdvisoryFix, StateHost, ReleaseThatFinds, FindWheelCopy,
+    BuildWithCuda, OlderReleaseMayCarry, NoKnownRelease, InstallBuild, InstallBuildsOf, InstallWheels, BuildOf,
+    Alternatives, OrElse, Steps, Each, Explained,
+]
+Action = Union[PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath,
+               RemoveFromPath, RemoveStaleDirectory, RemoveCopy]
+
+
+def actions(fix: Fix) -> Iterator[Action]:
+    """The steps of `fix` in order, taking the first of any alternatives: what applying it runs.
+    Advice (a build to look for, no known release) has none."""
+    if isinstance(fix, Explained):
+        yield from actions(fix.fix)
+    elif isinstance(fix, Alternatives):
+        yield from actions(fix.options[0])
+    elif isinstance(fix, OrElse):
+        yield from actions(fix.first)
+    elif isinstance(fix, Steps):
+        for step in fix.steps:
+            yield from actions(step)
+    elif isinstance(fix, Each):
+        for each in fix.fixes:
+            yield from actions(each)
+    elif isinstance(fix, KeepOneBuild):
+        if fix.remove is not None and not fix.conda:
+            yield PipUninstall((fix.remove,))
+    elif isinstance(fix, (PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call,
+                          AddToPath, RemoveFromPath, RemoveStaleDirectory, RemoveCopy)):
+        yield fix

@@ -10,6 +10,9 @@
 - shadowing: the loader picks a library from outside the environment while a wheel in it has it.
 
 Each takes the packages' loads (`loading.load_packages`) and reads nothing from the disk.
+
+May import: binary/loader (its problems), checks/ (findings, suggestions, loads), env/, host/ and
+knowledge/; the findings are values, output/ words them.
 """
 
 from __future__ import annotations
@@ -19,26 +22,25 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Iterable, Optional
 
-from packaging.version import Version
+from packaging.requirements import Requirement
 
 from cudaresolve.binary.loader import (
-    ALREADY_LOADED,
-    DEFAULT_DIR,
     INVALID_LIBRARY,
     LD_LIBRARY_PATH,
-    LD_SO_CACHE,
     MISSING_LIBRARY,
     MISSING_VERSION,
     PRELOADED,
-    RPATH,
-    RUNPATH,
     UNDEFINED_SYMBOL,
     Problem,
 )
-from cudaresolve.checks.findings import Finding, subject
-from cudaresolve.checks.fixes import build_fix, conda_fix, provider_dists, provider_fix, provider_requirement
+from cudaresolve.checks import evidence as e
+from cudaresolve.checks import fixes as f
+from cudaresolve.checks import problems as p
+from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.checks.mixed_majors import other_major_wheels
+from cudaresolve.checks.subjects import Subject, subject
+from cudaresolve.checks.suggest import build_fix, conda_fix, provider_dists, provider_fix, provider_requirement
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
@@ -48,14 +50,8 @@ from cudaresolve.versions import CudaVersion
 def check_foreign_files(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
     """Files built for another machine: this machine's loader cannot load them, so they were not checked."""
     return [
-        Finding(
-            "environment",
-            "warning",
-            path,
-            f"built for {machine}: this machine's loader cannot load it, so it was not checked",
-            (f"installed by {subject(env, load.dist)}",),
-            None,
-        )
+        Finding(Check.ENVIRONMENT, Severity.WARNING, Subject(file=path), p.ForeignMachine(machine),
+                (e.InstalledBy(subject(env, load.dist)),))
         for load in loads
         for path, machine in load.foreign
     ]
@@ -89,7 +85,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     findings: list[Finding] = []
     causes: dict[tuple, int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
-    on_call: dict[tuple[Optional[str], str, str], list[Problem]] = defaultdict(list)  # (package, file, call)
+    on_call: dict[tuple[Optional[str], str, components.PythonCall], list[Problem]] = defaultdict(list)  # (package, file, call)
     for load, problem in _library_problems(env, loads):
         if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked, load.dist):
             continue  # check_plugin_libraries
@@ -105,19 +101,17 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
         if problem.kind == MISSING_LIBRARY and preload and preload.on_call and needed in env.preloads.get(load.dist or "", {}):
             on_call[(load.dist, problem.consumer, preload.on_call)].append(problem)
             continue
-        fix = None
+        fix: Optional[f.Fix] = None
         if problem.kind == INVALID_LIBRARY:  # ld.so stops at the refused file
             needed = os.path.basename(needed)
-            where = f"the loader finds {problem.provider} first ({problem.provider_step}) and cannot load it"
+            where = e.Unfound(problem.consumer, needed, refused=problem.provider, refused_step=problem.provider_step)
         else:
             copies = env.with_soname(needed)
+            where = e.Unfound(problem.consumer, needed, copies=tuple(elf.path for elf in copies))
             if copies:
-                where = f"the environment's copy ({', '.join(e.path for e in copies)}) is not on its search path"
-                fix = (f"{copies[0].owner or 'the environment'} has it, but not where "
-                       f"{os.path.basename(problem.consumer)} looks: put {os.path.dirname(copies[0].path)} on "
-                       "LD_LIBRARY_PATH, or install a release of its package that finds it")
-            else:
-                where = "nothing on its search path, in the environment or in the system provides it"
+                fix = f.Explained(
+                    f.Alternatives((f.AddToPath(LD_LIBRARY_PATH, os.path.dirname(copies[0].path)), f.ReleaseThatFinds())),
+                    f.NotWhereItLooks(copies[0].owner, os.path.basename(problem.consumer)))
         fix = (
             fix
             or (build_fix(load.dist, load.build, host) if load.build and load.dist and components.for_soname(needed)
@@ -127,18 +121,12 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
         same_cause = (load.dist, env.identity(problem.consumer), fix)  # one fix for several libraries: one finding
         if fix is not None and same_cause in causes:
             found = findings[causes[same_cause]]
-            findings[causes[same_cause]] = replace(found, evidence=found.evidence + (f"{problem.consumer} needs {needed}; {where}",))
+            findings[causes[same_cause]] = replace(found, evidence=found.evidence + (where,))
             continue
         causes[same_cause] = len(findings)
         findings.append(
-            Finding(
-                "missing-library",
-                "error",
-                subject(env, load.dist),
-                f"{os.path.basename(problem.consumer)}: {problem.message}",
-                (f"{problem.consumer} needs {needed}; {where}",),
-                fix,
-            )
+            Finding(Check.MISSING_LIBRARY, Severity.ERROR, subject(env, load.dist),
+                    p.LibraryNotLoaded(problem.consumer, needed, problem.message), (where,), fix)
         )
     for dist, problems in optional.items():
         findings.append(_optional_features(env, dist, problems))
@@ -147,20 +135,20 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     return findings
 
 
-def _found_on_call(env: Environment, dist: Optional[str], consumer: str, call: str, problems: list[Problem]) -> Finding:
+def _found_on_call(
+    env: Environment, dist: Optional[str], consumer: str, call: components.PythonCall, problems: list[Problem]
+) -> Finding:
     """Libraries a file finds only after the program makes its package's preload call
     (onnxruntime.preload_dlls()): it works in programs that make it, so a warning whose fix is the call."""
-    name = os.path.basename(consumer)
-    plugin = components.primary_plugin(dist, name)
+    plugin = components.primary_plugin(dist, os.path.basename(consumer))
     found = env.preloads.get(dist or "", {})
     return Finding(
-        "missing-library",
-        "warning",
-        subject(env, dist),
-        f"{name} finds {', '.join(p.needed or '' for p in problems)} only after the program calls {call}"
-        + (f": without it the {plugin.feature} does not load" if plugin else ""),
-        tuple(f"{consumer} needs {p.needed}; {call} loads {found[p.needed or '']}" for p in problems),
-        f"call {call} before the first use (see the package's documentation for other ways it preloads)",
+        Check.MISSING_LIBRARY, Severity.WARNING, subject(env, dist),
+        p.FoundOnlyAfterCall(consumer, tuple(problem.needed or "" for problem in problems), call.module, call.function,
+                             plugin.feature if plugin else None),
+        tuple(e.LoadedByCall(consumer, problem.needed or "", call.module, call.function, found[problem.needed or ""])
+              for problem in problems),
+        f.Call(call.module, call.function),
     )
 
 
@@ -169,23 +157,19 @@ def _optional_features(
 ) -> Finding:
     """One info for all of a package's optional layers whose library is absent (numba's TBB threading
     layer, CuPy's NCCL and cuTENSOR modules): the package works without them (data: [optional_layers])."""
-    features = list(dict.fromkeys(layer.feature for layer, _ in problems))
-    sonames = sorted({problem.needed or "" for _, problem in problems})
-    installs = []
+    features = tuple(dict.fromkeys(layer.feature for layer, _ in problems))
+    sonames = tuple(sorted({problem.needed or "" for _, problem in problems}))
+    installs: list[Requirement] = []
     for layer, problem in problems:
         if layer.provided_by:
-            installs.append(f'"{layer.provided_by}"')
+            installs.append(Requirement(layer.provided_by))
         else:
             found = provider_requirement(problem.needed or "", env, dist, None)
             installs += [found[0]] if found else []
     return Finding(
-        "missing-library",
-        "info",
-        subject(env, dist),
-        f"optional feature{'s' if len(features) > 1 else ''} unavailable: {'; '.join(features)} "
-        f"({', '.join(sonames)} not installed)",
-        tuple(f"{problem.consumer}: {problem.message}" for _, problem in problems),
-        f"to enable: pip install {' '.join(dict.fromkeys(installs))}" if installs else None,
+        Check.MISSING_LIBRARY, Severity.INFO, subject(env, dist), p.OptionalFeaturesMissing(features, sonames),
+        tuple(e.LoaderError(problem.consumer, problem.message) for _, problem in problems),
+        f.Explained(f.PipInstall(tuple(dict.fromkeys(installs))), f.ToEnable()) if installs else None,
     )
 
 
@@ -202,15 +186,9 @@ def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> li
         missing = sorted({n for names in by_plugin.values() for n in names})
         findings.append(
             Finding(
-                "missing-library",
-                "info",
-                subject(env, dist),
-                ("1 plugin library loads only on demand and needs" if len(by_plugin) == 1
-                 else f"{len(by_plugin)} plugin libraries load only on demand and need")
-                + f" libraries that are not on their search path ({', '.join(missing)}); the features they "
-                "provide are unavailable here",
-                tuple(f"{plugin} needs {', '.join(sorted(names))}" for plugin, names in sorted(by_plugin.items())),
-                None,
+                Check.MISSING_LIBRARY, Severity.INFO, subject(env, dist),
+                p.PluginLibrariesMissing(tuple(sorted(by_plugin)), tuple(missing)),
+                tuple(e.Needs(plugin, tuple(sorted(names))) for plugin, names in sorted(by_plugin.items())),
             )
         )
     return findings
@@ -235,23 +213,22 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
         elf = env.elf_file(consumer)
         owner = elf.owner if elf is not None else None
         first = problems[0]
-        versions = [p.min_provider_version for p in problems if p.min_provider_version]
-        minimum = max(versions, key=Version) if versions else None
+        versions = [problem.min_provider_version for problem in problems if problem.min_provider_version]
+        minimum = max(versions) if versions else None
         # glibc names the provider in a version error and the consumer in a symbol error.
-        evidence = [f"{_named_by_glibc(p)}: {p.message}" for p in problems[:5]]
+        evidence: list[e.Evidence] = [e.LoaderError(_named_by_glibc(problem), problem.message) for problem in problems[:5]]
         if len(problems) > 5:
-            evidence.append(f"... and {len(problems) - 5} more")
+            evidence.append(e.More(len(problems) - 5))
         if provider:
             chosen = env.elf_file(provider)
             conda = chosen is not None and chosen.owner is not None and _conda_installed(env, chosen.owner)
-            evidence.append(f"the loader picks {provider} ({first.provider_step})"
-                            + (f", from {subject(env, chosen.owner)}" if conda else ""))
+            evidence.append(e.LoaderPicks(provider, first.provider_step, subject(env, chosen.owner) if conda else None))
         soname = first.needed or (os.path.basename(provider) if provider else "")
         findings[key] = Finding(
-            "symbol-skew",
-            "error",
-            subject(env, owner),
-            f"{os.path.basename(_named_by_glibc(first))}: {first.message}",
+            Check.SYMBOL_SKEW, Severity.ERROR, subject(env, owner),
+            p.SymbolSkew(consumer, provider, first.provider_step, soname,
+                         tuple(problem.symbol or problem.version or "" for problem in problems), _named_by_glibc(first),
+                         first.message, minimum),
             tuple(evidence),
             _loader_cause_fix(env, first, soname)
             or _conda_provider_fix(env, load_of[(consumer, provider)], first, soname, owner, minimum)
@@ -297,29 +274,24 @@ class _Bridges:
     def unused(self) -> dict[str, Finding]:
         return {
             consumer: Finding(
-                "bridge",
-                "info",
-                subject(self.env, package),
-                f"bridge unused: {os.path.basename(consumer)} binds {len(symbols)} symbols of {provider}, which is "
-                f"not installed; it is imported only with {provider}",
-                (f"{consumer} needs {', '.join(sorted(symbols)[:3])}"
-                 + (f" and {len(symbols) - 3} more" if len(symbols) > 3 else "") + f", which {provider} defines",),
-                None,
+                Check.BRIDGE, Severity.INFO, subject(self.env, package),
+                p.UnusedBridge(consumer, provider, tuple(sorted(symbols))),
+                (e.BridgeSymbols(consumer, tuple(sorted(symbols)), provider),),
             )
             for consumer, (provider, package, symbols) in sorted(self.absent.items())
         }
 
 
-def _loader_cause_fix(env: Environment, problem: Problem, soname: str) -> Optional[str]:
+def _loader_cause_fix(env: Environment, problem: Problem, soname: str) -> Optional[f.Fix]:
     """When the provider is a file from outside the environment that LD_LIBRARY_PATH or LD_PRELOAD put
     first, that setting is the cause, whatever is installed."""
     provider = problem.provider
     if provider is None or env.elf_file(provider) is not None:
         return None
     if problem.provider_step == LD_LIBRARY_PATH:
-        return f"remove {os.path.dirname(provider)} from LD_LIBRARY_PATH: the loader takes its {soname} first"
+        return f.Explained(f.RemoveFromPath(LD_LIBRARY_PATH, os.path.dirname(provider)), f.TakenFirst(soname))
     if problem.provider_step == PRELOADED and provider in env.loader.preloaded.values():
-        return f"remove {provider} from LD_PRELOAD: it is loaded before everything and serves {soname}"
+        return f.Explained(f.RemoveFromPath("LD_PRELOAD", provider), f.PreloadServes(soname))
     return None
 
 
@@ -329,22 +301,23 @@ def _conda_installed(env: Environment, name: str) -> bool:
 
 
 def _conda_provider_fix(
-    env: Environment, load: PackageLoad, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[str]
-) -> Optional[str]:
+    env: Environment, load: PackageLoad, problem: Problem, soname: str, owner: Optional[str],
+    minimum: Optional[CudaVersion],
+) -> Optional[f.Fix]:
     """When the file the loader picks is a conda package's: the conda command that replaces it, and
     the wheel that provides it where the consumer would find that wheel before the conda copy."""
     provider = env.elf_file(problem.provider) if problem.provider else None
-    conda = conda_fix(env, soname, provider.owner if provider else None, minimum)
+    conda = conda_fix(env, soname, provider.owner if provider else None, minimum.as_release() if minimum else None)
     if conda is None:
         return None
     reason = _wheel_found_first(env, load, problem, soname, minimum)
     pip = provider_fix(soname, env, owner, minimum) if reason else None
-    return f"{conda}; or {pip} ({reason})" if pip else conda
+    return f.OrElse(conda, f.Explained(pip, reason)) if pip and reason else conda
 
 
 def _wheel_found_first(
-    env: Environment, load: PackageLoad, problem: Problem, soname: str, minimum: Optional[str]
-) -> Optional[str]:
+    env: Environment, load: PackageLoad, problem: Problem, soname: str, minimum: Optional[CudaVersion]
+) -> Optional[f.Why]:
     """Why a wheel of `soname`, once installed, would be found before the conda copy: the package's
     preloader searches site-packages first, or the consumer's RPATH chain (its RUNPATH) names the
     wheel's directory. None when neither: installing the wheel would change nothing."""
@@ -353,14 +326,14 @@ def _wheel_found_first(
             and env.preloads.get(load.dist or "", {}).get(soname) == problem.provider
             and "conda-prefix" in preloader.search
             and "site-packages" in preloader.search[:preloader.search.index("conda-prefix")]):
-        return f"{preloader.name}'s preloader looks in site-packages first"
-    major = CudaVersion.parse(minimum).major if minimum else None
+        return f.PreloaderLooksFirst(preloader.name)
+    major = minimum.major if minimum else None
     wheel_dirs = {os.path.normpath(os.path.join(site, row.lib_dir))
                   for site in env.target.site_packages for row in components.for_soname(soname)
                   if major is None or row.cuda_major == major}
     for directory in _search_dirs(env, load, problem.consumer):
         if os.path.normpath(directory) in wheel_dirs:
-            return f"{os.path.basename(problem.consumer)} looks in {directory} first"
+            return f.LooksFirstIn(os.path.basename(problem.consumer), directory)
     return None
 
 
@@ -391,20 +364,21 @@ def _origin_expanded(entries: Iterable[str], path: str) -> list[str]:
 
 
 def _installed_elsewhere_fix(
-    env: Environment, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[str]
-) -> Optional[str]:
+    env: Environment, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[CudaVersion]
+) -> Optional[f.Fix]:
     """A wheel that would satisfy the consumer is installed, but the loader picked another file: say
     where the right copy is instead of asking to install it again."""
-    major = CudaVersion.parse(minimum).major if minimum else None
+    major = minimum.major if minimum else None
     for name in provider_dists(soname, major):
         dist = env.distribution(name)
-        if dist is None or (minimum and dist.version < Version(minimum)):
+        if dist is None or (minimum and dist.version < minimum.as_release()):
             continue
-        copies = [e.path for e in env.elf_files if e.owner == name and e.facts and e.facts.soname == soname]
-        where = f" ({copies[0]})" if copies else ""
-        return (f"{name} {dist.version}{where} has what {os.path.basename(problem.consumer)} needs, but the loader "
-                f"picks {problem.provider} ({problem.provider_step}) first: remove that copy, or put "
-                f"{os.path.dirname(copies[0]) if copies else 'its directory'} first on LD_LIBRARY_PATH")
+        copies = [elf.path for elf in env.elf_files if elf.owner == name and elf.facts and elf.facts.soname == soname]
+        return f.Explained(
+            f.Alternatives((f.RemoveCopy(problem.provider or ""),
+                            f.AddToPath(LD_LIBRARY_PATH, os.path.dirname(copies[0]) if copies else None, first=True))),
+            f.PickedOther(name, dist.version, copies[0] if copies else None, os.path.basename(problem.consumer),
+                          problem.provider or "", problem.provider_step))
     return None
 
 
@@ -426,30 +400,17 @@ def check_shadowing(env: Environment, loads: Iterable[PackageLoad]) -> list[Find
                 key = (res.needed, real, res.step)
                 if key in findings:
                     continue
-                owners = sorted({o for elf in wheel_copies for o in elf.owners})
-                how = {
-                    LD_LIBRARY_PATH: "LD_LIBRARY_PATH",
-                    LD_SO_CACHE: "the system's ld.so.cache",
-                    DEFAULT_DIR: "the system's default directory",
-                    RPATH: f"the RPATH of {res.rpath_of}",
-                    RUNPATH: f"the RUNPATH of {os.path.basename(obj.path)}",
-                    ALREADY_LOADED: "a copy another library of the package loaded first",
-                }.get(res.step, f"the name {res.needed}")
+                owners = tuple(sorted({o for elf in wheel_copies for o in elf.owners}))
                 chosen = env.elf_file(res.path)
                 conda_owner = chosen.owner if chosen is not None and chosen.owner in conda else None
                 findings[key] = Finding(
-                    "shadowing",
-                    "warning",
-                    res.needed,
-                    f"{how} makes the loader pick {res.path}"
-                    + (f" (from {subject(env, conda_owner)})" if conda_owner else "")
-                    + f" for {os.path.basename(obj.path)}, "
-                    f"not the environment's copy from {', '.join(owners) or 'an unowned file'}",
-                    (f"{obj.path} needs {res.needed}: chosen {res.path} ({res.step})",)
-                    + tuple(f"environment copy: {elf.path}" for elf in wheel_copies),
-                    "remove the stale directory from LD_LIBRARY_PATH"
-                    if res.step == LD_LIBRARY_PATH
-                    else "make the package find its wheel's copy (fix its RPATH or the preload order)",
+                    Check.SHADOWING, Severity.WARNING, Subject(file=res.needed),
+                    p.Shadowed(obj.path, res.needed, res.path, res.step, res.rpath_of,
+                               subject(env, conda_owner) if conda_owner else None, owners),
+                    (e.Chosen(obj.path, res.needed, res.path, res.step),)
+                    + tuple(e.EnvironmentCopy(elf.path) for elf in wheel_copies),
+                    f.RemoveStaleDirectory(LD_LIBRARY_PATH, os.path.dirname(res.path)) if res.step == LD_LIBRARY_PATH
+                    else f.FindWheelCopy(),
                 )
     return list(findings.values())
 

@@ -1,19 +1,26 @@
 """metadata-vs-binary: a dependency the metadata leaves open below what the binary binds
-(nvidia-cusparse-cu12 12.3.1.170 needs nvJitLink >= 12.4 but declares it unpinned)."""
+(nvidia-cusparse-cu12 12.3.1.170 needs nvJitLink >= 12.4 but declares it unpinned).
+
+May import: binary/loader (versioned names), checks/ (findings, suggestions), env/ and knowledge/;
+the findings are values, output/ words them.
+"""
 
 from __future__ import annotations
 
-import os
 from typing import Iterator, Optional
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.binary.facts import Symbol
 from cudaresolve.binary.loader import min_provider_version
-from cudaresolve.checks.findings import Finding, version_list
-from cudaresolve.checks.fixes import provider_dists
+from cudaresolve.checks.evidence import SymbolNeed
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.fixes import Constrain, Explained, PipInstall
+from cudaresolve.checks.problems import MetadataAdmitsOlder
+from cudaresolve.checks.subjects import Subject
+from cudaresolve.checks.suggest import provider_dists
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
@@ -22,40 +29,37 @@ from cudaresolve.versions import CudaVersion
 def check_metadata_vs_binary(env: Environment) -> list[Finding]:
     """For each distribution: the newest provider release its files bind, against the requirement it
     declares on that provider (only requirements that apply here count)."""
-    by_dist: dict[str, dict[str, tuple[str, str, str]]] = {}  # dist -> provider soname -> (minimum, symbol, file)
+    by_dist: dict[str, dict[str, tuple[CudaVersion, str, str]]] = {}  # dist -> provider soname -> (minimum, symbol, file)
     for elf, symbol, minimum in versioned_needs(env):
         for owner in elf.owners:
             needs = by_dist.setdefault(owner, {})
-            if symbol.file not in needs or Version(minimum) > Version(needs[symbol.file][0]):
+            if symbol.file not in needs or minimum > needs[symbol.file][0]:
                 needs[symbol.file] = (minimum, symbol.name, elf.path)
     findings = []
     for dist in env.distributions:
         needs = by_dist.get(dist.name, {})
         requirements = env.requirements(dist)
         for soname, (minimum, symbol, consumer) in sorted(needs.items()):
-            for provider in provider_dists(soname, CudaVersion.parse(minimum).major):
+            for provider in provider_dists(soname, minimum.major):
                 requirement = next((r for r in requirements if canonicalize_name(r.name) == provider), None)
                 lower = _admitted_older(provider, requirement, minimum)
                 if not lower:
                     continue  # nothing installable is too old: declared or not, any release binds
-                declared = f"declares '{requirement}'" if requirement else f"does not declare {provider}"
                 findings.append(
                     Finding(
-                        "metadata-vs-binary",
-                        "warning",
-                        f"{dist.name} {dist.version}",
-                        f"needs {provider} >= {minimum} ({os.path.basename(consumer)} binds {symbol}) but "
-                        f"{declared}" + (f", which admits {version_list(lower)}" if lower else ""),
-                        (f"{consumer} needs {symbol} from {soname}",),
-                        f"constrain it: pip install \"{provider}>={minimum}\" (or add it to your constraints file)",
+                        Check.METADATA_VS_BINARY, Severity.WARNING,
+                        Subject(distribution=NormalizedName(dist.name), version=dist.version),
+                        MetadataAdmitsOlder(provider, minimum, consumer, symbol, requirement, tuple(lower)),
+                        (SymbolNeed(consumer, symbol, soname),),
+                        Explained(PipInstall((Requirement(f"{provider}>={minimum}"),)), Constrain()),
                     )
                 )
     return findings
 
 
-def versioned_needs(env: Environment) -> Iterator[tuple[ElfFile, Symbol, str]]:
+def versioned_needs(env: Environment) -> Iterator[tuple[ElfFile, Symbol, CudaVersion]]:
     """(file, symbol, release) for each undefined symbol whose versioned name implies a minimum
-    provider release (`__nvJitLinkComplete_12_4` -> "12.4")."""
+    provider release (`__nvJitLinkComplete_12_4` -> 12.4)."""
     for elf in env.elf_files:
         for symbol in elf.facts.undefined if elf.facts else ():
             minimum = min_provider_version(symbol)
@@ -63,12 +67,11 @@ def versioned_needs(env: Environment) -> Iterator[tuple[ElfFile, Symbol, str]]:
                 yield elf, symbol, minimum
 
 
-def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: str) -> list[str]:
+def _admitted_older(provider: str, requirement: Optional[Requirement], minimum: CudaVersion) -> list[str]:
     """Known releases of `provider` below `minimum` that `requirement` admits (all of them if undeclared)."""
     component = next((c.name for c in components.for_dist(provider)), "")
     versions = sorted({version for _, version in components.wheel_releases(component)}, key=Version)
-    major = CudaVersion.parse(minimum).major
-    older = [v for v in versions if Version(v).major == major and Version(v) < Version(minimum)]
+    older = [v for v in versions if Version(v).major == minimum.major and Version(v) < minimum.as_release()]
     if requirement is not None:
         older = [v for v in older if requirement.specifier.contains(v, prereleases=True)]
     return older

@@ -1,17 +1,27 @@
 """mixed-majors: consumers needing different CUDA runtime majors in one environment (one process
-imports both, and two CUDA runtimes do not share contexts, memory or streams)."""
+imports both, and two CUDA runtimes do not share contexts, memory or streams).
+
+May import: checks/ (builds, duplicates, releases, suggestions, findings), env/, host/ and
+knowledge/; the findings are values, output/ words them.
+"""
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from typing import Iterable, Optional
+
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName
 
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild, major_needs
 from cudaresolve.checks.duplicates import unmangled
-from cudaresolve.checks.findings import Finding, subject
-from cudaresolve.checks.fixes import driver_runs
+from cudaresolve.checks import evidence as e
+from cudaresolve.checks import fixes as f
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.problems import CompanionMajors, MixedMajors
+from cudaresolve.checks.subjects import Scope, Subject, subject
+from cudaresolve.checks.suggest import driver_runs
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, cupy
@@ -37,22 +47,18 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: Host
             needs[build.cuda.major].add(build.dist)
     if len(needs) < 2:
         return []
-    evidence = tuple(f"CUDA {major}: {', '.join(sorted(owners))}" for major, owners in sorted(needs.items()))
+    evidence = tuple(e.MajorUsers(major, tuple(sorted(owners))) for major, owners in sorted(needs.items()))
     target = max([major for major in needs if driver_runs(CudaVersion(major), host)] or needs)
     return [
         Finding(
-            "mixed-majors",
-            "error",
-            "environment",
-            f"packages need different CUDA majors ({', '.join(str(m) for m in sorted(needs))}); "
-            "two CUDA runtimes in one process do not share contexts, memory or streams",
+            Check.MIXED_MAJORS, Severity.ERROR, Subject(scope=Scope.ENVIRONMENT), MixedMajors(tuple(sorted(needs))),
             evidence,
             _move_to(env, sorted(set().union(*(owners for m, owners in needs.items() if m != target))), target, host),
         )
     ]
 
 
-def _move_to(env: Environment, owners: list[str], major: int, host: HostFacts) -> str:
+def _move_to(env: Environment, owners: list[str], major: int, host: HostFacts) -> f.Fix:
     """Each owner's build for CUDA `major`: CuPy's distribution for that major, the newest release of
     the wheel-facts table built for it that the driver runs for a component wheel (nvidia-curand ->
     "nvidia-curand-cu12==...") or a package whose releases it holds (onnxruntime-gpu, with its
@@ -64,10 +70,11 @@ def _move_to(env: Environment, owners: list[str], major: int, host: HostFacts) -
             named.append(owner)
         else:
             pins.append(pin)
-    return "; ".join(([f"install the CUDA {major} builds of: {', '.join(named)}"] if named else []) + pins)
+    fixes = ([f.InstallBuildsOf(major, tuple(named))] if named else []) + pins
+    return fixes[0] if len(fixes) == 1 else f.Each(tuple(fixes))
 
 
-def _release_for_major(env: Environment, owner: str, major: int, host: HostFacts) -> Optional[str]:
+def _release_for_major(env: Environment, owner: str, major: int, host: HostFacts) -> Optional[f.Fix]:
     """`pip install` of `owner`'s build for CUDA `major`: CuPy's distribution of the same release for
     that major (cupy-cuda12x 14.0.0 -> cupy-cuda13x 14.0.0, from data/cupy.toml), else the table's
     newest release of `owner` (or of its component's wheel for that major) built for it and run by
@@ -77,13 +84,14 @@ def _release_for_major(env: Environment, owner: str, major: int, host: HostFacts
         owner, installed.version.public) else None
     if other_cupy is not None:
         extras = f"[{','.join(sorted(installed.extras))}]" if installed.extras else ""
-        return (f'pip uninstall {owner}, then pip install "{other_cupy}{extras}=={installed.version.public}" '
-                f"(the same CuPy release built for CUDA {major}; only one CuPy may be installed)")
+        steps = (f.PipUninstall((NormalizedName(owner),)),
+                 f.PipInstall((Requirement(f"{other_cupy}{extras}=={installed.version.public}"),)))
+        return f.Explained(f.Steps(steps), f.SameCupyRelease(major))
     component = releases.known(releases.for_major(owner, major))
     if component:
         chosen = releases.for_driver(component, host)
-        return (f"pip install {releases.requirement(chosen)} in place of {owner}" if chosen else
-                f"no release of {' or '.join(component)} in {releases.TABLE} is built for a CUDA this driver runs")
+        return (f.PipInstall((releases.requirement(chosen),), replaces=(NormalizedName(owner),)) if chosen else
+                f.NoKnownRelease(tuple(component)))
     if not releases.known([owner]) or components.for_dist(owner):
         return None
 
@@ -93,9 +101,9 @@ def _release_for_major(env: Environment, owner: str, major: int, host: HostFacts
 
     chosen = releases.newest([owner], built_for)
     if chosen is None:
-        return f"no release of {owner} in {releases.TABLE} is built for CUDA {major}"
-    return (f"{releases.install(env, chosen, lambda names: releases.for_driver(names, host))} "
-            f"(the newest CUDA {major} build of {owner} in {releases.TABLE})")
+        return f.NoKnownRelease((owner,), cuda_major=major)
+    return f.Explained(releases.install(env, chosen, lambda names: releases.for_driver(names, host)),
+                       f.NewestBuildOf(major, owner))
 
 
 def other_major_wheels(env: Environment, soname: str) -> dict[int, str]:
@@ -127,25 +135,21 @@ def check_companion_majors(env: Environment, host: HostFacts) -> list[Finding]:
             mismatches[elf.owner].append((elf.path, needed, major, wheels))
     findings = []
     for owner, found in sorted(mismatches.items()):
-        needs = sorted({major for _, _, major, _ in found})
-        have = sorted({m for _, _, _, wheels in found for m in wheels})
+        needs = tuple(sorted({major for _, _, major, _ in found}))
+        have = tuple(sorted({m for _, _, _, wheels in found for m in wheels}))
         findings.append(
             Finding(
-                "mixed-majors",
-                "error",
-                subject(env, owner),
-                f"links CUDA {', '.join(map(str, needs))} libraries, but the environment's wheels of them are "
-                f"CUDA {', '.join(map(str, have))}",
-                tuple(f"{os.path.basename(path)} needs {needed}; installed: {', '.join(sorted(wheels.values()))}"
+                Check.MIXED_MAJORS, Severity.ERROR, subject(env, owner), CompanionMajors(needs, have),
+                tuple(e.LinksOtherMajor(path, needed, tuple(sorted(wheels.values())))
                       for path, needed, _, wheels in found[:5]),
-                f"{_wheels_for(found, needs[-1], host)}, or "
-                + (_release_for_major(env, owner, have[-1], host) or f"a build of {owner} for CUDA {have[-1]}"),
+                f.Alternatives((_wheels_for(found, needs[-1], host),
+                                _release_for_major(env, owner, have[-1], host) or f.BuildOf(owner, have[-1]))),
             )
         )
     return findings
 
 
-def _wheels_for(found: list[tuple[str, str, int, dict[int, str]]], major: int, host: HostFacts) -> str:
+def _wheels_for(found: list[tuple[str, str, int, dict[int, str]]], major: int, host: HostFacts) -> f.Fix:
     """The CUDA `major` wheels providing the libraries a package links, in place of the installed
     wheels of another major: the table's newest release the driver runs, else the bare name."""
     wanted = sorted({row.dist for _, needed, _, _ in found for row in components.for_soname(needed)
@@ -153,6 +157,6 @@ def _wheels_for(found: list[tuple[str, str, int, dict[int, str]]], major: int, h
     installed = sorted({name for _, _, _, wheels in found for name in wheels.values()})
     chosen = [releases.for_driver(releases.known([name]), host) for name in wanted]
     if not any(chosen):
-        return f"install the CUDA {major} wheels ({', '.join(wanted)})"
-    named = [releases.requirement(wheel) if wheel else f'"{name}"' for name, wheel in zip(wanted, chosen)]
-    return f"pip install {' '.join(named)} in place of {', '.join(installed)}"
+        return f.InstallWheels(major, tuple(wanted))
+    named = tuple(releases.requirement(wheel) if wheel else Requirement(name) for name, wheel in zip(wanted, chosen))
+    return f.PipInstall(named, replaces=tuple(NormalizedName(name) for name in installed))

@@ -1,6 +1,9 @@
 """Releases a fix may name: those of the knowledge table (data/wheel_facts.toml), the only ones whose
 device code and CUDA build are known here, judged by the same rules as the installed files. A fix
-names one as a requirement (`pip install "name==X"`), or says that the table holds none that works."""
+names one as a requirement (`name==X`), or says that the table holds none that works.
+
+May import: checks/builds, dependencies and fixes, compat, env/, host/ and knowledge/.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +11,13 @@ import os
 from dataclasses import replace
 from typing import Callable, Iterable, Optional
 
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from cudaresolve.checks.builds import CudaBuild, component_builds, soname_major
 from cudaresolve.checks.dependencies import pulled_in
+from cudaresolve.checks.fixes import Explained, Fix, NoneFitsEither, PipInstall, PipUninstall, Steps, WheelsOfMajors
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment
@@ -35,8 +41,8 @@ def newest(names: Iterable[str], works: Callable[[Wheel], bool], installed: Opti
                  if Version(wheel.version) != installed and works(wheel)), None)
 
 
-def requirement(wheel: Wheel) -> str:
-    return f'"{wheel.name}=={wheel.version}"'
+def requirement(wheel: Wheel) -> Requirement:
+    return Requirement(f"{wheel.name}=={wheel.version}")
 
 
 def build_of_release(wheel: Wheel) -> Optional[CudaBuild]:
@@ -74,7 +80,7 @@ def for_driver(names: Iterable[str], host: HostFacts) -> Optional[Wheel]:
             or newest(names, lambda w: driver_runs_release(w, host)))
 
 
-def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optional[Wheel]]) -> str:
+def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optional[Wheel]]) -> Fix:
     """`pip install` of the table's release `chosen`, with the extras installed with its namesake
     (onnxruntime-gpu[cuda,cudnn]) and, for each NVIDIA wheel the namesake pulls in that is of
     another CUDA major than the release, the same component's wheel for that major: the release
@@ -83,7 +89,9 @@ def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optiona
     leave them in place."""
     installed = env.distribution(chosen.name)
     extras = f"[{','.join(sorted(installed.extras))}]" if installed is not None and installed.extras else ""
-    parts, replaced, unfit = [f'"{chosen.name}{extras}=={chosen.version}"'], [], []
+    parts = [Requirement(f"{chosen.name}{extras}=={chosen.version}")]
+    replaced: list[NormalizedName] = []
+    unfit: list[str] = []
     made = build_of_release(chosen)
     for dep in sorted(pulled_in(env, chosen.name)) if made is not None else ():
         dist = env.distribution(dep)
@@ -92,19 +100,19 @@ def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optiona
         if not names:
             continue
         companion = pick(known(names))
-        parts.append(requirement(companion) if companion else f'"{names[0]}"')
+        parts.append(requirement(companion) if companion else Requirement(names[0]))
         unfit += [] if companion or not known(names) else [names[0]]
         replaced.append(dep)
-    first = f"pip uninstall {' '.join(replaced)} (CUDA {majors_of(env, replaced)} wheels), then " if replaced else ""
-    caveat = f" (no release of {', '.join(unfit)} in {TABLE} fits here either)" if unfit else ""
-    return f"{first}pip install {' '.join(parts)}{caveat}"
+    fix: Fix = PipInstall(tuple(parts))
+    if replaced:
+        fix = Steps((Explained(PipUninstall(tuple(replaced)), WheelsOfMajors(majors_of(env, replaced))), fix))
+    return Explained(fix, NoneFitsEither(tuple(unfit))) if unfit else fix
 
 
-def majors_of(env: Environment, names: list[str]) -> str:
-    """The CUDA majors of installed NVIDIA wheels, for a sentence ("13", "12 and 13")."""
-    majors = sorted({row.cuda_major for name in names for dist in [env.distribution(name)] if dist is not None
-                     for row in components.for_dist(name, str(dist.version))[:1]})
-    return " and ".join(map(str, majors))
+def majors_of(env: Environment, names: list[NormalizedName]) -> tuple[int, ...]:
+    """The CUDA majors of installed NVIDIA wheels (12, 13)."""
+    return tuple(sorted({row.cuda_major for name in names for dist in [env.distribution(name)] if dist is not None
+                         for row in components.for_dist(name, str(dist.version))[:1]}))
 
 
 def for_major(dist: str, major: int) -> list[str]:

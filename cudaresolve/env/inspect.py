@@ -6,6 +6,8 @@ RECORD says which files are its own).
 
 A name that cannot be read or found is reported like a file that cannot be read, an `Inspected`
 with its error, so the other names are still read and the CLI exits 2 ("problems found").
+
+May import: binary/, env/ and the base values; never checks/ or output/.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import find_elf_files
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.binary.wheel import WheelError, WheelFacts, is_shared_object_name, read_wheel
+from cudaresolve.versions import CudaVersion
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class ProviderNeeds:
     file: str  # "libnvJitLink.so.12"
     versions: tuple[str, ...]
     symbols: tuple[str, ...]  # versioned undefined symbols bound to this file
-    min_version: Optional[str]  # "12.4" when the symbol names encode it
+    min_version: Optional[CudaVersion]  # 12.4 when the symbol names encode it
 
 
 def inspect_names(names: list[str], target: Target) -> list[Inspected]:
@@ -71,7 +74,7 @@ def provider_needs(facts: BinaryFacts) -> tuple[ProviderNeeds, ...]:
     """Versioned symbol needs grouped by the file they must come from, with the release they imply."""
     versions: dict[str, set[str]] = defaultdict(set)
     symbols: dict[str, list[str]] = defaultdict(list)
-    minimum: dict[str, str] = {}
+    minimum: dict[str, CudaVersion] = {}
     for need in facts.version_needs:
         versions[need.file].update(need.versions)
     for symbol in facts.undefined:
@@ -79,16 +82,12 @@ def provider_needs(facts: BinaryFacts) -> tuple[ProviderNeeds, ...]:
             continue
         symbols[symbol.file].append(symbol.name)
         implied = min_provider_version(symbol)
-        if implied and (symbol.file not in minimum or _key(implied) > _key(minimum[symbol.file])):
+        if implied and (symbol.file not in minimum or implied > minimum[symbol.file]):
             minimum[symbol.file] = implied
     return tuple(
         ProviderNeeds(file, tuple(sorted(versions[file])), tuple(sorted(symbols.get(file, ()))), minimum.get(file))
         for file in sorted(versions)
     )
-
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 def _inspect_file(path: str) -> Inspected:

@@ -2,13 +2,17 @@
 
 The JSON form (`to_json` / `from_json`) is the `--host FILE` format and is documented in
 docs/host-json.md; `schema` is bumped on any incompatible change.
+
+A driver release and CUDA version are values (`DriverRelease`, `CudaVersion`), read from the JSON
+by their own parsers. May import: the base values, records and inputs; knowledge/gpus only to check
+a stated GPU.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from cudaresolve import records
 from cudaresolve.arch import ComputeCapability
@@ -27,17 +31,15 @@ class Driver:
     (e.g. "override:--driver", "override:CONDA_OVERRIDE_CUDA"), "derived:<table>" or "host-file".
     """
 
-    release: Optional[str] = field(default=None, metadata=records.check(DriverRelease.parse))  # e.g. "550.144.03"
+    release: Optional[DriverRelease] = None  # 550.144.03
     release_source: Optional[str] = None
-    cuda: Optional[str] = field(default=None, metadata=records.check(CudaVersion.parse))  # e.g. "12.4" (cuDriverGetVersion, major.minor)
+    cuda: Optional[CudaVersion] = None  # 12.4 (cuDriverGetVersion, major.minor)
     cuda_source: Optional[str] = None
 
     @property
     def branch(self) -> Optional[int]:
         """The driver branch (first field of the release), e.g. 550."""
-        if not self.release:
-            return None
-        return DriverRelease.parse(self.release).branch
+        return None if self.release is None else self.release.branch
 
 
 @dataclass(frozen=True)
@@ -126,9 +128,9 @@ class HostFacts:
             "glibc": self.glibc,
             "tegra": self.tegra,
             "driver": {
-                "release": self.driver.release,
+                "release": _text(self.driver.release),
                 "release_source": self.driver.release_source,
-                "cuda": self.driver.cuda,
+                "cuda": _text(self.driver.cuda),
                 "cuda_source": self.driver.cuda_source,
             },
             "cuda_visible_devices": self.cuda_visible_devices,
@@ -176,3 +178,6 @@ class HostFacts:
             raise UsageError(f"{origin}: not valid JSON ({exc})") from None
         return cls.from_dict(data, origin)
 
+
+def _text(value: Union[DriverRelease, CudaVersion, None]) -> Optional[str]:
+    return None if value is None else str(value)

@@ -8,22 +8,22 @@ Per fact, the first source present wins:
 A variable set to the empty string states "none" (conda's convention: an empty CONDA_OVERRIDE_CUDA
 means no CUDA driver), so a CPU-only CI job can say so without a GPU being probed.
 Overriding either driver fact replaces the whole probed driver, since the two describe one driver.
+
+Each value is read here, once, by its value type's parser. May import: host/facts, arch, versions.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, check_known
-from cudaresolve.versions import DriverRelease
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 RELEASE_VARIABLES = ("CUDARESOLVE_DRIVER", "UV_CUDA_DRIVER_VERSION")
 CUDA_VARIABLES = ("CUDARESOLVE_CUDA", "CONDA_OVERRIDE_CUDA")
-_CUDA_RE = re.compile(r"^(\d{1,2})(?:\.(\d{1,2}))?(?:\.\d+)?$", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -55,22 +55,25 @@ def _pick(*candidates: tuple[str, Optional[str]]) -> Optional[tuple[str, str]]:
     return next(((name, value) for name, value in candidates if value is not None), None)
 
 
-def _release(where: str, value: str) -> Optional[str]:
+def _release(where: str, value: str) -> Optional[DriverRelease]:
     if value == "" and where != "--driver":
         return None
     try:
-        return str(DriverRelease.parse(value))
+        return DriverRelease.parse(value)
     except UsageError:
         raise UsageError(f"{where}: {value!r} is not a driver release (expected e.g. 535.104.05)") from None
 
 
-def _cuda(where: str, value: str) -> Optional[str]:
+def _cuda(where: str, value: str) -> Optional[CudaVersion]:
+    """The CUDA version a driver reports is a minor: a major alone ("12", as CONDA_OVERRIDE_CUDA
+    may say) means its .0."""
     if value == "" and where != "--cuda":
         return None
-    match = _CUDA_RE.match(value.strip())
-    if match is None:
-        raise UsageError(f"{where}: {value!r} is not a CUDA version (expected e.g. 12.4)")
-    return f"{int(match.group(1))}.{int(match.group(2) or 0)}"
+    try:
+        cuda = CudaVersion.parse(value)
+    except UsageError:
+        raise UsageError(f"{where}: {value!r} is not a CUDA version (expected e.g. 12.4)") from None
+    return CudaVersion(cuda.major, cuda.minor or 0)
 
 
 def _gpus(flags: Sequence[str], environ: Mapping[str, str]) -> Optional[tuple[Gpu, ...]]:

@@ -3,6 +3,8 @@
 The reading itself (opening a file, running nvidia-smi, calling NVML) lives in `readers.py`; keeping
 the parsing here, over plain text and values, lets recorded real outputs test every source.
 A source that cannot be understood says so in a Note naming the offending line; it never raises.
+
+Releases and CUDA versions leave here as values. May import: host/facts, arch, versions, inputs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Gpu, MigDevice, Note
 from cudaresolve.inputs import loads_json
-from cudaresolve.versions import DriverRelease
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.103.01  Thu Jan ..." (proprietary) and
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ..." (open).
@@ -32,8 +34,8 @@ class Reading:
     """What one source told. `gpus` is None when the source did not enumerate devices."""
 
     source: str
-    release: Optional[str] = None
-    cuda: Optional[str] = None
+    release: Optional[DriverRelease] = None
+    cuda: Optional[CudaVersion] = None
     gpus: Optional[tuple[Gpu, ...]] = None
     notes: tuple[Note, ...] = ()
 
@@ -68,19 +70,19 @@ class NvmlValues:
     errors: tuple[str, ...] = ()
 
 
-def release_or_none(text: str) -> Optional[str]:
+def release_or_none(text: str) -> Optional[DriverRelease]:
     """A driver release ("550.144.03", WSL/Windows "573.24", Jetson "540.4.0") or None."""
     try:
-        return str(DriverRelease.parse(text))
+        return DriverRelease.parse(text)
     except UsageError:
         return None
 
 
-def cuda_from_int(value: int) -> Optional[str]:
-    """Decode cuDriverGetVersion's 1000*major + 10*minor ("12040" -> "12.4"); None when implausible."""
+def cuda_from_int(value: int) -> Optional[CudaVersion]:
+    """Decode cuDriverGetVersion's 1000*major + 10*minor (12040 -> 12.4); None when implausible."""
     if not 1000 <= value <= 99990:
         return None
-    return f"{value // 1000}.{(value % 1000) // 10}"
+    return CudaVersion(value // 1000, (value % 1000) // 10)
 
 
 # -- driver files ---------------------------------------------------------------------------------
@@ -100,9 +102,10 @@ def parse_procfs(text: str) -> Reading:
     if nvrm is None:
         return Reading("procfs", notes=(Note("procfs", "no NVRM version line", _first_line(text)),))
     match = _NVRM_RE.search(nvrm)
-    if match is None or release_or_none(match.group(1)) is None:
+    release = release_or_none(match.group(1)) if match else None
+    if release is None:
         return Reading("procfs", notes=(Note("procfs", "no driver release in the NVRM line", nvrm),))
-    return Reading("procfs", release=match.group(1))
+    return Reading("procfs", release=release)
 
 
 def parse_tegra(nv_tegra_release: Optional[str], compatible: Optional[str]) -> Optional[Note]:
@@ -249,7 +252,7 @@ def parse_smi_csv(stdout: str) -> Reading:
     if "compute_cap" not in header and "driver_version" not in header:
         return Reading("nvidia-smi", notes=(Note("nvidia-smi", "no CSV header", ",".join(rows[0])),))
     notes: list[Note] = []
-    releases: list[str] = []
+    releases: list[DriverRelease] = []
     gpus: list[Gpu] = []
     for number, row in enumerate(rows[1:]):
         line = ", ".join(row)
@@ -274,7 +277,7 @@ def parse_smi_csv(stdout: str) -> Reading:
         else:
             gpus.append(gpu)
     if len(releases) > 1:
-        notes.append(Note("nvidia-smi", "GPUs report different driver versions", ", ".join(releases)))
+        notes.append(Note("nvidia-smi", "GPUs report different driver versions", ", ".join(map(str, releases))))
     enumerated = "compute_cap" in header and (bool(gpus) or len(rows) == 1)
     return Reading(
         "nvidia-smi",
@@ -325,13 +328,20 @@ def parse_smi_xml(stdout: str) -> Reading:
     cuda = None
     cuda_text = (root.findtext("cuda_version") or "").strip()
     if cuda_text:
-        match = re.match(r"^([0-9]{1,2})\.([0-9]{1,2})$", cuda_text)
-        if match:
-            cuda = f"{int(match.group(1))}.{int(match.group(2))}"
-        else:
+        cuda = _cuda_or_none(cuda_text)
+        if cuda is None:
             line = f"<cuda_version>{cuda_text}</cuda_version>"
             notes.append(Note("nvidia-smi", "cuda_version is not a CUDA version", line))
     return Reading("nvidia-smi", release=release, cuda=cuda, notes=tuple(notes))
+
+
+def _cuda_or_none(text: str) -> Optional[CudaVersion]:
+    """The CUDA version a driver reports, MAJOR.MINOR ("12.4"); None for anything else."""
+    try:
+        cuda = CudaVersion.parse(text)
+    except UsageError:
+        return None
+    return cuda if cuda.minor is not None and text.count(".") == 1 else None
 
 
 def command_failure(source: str, returncode: int, stdout: str, stderr: str) -> Note:

@@ -8,6 +8,8 @@ to the package. scripts/record_compilers.py reads them from every release's whee
 library with ctypes; the `[[...function]]` rows say from which release a function can be found by
 dlsym under its plain name (what cuda-bindings looks up; nvJitLink 12.0-12.2 export only
 `__nvJitLinkCreate_12_0` and the like).
+
+May import: records, arch, versions, errors and knowledge/files.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
+from cudaresolve.versions import CudaVersion
 
 FILE = "compilers.toml"
 KINDS = ("nvrtc", "nvvm", "nvjitlink")
@@ -67,7 +70,7 @@ class Release:
 
 @dataclass(frozen=True)
 class NvrtcRelease(Release):
-    cuda: str = field(metadata=MAJOR_MINOR)  # nvrtcVersion, "12.9"
+    cuda: CudaVersion = field(metadata=MAJOR_MINOR)  # nvrtcVersion, 12.9
     ptx_isa: str = field(metadata=MAJOR_MINOR)  # the `.version` of the PTX it writes
 
 
@@ -81,7 +84,7 @@ class NvvmRelease(Release):
 
 @dataclass(frozen=True)
 class NvJitLinkRelease(Release):
-    cuda: str = field(metadata=MAJOR_MINOR)  # nvJitLinkVersion (12.0-12.2: see `note`)
+    cuda: CudaVersion = field(metadata=MAJOR_MINOR)  # nvJitLinkVersion (12.0-12.2: see `note`)
     max_ptx_isa: str = field(metadata=MAJOR_MINOR)  # the newest PTX `.version` it links
     ptx_isa: Optional[str] = field(default=None, metadata=MAJOR_MINOR)  # what it writes with -lto -ptx
     note: Optional[str] = None

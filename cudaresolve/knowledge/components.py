@@ -1,5 +1,8 @@
 """CUDA library wheels (data/components.toml): which wheel provides which soname, where it installs,
-the cuda-toolkit metapackage, nvrtc / nvJitLink releases, preloading packages and driver libraries."""
+nvrtc / nvJitLink releases, preloading packages and driver libraries.
+
+May import: records, versions, errors and knowledge/files.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from cudaresolve import records
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
+from cudaresolve.versions import CudaVersion
 
 SEARCH_STEPS = ("site-packages", "conda-prefix", "system")
 
@@ -45,10 +49,33 @@ class Component:
 class CudaRelease:
     """A CUDA update release and the nvrtc / nvJitLink wheel versions that belong to it."""
 
-    cuda: str = field(metadata=VERSION)  # "12.8.1"
+    cuda: str = field(metadata=records.check(CudaVersion.parse))  # "12.8.1", the update release's name
     nvrtc: str = field(metadata=VERSION)
     nvjitlink: str = field(metadata=VERSION)
     confidence: str = field(default="M", metadata=CONFIDENCE)
+
+    @property
+    def minor(self) -> CudaVersion:
+        """The CUDA minor of the update release (12.8 for "12.8.1")."""
+        return CudaVersion.parse(self.cuda)
+
+
+@dataclass(frozen=True)
+class PythonCall:
+    """A call a program makes, as the table writes it ("onnxruntime.preload_dlls()")."""
+
+    module: str
+    function: str
+
+    @classmethod
+    def parse(cls, text: str) -> "PythonCall":
+        module, dot, function = text.removesuffix("()").rpartition(".") if text.endswith("()") else ("", "", "")
+        if not (dot and all(part.isidentifier() for part in module.split(".")) and function.isidentifier()):
+            raise UsageError(f"expected module.function(), got {text!r}")
+        return cls(module, function)
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.function}()"
 
 
 @dataclass(frozen=True)
@@ -60,24 +87,11 @@ class Preloader:
     top_levels: tuple[str, ...]  # import packages whose extension modules benefit
     search: tuple[str, ...] = field(metadata=records.check(_search_step))  # steps from SEARCH_STEPS, in order
     libraries: tuple[str, ...] = ()  # components it loads for any of its files; () = what its extensions need
-    on_call: Optional[str] = None  # the call a program must make for the preload ("onnxruntime.preload_dlls()")
+    on_call: Optional[PythonCall] = None  # the call a program must make for the preload
     note: Optional[str] = None
 
 
-# -- the file as written; cuda_toolkit is checked on load, no caller reads it yet ----------------------
-
-
-@dataclass(frozen=True)
-class _Pin:
-    version: str = field(metadata=VERSION)
-    requires: tuple[str, ...] = field(metadata=REQUIREMENT)
-
-
-@dataclass(frozen=True)
-class _CudaToolkit:
-    extras: tuple[str, ...]
-    companions: Mapping[str, tuple[str, ...]]
-    pins: tuple[_Pin, ...]
+# -- the file as written ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -210,7 +224,6 @@ class _PerMajorExtras:
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
-    cuda_toolkit: _CudaToolkit
     cuda_releases: _Releases
     preloaders: _Preloaders
     conda_prefix: CondaPrefix
@@ -276,12 +289,12 @@ def cuda_releases() -> tuple[CudaRelease, ...]:
     return load().cuda_releases.releases
 
 
-def wheel_releases(component: str) -> tuple[tuple[str, str], ...]:
-    """(CUDA update release, wheel version) of each known release of a component's wheel: the table
-    covers nvrtc and nvjitlink, whose versions follow CUDA's; () for every other component."""
+def wheel_releases(component: str) -> tuple[tuple[CudaVersion, str], ...]:
+    """(CUDA minor, wheel version) of each known release of a component's wheel: the table covers
+    nvrtc and nvjitlink, whose versions follow CUDA's; () for every other component."""
     if component not in ("nvrtc", "nvjitlink"):
         return ()
-    return tuple((release.cuda, getattr(release, component)) for release in cuda_releases())
+    return tuple((release.minor, getattr(release, component)) for release in cuda_releases())
 
 
 def preloaders() -> tuple[Preloader, ...]:

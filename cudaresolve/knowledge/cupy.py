@@ -1,20 +1,21 @@
-"""CuPy majors and their binary distributions (data/cupy.toml)."""
+"""CuPy majors and their binary distributions (data/cupy.toml).
+
+CUDA versions are values once loaded. May import: records, versions and knowledge/files.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve import records
-from cudaresolve.arch import Target
 from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
-
-_TARGETS = records.check(Target.parse)
+from cudaresolve.versions import CudaVersion
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class CupyDist:
 
     name: str
     cupy_major: int = field(metadata=records.check(inherit=True, key="major"))
-    cuda: tuple[str, ...] = field(metadata=VERSION)  # toolkit versions it supports
+    cuda: tuple[CudaVersion, ...]  # toolkit versions it supports
     first: Optional[str] = field(default=None, metadata=VERSION)  # first version, when later than the major's first
     latest: Optional[str] = field(default=None, metadata=VERSION)  # newest version on the index, for dists that ended
 
@@ -38,54 +39,16 @@ class CupyMajor:
     note: Optional[str] = None
 
 
-# -- the file as written; wheel_arch is checked on load, no caller reads it yet ---------------------
-
-
-@dataclass(frozen=True)
-class _Build:
-    cuda: str = field(metadata=SPECIFIER)
-    sass: tuple[str, ...] = field(metadata=_TARGETS)
-    ptx: tuple[str, ...] = field(metadata=_TARGETS)
-    aarch64_sass: tuple[str, ...] = field(metadata=_TARGETS)
-
-
-@dataclass(frozen=True)
-class _WheelArch:
-    builds: tuple[_Build, ...]
-
-
-@dataclass(frozen=True)
-class _CtkExtra:
-    versions: str = field(metadata=SPECIFIER)
-    requires: Mapping[str, str] = field(metadata=REQUIREMENT)
-
-
 @dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
     major: tuple[CupyMajor, ...]
-    wheel_arch: _WheelArch
-    ctk_extra: _CtkExtra
 
 
 @compiled.table("cupy.toml")
 def load() -> tuple[CupyMajor, ...]:
     """CuPy majors (12, 13, 14) with their binary distributions."""
     return files.read("cupy.toml", _File).major
-
-
-@compiled.table("cupy.toml")
-def _ctk_extra() -> _CtkExtra:
-    return files.read("cupy.toml", _File).ctk_extra
-
-
-def ctk_requirement(name: str, cupy_version: str) -> Optional[str]:
-    """The requirement behind the [ctk] extra of `name` at `cupy_version` ("cuda-toolkit[cublas,...]==12.*");
-    None where that release has no such extra."""
-    ctk = _ctk_extra()
-    if Version(cupy_version) not in SpecifierSet(ctk.versions):
-        return None
-    return next((r for d, r in ctk.requires.items() if canonicalize_name(d) == canonicalize_name(name)), None)
 
 
 def dist(name: str, cupy_version: str) -> Optional[CupyDist]:
@@ -105,7 +68,7 @@ def dist_for_cuda_major(cuda_major: int) -> Optional[str]:
     abstract `cupy` means in an environment of that major. None when no CuPy release builds for it."""
     for major in sorted(load(), key=lambda m: m.major, reverse=True):
         for row in major.dists:
-            if any(version.split(".")[0] == str(cuda_major) for version in row.cuda):
+            if any(version.major == cuda_major for version in row.cuda):
                 return row.name
     return None
 
@@ -118,5 +81,5 @@ def same_release_for_major(cupy_version: str, cuda_major: int) -> Optional[str]:
         if version in SpecifierSet(major.versions):
             return next((row.name for row in major.dists
                          if (row.first is None or version >= Version(row.first))
-                         and any(cuda.split(".")[0] == str(cuda_major) for cuda in row.cuda)), None)
+                         and any(cuda.major == cuda_major for cuda in row.cuda)), None)
     return None

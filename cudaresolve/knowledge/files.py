@@ -2,6 +2,8 @@
 
 Every file, and every top-level table in it, names its `source` and an H/M/L `confidence`; rows
 without their own confidence inherit the nearest enclosing one (docs/data.md).
+
+May import: records and errors only. The table modules import this, never the other way round.
 """
 
 from __future__ import annotations
@@ -21,9 +23,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-# The knowledge tables, and the built-in example `doctor --example` judges (env/example.py).
-NAMES = ("toolkits.toml", "gpus.toml", "torch.toml", "cupy.toml", "components.toml", "advisories.toml", "wheel_facts.toml",
-         "toolkit_pins.toml", "compilers.toml", "compiler_users.toml", "example.toml")
 CONFIDENCES = ("H", "M", "L")
 
 _T = TypeVar("_T")
@@ -103,11 +102,3 @@ def read(name: str, cls: type[_T]) -> _T:
     except records.RecordError as exc:
         raise error(name, exc.path, exc.problem) from None
 
-
-def load_all() -> None:
-    """Load and check every table now (tests, start-up): raises DataError on the first defect."""
-    from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, gpus, toolkit_pins,
-                                       toolkits, torch, wheel_facts)
-
-    for module in (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins, compilers, compiler_users):
-        module.load()

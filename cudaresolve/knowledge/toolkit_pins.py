@@ -3,6 +3,8 @@
 Why: cuBLAS, cuFFT, cuRAND, cuSOLVER and cuSPARSE wheels are versioned by their library, so their
 version does not say the CUDA minor they belong to (nvidia-cufft 12.5.0.14 is CUDA 13.5). The
 metapackage's pins do: scripts/record_toolkit_pins.py reads them from every cuda-toolkit release.
+
+May import: records, versions, errors and knowledge/files.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cudaresolve import records
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
+from cudaresolve.versions import CudaVersion
 
 FILE = "toolkit_pins.toml"
 
@@ -37,10 +40,10 @@ class Release:
     pins: tuple[str, ...] = field(metadata=records.check(_pin))  # "nvidia-cufft==12.0.0.61"
 
     @property
-    def cuda(self) -> str:
-        """The CUDA minor of the release ("13.0")."""
+    def cuda(self) -> CudaVersion:
+        """The CUDA minor of the release (13.0)."""
         major, minor = Version(self.version).release[:2]
-        return f"{major}.{minor}"
+        return CudaVersion(major, minor)
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,9 @@ def load() -> tuple[Release, ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def _index() -> dict[str, tuple[tuple[str, str], ...]]:
+def _index() -> dict[str, tuple[tuple[CudaVersion, str], ...]]:
     """dist -> (CUDA minor, pinned version) of every release pinning it, oldest release first."""
-    found: dict[str, list[tuple[str, str]]] = {}
+    found: dict[str, list[tuple[CudaVersion, str]]] = {}
     for release in load():
         for pin in release.pins:
             name, _, version = pin.partition("==")
@@ -66,8 +69,8 @@ def _index() -> dict[str, tuple[tuple[str, str], ...]]:
     return {name: tuple(rows) for name, rows in found.items()}
 
 
-def cuda_of(dist: str, version: str) -> Optional[str]:
-    """The CUDA minor of `dist==version` ("13.5"): that of the first toolkit pinning it; for a release
+def cuda_of(dist: str, version: str) -> Optional[CudaVersion]:
+    """The CUDA minor of `dist==version` (13.5): that of the first toolkit pinning it; for a release
     no toolkit pins (nvidia-cublas-cu12 12.9.3.13), that of the newest pinned release below it with
     the same first version number, a lower bound (a library's patch release is built with the toolkit
     of the release it patches, or a newer one); None below every pinned release."""
@@ -80,7 +83,7 @@ def cuda_of(dist: str, version: str) -> Optional[str]:
     return max(below)[1] if below else None
 
 
-def for_cuda(dist: str, cuda: str) -> tuple[str, ...]:
-    """The releases of `dist` that toolkits of CUDA minor `cuda` ("13.0") pin, newest first."""
+def for_cuda(dist: str, cuda: CudaVersion) -> tuple[str, ...]:
+    """The releases of `dist` that toolkits of CUDA minor `cuda` (13.0) pin, newest first."""
     pinned = {version for minor, version in _index().get(canonicalize_name(dist), ()) if minor == cuda}
     return tuple(sorted(pinned, key=Version, reverse=True))

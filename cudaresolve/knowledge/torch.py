@@ -1,6 +1,9 @@
 """PyTorch releases and their CUDA variants (data/torch.toml): arch lists, CUDA pins, index paths.
 
 Never `import torch` here: this module is the table about it, named for what it describes.
+
+A variant's CUDA is a `CudaVersion`. May import: records, arch, versions, errors, knowledge/files
+and knowledge/toolkits.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from cudaresolve.arch import PtxTarget, Target, parse_arch_list
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import compiled, files, toolkits
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
+from cudaresolve.versions import CudaVersion
 
 FILE = "torch.toml"
 _ARCH_LIST = records.check(parse_arch_list)
@@ -32,7 +36,7 @@ class TorchVariant:
 
     release: str  # "2.8"
     name: str  # "cu128"
-    cuda: str  # "12.8"
+    cuda: CudaVersion  # 12.8
     arch_list: str  # TORCH_CUDA_ARCH_LIST of the Linux x86_64 wheel
     arch_list_aarch64: Optional[str]
     versions: tuple[str, ...]  # patch releases built with this variant
@@ -110,26 +114,13 @@ class _Release:
 
 @dataclass(frozen=True)
 class _VariantCuda:
-    cuda: Mapping[str, str] = field(metadata=VERSION)
+    cuda: Mapping[str, CudaVersion]
 
 
 @dataclass(frozen=True)
 class _Aarch64:
     releases: str = field(metadata=SPECIFIER)
     arch_lists: Mapping[str, str] = field(metadata=_ARCH_LIST)
-
-
-@dataclass(frozen=True)
-class _Companion:
-    version: str = field(metadata=VERSION)
-    requires_torch: Optional[str] = field(default=None, metadata=SPECIFIER)
-    python: Optional[str] = field(default=None, metadata=SPECIFIER)
-    note: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class _Companions:
-    packages: tuple[_Companion, ...]
 
 
 def _canonical(name: str) -> None:
@@ -157,8 +148,6 @@ class _File:
     variant_cuda: _VariantCuda
     aarch64: _Aarch64
     release: tuple[_Release, ...]
-    torchvision: _Companions  # checked on load; no caller reads them yet
-    torchaudio: _Companions
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,9 @@
 
 Only `Report` and `use_colour` are needed to print a cached result, so this module imports the
 checks' and the loader's modules only inside the functions that render a fresh diagnosis.
+
+May import: the checks (`Diagnosis`, findings), env/, host/ and binary/ values, and output/; never the
+doctor's edge (doctor.py, results.py), which imports this.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from cudaresolve.binary.loader import LoadedObject
     from cudaresolve.checks.loading import PackageLoad
-    from cudaresolve.doctor import Diagnosis
+    from cudaresolve.checks import Diagnosis
     from cudaresolve.env.distributions import Distribution
     from cudaresolve.env.environment import Environment
 
 SCHEMA = 1
+SEVERITIES = ("error", "warning", "info")  # the values of checks.findings.Severity, in report order
 _COLOURS = {"error": "31", "warning": "33", "info": "36"}
 
 
@@ -53,13 +57,14 @@ def use_colour(stream: IO[str], environ) -> bool:
 
 
 def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
-    from cudaresolve.checks.findings import SEVERITIES
+    from cudaresolve.output.findings import in_report_order, shown
 
     host, env = diagnosis.host, diagnosis.environment
-    counts = Counter(f.severity for f in diagnosis.findings)
+    findings = [shown(finding) for finding in in_report_order(diagnosis.findings)]
+    counts = Counter(f.severity for f in findings)
     paint = (lambda sev, text: f"\033[{_COLOURS[sev]}m{text}\033[0m") if colour else (lambda sev, text: text)
     gpus = ", ".join(f"{g.name or 'GPU'} ({g.compute_capability})" for g in host.visible_gpus) or "no GPU"
-    driver = host.driver.release or "no driver"
+    driver = str(host.driver.release) if host.driver.release else "no driver"
     if host.driver.cuda:
         driver += f" (CUDA {host.driver.cuda})"
     python = env.target.python or "site-packages"
@@ -74,7 +79,7 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
                                for s in SEVERITIES),
     ]
     for severity in SEVERITIES:
-        group = [f for f in diagnosis.findings if f.severity == severity]
+        group = [f for f in findings if f.severity == severity]
         if not group:
             continue
         lines.append("")
@@ -105,11 +110,11 @@ def _distribution(dist: Distribution) -> dict:
 
 
 def render_json(diagnosis: Diagnosis) -> str:
-    from cudaresolve.checks.findings import SEVERITIES
+    from cudaresolve.output.findings import finding_dict, in_report_order
 
     env = diagnosis.environment
 
-    counts = Counter(f.severity for f in diagnosis.findings)
+    counts = Counter(f.severity.value for f in diagnosis.findings)
     data = {
         "schema": SCHEMA,
         "host": diagnosis.host.to_dict(),
@@ -121,7 +126,7 @@ def render_json(diagnosis: Diagnosis) -> str:
             "conda_prefix": env.conda.path if env.conda else None,
         },
         "counts": {s: counts.get(s, 0) for s in SEVERITIES},
-        "findings": [f.to_dict() for f in diagnosis.findings],
+        "findings": [finding_dict(f) for f in in_report_order(diagnosis.findings)],
         "libraries": [
             {
                 "package": load.dist,

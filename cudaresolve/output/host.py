@@ -1,4 +1,7 @@
-"""`cudaresolve probe` for people: the driver, one row per GPU, and what each source said."""
+"""`cudaresolve probe` for people: the driver, one row per GPU, and what each source said.
+
+May import: host/ values; never the doctor's edge.
+"""
 
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ def _driver(facts: HostFacts) -> str:
     return f"{release}, {cuda}"
 
 
-def _fact(value: Optional[str], source: Optional[str], unknown: str, stated_none: str) -> str:
+def _fact(value: object, source: Optional[str], unknown: str, stated_none: str) -> str:
     """A fact and its source; without a value, a source means an override stated "none"."""
     if value is not None:
         return f"{value} ({source})"

@@ -1,4 +1,7 @@
-"""Rendering `cudaresolve inspect`: per library, what it needs and what it carries."""
+"""Rendering `cudaresolve inspect`: per library, what it needs and what it carries.
+
+May import: env/inspect's values and binary/ facts; never the doctor's edge.
+"""
 
 from __future__ import annotations
 
@@ -89,7 +92,7 @@ def render_json(items: Iterable[Inspected]) -> str:
                     "runpath": list(facts.runpath),
                     "needs": [
                         {"file": n.file, "versions": list(n.versions), "symbols": list(n.symbols),
-                         "min_version": n.min_version}
+                         "min_version": None if n.min_version is None else str(n.min_version)}
                         for n in provider_needs(facts)
                     ],
                     "defines": list(facts.version_definitions),

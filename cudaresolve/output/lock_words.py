@@ -3,7 +3,7 @@ why no set fits, each made from the resolver's records (resolve/reasons.py, lock
 The report, `why`, the install plan, the JSON report and pylock.toml's words for people all come
 from here, so one record always reads the same.
 
-May import: packaging, arch, resolve/ (its records), the judge's Finding.
+May import: packaging, arch, resolve/ (its records), output/findings and fixes (a finding's words).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Optional, Sequence
 from packaging.utils import canonicalize_name
 
 from cudaresolve.arch import Target
+from cudaresolve.output.findings import kebab, shown
+from cudaresolve.output.fixes import render_fix
 from cudaresolve.resolve.causes import Cause, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.lock import LockedPackage, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
@@ -130,7 +132,7 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     if isinstance(found, OtherMajor):
         return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
     if isinstance(found, Judged):
-        return f"{found.check}: {found.message}"
+        return f"{found.check}: {kebab(found.problem)} ({found.subject})"
     label = f"+{found.chosen_local}" if found.chosen_local else "the default build"
     if isinstance(found, OlderCuda):
         return f"older CUDA than {label}, which runs here"
@@ -183,16 +185,16 @@ def cause(found: Cause) -> str:
         reasons = [rejection_line(r) for r in found.rejections]
         if found.conda is not None:
             conda = f"{found.conda.package} does not satisfy {found.conda.specifier}"
-            reasons.insert(0, conda + (f": {found.conda.fix}" if found.conda.fix else ""))
+            reasons.insert(0, conda + (f": {render_fix(found.conda.fix)}" if found.conda.fix else ""))
         if reasons:
             more = len(reasons) - MAX_REASONS
             line += "; " + "; ".join(reasons[:MAX_REASONS]) + (f"; and {more} more" if more > 0 else "")
         return line
     if isinstance(found, Refused):
-        finding = found.finding
-        return f"{finding.subject}: {finding.message}{_on(found.host)}" + (f"; fix: {finding.fix}" if finding.fix else "")
+        text = shown(found.finding)
+        return f"{text.subject}: {text.message}{_on(found.host)}" + (f"; fix: {text.fix}" if text.fix else "")
     if isinstance(found, GaveUp):
-        return f"gave up after {found.sets} sets refused by the checks; the last: {found.last.message}"
+        return f"gave up after {found.sets} sets refused by the checks; the last: {shown(found.last).message}"
     assert isinstance(found, TooDeep)
     return f"no set found within {found.rounds} resolution rounds"
 

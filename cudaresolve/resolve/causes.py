@@ -11,6 +11,7 @@ from typing import Optional, Union
 from packaging.requirements import Requirement
 
 from cudaresolve.checks.findings import Finding
+from cudaresolve.checks.fixes import Fix
 from cudaresolve.errors import CudaresolveError, Exit
 from cudaresolve.resolve.reasons import MajorRejection, Origin, Rejection
 
@@ -21,7 +22,7 @@ class CondaMismatch:
 
     package: str  # its label: "libnvjitlink 12.4.127 (conda)"
     specifier: str  # what the requirement admits: ">=12.8"
-    fix: Optional[str]  # the conda command that would give a release it admits
+    fix: Optional[Fix]  # the conda command that would give a release it admits
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,8 @@ class Judged:
 
     rule: ClassVar[Rule] = Rule.JUDGE
     check: str  # the check's id: "symbol-skew", "advisory"
-    message: str  # the finding's words, kept as the check gave them
+    subject: str  # the distribution, or the file no distribution owns, the finding concerns
+    problem: str  # the finding's kind of problem: "SymbolsMissing", "KnownBadRelease"
 
 
 @dataclass(frozen=True)

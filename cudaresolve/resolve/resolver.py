@@ -17,13 +17,15 @@ from typing import Callable, Optional, Sequence
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
 from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Resolver
 
 from cudaresolve import __version__
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import component_builds
-from cudaresolve.checks.fixes import conda_fix
-from cudaresolve.checks.findings import Finding
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.problems import KnownBadRelease
+from cudaresolve.checks.suggest import conda_fix
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
@@ -179,13 +181,13 @@ def _lock_once(
         if not problems:
             return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites)
         for label, finding in problems:
-            culprit = chosen.get(finding.subject.split(" ")[0])
+            culprit = chosen.get(finding.subject.distribution) if finding.subject.distribution else None
             if culprit is None or culprit.file is None:
                 where = label if len(hosts) > 1 else None
                 raise NoSolution((Attempt(finder.major, (Refused(finding, where),)),))
             excluded.add((culprit.name, str(culprit.version)))
             refused.append(finding)
-            finder.rejections.add(Rejection(culprit.ref, Judged(finding.check, finding.message)))
+            finder.rejections.add(Rejection(culprit.ref, _judged(finding)))
     raise NoSolution((Attempt(finder.major, (GaveUp(MAX_JUDGED, refused[-1]),)),))
 
 
@@ -227,21 +229,27 @@ def _conda_mismatch(requirement: Requirement, finder: CandidateFinder, installed
     if provider is None or not provider.same_component or requirement.specifier.contains(provider.package.version):
         return None
     floors = [s.version for s in requirement.specifier if s.operator == ">="]  # what conda's ">=" can say
-    command = conda_fix(installed, provider.soname, provider.package.name, floors[0]) if len(floors) == 1 else None
+    command = conda_fix(installed, provider.soname, provider.package.name, Version(floors[0])) if len(floors) == 1 else None
     return CondaMismatch(provider.label, str(requirement.specifier), command)
+
+
+def _judged(finding: Finding) -> Judged:
+    """The finding as a rejection's evidence: its check, what it concerns, and its kind of problem."""
+    subject = finding.subject.distribution or finding.subject.file or ""
+    return Judged(finding.check.value, subject, type(finding.problem).__name__)
 
 
 def _refuses(finding: Finding) -> bool:
     """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory)."""
-    return finding.severity == "error" or finding.check == "advisory"
+    return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY
 
 
-def _key(finding: Finding) -> tuple[str, str, str]:
-    return (finding.check, finding.subject, finding.message)
+def _key(finding: Finding) -> tuple:
+    return (finding.check, finding.subject, finding.problem)
 
 
 def _allowed(finding: Finding, allowed: Sequence[str]) -> bool:
-    return finding.check == "advisory" and any(finding.message.startswith(f"known problem {a}:") for a in allowed)
+    return isinstance(finding.problem, KnownBadRelease) and finding.problem.advisory in allowed
 
 
 def _as_lock(

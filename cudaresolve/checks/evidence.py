@@ -1,0 +1,217 @@
+"""The facts that show a finding, as small frozen dataclasses: files, symbols, the loader's choices,
+versions. output/findings.py words each type; a finding lists them in the order they are shown.
+
+May import: the value types, compat's `Verdict`, checks/subjects.py; nothing that judges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.checks.subjects import Subject
+from cudaresolve.compat import Verdict
+from cudaresolve.versions import CudaVersion, DriverRelease
+
+
+@dataclass(frozen=True)
+class Said:
+    """What another program or a table said, as it said it: a host source's note, a fatbin reader's
+    damage note, an advisory's issue reference."""
+
+    text: str
+    source: Optional[str] = None  # who said it, when that is part of it ("nvml", "probe")
+
+
+@dataclass(frozen=True)
+class File:
+    path: str
+
+
+@dataclass(frozen=True)
+class Owned:
+    """A distribution whose RECORD lists the file."""
+
+    distribution: str
+
+
+@dataclass(frozen=True)
+class More:
+    """Items left out of the list above it: `count` more (libraries, when the list is of libraries)."""
+
+    count: int
+    libraries: bool = False
+
+
+@dataclass(frozen=True)
+class MoreOf:
+    """A package's libraries left out of the list above it (`owner` None: files no distribution owns)."""
+
+    count: int
+    owner: Optional[str]
+
+
+@dataclass(frozen=True)
+class InstalledBy:
+    subject: Subject
+
+
+@dataclass(frozen=True)
+class LoaderError:
+    """glibc's words about one file."""
+
+    file: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Unfound:
+    """Where the loader looked for a needed library: a file it found first and refused (`refused`,
+    with the step), copies in the environment its search path does not reach, or nothing at all."""
+
+    consumer: str
+    needed: str
+    refused: Optional[str] = None
+    refused_step: Optional[str] = None
+    copies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadedByCall:
+    consumer: str
+    needed: str
+    module: str
+    function: str
+    path: str  # what the call would load
+
+
+@dataclass(frozen=True)
+class Needs:
+    """A file needs these libraries or symbols."""
+
+    file: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LoaderPicks:
+    path: str
+    step: Optional[str]
+    owner: Optional[Subject] = None  # named when a conda package installed it
+
+
+@dataclass(frozen=True)
+class BridgeSymbols:
+    consumer: str
+    symbols: tuple[str, ...]  # sorted
+    provider: str
+
+
+@dataclass(frozen=True)
+class Chosen:
+    consumer: str
+    needed: str
+    path: str
+    step: str
+
+
+@dataclass(frozen=True)
+class EnvironmentCopy:
+    path: str
+
+
+@dataclass(frozen=True)
+class LoadedBy:
+    """A copy of a duplicated library and the objects the loader resolves to it."""
+
+    path: str
+    owner: Optional[str]  # None: no distribution owns it
+    conda: bool
+    consumers: tuple[str, ...]  # sorted
+
+
+@dataclass(frozen=True)
+class CopyUse:
+    """A copy of a duplicated library, and who finds it: `consumers`, no one (a conda package's, not
+    judged here), or its own package by path."""
+
+    path: str
+    owner: Optional[str]  # None: no distribution owns it
+    conda: bool
+    consumers: tuple[str, ...]  # sorted
+
+
+@dataclass(frozen=True)
+class CompilerCannotTarget:
+    """A library that compiles at run time, with an NVRTC that has no code generator for the GPU."""
+
+    nvrtc: CudaVersion
+    dist: str
+    version: str
+    cc: ComputeCapability
+
+
+@dataclass(frozen=True)
+class NoCodeFor:
+    """A file that cannot run on a GPU, and why."""
+
+    path: str
+    why: Union[Verdict, CompilerCannotTarget]
+
+
+@dataclass(frozen=True)
+class DependenciesFailToo:
+    """The CUDA wheels a package pulls in that fail the same way, folded into its finding."""
+
+    names: tuple[str, ...]
+    cc: Optional[ComputeCapability] = None  # lacking code for this GPU; None: needing the same driver
+
+
+@dataclass(frozen=True)
+class BuiltWith:
+    """How the CUDA a package is built for is known (checks/builds.py's words)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class HostDriver:
+    release: Optional[DriverRelease]
+    cuda: Optional[CudaVersion]
+
+
+@dataclass(frozen=True)
+class MajorUsers:
+    major: int
+    names: tuple[str, ...]  # sorted
+
+
+@dataclass(frozen=True)
+class LinksOtherMajor:
+    file: str
+    needed: str
+    installed: tuple[str, ...]  # the wheels of the component the environment has, sorted
+
+
+@dataclass(frozen=True)
+class References:
+    """A file that references a symbol an advisory names."""
+
+    file: str
+    symbol: str
+    version: Optional[str]
+
+
+@dataclass(frozen=True)
+class SymbolNeed:
+    file: str
+    symbol: str
+    soname: str
+
+
+Evidence = Union[
+    Said, File, Owned, More, MoreOf, InstalledBy, LoaderError, Unfound, LoadedByCall, Needs, LoaderPicks, BridgeSymbols, Chosen,
+    EnvironmentCopy, LoadedBy, CopyUse, NoCodeFor, DependenciesFailToo, BuiltWith, HostDriver, MajorUsers,
+    LinksOtherMajor, References, SymbolNeed,
+]

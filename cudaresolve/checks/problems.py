@@ -1,0 +1,260 @@
+"""What a finding says is wrong: one frozen dataclass per kind of problem, its facts as fields.
+
+A check builds one of these; output/findings.py words it (one renderer per type), and a reader
+of findings (the resolver, a test, a JSON consumer) recognises a problem by its type and fields,
+never by a sentence. Texts kept here are other programs' words, carried as they were said: glibc's
+message for a binding failure, a table's symptom or feature name, a reader's reason.
+
+May import: the value types (versions, arch), checks/subjects.py, packaging; nothing that judges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from packaging.requirements import Requirement
+
+from cudaresolve.arch import ComputeCapability
+from cudaresolve.checks.subjects import Subject
+from cudaresolve.versions import CudaVersion, DriverRelease
+
+
+# -- environment ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """Part of the environment its reader could not read (a dist-info, a directory), in its words."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class BinaryFactsUnreadable:
+    """An ELF file the reader rejects ("truncated ELF header (16 of 64 bytes)")."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class ForeignMachine:
+    """A library built for another machine ("aarch64"): this machine's loader passes it over."""
+
+    machine: str
+
+
+@dataclass(frozen=True)
+class DeviceCodePartlyUnreadable:
+    """A fatbin the reader could walk only in part; `damage` is the reader's first note."""
+
+    damage: str
+
+
+@dataclass(frozen=True)
+class NoSectionHeaders:
+    """Libraries without a section header table (sstripped): their device code cannot be looked for."""
+
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CacheUnwritable:
+    """The facts cache could not be written, in the cache's words."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class HostUnknown:
+    """No driver release, no driver CUDA version and no GPU: the host checks had nothing to judge."""
+
+
+# -- the loader -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LibraryNotLoaded:
+    """A DT_NEEDED no search step finds, or the first file found is one ld.so refuses."""
+
+    consumer: str  # the file that needs it
+    needed: str  # the soname
+    loader_message: str  # glibc's words ("libfoo.so.1: cannot open shared object file: ...")
+
+
+@dataclass(frozen=True)
+class FoundOnlyAfterCall:
+    """Libraries a file finds only once the program makes its package's preload call."""
+
+    consumer: str
+    libraries: tuple[str, ...]
+    module: str  # "onnxruntime"
+    function: str  # "preload_dlls"
+    feature: Optional[str] = None  # what does not load without it, for a primary plugin (data)
+
+
+@dataclass(frozen=True)
+class OptionalFeaturesMissing:
+    """A package's optional layers whose libraries are absent (numba's TBB, CuPy's NCCL module)."""
+
+    features: tuple[str, ...]  # as data/components.toml names them
+    libraries: tuple[str, ...]  # the absent sonames, sorted
+
+
+@dataclass(frozen=True)
+class PluginLibrariesMissing:
+    """Plugins loaded only on demand that need libraries not on their search path."""
+
+    plugins: tuple[str, ...]  # file names
+    libraries: tuple[str, ...]  # the sonames they miss, sorted
+
+
+@dataclass(frozen=True)
+class SymbolSkew:
+    """Versions or symbols the provider the loader picks does not define (glibc's "undefined symbol"
+    or "version `X' not found"): one per consumer file and provider file."""
+
+    consumer: str  # the file that needs them
+    provider: Optional[str]  # the file the loader picks; None when no file provides the library
+    provider_step: Optional[str]  # why the loader picks it ("runpath", "LD_LIBRARY_PATH", ...)
+    soname: str  # the library the names are wanted from
+    symbols: tuple[str, ...]  # the missing symbol names (or version names), in .dynsym order
+    named: str  # the file glibc names in its message: the provider for a version, else the consumer
+    loader_message: str  # glibc's words for the first one
+    minimum: Optional[CudaVersion] = None  # the provider release the versioned names imply (12.4)
+
+
+@dataclass(frozen=True)
+class UnusedBridge:
+    """An extension binding another distribution's symbols without linking it, that distribution absent."""
+
+    consumer: str
+    provider: str  # the distribution whose libraries define the symbols ("torch")
+    symbols: tuple[str, ...]  # sorted
+
+
+@dataclass(frozen=True)
+class Shadowed:
+    """The loader picks a library from outside the environment although a wheel in it ships the soname."""
+
+    consumer: str
+    soname: str
+    chosen: str  # the file the loader picks
+    step: str  # how ("LD_LIBRARY_PATH", "ld.so.cache", "rpath", ...)
+    rpath_of: Optional[str]  # for "rpath": whose DT_RPATH
+    chosen_from: Optional[Subject]  # the conda package that installed the chosen file
+    owners: tuple[str, ...]  # the distributions whose wheels ship the soname
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A distribution named in a problem: a conda package is removed with conda, not pip."""
+
+    name: Optional[str]  # None: files no distribution owns
+    conda: bool = False
+
+
+@dataclass(frozen=True)
+class DuplicateBuilds:
+    """Sonames each picked from different builds for different consumers (one process gets one)."""
+
+    libraries: tuple[str, ...]
+    owners: tuple[Owner, ...]
+
+
+@dataclass(frozen=True)
+class PrivateCopies:
+    """Sonames installed by several distributions, at most one copy of which the loader finds."""
+
+    libraries: tuple[str, ...]
+    owners: tuple[Owner, ...]
+
+
+# -- GPUs and drivers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuRef:
+    index: Optional[int]
+    name: Optional[str]
+
+
+@dataclass(frozen=True)
+class NoKernelImage:
+    """A package has neither SASS nor JIT-able PTX for these visible GPUs."""
+
+    cc: ComputeCapability
+    gpus: tuple[GpuRef, ...]
+
+
+@dataclass(frozen=True)
+class OptInUnavailable:
+    """Libraries serving only an opt-in feature lack code for a GPU (torch's NVSHMEM)."""
+
+    feature: str  # as data/components.toml names it
+    cc: ComputeCapability
+
+
+@dataclass(frozen=True)
+class DriverTooOld:
+    """A package built for a CUDA major the driver does not run."""
+
+    cuda: CudaVersion
+    floor: Optional[DriverRelease]  # the lowest driver that runs the major; None when the table has none
+    driver: Optional[DriverRelease]
+    driver_cuda: Optional[CudaVersion]
+
+
+@dataclass(frozen=True)
+class MinorVersionCompatibility:
+    """A package built for a newer CUDA minor than the driver's: it runs, with limits."""
+
+    cuda: CudaVersion
+    driver_cuda: Optional[CudaVersion]
+
+
+@dataclass(frozen=True)
+class MixedMajors:
+    """Consumers of different CUDA runtime majors in one environment."""
+
+    majors: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CompanionMajors:
+    """A package links one major's libraries while the environment's wheels of them are another's."""
+
+    needs: tuple[int, ...]
+    installed: tuple[int, ...]
+
+
+# -- metadata and advisories ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnownBadRelease:
+    """An installed version matching data/advisories.toml; `advisory` is its id."""
+
+    advisory: str
+    symptom: str  # as the table words it
+
+
+@dataclass(frozen=True)
+class MetadataAdmitsOlder:
+    """A dependency the metadata leaves open below what the package's binaries bind."""
+
+    provider: str  # the canonical name of the wheel that provides the symbols
+    minimum: CudaVersion
+    consumer: str  # the file that binds the newest of them
+    symbol: str
+    declared: Optional[Requirement]  # the requirement as declared; None when undeclared
+    admitted: tuple[str, ...]  # the known releases below `minimum` it admits, oldest first
+
+
+Problem = Union[
+    Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, NoSectionHeaders,
+    CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
+    PluginLibrariesMissing, SymbolSkew, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
+    OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
+    MetadataAdmitsOlder,
+]

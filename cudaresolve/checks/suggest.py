@@ -1,0 +1,186 @@
+"""Which fix to suggest: a torch variant this host runs, a release of the wheel-facts table that runs
+here, the wheel or conda package that provides a library, a per-major build the driver runs, a
+toolkit that still targets a GPU. Each returns a value of checks/fixes.py (None: nothing to name).
+
+May import: checks/builds, releases and fixes, compat, env/, host/ and knowledge/.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from cudaresolve.arch import ComputeCapability, Target
+from cudaresolve.checks import releases
+from cudaresolve.checks.builds import Build, CudaBuild, framework_build
+from cudaresolve.checks.fixes import (
+    AlsoProvidedBy,
+    BuildLibraries,
+    BuildWithCuda,
+    CondaInstall,
+    CondaSpec,
+    CondaUpdate,
+    DriverCannotRun,
+    Explained,
+    Fix,
+    NewestCudaForArch,
+    NewestThatRuns,
+    NoKnownRelease,
+    OlderReleaseMayCarry,
+    PicksConda,
+    PipInstall,
+    TakeRoute,
+    TorchVariant,
+)
+from cudaresolve.compat import can_run, driver_verdict
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import Environment
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import components, toolkits, torch
+from cudaresolve.knowledge.wheel_facts import Wheel
+from cudaresolve.versions import CudaVersion
+
+
+def driver_runs(cuda: CudaVersion, host: HostFacts) -> bool:
+    """Whether the host's driver runs code built with `cuda` (natively or by minor-version
+    compatibility); True when the driver is unknown, so a fix is not ruled out for lack of facts."""
+    driver = host.driver
+    return not (driver.release or driver.cuda) or driver_verdict(cuda, driver.release, driver.cuda) is not None
+
+
+def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional[Fix]:
+    """The newest variant of the installed torch release that this driver and every visible GPU can run."""
+    if dist is None or dist.name != "torch":
+        return None
+    public = dist.version.public
+    release = torch.release(public)
+    if release is None:
+        return None
+    driver = host.driver
+    for variant in reversed(release.variants):
+        if public not in variant.versions or variant.arch_list_for(host.machine) is None:
+            continue
+        if not driver_runs(variant.cuda, host):
+            continue
+        sass, ptx = variant.sass(host.machine), variant.ptx(host.machine)
+        if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
+            return TorchVariant(Version(public), variant.name, torch.index_path(variant.name))
+    return None
+
+
+def arch_fix(
+    dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None,
+    runs: Optional[Callable[[Wheel], bool]] = None, install: Optional[Callable[[Wheel], Fix]] = None,
+) -> Optional[Fix]:
+    """Name a variant or release that runs on the host's GPUs with this driver, where the tables know
+    one; never a description the installed build already meets (cuDNN built with CUDA 12 lacking
+    sm_61 is not fixed by "a build made with CUDA <= 12.9", but by an older release that carries it).
+    `runs` judges a release of the wheel-facts table as the check judges the installed files;
+    `install` says how to install the release chosen (with its extras and companion wheels)."""
+    variant = torch_variant_fix(dist, host)
+    if variant:
+        return variant
+    if dist is not None and runs is not None and install is not None and releases.known([dist.name]):
+        ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
+        chosen = releases.newest([dist.name], runs, installed=dist.version)
+        if chosen is None:
+            return NoKnownRelease((dist.name,), runs_on=ccs)
+        return Explained(install(chosen), NewestThatRuns(ccs))
+    driver = host.driver
+    supporting = [
+        t for t in toolkits.known()
+        if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)
+        and driver_runs(t.version, host)
+    ]
+    if not supporting:
+        return None
+    newest = supporting[-1].version
+    driver_known = bool(driver.release or driver.cuda)
+    if dist is not None and dist.kind == "conda":
+        # conda's CUDA packages follow the prefix's cuda-version: moving it moves them all together
+        return Explained(CondaInstall((CondaSpec(components.cuda_version_package(), "<=", newest),)),
+                         NewestCudaForArch(cc, driver_known, dist.name))
+    if build is not None and build.cuda.major <= newest.major and dist is not None:
+        return OlderReleaseMayCarry(dist.name, dist.version, build.cuda, cc)
+    return BuildWithCuda(newest, cc, driver_known)
+
+
+def provider_dists(soname: str, major: Optional[int]) -> list[str]:
+    """The wheels that install `soname`, for one CUDA major (all majors when None)."""
+    rows = components.for_soname(soname)
+    return sorted({r.dist for r in rows if major is None or r.cuda_major == major})
+
+
+def provider_requirement(
+    soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[CudaVersion]
+) -> Optional[tuple[Requirement, list[str]]]:
+    """(the wheel that provides soname, at least `minimum`; the other wheels that also provide it),
+    choosing the consumer's CUDA major; None when no wheel is known to provide it."""
+    major = None
+    dist = env.distribution(consumer_dist) if consumer_dist else None
+    build = framework_build(dist) if dist else None
+    if minimum:
+        major = minimum.major
+    elif build is not None:
+        major = build.cuda.major
+    providers = provider_dists(soname, major)
+    if not providers:
+        return None
+    return Requirement(f"{providers[0]}{f'>={minimum}' if minimum else ''}"), providers[1:]
+
+
+def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[CudaVersion]) -> Optional[Fix]:
+    """`pip install` of the wheel that provides soname (at least `minimum`), naming the other wheels that provide it too."""
+    found = provider_requirement(soname, env, consumer_dist, minimum)
+    if found is None:
+        return None
+    requirement, others = found
+    fix = PipInstall((requirement,))
+    return Explained(fix, AlsoProvidedBy(tuple(others))) if others else fix
+
+
+def conda_fix(env: Environment, soname: str, provider_owner: Optional[str], minimum: Optional[Version]) -> Optional[Fix]:
+    """For a library a conda package provides: the conda command that replaces it (the package from
+    data/components.toml for the needed major, else the owner's own conda name), with the prefix's
+    cuda-version moved along when it pins an older CUDA; None when conda did not install it."""
+    owner = env.distribution(provider_owner) if provider_owner else None
+    if owner is None or owner.conda is None:
+        return None
+    major = minimum.release[0] if minimum else None
+    package = next(iter(components.conda_packages(soname, major)), owner.conda.name)
+    if minimum is None:
+        return Explained(CondaUpdate(package), PicksConda(soname))
+    specs = [CondaSpec(package, ">=", minimum)]
+    pinned = env.conda.record(components.cuda_version_package()) if env.conda else None
+    cuda = env.conda.cuda() if env.conda else None
+    if pinned is not None and (cuda is None or cuda.as_release() < minimum):  # one it cannot read: move it too
+        specs.append(CondaSpec(pinned.name, ">=", minimum))
+    return CondaInstall(tuple(specs))
+
+
+def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[Fix]:
+    """For a library missing from the build a package imports (cuda-cccl's cu13/ without CUDA 13
+    wheels): the extra that installs that build's libraries, or, when the driver cannot run that
+    CUDA major, the route to a build it runs."""
+    row = components.alternative_builds(dist)
+    if row is None:
+        return None
+    extra = row.extras.get(build.directory)
+    if driver_runs(CudaVersion(build.cuda_major), host) and extra:
+        return Explained(PipInstall((Requirement(f"{dist}[{extra}]"),)), BuildLibraries(build.cuda_major, build.directory))
+    route = other_route(dist, build.cuda_major, host)
+    return Explained(route, DriverCannotRun(build.cuda_major)) if route else None
+
+
+def other_route(dist: str, cuda_major: int, host: HostFacts) -> Optional[Fix]:
+    """For a package shipping one build per CUDA major, the newest other build the driver runs, as
+    the requirements that select it and install its libraries ("take the CUDA 12 route: ...")."""
+    row = components.alternative_builds(dist)
+    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]) if row else ():
+        if major != cuda_major and driver_runs(CudaVersion(major), host) and row.extras.get(directory):
+            chooser = ((Requirement(f"{row.selected_by}<{cuda_major}") if major < cuda_major
+                        else Requirement(f"{row.selected_by}>={major}")),) if row.selected_by else ()
+            return Explained(PipInstall(chooser + (Requirement(f"{dist}[{row.extras[directory]}]"),)), TakeRoute(major))
+    return None

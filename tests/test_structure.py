@@ -1,0 +1,297 @@
+"""The package's shape, read from the source with `ast`: no import circle, every arrow between rooms
+runs downward, nothing in output/ imports the doctor's edge; and driver releases and CUDA versions are
+read from text only by their value types, at the edges listed below.
+
+An arrow is any import of a cudaresolve module (at the top, inside a function or under
+TYPE_CHECKING: a circle through any of them is still a circle for a reader). Importing a package
+that is the importer's own, or one of its ancestors (its `__init__`), is not an arrow: Python runs
+that `__init__` first anyway. `python tests/test_structure.py` prints the figures.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+from typing import Iterator
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cudaresolve"
+
+# The rooms, lowest first (README "Layout"); a module's room is its subpackage or its own name.
+LEVELS = {
+    "base": 0,  # errors, versions, arch, records, inputs, data
+    "binary": 1,
+    "knowledge": 2,  # knowledge/ and compat.py: tables and the pure rules over them
+    "host": 3,
+    "env": 3,
+    "checks": 4,
+    "index": 4,
+    "resolve": 5,
+    "lockfile": 6,
+    "output": 7,
+    "doctor": 8,  # doctor.py and results.py: the doctor's I/O edge, above its renderer
+    "commands": 9,
+    "integrations": 9,
+    "face": 9,  # cli.py, __main__.py
+}
+ROOM_OF_MODULE = {
+    "cudaresolve": "base",
+    "cudaresolve.errors": "base",
+    "cudaresolve.versions": "base",
+    "cudaresolve.arch": "base",
+    "cudaresolve.records": "base",
+    "cudaresolve.inputs": "base",
+    "cudaresolve.compat": "knowledge",
+    "cudaresolve.doctor": "doctor",
+    "cudaresolve.results": "doctor",
+    "cudaresolve.cli": "face",
+    "cudaresolve.__main__": "face",
+}
+# Rooms of one level that must not import each other this way (the house drawing's "never" arrows).
+NEVER = {("output", "doctor"), ("checks", "index")}
+# Arrows running up that are known, each with what removes it.
+PENDING = {
+    ("cudaresolve.resolve.resolver", "cudaresolve.output.findings"):
+        "the resolver words a refused set itself; the lock's typed causes and rejections will carry the finding",
+    ("cudaresolve.resolve.resolver", "cudaresolve.output.fixes"): "the same, for a conda command in a refusal",
+}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def room(module: str) -> str:
+    if module in ROOM_OF_MODULE:
+        return ROOM_OF_MODULE[module]
+    part = module.split(".")[1]
+    return "base" if part == "data" else part
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> Iterator[str]:
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                yield submodule if submodule in known else base
+
+
+def graph() -> dict[str, set[str]]:
+    """module -> the cudaresolve modules it imports."""
+    found = modules()
+    known = set(found)
+    arrows: dict[str, set[str]] = {}
+    for module, path in found.items():
+        tree = ast.parse(path.read_text(), str(path))
+        targets = set()
+        for name in _imported(tree, module, path.name == "__init__.py", known):
+            while name and name not in known:  # `import cudaresolve.x.y` names a module; a missing one its package
+                name = name.rpartition(".")[0]
+            if not name or name == module or module.startswith(name + "."):
+                continue  # not ours, itself, or its own package's __init__
+            targets.add(name)
+        arrows[module] = targets
+    return arrows
+
+
+def cycles(arrows: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(arrows.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    for node in sorted(arrows):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def upward(arrows: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Arrows from a lower room to a higher one, or between rooms of one level that must not meet."""
+    return sorted(
+        (source, target)
+        for source, targets in arrows.items()
+        for target in targets
+        if LEVELS[room(source)] < LEVELS[room(target)] or (room(source), room(target)) in NEVER
+    )
+
+
+def test_the_import_graph_has_no_circle():
+    assert cycles(graph()) == []
+
+
+def test_every_arrow_between_rooms_runs_downward():
+    assert [arrow for arrow in upward(graph()) if arrow not in PENDING] == []
+
+
+def test_nothing_in_output_imports_the_doctor_or_its_result_cache():
+    arrows = graph()
+    assert {
+        (source, target)
+        for source, targets in arrows.items() if source.startswith("cudaresolve.output")
+        for target in targets if target in ("cudaresolve.doctor", "cudaresolve.results")
+    } == set()
+
+
+def test_the_graph_reader_sees_every_kind_of_import():
+    """The reader is not vacuous: it finds top-level, relative, function-level and TYPE_CHECKING imports."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import cudaresolve.versions\n"
+        "from . import loader\n"
+        "from ..knowledge import toolkits\n"
+        "if TYPE_CHECKING:\n"
+        "    from cudaresolve.env.environment import Environment\n"
+        "def f():\n"
+        "    from cudaresolve.checks import judge\n"
+    )
+    known = {"cudaresolve.versions", "cudaresolve.binary.loader", "cudaresolve.knowledge.toolkits",
+             "cudaresolve.env.environment", "cudaresolve.checks"}
+    found = set(_imported(ast.parse(source), "cudaresolve.binary.elf", False, known))
+    assert known <= found
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Where a driver release or a CUDA version is read from text: each edge calls the value type's own
+# `parse` (records.py calls it for a record field typed CudaVersion or DriverRelease: the host JSON,
+# the knowledge tables), and everything past an edge carries the values.
+PARSING_EDGES = {
+    "cudaresolve.versions": "the value types",
+    "cudaresolve.records": "a JSON or TOML field typed CudaVersion or DriverRelease",
+    "cudaresolve.host.overrides": "--driver, --cuda and the variables that state them",
+    "cudaresolve.host.sources": "what NVML, sysfs, procfs, libcuda and nvidia-smi print",
+    "cudaresolve.knowledge.toolkits": "data/toolkits.toml (a GA driver may be a branch alone)",
+    "cudaresolve.knowledge.components": "data/components.toml's CUDA update releases",
+    "cudaresolve.env.conda": "a conda prefix's cuda-version record",
+    "cudaresolve.binary.runtime": "the toolkit a fatbin's note names",
+    "cudaresolve.resolve.needs": "not yet: the lock's binary needs, carried as text there",
+}
+VALUE_TYPES = {"CudaVersion", "DriverRelease"}
+
+
+def _version_reads(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, kind) for each use of a value type's parse ("parse"), each `int(x.split(".")[i])`
+    ("split"), and each regular expression that takes nothing but dotted numbers, "12.4" but not
+    "abc" ("regex")."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr == "parse" and isinstance(node.value, ast.Name)
+                and node.value.id in VALUE_TYPES):
+            yield node.lineno, "parse"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and node.args
+                and isinstance(node.args[0], ast.Subscript) and isinstance(node.args[0].value, ast.Call)
+                and isinstance(node.args[0].value.func, ast.Attribute) and node.args[0].value.func.attr == "split"):
+            yield node.lineno, "split"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "re" and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            pattern = re.compile(node.args[0].value)
+            if pattern.fullmatch("12.4") and not pattern.fullmatch("abc") and not pattern.fullmatch("1a"):
+                yield node.lineno, "regex"
+
+
+def version_reads(kind: str) -> dict[str, list[int]]:
+    """module -> the lines where it reads dotted numbers in the way `kind` names."""
+    found = {}
+    for module, path in modules().items():
+        lines = [line for line, what in _version_reads(ast.parse(path.read_text(), str(path))) if what == kind]
+        if lines:
+            found[module] = sorted(lines)
+    return found
+
+
+# The regular expressions for dotted numbers, one per kind of number, each where its kind is defined.
+NUMBER_SHAPES = {
+    "cudaresolve.versions": "CUDA versions and driver releases",
+    "cudaresolve.arch": "compute capabilities (8.6) and arch lists",
+    "cudaresolve.host.sources": "nvidia-smi's compute_cap column, before ComputeCapability reads it",
+    "cudaresolve.env.conda": "the leading release numbers of a conda version that is not PEP 440",
+    "cudaresolve.knowledge.wheel_facts": "a PTX ISA in data/wheel_facts.toml",
+}
+
+
+def test_only_the_edges_read_driver_releases_and_cuda_versions():
+    assert {module: lines for module, lines in version_reads("parse").items() if module not in PARSING_EDGES} == {}
+
+
+def test_no_version_is_split_by_hand():
+    assert version_reads("split") == {}
+
+
+def test_one_regular_expression_per_kind_of_number():
+    assert {module: lines for module, lines in version_reads("regex").items() if module not in NUMBER_SHAPES} == {}
+    assert len(version_reads("regex")["cudaresolve.versions"]) == 2  # a CUDA version, a driver release
+
+
+def test_the_version_reader_is_not_vacuous():
+    source = (
+        "import re\n"
+        "a = CudaVersion.parse(text)\n"
+        "b = int(release.split('.')[0])\n"
+        "c = re.match(r'^(\\d+)\\.(\\d+)$', text)\n"
+        "d = re.match(r'[A-Za-z0-9.]+', name)\n"
+        "check = records.check(DriverRelease.parse)\n"
+    )
+    assert sorted(_version_reads(ast.parse(source))) == [(2, "parse"), (3, "split"), (4, "regex"), (6, "parse")]
+    assert "cudaresolve.host.overrides" in version_reads("parse")
+
+
+def figures() -> dict[str, object]:
+    arrows = graph()
+    return {
+        "modules": len(arrows),
+        "arrows": sum(len(targets) for targets in arrows.values()),
+        "upward": upward(arrows),
+        "cycles": cycles(arrows),
+    }
+
+
+if __name__ == "__main__":
+    result = figures()
+    print(f"modules: {result['modules']}, import arrows: {result['arrows']}, "
+          f"arrows running back up: {len(result['upward'])}, cycles: {len(result['cycles'])}")
+    for source, target in result["upward"]:
+        print(f"  up: {source} -> {target}")
+    for component in result["cycles"]:
+        print(f"  cycle ({len(component)} modules): {', '.join(component)}")
