@@ -99,7 +99,7 @@ def main() -> int:
         root.mkdir(parents=True)
         wheel_cache.CACHE = root  # its store
         totals = [0.0, 0.0]
-        for index, ((deps, requirements), files) in enumerate(zip(plan, wheels)):
+        for index, ((_deps, requirements), files) in enumerate(zip(plan, wheels)):
             install, link = build(way, root, root / "venvs" / str(index), files, args.uv)
             totals[0] += install
             totals[1] += link

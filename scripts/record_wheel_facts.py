@@ -44,8 +44,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from cudaresolve.env.inspect import provider_needs
 from cudaresolve.binary.wheel import is_system_provider, read_wheel
+from cudaresolve.env.inspect import provider_needs
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from fatbin_bytes import container, cubin, entry, ptx
+from index_server import IndexServer, make_wheel
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -35,8 +37,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.knowledge import components, cupy, torch
-from fatbin_bytes import container, cubin, entry, ptx
-from index_server import IndexServer, make_wheel
 
 HERE = Path(__file__).parent
 SIMPLE = "simple"

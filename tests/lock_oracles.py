@@ -17,11 +17,10 @@ import venv
 from pathlib import Path
 from typing import Sequence
 
+from conftest import hermetic_environ
 from packaging.utils import canonicalize_name
 
 from cudaresolve.resolve.lock import Lock
-
-from conftest import hermetic_environ
 
 
 def pip_picks(tmp_path: Path, constraints: Path, requirements: Sequence[str]) -> dict[str, str]:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Union
 
 import pytest
+from test_checks_planned import PLANNED, dist, planned, so
+from test_doctor_synthetic import HOST
 
 from cudaresolve.binary.elf import ElfError
 from cudaresolve.binary.facts import BinaryFacts, Symbol, VersionNeed
@@ -24,8 +26,6 @@ from cudaresolve.checks.linking import (
 from cudaresolve.checks.loading import load_packages
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.output.findings import shown
-from test_checks_planned import PLANNED, dist, planned, so
-from test_doctor_synthetic import HOST
 
 NO_FILE = "cannot open shared object file: No such file or directory"
 SP = PLANNED

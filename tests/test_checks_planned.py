@@ -10,13 +10,14 @@ from typing import Optional
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+from test_doctor_synthetic import FOO_V1, FOO_V2, HOST, MAP_V1, MAP_V2
+from test_env_distributions import make_dist_info
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.loader import LoaderEnv
-from cudaresolve.checks import judge, releases
 from cudaresolve.checks import advisories as advisory_check
-from cudaresolve.checks import arch_coverage, driver_floor, metadata
+from cudaresolve.checks import arch_coverage, driver_floor, judge, metadata, releases
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.doctor import examine
 from cudaresolve.env.distributions import Distribution
@@ -27,8 +28,6 @@ from cudaresolve.knowledge import advisories, wheel_facts
 from cudaresolve.output.findings import FindingText, shown
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.versions import CudaVersion, DriverRelease
-from test_doctor_synthetic import FOO_V1, FOO_V2, HOST, MAP_V1, MAP_V2
-from test_env_distributions import make_dist_info
 
 PLANNED = "/planned/site-packages"  # nowhere on disk
 X86_64 = {
@@ -218,8 +217,9 @@ def test_advisory_requirements_carry_markers(monkeypatch):
     )
     monkeypatch.setattr(advisories, "load", lambda: rows)
     host = on("580.65.06", "8.6")
-    found = lambda env: {f"known problem {f.problem.advisory}"
-                         for f in advisory_check.check_advisories(env, host, cuda_builds(env))}
+    def found(env):
+        return {f"known problem {f.problem.advisory}"
+                             for f in advisory_check.check_advisories(env, host, cuda_builds(env))}
     arm = {**X86_64, "platform_machine": "aarch64"}
     both = (dist("numba", "0.61.2"), dist("numba-cuda", "0.15.0"))
     assert found(planned(*both)) == {"known problem unless-on-arm"}

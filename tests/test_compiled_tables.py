@@ -13,10 +13,21 @@ from pathlib import Path
 import pytest
 
 from cudaresolve.errors import DataError
-from cudaresolve.knowledge import compiled, compiler_users, files, gpus, wheel_facts
 
 # Every table module, imported so that each decorated function is in compiled.LOADERS.
-from cudaresolve.knowledge import advisories, components, cupy, toolkit_pins, toolkits, torch  # noqa: F401
+from cudaresolve.knowledge import (  # noqa: F401
+    advisories,
+    compiled,
+    compiler_users,
+    components,
+    cupy,
+    files,
+    gpus,
+    toolkit_pins,
+    toolkits,
+    torch,
+    wheel_facts,
+)
 
 
 def counted(load):

@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from index_server import make_wheel
 from packaging.version import Version
+from test_checks_planned import so
+from test_doctor_synthetic import HOST
+from test_env_distributions import make_dist_info
+from test_loader import disk
 
 from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.loader import RPATH, LoaderEnv, resolve, with_program
@@ -43,11 +48,6 @@ from cudaresolve.host.facts import Driver
 from cudaresolve.knowledge import components
 from cudaresolve.output.findings import FindingText, in_report_order, shown
 from cudaresolve.versions import CudaVersion, DriverRelease
-from index_server import make_wheel
-from test_checks_planned import so
-from test_doctor_synthetic import HOST
-from test_env_distributions import make_dist_info
-from test_loader import disk
 
 NO_SUCH_FILE = "cannot open shared object file: No such file or directory"
 
@@ -918,7 +918,8 @@ def test_builds_for_no_newer_cuda_than_the_prefixs_are_preferred():
 
     builds = [Candidate("torch", Version(v), None, build=cuda_build("torch", Version(v)))
               for v in ("2.9.0+cu124", "2.9.0+cu126", "2.9.0+cu128", "2.8.0+cu126")]
-    order = lambda pin: [str(c.version) for c in sorted(builds, key=lambda c: _preference(c, pin), reverse=True)]
+    def order(pin):
+        return [str(c.version) for c in sorted(builds, key=lambda c: _preference(c, pin), reverse=True)]
     assert order(None) == ["2.9.0+cu128", "2.9.0+cu126", "2.9.0+cu124", "2.8.0+cu126"]
     assert order(CudaVersion(12, 6)) == ["2.9.0+cu126", "2.9.0+cu124", "2.9.0+cu128", "2.8.0+cu126"]
 
@@ -957,8 +958,9 @@ def test_cudaresolve_pip_install_puts_no_wheel_over_a_conda_library(conda, paylo
 def test_a_conda_library_without_code_for_the_gpu_is_named_as_conda_and_fixed_through_cuda_version():
     """CUDA 13 builds no SASS below sm_75: conda's libcublas 13 on a GTX 1080 (6.1). The fix moves the
     prefix's cuda-version, which pins every conda CUDA package's CUDA; a pip release would not help."""
-    from cudaresolve.checks.arch_coverage import check_arch_coverage
     from test_doctor_checks import fatbin, host
+
+    from cudaresolve.checks.arch_coverage import check_arch_coverage
 
     library = f"{PREFIX}/lib/libcublasLt.so.13"
     facts = replace(so(library, soname="libcublasLt.so.13"), fatbin=fatbin("sm_75", "sm_80", "sm_90", "sm_120"))

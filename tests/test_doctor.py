@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+from wheel_cache import build_venv
 
-from cudaresolve.cli import main
 from cudaresolve import doctor
+from cudaresolve.cli import main
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import UsageError
-from wheel_cache import build_venv
 
 CUSPARSE = "nvidia-cusparse-cu12==12.3.1.170"
 OLD_NVJITLINK = "nvidia-nvjitlink-cu12==12.1.105"

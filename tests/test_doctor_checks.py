@@ -18,12 +18,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.arch import ComputeCapability, PtxTarget
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable
-from cudaresolve.checks import judge
-from cudaresolve.checks import Diagnosis
-from cudaresolve.checks import advisories as advisory_check
-from cudaresolve.checks import arch_coverage, duplicates, mixed_majors
 from cudaresolve.binary.elf import NO_SECTIONS
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable
+from cudaresolve.checks import Diagnosis, arch_coverage, duplicates, judge, mixed_majors
+from cudaresolve.checks import advisories as advisory_check
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.evidence import BuiltWith, Needs, Said

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_env_distributions import make_dist_info
 
 from cudaresolve import doctor, results
 from cudaresolve.cli import main
-from test_env_distributions import make_dist_info
 
 FOO_V1 = "int foo_old(void) { return 1; }\n"
 FOO_V2 = FOO_V1 + "int foo_new(void) { return 2; }\n"

@@ -16,17 +16,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_env_distributions import make_dist_info
 
 from cudaresolve.arch import ComputeCapability
-from cudaresolve.cli import main
 from cudaresolve.checks import Diagnosis
+from cudaresolve.cli import main
 from cudaresolve.doctor import examine
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, components
 from cudaresolve.output.findings import FindingText, in_report_order, shown
 from cudaresolve.versions import CudaVersion, DriverRelease
-from test_env_distributions import make_dist_info
 
 HOST = HostFacts(
     "Linux", "x86_64", Driver(DriverRelease.parse("550.144.03"), "override:--driver", CudaVersion.parse("12.4"), "derived:branch-table"),

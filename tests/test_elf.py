@@ -10,21 +10,21 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-import zipfile
 import struct
 import subprocess
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
 from elftools.elf.elffile import ELFFile
+from fatbin_bytes import container, cubin, entry, ptx
+from wheel_cache import unpack
 
 from cudaresolve.binary.elf import NO_SECTIONS, ElfError, is_elf, read_binary_facts, read_binary_facts_from_buffer
 from cudaresolve.binary.facts import BinaryFacts, CudaRuntime, FatbinSummary, Symbol, VersionNeed
 from cudaresolve.binary.wheel import read_wheel
 from cudaresolve.errors import CudaresolveError
-from fatbin_bytes import container, cubin, entry, ptx
-from wheel_cache import unpack
 
 needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None, reason="binutils readelf is not installed")
 

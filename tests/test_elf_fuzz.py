@@ -17,12 +17,12 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_fatbin import container, cubin, entry, fatbin_library, ptx, zstd_entry
 
 from cudaresolve.binary.elf import ElfError, read_binary_facts_from_buffer
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.env.inspect import Inspected, provider_needs
 from cudaresolve.output.inspect import render_text
-from test_fatbin import container, cubin, entry, fatbin_library, ptx, zstd_entry
 
 LIBV = """
 int foo_v1(void) { return 1; }

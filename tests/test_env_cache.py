@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cudaresolve.arch import PtxTarget
-from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.elf import ElfError
+from cudaresolve.binary.facts import BinaryFacts, FatbinSummary, Symbol, SymbolTable, VersionNeed
 from cudaresolve.env import cache as cache_module
 from cudaresolve.env.cache import HEADER, FactsCache
 from cudaresolve.env.store import default_cache_dir

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+from test_env_distributions import make_dist_info
 
 from cudaresolve.binary.facts import BinaryFacts, SymbolTable
+from cudaresolve.binary.wheel import is_shared_object_name
 from cudaresolve.env.distributions import Problem
 from cudaresolve.env.interpreter import Target, target_for_python, target_for_site_packages
-from cudaresolve.binary.wheel import is_shared_object_name
 from cudaresolve.env.scan import ElfFile, find_elf_files, scan_environment
 from cudaresolve.errors import CudaresolveError
-from test_env_distributions import make_dist_info
 
 CUSPARSE = "nvidia-cusparse-cu12==12.3.1.170"
 NVJITLINK = "nvidia-nvjitlink-cu12==12.1.105"

@@ -12,6 +12,8 @@ import zipfile
 from typing import Optional
 
 import pytest
+from conftest import hermetic_environ
+from fake_cuda_index import EXTRA_COMPONENTS, plan
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -20,9 +22,7 @@ from packaging.version import Version
 from cudaresolve.env.inspect import inspect_names, provider_needs
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.knowledge import components, torch
-from conftest import hermetic_environ
 from cudaresolve.versions import CudaVersion
-from fake_cuda_index import EXTRA_COMPONENTS, plan
 
 
 def pip_resolve(cuda_index, requests: list[str], variant: Optional[str], *, variant_only: bool = False) -> dict:

@@ -23,12 +23,12 @@ from typing import List, Optional, Sequence, Tuple
 
 import pytest
 import zstandard
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from conftest import FIXTURES
 from fatbin_bytes import MAGIC, container, cubin, entry, ptx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from wheel_cache import cache_dir, unpack
+
 from cudaresolve.arch import PtxTarget
 from cudaresolve.binary import fatbin, lz
 from cudaresolve.binary.elf import read_binary_facts_from_buffer

@@ -8,9 +8,9 @@ import os
 import random
 
 import pytest
+from fatbin_bytes import container, cubin, entry
 
 from cudaresolve.binary import fatbin
-from fatbin_bytes import container, cubin, entry
 
 MB = 1 << 20
 SIZE = 4 * fatbin.RELEASE_BYTES

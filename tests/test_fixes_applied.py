@@ -16,16 +16,16 @@ import venv
 from pathlib import Path
 
 import pytest
+from fix_steps import pip_arguments
+from index_server import make_wheel
 from packaging.requirements import Requirement
+from test_conda_env import EXT, HOST_570, TAG, build_nvjitlink, extension_source
 
 from cudaresolve.checks.findings import Check
 from cudaresolve.checks.fixes import PipInstall
 from cudaresolve.doctor import examine
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.output.findings import shown
-from fix_steps import pip_arguments
-from index_server import make_wheel
-from test_conda_env import EXT, HOST_570, TAG, build_nvjitlink, extension_source
 
 
 @pytest.fixture(scope="module")

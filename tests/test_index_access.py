@@ -14,13 +14,13 @@ import zlib
 from dataclasses import replace
 
 import pytest
+from index_server import make_wheel
 
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.http import Http, IndexAccessError, LimitExceeded
 from cudaresolve.index.limits import Limits
 from cudaresolve.index.metadata import MetadataUnavailable, core_metadata
 from cudaresolve.index.pages import find_links_files, index_files
-from index_server import make_wheel
 
 PAYLOAD = os.urandom(2_000_000)  # incompressible: the wheel is as big as this
 
@@ -264,8 +264,9 @@ def test_a_slow_body_is_stopped_at_its_deadline_without_retries(cache):
 
 
 def test_a_zip_that_claims_too_much_is_refused_before_it_is_read(tmp_path):
-    from cudaresolve.binary.wheel import WheelError, read_wheel
     from hostile_index import raw_zip
+
+    from cudaresolve.binary.wheel import WheelError, read_wheel
 
     elf = b"\x7fELF" + bytes(60)
     claims = raw_zip([("lib/libhuge.so", 0, elf, zlib.crc32(elf), 3 << 30)])

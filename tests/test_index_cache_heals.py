@@ -11,6 +11,7 @@ import os
 import random
 
 import pytest
+from index_server import make_wheel
 
 import cudaresolve.index.cache as cache_module
 from cudaresolve.cli import main
@@ -19,7 +20,6 @@ from cudaresolve.index.cache import IndexCache
 from cudaresolve.index.http import Http
 from cudaresolve.index.pages import index_files
 from cudaresolve.index.wheel_facts import wheel_binary_facts
-from index_server import make_wheel
 
 
 @pytest.fixture(scope="module")

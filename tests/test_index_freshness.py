@@ -12,13 +12,13 @@ import time
 from dataclasses import replace
 
 import pytest
+from index_server import make_wheel
 from requests.structures import CaseInsensitiveDict
 
 from cudaresolve.index import cache as cache_module
 from cudaresolve.index.cache import MAX_PAGE_AGE, IndexCache, freshness, storable
 from cudaresolve.index.http import Http, IndexAccessError
 from cudaresolve.index.pages import find_links_files, index_files
-from index_server import make_wheel
 
 NOW = "Wed, 25 Nov 2026 12:00:00 GMT"
 

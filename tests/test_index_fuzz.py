@@ -16,13 +16,13 @@ from datetime import timedelta
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from index_server import IndexServer, make_wheel
 from packaging.version import Version
 
 from cudaresolve.index.http import IndexAccessError
 from cudaresolve.index.limits import Limits
 from cudaresolve.index.metadata import _from_archive, parse_metadata
 from cudaresolve.index.pages import JSON_TYPE, ProjectFile, parse_page
-from index_server import IndexServer, make_wheel
 
 CASES = settings(
     max_examples=2000,

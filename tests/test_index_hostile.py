@@ -20,7 +20,6 @@ import venv
 from dataclasses import dataclass
 
 import pytest
-
 from conftest import hermetic_environ
 from hostile_index import MODES, HostileIndex
 

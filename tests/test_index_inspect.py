@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from index_server import make_wheel
 
 from cudaresolve.cli import main
 from cudaresolve.knowledge import wheel_facts
-from index_server import make_wheel
 
 LIB = "int foo_v2(void) { return 2; }\n"
 

@@ -4,9 +4,9 @@ import json
 import struct
 
 import pytest
+from test_fatbin import container, cubin, entry, fatbin_library
 
 from cudaresolve.cli import main
-from test_fatbin import container, cubin, entry, fatbin_library
 
 
 def test_inspect_wheel_reads_members_in_place(wheel, capsys, tmp_path, monkeypatch):
@@ -14,7 +14,7 @@ def test_inspect_wheel_reads_members_in_place(wheel, capsys, tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert main(["inspect", "--json", str(whl)]) == 0
     data = json.loads(capsys.readouterr().out)
-    (lib,) = [l for l in data["libraries"] if l["path"].endswith("!nvidia/cusparse/lib/libcusparse.so.12")]
+    (lib,) = [lib for lib in data["libraries"] if lib["path"].endswith("!nvidia/cusparse/lib/libcusparse.so.12")]
     assert lib["soname"] == "libcusparse.so.12"
     assert lib["runpath"] == ["$ORIGIN", "$ORIGIN/../../nvjitlink/lib"]
     (jit,) = [n for n in lib["needs"] if n["file"] == "libnvJitLink.so.12"]

@@ -28,8 +28,14 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import pytest
+from conftest import hermetic_environ
+from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
+from index_server import IndexServer, make_wheel
+from lock_oracles import locked, locked_with_source
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from test_lock_files import pylock_toml
+from wheel_cache import cache_dir
 
 from cudaresolve.cli import main
 from cudaresolve.env.distributions import read_distributions
@@ -37,13 +43,6 @@ from cudaresolve.lockfile.pip import requirements_txt
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, Reason, ReasonKind
 from cudaresolve.resolve.reasons import Asked
-
-from conftest import hermetic_environ
-from test_lock_files import pylock_toml
-from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
-from wheel_cache import cache_dir
-from index_server import IndexServer, make_wheel
-from lock_oracles import locked, locked_with_source
 
 if sys.version_info >= (3, 11):
     import tomllib

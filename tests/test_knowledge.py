@@ -14,11 +14,22 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from cudaresolve.env.example import example_environment
-from cudaresolve.knowledge import (advisories, compiler_users, compilers, components, cupy, files, gpus, toolkit_pins,
-                                   toolkits, torch, wheel_facts)
 from cudaresolve.arch import ComputeCapability, parse_arch_list
+from cudaresolve.env.example import example_environment
 from cudaresolve.errors import DataError, UsageError
+from cudaresolve.knowledge import (
+    advisories,
+    compiler_users,
+    compilers,
+    components,
+    cupy,
+    files,
+    gpus,
+    toolkit_pins,
+    toolkits,
+    torch,
+    wheel_facts,
+)
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 if sys.version_info >= (3, 11):

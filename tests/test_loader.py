@@ -14,7 +14,6 @@ from typing import Optional
 
 import pytest
 
-from cudaresolve.knowledge import components
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNeed
 from cudaresolve.binary.ldcache import CacheEntry, LdCache
@@ -43,6 +42,7 @@ from cudaresolve.binary.loader import (
     system_layout,
 )
 from cudaresolve.errors import UsageError
+from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
 
 DRIVER_LIBRARIES = frozenset(components.driver_libraries())

@@ -16,8 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from index_server import IndexServer, make_wheel
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.arch import ComputeCapability, Target
@@ -43,9 +45,6 @@ from cudaresolve.resolve.reasons import (
     RequiredBy,
 )
 from cudaresolve.versions import CudaVersion, DriverRelease
-
-from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
-from index_server import IndexServer, make_wheel
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -134,7 +133,8 @@ def _lock(**changes) -> Lock:
 
 
 def _same_packages(a: Lock, b: Lock) -> bool:
-    key = lambda p: (p.name, p.version, p.index or "", p.marker or "")
+    def key(p):
+        return (p.name, p.version, p.index or "", p.marker or "")
     return sorted(a.packages, key=key) == sorted(b.packages, key=key)
 
 

@@ -14,19 +14,18 @@ import re
 import sys
 
 import pytest
+from hostile_locks import toml_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.markers import Marker
 from packaging.version import Version
+from test_lock_files import FOREIGN, _lock, _package, pylock_toml
 
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import parse_pylock
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, Reason, ReasonKind
-
-from hostile_locks import toml_text
-from test_lock_files import FOREIGN, _lock, _package, pylock_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -170,7 +169,8 @@ def _through_the_writers(lock: Lock) -> None:
         assert documented.search(str(exc)), exc
         return
     again = parse_pylock(written.encode(), PATH)
-    key = lambda p: (p.name, str(p.version), p.index or "", p.marker or "", p.wheel.filename if p.wheel else "")
+    def key(p):
+        return (p.name, str(p.version), p.index or "", p.marker or "", p.wheel.filename if p.wheel else "")
     assert sorted(again.packages, key=key) == sorted(lock.packages, key=key)
     assert (again.index_urls, again.decisions, again.hosts, again.major) == (lock.index_urls, lock.decisions, lock.hosts, lock.major)
 

@@ -19,18 +19,17 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import pytest
+from conftest import hermetic_environ
+from fake_cuda_index import plan
+from lock_oracles import locked, locked_with_source, pip_picks, pip_resolves_freely, uv_installs
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.cli import main
+from cudaresolve.knowledge import torch as torch_data
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.lock import Lock, ReasonKind
-from cudaresolve.knowledge import torch as torch_data
-
-from conftest import hermetic_environ
-from fake_cuda_index import plan
-from lock_oracles import locked, locked_with_source, pip_picks, pip_resolves_freely, uv_installs
 
 RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
 
@@ -181,7 +180,7 @@ def test_rtx4090_driver_550_torch_271_takes_cu128(lock_cli, tmp_path, uv, cuda_i
                 assert Version(versions[canonicalize_name(requirement.name)]) == Version(spec.version), text
     assert "torch 2.7.1+cu118: older CUDA than +cu128, which runs here" in run.out
     assert "torch 2.7.1+cu126: older CUDA than +cu128, which runs here" in run.out
-    for version, variant in universe_torch().items():
+    for version, _variant in universe_torch().items():
         if variant_cuda_major(version) == 13:
             assert f"{label(version)}: driver 550.144.03 < " in run.out, version
 

@@ -8,9 +8,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from index_server import make_wheel
 from packaging.version import Version
+from test_lock_files import pip_resolves
 
 from cudaresolve.errors import UsageError
+from cudaresolve.index.config import IndexSettings
+from cudaresolve.resolve.reasons import Asked, Constrained, Need
 from cudaresolve.resolve.requirements import (
     RequirementSet,
     from_command_line,
@@ -18,12 +22,6 @@ from cudaresolve.resolve.requirements import (
     read_project,
     read_requirements_file,
 )
-
-from cudaresolve.index.config import IndexSettings
-from cudaresolve.resolve.reasons import Asked, Constrained, Need
-
-from index_server import make_wheel
-from test_lock_files import pip_resolves
 
 DIGEST = "ab" * 32
 

@@ -17,9 +17,9 @@ import pytest
 
 from cudaresolve import records
 from cudaresolve.binary.elf import read_binary_facts
+from cudaresolve.binary.wheel import WheelError, is_system_provider, read_wheel
 from cudaresolve.env.inspect import provider_needs
 from cudaresolve.errors import DataError
-from cudaresolve.binary.wheel import WheelError, is_system_provider, read_wheel
 from cudaresolve.index.wheel_facts import from_record
 from cudaresolve.knowledge import files, wheel_facts
 from cudaresolve.versions import CudaVersion

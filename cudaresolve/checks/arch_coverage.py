@@ -13,9 +13,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.binary.elf import NO_SECTIONS
+from cudaresolve.checks import evidence as e
 from cudaresolve.checks.builds import CudaBuild, build_of, component_builds
 from cudaresolve.checks.dependencies import fold_into_requirers
-from cudaresolve.checks import evidence as e
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import (
     DeviceCodePartlyUnreadable,

@@ -13,11 +13,11 @@ from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
+from cudaresolve.checks import evidence as e
+from cudaresolve.checks import fixes as f
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers
-from cudaresolve.checks import evidence as e
-from cudaresolve.checks import fixes as f
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.metadata import versioned_needs
 from cudaresolve.checks.problems import DriverTooOld, MinorVersionCompatibility

@@ -13,11 +13,11 @@ from typing import Iterable, Optional
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName
 
+from cudaresolve.checks import evidence as e
+from cudaresolve.checks import fixes as f
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild, major_needs
 from cudaresolve.checks.duplicates import unmangled
-from cudaresolve.checks import evidence as e
-from cudaresolve.checks import fixes as f
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import CompanionMajors, MixedMajors
 from cudaresolve.checks.subjects import Scope, Subject, subject

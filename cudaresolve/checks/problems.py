@@ -19,7 +19,6 @@ from cudaresolve.arch import ComputeCapability
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.versions import CudaVersion, DriverRelease
 
-
 # -- environment ----------------------------------------------------------------------------------
 
 

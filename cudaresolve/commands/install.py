@@ -25,6 +25,8 @@ from cudaresolve.integrations.pip import (
     pip_install_command,
     pip_install_settings,
     pips_refusal,
+)
+from cudaresolve.integrations.pip import (
     run as run_pip,
 )
 from cudaresolve.lockfile.pip import requirements_txt

@@ -19,6 +19,7 @@ from cudaresolve.index.tags import TagOverrides
 from cudaresolve.resolve.inputs import Indexes, LockInputs, Policy
 from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
 
+
 def index_settings(args: argparse.Namespace) -> IndexSettings:
     """The index flags given; None where a flag is not."""
     return IndexSettings(

@@ -14,8 +14,8 @@ import os
 from dataclasses import replace
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.elf import head_of_regular_file
+from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv, with_program
 from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
 from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, read_distributions

@@ -19,16 +19,16 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from cudaresolve.binary.wheel import WheelFacts
-from cudaresolve.env.store import default_cache_dir
 from cudaresolve.env.interpreter import Target
-from cudaresolve.index.cache import IndexCache
+from cudaresolve.env.store import default_cache_dir
 from cudaresolve.index import limits as index_limits
+from cudaresolve.index.cache import IndexCache
 from cudaresolve.index.downloads import Progress, file_sha256
 from cudaresolve.index.http import Http
 from cudaresolve.index.metadata import CoreMetadata, core_metadata
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
-from cudaresolve.index.wheel_facts import wheel_binary_facts
 from cudaresolve.index.tags import TagOverrides, target_tags
+from cudaresolve.index.wheel_facts import wheel_binary_facts
 
 WORKERS = 8  # concurrent requests: enough to hide round trips, few enough to be polite to an index
 

@@ -200,7 +200,7 @@ def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
         name = reader.field(decision, "name", decision_where, fields.name, required=True)
         chosen = reader.field(decision, "chosen", decision_where, fields.version, package=name)
         rejected = tuple(
-            _read_record(reader, item, item_where, name, lambda table: reasons.read_rejection(table, name))
+            _read_record(reader, item, item_where, name, lambda table, name=name: reasons.read_rejection(table, name))
             for item_where, item in reader.tables(decision, "rejected", decision_where, package=name)
         )
         decisions.append(Decision(name, None if chosen is None else CandidateRef(name, Version(chosen)), rejected))

@@ -28,10 +28,10 @@ from cudaresolve.resolve.reasons import (
     EVIDENCE,
     ORIGINS,
     CandidateRef,
+    DriverTooOld,
     MajorRejection,
     OriginKind,
     Rejection,
-    DriverTooOld,
     Rule,
     ToolkitTargets,
 )

@@ -16,8 +16,8 @@ from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cudaresolve.binary.loader import LoadedObject
-    from cudaresolve.checks.loading import PackageLoad
     from cudaresolve.checks import Diagnosis
+    from cudaresolve.checks.loading import PackageLoad
     from cudaresolve.env.distributions import Distribution
     from cudaresolve.env.environment import Environment
 

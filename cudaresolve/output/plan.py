@@ -14,6 +14,7 @@ from cudaresolve.output.lock_words import reason
 from cudaresolve.output.progress import megabytes
 from cudaresolve.resolve.plan import Change
 
+
 def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], requirements: str = "") -> str:
     """One line per distribution (what happens, the versions, why, where from), the download size,
     and with `command` (a dry run) the exact pip command line and the requirements file it reads."""

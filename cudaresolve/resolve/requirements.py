@@ -32,6 +32,7 @@ from cudaresolve.errors import UsageError
 from cudaresolve.index.config import IndexSettings
 from cudaresolve.resolve.reasons import Asked, Constrained, Need
 
+
 @dataclass(frozen=True)
 class RequirementSet:
     """Everything the resolver is asked for; each requirement names the file and line it came from."""
