@@ -116,7 +116,7 @@ def _lock(**changes) -> Lock:
         index_urls=("https://index.example.invalid/simple",),
         decisions=(
             Decision("torch", _ref("torch", "2.11.0+cu130"), (
-                Rejection(_ref("torch", "2.11.0+cu128"), Judged("arch-coverage", "cu128 misses sm_100 PTX\nsecond line")),
+                Rejection(_ref("torch", "2.11.0+cu128"), Judged("arch-coverage", "torch\nsecond line", "NoKernelImage")),
                 Rejection(_ref("torch", "2.11.0+cu126"), OlderCuda("cu130")),
                 Rejection(_ref("torch", "2.10.0"), NoDeviceCode(1, ComputeCapability.parse("9.0"), (Target.parse("sm_80"),),
                                                                    (Target.parse("compute_80"),), "gpu-box.json"),
@@ -170,8 +170,9 @@ def test_pylock_has_pep751_shape():
     assert tool["hosts"][0]["facts"]["gpus"][1]["mig_devices"][0]["uuid"] == "MIG-1"
     (torch, cupy13) = tool["decisions"]
     assert (torch["name"], torch["chosen"], cupy13) == ("torch", "2.11.0+cu130", {"name": "cupy-cuda13x", "rejected": []})
-    assert torch["rejected"][0] == {"reason": "arch-coverage: cu128 misses sm_100 PTX\nsecond line", "version": "2.11.0+cu128", "rule": "judge",
-                                    "evidence": {"check": "arch-coverage", "message": "cu128 misses sm_100 PTX\nsecond line"}}
+    assert torch["rejected"][0] == {"reason": "arch-coverage: no-kernel-image (torch\nsecond line)", "version": "2.11.0+cu128",
+                                    "rule": "judge",
+                                    "evidence": {"check": "arch-coverage", "subject": "torch\nsecond line", "problem": "NoKernelImage"}}
     assert torch["rejected"][2] == {
         "reason": "no SASS or PTX for GPU 1 (9.0) on gpu-box.json; has sm_80 + PTX compute_80", "version": "2.10.0", "rule": "device-code",
         "installed": True, "evidence": {"gpu": 1, "capability": "9.0", "sass": ["sm_80"], "ptx": ["compute_80"], "host": "gpu-box.json"}}
@@ -212,7 +213,7 @@ def test_any_reason_survives_toml(tmp_path_factory, text, label):
     numpy = replace(numpy, reason=replace(numpy.reason, origins=(Asked(text),)))
     lock = _lock(
         packages=(numpy,),
-        decisions=(Decision("numpy", _ref("numpy", "2.2.6"), (Rejection(_ref("numpy", "2.3"), Judged("advisory", text)),)),),
+        decisions=(Decision("numpy", _ref("numpy", "2.2.6"), (Rejection(_ref("numpy", "2.3"), Judged("advisory", text, "KnownBadRelease")),)),),
         host_labels=(label,),
     )
     written = pylock_toml(lock)
@@ -221,7 +222,7 @@ def test_any_reason_survives_toml(tmp_path_factory, text, label):
         assert data["packages"][0]["tool"]["cudaresolve"]["reason"] == text
     assert data["packages"][0]["tool"]["cudaresolve"]["origins"] == [{"kind": "asked", "where": text}]
     rejected = data["tool"]["cudaresolve"]["decisions"][0]["rejected"][0]
-    assert (rejected["reason"], rejected["evidence"]["message"]) == (f"advisory: {text}", text)
+    assert (rejected["reason"], rejected["evidence"]["subject"]) == (f"advisory: known-bad-release ({text})", text)
     assert data["tool"]["cudaresolve"]["hosts"][0]["label"] == label
     path = tmp_path_factory.mktemp("words") / "pylock.toml"
     path.write_text(written, encoding="utf-8")
@@ -236,8 +237,8 @@ def test_any_reason_survives_toml(tmp_path_factory, text, label):
          "reason.build.evidence (package numpy)"),
         (dict(host_labels=("gpu\nbox",)), "hosts.label"),
         (dict(created_by="x\r--index-url http://evil.invalid"), "created-by"),
-        (dict(decisions=(Decision("torch", None, (Rejection(_ref("torch", "1"), Judged("advisory", "a\x00")),)),)),
-         "decisions.rejected.evidence.message (package torch)"),
+        (dict(decisions=(Decision("torch", None, (Rejection(_ref("torch", "1"), Judged("advisory", "a\x00", "KnownBadRelease")),)),)),
+         "decisions.rejected.evidence.subject (package torch)"),
         (dict(major=MajorDecision(12, (MajorRejection(13, DriverTooOld(CudaVersion(13), None, None, None, "\x1b]0;x")),))),
          "cuda-major.rejected.evidence.host"),
     ],
@@ -789,7 +790,9 @@ def test_a_refusal_is_worded_from_its_causes():
     installed = BinaryNeed(_ref("nvext", "1.0"), True, "libnvJitLink.so.12", CudaVersion(12, 9), "/v/nvext/_link.so", "__nvJitLinkCreate_12_9")
     wheel = BinaryNeed(_ref("nvidia-cusparse-cu12", "12.3.1.170"), False, "libnvJitLink.so.12", CudaVersion(12, 4))
     set_aside = tuple(Rejection(_ref("nvidia-nvjitlink-cu12", f"12.9.{n}"), SdistOnly()) for n in range(5))
-    conda = CondaMismatch("libnvjitlink 12.4.127 (conda)", ">=12.9", 'conda install "libnvjitlink>=12.9"')
+    from cudaresolve.checks.fixes import CondaInstall, CondaSpec
+
+    conda = CondaMismatch("libnvjitlink 12.4.127 (conda)", ">=12.9", CondaInstall((CondaSpec("libnvjitlink", ">=", Version("12.9")),)))
     causes = (
         Unsatisfiable(nvjitlink, installed, set_aside[:1], conda),
         Unsatisfiable(nvjitlink, wheel, set_aside),
