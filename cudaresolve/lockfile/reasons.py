@@ -56,7 +56,7 @@ class Bad(ValueError):
 def plain(record: Any, dashes: bool = True) -> dict[str, Any]:
     """A record as a table: its fields by name, values as text, numbers, booleans, lists and tables."""
     table: dict[str, Any] = {}
-    for field in dataclasses.fields(record):
+    for field in _in_lock_file(record):
         value = _plain_value(getattr(record, field.name), dashes)
         if value is not None:
             table[_key(field.name, dashes)] = value
@@ -77,6 +77,10 @@ def _plain_value(value: Any, dashes: bool) -> Any:
     if hasattr(value, "kind"):
         return {"kind": value.kind.value, **plain(value, dashes)}
     return plain(value, dashes)
+
+
+def _in_lock_file(record: Any) -> list[dataclasses.Field[Any]]:
+    return [field for field in dataclasses.fields(record) if field.metadata.get("lock-file", True)]
 
 
 def _key(name: str, dashes: bool) -> str:
@@ -162,7 +166,7 @@ def _record(cls: type, table: dict, where: str) -> Any:
 
 def _fields(cls: type, table: dict, where: str, skip: frozenset = frozenset()) -> dict[str, Any]:
     values = {}
-    for field in dataclasses.fields(cls):
+    for field in _in_lock_file(cls):
         if field.name in skip:
             continue
         key, kind = _key(field.name, True), _hints(cls)[field.name]
@@ -245,7 +249,9 @@ def checked_reason(reason: Reason) -> Reason:
 
 
 def checked_rejection(rejection: Rejection) -> Rejection:
-    return read_rejection(rejection_table(rejection), rejection.candidate.name)
+    """`rejection` when it reads back the same (keeping what only memory holds: a judged finding)."""
+    back = read_rejection(rejection_table(rejection), rejection.candidate.name)
+    return rejection if back == rejection else back
 
 
 def checked_major_rejection(rejection: MajorRejection) -> MajorRejection:

@@ -132,7 +132,9 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     if isinstance(found, OtherMajor):
         return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
     if isinstance(found, Judged):
-        return f"{found.check}: {kebab(found.problem)} ({found.subject})"
+        if found.finding is not None:
+            return f"{found.check}: {shown(found.finding).message}"
+        return f"{found.check}: {kebab(found.problem)} ({found.subject})"  # read back from a lock file
     label = f"+{found.chosen_local}" if found.chosen_local else "the default build"
     if isinstance(found, OlderCuda):
         return f"older CUDA than {label}, which runs here"

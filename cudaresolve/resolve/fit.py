@@ -16,7 +16,7 @@ from cudaresolve.host.facts import Driver, HostFacts
 from cudaresolve.knowledge import toolkits
 from cudaresolve.resolve.causes import FleetConflict, HostMajors
 from cudaresolve.resolve.reasons import DoesNotRun, DriverTooOld, MajorRefusal, MajorRejection, NoDeviceCode, ToolkitTargets
-from cudaresolve.versions import CudaVersion, DriverRelease
+from cudaresolve.versions import CudaVersion
 
 
 def rejection(

@@ -5,13 +5,14 @@ built from these values; the sentences are made in output/ (output/lock_words.py
 stores the values (lockfile/) and reads them back validated. Each kind of evidence and of origin is
 its own frozen dataclass, named by a stable `kind` string the files use.
 
-Pure data. May import: packaging, the value types (arch.py, versions.py); nothing else of cudaresolve.
+Pure data. May import: packaging, the value types (arch.py, versions.py), the judge's Finding
+(checks/findings.py).
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Optional, Union
 
 from packaging.requirements import Requirement
@@ -19,6 +20,7 @@ from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from cudaresolve.arch import ComputeCapability, Target
+from cudaresolve.checks.findings import Finding
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 
@@ -133,6 +135,9 @@ class OtherMajor:
     environment_major: int
 
 
+NOT_IN_LOCK_FILE = {"lock-file": False}  # a field's metadata: held in memory only, never written or read
+
+
 @dataclass(frozen=True)
 class Judged:
     """The doctor's checks refused the planned environment with this candidate in it."""
@@ -141,6 +146,8 @@ class Judged:
     check: str  # the check's id: "symbol-skew", "advisory"
     subject: str  # the distribution, or the file no distribution owns, the finding concerns
     problem: str  # the finding's kind of problem: "SymbolsMissing", "KnownBadRelease"
+    # The finding itself while the lock is made, for its words; a lock file keeps the fields above.
+    finding: Optional[Finding] = field(default=None, compare=False, repr=False, metadata=NOT_IN_LOCK_FILE)
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,7 @@ def _conda_mismatch(requirement: Requirement, finder: CandidateFinder, installed
 def _judged(finding: Finding) -> Judged:
     """The finding as a rejection's evidence: its check, what it concerns, and its kind of problem."""
     subject = finding.subject.distribution or finding.subject.file or ""
-    return Judged(finding.check.value, subject, type(finding.problem).__name__)
+    return Judged(finding.check.value, subject, type(finding.problem).__name__, finding)
 
 
 def _refuses(finding: Finding) -> bool:
