@@ -43,23 +43,28 @@ diagnosis only, doctor.py; nothing imports this but the commands and integration
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import stat
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional, Tuple
 
 import cudaresolve
 from cudaresolve import __version__
-from cudaresolve import data as data_package
 from cudaresolve.env.identity import Identity, identity_of, path_identity
 from cudaresolve.env.store import default_cache_dir, dumps_plain, loads_plain, store_entry
 from cudaresolve.env.tree import distinct_directories, shared_object_entries
 from cudaresolve.output.doctor import Report
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
+
     from cudaresolve.env.interpreter import Target
     from cudaresolve.host.facts import HostFacts
+
+# data/, which setuptools' package-dir maps to cudaresolve.data (a mapping mypy does not follow)
+data_package = importlib.import_module("cudaresolve.data")
 
 FORMAT = 1
 HEADER = f"cudaresolve-results {FORMAT} {__version__}\n".encode()
@@ -74,8 +79,14 @@ TIMESTAMP_SLACK = 2.0  # seconds; coarser than any file system's timestamp tick
 class Tree(NamedTuple):
     """What a walk of the site-packages found: the key's part, and the shortcut to check it."""
 
-    files: tuple  # (path, identity) of every file the scan may read, sorted
-    directories: tuple  # (path, identity) of every directory met; () when some were too recent to trust
+    files: tuple[tuple[str, Identity], ...]  # (path, identity) of every file the scan may read, sorted
+    directories: tuple[tuple[str, Identity], ...]  # (path, identity) of every directory met; () when some were too recent to trust
+
+
+# A stored entry: (key, files, directories, probed, (text, text_colour, json, exit_code, strict_exit_code)),
+# each (path, identity) pair's identity as unpickled: only ever compared.
+_Pairs = Tuple[Tuple[str, object], ...]
+_Stored = Tuple[str, _Pairs, _Pairs, _Pairs, Tuple[str, str, str, int, int]]
 
 
 def doctor_report(
@@ -147,7 +158,7 @@ class ResultCache:
         fields = (report.text, report.text_colour, report.json, report.exit_code, report.strict_exit_code)
         self._write(target, host, (key, tree.files, tree.directories, probed, fields))
 
-    def _write(self, target: Target, host: HostFacts, entry: tuple) -> None:
+    def _write(self, target: Target, host: HostFacts, entry: tuple[object, ...]) -> None:
         try:
             store_entry(self._entry(target, host), dumps_plain(HEADER, entry))
         except OSError:
@@ -158,7 +169,7 @@ class ResultCache:
         return os.path.join(self.directory, hashlib.sha256(slot).hexdigest())
 
 
-def _well_formed(stored: object) -> bool:
+def _well_formed(stored: object) -> TypeGuard[_Stored]:
     """An entry as `store` writes it: (key, files, directories, probed, (3 texts, 2 statuses))."""
     if not (isinstance(stored, tuple) and len(stored) == 5 and isinstance(stored[0], str)):
         return False
@@ -199,7 +210,7 @@ def walk_tree(target: Target) -> Tree:
     """Walk each site-packages of `target` as the scan does, stat-ing instead of reading."""
     started = time.time_ns()
     files: list[tuple[str, Identity]] = []
-    met: list[os.DirEntry] = []
+    met: list[os.DirEntry[str]] = []
     trusted = True
 
     def on_error(exc: OSError) -> None:
@@ -222,9 +233,10 @@ def walk_tree(target: Target) -> Tree:
                     files.append((path, _file_identity(path)))
     files.sort(key=lambda item: item[0])
     directories = []
-    for path, own in [(top, None) for top in tops] + [(entry.path, entry) for entry in met]:
+    walked: list[tuple[str, Optional[os.DirEntry[str]]]] = [(top, None) for top in tops] + [(entry.path, entry) for entry in met]
+    for path, met_entry in walked:
         try:
-            st = own.stat(follow_symlinks=False) if own is not None else os.lstat(path)
+            st = met_entry.stat(follow_symlinks=False) if met_entry is not None else os.lstat(path)
         except OSError:
             trusted = False
             continue
@@ -269,7 +281,7 @@ def _directory_identity(path: str, own: Optional[os.stat_result] = None) -> Iden
     return (identity, path_identity(path)) if stat.S_ISLNK(own.st_mode) else identity
 
 
-def _code_identity() -> tuple:
+def _code_identity() -> tuple[tuple[str, Identity], ...]:
     """(path, identity) of cudaresolve's own modules."""
     found = []
     for directory, names, files in os.walk(os.path.dirname(cudaresolve.__file__)):
@@ -283,6 +295,7 @@ def _code_identity() -> tuple:
 
 def _tables_digest() -> str:
     """A digest of the knowledge tables' contents."""
+    assert data_package.__file__ is not None  # a regular package: data/__init__.py
     directory = os.path.dirname(data_package.__file__)
     digest = hashlib.sha256()
     for name in sorted(n for n in os.listdir(directory) if n.endswith(".toml")):

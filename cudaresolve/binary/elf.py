@@ -27,7 +27,7 @@ import os
 import stat
 import struct
 from array import array
-from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from cudaresolve.binary.facts import (
     ELF_MAGIC,
@@ -81,7 +81,7 @@ _TAG_NAMES = {DT_NEEDED: "DT_NEEDED", DT_SONAME: "DT_SONAME", DT_RPATH: "DT_RPAT
 NO_SECTIONS = "no section header table: device code could not be looked for"
 
 
-def is_elf(path: Union[str, os.PathLike]) -> bool:
+def is_elf(path: Union[str, os.PathLike[str]]) -> bool:
     """True when `path` is a regular file starting with the ELF magic; False when it is not or cannot be read."""
     try:
         return head_of_regular_file(path) == ELF_MAGIC
@@ -89,7 +89,7 @@ def is_elf(path: Union[str, os.PathLike]) -> bool:
         return False
 
 
-def head_of_regular_file(path: Union[str, os.PathLike], size: int = 4) -> Optional[bytes]:
+def head_of_regular_file(path: Union[str, os.PathLike[str]], size: int = 4) -> Optional[bytes]:
     """The first `size` bytes of `path` when it is a regular file; None when it is not (a FIFO named
     libx.so would block a plain open forever); OSError when it cannot be opened."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -99,7 +99,7 @@ def head_of_regular_file(path: Union[str, os.PathLike], size: int = 4) -> Option
         return f.read(size)
 
 
-def read_binary_facts(path: Union[str, os.PathLike]) -> BinaryFacts:
+def read_binary_facts(path: Union[str, os.PathLike[str]]) -> BinaryFacts:
     """Read the facts of the ELF file at `path` through a read-only mmap."""
     name = os.fspath(path)
     try:
@@ -181,7 +181,7 @@ class _Reader:
                 f"{what} (offset {offset:#x}, size {size:#x}) lies outside the file ({self.size:#x} bytes)"
             )
 
-    def unpack(self, fmt: struct.Struct, offset: int, what: str) -> tuple:
+    def unpack(self, fmt: struct.Struct, offset: int, what: str) -> Tuple[Any, ...]:
         self.check(offset, fmt.size, what)
         return fmt.unpack_from(self.data, offset)
 
@@ -380,7 +380,7 @@ class _Reader:
     # -- symbol versions -----------------------------------------------------------------------
 
     def _version_table(
-        self, dynamic: Dict[int, List[int]], dynstr, sh_type: int, addr_tag: int, count_tag: int, what: str
+        self, dynamic: Dict[int, List[int]], dynstr: Optional[Tuple[int, int]], sh_type: int, addr_tag: int, count_tag: int, what: str
     ) -> Optional[Tuple[int, int, int, _Strings]]:
         """(offset, end, count, strings) of .gnu.version_r or .gnu.version_d, from its section or dynamic tags."""
         if self.sections:
@@ -394,7 +394,9 @@ class _Reader:
         offset = self._file_offset(dynamic[addr_tag][-1], what)
         return offset, self.size, dynamic.get(count_tag, [0])[-1], self._need_strings(dynstr)
 
-    def _read_versions(self, dynamic, dynstr):
+    def _read_versions(
+        self, dynamic: Dict[int, List[int]], dynstr: Optional[Tuple[int, int]]
+    ) -> Tuple[Dict[int, Tuple[str, Optional[str]]], Tuple[str, ...], Tuple[VersionNeed, ...]]:
         """Version index -> (version, file or None), verdef names without the BASE entry, verneed records."""
         index: Dict[int, Tuple[str, Optional[str]]] = {}
         definitions: List[str] = []
@@ -445,7 +447,7 @@ class _Reader:
 
     # -- symbols -------------------------------------------------------------------------------
 
-    def _symbol_table(self, dynamic, dynstr) -> Optional[Tuple[int, int, _Strings]]:
+    def _symbol_table(self, dynamic: Dict[int, List[int]], dynstr: Optional[Tuple[int, int]]) -> Optional[Tuple[int, int, _Strings]]:
         """(offset, count, strings) of .dynsym: its section, or for a file without sections DT_SYMTAB + hash table."""
         if self.sections:
             found = self._sections_of_type(SHT_DYNSYM)
@@ -460,13 +462,17 @@ class _Reader:
         offset = self._file_offset(dynamic[DT_SYMTAB][-1], "DT_SYMTAB")
         return offset, self._symbol_count(dynamic), self._need_strings(dynstr)
 
-    def _symbol_count(self, dynamic) -> int:
+    def _symbol_count(self, dynamic: Dict[int, List[int]]) -> int:
         """Number of dynamic symbols of a file without section headers, from DT_HASH or DT_GNU_HASH."""
         if DT_HASH in dynamic:
-            return self.unpack(_U32, self._file_offset(dynamic[DT_HASH][-1], "DT_HASH") + 4, "DT_HASH")[0]
+            count: int = self.unpack(_U32, self._file_offset(dynamic[DT_HASH][-1], "DT_HASH") + 4, "DT_HASH")[0]
+            return count
         if DT_GNU_HASH not in dynamic:
             raise self.error("no section headers and no DT_HASH or DT_GNU_HASH to count dynamic symbols")
         offset = self._file_offset(dynamic[DT_GNU_HASH][-1], "DT_GNU_HASH")
+        buckets: int
+        first: int
+        bloom: int
         buckets, first, bloom, _ = self.unpack(_GNU_HASH, offset, "DT_GNU_HASH")
         start = offset + _GNU_HASH.size + bloom * 8
         self.check(start, buckets * 4, "DT_GNU_HASH buckets")
@@ -478,7 +484,7 @@ class _Reader:
             chain += 4
         return first + (chain - start - buckets * 4) // 4 + 1
 
-    def _versym_offset(self, dynamic, count: int) -> Optional[int]:
+    def _versym_offset(self, dynamic: Dict[int, List[int]], count: int) -> Optional[int]:
         """File offset of .gnu.version (one 16-bit version index per dynamic symbol), None without versions."""
         if not self.sections:
             return self._file_offset(dynamic[DT_VERSYM][-1], "DT_VERSYM") if DT_VERSYM in dynamic else None
@@ -489,7 +495,9 @@ class _Reader:
             raise self.error(f".gnu.version has {found[0].size // 2} entries for {count} symbols")
         return found[0].offset
 
-    def _read_symbols(self, dynamic, dynstr, versions) -> SymbolTable:
+    def _read_symbols(
+        self, dynamic: Dict[int, List[int]], dynstr: Optional[Tuple[int, int]], versions: Dict[int, Tuple[str, Optional[str]]]
+    ) -> SymbolTable:
         """The .dynsym columns, checked: every name inside the string table, every version index known."""
         table = self._symbol_table(dynamic, dynstr)
         if table is None or table[1] <= 1:
@@ -544,7 +552,7 @@ class _Reader:
         return None
 
 
-def _column(block: bytes, code: str, offset: int, stride: int) -> array:
+def _column(block: bytes, code: str, offset: int, stride: int) -> array[int]:
     """The little-endian field at `offset` of every `stride`-byte record in `block`."""
     values = native_array(code, block)
     return values[offset // values.itemsize :: stride // values.itemsize]

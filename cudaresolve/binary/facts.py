@@ -12,7 +12,7 @@ import sys
 from array import array
 from dataclasses import dataclass
 from itertools import compress
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from cudaresolve.arch import PtxTarget
 
@@ -67,7 +67,7 @@ class SymbolTable:
     def __len__(self) -> int:
         return len(self.info)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> Dict[str, Any]:
         # the caches below are derived data: rebuilt on use, never written to the facts cache
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
@@ -106,7 +106,7 @@ class SymbolTable:
     @property
     def definitions(self) -> Dict[str, Tuple[Tuple[Optional[str], bool], ...]]:
         """Name -> ((version, hidden), ...) of the global and weak definitions: what a lookup binds to."""
-        cached = self.__dict__.get("_definitions")
+        cached: Optional[Dict[str, Tuple[Tuple[Optional[str], bool], ...]]] = self.__dict__.get("_definitions")
         if cached is not None:
             return cached
         wanted = self._mask(True)
@@ -123,7 +123,7 @@ class SymbolTable:
 
     def _symbols(self, defined: bool) -> Tuple["Symbol", ...]:
         key = "_defined" if defined else "_undefined"
-        cached = self.__dict__.get(key)
+        cached: Optional[Tuple[Symbol, ...]] = self.__dict__.get(key)
         if cached is not None:
             return cached
         wanted = self._mask(defined)
@@ -149,7 +149,7 @@ class SymbolTable:
             is_defined ^= int.from_bytes(b"\1" * count, "little")
         return (is_global & is_defined).to_bytes(count, "little")
 
-    def _versym(self) -> array:
+    def _versym(self) -> array[int]:
         return native_array("H", self.versym) if self.versym else native_array("H", bytes(2 * len(self)))
 
     def _decoded_slots(self) -> Dict[int, Tuple[Optional[str], Optional[str], bool]]:
@@ -170,7 +170,7 @@ def symbol_kind(info: int) -> Tuple[str, str]:
     return BINDINGS.get(info >> 4) or str(info >> 4), SYMBOL_TYPES.get(info & 0xF) or str(info & 0xF)
 
 
-def native_array(code: str, data: bytes) -> array:
+def native_array(code: str, data: bytes) -> array[int]:
     """The little-endian numbers in `data` as an array in this machine's byte order."""
     values = array(code, data)
     if sys.byteorder == "big":
@@ -178,7 +178,7 @@ def native_array(code: str, data: bytes) -> array:
     return values
 
 
-def little_endian(values: array) -> bytes:
+def little_endian(values: array[int]) -> bytes:
     """`values` as bytes in little-endian order, as SymbolTable stores its columns."""
     if sys.byteorder == "big":
         values = array(values.typecode, values)
@@ -192,8 +192,8 @@ def _names(strings: bytes, offsets: Iterable[int]) -> List[str]:
         text = strings.decode("ascii")
         find = text.find
         return [text[offset : find("\0", offset)] for offset in offsets]
-    find = strings.find
-    return [strings[offset : find(b"\0", offset)].decode("utf-8", "backslashreplace") for offset in offsets]
+    find_bytes = strings.find
+    return [strings[offset : find_bytes(b"\0", offset)].decode("utf-8", "backslashreplace") for offset in offsets]
 
 
 @dataclass(frozen=True)

@@ -51,16 +51,19 @@ and for a whole environment, is in docs/performance.md (scripts/bench_fatbin.py 
 
 from __future__ import annotations
 
+import enum
 import mmap
 import re
 import struct
 from collections import Counter
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from types import ModuleType
+from typing import Any, Dict, Final, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from cudaresolve.arch import PtxTarget
 from cudaresolve.binary import lz
 from cudaresolve.binary.facts import ELF_MAGIC, FatbinSummary
 
+zstandard: Optional[ModuleType]
 try:
     import zstandard
 except ImportError:  # optional: without it some zstd-compressed entries stay undetermined
@@ -69,6 +72,7 @@ except ImportError:  # optional: without it some zstd-compressed entries stay un
 Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 # (sh_name, sh_offset, sh_size, sh_flags, sh_type), as the ELF reader passes them.
 Section = Tuple[str, int, int, int, int]
+_HeaderKey = Tuple[int, int, int, int, int]  # an entry's kind, arch, major, minor, flags
 
 MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
@@ -97,8 +101,16 @@ _NONZERO_RE = re.compile(rb"[^\x00]")
 _PTX_TARGET_RE = re.compile(rb"^[ \t]*\.target[ \t]+sm_(\d+)([af]?)\b", re.MULTILINE)
 _TOOLKIT_NOTE_RE = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+), V(\d+)\.(\d+)\.(\d+)\x00")
 _NOTE_HEAD = 64 * 1024  # how far into the smallest cubin the note is looked for
-_UNDECIDED = object()
 _EM_CUDA = 190
+
+
+class _Undecided(enum.Enum):
+    """A sentinel type that mypy narrows: `is _UNDECIDED` leaves Optional[str]."""
+
+    UNDECIDED = enum.auto()
+
+
+_UNDECIDED: Final = _Undecided.UNDECIDED  # a header key not met yet (None is a decided "undetermined")
 # Pages of a mapped file the walk and the scan have passed are handed back every this many bytes:
 # a mapping's pages count in the process's memory once touched, and a torch venv's largest files
 # have hundreds of MB of sections to look through (docs/performance.md).
@@ -147,10 +159,10 @@ def summarize_fatbins(data: Buffer, sections: Sequence[Section]) -> Optional[Fat
     headers are equal are judged once (all 112 files of a torch 2.14.1 venv: 47,716 entries).
     """
     fold = _Fold()
-    header_suffixes: Dict[tuple, Optional[str]] = {}  # the suffixes the entry header alone decides
+    header_suffixes: Dict[_HeaderKey, Optional[str]] = {}  # the suffixes the entry header alone decides
     payloads = _Payloads(data)
     smallest: Optional[_Entry] = None  # the smallest ELF ABI 8 cubin, whose note names the toolkit
-    counted: Counter = Counter()  # (section, header key, suffix) -> entries: folded once each, below
+    counted: Counter[Tuple[str, _HeaderKey, Optional[str]]] = Counter()  # (section, header key, suffix) -> entries: folded once each, below
     for section, container in _containers(data, sections, fold.damage):
         fold.containers += 1
         for raw in container:
@@ -220,10 +232,10 @@ class _Fold:
         self.containers = 0
         self.entries = 0
         self.sections: Dict[str, None] = {}
-        self.sass: set = set()
-        self.ptx: set = set()
-        self.undetermined: set = set()
-        self.unknown: Counter = Counter()
+        self.sass: Set[Tuple[int, str]] = set()  # (arch, suffix)
+        self.ptx: Set[Tuple[int, str, Optional[str]]] = set()  # (arch, suffix, isa)
+        self.undetermined: Set[Tuple[bool, int]] = set()  # (is PTX, arch)
+        self.unknown: Counter[int] = Counter()  # kind -> entries
         self.damage: List[str] = []
         self.toolkit: Optional[str] = None
 
@@ -269,7 +281,7 @@ class _Unreadable(Exception):
 def _walk(data: Buffer, start: int, end: int) -> Tuple[List[List[_Entry]], Optional[str]]:
     """Containers laid back to back from `start`, with zero padding between them, and where and why
     the walk stopped short of `end` (None when it reached it)."""
-    found = []
+    found: List[List[_Entry]] = []
     pos = start
     release = _Release(data, start)
     while pos < end:
@@ -293,7 +305,7 @@ def _walk(data: Buffer, start: int, end: int) -> Tuple[List[List[_Entry]], Optio
 
 def _scan(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
     """Containers anywhere in [start, end): every magic hit whose entry chain checks out."""
-    found = []
+    found: List[List[_Entry]] = []
     pos = start
     release = _Release(data, start)
     window = RELEASE_BYTES if release.active else end - start  # searched at once
@@ -331,6 +343,7 @@ class _Release:
         if self.active and (final or offset >= self.due):
             stop = offset - offset % mmap.PAGESIZE
             if stop > self.done:
+                assert isinstance(self.data, mmap.mmap)  # active only for a mapped file
                 self.data.madvise(mmap.MADV_DONTNEED, self.done, stop - self.done)
                 self.done = stop
                 self.due = stop + RELEASE_BYTES
@@ -350,7 +363,7 @@ def _container(data: Buffer, at: int, end: int) -> Tuple[List[_Entry], int]:
         raise _Unreadable(f"fat_size {fat_size:#x} cannot hold an entry")
     if stop > end:
         raise _Unreadable(f"fat_size {fat_size:#x} runs past the section end")
-    entries = []
+    entries: List[_Entry] = []
     unpack, make, last = _ENTRY.unpack_from, _Entry._make, stop - _ENTRY_MIN  # once per container: 31k of them in a torch venv
     while pos < stop:
         if pos > last:
@@ -434,7 +447,7 @@ class _Payloads:
 
     def __init__(self, data: Buffer):
         self.data = data
-        self._zstd = None
+        self._zstd: Any = None  # a zstandard.ZstdDecompressor, made on first use
 
     def head(self, entry: _Entry, limit: int) -> Optional[bytes]:
         """The first `limit` bytes of an entry's payload after decompression, or None."""

@@ -41,7 +41,7 @@ import os
 import platform
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Final, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, Set, Tuple
 
 from cudaresolve.binary.elf import ElfError
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts, Symbol
@@ -56,23 +56,23 @@ Step = Literal[
     "path", "preloaded", "already loaded", "driver", "rpath", "LD_LIBRARY_PATH", "runpath", "ld.so.cache",
     "default dir", "not found",
 ]
-PATH = "path"
-PRELOADED = "preloaded"
-ALREADY_LOADED = "already loaded"
-DRIVER = "driver"
-RPATH = "rpath"
-LD_LIBRARY_PATH = "LD_LIBRARY_PATH"
-RUNPATH = "runpath"
-LD_SO_CACHE = "ld.so.cache"
-DEFAULT_DIR = "default dir"
-NOT_FOUND = "not found"
+PATH: Final = "path"
+PRELOADED: Final = "preloaded"
+ALREADY_LOADED: Final = "already loaded"
+DRIVER: Final = "driver"
+RPATH: Final = "rpath"
+LD_LIBRARY_PATH: Final = "LD_LIBRARY_PATH"
+RUNPATH: Final = "runpath"
+LD_SO_CACHE: Final = "ld.so.cache"
+DEFAULT_DIR: Final = "default dir"
+NOT_FOUND: Final = "not found"
 
 # Problem kinds.
 ProblemKind = Literal["missing-library", "invalid-library", "missing-version", "undefined-symbol"]
-MISSING_LIBRARY = "missing-library"
-INVALID_LIBRARY = "invalid-library"
-MISSING_VERSION = "missing-version"
-UNDEFINED_SYMBOL = "undefined-symbol"
+MISSING_LIBRARY: Final = "missing-library"
+INVALID_LIBRARY: Final = "invalid-library"
+MISSING_VERSION: Final = "missing-version"
+UNDEFINED_SYMBOL: Final = "undefined-symbol"
 
 NO_SUCH_FILE = "cannot open shared object file: No such file or directory"
 
@@ -286,7 +286,7 @@ class _Namespace:
         for root in roots:
             node = self._load_root(root)
             scopes.append(self._map_dependencies(node))
-        checked: set = set()
+        checked: Set[int] = set()  # id() of the nodes checked
         for scope in scopes:
             todo = [n for n in scope if id(n) not in checked and not n.preloaded]
             checked.update(id(n) for n in todo)
@@ -366,9 +366,10 @@ class _Namespace:
             node.preloaded = node.found is found
             node.names.add(name)
             return found, node
-        node = self._find_loaded(name)
-        if node is not None:
-            return Resolution(name, node.path, PRELOADED if node.preloaded else ALREADY_LOADED), node
+        loaded = self._find_loaded(name)
+        if loaded is not None:
+            return Resolution(name, loaded.path, PRELOADED if loaded.preloaded else ALREADY_LOADED), loaded
+        candidates: Iterable[Tuple[str, Step, Optional[str]]]
         if "/" in name:
             candidates = [(name, PATH, None)]
         else:
@@ -382,8 +383,9 @@ class _Namespace:
                 if refusal is None:
                     skipped.append(path)
                     continue
-                found = Resolution(name, path, step, rpath_of, tuple(skipped), f"{path}: {refusal}")
-                self.problems.append(Problem(INVALID_LIBRARY, found.error, loader.path, name, path, found.why))
+                error = f"{path}: {refusal}"
+                found = Resolution(name, path, step, rpath_of, tuple(skipped), error)
+                self.problems.append(Problem(INVALID_LIBRARY, error, loader.path, name, path, found.why))
                 return found, None
             if facts is None:
                 continue
@@ -396,11 +398,12 @@ class _Namespace:
             if node.path != path:  # the same file under another name: ld.so reuses the loaded object
                 found = Resolution(name, node.path, step, rpath_of, tuple(skipped))
             return found, node
-        found = Resolution(name, None, NOT_FOUND, None, tuple(skipped), f"{name}: {NO_SUCH_FILE}")
-        self.problems.append(Problem(MISSING_LIBRARY, found.error, loader.path, name))
+        error = f"{name}: {NO_SUCH_FILE}"
+        found = Resolution(name, None, NOT_FOUND, None, tuple(skipped), error)
+        self.problems.append(Problem(MISSING_LIBRARY, error, loader.path, name))
         return found, None
 
-    def _candidates(self, loader: _Node, name: str):
+    def _candidates(self, loader: _Node, name: str) -> Iterator[Tuple[str, Step, Optional[str]]]:
         """(path, step, rpath_of) in ld.so's order; lazily, so a hit stops the expansion."""
         env = self.env
         if not loader.facts.runpath:

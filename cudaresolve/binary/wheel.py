@@ -18,7 +18,7 @@ import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Iterable, Optional
 
 from cudaresolve.binary.elf import read_binary_facts_from_buffer
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
@@ -67,11 +67,14 @@ def read_wheel(
     """Facts of every ELF shared-object member of the wheel in `stream` (seekable, opened in binary mode).
 
     A member larger than `max_member` is refused (WheelError) before any of it is inflated."""
-    members, unreadable, not_elf = [], [], []
+    members: list[BinaryFacts] = []
+    unreadable: list[tuple[str, str]] = []
+    not_elf: list[str] = []
+    open_failures: tuple[type[BaseException], ...] = (DirectoryTooLarge, *_ZIP_FAILURES)
     try:
         archive = open_zip(stream, max_directory)
         infos = archive.infolist()
-    except (DirectoryTooLarge, *_ZIP_FAILURES) as exc:
+    except open_failures as exc:
         raise WheelError(label, f"not a readable wheel ({exc})") from None
     with archive:
         for info in infos:
@@ -115,7 +118,7 @@ def _zip_failures() -> tuple[type[BaseException], ...]:
 _ZIP_FAILURES = _zip_failures()
 
 
-def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo):
+def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Optional[bytearray]:
     """The member inflated into one buffer, or None when it does not start with the ELF magic.
 
     The buffer grows with what actually inflates, so a directory entry that claims a huge size costs
@@ -157,7 +160,8 @@ class _ReadBound:
     """A file object that passes reads through to `stream` while they are at most `bound` bytes."""
 
     def __init__(self, stream: BinaryIO, bound: int):
-        self._stream, self.bound = stream, bound
+        self._stream = stream
+        self.bound: Optional[int] = bound  # None: reads pass unchecked
 
     def read(self, n: int = -1) -> bytes:
         if self.bound is not None:

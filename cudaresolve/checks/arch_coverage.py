@@ -13,6 +13,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.binary.elf import NO_SECTIONS
+from cudaresolve.binary.facts import FatbinSummary
 from cudaresolve.checks import evidence as e
 from cudaresolve.checks.builds import CudaBuild, build_of, component_builds
 from cudaresolve.checks.dependencies import fold_into_requirers
@@ -72,7 +73,8 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
         findings.append(
             Finding(
                 Check.ARCH_COVERAGE, Severity.ERROR, subject(env, owner), NoKernelImage(cc, gpus), evidence,
-                arch_fix(dist, cc, host, built.get(owner), runs, lambda wheel: install(env, wheel, newest_that_runs)),
+                arch_fix(dist, cc, host, built.get(owner) if owner is not None else None, runs,
+                         lambda wheel: install(env, wheel, newest_that_runs)),
             )
         )
     for (feature, cc), files in sorted(opt_in.items(), key=lambda item: (item[0][0].feature, item[0][1])):
@@ -146,7 +148,7 @@ def runs_on_host(env: Environment, wheel: Wheel, host: HostFacts) -> bool:
     return not failures
 
 
-def _entries(fatbin) -> int:
+def _entries(fatbin: FatbinSummary) -> int:
     """The fatbin's entry count; where it was not counted (0: the wheel-facts table keeps targets
     only), the number of targets, a lower bound that is exact for a lone stub."""
     return fatbin.entries or len(fatbin.sass) + len(fatbin.ptx)
@@ -155,6 +157,7 @@ def _entries(fatbin) -> int:
 def _run_time_compiler(env: Environment, elf: ElfFile) -> Callable[[ComputeCapability], Optional[e.CompilerCannotTarget]]:
     """For a library that compiles its kernels at run time: why the NVRTC it links cannot target a
     GPU (None when it can, or when the tables cannot tell). Its own fatbin is a stub: not judged."""
+    assert elf.facts is not None  # only a file with device code is judged
     majors = {row.cuda_major for needed in elf.facts.needed for row in components.for_soname(needed) if row.name == "nvrtc"}
     nvrtc = [
         build for build in component_builds(env.distributions)

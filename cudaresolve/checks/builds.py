@@ -88,6 +88,7 @@ def binary_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
     metadata says. A package whose files link two majors is left undecided."""
     needs: dict[str, dict[int, tuple[str, str]]] = {}  # dist -> major -> (file, soname)
     for elf, soname, major in major_needs(env):
+        assert elf.owner is not None  # major_needs yields owned files only
         if elf.owner not in known:
             needs.setdefault(elf.owner, {}).setdefault(major, (elf.path, soname))
     builds = []

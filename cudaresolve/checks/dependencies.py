@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import AbstractSet, Optional, TypeVar
+
 from cudaresolve.env.environment import Environment
 
+_Name = TypeVar("_Name", bound=Optional[str])  # a distribution's name; None: files no distribution owns
 
-def fold_into_requirers(env: Environment, failing: set[str]) -> dict[str, set[str]]:
+
+def fold_into_requirers(env: Environment, failing: AbstractSet[_Name]) -> dict[_Name, set[str]]:
     """Failing packages no other failing package requires -> the failing packages they pull in.
 
     torch 2.14.1 on a GTX 1080 fails along with the dozen CUDA 13 wheels it requires; the fix is
@@ -14,7 +18,7 @@ def fold_into_requirers(env: Environment, failing: set[str]) -> dict[str, set[st
     for the target interpreter.
     """
     requires = {d.name: env.requires_names(d) for d in env.distributions}
-    pulled = {name: _closure(requires, name) & failing for name in failing}
+    pulled = {name: _closure(requires, name) & failing if name is not None else set() for name in failing}
     roots = {name for name in failing if not any(name in deps for other, deps in pulled.items() if other != name)}
     return {name: pulled[name] for name in roots}
 

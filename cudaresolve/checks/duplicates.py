@@ -20,6 +20,9 @@ from cudaresolve.checks.problems import DuplicateBuilds, Owner, PrivateCopies
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.env.environment import ElfFile, Environment
 
+# (soname, its copies) of one set of owners
+_Group = list[tuple[str, list[ElfFile]]]
+
 # auditwheel renames vendored libraries to libfoo-<8 hex>.so.N; the soname underneath is libfoo.so.N.
 _MANGLED = re.compile(r"^(?P<stem>.+?)-[0-9a-f]{8}(?P<suffix>\.so(?:\.\d+)*)$")
 _CONDA_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # the package a conda match spec names ("cuda-version >=12.4")
@@ -48,8 +51,8 @@ def check_duplicate_libraries(env: Environment, loads: Iterable[PackageLoad]) ->
             seen.add(elf.identity)
             by_soname[unmangled(elf.facts.soname)].append(elf)
     consumers = _consumers(env, loads)
-    clashing: dict[tuple[Optional[str], ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
-    private: dict[tuple[Optional[str], ...], list[tuple[str, list[ElfFile]]]] = defaultdict(list)
+    clashing: dict[tuple[Optional[str], ...], _Group] = defaultdict(list)
+    private: dict[tuple[Optional[str], ...], _Group] = defaultdict(list)
     for soname, copies in sorted(by_soname.items()):
         owners = tuple(sorted({elf.owner for elf in copies}, key=_by_name))
         builds = {elf.facts.build_id or elf.identity for elf in copies if elf.facts}  # a symlink is its target
@@ -58,6 +61,7 @@ def check_duplicate_libraries(env: Environment, loads: Iterable[PackageLoad]) ->
         found = [elf for elf in copies if consumers.get(elf.identity)]
         same_name = defaultdict(set)  # ld.so matches a loaded object by its soname, not by what it was renamed from
         for elf in found:
+            assert elf.facts is not None  # by_soname holds files with facts only
             same_name[elf.facts.soname].add(elf.facts.build_id or elf.identity)
         if any(len(ids) > 1 for ids in same_name.values()):
             clashing[owners].append((soname, found))
@@ -79,7 +83,7 @@ def _by_name(owner: Optional[str]) -> tuple[bool, str]:
     return (owner is not None, owner or "")  # the unowned files first
 
 
-def _by_owners(item: tuple) -> list:
+def _by_owners(item: tuple[tuple[Optional[str], ...], _Group]) -> list[tuple[bool, str]]:
     return [_by_name(owner) for owner in item[0]]
 
 
@@ -94,19 +98,19 @@ def _consumers(env: Environment, loads: Iterable[PackageLoad]) -> dict[str, set[
     return found
 
 
-def _subject(owners: tuple[Optional[str], ...], group: list) -> Subject:
+def _subject(owners: tuple[Optional[str], ...], group: _Group) -> Subject:
     return Subject(file=group[0][0]) if len(group) == 1 else Subject(libraries=tuple(name for name, _ in group), owners=owners)
 
 
-def _clash(env: Environment, owners: tuple[Optional[str], ...], group, consumers: dict[str, set[str]]) -> Finding:
+def _clash(env: Environment, owners: tuple[Optional[str], ...], group: _Group, consumers: dict[str, set[str]]) -> Finding:
     evidence = tuple(
         e.LoadedBy(elf.path, elf.owner, _owner(env, elf.owner).conda, tuple(sorted(consumers[elf.identity])))
         for _, copies in group
         for elf in sorted(copies, key=lambda e: e.path)
     )
     required = {name for dist in env.distributions for name in env.requires_names(dist)}
-    required |= {_CONDA_NAME.match(spec).group(0) for record in (env.conda.records if env.conda else ())
-                 for spec in record.depends if _CONDA_NAME.match(spec)}
+    required |= {match.group(0) for record in (env.conda.records if env.conda else ())
+                 for spec in record.depends if (match := _CONDA_NAME.match(spec))}
     removable = [owner for owner in owners if owner is not None and owner not in required]
     return Finding(
         Check.DUPLICATE_LIBRARY, Severity.ERROR, _subject(owners, group),
@@ -117,7 +121,7 @@ def _clash(env: Environment, owners: tuple[Optional[str], ...], group, consumers
     )
 
 
-def _private(env: Environment, owners: tuple[Optional[str], ...], group, consumers: dict[str, set[str]]) -> Finding:
+def _private(env: Environment, owners: tuple[Optional[str], ...], group: _Group, consumers: dict[str, set[str]]) -> Finding:
     return Finding(
         Check.DUPLICATE_LIBRARY, Severity.INFO, _subject(owners, group),
         PrivateCopies(tuple(name for name, _ in group), tuple(_owner(env, owner) for owner in owners)),

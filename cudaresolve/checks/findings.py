@@ -60,7 +60,7 @@ class Finding:
     fix: Optional[Fix] = None  # what removes it; None when nothing can be suggested
 
 
-def sort_key(finding: Finding) -> tuple:
+def sort_key(finding: Finding) -> tuple[int, str, tuple[str, ...], str, tuple[str, ...]]:
     """Errors first, then warnings, then info; then by check, subject and the problem's fields."""
     problem = finding.problem
     fields = tuple(str(getattr(problem, field.name)) for field in dataclasses.fields(problem))

@@ -72,7 +72,7 @@ class CondaUpdate:
 
 @dataclass(frozen=True)
 class DriverUpgrade:
-    minimum: DriverRelease
+    minimum: Optional[DriverRelease]  # None when the tables hold no floor for the build's CUDA major
 
 
 @dataclass(frozen=True)

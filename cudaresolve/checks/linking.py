@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import replace
-from typing import Iterable, Optional
+from typing import AbstractSet, Iterable, Iterator, Optional
 
 from packaging.requirements import Requirement
 
@@ -57,9 +57,9 @@ def check_foreign_files(env: Environment, loads: Iterable[PackageLoad]) -> list[
     ]
 
 
-def _library_problems(env: Environment, loads: Iterable[PackageLoad]):
+def _library_problems(env: Environment, loads: Iterable[PackageLoad]) -> Iterator[tuple[PackageLoad, Problem]]:
     """(load, problem) for each missing or refused library, once per consumer file and name."""
-    seen = set()
+    seen: set[tuple[str, str, Optional[str]]] = set()
     for load in loads:
         for problem in load.result.problems:
             if problem.kind not in (MISSING_LIBRARY, INVALID_LIBRARY):
@@ -70,7 +70,7 @@ def _library_problems(env: Environment, loads: Iterable[PackageLoad]):
                 yield load, problem
 
 
-def is_plugin(path: str, linked: set[str], owner: Optional[str]) -> bool:
+def is_plugin(path: str, linked: AbstractSet[str], owner: Optional[str]) -> bool:
     """Not linked against by anything, not a Python extension module (`name.so`, `name.cpython-*.so`),
     and not its package's primary plugin (data: onnxruntime-gpu's CUDA provider), which is judged in full."""
     name = os.path.basename(path)
@@ -83,7 +83,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     optional layers need it, one info for that package naming the features."""
     linked = env.linked
     findings: list[Finding] = []
-    causes: dict[tuple, int] = {}  # (package, consumer, fix) -> its finding's index
+    causes: dict[tuple[Optional[str], str, Optional[f.Fix]], int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
     on_call: dict[tuple[Optional[str], str, components.PythonCall], list[Problem]] = defaultdict(list)  # (package, file, call)
     for load, problem in _library_problems(env, loads):
@@ -128,10 +128,10 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
             Finding(Check.MISSING_LIBRARY, Severity.ERROR, subject(env, load.dist),
                     p.LibraryNotLoaded(problem.consumer, needed, problem.message), (where,), fix)
         )
-    for dist, problems in optional.items():
-        findings.append(_optional_features(env, dist, problems))
-    for (dist, consumer, call), problems in on_call.items():
-        findings.append(_found_on_call(env, dist, consumer, call, problems))
+    for owner, layers in optional.items():
+        findings.append(_optional_features(env, owner, layers))
+    for (owner, consumer, call), missing in on_call.items():
+        findings.append(_found_on_call(env, owner, consumer, call, missing))
     return findings
 
 
@@ -205,7 +205,7 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             if problem.kind in (UNDEFINED_SYMBOL, MISSING_VERSION) and not bridges.take(load, problem):
                 skew[(problem.consumer, problem.provider)].append(problem)
                 load_of.setdefault((problem.consumer, problem.provider), load)
-    findings: dict = {("bridge", consumer): finding for consumer, finding in bridges.unused().items()}
+    findings: dict[tuple[str, Optional[str]], Finding] = {("bridge", consumer): finding for consumer, finding in bridges.unused().items()}
     for (consumer, provider), problems in skew.items():
         key = (env.identity(consumer), provider and env.identity(provider))
         if key in findings:
@@ -221,8 +221,9 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             evidence.append(e.More(len(problems) - 5))
         if provider:
             chosen = env.elf_file(provider)
-            conda = chosen is not None and chosen.owner is not None and _conda_installed(env, chosen.owner)
-            evidence.append(e.LoaderPicks(provider, first.provider_step, subject(env, chosen.owner) if conda else None))
+            chosen_owner = chosen.owner if chosen is not None else None
+            conda = chosen_owner is not None and _conda_installed(env, chosen_owner)
+            evidence.append(e.LoaderPicks(provider, first.provider_step, subject(env, chosen_owner) if conda else None))
         soname = first.needed or (os.path.basename(provider) if provider else "")
         findings[key] = Finding(
             Check.SYMBOL_SKEW, Severity.ERROR, subject(env, owner),
@@ -387,7 +388,7 @@ def check_shadowing(env: Environment, loads: Iterable[PackageLoad]) -> list[Find
     while a wheel in the environment has that soname."""
     roots = tuple(env.loader.real_path(sp) + os.sep for sp in env.target.site_packages)
     conda = {d.name for d in env.distributions if d.kind == "conda"}
-    findings: dict[tuple, Finding] = {}
+    findings: dict[tuple[str, str, str], Finding] = {}  # (soname, file chosen, step)
     for load in loads:
         for obj in load.result.objects:
             for res in obj.needed:

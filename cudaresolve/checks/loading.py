@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Mapping, Optional
 
 from cudaresolve.binary.facts import BinaryFacts
-from cudaresolve.binary.loader import LoadResult, resolve
+from cudaresolve.binary.loader import FactsOf, LoadResult, resolve
 from cudaresolve.checks.builds import Build, build_of
 from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import components
@@ -82,7 +82,7 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
     return tuple(loads)
 
 
-def _preloaded(preloader: components.Preloader, found: dict[str, str], roots_need: set[str]) -> dict[str, str]:
+def _preloaded(preloader: components.Preloader, found: Mapping[str, str], roots_need: set[str]) -> dict[str, str]:
     """What `preloader` loads before the package's extensions: the listed components wherever its files
     need them (cuda-pathfinder users), else what its extension modules themselves need (CuPy, torch)."""
     if preloader.libraries:
@@ -93,7 +93,7 @@ def _preloaded(preloader: components.Preloader, found: dict[str, str], roots_nee
     return {soname: path for soname, path in found.items() if soname in roots_need}
 
 
-def _facts_of(env: Environment):
+def _facts_of(env: Environment) -> FactsOf:
     """The environment's own files from memory (the scan read them), anything else through its seam."""
     by_path = env.files_by_path
 

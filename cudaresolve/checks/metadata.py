@@ -31,6 +31,7 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
     declares on that provider (only requirements that apply here count)."""
     by_dist: dict[str, dict[str, tuple[CudaVersion, str, str]]] = {}  # dist -> provider soname -> (minimum, symbol, file)
     for elf, symbol, minimum in versioned_needs(env):
+        assert symbol.file is not None  # a minimum is implied only by a version naming its file
         for owner in elf.owners:
             needs = by_dist.setdefault(owner, {})
             if symbol.file not in needs or minimum > needs[symbol.file][0]:
@@ -39,7 +40,7 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
     for dist in env.distributions:
         needs = by_dist.get(dist.name, {})
         requirements = env.requirements(dist)
-        for soname, (minimum, symbol, consumer) in sorted(needs.items()):
+        for soname, (minimum, symbol_name, consumer) in sorted(needs.items()):
             for provider in provider_dists(soname, minimum.major):
                 requirement = next((r for r in requirements if canonicalize_name(r.name) == provider), None)
                 lower = _admitted_older(provider, requirement, minimum)
@@ -49,8 +50,8 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
                     Finding(
                         Check.METADATA_VS_BINARY, Severity.WARNING,
                         Subject(distribution=NormalizedName(dist.name), version=dist.version),
-                        MetadataAdmitsOlder(provider, minimum, consumer, symbol, requirement, tuple(lower)),
-                        (SymbolNeed(consumer, symbol, soname),),
+                        MetadataAdmitsOlder(provider, minimum, consumer, symbol_name, requirement, tuple(lower)),
+                        (SymbolNeed(consumer, symbol_name, soname),),
                         Explained(PipInstall((Requirement(f"{provider}>={minimum}"),)), Constrain()),
                     )
                 )

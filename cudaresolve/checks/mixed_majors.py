@@ -82,7 +82,7 @@ def _release_for_major(env: Environment, owner: str, major: int, host: HostFacts
     installed = env.distribution(owner)
     other_cupy = cupy.same_release_for_major(installed.version.public, major) if installed and cupy.dist(
         owner, installed.version.public) else None
-    if other_cupy is not None:
+    if installed is not None and other_cupy is not None:
         extras = f"[{','.join(sorted(installed.extras))}]" if installed.extras else ""
         steps = (f.PipUninstall((NormalizedName(owner),)),
                  f.PipInstall((Requirement(f"{other_cupy}{extras}=={installed.version.public}"),)))
@@ -128,6 +128,7 @@ def check_companion_majors(env: Environment, host: HostFacts) -> list[Finding]:
     some the driver runs. One finding per package, naming both sides."""
     mismatches: dict[str, list[tuple[str, str, int, dict[int, str]]]] = defaultdict(list)
     for elf, needed, major in major_needs(env):
+        assert elf.owner is not None  # major_needs yields owned files only
         if components.for_dist(elf.owner) or components.alternative_builds(elf.owner):
             continue  # NVIDIA's own wheels are judged by their loads; a selected build's misses have its fix
         wheels = other_major_wheels(env, needed)

@@ -94,6 +94,7 @@ def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optiona
     unfit: list[str] = []
     made = build_of_release(chosen)
     for dep in sorted(pulled_in(env, chosen.name)) if made is not None else ():
+        assert made is not None  # the loop runs only for a known build
         dist = env.distribution(dep)
         rows = components.for_dist(dep, str(dist.version)) if dist is not None else ()
         names = for_major(dep, made.cuda.major) if rows and rows[0].cuda_major != made.cuda.major else []
@@ -102,7 +103,7 @@ def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optiona
         companion = pick(known(names))
         parts.append(requirement(companion) if companion else Requirement(names[0]))
         unfit += [] if companion or not known(names) else [names[0]]
-        replaced.append(dep)
+        replaced.append(NormalizedName(dep))
     fix: Fix = PipInstall(tuple(parts))
     if replaced:
         fix = Steps((Explained(PipUninstall(tuple(replaced)), WheelsOfMajors(majors_of(env, replaced))), fix))

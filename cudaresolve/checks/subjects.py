@@ -41,7 +41,7 @@ class Subject:
 
     def key(self) -> tuple[str, ...]:
         """For sorting findings: a distribution's name then version, else the file, else the rest."""
-        version = self.conda_version if self.conda else (str(self.version) if self.version is not None else "")
+        version = (self.conda_version or "") if self.conda else (str(self.version) if self.version is not None else "")
         return (self.distribution or self.file or "", version, str(len(self.libraries)),
                 *(owner or "" for owner in self.owners), self.scope.value if self.scope else "")
 

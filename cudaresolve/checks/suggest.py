@@ -178,9 +178,11 @@ def other_route(dist: str, cuda_major: int, host: HostFacts) -> Optional[Fix]:
     """For a package shipping one build per CUDA major, the newest other build the driver runs, as
     the requirements that select it and install its libraries ("take the CUDA 12 route: ...")."""
     row = components.alternative_builds(dist)
-    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]) if row else ():
+    if row is None:
+        return None
+    for directory, major in sorted(row.directories.items(), key=lambda item: -item[1]):
         if major != cuda_major and driver_runs(CudaVersion(major), host) and row.extras.get(directory):
-            chooser = ((Requirement(f"{row.selected_by}<{cuda_major}") if major < cuda_major
+            chooser: tuple[Requirement, ...] = ((Requirement(f"{row.selected_by}<{cuda_major}") if major < cuda_major
                         else Requirement(f"{row.selected_by}>={major}")),) if row.selected_by else ()
             return Explained(PipInstall(chooser + (Requirement(f"{dist}[{row.extras[directory]}]"),)), TakeRoute(major))
     return None

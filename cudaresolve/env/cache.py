@@ -28,12 +28,15 @@ import io
 import os
 import pickle
 import sys
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
 
 from cudaresolve import __version__
 from cudaresolve.binary import facts as facts_module
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.env.store import store_entry
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
 
 CACHE_FORMAT = 1
 
@@ -131,13 +134,13 @@ class FactsCache:
             return False
         return os.access(self.directory, os.W_OK | os.X_OK)
 
-    def _locate(self, path: str) -> tuple[str, tuple, str]:
+    def _locate(self, path: str) -> tuple[str, _Key, str]:
         """(realpath, identity key, entry file) of `path`; OSError when it cannot be stat-ed."""
         real = os.path.realpath(path)
         key = _key(real, os.stat(real))
         return real, key, os.path.join(self.directory, hashlib.sha256(repr(key).encode("utf-8", "surrogateescape")).hexdigest())
 
-    def _store(self, entry: str, key: tuple, facts: BinaryFacts) -> None:
+    def _store(self, entry: str, key: _Key, facts: BinaryFacts) -> None:
         if self.write_error is not None:
             return
         try:
@@ -156,7 +159,7 @@ def _usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def _fork_context():
+def _fork_context() -> Optional[BaseContext]:
     """fork's multiprocessing context, or None where fork is missing (Windows) or unsafe (macOS,
     whose system libraries may not survive it): there `fill` leaves all reads to `facts_for`."""
     import multiprocessing
@@ -173,7 +176,10 @@ def _fill_one(cache: FactsCache, path: str) -> None:
         cache.facts_for(path, read=_fill_read)
 
 
-def _key(real: str, st: os.stat_result) -> tuple:
+_Key = Tuple[str, int, int, int, int]  # (realpath, size, mtime_ns, inode, device): a file's identity
+
+
+def _key(real: str, st: os.stat_result) -> _Key:
     return (real, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
@@ -196,12 +202,13 @@ def loads_facts(data: bytes) -> Optional[object]:
     if not data.startswith(HEADER):
         return None
     try:
-        return _FactsUnpickler(io.BytesIO(data[len(HEADER):])).load()
+        value: object = _FactsUnpickler(io.BytesIO(data[len(HEADER):])).load()
+        return value
     except Exception:  # noqa: BLE001 - garbage can fail to unpickle in any way; the caller reads again
         return None
 
 
-def _load(entry: str, key: tuple) -> Optional[BinaryFacts]:
+def _load(entry: str, key: _Key) -> Optional[BinaryFacts]:
     """The entry's facts, or None when it is absent, stale or corrupt."""
     try:
         with open(entry, "rb") as f:

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional, cast
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -142,7 +142,8 @@ class Environment:
     @cached_property
     def marker_environment(self) -> dict[str, str]:
         """The target interpreter's markers; this interpreter's for a bare site-packages, which runs here."""
-        return self.target.marker_environment() or dict(default_environment())
+        # packaging's Environment is a TypedDict whose every value is a str
+        return self.target.marker_environment() or dict(cast("Mapping[str, str]", default_environment()))
 
 
 def installed_extras(dist: Distribution, installed: Mapping[str, Version], markers: Mapping[str, str]) -> frozenset[str]:
@@ -154,6 +155,7 @@ def installed_extras(dist: Distribution, installed: Mapping[str, Version], marke
     extras: dict[str, list[Requirement]] = {}
     for requirement in dist.requires:
         for extra in _extras_named(requirement):
+            assert requirement.marker is not None  # the extras were read from it
             if requirement.marker.evaluate({**markers, "extra": extra}):
                 extras.setdefault(extra, []).append(requirement)
             else:

@@ -22,7 +22,8 @@ from packaging.utils import canonicalize_name
 from cudaresolve.binary.elf import is_elf, read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import min_provider_version
-from cudaresolve.binary.wheel import WheelError, WheelFacts, is_shared_object_name, read_wheel
+from cudaresolve.binary.names import is_shared_object_name
+from cudaresolve.binary.wheel import WheelError, WheelFacts, read_wheel
 from cudaresolve.env.distributions import read_distributions
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import find_elf_files

@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from cudaresolve.env.errors import EnvError
 from cudaresolve.errors import UsageError
@@ -167,7 +167,7 @@ def running_target() -> Target:
     """The interpreter cudaresolve itself runs in."""
     import sys
 
-    namespace: dict = {}
+    namespace: dict[str, Any] = {}
     exec(_DESCRIBE, namespace)
     return _target_from_answer(sys.executable, namespace["describe"]())
 
@@ -235,7 +235,7 @@ def _well_formed(answer: object) -> bool:
     )
 
 
-def _target_from_answer(executable: str, answer: dict) -> Target:
+def _target_from_answer(executable: str, answer: dict[str, Any]) -> Target:
     purelib = os.path.normpath(answer["purelib"])
     platlib = os.path.normpath(answer["platlib"])
     site_packages = [purelib] if platlib == purelib else [purelib, platlib]

@@ -19,8 +19,8 @@ STASH_PREFIX = "~"
 
 
 def shared_object_entries(
-    top: str, on_error: Callable[[OSError], None], directories: Optional[list] = None
-) -> Iterator[os.DirEntry]:
+    top: str, on_error: Callable[[OSError], None], directories: Optional[list[os.DirEntry[str]]] = None
+) -> Iterator[os.DirEntry[str]]:
     """Every non-directory entry under `top` named like a shared object, in os.walk's top-down
     order; symlinked directories and pip's stash are not followed, and a directory that cannot be listed goes to
     `on_error` (as os.walk's onerror). Entries come from os.scandir, so a caller that needs a
@@ -32,7 +32,7 @@ def shared_object_entries(
     except OSError as exc:
         on_error(exc)
         return
-    subdirectories = []
+    subdirectories: list[os.DirEntry[str]] = []
     with scanner:
         while True:
             try:

@@ -26,7 +26,7 @@ import os
 import pickle
 import sys
 from importlib import resources
-from typing import Callable, Mapping, Optional, TypeVar
+from typing import Any, Callable, Mapping, Optional, TypeVar, cast
 
 import cudaresolve
 from cudaresolve.caches import default_cache_dir, store_entry
@@ -64,14 +64,14 @@ def derived(load: Callable[[], _T]) -> Callable[[Callable[[_T], _D]], Callable[[
     again after its cache_clear."""
 
     def decorate(index: Callable[[_T], _D]) -> Callable[[], _D]:
-        memo: list = [None, None]
+        memo: list[Any] = [None, None]  # [load()'s result, its index]
 
         @functools.wraps(index)
         def cached() -> _D:
             value = load()
             if memo[0] is not value:
                 memo[:] = [value, index(value)]
-            return memo[1]
+            return cast(_D, memo[1])
 
         return cached
 
@@ -91,7 +91,7 @@ def compiled(names: tuple[str, ...], load: Callable[[], _T], environ: Optional[M
     key = _key(names, contents)
     found = _read(entry, key, _allowed(load))
     if found is not None:
-        return found[0]
+        return cast(_T, found[0])  # stored from load()'s result under this key
     value = load()
     try:
         payload = pickle.dumps(value, protocol=_PROTOCOL)
@@ -101,7 +101,7 @@ def compiled(names: tuple[str, ...], load: Callable[[], _T], environ: Optional[M
     return value
 
 
-def entry_path(load: Callable, environ: Mapping[str, str]) -> str:
+def entry_path(load: Callable[[], object], environ: Mapping[str, str]) -> str:
     return os.path.join(default_cache_dir(environ), "tables", f"{load.__module__}.{load.__qualname__}")
 
 
@@ -116,7 +116,7 @@ def _key(names: tuple[str, ...], contents: list[bytes]) -> bytes:
 
 
 @functools.lru_cache(maxsize=None)
-def _code_identity() -> tuple:
+def _code_identity() -> tuple[tuple[str, int, int], ...]:
     """(path, size, mtime_ns) of cudaresolve's modules."""
     root = os.path.dirname(cudaresolve.__file__)
     found = []
@@ -133,7 +133,7 @@ def _code_identity() -> tuple:
     return tuple(found)
 
 
-def _allowed(load: Callable) -> dict[tuple[str, str], type]:
+def _allowed(load: Callable[[], object]) -> dict[tuple[str, str], type]:
     """The dataclasses the loading function's module defines or imports, by (module, name)."""
     module = vars(sys.modules[load.__module__])
     return {
@@ -155,7 +155,7 @@ class _TableUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"{module}.{name}: not a class of this table") from None
 
 
-def _read(entry: str, key: bytes, allowed: dict[tuple[str, str], type]) -> Optional[tuple]:
+def _read(entry: str, key: bytes, allowed: dict[tuple[str, str], type]) -> Optional[tuple[Any]]:
     """(the value,) the entry holds for `key`, or None when it is absent, damaged, stale or foreign."""
     try:
         with open(entry, "rb") as f:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -28,7 +28,7 @@ FILE = "compiler_users.toml"
 SASS_BY = ("compiler", "nvjitlink", "driver", "nvjitlink-else-driver", "driver-if-loadable")
 
 
-def _one_of(*allowed: str):
+def _one_of(*allowed: str) -> dict[str, Any]:
     def check(value: str) -> None:
         if value not in allowed:
             raise UsageError(f"expected one of {', '.join(allowed)}, got {value!r}")
@@ -79,7 +79,12 @@ class DlsymNeed:
     @property
     def min_release(self) -> str:
         """The oldest provider release exporting every function by its plain name ("12.3.52")."""
-        return max((compilers.function_since(self.provider, f) for f in self.functions), key=Version)
+        releases: list[str] = []
+        for function in self.functions:
+            since = compilers.function_since(self.provider, function)
+            assert since is not None  # load() refuses a function no release of the provider exports
+            releases.append(since)
+        return max(releases, key=Version)
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ def load() -> Tables:
     return Tables(usages=raw.users.package, needs=raw.dlsym.need)
 
 
-def _probes(usages: list) -> set:
+def _probes(usages: list[Usage]) -> set[Version]:
     """Where two release ranges would meet: each bound, just above it, and the oldest release."""
     bounds = {Version(spec.version) for u in usages for spec in SpecifierSet(u.versions)}
     return {Version("0")} | bounds | {Version(f"{b}.post1") for b in bounds}

@@ -147,10 +147,10 @@ def load() -> Tables:
             raise files.error(FILE, f"sass_targets.{key}", "names a toolkit that is not in [[toolkit]]")
     reported = {b.cuda for b in raw.branches.max_cuda}
     ptx_isa = {}
-    for key, isa in raw.ptx_isa.versions.items():
-        cuda = _minor_key(key, f"ptx_isa.{key}")
+    for text, isa in raw.ptx_isa.versions.items():
+        cuda = _minor_key(text, f"ptx_isa.{text}")
         if cuda not in known and cuda not in reported:
-            raise files.error(FILE, f"ptx_isa.{key}", "names neither a toolkit in [[toolkit]] nor a CUDA version in [branches]")
+            raise files.error(FILE, f"ptx_isa.{text}", "names neither a toolkit in [[toolkit]] nor a CUDA version in [branches]")
         ptx_isa[cuda] = isa
     return Tables(
         toolkits=tuple(sorted(toolkits, key=lambda t: t.version)),
