@@ -52,8 +52,9 @@ def data_dir(tmp_path, monkeypatch):
     """A copy of the data directory that the tables are read from instead of the package's."""
     directory = tmp_path / "data"
     directory.mkdir()
-    for name in files.NAMES:
-        (directory / name).write_bytes(resources.files("cudaresolve.data").joinpath(name).read_bytes())
+    for shipped in resources.files("cudaresolve.data").iterdir():
+        if shipped.name.endswith(".toml"):
+            (directory / shipped.name).write_bytes(shipped.read_bytes())
     monkeypatch.setattr(files.resources, "files", lambda package: Path(directory))
     return directory
 
