@@ -16,7 +16,7 @@ from cudaresolve.host.facts import Driver, HostFacts
 from cudaresolve.knowledge import toolkits
 from cudaresolve.resolve.causes import FleetConflict, HostMajors
 from cudaresolve.resolve.reasons import DoesNotRun, DriverTooOld, MajorRefusal, MajorRejection, NoDeviceCode, ToolkitTargets
-from cudaresolve.versions import CudaVersion, DriverRelease
+from cudaresolve.versions import CudaVersion
 
 
 def rejection(
@@ -52,9 +52,9 @@ def _too_old(cuda: CudaVersion, driver: Driver, host: Optional[str]) -> DriverTo
     floor = toolkits.family_floor(cuda)
     return DriverTooOld(
         cuda=cuda,
-        driver=DriverRelease.parse(driver.release) if driver.release else None,
-        driver_cuda=CudaVersion.parse(driver.cuda) if driver.cuda else None,
-        floor=DriverRelease.parse(floor) if floor else None,
+        driver=driver.release,
+        driver_cuda=driver.cuda,
+        floor=floor,
         host=host,
     )
 
@@ -95,7 +95,7 @@ def major_rejection(major: int, host: HostFacts, label: Optional[str] = None) ->
     for number, gpu in enumerate(host.visible_gpus):
         if not can_run(gpu.compute_capability, newest[0].sass_targets).runs:
             index = gpu.index if gpu.index is not None else number
-            return ToolkitTargets(CudaVersion.parse(newest[0].version), index, gpu.compute_capability, label)
+            return ToolkitTargets(newest[0].version, index, gpu.compute_capability, label)
     return None
 
 
