@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import lru_cache
-from typing import Callable, Iterable, Mapping, Optional, TypeVar
+from functools import lru_cache, partial
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
@@ -23,6 +23,7 @@ from cudaresolve.env.interpreter import Target
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.index import limits as index_limits
 from cudaresolve.index.cache import IndexCache
+from cudaresolve.index.config import IndexConfig
 from cudaresolve.index.downloads import Progress, file_sha256
 from cudaresolve.index.http import Http
 from cudaresolve.index.metadata import CoreMetadata, core_metadata
@@ -41,13 +42,13 @@ class PackageIndex:
 
     def __init__(
         self,
-        config,
+        config: IndexConfig,
         cache: IndexCache,
         http: Http,
         tags: tuple[Tag, ...],
         python_version: Optional[str],
         progress: Optional[Progress] = None,
-    ):
+    ) -> None:
         self.config = config
         self.cache = cache
         self.http = http
@@ -62,7 +63,7 @@ class PackageIndex:
     def __enter__(self) -> "PackageIndex":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def files(self, name: str, torch_variant: Optional[str] = None) -> tuple[ProjectFile, ...]:
@@ -76,7 +77,7 @@ class PackageIndex:
                 seen.setdefault(file.url, file)
         return tuple(seen.values())
 
-    def files_of_all(self, wanted: list[tuple[str, Optional[str]]]) -> list[tuple[ProjectFile, ...]]:
+    def files_of_all(self, wanted: Sequence[tuple[str, Optional[str]]]) -> list[tuple[ProjectFile, ...]]:
         """`files` of several (name, torch variant) pairs, every page fetched in one parallel wave."""
         fetches = [(position, fetch) for position, (name, variant) in enumerate(wanted) for fetch in self._sources(name, variant)]
         seen: list[dict[str, ProjectFile]] = [{} for _ in wanted]
@@ -88,9 +89,9 @@ class PackageIndex:
     def _sources(self, name: str, variant: Optional[str]) -> list[Callable[[], tuple[ProjectFile, ...]]]:
         """One fetch per index and find-links location that may list `name`."""
         fetches: list[Callable[[], tuple[ProjectFile, ...]]] = [
-            (lambda url=url: index_files(self.http, self.cache, url, name)) for url in self.config.indexes_for(name, variant)
+            partial(index_files, self.http, self.cache, url, name) for url in self.config.indexes_for(name, variant)
         ]
-        fetches += [(lambda link=link: find_links_files(self.http, self.cache, link, name)) for link in self.config.find_links]
+        fetches += [partial(find_links_files, self.http, self.cache, link, name) for link in self.config.find_links]
         return fetches
 
     def installable(self, files: Iterable[ProjectFile]) -> tuple[ProjectFile, ...]:
@@ -137,7 +138,7 @@ class PackageIndex:
         wheels = [f for f in self.installable(self.files(name, torch_variant)) if f.is_wheel and f.version == version]
         return next((f for f in wheels if not f.yanked), wheels[0] if wheels else None)
 
-    def submit(self, function: Callable[..., R], *args) -> "Future[R]":
+    def submit(self, function: Callable[..., R], *args: Any) -> "Future[R]":
         """Run `function(*args)` in the pool (it may call `files`, `metadata`, never `map`)."""
         return self._pool.submit(function, *args)
 
@@ -163,7 +164,7 @@ def wheel_tags(filename: str) -> frozenset[Tag]:
 
 
 def open_index(
-    config,
+    config: IndexConfig,
     target: Target,
     environ: Mapping[str, str],
     *,

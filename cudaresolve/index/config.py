@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from packaging.utils import canonicalize_name
 
@@ -410,7 +410,7 @@ def merge(
     only when an index is needed and nothing names one. Raises UsageError naming the key and its
     origin for a bad value."""
     home = _home(environ)
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # by key: str, tuple[str, ...], bool, float or int (see _pip_value)
     origins: dict[str, str] = {}
 
     def put(key: str, value: object, origin: str) -> None:

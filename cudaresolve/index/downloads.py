@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tempfile
-from typing import IO, Callable, Optional
+from typing import BinaryIO, Callable, Optional
 
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.http import Cap, Http, IndexAccessError, local_path
@@ -23,7 +23,7 @@ from cudaresolve.index.pages import ProjectFile
 Progress = Callable[[str, int, Optional[int]], None]  # (filename, bytes done, total or None)
 
 
-def download(http: Http, file: ProjectFile, progress: Optional[Progress] = None) -> IO[bytes]:
+def download(http: Http, file: ProjectFile, progress: Optional[Progress] = None) -> BinaryIO:
     """The file's bytes in a temporary file (deleted on close), positioned at 0, hash checked."""
     sink = tempfile.TemporaryFile()
     digest = hashlib.sha256()

@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, TypeVar
 
 from cudaresolve import __version__
 from cudaresolve.errors import CudaresolveError
@@ -37,6 +37,7 @@ from cudaresolve.index.limits import DEFAULT, Limits, size_text
 
 if TYPE_CHECKING:
     import requests
+    from _typeshed import SupportsWrite
 
 T = TypeVar("T")
 
@@ -151,7 +152,7 @@ class Http:
     def download(
         self,
         url: str,
-        sink,
+        sink: SupportsWrite[bytes],
         *,
         cap: Cap,
         what: str = "",
@@ -344,8 +345,8 @@ class _Watch:
         self.base, self.rate = base, rate
         self.received = 0
         self.expired = False
-        self.connections: list = []
-        self.sockets: list = []
+        self.connections: list[object] = []
+        self.sockets: list[socket.socket] = []
 
     def deadline(self) -> float:
         return self.started + self.base + self.received / self.rate
@@ -405,7 +406,7 @@ class _Watchdog:
 _current = threading.local()
 
 
-def _attach(connection) -> None:
+def _attach(connection: object) -> None:
     """Put `connection`, and the socket it has, under the watch of the request running in this thread."""
     watch = getattr(_current, "watch", None)
     if watch is None:
@@ -425,7 +426,7 @@ class _Watched:
         super().connect()  # type: ignore[misc]
         _attach(self)
 
-    def request(self, *args, **kwargs):
+    def request(self, *args: Any, **kwargs: Any) -> Any:
         _attach(self)
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
@@ -454,11 +455,11 @@ def _watched_adapter_class() -> type:
     pools = {"http": WatchedPool, "https": WatchedTLSPool}
 
     class WatchedAdapter(requests.adapters.HTTPAdapter):
-        def init_poolmanager(self, *args, **kwargs) -> None:
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
             super().init_poolmanager(*args, **kwargs)
             self.poolmanager.pool_classes_by_scheme = pools
 
-        def proxy_manager_for(self, proxy: str, **proxy_kwargs):
+        def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
             manager = super().proxy_manager_for(proxy, **proxy_kwargs)
             if not proxy.lower().startswith("socks"):
                 manager.pool_classes_by_scheme = pools
@@ -534,7 +535,7 @@ def _for(what: str) -> str:
 def _name_unknown(exc: BaseException) -> bool:
     """Whether a connection failed because the host name does not resolve (a socket.gaierror
     among its causes): the network or the name is wrong, which retrying does not change."""
-    pending: list = [exc]
+    pending: list[Optional[BaseException]] = [exc]
     seen: set[int] = set()
     while pending:
         current = pending.pop()

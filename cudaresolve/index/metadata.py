@@ -24,7 +24,7 @@ import urllib.parse
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import IO, Optional
+from typing import TYPE_CHECKING, BinaryIO, Optional, cast
 
 from packaging.metadata import parse_email
 from packaging.utils import canonicalize_name
@@ -36,6 +36,9 @@ from cudaresolve.index.downloads import Progress, download
 from cudaresolve.index.http import Cap, Http, IndexAccessError, LimitExceeded, local_path
 from cudaresolve.index.limits import Limits, size_text
 from cudaresolve.index.pages import ProjectFile
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 # The first range read: the last 1/64 of the wheel, at least 65 KiB (the EOCD with any comment and a
 # small central directory), at most 1 MiB. Range requests cost ~0.1 s of latency each on the
@@ -162,10 +165,11 @@ def _range_read(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> 
         return None
     ranged = _RangeFile(http, file.url, size, what)
     ranged.add(size - len(reply.body), reply.body)
-    return _from_archive(ranged, file, http.limits), "range"
+    # A seekable raw binary stream: what zipfile and tarfile call of a BinaryIO, it has.
+    return _from_archive(cast(BinaryIO, ranged), file, http.limits), "range"
 
 
-def _from_archive(stream: IO[bytes], file: ProjectFile, limits: Limits) -> bytes:
+def _from_archive(stream: BinaryIO, file: ProjectFile, limits: Limits) -> bytes:
     """METADATA from a wheel, PKG-INFO from an sdist (zip or tar.gz), read from `stream`."""
     if file.is_wheel:
         return _wheel_metadata(stream, file, limits)
@@ -176,7 +180,7 @@ def _from_archive(stream: IO[bytes], file: ProjectFile, limits: Limits) -> bytes
     return _static_pkg_info(_tar_pkg_info(stream, file, limits), file)
 
 
-def _tar_pkg_info(stream: IO[bytes], file: ProjectFile, limits: Limits) -> bytes:
+def _tar_pkg_info(stream: BinaryIO, file: ProjectFile, limits: Limits) -> bytes:
     """The top-level PKG-INFO of a .tar.gz sdist. At most `sdist_bytes` of the uncompressed tar are
     read looking for it (a gzip bomb stops there), and no single read, a member or a pax header,
     may be larger than `metadata_bytes` (tarfile would hold it whole)."""
@@ -205,7 +209,7 @@ class _TooLarge(Exception):
 class _BoundedReads(io.RawIOBase):
     """A seekable read-only view of `source` that ends at `total` bytes and refuses a read of more than `each`."""
 
-    def __init__(self, source: IO[bytes], total: int, each: int):
+    def __init__(self, source: io.BufferedIOBase, total: int, each: int) -> None:
         super().__init__()
         self._source, self._total, self._each = source, total, each
 
@@ -230,9 +234,10 @@ class _BoundedReads(io.RawIOBase):
         self._within(self._source.tell())
         return data
 
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)
+        data = self.read(len(view))
+        view[: len(data)] = data
         return len(data)
 
     def _within(self, position: int) -> None:
@@ -240,7 +245,7 @@ class _BoundedReads(io.RawIOBase):
             raise _TooLarge(f"no PKG-INFO in the first {size_text(self._total)} of the uncompressed sdist, the limit for an sdist")
 
 
-def _wheel_metadata(stream: IO[bytes], file: ProjectFile, limits: Limits) -> bytes:
+def _wheel_metadata(stream: BinaryIO, file: ProjectFile, limits: Limits) -> bytes:
     with _open_zip(stream, file, limits) as archive:
         names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
         if len(names) == 1:
@@ -250,7 +255,7 @@ def _wheel_metadata(stream: IO[bytes], file: ProjectFile, limits: Limits) -> byt
         return _read_member(archive, names, file, limits)
 
 
-def _open_zip(stream: IO[bytes], file: ProjectFile, limits: Limits) -> zipfile.ZipFile:
+def _open_zip(stream: BinaryIO, file: ProjectFile, limits: Limits) -> zipfile.ZipFile:
     try:
         return open_zip(stream, limits.central_directory_bytes)
     except DirectoryTooLarge:
@@ -318,7 +323,7 @@ class _RangeFile(io.RawIOBase):
     """A read-only, seekable view of a remote file: regions already fetched are served from memory,
     anything else is one range request for exactly what is missing."""
 
-    def __init__(self, http: Http, url: str, size: int, what: str):
+    def __init__(self, http: Http, url: str, size: int, what: str) -> None:
         super().__init__()
         self._http, self._url, self._size, self._what = http, url, size, what
         self._regions: list[tuple[int, bytes]] = []  # (start, data), non-overlapping in practice
@@ -358,9 +363,10 @@ class _RangeFile(io.RawIOBase):
         self._position = end
         return data
 
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)
+        data = self.read(len(view))
+        view[: len(data)] = data
         return len(data)
 
     def _find(self, start: int, length: int) -> Optional[bytes]:

@@ -17,7 +17,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
-from typing import Optional
+from typing import Any, Optional
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -205,7 +205,7 @@ def _page_files(http: Http, cache: IndexCache, url: str, name: str, source: str)
 
 
 # (filename, absolute URL without fragment, hashes, requires-python, yanked, metadata hashes, size)
-_Entry = tuple[str, str, dict, Optional[str], Optional[str], Optional[dict], Optional[int]]
+_Entry = tuple[str, str, dict[str, Any], Optional[str], Optional[str], Optional[dict[str, Any]], Optional[int]]
 
 
 def _json_entries(body: bytes, base_url: str, name: str, limits: Limits) -> list[_Entry]:
@@ -219,7 +219,7 @@ def _json_entries(body: bytes, base_url: str, name: str, limits: Limits) -> list
             raise TypeError("files is not a list")
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise IndexAccessError(f"{base_url} ({name}): not a PEP 691 project page ({exc})") from None
-    found = []
+    found: list[_Entry] = []
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str) or not isinstance(entry.get("filename"), str):
             continue
@@ -253,7 +253,7 @@ class _Anchors(HTMLParser):
         self.base: Optional[str] = None
         self.anchors: list[dict[str, Optional[str]]] = []
 
-    def handle_starttag(self, tag: str, attrs: list) -> None:
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
         if tag == "base" and self.base is None:
             self.base = dict(attrs).get("href")
         elif tag == "a":
@@ -269,7 +269,7 @@ def _html_entries(body: bytes, base_url: str, name: str, limits: Limits) -> list
         base = urllib.parse.urljoin(base_url, parser.base) if parser.base else base_url
     except ValueError:
         base = base_url
-    found = []
+    found: list[_Entry] = []
     for anchor in parser.anchors:
         href = anchor.get("href")
         if not href:
@@ -280,7 +280,7 @@ def _html_entries(body: bytes, base_url: str, name: str, limits: Limits) -> list
             continue  # not a URL (a broken IPv6 literal): no file pip could fetch either
         filename = urllib.parse.unquote(url.rsplit("/", 1)[-1])
         metadata_attr = anchor.get("data-core-metadata", anchor.get("data-dist-info-metadata"))
-        metadata: Optional[dict] = None
+        metadata: Optional[dict[str, Any]] = None
         if metadata_attr is not None and metadata_attr != "false":
             metadata = dict([metadata_attr.split("=", 1)]) if "=" in metadata_attr else {}
         requires_python = anchor.get("data-requires-python")
@@ -313,10 +313,10 @@ def _check_tags(body: bytes, base_url: str, name: str, limits: Limits) -> None:
 def _project_file(
     filename: str,
     url: str,
-    hashes: dict,
+    hashes: dict[str, Any],
     requires_python: Optional[str],
     yanked: Optional[str],
-    metadata: Optional[dict],
+    metadata: Optional[dict[str, Any]],
     size: Optional[int],
     *,
     name: str,
@@ -353,7 +353,7 @@ def _project_file(
     )
 
 
-def _digests(hashes: dict, url: str) -> tuple[tuple[str, str], ...]:
+def _digests(hashes: dict[str, Any], url: str) -> tuple[tuple[str, str], ...]:
     """(algorithm, hex digest) pairs, sorted. Entries that are not hex digests are left out (no
     algorithm pip knows has another form); a sha256 that is not 64 hex digits is refused."""
     found = {}
@@ -366,7 +366,7 @@ def _digests(hashes: dict, url: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(found.items()))
 
 
-def _fragment_hashes(fragment: str) -> dict:
+def _fragment_hashes(fragment: str) -> dict[str, str]:
     """`sha256=...` pairs of a URL fragment, separated by `&` as pip reads them."""
     return dict(part.split("=", 1) for part in fragment.split("&") if "=" in part)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from cudaresolve.binary.loader import LoadedObject
@@ -51,7 +51,7 @@ def report_of(diagnosis: Diagnosis) -> Report:
     )
 
 
-def use_colour(stream: IO[str], environ) -> bool:
+def use_colour(stream: IO[str], environ: Mapping[str, str]) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set to a non-empty value (no-color.org)."""
     return stream.isatty() and not environ.get("NO_COLOR")
 
@@ -99,7 +99,7 @@ def _roots(env: Environment, load: PackageLoad) -> list[LoadedObject]:
     return [obj for obj in load.result.objects if env.identity(obj.path) in roots]
 
 
-def _distribution(dist: Distribution) -> dict:
+def _distribution(dist: Distribution) -> dict[str, Any]:
     """name and version; with `kind` and the conda record's fields when conda installed it."""
     if dist.conda is None:
         return {"name": dist.name, "version": str(dist.version)}

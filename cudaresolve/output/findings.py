@@ -47,7 +47,7 @@ def shown(finding: Finding) -> FindingText:
     )
 
 
-def report_order(text: FindingText) -> tuple:
+def report_order(text: FindingText) -> tuple[int, str, str, str]:
     """Errors first, then warnings, then info; by check, subject and message within a severity."""
     return (SEVERITY_ORDER.index(text.severity), text.check, text.subject, text.message)
 
@@ -118,7 +118,7 @@ def _name(path: str) -> str:
     return os.path.basename(path)
 
 
-def _is_are(items: tuple) -> str:
+def _is_are(items: tuple[object, ...]) -> str:
     return "is" if len(items) == 1 else "are each"
 
 

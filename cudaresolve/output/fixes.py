@@ -8,8 +8,9 @@ May import: checks/fixes.py and the value types; nothing that judges, scans or r
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
+from cudaresolve.arch import ComputeCapability
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks.fixes import Fix, Why
 
@@ -46,7 +47,7 @@ def _keep_one_build(fix: f.KeepOneBuild) -> str:
     return f"keep one build: {remove}, which nothing installed requires, or install releases that share one provider"
 
 
-def _gpus(ccs: tuple) -> str:
+def _gpus(ccs: tuple[ComputeCapability, ...]) -> str:
     """The GPUs a release must run on, as the fixes name them."""
     if len(ccs) == 1:
         return f"compute capability {ccs[0]}"
@@ -79,7 +80,7 @@ def _explained(fix: f.Explained) -> str:
     return f"{before}{render_fix(fix.fix)}{after}"
 
 
-_RENDER: dict[type, Callable] = {
+_RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is filed under
     f.PipInstall: _pip_install,
     f.PipUninstall: lambda fix: f"pip uninstall {' '.join(fix.names)}",
     f.TorchVariant: _torch_variant,

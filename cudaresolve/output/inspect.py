@@ -6,14 +6,15 @@ May import: env/inspect's values and binary/ facts; never the doctor's edge.
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Any, Iterable
 
+from cudaresolve.binary.facts import BinaryFacts, CudaRuntime
 from cudaresolve.env.inspect import Inspected, provider_needs
 
 SCHEMA = 1
 
 
-def _device_code(facts) -> str:
+def _device_code(facts: BinaryFacts) -> str:
     fatbin = facts.fatbin
     if fatbin is None:
         return "none"
@@ -33,7 +34,7 @@ def _device_code(facts) -> str:
     return "; ".join(parts) or "fatbin without entries"
 
 
-def _cuda_runtime(runtime) -> str:
+def _cuda_runtime(runtime: CudaRuntime) -> str:
     """ "linked in statically, CUDA 13.4.92 (from the toolkit note)", "this file is libcudart 12, release 12.6.77 (from the file name)"."""
     how = "linked in statically" if runtime.linkage == "static" else "this file is a CUDA runtime (libcudart)"
     if runtime.release:
@@ -78,7 +79,7 @@ def render_text(items: Iterable[Inspected]) -> str:
 def render_json(items: Iterable[Inspected]) -> str:
     libraries = []
     for item in items:
-        entry = {"path": item.path, "error": item.error, "source": item.source}
+        entry: dict[str, Any] = {"path": item.path, "error": item.error, "source": item.source}
         facts = item.facts
         if facts is not None:
             fatbin = facts.fatbin

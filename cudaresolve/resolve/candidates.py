@@ -6,7 +6,7 @@ installed distribution kept as it is.
 set aside and why, as Rejection records (requires-python and tags are the index's business; here:
 yanked, a build that does not run on a host, an sdist that is not locked).
 
-May import: checks/builds (which CUDA a release is built for), env distributions, host facts,
+May import: arch, checks/builds (which CUDA a release is built for), env distributions, host facts,
 index/, knowledge/torch, versions, resolve/ (conda, fit, reasons).
 """
 
@@ -18,6 +18,7 @@ from typing import Iterable, Optional, Sequence, Union
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
+from cudaresolve.arch import PtxTarget
 from cudaresolve.checks.builds import CudaBuild, component_builds, framework_build
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.host.facts import HostFacts
@@ -224,7 +225,7 @@ def release_rejection(
     if build is None:
         return None
     sass: tuple[str, ...] = ()
-    ptx: tuple = ()
+    ptx: tuple[PtxTarget, ...] = ()
     if name == "torch":
         variant = torch.variant(version.public, version.local)
         if variant is not None:
@@ -238,7 +239,7 @@ def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
     return framework_build(planned) or next(iter(component_builds([planned])), None)
 
 
-def _preference(candidate: Candidate, cuda_pin: Optional[CudaVersion] = None) -> tuple:
+def _preference(candidate: Candidate, cuda_pin: Optional[CudaVersion] = None) -> tuple[Union[str, Version], bool, tuple[int, int], Version]:
     """Newer public version first; among one version's builds, one for no newer CUDA than the conda
     prefix's `cuda_pin` (its libraries are that CUDA's), then the newest CUDA (every build left has
     passed the hosts' driver and GPUs), a known build before an unknown one."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from packaging.utils import NormalizedName
 from packaging.version import Version
@@ -102,7 +102,7 @@ class Lock:
 
     packages: tuple[LockedPackage, ...]
     requires_python: Optional[str]
-    hosts: tuple[dict, ...]  # host facts JSON objects (HostFacts.to_json() parsed)
+    hosts: tuple[dict[str, Any], ...]  # host facts JSON objects (HostFacts.to_json() parsed)
     host_labels: tuple[str, ...]  # one per host, e.g. the --host file it came from
     index_urls: tuple[str, ...]  # the first is the primary index, the rest are extra indexes
     decisions: tuple[Decision, ...]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Iterator, Optional
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.binary.facts import Symbol
@@ -31,17 +31,18 @@ def binary_requirements(name: str, version: Version, filename: Optional[str]) ->
     if row is None:
         return
     consumer = CandidateRef(canonicalize_name(name), version)
-    for soname, floor in wheel_facts.min_provider_release(name, str(version), filename).items():
+    for soname, text_floor in wheel_facts.min_provider_release(name, str(version), filename).items():
+        floor = CudaVersion.parse(text_floor)
         binding = next(
             ((member.path, split_symbol(text)[0]) for member in row.member for bind in member.binds if bind.file == soname
              for text in bind.symbols if _implies(text, soname) == floor),
             (None, None),
         )
-        origin = BinaryNeed(consumer, False, soname, CudaVersion.parse(floor), file=binding[0], symbol=binding[1])
+        origin = BinaryNeed(consumer, False, soname, floor, file=binding[0], symbol=binding[1])
         yield from _as_needs(origin, exclude=name)
 
 
-def _implies(text: str, soname: str) -> Optional[str]:
+def _implies(text: str, soname: str) -> Optional[CudaVersion]:
     """The release a bound `NAME@VERSION` implies."""
     symbol, version = split_symbol(text)
     return min_provider_version(Symbol(symbol, version, soname))
@@ -55,12 +56,11 @@ def installed_binary_requirements(installed: Environment) -> list[Need]:
         if elf.facts is None:
             continue
         dist = installed.distribution(elf.owner) if elf.owner else None
-        consumer = CandidateRef(dist.name, dist.version) if dist is not None else None  # None: files no RECORD lists
+        consumer = CandidateRef(NormalizedName(dist.name), dist.version) if dist is not None else None  # None: files no RECORD lists
         for symbol in elf.facts.undefined:
-            implied = min_provider_version(symbol)
-            if implied is None or not symbol.file:
+            floor = min_provider_version(symbol)
+            if floor is None or not symbol.file:
                 continue
-            floor = CudaVersion.parse(implied)
             known = newest.get(symbol.file)
             if known is None or floor > known.floor:
                 newest[symbol.file] = BinaryNeed(consumer, True, symbol.file, floor, file=elf.path, symbol=symbol.name)

@@ -14,7 +14,7 @@ May import: resolvelib, packaging, index/access, resolve/ (candidates, needs, re
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
@@ -25,10 +25,19 @@ from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.needs import binary_requirements
 from cudaresolve.resolve.reasons import ExtrasOf, Need, RequiredBy
 
+if TYPE_CHECKING:
+    from resolvelib.structs import RequirementInformation
+
 Identifier = tuple[NormalizedName, tuple[str, ...]]  # a name and the extras asked with it, sorted
 
+if TYPE_CHECKING:
+    # Subscripted for the checker only: resolvelib 1.0's AbstractProvider is not generic at run time.
+    _ProviderBase = AbstractProvider[Need, Candidate, Identifier]
+else:
+    _ProviderBase = AbstractProvider
 
-class Provider(AbstractProvider):
+
+class Provider(_ProviderBase):
     def __init__(
         self,
         finder: CandidateFinder,
@@ -36,7 +45,7 @@ class Provider(AbstractProvider):
         markers: Mapping[str, str],
         excluded: set[tuple[str, str]],
         constraints: Sequence[Need] = (),
-    ):
+    ) -> None:
         self.finder = finder
         self.index = index
         self.markers = dict(markers)
@@ -48,14 +57,26 @@ class Provider(AbstractProvider):
     def identify(self, requirement_or_candidate: Union[Need, Candidate]) -> Identifier:
         return (canonicalize_name(requirement_or_candidate.name), tuple(sorted(requirement_or_candidate.extras)))
 
-    def get_preference(self, identifier, resolutions, candidates, information, backtrack_causes) -> tuple:
+    def get_preference(
+        self,
+        identifier: Identifier,
+        resolutions: Mapping[Identifier, Candidate],
+        candidates: Mapping[Identifier, Iterator[Candidate]],
+        information: Mapping[Identifier, Iterator[RequirementInformation[Need, Candidate]]],
+        backtrack_causes: Sequence[RequirementInformation[Need, Candidate]],
+    ) -> tuple[bool, bool, Identifier]:
         """Exact pins first, then names in conflict, then the rest by name (a stable order)."""
         needs = [info.requirement for info in information[identifier]]
         exact = any(s.operator in ("==", "===") for n in needs for s in n.requirement.specifier)
         conflicted = any(identifier == self.identify(cause.requirement) for cause in backtrack_causes)
         return (not exact, not conflicted, identifier)
 
-    def find_matches(self, identifier: Identifier, requirements, incompatibilities) -> Iterator[Candidate]:
+    def find_matches(
+        self,
+        identifier: Identifier,
+        requirements: Mapping[Identifier, Iterator[Need]],
+        incompatibilities: Mapping[Identifier, Iterator[Candidate]],
+    ) -> Iterator[Candidate]:
         name, extras = identifier
         wanted = list(requirements[identifier]) + self.constraints.get(name, [])
         bad = {(c.version, c.file) for c in incompatibilities[identifier]}

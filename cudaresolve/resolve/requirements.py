@@ -21,7 +21,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -49,7 +49,7 @@ def parse_requirement(text: str, origin: str) -> Requirement:
     """`text` as a PEP 508 requirement; `origin` ("reqs.txt:3", "pyproject.toml: project.dependencies[0]")
     names it in the error. Direct references are refused: the resolver locks index files only."""
     try:
-        requirement = inputs.parse_requirement(text)
+        requirement: Requirement = inputs.parse_requirement(text)
     except InvalidRequirement as exc:
         if _looks_like_location(text):
             raise UsageError(f"{origin}: {text}: direct references (URLs and paths) are not supported yet") from None
@@ -198,8 +198,8 @@ def _decode(data: bytes, path: str) -> str:
     except UnicodeError as exc:  # UnicodeDecodeError, or a codec's own failure ("undefined")
         raise UsageError(f"{path}: not {encoding} ({exc})") from None
     if "\0" in text:
-        line = text.count("\n", 0, text.index("\0")) + 1
-        raise UsageError(f"{path}:{line}: a NUL character: not a text file")
+        number = text.count("\n", 0, text.index("\0")) + 1
+        raise UsageError(f"{path}:{number}: a NUL character: not a text file")
     return text
 
 
@@ -233,7 +233,7 @@ def _uncommented(line: str) -> str:
     return line
 
 
-def _expand(line: str, environ: dict[str, str]) -> str:
+def _expand(line: str, environ: Mapping[str, str]) -> str:
     """`${NAME}` replaced by the variable's value; an unset or empty variable is left as written, as pip does."""
     return _ENV_VAR.sub(lambda m: environ.get(m.group(1)) or m.group(0), line)
 
@@ -252,12 +252,13 @@ def _split(line: str, where: str) -> tuple[str, list[str]]:
 def _options(tokens: list[str], where: str) -> list[tuple[str, Optional[str], str]]:
     """(option name, value, as written) for each option, in pip's spellings: `--opt value`,
     `--opt=value`, `-o value` and `-ovalue`."""
-    found = []
+    found: list[tuple[str, Optional[str], str]] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
         if token.startswith("--"):
-            spelled, has_value, value = token.partition("=")
+            spelled, equals, value = token.partition("=")
+            has_value = bool(equals)
         else:
             spelled, value = token[:2], token[2:]
             has_value = bool(value)
@@ -281,7 +282,7 @@ def _options(tokens: list[str], where: str) -> list[tuple[str, Optional[str], st
     return found
 
 
-def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected: _Collected, environ: dict[str, str]) -> None:
+def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected: _Collected, environ: Mapping[str, str]) -> None:
     try:
         data = inputs.read_bounded(path)
         real = _realpath(path)
@@ -300,6 +301,10 @@ def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected
         for name, value, spelled in options:
             if name in _PER_REQUIREMENT:
                 raise UsageError(f"{where}: {spelled} belongs on a requirement's line")
+            if name == "no-index":
+                collected.no_index = True
+                continue
+            assert value is not None  # _options gives every option but the flag --no-index a value
             if name in ("requirement", "constraint"):
                 if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
                     raise UsageError(f"{where}: {spelled} {value}: remote requirements files are not supported")
@@ -331,8 +336,6 @@ def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected
                 # pip takes a relative find-links path relative to the file when it exists there.
                 beside = os.path.join(os.path.dirname(path), value)
                 collected.find_links.append(beside if "://" not in value and os.path.exists(beside) else value)
-            elif name == "no-index":
-                collected.no_index = True
             elif name == "trusted-host":
                 collected.trusted_hosts.append(value)
 
@@ -344,11 +347,12 @@ def _realpath(path: str) -> str:
         raise OSError(errno.EINVAL, "not a valid path", path) from None
 
 
-def _requirement(text: str, options: list, where: str, constraint: bool, collected: _Collected) -> None:
+def _requirement(text: str, options: list[tuple[str, Optional[str], str]], where: str, constraint: bool, collected: _Collected) -> None:
     requirement = parse_requirement(text, where)
     for name, value, spelled in options:
         if name not in _PER_REQUIREMENT:
             raise UsageError(f"{where}: {spelled} must be on its own line, not after a requirement")
+        assert value is not None  # --hash takes a value
         algorithm, _, digest = value.partition(":")
         if algorithm != "sha256":
             raise UsageError(f"{where}: --hash={value}: only sha256 hashes are supported")
@@ -390,7 +394,7 @@ def read_project(directory: str, extras: Sequence[str] = (), groups: Sequence[st
     return RequirementSet(requirements=unique(requirements), constraints=())
 
 
-def _table(data: dict, key: str, path: str) -> dict:
+def _table(data: dict[str, Any], key: str, path: str) -> dict[str, Any]:
     value = data.get(key, {})
     if not isinstance(value, dict):
         raise UsageError(f"{path}: {key} must be a table")
@@ -400,7 +404,7 @@ def _table(data: dict, key: str, path: str) -> dict:
 class _Project:
     """Reads one pyproject.toml's dependency lists, resolving extras, groups and self-references."""
 
-    def __init__(self, path: str, project: dict, groups: dict) -> None:
+    def __init__(self, path: str, project: dict[str, Any], groups: dict[str, Any]) -> None:
         self.path = path
         self.project = project
         self.name = canonicalize_name(project["name"]) if isinstance(project.get("name"), str) else None
@@ -416,7 +420,7 @@ class _Project:
         return [(f"{key}[{i}]", item) for i, item in enumerate(value)]
 
     def dependencies(
-        self, extras: tuple[str, ...], marker: Optional[str] = None, seen: frozenset = frozenset(), depth: int = 0
+        self, extras: tuple[str, ...], marker: Optional[str] = None, seen: frozenset[str] = frozenset(), depth: int = 0
     ) -> list[Need]:
         """The project's dependencies plus those of `extras`, each under `marker` when given;
         `depth`: how many self-references led here."""
@@ -465,7 +469,7 @@ class _Project:
         return found
 
     def _requirements(
-        self, entries: list[tuple[str, str]], marker: Optional[str], seen: Optional[frozenset], depth: int
+        self, entries: list[tuple[str, str]], marker: Optional[str], seen: Optional[frozenset[str]], depth: int
     ) -> list[Need]:
         """Parsed requirements under `marker`; `seen`: the extras already expanded (None: not even
         the base dependencies, as in a dependency group)."""
@@ -482,7 +486,7 @@ class _Project:
                     # Expanded once per new extra: a self-reference inside what is being expanded adds nothing.
                     found += self.dependencies(tuple(sorted(extras - (seen or set()))), both, seen or frozenset(), depth + 1)
                 continue
-            if both != own:
+            if both is not None and both != own:
                 requirement.marker = Marker(both)
             found.append(Need(requirement, Asked(f"{self.path}: {key}")))
         return found

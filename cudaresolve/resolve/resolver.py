@@ -24,7 +24,8 @@ from cudaresolve import __version__
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import component_builds
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.problems import KnownBadRelease
+from cudaresolve.checks.problems import KnownBadRelease, Problem
+from cudaresolve.checks.subjects import Subject
 from cudaresolve.checks.suggest import conda_fix
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
@@ -52,6 +53,8 @@ from cudaresolve.resolve.reasons import (
 
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
+
+FindingKey = tuple[Check, Subject, Problem]  # a finding without its evidence and fix: the same problem
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,8 @@ def lock(
     baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
     installed_majors = {b.cuda.major for b in component_builds(installed.distributions)}
     prefix_major = pin.major if pin else None
-    majors = sorted(environment_majors(hosts), key=lambda m: (m != prefix_major, m not in installed_majors, -m)) or [None]
+    ordered = sorted(environment_majors(hosts), key=lambda m: (m != prefix_major, m not in installed_majors, -m))
+    majors: list[Optional[int]] = list(ordered) or [None]
     failures: list[Attempt] = []
     for major in majors:
         finder.major = major
@@ -132,8 +136,8 @@ def for_major(needs: Sequence[Need], major: Optional[int]) -> tuple[list[Need], 
         name = canonicalize_name(requirement.name)
         if major is None:
             rewritten.append(need)
-        elif name == "cupy" and cupy.dist_for_cuda_major(major):
-            real = canonicalize_name(cupy.dist_for_cuda_major(major))
+        elif name == "cupy" and (dist := cupy.dist_for_cuda_major(major)):
+            real = canonicalize_name(dist)
             text = str(requirement).replace(requirement.name, real, 1)
             rewritten.append(Need(Requirement(text), need.origin))
             rewrites[real] = Rewrite(asked_as=name)
@@ -158,8 +162,8 @@ def _lock_once(
     finder: CandidateFinder,
     roots: list[Need],
     rewrites: dict[NormalizedName, Rewrite],
-    baseline: set,
-    markers: dict,
+    baseline: set[FindingKey],
+    markers: dict[str, str],
     progress: Optional[Callable[[Judging], None]],
 ) -> Lock:
     hosts = inputs.hosts
@@ -207,11 +211,11 @@ def _resolve(
         for information in criterion.information:
             if not isinstance(information.requirement.origin, ExtrasOf):  # the extras' own base: not a reason
                 found[information.requirement.origin] = None
-    chosen = {c.name: c for (_, extras), c in result.mapping.items() if not extras}
+    chosen: dict[str, Candidate] = {c.name: c for (_, extras), c in result.mapping.items() if not extras}
     return chosen, {name: tuple(origins.get(name, ())) for name in chosen}
 
 
-def _causes(exc: ResolutionImpossible, finder: CandidateFinder, installed: Environment) -> tuple[Cause, ...]:
+def _causes(exc: ResolutionImpossible[Need, Candidate], finder: CandidateFinder, installed: Environment) -> tuple[Cause, ...]:
     """Per requirement in conflict, its origin and the candidates its specifier admits that were set
     aside (first, when a conda package stands for the wheel, why it does not fit)."""
     causes: dict[Cause, None] = {}
@@ -244,7 +248,7 @@ def _refuses(finding: Finding) -> bool:
     return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY
 
 
-def _key(finding: Finding) -> tuple:
+def _key(finding: Finding) -> FindingKey:
     return (finding.check, finding.subject, finding.problem)
 
 
@@ -258,7 +262,7 @@ def _as_lock(
     finder: CandidateFinder,
     hosts: Sequence[tuple[str, HostFacts]],
     index: PackageIndex,
-    markers: dict,
+    markers: dict[str, str],
     rewrites: dict[NormalizedName, Rewrite],
 ) -> Lock:
     packages = []
