@@ -84,4 +84,4 @@ def test_pips_arguments_are_the_same_lock_inputs_with_every_index_option(tmp_pat
         cert="/ca.pem", client_cert="/me.pem", timeout=7.0, retries=2, proxy="http://proxy.invalid:3128",
         torch_index_base="https://t.invalid")
     assert inputs.policy.upgrade and inputs.installed_at == str(tmp_path / "t")
-    assert [label for label, _ in inputs.hosts] == ["this host"] and inputs.hosts[0][1].driver.release == "550.144.03"
+    assert [label for label, _ in inputs.hosts] == ["this host"] and str(inputs.hosts[0][1].driver.release) == "550.144.03"
