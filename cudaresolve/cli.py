@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Optional, Sequence
+from typing import Optional, Sequence, cast
 
 from cudaresolve.commands.parser import build_parser
 from cudaresolve.errors import CudaresolveError, Exit
@@ -23,7 +23,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             return pip.main(words[1:])
         args = build_parser().parse_args(words)
-        return importlib.import_module(f"cudaresolve.commands.{args.command}").run(args)
+        code: int = importlib.import_module(f"cudaresolve.commands.{args.command}").run(args)
+        return code
     except CudaresolveError as exc:
         from cudaresolve.output.errors import error_line
 
@@ -31,7 +32,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return exc.exit_code
     except SystemExit as exc:
         # Only --help and --version get here (usage errors are UsageError): argparse exits 0 for them.
-        return exc.code
+        return cast(int, exc.code)  # argparse's exit() passes an int status
     except KeyboardInterrupt:
         print("cudaresolve: interrupted", file=sys.stderr)
         return Exit.INTERRUPTED

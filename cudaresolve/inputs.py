@@ -123,6 +123,7 @@ def run_bounded(
         list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         env=None if env is None else dict(env),
     )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None  # three pipes
     try:
         out, err = _collect(process, question, timeout, limit)
         return process.returncode, out, err
@@ -137,9 +138,10 @@ def run_bounded(
                 stream.close()
 
 
-def _collect(process: subprocess.Popen, question: bytes, timeout: float, limit: int) -> tuple[bytes, bytes]:
+def _collect(process: subprocess.Popen[bytes], question: bytes, timeout: float, limit: int) -> tuple[bytes, bytes]:
     """Write `question`, read both outputs until they end and the process exits: one loop over the
     three pipes, no threads."""
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None  # run_bounded opens all three as pipes
     deadline = time.monotonic() + timeout
     collected = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
     pending = memoryview(question)

@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar, Union, cast
 
 from cudaresolve.errors import UsageError
 
@@ -81,10 +81,10 @@ def shown(value: Any, limit: int = 80) -> str:
 
 def load(cls: type[T], data: Any, fmt: Format = TOML, path: str = "") -> T:
     """Build `cls` from `data` (found at `path`); raises RecordError on the first value that does not fit."""
-    return _record(cls, data, path, fmt, {})
+    return cast(T, _record(cls, data, path, fmt, {}))  # _record returns cls(**values)
 
 
-def _record(cls: type, data: Any, path: str, fmt: Format, scope: dict[str, Any]) -> Any:
+def _record(cls: Any, data: Any, path: str, fmt: Format, scope: dict[str, Any]) -> Any:
     if not isinstance(data, dict):
         raise RecordError(path, expected=fmt.table, value=data)
     fields = [f for f in dataclasses.fields(cls) if f.init]
@@ -103,7 +103,7 @@ def _record(cls: type, data: Any, path: str, fmt: Format, scope: dict[str, Any])
     return cls(**values)
 
 
-def _value(kind: Any, value: Any, path: str, fmt: Format, hook: Optional[Callable], scope: dict) -> Any:
+def _value(kind: Any, value: Any, path: str, fmt: Format, hook: Optional[Callable[[str], Any]], scope: dict[str, Any]) -> Any:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin is Union:
         inner = next(a for a in args if a is not type(None))
@@ -145,7 +145,7 @@ def _fits(kind: Any, value: Any) -> bool:
     return isinstance(value, str)  # str, and the text of a value type
 
 
-def _scalar(kind: Any, value: Any, path: str, hook: Optional[Callable]) -> Any:
+def _scalar(kind: Any, value: Any, path: str, hook: Optional[Callable[[str], Any]]) -> Any:
     try:
         if hook is not None:
             hook(value)

@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if args.target_dir and args.prefix:
         raise UsageError("give --target or --prefix, not both")
     target = target_for(python=args.python)
+    assert target.python is not None  # an interpreter's target (no site_packages given) names it
     settings = pip_install_settings(target, os.environ)
     elsewhere = installs_elsewhere(settings)
     if elsewhere:
@@ -110,7 +111,7 @@ def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> in
 
     where = target_for_site_packages(site) if site else target
     fleet = hosts(args)
-    code = Exit.OK
+    code: int = Exit.OK
     for label, host in fleet:
         report = doctor_report(where, host, os.environ)
         if len(fleet) > 1:

@@ -45,6 +45,7 @@ def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = Fals
 
 def config_for(target: Target, indexes: Indexes, environ: Mapping[str, str]) -> IndexConfig:
     """The index configuration for `target`: pip's, the project's, then the command's settings."""
+    assert target.python is not None and target.prefix is not None  # an interpreter's target: every command's here
     project_dir = indexes.project_dir or os.getcwd()
     return index_config(target.python, target.prefix, environ, project_dir, indexes.settings, site_packages=target.site_packages)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Optional, Sequence, cast
 
 from cudaresolve.commands.hosts import hosts
 from cudaresolve.env.interpreter import Target
@@ -30,8 +30,9 @@ def index_settings(args: argparse.Namespace) -> IndexSettings:
         trusted_hosts=_listed(args.trusted_host),
         cert=args.cert,
         client_cert=args.client_cert,
-        timeout=None if args.timeout is None else pip_number("timeout", args.timeout, "--timeout"),
-        retries=None if args.retries is None else pip_number("retries", args.retries, "--retries"),
+        # pip_number gives a float for "timeout" and an int for "retries" (it is typed object)
+        timeout=None if args.timeout is None else cast(float, pip_number("timeout", args.timeout, "--timeout")),
+        retries=None if args.retries is None else cast(int, pip_number("retries", args.retries, "--retries")),
         proxy=args.proxy,
         torch_index_base=args.torch_index_base,
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, cast
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -76,6 +76,7 @@ def parse(words: Sequence[str]) -> PipCommand:
 def main(words: Sequence[str]) -> int:
     command = parse(words)
     target = target_for(python=command.python)
+    assert target.python is not None  # an interpreter's target (no site_packages given) names it
     pip = [target.python, "-m", "pip"]
     if command.arguments[:1] != ("install",):
         return run_pip(pip + list(command.arguments))
@@ -128,8 +129,9 @@ def pip_lock_inputs(
         trusted_hosts=tuple(_values(options, "--trusted-host")) or None,
         cert=_last(options, "--cert"),
         client_cert=_last(options, "--client-cert"),
-        timeout=None if timeout is None else pip_number("timeout", timeout, "pip's --timeout"),
-        retries=None if retries is None else pip_number("retries", retries, "pip's --retries"),
+        # pip_number gives a float for "timeout" and an int for "retries" (it is typed object)
+        timeout=None if timeout is None else cast(float, pip_number("timeout", timeout, "pip's --timeout")),
+        retries=None if retries is None else cast(int, pip_number("retries", retries, "pip's --retries")),
         proxy=_last(options, "--proxy"),
         torch_index_base=command.torch_index_base,
     )

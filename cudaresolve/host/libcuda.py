@@ -51,7 +51,7 @@ def query() -> dict[str, Any]:
     errors: list[str] = []
 
     def call(label: str, fn: Any, *args: Any) -> bool:
-        code = fn(*args)
+        code: int = fn(*args)
         if code != 0:
             errors.append(f"{label} failed: {_error_name(lib, code)} ({code})")
         return code == 0

@@ -34,6 +34,7 @@ from cudaresolve.host.sources import (
 )
 from cudaresolve.host.visibility import apply_visible_devices
 from cudaresolve.inputs import MAX_INPUT_FILE, read_bounded
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 SYSFS_VERSION = "/sys/module/nvidia/version"
 PROCFS_VERSION = "/proc/driver/nvidia/version"
@@ -103,8 +104,10 @@ def probe(
         _optional_file(readers, TEGRA_RELEASE), _optional_file(readers, DEVICE_TREE_COMPATIBLE)
     )
     notes: list[Note] = [tegra_note] if tegra_note else []
-    release = cuda = None
-    release_source = cuda_source = None
+    release: Optional[DriverRelease] = None
+    cuda: Optional[CudaVersion] = None
+    release_source: Optional[str] = None
+    cuda_source: Optional[str] = None
     found_gpus: Optional[tuple[Gpu, ...]] = None
 
     def satisfied() -> bool:

@@ -196,14 +196,14 @@ def read_nvml(nvml: Any) -> NvmlValues:
         driver = call("nvmlSystemGetDriverVersion", nvml.nvmlSystemGetDriverVersion)
         cuda = call("nvmlSystemGetCudaDriverVersion_v2", nvml.nvmlSystemGetCudaDriverVersion_v2)
         count = call("nvmlDeviceGetCount", nvml.nvmlDeviceGetCount)
-        devices = None
+        devices: Optional[tuple[NvmlDevice, ...]] = None
         if count is not None:
-            devices = []
+            found: list[NvmlDevice] = []
             for index in range(count):
                 handle = call(f"nvmlDeviceGetHandleByIndex({index})", nvml.nvmlDeviceGetHandleByIndex, index)
                 if handle is not None:
-                    devices.append(_nvml_device(nvml, call, index, handle))
-            devices = tuple(devices)
+                    found.append(_nvml_device(nvml, call, index, handle))
+            devices = tuple(found)
     finally:
         try:
             nvml.nvmlShutdown()

@@ -140,14 +140,14 @@ def parse_nvml(values: NvmlValues) -> Reading:
         cuda = cuda_from_int(values.cuda_driver_version)
         if cuda is None:
             notes.append(Note("nvml", "implausible CUDA driver version", str(values.cuda_driver_version)))
-    gpus = None
+    gpus: Optional[tuple[Gpu, ...]] = None
     if values.devices is not None:
-        gpus = []
+        found: list[Gpu] = []
         for device in values.devices:
             if device.compute_capability is None:
                 notes.append(Note("nvml", f"GPU {device.index} has no compute capability; left out"))
                 continue
-            gpus.append(
+            found.append(
                 Gpu(
                     compute_capability=ComputeCapability(*device.compute_capability),
                     source="nvml",
@@ -163,7 +163,7 @@ def parse_nvml(values: NvmlValues) -> Reading:
                     ),
                 )
             )
-        gpus = tuple(gpus)
+        gpus = tuple(found)
     return Reading("nvml", release=release, cuda=cuda, gpus=gpus, notes=tuple(notes))
 
 
@@ -263,8 +263,9 @@ def parse_smi_csv(stdout: str) -> Reading:
             key: None if value.strip().lower() in _SMI_MISSING else value.strip()
             for key, value in zip(header, row)
         }
-        if values.get("driver_version") is not None:
-            release = release_or_none(values["driver_version"])
+        driver_version = values.get("driver_version")
+        if driver_version is not None:
+            release = release_or_none(driver_version)
             if release is None:
                 notes.append(Note("nvidia-smi", "driver_version is not a release", line))
             elif release not in releases:

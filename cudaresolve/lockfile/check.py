@@ -9,6 +9,7 @@ lockfile/reasons.py.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any, Callable, Optional, TypeVar
 
@@ -63,7 +64,7 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
         wheel = package.wheel
         if wheel is not None:
             wheel = LockedWheel(
-                filename=rule(lambda v, dist=dist, pinned=pinned: wheel_filename(v, dist, str(pinned or "")), wheel.filename, "wheels.name", dist),
+                filename=rule(functools.partial(wheel_filename, package=dist, package_version=str(pinned or "")), wheel.filename, "wheels.name", dist),
                 url=rule(url, wheel.url, "wheels.url", dist),
                 sha256=optional(sha256, wheel.sha256, "wheels.hashes.sha256", dist),
                 size=optional(size, wheel.size, "wheels.size", dist),

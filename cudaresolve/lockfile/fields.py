@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.errors import UsageError
@@ -94,7 +94,7 @@ def _no_option(value: str) -> str:
     return value
 
 
-def name(value: Any) -> str:
+def name(value: Any) -> NormalizedName:
     """A PEP 508 distribution name, normalised (PEP 503)."""
     text = _no_controls(_string(value, MAX_NAME))
     if not _PEP508_NAME.fullmatch(text):
@@ -241,7 +241,7 @@ def text(value: Any) -> str:
     return _no_controls(_string(value, MAX_TEXT), allowed="\t\n")
 
 
-def facts(value: Any) -> dict:
+def facts(value: Any) -> dict[str, Any]:
     """A host's facts as a lock holds them: a table whose strings (keys too) are words for people
     (`text`), at most MAX_FACTS values in all; their meaning is host/facts.py's to judge."""
     if not isinstance(value, dict):

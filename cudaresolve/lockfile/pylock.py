@@ -22,13 +22,14 @@ resolve/reasons.py (the model), lockfile/.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import sys
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, Literal, Optional, TypeVar, overload
 
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
@@ -37,7 +38,16 @@ from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.lockfile import fields, reasons
 from cudaresolve.lockfile.fields import LockFileError
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
+from cudaresolve.resolve.lock import (
+    Decision,
+    Lock,
+    LockedPackage,
+    LockedWheel,
+    MajorDecision,
+    OtherSource,
+    Reason,
+    ReasonKind,
+)
 from cudaresolve.resolve.reasons import CandidateRef
 
 if sys.version_info >= (3, 11):
@@ -50,7 +60,7 @@ T = TypeVar("T")
 LOCK_VERSION = "1.0"
 TOOL = "cudaresolve"
 _NAMED_LOCK = re.compile(r"^pylock\.([^.]+)\.toml$")  # PEP 751's rule for a named lock file
-_OTHER_SOURCES = ("sdist", "vcs", "directory", "archive")
+_OTHER_SOURCES: tuple[OtherSource, ...] = ("sdist", "vcs", "directory", "archive")
 
 
 def lock_file_name_ok(path: str) -> None:
@@ -79,7 +89,7 @@ class _Reader:
         who = f" (package {package})" if package else ""
         return LockFileError(f"{self.path}: {key}{who}: {problem}")
 
-    def get(self, table: dict, key: str, where: str, kind: type, required: bool = False, package: str = "") -> Any:
+    def get(self, table: dict[str, Any], key: str, where: str, kind: type, required: bool = False, package: str = "") -> Any:
         full = f"{where}.{key}" if where else key
         if key not in table:
             if required:
@@ -90,7 +100,17 @@ class _Reader:
             raise self.fail(full, f"expected {_KINDS[kind]}, got {fields.shown(value)}", package)
         return value
 
-    def field(self, table: dict, key: str, where: str, rule: Callable[[Any], T], required: bool = False, package: str = "") -> Optional[T]:
+    @overload
+    def field(
+        self, table: dict[str, Any], key: str, where: str, rule: Callable[[Any], T], required: Literal[True], package: str = ""
+    ) -> T: ...
+
+    @overload
+    def field(
+        self, table: dict[str, Any], key: str, where: str, rule: Callable[[Any], T], required: bool = False, package: str = ""
+    ) -> Optional[T]: ...
+
+    def field(self, table: dict[str, Any], key: str, where: str, rule: Callable[[Any], T], required: bool = False, package: str = "") -> Optional[T]:
         """The value at `key` passed through its rule; None when absent and not required."""
         full = f"{where}.{key}" if where else key
         if key not in table:
@@ -102,7 +122,7 @@ class _Reader:
         except fields.Invalid as exc:
             raise self.fail(full, str(exc), package) from None
 
-    def tables(self, table: dict, key: str, where: str, required: bool = False, package: str = "") -> list[tuple[str, dict]]:
+    def tables(self, table: dict[str, Any], key: str, where: str, required: bool = False, package: str = "") -> list[tuple[str, dict[str, Any]]]:
         """The tables of an array of tables, each with its key path ("packages[2]")."""
         items = self.get(table, key, where, list, required, package) or []
         full = f"{where}.{key}" if where else key
@@ -111,7 +131,7 @@ class _Reader:
                 raise self.fail(f"{full}[{i}]", f"expected a table, got {fields.shown(item)}", package)
         return [(f"{full}[{i}]", item) for i, item in enumerate(items)]
 
-    def values(self, table: dict, key: str, where: str, rule: Callable[[Any], T]) -> tuple[T, ...]:
+    def values(self, table: dict[str, Any], key: str, where: str, rule: Callable[[Any], T]) -> tuple[T, ...]:
         """The values of an array, each passed through its rule."""
         items = self.get(table, key, where, list) or []
         found = []
@@ -162,7 +182,7 @@ def parse_pylock(raw: bytes, path: str) -> Lock:
         raise LockFileError(f"{path}: nested too deeply") from None
 
 
-def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
+def _read_lock(reader: _Reader, data: dict[str, Any], base: str) -> Lock:
     reader.field(data, "lock-version", "", fields.lock_version, required=True)
     created_by = reader.field(data, "created-by", "", fields.label, required=True)
     requires_python = reader.field(data, "requires-python", "", fields.requires_python)
@@ -200,7 +220,7 @@ def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
         name = reader.field(decision, "name", decision_where, fields.name, required=True)
         chosen = reader.field(decision, "chosen", decision_where, fields.version, package=name)
         rejected = tuple(
-            _read_record(reader, item, item_where, name, lambda table, name=name: reasons.read_rejection(table, name))
+            _read_record(reader, item, item_where, name, functools.partial(reasons.read_rejection, name=name))
             for item_where, item in reader.tables(decision, "rejected", decision_where, package=name)
         )
         decisions.append(Decision(name, None if chosen is None else CandidateRef(name, Version(chosen)), rejected))
@@ -208,12 +228,12 @@ def _read_lock(reader: _Reader, data: dict, base: str) -> Lock:
     table = reader.get(tool, "cuda-major", where, dict)
     if table is not None:
         major_where = f"{where}.cuda-major"
-        chosen = reader.field(table, "chosen", major_where, _major, required=True)
-        rejected = tuple(
+        chosen_major = reader.field(table, "chosen", major_where, _major, required=True)
+        rejected_majors = tuple(
             _read_record(reader, item, item_where, "", reasons.read_major_rejection)
             for item_where, item in reader.tables(table, "rejected", major_where)
         )
-        major = MajorDecision(chosen, rejected)
+        major = MajorDecision(chosen_major, rejected_majors)
     index_urls = reader.values(tool, "index-urls", where, fields.url) if "index-urls" in tool else _indexes_used(packages)
     return Lock(
         packages=tuple(packages),
@@ -233,7 +253,7 @@ def _major(value: Any) -> int:
     return value
 
 
-def _read_record(reader: _Reader, table: dict, where: str, package: str, read: Callable[[dict], T]) -> T:
+def _read_record(reader: _Reader, table: dict[str, Any], where: str, package: str, read: Callable[[dict[str, Any]], T]) -> T:
     """A record of the resolver's from its table; a value that breaks its rule names its key."""
     reader.field(table, "reason", where, fields.text, package=package)  # the words for people: checked, never used
     try:
@@ -242,7 +262,7 @@ def _read_record(reader: _Reader, table: dict, where: str, package: str, read: C
         raise reader.fail(f"{where}.{exc.key}", exc.problem, package) from None
 
 
-def _read_reason(reader: _Reader, table: dict, where: str, package: str) -> Optional[Reason]:
+def _read_reason(reader: _Reader, table: dict[str, Any], where: str, package: str) -> Optional[Reason]:
     """The Reason recorded in `table` (a package's [tool.cudaresolve], or a kept entry); None when
     it records none (another tool's lock, or only words)."""
     if "kind" not in table:
@@ -256,7 +276,7 @@ def _indexes_used(packages: Iterable[LockedPackage]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.index for p in packages if p.index))
 
 
-def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_by: str) -> list[LockedPackage]:
+def _read_package(reader: _Reader, where: str, entry: dict[str, Any], base: str, created_by: str) -> list[LockedPackage]:
     """One [[packages]] entry: a LockedPackage per wheel, or one with the other source it has."""
     name = reader.field(entry, "name", where, fields.name, required=True)
     version = reader.field(entry, "version", where, fields.version, package=name)
@@ -278,7 +298,7 @@ def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_b
         kind = others[0]
         why = reason or Reason(ReasonKind.OTHER_SOURCE, written_by=created_by)
         pinned = Version(version) if version is not None else None
-        return [LockedPackage(name, pinned, index, None, marker, why, other_source=kind)]  # type: ignore[arg-type]
+        return [LockedPackage(name, pinned, index, None, marker, why, other_source=kind)]
     read = [_read_wheel(reader, wheel_where, wheel, base, name, version or "") for wheel_where, wheel in wheels]
     if version is None:
         # PEP 751 only says a version SHOULD be there; a wheel's file name always carries it, and
@@ -293,7 +313,7 @@ def _read_package(reader: _Reader, where: str, entry: dict, base: str, created_b
     return [LockedPackage(name, Version(version), index, wheel, marker, why) for wheel in read]
 
 
-def _read_wheel(reader: _Reader, where: str, wheel: dict, base: str, name: str, version: str) -> LockedWheel:
+def _read_wheel(reader: _Reader, where: str, wheel: dict[str, Any], base: str, name: str, version: str) -> LockedWheel:
     url = reader.field(wheel, "url", where, fields.url, package=name)
     local = reader.field(wheel, "path", where, fields.path, package=name)
     if url is None and local is None:

@@ -107,14 +107,14 @@ def major_rejection_table(rejection: MajorRejection, dashes: bool = True) -> dic
 # -- reading ---------------------------------------------------------------------------------------
 
 
-def read_reason(table: dict) -> Reason:
+def read_reason(table: dict[str, Any]) -> Reason:
     """A Reason from its table; raises Bad naming the key."""
     kind = _enum(ReasonKind, table.get("kind"), "kind")
     values = _fields(Reason, table, "", skip=frozenset({"kind"}))
     return Reason(kind=kind, **values)
 
 
-def read_rejection(table: dict, name: NormalizedName) -> Rejection:
+def read_rejection(table: dict[str, Any], name: NormalizedName) -> Rejection:
     """A Rejection of a candidate of `name` from its table; raises Bad naming the key."""
     version = _version(_required(table, "version", ""), "version")
     rule = _enum(Rule, table.get("rule"), "rule")
@@ -125,7 +125,7 @@ def read_rejection(table: dict, name: NormalizedName) -> Rejection:
     return Rejection(CandidateRef(name, version), evidence, installed)
 
 
-def read_major_rejection(table: dict) -> MajorRejection:
+def read_major_rejection(table: dict[str, Any]) -> MajorRejection:
     major = _number(_required(table, "major", ""), "major")
     rule = _enum(Rule, table.get("rule"), "rule")
     if rule not in (Rule.DRIVER, Rule.TOOLKIT_TARGETS):
@@ -134,7 +134,7 @@ def read_major_rejection(table: dict) -> MajorRejection:
     return MajorRejection(major, _record(kind, _table(_required(table, "evidence", ""), "evidence"), "evidence"))
 
 
-def _required(table: dict, key: str, where: str) -> Any:
+def _required(table: dict[str, Any], key: str, where: str) -> Any:
     if key not in table:
         raise Bad(_join(where, key), "missing")
     return table[key]
@@ -144,7 +144,7 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
-def _table(value: Any, where: str) -> dict:
+def _table(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise Bad(where, f"expected a table, got {fields.shown(value)}")
     return value
@@ -160,12 +160,12 @@ def _enum(kind: Any, value: Any, where: str) -> Any:
         raise Bad(where, f"{fields.shown(value)} is not one of {known}") from None
 
 
-def _record(cls: type, table: dict, where: str) -> Any:
+def _record(cls: type, table: dict[str, Any], where: str) -> Any:
     return cls(**_fields(cls, table, where))
 
 
-def _fields(cls: type, table: dict, where: str, skip: frozenset = frozenset()) -> dict[str, Any]:
-    values = {}
+def _fields(cls: type, table: dict[str, Any], where: str, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    values: dict[str, Any] = {}
     for field in _in_lock_file(cls):
         if field.name in skip:
             continue

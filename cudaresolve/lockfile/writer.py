@@ -70,7 +70,7 @@ def _is_tables(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, dict) for item in value)
 
 
-def _table(path: str, mapping: dict, array: bool = False) -> list[str]:
+def _table(path: str, mapping: dict[str, Any], array: bool = False) -> list[str]:
     """`mapping` as a table headed `[path]` (`[[path]]` for an array element): plain keys first,
     then sub-tables and arrays of tables under their own headers, so nested host facts stay readable."""
     lines = [f"[[{path}]]" if array else f"[{path}]"]
@@ -99,7 +99,7 @@ def wheel_groups(lock: Lock) -> list[list[LockedPackage]]:
     """Packages with a wheel, one group per [[packages]] entry: a name, version, index and marker
     with several wheels (another tool's multi-platform lock read back) is one entry, as PEP 751 wants.
     `lock` is a checked one: its names are canonical."""
-    groups: dict[tuple, list[LockedPackage]] = {}
+    groups: dict[tuple[str, ...], list[LockedPackage]] = {}
     for package in lock.packages:
         if package.wheel is not None:
             key = (package.name, str(package.version), package.index or "", package.marker or "")
@@ -164,8 +164,8 @@ def pylock_toml(lock: Lock, words: Words) -> str:
         if first.index:
             lines.append(f"index = {_string(first.index)}")
         lines.append("wheels = [")
-        for package in sorted(group, key=lambda p: p.wheel.filename):
-            wheel = package.wheel
+        wheels = [(package, package.wheel) for package in group if package.wheel is not None]  # all: see wheel_groups
+        for package, wheel in sorted(wheels, key=lambda pair: pair[1].filename):
             entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, origin)}}
             lines.append(f"    {_value(entry)},")
         lines.append("]")
@@ -196,6 +196,6 @@ def pylock_toml(lock: Lock, words: Words) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _array(key: str, items: list[dict]) -> list[str]:
+def _array(key: str, items: list[dict[str, Any]]) -> list[str]:
     """An array of inline tables, one per line."""
     return [f"{_key(key)} = ["] + [f"    {_value(item)}," for item in items] + ["]"] if items else [f"{_key(key)} = []"]
