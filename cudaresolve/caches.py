@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Mapping
+import stat
+from typing import Mapping, Optional
+
+# The most an entry may hold: a library's facts are at most a few MB (libtorch_cuda's symbols), a
+# compiled table under 1 MB. A larger file is not ours, and is a miss rather than memory taken.
+MAX_ENTRY = 256 << 20
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> str:
@@ -21,6 +26,27 @@ def default_cache_dir(environ: Mapping[str, str]) -> str:
     if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative value
         return os.path.join(xdg, "cudaresolve")
     return os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache", "cudaresolve")
+
+
+def read_entry(entry: str, limit: Optional[int] = None) -> Optional[bytes]:
+    """The bytes of the cache file `entry`, or None when it is absent, unreadable, not a regular
+    file (a FIFO planted there would block the read) or larger than `limit` (MAX_ENTRY): every such
+    entry is a miss."""
+    limit = MAX_ENTRY if limit is None else limit
+    try:
+        fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, "rb", closefd=False) as stream:
+            data = stream.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
 
 
 def store_entry(entry: str, data: bytes) -> None:

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional, Tuple
 
 import cudaresolve
 from cudaresolve import __version__
+from cudaresolve.caches import read_entry
 from cudaresolve.env.identity import Identity, identity_of, path_identity
 from cudaresolve.env.store import default_cache_dir, dumps_plain, loads_plain, store_entry
 from cudaresolve.env.tree import distinct_directories, shared_object_entries
@@ -125,11 +126,10 @@ class ResultCache:
         """The stored report when the entry is for `key` and its tree and probes are unchanged
         (else None: absent, another key, damaged, or stale), and the tree when it was walked.
         An entry checked by walking gets the walk's directories once they are old enough to trust."""
-        try:
-            with open(self._entry(target, host), "rb") as f:
-                stored = loads_plain(HEADER, f.read())
-        except OSError:
+        data = read_entry(self._entry(target, host))
+        if data is None:
             return None, None
+        stored = loads_plain(HEADER, data)
         if not (_well_formed(stored) and stored[0] == key):
             return None, None
         _, files, directories, probed, fields = stored

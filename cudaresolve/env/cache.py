@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
 from cudaresolve import __version__
 from cudaresolve.binary import facts as facts_module
 from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.caches import read_entry
 from cudaresolve.env.store import store_entry
 
 if TYPE_CHECKING:
@@ -210,14 +211,16 @@ def loads_facts(data: bytes) -> Optional[object]:
 
 def _load(entry: str, key: _Key) -> Optional[BinaryFacts]:
     """The entry's facts, or None when it is absent, stale or corrupt."""
+    data = read_entry(entry)
+    if data is None or not data.startswith(HEADER):
+        return None
+    stream = io.BytesIO(data)
+    stream.seek(len(HEADER))
     try:
-        with open(entry, "rb") as f:
-            if f.readline() != HEADER:
-                return None
-            stored = _FactsUnpickler(f).load()
-            if f.read(1):
-                return None
+        stored = _FactsUnpickler(stream).load()
     except Exception:  # noqa: BLE001 - garbage can fail to unpickle in any way; it is rebuilt
+        return None
+    if stream.read(1):
         return None
     if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key):
         return None

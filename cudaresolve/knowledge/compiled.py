@@ -29,7 +29,7 @@ from importlib import resources
 from typing import Any, Callable, Mapping, Optional, TypeVar, cast
 
 import cudaresolve
-from cudaresolve.caches import default_cache_dir, store_entry
+from cudaresolve.caches import default_cache_dir, read_entry, store_entry
 
 FORMAT = 1
 HEADER = f"cudaresolve-table {FORMAT} {cudaresolve.__version__}\n".encode()
@@ -157,10 +157,8 @@ class _TableUnpickler(pickle.Unpickler):
 
 def _read(entry: str, key: bytes, allowed: dict[tuple[str, str], type]) -> Optional[tuple[Any]]:
     """(the value,) the entry holds for `key`, or None when it is absent, damaged, stale or foreign."""
-    try:
-        with open(entry, "rb") as f:
-            data = f.read()
-    except OSError:
+    data = read_entry(entry)
+    if data is None:
         return None
     start = len(HEADER) + len(key)
     if not data.startswith(HEADER) or data[len(HEADER):start] != key:
