@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import functools
+import re
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar, Union, cast
@@ -127,6 +128,10 @@ def _value(kind: Any, value: Any, path: str, fmt: Format, hook: Optional[Callabl
     if origin in (dict, collections.abc.Mapping):
         if not isinstance(value, dict):
             raise RecordError(path, expected=fmt.table, value=value)
+        for key in value:
+            control = _CONTROL.search(key)
+            if control:
+                raise RecordError(path, message=f"a key holds the control character U+{ord(control.group()):04X}")
         return {key: _value(args[1], v, f"{path}.{key}", fmt, hook, scope) for key, v in value.items()}
     if dataclasses.is_dataclass(kind) and not hasattr(kind, "parse"):
         return _record(kind, value, path, fmt, scope)
@@ -145,7 +150,16 @@ def _fits(kind: Any, value: Any) -> bool:
     return isinstance(value, str)  # str, and the text of a value type
 
 
+# What a terminal or a log acts on: C0 controls but tab and newline, DEL, C1 controls. A GPU name
+# in a host file is printed as it is; an escape sequence in it would be run by the terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _scalar(kind: Any, value: Any, path: str, hook: Optional[Callable[[str], Any]]) -> Any:
+    if isinstance(value, str):
+        control = _CONTROL.search(value)
+        if control:
+            raise RecordError(path, message=f"holds the control character U+{ord(control.group()):04X}")
     try:
         if hook is not None:
             hook(value)

@@ -3,6 +3,8 @@ line naming the input, or, in `inspect`, with exit 2 and the entry's reason: one
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cudaresolve.cli import main
@@ -175,3 +177,16 @@ def test_a_fifo_for_a_pip_configuration_file_is_refused_not_waited_on(capsys, tm
     command.start()
     command.join(10)
     assert done == [f"pip configuration file {tmp_path}/pip.conf: not a regular file"]
+
+
+@pytest.mark.parametrize("escape", ["\x1b]0;owned\x07", "\r", "\x9b2J", "\x00"])
+def test_a_host_file_string_with_a_terminal_control_is_refused_not_printed(capsys, tmp_path, no_overrides, escape):
+    """A GPU name (or any string) in a host file holding a control character is an input error
+    naming the key, and the character never reaches the terminal."""
+    assert main(["probe", "--json", *HOST]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    facts["gpus"][0]["name"] = "NVIDIA RTX" + escape
+    (tmp_path / "host.json").write_text(json.dumps(facts))
+    line = could_not_run(capsys, ["probe", "--host", str(tmp_path / "host.json")])
+    assert line.endswith(f"gpus[0].name: holds the control character U+{ord(escape[0]):04X}"), line
+    assert escape[0] not in line
