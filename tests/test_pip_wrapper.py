@@ -9,6 +9,7 @@ import venv
 import pytest
 
 from cudaresolve.cli import main
+from cudaresolve.commands import pip as pip_command
 from cudaresolve.integrations.pip import split_install_arguments
 
 
@@ -85,3 +86,38 @@ def test_pips_arguments_are_the_same_lock_inputs_with_every_index_option(tmp_pat
         torch_index_base="https://t.invalid")
     assert inputs.policy.upgrade and inputs.installed_at == str(tmp_path / "t")
     assert [label for label, _ in inputs.hosts] == ["this host"] and str(inputs.hosts[0][1].driver.release) == "550.144.03"
+
+
+@pytest.mark.parametrize("given", [["--user"], ["--prefix", "{tmp}/p"], ["--root", "{tmp}/r"],
+                                   "PIP_PREFIX={tmp}/p", "PIP_ROOT={tmp}/r", "PIP_USER=yes"])
+def test_an_install_elsewhere_than_the_locked_site_packages_is_refused_before_anything(
+        pip_venv, clean, tmp_path, monkeypatch, capsys, given):
+    """pip would install where the lock did not read the installed set: exit 3 before locking."""
+    monkeypatch.setattr(pip_command, "locked", lambda *a, **k: pytest.fail("locked anyway"))
+    options = []
+    if isinstance(given, str):
+        name, value = given.split("=", 1)
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    else:
+        options = [word.format(tmp=tmp_path) for word in given]
+    assert main(["pip", "--python", pip_venv, "install", *options, "cupy"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("cudaresolve: error: ") and err.count("\n") == 1, err
+
+
+class Stop(Exception):
+    """Ends a command where the test has seen what it needs."""
+
+
+def test_a_target_in_pips_configuration_is_where_the_lock_reads_the_installed_set(pip_venv, clean, tmp_path, monkeypatch):
+    seen = []
+
+    def locked(inputs, environ, quiet):
+        seen.append(inputs.installed_at)
+        raise Stop
+
+    monkeypatch.setattr(pip_command, "locked", locked)
+    monkeypatch.setenv("PIP_TARGET", str(tmp_path / "t"))
+    with pytest.raises(Stop):
+        main(["pip", "--python", pip_venv, "install", "cupy"])
+    assert seen == [str(tmp_path / "t")]

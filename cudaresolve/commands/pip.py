@@ -6,12 +6,13 @@ cudaresolve's own options come before pip's command (`--python`, `--torch-index-
 the first word that is not one of them, everything is pip's, which argparse cannot keep apart
 (pip's own --version or --python), so they are read here.
 
-May import: env/interpreter, index/config, integrations/pip, lockfile/pip, resolve/ (inputs,
+May import: env/interpreter, errors, index/config, integrations/pip, lockfile/pip, resolve/ (inputs,
 lock, requirements), errors, commands/.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass
@@ -25,10 +26,11 @@ from cudaresolve.commands.locking import locked
 from cudaresolve.commands.options import say
 from cudaresolve.commands.parser import build_parser
 from cudaresolve.env.interpreter import Target, target_for
+from cudaresolve.errors import UsageError
 from cudaresolve.host.probe import host_for
 from cudaresolve.index.config import IndexSettings, pip_number
+from cudaresolve.integrations.pip import installs_elsewhere, pip_install_settings, split_install_arguments
 from cudaresolve.integrations.pip import run as run_pip
-from cudaresolve.integrations.pip import split_install_arguments
 from cudaresolve.lockfile.pip import constraints_txt
 from cudaresolve.resolve.inputs import Indexes, LockInputs, Policy
 from cudaresolve.resolve.lock import Lock
@@ -37,6 +39,8 @@ from cudaresolve.resolve.requirements import from_command_line, merge, read_requ
 PIP_COMMAND_LINE = "pip's command line"
 # pip install's options that leave nothing to lock: pip gets the command as it was.
 UNLOCKABLE = ("-e", "--editable", "--no-deps", "--no-index")
+# pip install's options that install somewhere the lock does not read: refused rather than planned wrong.
+ELSEWHERE = ("--prefix", "--root", "--user")
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,18 @@ def main(words: Sequence[str]) -> int:
     if unlockable or any(_is_direct(text) for _, text in positions) or "--help" in options or "-h" in options:
         say(command.quiet, f"cudaresolve: passing to pip unchanged ({', '.join(unlockable) or 'nothing to lock'})")
         return run_pip(pip + list(command.arguments))
-    lock, _ = locked(pip_lock_inputs(command, target, positions, options), os.environ, quiet=command.quiet)
+    elsewhere = [o for o in ELSEWHERE if o in options]
+    if elsewhere:
+        raise UsageError(f"pip's {elsewhere[0]} installs elsewhere than the site-packages the lock reads: "
+                         "give --target, or run pip itself")
+    settings = pip_install_settings(target, os.environ)
+    configured = installs_elsewhere({key: value for key, value in settings.items() if key != "target"})
+    if configured:
+        raise UsageError(f"{configured}: unset it, or give --target on pip's command line")
+    inputs = pip_lock_inputs(command, target, positions, options)
+    if inputs.installed_at is None and "target" in settings:
+        inputs = dataclasses.replace(inputs, installed_at=settings["target"][0])  # pip installs there, the lock reads it
+    lock, _ = locked(inputs, os.environ, quiet=command.quiet)
     rewritten = list(arguments)
     for position, text in positions:
         replacement = concrete(text, lock)
