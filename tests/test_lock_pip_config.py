@@ -67,6 +67,7 @@ def test_pip_constraint_variable_binds_the_lock_and_pip_installs_it(demo, empty_
     chosen = report(capsys)["demo"]
     assert chosen["version"] == "1.0"
     assert {"kind": "constraint", "where": f"{hermetic / 'c.txt'}:1", "via": "PIP_CONSTRAINT"} in chosen["why"]["origins"]
+    assert chosen["reason"] == f"the newest release that fits; within pip's constraint at {hermetic / 'c.txt'}:1, named by PIP_CONSTRAINT"
     configured = {"PIP_CONSTRAINT": str(hermetic / "c.txt")}
     assert pip_picks(hermetic, configured, "-c", str(hermetic / "locked.txt"), "demo") == {"demo": "1.0"}
 

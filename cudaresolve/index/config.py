@@ -193,11 +193,11 @@ def index_config(
     return merge(files, environ, project, settings, pip_default, command)
 
 
-def pip_config_paths(prefix: str, environ: Mapping[str, str]) -> tuple[str, ...]:
+def pip_config_paths(prefix: Optional[str], environ: Mapping[str, str]) -> tuple[str, ...]:
     """pip's configuration files on Linux and other XDG systems, lowest priority first.
 
     Global (each `$XDG_CONFIG_DIRS` dir, then /etc), user (legacy ~/.pip, then `$XDG_CONFIG_HOME`),
-    site (the target's sys.prefix), then `PIP_CONFIG_FILE`. An existing `PIP_CONFIG_FILE` replaces the
+    site (the target's sys.prefix, when known), then `PIP_CONFIG_FILE`. An existing `PIP_CONFIG_FILE` replaces the
     user files; os.devnull turns every file off. Files that do not exist are listed all the same.
     """
     named = environ.get("PIP_CONFIG_FILE")
@@ -214,7 +214,8 @@ def pip_config_paths(prefix: str, environ: Mapping[str, str]) -> tuple[str, ...]
         if not config_home.strip():
             config_home = os.path.join(home, ".config")
         paths += [os.path.join(home, ".pip", "pip.conf"), os.path.join(config_home, "pip", "pip.conf")]
-    paths.append(os.path.join(prefix, "pip.conf"))
+    if prefix is not None:
+        paths.append(os.path.join(prefix, "pip.conf"))
     if named is not None:
         paths.append(named)
     return tuple(paths)

@@ -75,8 +75,16 @@ def reason(package: LockedPackage) -> str:
     else:
         base = why.build.evidence if why.build else "the newest release that fits"
     note = _note(why) if package.wheel is not None else None
-    line = f"{note}; {base}" if note else base
-    return f"{line}; {PRERELEASE[why.prerelease]}" if why.prerelease else line
+    parts = [note, base] if note else [base]
+    parts += [f"within pip's constraint at {constrained_at(origin)}" for origin in why.origins if isinstance(origin, Constrained)]
+    if why.prerelease:
+        parts.append(PRERELEASE[why.prerelease])
+    return "; ".join(parts)
+
+
+def constrained_at(origin: Constrained) -> str:
+    """`c.txt:1`, or `c.txt:1, named by PIP_CONSTRAINT`."""
+    return f"{origin.where}, named by {origin.via}" if origin.via else origin.where
 
 
 PRERELEASE = {
@@ -132,7 +140,7 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     if isinstance(found, RequiresPython):
         return f"requires Python {found.specifier}"
     if isinstance(found, PreReleaseNotAllowed):
-        return "a pre-release, and nothing asks for one (a requirement naming one, or pip's pre option)"
+        return "a pre-release, and nothing asks for one (a requirement naming a pre-release, or --pre)"
     if isinstance(found, NoWheel):
         return "no wheel for this interpreter and platform"
     if isinstance(found, Yanked):
@@ -220,10 +228,7 @@ def cause(found: Cause) -> str:
 
 def constraint(need: Need) -> str:
     """`pip's constraint demo<2 (c.txt:1, named by PIP_CONSTRAINT)`."""
-    origin = need.origin
-    where = ""
-    if isinstance(origin, Constrained):
-        where = f" ({origin.where}" + (f", named by {origin.via})" if origin.via else ")")
+    where = f" ({constrained_at(need.origin)})" if isinstance(need.origin, Constrained) else ""
     return f"pip's constraint {need.requirement}{where}"
 
 
