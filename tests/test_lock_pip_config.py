@@ -163,3 +163,21 @@ def test_no_binary_leaves_nothing_to_lock_and_says_why(demo, empty_python, herme
     monkeypatch.setenv("PIP_NO_BINARY", "demo")
     assert lock(demo, empty_python, "demo", "app") == 2
     assert "demo 2.0: pip's no-binary (from PIP_NO_BINARY) refuses its wheels, and cudaresolve locks no sdists" in capsys.readouterr().err
+
+
+def test_the_pip_wrapper_reads_the_same_configuration_with_pips_pre_on_top(hermetic, monkeypatch):
+    from cudaresolve.commands.pip import PipCommand, pip_lock_inputs
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.integrations.pip import split_install_arguments
+    from cudaresolve.resolve.reasons import Constrained
+
+    monkeypatch.setenv("CUDARESOLVE_DRIVER", "550.144.03")
+    (hermetic / "c.txt").write_text("demo<2\n")
+    monkeypatch.setenv("PIP_CONSTRAINT", str(hermetic / "c.txt"))
+    monkeypatch.setenv("PIP_NO_BINARY", "other")
+    for arguments, pre in ((["demo"], False), (["--pre", "demo"], True)):
+        positions, options = split_install_arguments(arguments)
+        inputs = pip_lock_inputs(PipCommand(None, None, True, ("install", *arguments)), target_for(), positions, options)
+        assert [(str(n.requirement), n.origin) for n in inputs.constraints] == [
+            ("demo<2", Constrained(f"{hermetic / 'c.txt'}:1", "PIP_CONSTRAINT"))]
+        assert inputs.policy.pre is pre and inputs.policy.formats.wheels_refused("other")
