@@ -1,23 +1,27 @@
 """What parsed options say, as typed values: the index settings, the wheel tags, and the
 LockInputs of `lock` and `install`. Each value is parsed here, at the edge.
 
-May import: env/interpreter, index/ (config, tags), resolve/ (inputs, requirements), errors,
+May import: env/interpreter, index/ (config, choices, tags), resolve/ (inputs, requirements), errors,
 commands/hosts.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
-from typing import Optional, Sequence, cast
+from typing import Mapping, Optional, Sequence, cast
 
 from cudaresolve.commands.hosts import hosts
 from cudaresolve.env.interpreter import Target
-from cudaresolve.index.config import IndexSettings, pip_number
+from cudaresolve.errors import UsageError
+from cudaresolve.index.choices import PipChoices, pip_choices
+from cudaresolve.index.config import IndexSettings, pip_config_paths, pip_number, read_pip_files
 from cudaresolve.index.tags import TagOverrides
 from cudaresolve.resolve.inputs import Indexes, LockInputs, Policy
-from cudaresolve.resolve.requirements import from_command_line, merge, read_project, read_requirements_file
+from cudaresolve.resolve.reasons import Constrained
+from cudaresolve.resolve.requirements import RequirementSet, from_command_line, merge, read_project, read_requirements_file
 
 
 def index_settings(args: argparse.Namespace) -> IndexSettings:
@@ -64,12 +68,15 @@ def indexes(args: argparse.Namespace, files: IndexSettings = IndexSettings()) ->
 
 def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional[str] = None) -> LockInputs:
     """What `lock` and `install` are asked: the requirements of the command line, -r files and the
-    project, the -c files' constraints, the hosts, the indexes and the choices."""
+    project, pip's configured constraints and the -c files', the hosts, the indexes and the choices
+    (pip's configuration, --pre on top)."""
     environ = dict(os.environ)
+    choices, configured = pip_configured(target, environ)
     sets = [from_command_line(args.requirements)]
     sets += [read_requirements_file(path, environ) for path in args.requirement]
     if args.project is not None or args.extra or args.group:
         sets.append(read_project(args.project or os.getcwd(), args.extra, args.group))
+    sets += configured
     sets += [read_requirements_file(path, environ, constraint=True) for path in args.constraint]
     asked = merge(sets)
     return LockInputs(
@@ -78,8 +85,41 @@ def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional
         hosts=hosts(args),
         target=target,
         indexes=indexes(args, asked.index_options),
-        policy=Policy(upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory), deep=args.deep),
+        policy=policy(choices, upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep),
         installed_at=installed_at,
+    )
+
+
+def pip_configured(target: Target, environ: Mapping[str, str]) -> tuple[PipChoices, list[RequirementSet]]:
+    """pip's choices for `target` from its configuration files and `PIP_*` variables, and the
+    constraints files they name, read as -c files are (each constraint keeps the setting that
+    named its file)."""
+    choices = pip_choices(read_pip_files(pip_config_paths(target.prefix, environ)), environ)
+    sets = []
+    for named in choices.constraints:
+        try:
+            found = read_requirements_file(named.path, dict(environ), constraint=True)
+        except UsageError as exc:
+            raise UsageError(f"{exc} (a constraints file named by {named.via})") from None
+        constraints = tuple(
+            dataclasses.replace(need, origin=dataclasses.replace(need.origin, via=named.via))
+            if isinstance(need.origin, Constrained) else need
+            for need in found.constraints
+        )
+        sets.append(dataclasses.replace(found, constraints=constraints))
+    return choices, sets
+
+
+def policy(choices: PipChoices, *, upgrade: bool, pre: bool, allow_advisories: tuple[str, ...] = (), deep: bool = False) -> Policy:
+    """How the lock chooses: the command's flags over pip's configured choices."""
+    return Policy(
+        upgrade=upgrade,
+        allow_advisories=allow_advisories,
+        deep=deep,
+        pre=pre or choices.pre,
+        formats=choices.formats,
+        prefer_binary=choices.prefer_binary,
+        upgrade_strategy=choices.upgrade_strategy,
     )
 
 

@@ -34,6 +34,7 @@ def _add_lock_inputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", metavar="NAME", action="append", default=[], help="with this PEP 735 dependency group")
     parser.add_argument("--python", metavar="PATH", help="the target interpreter: its tags, markers and installed set")
     parser.add_argument("--upgrade", action="store_true", help="do not keep installed versions")
+    parser.add_argument("--pre", action="store_true", help="pre-releases may be chosen (as pip's --pre)")
     parser.add_argument("--allow-advisory", metavar="ID", action="append", default=[], help="accept a known-bad release (repeatable)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(

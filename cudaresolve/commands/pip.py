@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from cudaresolve.commands.hosts import THIS_HOST
 from cudaresolve.commands.locking import locked
-from cudaresolve.commands.options import say
+from cudaresolve.commands.options import pip_configured, policy, say
 from cudaresolve.commands.parser import build_parser
 from cudaresolve.env.interpreter import Target, target_for
 from cudaresolve.errors import UsageError
@@ -32,7 +32,7 @@ from cudaresolve.index.config import IndexSettings, pip_number
 from cudaresolve.integrations.pip import installs_elsewhere, pip_install_settings, split_install_arguments
 from cudaresolve.integrations.pip import run as run_pip
 from cudaresolve.lockfile.pip import constraints_txt
-from cudaresolve.resolve.inputs import Indexes, LockInputs, Policy
+from cudaresolve.resolve.inputs import Indexes, LockInputs
 from cudaresolve.resolve.lock import Lock
 from cudaresolve.resolve.requirements import from_command_line, merge, read_requirements_file
 
@@ -130,10 +130,13 @@ def pip_lock_inputs(
     command: PipCommand, target: Target, positions: Sequence[tuple[int, str]], options: dict[str, list[str]]
 ) -> LockInputs:
     """The LockInputs pip's install arguments ask for: its requirements, -r and -c files, index
-    options (each one pip has), --upgrade and --target; the host is this machine or the host variables."""
+    options (each one pip has), --upgrade, --pre and --target, and what pip's configuration chooses
+    (its constraints files included); the host is this machine or the host variables."""
     environ = dict(os.environ)
+    choices, configured = pip_configured(target, environ)
     sets = [from_command_line([text for _, text in positions], PIP_COMMAND_LINE)]
     sets += [read_requirements_file(path, environ) for path in _values(options, "-r", "--requirement")]
+    sets += configured
     sets += [read_requirements_file(path, environ, constraint=True) for path in _values(options, "-c", "--constraint")]
     asked = merge(sets)
     timeout, retries = _last(options, "--timeout"), _last(options, "--retries")
@@ -156,7 +159,7 @@ def pip_lock_inputs(
         hosts=((THIS_HOST, host_for(environ=os.environ)),),
         target=target,
         indexes=Indexes(settings=settings.over(asked.index_options)),
-        policy=Policy(upgrade=bool(_values(options, "-U", "--upgrade"))),
+        policy=policy(choices, upgrade=bool(_values(options, "-U", "--upgrade")), pre="--pre" in options),
         installed_at=_last(options, "-t", "--target"),
     )
 

@@ -193,11 +193,11 @@ def index_config(
     return merge(files, environ, project, settings, pip_default, command)
 
 
-def pip_config_paths(prefix: str, environ: Mapping[str, str]) -> tuple[str, ...]:
+def pip_config_paths(prefix: Optional[str], environ: Mapping[str, str]) -> tuple[str, ...]:
     """pip's configuration files on Linux and other XDG systems, lowest priority first.
 
     Global (each `$XDG_CONFIG_DIRS` dir, then /etc), user (legacy ~/.pip, then `$XDG_CONFIG_HOME`),
-    site (the target's sys.prefix), then `PIP_CONFIG_FILE`. An existing `PIP_CONFIG_FILE` replaces the
+    site (the target's sys.prefix, when known), then `PIP_CONFIG_FILE`. An existing `PIP_CONFIG_FILE` replaces the
     user files; os.devnull turns every file off. Files that do not exist are listed all the same.
     """
     named = environ.get("PIP_CONFIG_FILE")
@@ -214,7 +214,8 @@ def pip_config_paths(prefix: str, environ: Mapping[str, str]) -> tuple[str, ...]
         if not config_home.strip():
             config_home = os.path.join(home, ".config")
         paths += [os.path.join(home, ".pip", "pip.conf"), os.path.join(config_home, "pip", "pip.conf")]
-    paths.append(os.path.join(prefix, "pip.conf"))
+    if prefix is not None:
+        paths.append(os.path.join(prefix, "pip.conf"))
     if named is not None:
         paths.append(named)
     return tuple(paths)
@@ -372,14 +373,11 @@ def _write_quietly(entry: str, text: str) -> None:
 # -- the merge: plain data in, IndexConfig out ------------------------------------------------------
 
 
-def pip_settings(
-    files: Sequence[PipFile], environ: Mapping[str, str], command: str = "install", options: Mapping[str, str] = _PIP_OPTIONS
-) -> dict[str, tuple[str, str]]:
-    """pip's configured text for each key of `options` (pip's option names -> the key), with its
-    origin, as pip's option parser picks it.
+def pip_items(files: Sequence[PipFile], environ: Mapping[str, str], command: str = "install") -> list[tuple[str, str, str]]:
+    """(pip's option name, configured text, origin) of every non-empty setting, in the order pip's
+    option parser applies them: [global], [<command>], then the `PIP_*` variables.
 
-    Every `section.name` is merged over the files (later wins) and the `PIP_*` variables; empty values
-    are then dropped, and the sections applied in pip's order: [global], [<command>], variables.
+    Every `section.name` is merged over the files first (a later file replaces an earlier one's value).
     """
     merged: dict[tuple[str, str], tuple[str, str]] = {}
     for pip_file in files:
@@ -389,12 +387,24 @@ def pip_settings(
     for variable, value in environ.items():
         if variable.startswith("PIP_") and variable[4:].lower() not in _PIP_IGNORED_VARIABLES:
             merged[(":env:", _pip_name(variable[4:]))] = (value, variable)
+    return [
+        (name, value, origin)
+        for wanted in ("global", command, ":env:")
+        for (section, name), (value, origin) in merged.items()
+        if section == wanted and value
+    ]
+
+
+def pip_settings(
+    files: Sequence[PipFile], environ: Mapping[str, str], command: str = "install", options: Mapping[str, str] = _PIP_OPTIONS
+) -> dict[str, tuple[str, str]]:
+    """pip's configured text for each key of `options` (pip's option names -> the key), with its
+    origin, as pip's option parser picks it: the last of `pip_items` wins."""
     chosen: dict[str, tuple[str, str]] = {}
-    for wanted in ("global", command, ":env:"):
-        for (section, name), (value, origin) in merged.items():
-            key = options.get(name)
-            if section == wanted and key is not None and value:
-                chosen[key] = (value, origin)
+    for name, value, origin in pip_items(files, environ, command):
+        key = options.get(name)
+        if key is not None:
+            chosen[key] = (value, origin)
     return chosen
 
 

@@ -13,6 +13,7 @@ May import: packaging, the value types, resolve/lock.py and resolve/reasons.py, 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import typing
 from typing import Any, Union
@@ -70,7 +71,7 @@ def _plain_value(value: Any, dashes: bool) -> Any:
         return str(value)
     if isinstance(value, tuple):
         return [_plain_value(item, dashes) for item in value]
-    if isinstance(value, ReasonKind):
+    if isinstance(value, enum.Enum):  # ReasonKind, PreRelease
         return value.value
     if hasattr(value, "rule"):
         return {"rule": value.rule.value, **plain(value, dashes)}
@@ -196,6 +197,8 @@ def _value(kind: Any, value: Any, where: str, name: str) -> Any:
         return value
     if kind is int:
         return _number(value, where)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return _enum(kind, value, where)
     if kind is NormalizedName:
         return _rule(fields.name, value, where)
     if kind is Version:

@@ -16,20 +16,24 @@ from cudaresolve.arch import Target
 from cudaresolve.output.findings import kebab, shown
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.resolve.causes import Cause, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
-from cudaresolve.resolve.lock import LockedPackage, Reason, ReasonKind
+from cudaresolve.resolve.lock import LockedPackage, PreRelease, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
     BinaryNeed,
     CandidateRef,
+    Constrained,
     DriverTooOld,
     Evidence,
     Judged,
     MajorRefusal,
     MajorRejection,
+    Need,
+    NoBinary,
     NoDeviceCode,
     NotNeeded,
     NoWheel,
     OlderCuda,
     OtherMajor,
+    PreReleaseNotAllowed,
     Rejection,
     RequiresPython,
     SdistOnly,
@@ -71,7 +75,23 @@ def reason(package: LockedPackage) -> str:
     else:
         base = why.build.evidence if why.build else "the newest release that fits"
     note = _note(why) if package.wheel is not None else None
-    return f"{note}; {base}" if note else base
+    parts = [note, base] if note else [base]
+    parts += [f"within pip's constraint at {constrained_at(origin)}" for origin in why.origins if isinstance(origin, Constrained)]
+    if why.prerelease:
+        parts.append(PRERELEASE[why.prerelease])
+    return "; ".join(parts)
+
+
+def constrained_at(origin: Constrained) -> str:
+    """`c.txt:1`, or `c.txt:1, named by PIP_CONSTRAINT`."""
+    return f"{origin.where}, named by {origin.via}" if origin.via else origin.where
+
+
+PRERELEASE = {
+    PreRelease.NAMED: "a pre-release: the requirement names one",
+    PreRelease.PRE: "a pre-release: pip's pre option allows them",
+    PreRelease.ONLY: "a pre-release: the only kind of release it has",
+}
 
 
 def _note(why: Reason) -> Optional[str]:
@@ -115,8 +135,12 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     """The facts that set `of` (a candidate, or a CUDA major when None) aside, in one line."""
     if isinstance(found, SdistOnly):
         return "no wheel for this interpreter, only an sdist (cudaresolve builds none)"
+    if isinstance(found, NoBinary):
+        return f"pip's no-binary (from {found.via}) refuses its wheels, and cudaresolve locks no sdists"
     if isinstance(found, RequiresPython):
         return f"requires Python {found.specifier}"
+    if isinstance(found, PreReleaseNotAllowed):
+        return "a pre-release, and nothing asks for one (a requirement naming a pre-release, or --pre)"
     if isinstance(found, NoWheel):
         return "no wheel for this interpreter and platform"
     if isinstance(found, Yanked):
@@ -184,6 +208,7 @@ def cause(found: Cause) -> str:
     if isinstance(found, Unsatisfiable):
         parent = parent_of(found.origin)
         line = f"nothing fits {found.requirement}" + (f" (required by {candidate(parent)})" if parent else "")
+        line += "".join(f" under {constraint(c)}" for c in found.constraints)
         reasons = [rejection_line(r) for r in found.rejections]
         if found.conda is not None:
             conda = f"{found.conda.package} does not satisfy {found.conda.specifier}"
@@ -199,6 +224,12 @@ def cause(found: Cause) -> str:
         return f"gave up after {found.sets} sets refused by the checks; the last: {shown(found.last).message}"
     assert isinstance(found, TooDeep)
     return f"no set found within {found.rounds} resolution rounds"
+
+
+def constraint(need: Need) -> str:
+    """`pip's constraint demo<2 (c.txt:1, named by PIP_CONSTRAINT)`."""
+    where = f" ({constrained_at(need.origin)})" if isinstance(need.origin, Constrained) else ""
+    return f"pip's constraint {need.requirement}{where}"
 
 
 def fleet_conflict(conflict: FleetConflict) -> str:

@@ -23,6 +23,7 @@ from cudaresolve.checks.builds import CudaBuild, component_builds, framework_bui
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
+from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import torch
 from cudaresolve.resolve.conda import CondaProvider
@@ -30,6 +31,7 @@ from cudaresolve.resolve.fit import rejection
 from cudaresolve.resolve.reasons import (
     CandidateRef,
     DoesNotRun,
+    NoBinary,
     NoWheel,
     OtherMajor,
     Rejection,
@@ -88,6 +90,7 @@ class CandidateFinder:
         conda: Optional[dict[str, CondaProvider]] = None,
         asked: frozenset[str] = frozenset(),
         cuda_pin: Optional[CudaVersion] = None,
+        formats: Optional[Formats] = None,
     ):
         self.index = index
         self.hosts = list(hosts)
@@ -97,6 +100,7 @@ class CandidateFinder:
         self.conda = conda or {}  # wheel name -> the conda package providing its library in the prefix
         self.asked = asked  # names the user asked for: the only wheels that may shadow a conda library
         self.cuda_pin = cuda_pin  # the prefix's cuda-version: builds for no newer CUDA are preferred
+        self.formats = formats or Formats()  # pip's no-binary: a name whose wheels pip may not install has no candidate
         self.rejections = Rejections()
         self._major: Optional[int] = None
         self._major_rejections = Rejections()  # set aside for the major being tried, not for good
@@ -190,6 +194,10 @@ class CandidateFinder:
                 self.rejections.add(Rejection(CandidateRef(name, version), Yanked(file.yanked)))
         found = []
         conda = self.conda.get(name)
+        if self.formats.wheels_refused(name):
+            for version in best:
+                self.rejections.add(Rejection(CandidateRef(name, version), NoBinary(self.formats.no_binary_via or "")))
+            best = {}
         for version, file in best.items():
             candidate = Candidate(name, version, file, build=cuda_build(name, version))
             reason = self._does_not_run(candidate) or (conda.shadows() if conda is not None and name not in self.asked else None)

@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 from cudaresolve.checks.findings import Finding
 from cudaresolve.checks.fixes import Fix
 from cudaresolve.errors import CudaresolveError, Exit
-from cudaresolve.resolve.reasons import MajorRejection, Origin, Rejection
+from cudaresolve.resolve.reasons import MajorRejection, Need, Origin, Rejection
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Unsatisfiable:
     origin: Origin
     rejections: tuple[Rejection, ...]  # candidates of the name its specifier admits, set aside, in the order met
     conda: Optional[CondaMismatch] = None
+    constraints: tuple[Need, ...] = ()  # pip constraints on the name: they limit what fits too
 
 
 @dataclass(frozen=True)

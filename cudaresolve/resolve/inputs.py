@@ -3,7 +3,7 @@ the hosts, the target interpreter, the index settings and the choices. `cudareso
 `install` and `pip install` each build one from their own arguments (commands/), and the lock is
 made from it alone (commands/locking.py, then resolve/resolver.py).
 
-Pure data. May import: env/interpreter (Target), host facts, index/ (IndexSettings, TagOverrides),
+Pure data. May import: env/interpreter (Target), host facts, index/ (IndexSettings, TagOverrides, pip's choices),
 resolve/reasons.py.
 """
 
@@ -14,6 +14,7 @@ from typing import Optional
 
 from cudaresolve.env.interpreter import Target
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.choices import Formats, UpgradeStrategy
 from cudaresolve.index.config import IndexSettings
 from cudaresolve.index.tags import TagOverrides
 from cudaresolve.resolve.reasons import Need
@@ -26,6 +27,11 @@ class Policy:
     upgrade: bool = False  # do not keep installed versions
     allow_advisories: tuple[str, ...] = ()  # known-bad releases accepted, by advisory id
     deep: bool = False  # judge every chosen wheel's own ELF files (downloading those the table lacks)
+    # pip's choices (its configuration, then --pre): docs/lock.md, "What the lock takes from pip's configuration"
+    pre: bool = False  # pre-releases may be chosen for any requirement
+    formats: Formats = field(default_factory=Formats)  # no-binary: nothing fits a name whose wheels pip may not install
+    prefer_binary: bool = False  # carried: the lock chooses wheels only, as if always given
+    upgrade_strategy: UpgradeStrategy = UpgradeStrategy.ONLY_IF_NEEDED  # carried: --upgrade replaces every installed version
 
 
 @dataclass(frozen=True)

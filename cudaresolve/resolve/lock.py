@@ -34,6 +34,14 @@ class ReasonKind(enum.Enum):
     UNRECORDED = "unrecorded"  # another tool's lock, which records no reason
 
 
+class PreRelease(enum.Enum):
+    """Why a pre-release was chosen, by pip's rule; the value is what files and JSON say."""
+
+    NAMED = "named"  # a requirement's specifier names a pre-release (>=2.0rc1)
+    PRE = "pre"  # pip's pre option: --pre, PIP_PRE or `pre` in pip's configuration
+    ONLY = "only"  # the name has no final release, and no requirement names a version
+
+
 @dataclass(frozen=True)
 class Build:
     """The CUDA a chosen build was made with, and the doctor's words for how that is known."""
@@ -47,12 +55,13 @@ class Reason:
     """Why a package is in the lock at its version and build."""
 
     kind: ReasonKind
-    origins: tuple[Origin, ...] = ()  # the requirements that brought it into the set
+    origins: tuple[Origin, ...] = ()  # the requirements that brought it into the set, and pip constraints on it
     asked_as: Optional[NormalizedName] = None  # the name the user wrote: cupy -> cupy-cuda12x
     added_extra: Optional[str] = None  # the CUDA extra added to a request without one: cuda-cccl -> [cu12]
     cuda_major: Optional[int] = None  # the environment's major that made `asked_as` or `added_extra`
     build: Optional[Build] = None
     written_by: Optional[str] = None  # OTHER_SOURCE: the tool whose lock holds the entry
+    prerelease: Optional[PreRelease] = None  # a pre-release chosen from an index: why one was allowed
 
 
 @dataclass(frozen=True)

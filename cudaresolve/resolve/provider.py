@@ -9,6 +9,12 @@ the release of another component its ELF files bind by versioned symbol (cuSPARS
 `__nvJitLinkComplete_12_4`, so nvidia-nvjitlink-cu12 >= 12.4, which its metadata leaves unpinned),
 read from the wheel-facts table.
 
+Pre-releases follow pip's rule: a name's pre-releases are candidates only when a requirement or
+constraint on it names one (`>=2.0rc1`), pip's pre option is given, or none of them names a version
+and the name has no final release (pip's finder falls back to pre-releases only for an empty
+specifier: `demo>2` with only 3.0rc1 above 2 finds nothing); an installed pre-release is kept like
+any installed release.
+
 May import: resolvelib, packaging, index/access, resolve/ (candidates, needs, reasons).
 """
 
@@ -22,8 +28,9 @@ from resolvelib import AbstractProvider
 
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
+from cudaresolve.resolve.lock import PreRelease
 from cudaresolve.resolve.needs import binary_requirements
-from cudaresolve.resolve.reasons import ExtrasOf, Need, RequiredBy
+from cudaresolve.resolve.reasons import ExtrasOf, Need, PreReleaseNotAllowed, Rejection, RequiredBy
 
 if TYPE_CHECKING:
     from resolvelib.structs import RequirementInformation
@@ -45,6 +52,7 @@ class Provider(_ProviderBase):
         markers: Mapping[str, str],
         excluded: set[tuple[str, str]],
         constraints: Sequence[Need] = (),
+        pre: bool = False,
     ) -> None:
         self.finder = finder
         self.index = index
@@ -53,6 +61,7 @@ class Provider(_ProviderBase):
         self.constraints: dict[str, list[Need]] = {}  # pip's -c: limits, never reasons to install
         for constraint in constraints:
             self.constraints.setdefault(canonicalize_name(constraint.name), []).append(constraint)
+        self.pre = pre  # pip's pre option: pre-releases of every name may be chosen
 
     def identify(self, requirement_or_candidate: Union[Need, Candidate]) -> Identifier:
         return (canonicalize_name(requirement_or_candidate.name), tuple(sorted(requirement_or_candidate.extras)))
@@ -80,17 +89,38 @@ class Provider(_ProviderBase):
         name, extras = identifier
         wanted = list(requirements[identifier]) + self.constraints.get(name, [])
         bad = {(c.version, c.file) for c in incompatibilities[identifier]}
-        exact = any(s.operator in ("==", "===") for n in wanted for s in n.requirement.specifier)
+        exact = _exact(wanted)
+        prereleases = self.prereleases(name, wanted) is not None
         for candidate in self.finder.candidates(name):
             if (candidate.version, candidate.file) in bad or (name, str(candidate.version)) in self.excluded:
                 continue
             if candidate.file is not None and candidate.file.yanked is not None and not exact:
                 continue  # PEP 592: a yanked file only for an exact pin
-            if all(n.requirement.specifier.contains(candidate.version) for n in wanted):
+            if candidate.file is not None and candidate.version.is_prerelease and not prereleases:
+                self.finder.rejections.add(Rejection(candidate.ref, PreReleaseNotAllowed()))
+                continue
+            if all(n.requirement.specifier.contains(candidate.version, prereleases=True) for n in wanted):
                 yield candidate.with_extras(extras) if extras else candidate
 
+    def prereleases(self, name: NormalizedName, wanted: Sequence[Need]) -> Optional[PreRelease]:
+        """Why pre-releases of `name` may be chosen under the requirements `wanted` (its constraints
+        included), by pip's rule; None: they may not."""
+        if any(n.requirement.specifier.prereleases for n in wanted):
+            return PreRelease.NAMED
+        if self.pre:
+            return PreRelease.PRE
+        if any(n.requirement.specifier for n in wanted):
+            return None
+        exact = _exact(wanted)
+        for candidate in self.finder.candidates(name):
+            if candidate.file is not None and not candidate.version.is_prerelease and (candidate.file.yanked is None or exact):
+                return None
+        return PreRelease.ONLY
+
     def is_satisfied_by(self, requirement: Need, candidate: Candidate) -> bool:
-        return canonicalize_name(requirement.name) == candidate.name and requirement.requirement.specifier.contains(candidate.version)
+        return canonicalize_name(requirement.name) == candidate.name and requirement.requirement.specifier.contains(
+            candidate.version, prereleases=True
+        )
 
     def get_dependencies(self, candidate: Candidate) -> list[Need]:
         parent = candidate.ref
@@ -111,6 +141,10 @@ class Provider(_ProviderBase):
             assert candidate.installed is not None
             return candidate.installed.requires
         return tuple(Requirement(text) for text in self.index.metadata(candidate.file).requires_dist)
+
+
+def _exact(needs: Sequence[Need]) -> bool:
+    return any(s.operator in ("==", "===") for n in needs for s in n.requirement.specifier)
 
 
 def _applies(requirement: Requirement, markers: Mapping[str, str]) -> bool:

@@ -39,6 +39,7 @@ class Rule(enum.Enum):
     """The rule that set a candidate aside; the value is what files and JSON say."""
 
     SDIST_ONLY = "sdist-only"
+    NO_BINARY = "no-binary"
     REQUIRES_PYTHON = "requires-python"
     NO_WHEEL = "no-wheel"
     YANKED = "yanked"
@@ -50,6 +51,7 @@ class Rule(enum.Enum):
     JUDGE = "judge"
     OLDER_CUDA = "older-cuda"
     NOT_NEEDED = "not-needed"
+    PRE_RELEASE = "pre-release"
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,15 @@ class SdistOnly:
     """The release has no wheel for this interpreter, only an sdist (cudaresolve builds none)."""
 
     rule: ClassVar[Rule] = Rule.SDIST_ONLY
+
+
+@dataclass(frozen=True)
+class NoBinary:
+    """pip's no-binary covers the name, so none of its wheels may be installed (and cudaresolve
+    locks no sdists)."""
+
+    rule: ClassVar[Rule] = Rule.NO_BINARY
+    via: str  # the setting: "PIP_NO_BINARY", "/etc/pip.conf [global]"
 
 
 @dataclass(frozen=True)
@@ -166,9 +177,17 @@ class NotNeeded:
     chosen_local: Optional[str]
 
 
+@dataclass(frozen=True)
+class PreReleaseNotAllowed:
+    """A pre-release, by pip's rule not a candidate: no requirement names one, pip's pre option is
+    not given, and a requirement names a version or a final release satisfies them."""
+
+    rule: ClassVar[Rule] = Rule.PRE_RELEASE
+
+
 Evidence = Union[
-    SdistOnly, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
-    OtherMajor, Judged, OlderCuda, NotNeeded,
+    SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
+    OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed,
 ]
 EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
 DoesNotRun = Union[DriverTooOld, NoDeviceCode]  # a build against a host's driver and GPUs
@@ -217,10 +236,12 @@ class Asked:
 
 @dataclass(frozen=True)
 class Constrained:
-    """A pip constraint (-c): it limits versions, it never asks for a distribution."""
+    """A pip constraint (-c, or pip's `constraint` setting): it limits versions, it never asks for
+    a distribution."""
 
     kind: ClassVar[OriginKind] = OriginKind.CONSTRAINT
-    where: str
+    where: str  # the file and line: "constraints.txt:3"
+    via: Optional[str] = None  # the pip setting that named the file ("PIP_CONSTRAINT", "/etc/pip.conf [global]"); None: -c
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,17 @@ from cudaresolve.resolve.causes import Attempt, Cause, CondaMismatch, GaveUp, No
 from cudaresolve.resolve.conda import conda_providers
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.inputs import LockInputs
-from cudaresolve.resolve.lock import Build, Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
+from cudaresolve.resolve.lock import (
+    Build,
+    Decision,
+    Lock,
+    LockedPackage,
+    LockedWheel,
+    MajorDecision,
+    PreRelease,
+    Reason,
+    ReasonKind,
+)
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
 from cudaresolve.resolve.provider import Provider, root_requirements
@@ -97,6 +107,7 @@ def lock(
     finder = CandidateFinder(
         index, hosts, kept, upgrade=inputs.policy.upgrade, machine=installed.loader.machine,
         conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
+        formats=inputs.policy.formats,
     )
     binary = installed_binary_requirements(installed)
     finder.prefetch([r.name for r in requested + binary])
@@ -121,7 +132,7 @@ def lock(
 def _without_majors(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
     """The causes without the candidates set aside for the major tried, to tell whether the majors failed alike."""
     return tuple(
-        Unsatisfiable(c.requirement, c.origin, tuple(r for r in c.rejections if not isinstance(r.evidence, OtherMajor)), c.conda)
+        Unsatisfiable(c.requirement, c.origin, tuple(r for r in c.rejections if not isinstance(r.evidence, OtherMajor)), c.conda, c.constraints)
         if isinstance(c, Unsatisfiable) else c
         for c in causes
     )
@@ -171,8 +182,8 @@ def _lock_once(
     refused: list[Finding] = []
     for _ in range(MAX_JUDGED):
         constraints = root_requirements(inputs.constraints, markers)
-        provider = Provider(finder, index, markers, excluded, constraints)
-        chosen, origins = _resolve(provider, roots, finder, installed)
+        provider = Provider(finder, index, markers, excluded, constraints, pre=inputs.policy.pre)
+        chosen, origins, prereleases = _resolve(provider, roots, finder, installed)
         if progress:
             progress(Judging(len(chosen), len(hosts)))
         plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
@@ -183,7 +194,7 @@ def _lock_once(
             if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, inputs.policy.allow_advisories)
         ]
         if not problems:
-            return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites)
+            return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites, prereleases)
         for label, finding in problems:
             culprit = chosen.get(finding.subject.distribution) if finding.subject.distribution else None
             if culprit is None or culprit.file is None:
@@ -197,34 +208,51 @@ def _lock_once(
 
 def _resolve(
     provider: Provider, roots: list[Need], finder: CandidateFinder, installed: Environment
-) -> tuple[dict[str, Candidate], dict[str, tuple[Origin, ...]]]:
-    """The chosen candidate per name, and the origins of the requirements that brought each."""
+) -> tuple[dict[str, Candidate], dict[str, tuple[Origin, ...]], dict[str, PreRelease]]:
+    """The chosen candidate per name, the origins of the requirements that brought each, and for
+    each pre-release chosen from an index why pip's rule allowed it."""
     try:
         result = Resolver(provider, BaseReporter()).resolve(roots, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:
-        raise NoSolution((Attempt(finder.major, _causes(exc, finder, installed)),)) from None
+        raise NoSolution((Attempt(finder.major, _causes(exc, finder, installed, provider.constraints)),)) from None
     except ResolutionTooDeep:
         raise NoSolution((Attempt(finder.major, (TooDeep(MAX_ROUNDS),)),)) from None
     origins: dict[str, dict[Origin, None]] = {}
+    needs: dict[str, list[Need]] = {}
     for (name, _), criterion in result.criteria.items():
         found = origins.setdefault(name, {})
         for information in criterion.information:
             if not isinstance(information.requirement.origin, ExtrasOf):  # the extras' own base: not a reason
                 found[information.requirement.origin] = None
+                needs.setdefault(name, []).append(information.requirement)
     chosen: dict[str, Candidate] = {c.name: c for (_, extras), c in result.mapping.items() if not extras}
-    return chosen, {name: tuple(origins.get(name, ())) for name in chosen}
+    for chosen_name in chosen:
+        for constraint in provider.constraints.get(chosen_name, []):
+            origins.setdefault(chosen_name, {})[constraint.origin] = None
+    prereleases: dict[str, PreRelease] = {}
+    for chosen_name, candidate in chosen.items():
+        if candidate.file is not None and candidate.version.is_prerelease:
+            wanted = needs.get(chosen_name, []) + provider.constraints.get(chosen_name, [])
+            why = provider.prereleases(candidate.name, wanted)
+            if why is not None:
+                prereleases[chosen_name] = why
+    return chosen, {name: tuple(origins.get(name, ())) for name in chosen}, prereleases
 
 
-def _causes(exc: ResolutionImpossible[Need, Candidate], finder: CandidateFinder, installed: Environment) -> tuple[Cause, ...]:
-    """Per requirement in conflict, its origin and the candidates its specifier admits that were set
-    aside (first, when a conda package stands for the wheel, why it does not fit)."""
+def _causes(
+    exc: ResolutionImpossible[Need, Candidate], finder: CandidateFinder, installed: Environment, constraints: dict[str, list[Need]]
+) -> tuple[Cause, ...]:
+    """Per requirement in conflict, its origin, the pip constraints on its name, and the candidates
+    its specifier admits that were set aside (first, when a conda package stands for the wheel, why
+    it does not fit)."""
     causes: dict[Cause, None] = {}
     for cause in exc.causes:
         need: Need = cause.requirement
         requirement = need.requirement
         name = canonicalize_name(requirement.name)
         rejections = tuple(r for r in finder.rejected(name) if requirement.specifier.contains(r.candidate.version, prereleases=True))
-        causes[Unsatisfiable(requirement, need.origin, rejections, _conda_mismatch(requirement, finder, installed))] = None
+        conda = _conda_mismatch(requirement, finder, installed)
+        causes[Unsatisfiable(requirement, need.origin, rejections, conda, tuple(constraints.get(name, ())))] = None
     return tuple(causes)
 
 
@@ -264,6 +292,7 @@ def _as_lock(
     index: PackageIndex,
     markers: dict[str, str],
     rewrites: dict[NormalizedName, Rewrite],
+    prereleases: dict[str, PreRelease],
 ) -> Lock:
     packages = []
     for name, candidate in sorted(chosen.items()):
@@ -285,7 +314,8 @@ def _as_lock(
                 continue
         else:
             build = Build(candidate.build.cuda, candidate.build.evidence) if candidate.build else None
-            reason = Reason(ReasonKind.INDEX, origins[name], rewrite.asked_as, rewrite.added_extra, major, build)
+            reason = Reason(ReasonKind.INDEX, origins[name], rewrite.asked_as, rewrite.added_extra, major, build,
+                            prerelease=prereleases.get(name))
         sha256 = index.sha256(file)
         # a wheel found by --find-links has no index: pip reaches it through its directory (lockfile/pylock.py)
         source = None if file.source in index.config.find_links else file.source
