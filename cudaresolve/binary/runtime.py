@@ -68,6 +68,14 @@ def cuda_runtime(
     return CudaRuntime("static", CudaVersion.parse(toolkit).major, toolkit, "toolkit note")
 
 
+def runtime_cuda(runtime: CudaRuntime) -> Optional[CudaVersion]:
+    """The CUDA a runtime is of: its release's minor (12.6 for 12.6.77), else its major alone; None
+    when no byte tells either."""
+    if runtime.release is not None:
+        return CudaVersion.parse(runtime.release)
+    return CudaVersion(runtime.major) if runtime.major is not None else None
+
+
 def _release_from_name(path: str, soname: Optional[str], major: int) -> Optional[str]:
     """The X.Y.Z a runtime's file name or soname ends in (libcudart-09529672.so.12.6.77), when its
     major is the version node's."""

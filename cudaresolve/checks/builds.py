@@ -3,7 +3,7 @@ by its local label, CuPy by its name, any other package by the CUDA libraries it
 and, for a package shipping one build per CUDA major, which build a file belongs to and whether the
 package imports it here. The driver-floor, mixed-majors, advisory and arch checks judge these.
 
-May import: env/, knowledge/ and versions. `CudaBuild.evidence` is a sentence still made here (the
+May import: binary/ (facts, runtime), env/, knowledge/ and versions. `CudaBuild.evidence` is a sentence still made here (the
 lock's reasons read it); the rest is values.
 """
 
@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
+from cudaresolve.binary.facts import CudaRuntime
+from cudaresolve.binary.runtime import runtime_cuda
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.knowledge import components, cupy, toolkit_pins, torch
@@ -27,6 +29,15 @@ class CudaBuild:
     version: str
     cuda: CudaVersion  # 13.0, or the major alone (12) when only that is known
     evidence: str
+    runtime: Optional["RuntimeFile"] = None  # the file whose own CUDA runtime gave `cuda`, when one did
+
+
+@dataclass(frozen=True)
+class RuntimeFile:
+    """A distribution's file that is a CUDA runtime (a vendored libcudart) or links one in statically."""
+
+    path: str
+    runtime: CudaRuntime
 
 
 def component_builds(distributions: Iterable[Distribution]) -> tuple[CudaBuild, ...]:
@@ -79,7 +90,38 @@ def cuda_builds(env: Environment) -> tuple[CudaBuild, ...]:
     frameworks = [b for b in (framework_build(d) for d in env.distributions) if b is not None]
     components_ = component_builds(env.distributions)
     known = {b.dist for b in frameworks} | {b.dist for b in components_}
-    return tuple(frameworks) + components_ + binary_builds(env, known)
+    runtimes = runtime_builds(env, known)
+    return tuple(frameworks) + components_ + runtimes + binary_builds(env, known | {b.dist for b in runtimes})
+
+
+def runtime_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
+    """The CUDA of packages the tables do not know that carry their own CUDA runtime: a vendored
+    libcudart (ale-py's `libcudart-09529672.so.12.6.77`, version node libcudart.so.12) or one linked
+    in statically (warp-lang's warp.so, its cubins' toolkit note 13.4.92). binary/runtime.py says
+    which bytes tell the release. The runtime API needs a driver of its CUDA minor (or of its major,
+    by minor-version compatibility), so the newest runtime a package carries is its CUDA; a package
+    whose runtimes are of two majors is left undecided, as are runtimes no byte dates."""
+    found: dict[str, list[tuple[CudaVersion, RuntimeFile]]] = {}
+    for elf in env.elf_files:
+        runtime = elf.facts.cuda_runtime if elf.facts is not None else None
+        cuda = runtime_cuda(runtime) if runtime is not None else None
+        if runtime is None or cuda is None or elf.owner is None or elf.owner in known:
+            continue
+        build = build_of(env, elf.owner, elf.path)
+        if build is not None and not build.selected:
+            continue
+        found.setdefault(elf.owner, []).append((cuda, RuntimeFile(elf.path, runtime)))
+    builds = []
+    for name, files in sorted(found.items()):
+        dist = env.distribution(name)
+        if dist is None or len({cuda.major for cuda, _ in files}) != 1:
+            continue
+        cuda, newest = max(files, key=lambda pair: (pair[0], pair[1].path))
+        how = "linked in statically" if newest.runtime.linkage == "static" else "vendored"
+        builds.append(CudaBuild(name, str(dist.version), cuda,
+                                f"{name} {dist.version} carries its own CUDA {newest.runtime.release or cuda} runtime ({how}, "
+                                f"{os.path.basename(newest.path)})", newest))
+    return tuple(builds)
 
 
 def binary_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:

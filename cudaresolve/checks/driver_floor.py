@@ -53,7 +53,12 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
 def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[CudaBuild], host: HostFacts) -> Finding:
     driver = host.driver
     about = Subject(distribution=NormalizedName(build.dist), version=Version(build.version))
-    evidence: tuple[e.Evidence, ...] = (e.BuiltWith(build.evidence), e.HostDriver(driver.release, driver.cuda))
+    evidence: tuple[e.Evidence, ...] = (e.BuiltWith(build.evidence),)
+    if build.runtime is not None:
+        runtime = build.runtime.runtime
+        assert runtime.major is not None  # a build is made only of a runtime whose major is known
+        evidence += (e.CudaRuntimeIn(build.runtime.path, runtime.linkage, runtime.major, runtime.release, runtime.release_from),)
+    evidence += (e.HostDriver(driver.release, driver.cuda),)
     if dependencies:
         evidence += (e.DependenciesFailToo(tuple(d.dist for d in dependencies)),)
     if severity == Severity.WARNING:

@@ -176,6 +176,19 @@ class BuiltWith:
 
 
 @dataclass(frozen=True)
+class CudaRuntimeIn:
+    """A package's own CUDA runtime, which sets its CUDA: `file` is a vendored libcudart (`linkage`
+    "shared", its major from the version node libcudart.so.N) or links one in ("static"); `read_from`
+    says where `release` was read ("file name", "toolkit note"; None: only the major is known)."""
+
+    file: str
+    linkage: str
+    major: int
+    release: Optional[str]
+    read_from: Optional[str]
+
+
+@dataclass(frozen=True)
 class HostDriver:
     release: Optional[DriverRelease]
     cuda: Optional[CudaVersion]
@@ -212,6 +225,6 @@ class SymbolNeed:
 
 Evidence = Union[
     Said, File, Owned, More, MoreOf, InstalledBy, LoaderError, Unfound, LoadedByCall, Needs, LoaderPicks, BridgeSymbols, Chosen,
-    EnvironmentCopy, LoadedBy, CopyUse, NoCodeFor, DependenciesFailToo, BuiltWith, HostDriver, MajorUsers,
+    EnvironmentCopy, LoadedBy, CopyUse, NoCodeFor, DependenciesFailToo, BuiltWith, CudaRuntimeIn, HostDriver, MajorUsers,
     LinksOtherMajor, References, SymbolNeed,
 ]

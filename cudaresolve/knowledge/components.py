@@ -25,6 +25,11 @@ from cudaresolve.versions import CudaVersion
 SEARCH_STEPS = ("site-packages", "conda-prefix", "system")
 
 
+def _canonical(name: str) -> None:
+    if canonicalize_name(name) != name:
+        raise UsageError(f"not a canonical distribution name: {name!r}")
+
+
 def _search_step(step: str) -> None:
     if step not in SEARCH_STEPS:
         raise UsageError(f"unknown step {step!r}; known: {', '.join(SEARCH_STEPS)}")
@@ -130,6 +135,11 @@ class _FrameworkRuntime:
 
 
 @dataclass(frozen=True)
+class _OwnRuntime:
+    dists: tuple[str, ...] = field(metadata=records.check(_canonical))
+
+
+@dataclass(frozen=True)
 class Bridge:
     """Undefined symbols an extension takes from another distribution's already-loaded libraries."""
 
@@ -230,6 +240,7 @@ class Tables:
     driver_libraries: _Sonames
     cuda_versioned: _CudaVersioned
     framework_runtime: _FrameworkRuntime
+    own_runtime: _OwnRuntime
     bridges: _Bridges
     alternative_builds: _AlternativeBuilds
     run_time_compilers: _RunTimeCompilers
@@ -356,6 +367,12 @@ def needs_build_runtime(dist: str) -> bool:
     built with, so that its build CUDA counts as a runtime need when majors are mixed."""
     name = canonicalize_name(dist)
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in load().framework_runtime.dists)
+
+
+def carries_own_runtime(dist: str) -> bool:
+    """Whether `dist`'s wheels carry their own CUDA runtime (warp-lang, ale-py), so that only its
+    bytes tell a release's CUDA: the lock reads such a wheel when the wheel-facts table lacks it."""
+    return canonicalize_name(dist) in load().own_runtime.dists
 
 
 def bridge_provider(symbol: str) -> Optional[str]:

@@ -337,6 +337,15 @@ def _dependencies(item: e.DependenciesFailToo) -> str:
     return f"its CUDA dependencies need that driver too: {', '.join(item.names)}"
 
 
+def _cuda_runtime_in(item: e.CudaRuntimeIn) -> str:
+    if item.linkage == "static":
+        what = f"{item.file} links the CUDA {item.release or item.major} runtime in statically"
+    else:
+        what = f"{item.file} is a CUDA {item.release or item.major} runtime (version node libcudart.so.{item.major})"
+    where = {"file name": "its file name", "toolkit note": "its cubins' toolkit note (.note.nv.tkinfo)"}
+    return f"{what}, release read from {where.get(item.read_from, item.read_from)}" if item.read_from else what
+
+
 def _references(item: e.References) -> str:
     named = f"{item.symbol}@{item.version}" if item.version else item.symbol
     return f"{item.file} references {named}"
@@ -362,6 +371,7 @@ _EVIDENCE: dict[type, Callable[..., str]] = {
     e.NoCodeFor: lambda item: f"{item.path}: {_why_no_code(item.why)}",
     e.DependenciesFailToo: _dependencies,
     e.BuiltWith: lambda item: item.text,
+    e.CudaRuntimeIn: _cuda_runtime_in,
     e.HostDriver: lambda item: host_has(item.release, item.cuda),
     e.MajorUsers: lambda item: f"CUDA {item.major}: {', '.join(item.names)}",
     e.LinksOtherMajor: lambda item: f"{_name(item.file)} needs {item.needed}; installed: {', '.join(item.installed)}",

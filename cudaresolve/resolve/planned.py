@@ -3,7 +3,7 @@ same `Environment` value the doctor judges. The installed distributions a candid
 stay with their files; each chosen wheel brings its metadata and, where the binary facts are known,
 its ELF files at the paths they will be installed at.
 
-May import: packaging, env/, index/access, knowledge/wheel_facts, resolve/candidates.
+May import: packaging, env/, index/access, knowledge/ (components, wheel_facts), resolve/candidates.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.scan import preloads_of
 from cudaresolve.index.access import PackageIndex
-from cudaresolve.knowledge import wheel_facts
+from cudaresolve.knowledge import components, wheel_facts
 from cudaresolve.resolve.candidates import Candidate
 
 PLANNED = "cudaresolve (planned)"  # the INSTALLER a planned distribution reports
@@ -28,7 +28,8 @@ def planned_environment(
     installed: Environment, chosen: Iterable[Candidate], index: PackageIndex, *, deep: bool = False
 ) -> Environment:
     """`installed` with every chosen wheel in place of what it replaces. Wheels the knowledge table
-    does not know bring their ELF files only with `deep` (each is downloaded once, then cached)."""
+    does not know bring their ELF files only with `deep`, or when they carry their own CUDA runtime
+    (only their bytes tell their CUDA); each is downloaded once, then cached."""
     site = installed.target.site_packages[-1]
     wheels = [c for c in chosen if c.file is not None]
     # conda's packages stay: a wheel never replaces one (a conda name is not a pip name)
@@ -38,7 +39,7 @@ def planned_environment(
     for candidate in wheels:
         assert candidate.file is not None
         metadata = index.metadata(candidate.file)
-        members = index.binary_facts(candidate.file).members if deep or _facts_known(candidate) else ()
+        members = index.binary_facts(candidate.file).members if deep or _facts_known(candidate) or _own_runtime(candidate) else ()
         paths = []
         for facts in members:
             member = facts.path.split("!", 1)[1]
@@ -79,3 +80,9 @@ def _facts_known(candidate: Candidate) -> bool:
     their metadata alone (their files are judged by `doctor` after install)."""
     assert candidate.file is not None
     return wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None
+
+
+def _own_runtime(candidate: Candidate) -> bool:
+    """A wheel that carries its own CUDA runtime (warp-lang, ale-py): its driver floor is in its
+    bytes alone, so the lock reads it rather than lock a build the driver cannot run."""
+    return components.carries_own_runtime(candidate.name)
