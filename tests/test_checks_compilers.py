@@ -6,6 +6,7 @@ the rule reads), and the doctor's command line on a site-packages made by hand."
 from __future__ import annotations
 
 import pytest
+import test_lock_scenarios
 from test_checks_planned import dist, planned
 from test_env_distributions import make_dist_info
 
@@ -20,6 +21,7 @@ from cudaresolve.output.findings import shown
 from cudaresolve.versions import DriverRelease
 
 GTX_1080 = "6.1"
+empty_python, lock_cli = test_lock_scenarios.empty_python, test_lock_scenarios.lock_cli  # fixtures of the lock's tests
 
 
 def host(driver: str, *ccs: str) -> HostFacts:
@@ -131,3 +133,27 @@ def test_the_doctor_on_cccl_on_pascal(major, code, tmp_path, capsys, monkeypatch
     assert main(["doctor", "--site-packages", str(site), "--driver", "580.65.06", "--gpu", GTX_1080]) == code
     said = "NVRTC 13.0.88, which has no target for compute capability 6.1" in capsys.readouterr().out
     assert said == (major == 13)
+
+
+# -- the lock: the same rule on the planned environment (tests/fake_cuda_index.py) -------------------
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_lock_of_cccl_on_pascal_chooses_the_cu12_build(lock_cli):
+    """CUDA 13 is not tried on a GTX 1080 (its toolkit builds nothing for 6.1): cuda-cccl gets [cu12],
+    whose NVRTC and nvJitLink 12.9 the run-time-compiler rule passes."""
+    run = lock_cli(["cuda-cccl"], "--driver", "580.65.06", "--gpu", GTX_1080)
+    assert run.code == 0, run.err
+    versions = run.versions
+    assert (versions["nvidia-cuda-nvrtc-cu12"], versions["nvidia-nvjitlink-cu12"]) == ("12.9.86", "12.9.86")
+    assert "nvidia-cuda-nvrtc" not in versions and "nvidia-nvjitlink" not in versions
+    assert "cuda-cccl==1.2.1 " in run.out and "[cu12] for the environment's CUDA 12" in run.out
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_lock_of_cccl_cu13_on_pascal_is_refused_naming_the_gpu(lock_cli):
+    """An explicit [cu13] only CUDA 13 wheels meet: exit 2, saying why CUDA 13 is not tried here."""
+    run = lock_cli(["cuda-cccl[cu13]"], "--driver", "580.65.06", "--gpu", GTX_1080)
+    assert run.code == 2
+    newest = [t.version for t in toolkits.known() if t.major == 13 and t.sass_targets][-1]
+    assert run.err.splitlines()[-1] == f"CUDA 13 is not tried: CUDA {newest} builds no code for GPU 0 (6.1)"
