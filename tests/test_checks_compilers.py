@@ -157,3 +157,21 @@ def test_lock_of_cccl_cu13_on_pascal_is_refused_naming_the_gpu(lock_cli):
     assert run.code == 2
     newest = [t.version for t in toolkits.known() if t.major == 13 and t.sass_targets][-1]
     assert run.err.splitlines()[-1] == f"CUDA 13 is not tried: CUDA {newest} builds no code for GPU 0 (6.1)"
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_lock_of_openmm_on_driver_550_chooses_an_nvrtc_whose_ptx_it_loads(lock_cli):
+    """openmm-cuda-12 requires nvidia-cuda-nvrtc-cu12 unpinned: the newest (12.9.86) writes PTX ISA
+    8.8, which driver 550 cannot load; the lock refuses it and the next too new (12.6.85: 8.5), and
+    takes 12.4.127 (8.4). On driver 575 (CUDA 12.9: 8.8) the newest stays."""
+    run = lock_cli(["openmm[cuda12]"], "--driver", "550.144.03", "--gpu", "8.6")
+    assert run.code == 0, run.err
+    assert run.versions["nvidia-cuda-nvrtc-cu12"] == "12.4.127"
+    [decision] = [d for d in run.lock.decisions if d.name == "nvidia-cuda-nvrtc-cu12"]
+    judged = {str(r.candidate.version): r.evidence for r in decision.rejected}
+    assert {version: (evidence.check, evidence.problem) for version, evidence in judged.items()
+            if version in ("12.9.86", "12.6.85")} == dict.fromkeys(("12.9.86", "12.6.85"),
+                                                                   ("run-time-compiler", "CompilerPtxTooNew"))
+    newer = lock_cli(["openmm[cuda12]"], "--driver", "575.57.08", "--gpu", "8.6", name="b")
+    assert newer.code == 0, newer.err
+    assert newer.versions["nvidia-cuda-nvrtc-cu12"] == "12.9.86"
