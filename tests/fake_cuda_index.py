@@ -54,7 +54,7 @@ TORCH_BASE = {
 # nvJitLink 12.1 skew; older and newer nvJitLinks).
 EXTRA_COMPONENTS = ("nvidia-nvjitlink-cu12==12.1.105", "nvidia-nvjitlink-cu12==12.4.127",
                     "nvidia-nvjitlink-cu12==12.8.93", "nvidia-nvjitlink-cu12==12.9.86",
-                    "nvidia-cusparse-cu12==12.3.1.170")
+                    "nvidia-cusparse-cu12==12.3.1.170", "nvidia-cuda-nvrtc-cu12==12.4.127")
 
 # cuda-toolkit metapackage releases: extra -> requirements (METADATA of the real wheels; only the extras
 # the universe's requirements name). 13.x extras pull companions (cublas -> nvrtc, ...).
@@ -138,6 +138,11 @@ OTHERS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...], Optional[str], b
         'cuda-cccl[minimal-cu13]; extra == "cu13"', 'numba-cuda-mlir[cu13]!=0.5.3,<0.6,>=0.5.2; extra == "cu13"',
     ), ("minimal-cu12", "minimal-cu13", "cu12", "cu13"), ">=3.10", True),
     ("numba-cuda-mlir", "0.5.2", (), ("cu12", "cu13"), None, False),
+    # openmm hands NVRTC's PTX to the driver (data/compiler_users.toml): METADATA of 8.6.1 minus the
+    # cuda13 and HIP extras; openmm-cuda-12's other unpinned CUDA wheels left out
+    ("openmm", "8.6.1", ("numpy", 'openmm-cuda-12==8.6.1; platform_system != "Darwin" and extra == "cuda12"'),
+     ("cuda12",), None, True),
+    ("openmm-cuda-12", "8.6.1", ("nvidia-cuda-nvrtc-cu12",), (), None, True),
     ("cuda-core", "1.2.2", ("cuda-pathfinder>=1.4.2", "numpy", 'backports.strenum; python_version < "3.11"'), (), ">=3.10", True),
     ("cuda-bindings", "12.9.10", ("cuda-pathfinder~=1.1",), (), None, True),
     ("cuda-bindings", "13.5.0", ("cuda-pathfinder>=1.4.2",), (), ">=3.11", True),

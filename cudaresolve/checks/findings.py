@@ -32,6 +32,7 @@ class Check(str, Enum):
     BRIDGE = "bridge"
     ARCH_COVERAGE = "arch-coverage"
     DRIVER_FLOOR = "driver-floor"
+    RUN_TIME_COMPILER = "run-time-compiler"
     MIXED_MAJORS = "mixed-majors"
     ADVISORY = "advisory"
     METADATA_VS_BINARY = "metadata-vs-binary"

@@ -301,6 +301,15 @@ class NewestThatRuns:
 
 
 @dataclass(frozen=True)
+class CompilerFits:
+    """The newest compiler release in the table that targets `ccs` and, given `driver_ptx_isa`, writes
+    PTX the driver loads."""
+
+    ccs: tuple[ComputeCapability, ...]
+    driver_ptx_isa: Optional[str]
+
+
+@dataclass(frozen=True)
 class NewestForDriver:
     """The table's newest release built for a CUDA the driver runs (that CUDA, when known)."""
 
@@ -401,7 +410,7 @@ class PickedOther:
 
 Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
-    NewestThatRuns, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
+    NewestThatRuns, CompilerFits, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
     PreloadServes, PickedOther, NoKnownRelease,
 ]

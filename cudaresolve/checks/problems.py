@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.checks.subjects import Subject
@@ -227,6 +228,39 @@ class CompanionMajors:
     installed: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class CompilerCannotTargetGpu:
+    """A package compiles its kernels at run time with a compiler release (data/compilers.toml) whose
+    arch list lacks a visible GPU's (NVRTC 13 on compute capability 6.1: NVRTC_ERROR_INVALID_OPTION)."""
+
+    consumer: str  # the package that compiles ("cuda-cccl")
+    consumer_version: Version
+    kind: str  # "nvrtc", "nvvm", "nvjitlink"
+    compiler: str  # its wheel ("nvidia-cuda-nvrtc")
+    release: str  # "13.0.88"
+    cc: ComputeCapability
+    gpus: tuple[GpuRef, ...]
+    lowest: ComputeCapability  # the release's arch list, lowest and highest
+    highest: ComputeCapability
+
+
+@dataclass(frozen=True)
+class CompilerPtxTooNew:
+    """A package hands the driver PTX of a compiler release whose PTX ISA is newer than the driver's
+    CUDA version JIT-compiles (CUDA_ERROR_UNSUPPORTED_PTX_VERSION); minor-version compatibility does
+    not cover PTX."""
+
+    consumer: str
+    consumer_version: Version
+    kind: str
+    compiler: str
+    release: str
+    ptx_isa: str  # what the release writes ("8.8")
+    driver: Optional[DriverRelease]
+    driver_cuda: Optional[CudaVersion]
+    driver_ptx_isa: str  # the newest ISA the driver loads ("8.4")
+
+
 # -- metadata and advisories ----------------------------------------------------------------------
 
 
@@ -255,5 +289,5 @@ Problem = Union[
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
-    MetadataAdmitsOlder,
+    MetadataAdmitsOlder, CompilerCannotTargetGpu, CompilerPtxTooNew,
 ]

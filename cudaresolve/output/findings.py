@@ -190,6 +190,26 @@ def _no_kernel_image(problem: p.NoKernelImage) -> str:
             "\"no kernel image is available for execution on the device\"")
 
 
+COMPILERS = {"nvrtc": "NVRTC", "nvvm": "NVVM", "nvjitlink": "nvJitLink"}
+
+
+def _compiler_cannot_target(problem: p.CompilerCannotTargetGpu) -> str:
+    gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip() for g in problem.gpus)
+    verb = "links" if problem.kind == "nvjitlink" else "compiles"
+    return (f"{problem.consumer} {problem.consumer_version} {verb} its kernels at run time with "
+            f"{COMPILERS[problem.kind]} {problem.release}, which has no target for compute capability {problem.cc} "
+            f"({gpus}): it targets {problem.lowest} to {problem.highest}")
+
+
+def _compiler_ptx_too_new(problem: p.CompilerPtxTooNew) -> str:
+    driver = f"driver {problem.driver}" if problem.driver else "the driver"
+    cuda = f" (CUDA {problem.driver_cuda})" if problem.driver_cuda else ""
+    return (f"{problem.consumer} {problem.consumer_version} hands the driver PTX from {COMPILERS[problem.kind]} "
+            f"{problem.release}: PTX ISA {problem.ptx_isa}, newer than the {problem.driver_ptx_isa} {driver}{cuda} "
+            "loads (\"CUDA_ERROR_UNSUPPORTED_PTX_VERSION\" at the first launch; minor-version compatibility does "
+            "not cover PTX)")
+
+
 def host_has(driver: object, cuda: object) -> str:
     """What the host's driver is, for a driver-floor finding."""
     parts = [f"driver {driver}" if driver else "driver release unknown"]
@@ -259,6 +279,8 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
                                         f"environment's wheels of them are CUDA {', '.join(map(str, problem.installed))}"),
     p.KnownBadRelease: lambda problem: f"known problem {problem.advisory}: {problem.symptom}",
     p.MetadataAdmitsOlder: _metadata_admits_older,
+    p.CompilerCannotTargetGpu: _compiler_cannot_target,
+    p.CompilerPtxTooNew: _compiler_ptx_too_new,
 }
 
 

@@ -130,6 +130,11 @@ def _picked_other(why: f.PickedOther) -> tuple[str, str]:
             f"{why.chosen} ({why.step}) first: "), ""
 
 
+def _compiler_fits(why: f.CompilerFits) -> tuple[str, str]:
+    loads = f" and whose PTX this driver loads (ISA <= {why.driver_ptx_isa})" if why.driver_ptx_isa else ""
+    return "", f" (the newest release in {TABLE} that targets {_gpus(why.ccs)}{loads})"
+
+
 _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.AlsoProvidedBy: lambda why: ("", f" (also provided by {', '.join(why.names)})"),
     f.ToEnable: lambda why: ("to enable: ", ""),
@@ -140,6 +145,7 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.WheelsOfMajors: lambda why: ("", f" (CUDA {' and '.join(map(str, why.majors))} wheels)"),
     f.NoneFitsEither: lambda why: ("", f" (no release of {', '.join(why.names)} in {TABLE} fits here either)"),
     f.NewestThatRuns: lambda why: ("", f" (the newest release in {TABLE} whose device code runs on {_gpus(why.ccs)})"),
+    f.CompilerFits: _compiler_fits,
     f.NewestForDriver: lambda why: ("", f" (the newest release in {TABLE} built for a CUDA this driver runs"
                                         + (f": CUDA {why.cuda})" if why.cuda else ")")),
     f.NewestBuildOf: lambda why: ("", f" (the newest CUDA {why.major} build of {why.name} in {TABLE})"),

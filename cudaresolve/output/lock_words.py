@@ -194,10 +194,11 @@ def span(sass: Sequence[Target], ptx: Sequence[Target]) -> str:
 
 def no_solution(failed: NoSolution) -> str:
     """One line per requirement in conflict (per CUDA major tried, when they failed differently)."""
+    untried = "".join(f"\nCUDA {r.major} is not tried: {refusal(r.evidence)}" for r in failed.untried)
     if len(failed.attempts) == 1:
-        text = causes(failed.attempts[0].causes)
+        text = causes(failed.attempts[0].causes) + untried
         return f"{fleet_conflict(failed.conflict)}\n{text}" if failed.conflict else text
-    return "\n".join(f"with CUDA {attempt.major}: {causes(attempt.causes)}" for attempt in failed.attempts)
+    return "\n".join(f"with CUDA {attempt.major}: {causes(attempt.causes)}" for attempt in failed.attempts) + untried
 
 
 def causes(found: Sequence[Cause]) -> str:

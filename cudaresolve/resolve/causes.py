@@ -90,11 +90,14 @@ class NoSolution(CudaresolveError):
     """No set of wheels fits the requirements and the hosts: exit 2, "problems found".
 
     `attempts` are the resolutions worth reporting: one when every major failed alike, else one per
-    major; `conflict` says when the hosts share no major at all."""
+    major; `conflict` says when the hosts share no major at all; `untried` the majors the hosts
+    refused whose builds were all a requirement could take (`cuda-cccl[cu13]` on a GTX 1080)."""
 
     exit_code = Exit.PROBLEMS
 
-    def __init__(self, attempts: tuple[Attempt, ...], conflict: Optional[FleetConflict] = None) -> None:
+    def __init__(self, attempts: tuple[Attempt, ...], conflict: Optional[FleetConflict] = None,
+                 untried: tuple[MajorRejection, ...] = ()) -> None:
         super().__init__("no set of wheels fits the requirements and the hosts")
         self.attempts = attempts
         self.conflict = conflict
+        self.untried = untried

@@ -53,6 +53,7 @@ from cudaresolve.resolve.provider import Provider, root_requirements
 from cudaresolve.resolve.reasons import (
     ExtrasOf,
     Judged,
+    MajorRejection,
     Need,
     NotNeeded,
     OlderCuda,
@@ -124,9 +125,18 @@ def lock(
             return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress)
         except NoSolution as exc:
             failures += exc.attempts
+    untried = _untried(failures, hosts, majors)
     if len(failures) == 1 or len({_without_majors(attempt.causes) for attempt in failures}) == 1:
-        raise NoSolution(tuple(failures[:1]), fleet_conflict(hosts))
-    raise NoSolution(tuple(failures))
+        raise NoSolution(tuple(failures[:1]), fleet_conflict(hosts), untried)
+    raise NoSolution(tuple(failures), untried=untried)
+
+
+def _untried(failures: list[Attempt], hosts: Sequence[tuple[str, HostFacts]], tried: list[Optional[int]]) -> tuple[MajorRejection, ...]:
+    """The majors not tried because a host refused them, whose builds were set aside in a failure:
+    why a request only that major meets fails (the GPU or the driver), not only that it was set aside."""
+    aside = {r.evidence.build_major for attempt in failures for cause in attempt.causes if isinstance(cause, Unsatisfiable)
+             for r in cause.rejections if isinstance(r.evidence, OtherMajor)}
+    return tuple(r for r in major_rejections(hosts) if r.major in aside and r.major not in tried)
 
 
 def _without_majors(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
