@@ -77,7 +77,7 @@ def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional
         hosts=hosts(args),
         target=target,
         indexes=indexes(args, asked.index_options),
-        policy=Policy(upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory), deep=args.deep),
+        policy=Policy(upgrade=args.upgrade, allow_advisories=tuple(args.allow_advisory), deep=args.deep, cpu=args.cpu),
         installed_at=installed_at,
     )
 

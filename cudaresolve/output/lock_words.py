@@ -20,12 +20,14 @@ from cudaresolve.resolve.lock import LockedPackage, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
     BinaryNeed,
     CandidateRef,
+    CpuOnly,
     DriverTooOld,
     Evidence,
     Judged,
     MajorRefusal,
     MajorRejection,
     NoDeviceCode,
+    NoExtra,
     NotNeeded,
     NoWheel,
     OlderCuda,
@@ -70,6 +72,8 @@ def reason(package: LockedPackage) -> str:
         base = "installed, kept"
     else:
         base = why.build.evidence if why.build else "the newest release that fits"
+    if why.extras:
+        base += f", with [{','.join(why.extras)}]"
     note = _note(why) if package.wheel is not None else None
     return f"{note}; {base}" if note else base
 
@@ -131,6 +135,10 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
                 f"with conda, or name {wheel} in the requirements to install the wheel beside it")
     if isinstance(found, OtherMajor):
         return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
+    if isinstance(found, CpuOnly):
+        return "a CPU-only build; the host has a GPU (taken only for an exact pin of it or --cpu)"
+    if isinstance(found, NoExtra):
+        return f"has no extra [{found.extra}]"
     if isinstance(found, Judged):
         if found.finding is not None:
             return f"{found.check}: {shown(found.finding).message}"

@@ -26,6 +26,7 @@ class Policy:
     upgrade: bool = False  # do not keep installed versions
     allow_advisories: tuple[str, ...] = ()  # known-bad releases accepted, by advisory id
     deep: bool = False  # judge every chosen wheel's own ELF files (downloading those the table lacks)
+    cpu: bool = False  # CPU-only builds of the CUDA-capable families are wanted (--cpu), even on a GPU host
 
 
 @dataclass(frozen=True)

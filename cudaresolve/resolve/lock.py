@@ -53,6 +53,7 @@ class Reason:
     cuda_major: Optional[int] = None  # the environment's major that made `asked_as` or `added_extra`
     build: Optional[Build] = None
     written_by: Optional[str] = None  # OTHER_SOURCE: the tool whose lock holds the entry
+    extras: Optional[tuple[str, ...]] = None  # the extras chosen with it (each provided by this release), normalised
 
 
 @dataclass(frozen=True)
