@@ -101,9 +101,12 @@ def test_an_unreachable_variant_index_is_exit_3_naming_it(cuda_index, empty_pyth
     assert not (tmp_path / "pylock.toml").exists()
 
 
-@pytest.mark.parametrize("how", ["pin", "flag"])
+@pytest.mark.parametrize("how", ["pin", "constraint", "flag"])
 def test_a_cpu_build_when_asked(cuda_index, empty_python, cpu_find_links, tmp_path, capsys, how):
-    asked = [f"torch=={newest_torch()}+cpu"] if how == "pin" else ["torch", "--cpu"]
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(f"torch=={newest_torch()}+cpu\n")
+    asked = {"pin": [f"torch=={newest_torch()}+cpu"], "constraint": ["torch", "-c", str(constraints)],
+             "flag": ["torch", "--cpu"]}[how]
     code, out, err = run(
         capsys, *asked, *RTX_4090, "--python", empty_python, "--index-url", cuda_index.index_url,
         "--torch-index-base", cuda_index.torch_index_base + "/nowhere", "--find-links", str(cpu_find_links),

@@ -96,7 +96,7 @@ def lock(
     finder = CandidateFinder(
         index, hosts, kept, upgrade=inputs.policy.upgrade, machine=installed.loader.machine,
         conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
-        cpu_wanted=frozenset(torch.family()) if inputs.policy.cpu else cpu_pinned(requested),
+        cpu_wanted=frozenset(torch.family()) if inputs.policy.cpu else cpu_pinned(requested + root_requirements(inputs.constraints, markers)),
     )
     binary = installed_binary_requirements(installed)
     finder.prefetch([r.name for r in requested + binary])
@@ -132,7 +132,7 @@ def _check_pinned_extras(need: Need, finder: CandidateFinder, index: PackageInde
 
 
 def cpu_pinned(needs: Sequence[Need]) -> frozenset[str]:
-    """The family names asked for by an exact pin of a CPU-only build (`torch==2.8.0+cpu`)."""
+    """The family names pinned to a CPU-only build (`torch==2.8.0+cpu`) by a requirement or a constraint."""
     pinned = set()
     for need in needs:
         name = canonicalize_name(need.name)
