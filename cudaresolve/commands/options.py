@@ -85,7 +85,8 @@ def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional
         hosts=hosts(args),
         target=target,
         indexes=indexes(args, asked.index_options),
-        policy=policy(choices, upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep),
+        policy=policy(choices, upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep,
+                      cpu=args.cpu),
         installed_at=installed_at,
     )
 
@@ -110,12 +111,15 @@ def pip_configured(target: Target, environ: Mapping[str, str]) -> tuple[PipChoic
     return choices, sets
 
 
-def policy(choices: PipChoices, *, upgrade: bool, pre: bool, allow_advisories: tuple[str, ...] = (), deep: bool = False) -> Policy:
+def policy(
+    choices: PipChoices, *, upgrade: bool, pre: bool, allow_advisories: tuple[str, ...] = (), deep: bool = False, cpu: bool = False
+) -> Policy:
     """How the lock chooses: the command's flags over pip's configured choices."""
     return Policy(
         upgrade=upgrade,
         allow_advisories=allow_advisories,
         deep=deep,
+        cpu=cpu,
         pre=pre or choices.pre,
         formats=choices.formats,
         prefer_binary=choices.prefer_binary,

@@ -36,6 +36,11 @@ def _add_lock_inputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upgrade", action="store_true", help="do not keep installed versions")
     parser.add_argument("--pre", action="store_true", help="pre-releases may be chosen (as pip's --pre)")
     parser.add_argument("--allow-advisory", metavar="ID", action="append", default=[], help="accept a known-bad release (repeatable)")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="CPU-only builds of the CUDA-capable families (torch +cpu), even for a host with a GPU",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
         "--deep",

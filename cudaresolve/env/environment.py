@@ -172,6 +172,12 @@ def installed_extras(dist: Distribution, installed: Mapping[str, Version], marke
     )
 
 
+def extras_named(requires: Iterable[Requirement]) -> frozenset[str]:
+    """The extras some Requires-Dist marker names, normalised: what metadata without Provides-Extra
+    provides."""
+    return frozenset(canonicalize_name(extra) for requirement in requires for extra in _extras_named(requirement))
+
+
 def _extras_named(requirement: Requirement) -> Iterable[str]:
     """The extra names a requirement's marker compares `extra` with (`extra == "cu13"`)."""
     if requirement.marker is None:

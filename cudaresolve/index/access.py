@@ -25,7 +25,7 @@ from cudaresolve.index import limits as index_limits
 from cudaresolve.index.cache import IndexCache
 from cudaresolve.index.config import IndexConfig
 from cudaresolve.index.downloads import Progress, file_sha256
-from cudaresolve.index.http import Http
+from cudaresolve.index.http import Http, IndexAccessError
 from cudaresolve.index.metadata import CoreMetadata, core_metadata
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
 from cudaresolve.index.tags import TagOverrides, target_tags
@@ -78,12 +78,25 @@ class PackageIndex:
         return tuple(seen.values())
 
     def files_of_all(self, wanted: Sequence[tuple[str, Optional[str]]]) -> list[tuple[ProjectFile, ...]]:
-        """`files` of several (name, torch variant) pairs, every page fetched in one parallel wave."""
+        """`files` of several (name, torch variant) pairs, every page fetched in one parallel wave.
+        When pages cannot be read, the error names each of them (every variant index of an
+        unreachable PyTorch mirror), not only the first."""
         fetches = [(position, fetch) for position, (name, variant) in enumerate(wanted) for fetch in self._sources(name, variant)]
+        futures = [self._pool.submit(fetch) for _, fetch in fetches]
         seen: list[dict[str, ProjectFile]] = [{} for _ in wanted]
-        for (position, _), listed in zip(fetches, self.map(lambda pair: pair[1](), fetches)):
+        failed: list[IndexAccessError] = []
+        for (position, _), future in zip(fetches, futures):
+            try:
+                listed = future.result()
+            except IndexAccessError as exc:
+                failed.append(exc)
+                continue
             for file in listed:
                 seen[position].setdefault(file.url, file)
+        if len(failed) == 1:
+            raise failed[0]
+        if failed:
+            raise IndexAccessError("; ".join(dict.fromkeys(str(exc) for exc in failed)))
         return [tuple(found.values()) for found in seen]
 
     def _sources(self, name: str, variant: Optional[str]) -> list[Callable[[], tuple[ProjectFile, ...]]]:

@@ -141,10 +141,16 @@ class _Family:
 
 
 @dataclass(frozen=True)
+class _CpuBuilds:
+    local_labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
     index_path: str
     family: _Family
+    cpu_builds: _CpuBuilds
     variant_cuda: _VariantCuda
     aarch64: _Aarch64
     release: tuple[_Release, ...]
@@ -155,6 +161,7 @@ class Tables:
     index_path: str
     family: tuple[str, ...]  # canonical names, file order
     releases: tuple[TorchRelease, ...]  # oldest first
+    cpu_labels: tuple[str, ...] = ()  # first parts of the local labels of CPU-only builds: "cpu"
 
 
 @compiled.table(FILE)
@@ -208,7 +215,7 @@ def load() -> Tables:
             )
         )
     family = tuple(d.name for d in raw.family.dists)
-    return Tables(raw.index_path, family, tuple(sorted(releases, key=lambda r: Version(r.series))))
+    return Tables(raw.index_path, family, tuple(sorted(releases, key=lambda r: Version(r.series))), raw.cpu_builds.local_labels)
 
 
 # -- accessors --------------------------------------------------------------------------------------
@@ -257,6 +264,14 @@ def index_path(variant_name: str) -> str:
 def family() -> tuple[str, ...]:
     """The canonical names whose builds a chosen CUDA variant takes from the variant index only."""
     return load().family
+
+
+def cpu_only(name: str, version: Version) -> bool:
+    """Whether a release of a family distribution is a CPU-only build: its local label's first part
+    is one data/torch.toml lists (torch 2.8.0+cpu, 2.5.1+cpu.cxx11.abi)."""
+    if canonicalize_name(name) not in family() or version.local is None:
+        return False
+    return version.local.split(".")[0] in load().cpu_labels
 
 
 def _has_patch(versions: tuple[str, ...], wanted: Version) -> bool:

@@ -213,7 +213,7 @@ def _value(kind: Any, value: Any, where: str, name: str) -> Any:
             raise Bad(where, f"{text!r} is not a {name.upper()} target")
         return parsed
     if kind is str:
-        return _rule(fields.extra if name in ("extra", "added_extra") else fields.text, value, where)
+        return _rule(fields.extra if name in ("extra", "added_extra", "extras") else fields.text, value, where)
     if kind is Build or kind is CandidateRef:
         return _record(kind, _table(value, where), where)
     # an origin: one of several records, named by its kind

@@ -21,6 +21,7 @@ from cudaresolve.resolve.reasons import (
     BinaryNeed,
     CandidateRef,
     Constrained,
+    CpuOnly,
     DriverTooOld,
     Evidence,
     Judged,
@@ -29,6 +30,7 @@ from cudaresolve.resolve.reasons import (
     Need,
     NoBinary,
     NoDeviceCode,
+    NoExtra,
     NotNeeded,
     NoWheel,
     OlderCuda,
@@ -74,6 +76,8 @@ def reason(package: LockedPackage) -> str:
         base = "installed, kept"
     else:
         base = why.build.evidence if why.build else "the newest release that fits"
+    if why.extras:
+        base += f", with [{','.join(why.extras)}]"
     note = _note(why) if package.wheel is not None else None
     parts = [note, base] if note else [base]
     parts += [f"within pip's constraint at {constrained_at(origin)}" for origin in why.origins if isinstance(origin, Constrained)]
@@ -155,6 +159,10 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
                 f"with conda, or name {wheel} in the requirements to install the wheel beside it")
     if isinstance(found, OtherMajor):
         return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
+    if isinstance(found, CpuOnly):
+        return "a CPU-only build; the host has a GPU (taken only for an exact pin of it or --cpu)"
+    if isinstance(found, NoExtra):
+        return f"has no extra [{found.extra}]"
     if isinstance(found, Judged):
         if found.finding is not None:
             return f"{found.check}: {shown(found.finding).message}"

@@ -30,6 +30,7 @@ from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import rejection
 from cudaresolve.resolve.reasons import (
     CandidateRef,
+    CpuOnly,
     DoesNotRun,
     NoBinary,
     NoWheel,
@@ -91,6 +92,7 @@ class CandidateFinder:
         asked: frozenset[str] = frozenset(),
         cuda_pin: Optional[CudaVersion] = None,
         formats: Optional[Formats] = None,
+        cpu_wanted: frozenset[str] = frozenset(),
     ):
         self.index = index
         self.hosts = list(hosts)
@@ -107,6 +109,9 @@ class CandidateFinder:
         self._cache: dict[str, tuple[Candidate, ...]] = {}
         self._pages: dict[str, dict[Optional[str], tuple[ProjectFile, ...]]] = {}  # name -> variant -> files
         self.hosts_known = any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in self.hosts)
+        # family names whose CPU-only builds are asked for (--cpu, or an exact pin of one); for the
+        # others, hosts with a GPU or a driver set CPU-only builds aside
+        self.cpu_wanted = cpu_wanted
 
     def prefetch(self, names: Iterable[str]) -> None:
         """Fetch the pages of several names at once (the resolver's next round needs them)."""
@@ -157,11 +162,14 @@ class CandidateFinder:
         return self.major is None or candidate.build is None or candidate.build.cuda.major == self.major
 
     def _variants(self, name: str) -> list[Optional[str]]:
-        """None (the regular indexes) and, for the torch family, every variant index data/ knows;
-        with no driver and no GPU known anywhere, only the builds the regular index serves."""
-        if name not in torch.family() or not self.hosts_known:
+        """None (the regular indexes) and, for the torch family, every CUDA variant index data/ knows
+        (with no driver and no GPU known anywhere, none: only the builds the regular index serves),
+        and the CPU variant index when its CPU-only builds are asked for."""
+        if name not in torch.family():
             return [None]
-        return [None, *torch.variant_names()]
+        cuda = list(torch.variant_names()) if self.hosts_known else []
+        cpu = list(torch.load().cpu_labels) if name in self.cpu_wanted else []
+        return [None, *cuda, *cpu]
 
     def _find(self, name: NormalizedName) -> tuple[Candidate, ...]:
         if name not in self._pages:
@@ -200,12 +208,13 @@ class CandidateFinder:
             best = {}
         for version, file in best.items():
             candidate = Candidate(name, version, file, build=cuda_build(name, version))
-            reason = self._does_not_run(candidate) or (conda.shadows() if conda is not None and name not in self.asked else None)
+            reason = (self._does_not_run(candidate) or self._cpu_set_aside(candidate)
+                      or (conda.shadows() if conda is not None and name not in self.asked else None))
             if reason:
                 self.rejections.add(Rejection(candidate.ref, reason))
                 continue
             found.append(candidate)
-        found.sort(key=lambda c: _preference(c, self.cuda_pin), reverse=True)
+        found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted), reverse=True)
         if conda is not None and conda.same_component:
             package = conda.package
             found.insert(0, Candidate(name, package.version, None, package, build=cuda_build(name, package.version)))
@@ -213,7 +222,7 @@ class CandidateFinder:
         kept = self.installed.get(name)
         if kept is not None and not self.upgrade:
             current = Candidate(name, kept.version, None, kept, build=cuda_build(name, kept.version))
-            reason = self._does_not_run(current)
+            reason = self._does_not_run(current) or self._cpu_set_aside(current)
             if reason:
                 self.rejections.add(Rejection(current.ref, reason, installed=True))
             else:
@@ -222,6 +231,12 @@ class CandidateFinder:
 
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
+
+    def _cpu_set_aside(self, candidate: Candidate) -> Optional[CpuOnly]:
+        """A CPU-only build for hosts with a GPU or a driver, when no one asked for one."""
+        if not self.hosts_known or candidate.name in self.cpu_wanted or not torch.cpu_only(candidate.name, candidate.version):
+            return None
+        return CpuOnly(candidate.version.local or "")
 
 
 def release_rejection(
@@ -247,13 +262,15 @@ def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
     return framework_build(planned) or next(iter(component_builds([planned])), None)
 
 
-def _preference(candidate: Candidate, cuda_pin: Optional[CudaVersion] = None) -> tuple[Union[str, Version], bool, tuple[int, int], Version]:
-    """Newer public version first; among one version's builds, one for no newer CUDA than the conda
-    prefix's `cuda_pin` (its libraries are that CUDA's), then the newest CUDA (every build left has
-    passed the hosts' driver and GPUs), a known build before an unknown one."""
+def _preference(candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False) -> tuple[Union[str, Version], bool, bool, tuple[int, int], Version]:
+    """Newer public version first; among one version's builds, the CPU-only one when CPU builds are
+    asked for (`cpu`), then one for no newer CUDA than the conda prefix's `cuda_pin` (its libraries
+    are that CUDA's), then the newest CUDA (every build left has passed the hosts' driver and GPUs),
+    a known build before an unknown one."""
     cuda = candidate.build.cuda if candidate.build else None
     fits_pin = cuda_pin is None or cuda is None or (cuda.major == cuda_pin.major and not cuda_pin < cuda)
-    return (candidate.version.public and Version(candidate.version.public), fits_pin, _cuda_key(cuda), candidate.version)
+    cpu_first = cpu and torch.cpu_only(candidate.name, candidate.version)
+    return (candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, _cuda_key(cuda), candidate.version)
 
 
 def _cuda_key(cuda: Optional[CudaVersion]) -> tuple[int, int]:

@@ -27,6 +27,7 @@ class Policy:
     upgrade: bool = False  # do not keep installed versions
     allow_advisories: tuple[str, ...] = ()  # known-bad releases accepted, by advisory id
     deep: bool = False  # judge every chosen wheel's own ELF files (downloading those the table lacks)
+    cpu: bool = False  # CPU-only builds of the CUDA-capable families are wanted (--cpu), even on a GPU host
     # pip's choices (its configuration, then --pre): docs/lock.md, "What the lock takes from pip's configuration"
     pre: bool = False  # pre-releases may be chosen for any requirement
     formats: Formats = field(default_factory=Formats)  # no-binary: nothing fits a name whose wheels pip may not install

@@ -62,6 +62,7 @@ class Reason:
     build: Optional[Build] = None
     written_by: Optional[str] = None  # OTHER_SOURCE: the tool whose lock holds the entry
     prerelease: Optional[PreRelease] = None  # a pre-release chosen from an index: why one was allowed
+    extras: Optional[tuple[str, ...]] = None  # the extras chosen with it (each provided by this release), normalised
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,11 @@
 
 Requirements travel as Needs (a packaging Requirement with its origin), so resolvelib's causes and
 the chosen set's criteria say where each came from. Extras follow pip's model: `foo[x]` is its own
-identifier, (name, extras), whose candidates are foo's candidates with the extra set; each depends on
-`foo==<its version>` (the same wheel) and on what the extra adds. What a candidate needs is its
+identifier, (name, extras), whose candidates are foo's candidates that provide the extra, with it set
+(a release without it is set aside: NoExtra); each depends on `foo==<its version>` (the same wheel)
+and on what the extra adds. An installed distribution's extras whose requirements are all installed
+(env.environment.installed_extras: installers record none) count as chosen: their requirements are
+its needs too. What a candidate needs is its
 Requires-Dist (markers evaluated for the target, `extra` for its extras) plus its **binary needs**:
 the release of another component its ELF files bind by versioned symbol (cuSPARSE 12.3.1.170 binds
 `__nvJitLinkComplete_12_4`, so nvidia-nvjitlink-cu12 >= 12.4, which its metadata leaves unpinned),
@@ -13,24 +16,28 @@ Pre-releases follow pip's rule: a name's pre-releases are candidates only when a
 constraint on it names one (`>=2.0rc1`), pip's pre option is given, or none of them names a version
 and the name has no final release (pip's finder falls back to pre-releases only for an empty
 specifier: `demo>2` with only 3.0rc1 above 2 finds nothing); an installed pre-release is kept like
-any installed release.
+any installed release. A candidate asked with extras must provide them (its metadata, read only as
+far as resolvelib looks).
 
-May import: resolvelib, packaging, index/access, resolve/ (candidates, needs, reasons).
+May import: resolvelib, packaging, env/environment (extras named by markers), index/access, resolve/
+(candidates, needs, reasons).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Optional, Sequence, Union
+import functools
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from resolvelib import AbstractProvider
 
+from cudaresolve.env.environment import extras_named
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.lock import PreRelease
 from cudaresolve.resolve.needs import binary_requirements
-from cudaresolve.resolve.reasons import ExtrasOf, Need, PreReleaseNotAllowed, Rejection, RequiredBy
+from cudaresolve.resolve.reasons import ExtrasOf, Need, NoExtra, PreReleaseNotAllowed, Rejection, RequiredBy
 
 if TYPE_CHECKING:
     from resolvelib.structs import RequirementInformation
@@ -85,12 +92,15 @@ class Provider(_ProviderBase):
         identifier: Identifier,
         requirements: Mapping[Identifier, Iterator[Need]],
         incompatibilities: Mapping[Identifier, Iterator[Candidate]],
-    ) -> Iterator[Candidate]:
+    ) -> Union[list[Candidate], Callable[[], Iterator[Candidate]]]:
+        """The candidates that fit, best first. With extras, a factory resolvelib calls as it goes:
+        whether a release provides an extra is in its metadata, read only as far as it looks."""
         name, extras = identifier
         wanted = list(requirements[identifier]) + self.constraints.get(name, [])
         bad = {(c.version, c.file) for c in incompatibilities[identifier]}
         exact = _exact(wanted)
         prereleases = self.prereleases(name, wanted) is not None
+        fitting: list[Candidate] = []
         for candidate in self.finder.candidates(name):
             if (candidate.version, candidate.file) in bad or (name, str(candidate.version)) in self.excluded:
                 continue
@@ -100,7 +110,19 @@ class Provider(_ProviderBase):
                 self.finder.rejections.add(Rejection(candidate.ref, PreReleaseNotAllowed()))
                 continue
             if all(n.requirement.specifier.contains(candidate.version, prereleases=True) for n in wanted):
-                yield candidate.with_extras(extras) if extras else candidate
+                fitting.append(candidate)
+        if not extras:
+            return fitting
+        return functools.partial(self._with_extras, fitting, extras)
+
+    def _with_extras(self, fitting: list[Candidate], extras: tuple[str, ...]) -> Iterator[Candidate]:
+        """Each of `fitting` that provides `extras`, with them set; the others set aside."""
+        for candidate in fitting:
+            missing = missing_extra(self.index, candidate, extras)
+            if missing is not None:
+                self.finder.rejections.add(Rejection(candidate.ref, NoExtra(missing), installed=candidate.file is None))
+                continue
+            yield candidate.with_extras(extras)
 
     def prereleases(self, name: NormalizedName, wanted: Sequence[Need]) -> Optional[PreRelease]:
         """Why pre-releases of `name` may be chosen under the requirements `wanted` (its constraints
@@ -132,7 +154,15 @@ class Provider(_ProviderBase):
                 if extra is not None:
                     needs.append(Need(requirement, RequiredBy(parent, extra)))
             return needs
-        needs = [Need(r, RequiredBy(parent)) for r in self._requires(candidate) if _applies(r, self.markers)]
+        kept = candidate.installed.extras if candidate.file is None and candidate.installed is not None else frozenset()
+        needs = []
+        for requirement in self._requires(candidate):
+            if _applies(requirement, self.markers):
+                needs.append(Need(requirement, RequiredBy(parent)))
+            elif kept:
+                extra = _extra_of(requirement, kept, self.markers)
+                if extra is not None:  # an installed extra that counts as chosen keeps its needs
+                    needs.append(Need(requirement, RequiredBy(parent, extra)))
         filename = candidate.file.filename if candidate.file else None
         return needs + list(binary_requirements(candidate.name, candidate.version, filename))
 
@@ -145,6 +175,21 @@ class Provider(_ProviderBase):
 
 def _exact(needs: Sequence[Need]) -> bool:
     return any(s.operator in ("==", "===") for n in needs for s in n.requirement.specifier)
+
+
+def missing_extra(index: PackageIndex, candidate: Candidate, extras: Iterable[str]) -> Optional[str]:
+    """The first of `extras` (sorted) the candidate's metadata does not provide, normalised; None when
+    it provides them all. Provided: what Provides-Extra declares; for metadata without Provides-Extra
+    (and for an installed distribution, whose record cudaresolve keeps without it), the extras its
+    Requires-Dist markers name."""
+    if candidate.file is not None:
+        metadata = index.metadata(candidate.file)
+        declared = frozenset(canonicalize_name(extra) for extra in metadata.provides_extra)
+        provided = declared or extras_named(Requirement(text) for text in metadata.requires_dist)
+    else:
+        assert candidate.installed is not None
+        provided = extras_named(candidate.installed.requires)
+    return next((extra for extra in sorted(canonicalize_name(e) for e in extras) if extra not in provided), None)
 
 
 def _applies(requirement: Requirement, markers: Mapping[str, str]) -> bool:

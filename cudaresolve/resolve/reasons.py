@@ -52,6 +52,8 @@ class Rule(enum.Enum):
     OLDER_CUDA = "older-cuda"
     NOT_NEEDED = "not-needed"
     PRE_RELEASE = "pre-release"
+    CPU_ONLY = "cpu-only"
+    NO_EXTRA = "no-extra"
 
 
 @dataclass(frozen=True)
@@ -185,9 +187,27 @@ class PreReleaseNotAllowed:
     rule: ClassVar[Rule] = Rule.PRE_RELEASE
 
 
+@dataclass(frozen=True)
+class CpuOnly:
+    """A CPU-only build of a CUDA-capable family (torch 2.8.0+cpu) for hosts with a GPU or a driver:
+    taken only when asked, by an exact pin of that build or `--cpu`."""
+
+    rule: ClassVar[Rule] = Rule.CPU_ONLY
+    label: str  # the build's local label: "cpu"
+
+
+@dataclass(frozen=True)
+class NoExtra:
+    """The release does not provide an extra it was asked with (its metadata neither declares it in
+    Provides-Extra nor names it in a Requires-Dist marker)."""
+
+    rule: ClassVar[Rule] = Rule.NO_EXTRA
+    extra: str  # as asked, normalised: "cuda12"
+
+
 Evidence = Union[
     SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
-    OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed,
+    OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra,
 ]
 EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
 DoesNotRun = Union[DriverTooOld, NoDeviceCode]  # a build against a host's driver and GPUs

@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Resolver
 
 from cudaresolve import __version__
@@ -28,9 +28,10 @@ from cudaresolve.checks.problems import KnownBadRelease, Problem
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.checks.suggest import conda_fix
 from cudaresolve.env.environment import Environment
+from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
-from cudaresolve.knowledge import components, cupy
+from cudaresolve.knowledge import components, cupy, torch
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.causes import Attempt, Cause, CondaMismatch, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.conda import conda_providers
@@ -49,8 +50,9 @@ from cudaresolve.resolve.lock import (
 )
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
-from cudaresolve.resolve.provider import Provider, root_requirements
+from cudaresolve.resolve.provider import Provider, missing_extra, root_requirements
 from cudaresolve.resolve.reasons import (
+    Asked,
     ExtrasOf,
     Judged,
     MajorRejection,
@@ -109,9 +111,12 @@ def lock(
         index, hosts, kept, upgrade=inputs.policy.upgrade, machine=installed.loader.machine,
         conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
         formats=inputs.policy.formats,
+        cpu_wanted=frozenset(torch.family()) if inputs.policy.cpu else cpu_pinned(requested + root_requirements(inputs.constraints, markers)),
     )
     binary = installed_binary_requirements(installed)
     finder.prefetch([r.name for r in requested + binary])
+    for need in requested:
+        _check_pinned_extras(need, finder, index)
     baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
     installed_majors = {b.cuda.major for b in component_builds(installed.distributions)}
     prefix_major = pin.major if pin else None
@@ -137,6 +142,34 @@ def _untried(failures: list[Attempt], hosts: Sequence[tuple[str, HostFacts]], tr
     aside = {r.evidence.build_major for attempt in failures for cause in attempt.causes if isinstance(cause, Unsatisfiable)
              for r in cause.rejections if isinstance(r.evidence, OtherMajor)}
     return tuple(r for r in major_rejections(hosts) if r.major in aside and r.major not in tried)
+
+
+def _check_pinned_extras(need: Need, finder: CandidateFinder, index: PackageIndex) -> None:
+    """An extra asked for on an exact pin of a release that does not provide it is bad input (exit 3),
+    not a set that fails to fit."""
+    exact = any(s.operator == "===" or s.operator == "==" and not s.version.endswith(".*") for s in need.requirement.specifier)
+    if not need.extras or not exact or not isinstance(need.origin, Asked):
+        return
+    pinned = [c for c in finder.all_candidates(need.name) if need.requirement.specifier.contains(c.version, prereleases=True)]
+    missing = [missing_extra(index, candidate, need.extras) for candidate in pinned]
+    if pinned and all(missing):
+        raise UsageError(f"{need.origin.where}: {need.requirement}: {need.name} {pinned[0].version} has no extra [{missing[0]}]")
+
+
+def cpu_pinned(needs: Sequence[Need]) -> frozenset[str]:
+    """The family names pinned to a CPU-only build (`torch==2.8.0+cpu`) by a requirement or a constraint."""
+    pinned = set()
+    for need in needs:
+        name = canonicalize_name(need.name)
+        for spec in need.requirement.specifier:
+            if spec.operator in ("==", "===") and not spec.version.endswith(".*"):
+                try:
+                    version = Version(spec.version)
+                except InvalidVersion:
+                    continue
+                if torch.cpu_only(name, version):
+                    pinned.add(name)
+    return frozenset(pinned)
 
 
 def _without_majors(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
@@ -236,6 +269,10 @@ def _resolve(
                 found[information.requirement.origin] = None
                 needs.setdefault(name, []).append(information.requirement)
     chosen: dict[str, Candidate] = {c.name: c for (_, extras), c in result.mapping.items() if not extras}
+    for extras_name, extras in result.mapping:
+        if extras and extras_name in chosen:  # the extras chosen with it, for its reason
+            base = chosen[extras_name]
+            chosen[extras_name] = base.with_extras(base.extras | {canonicalize_name(e) for e in extras})
     for chosen_name in chosen:
         for constraint in provider.constraints.get(chosen_name, []):
             origins.setdefault(chosen_name, {})[constraint.origin] = None
@@ -318,14 +355,16 @@ def _as_lock(
             # A kept installed version the indexes serve is locked with that wheel, so another
             # reader installs it too; one without a source stays in [tool.cudaresolve].kept only.
             file = next((c.file for c in finder.all_candidates(name) if c.file is not None and c.version == candidate.version), None)
-            reason = Reason(ReasonKind.KEPT, origins[name], rewrite.asked_as, rewrite.added_extra, major)
+            reason = Reason(ReasonKind.KEPT, origins[name], rewrite.asked_as, rewrite.added_extra, major,
+                            extras=tuple(sorted(candidate.extras)) or None)
             if file is None:
                 packages.append(LockedPackage(candidate.name, candidate.version, None, None, None, reason))
                 continue
         else:
             build = Build(candidate.build.cuda, candidate.build.evidence) if candidate.build else None
             reason = Reason(ReasonKind.INDEX, origins[name], rewrite.asked_as, rewrite.added_extra, major, build,
-                            prerelease=prereleases.get(name))
+                            prerelease=prereleases.get(name),
+                            extras=tuple(sorted(candidate.extras)) or None)
         sha256 = index.sha256(file)
         # a wheel found by --find-links has no index: pip reaches it through its directory (lockfile/pylock.py)
         source = None if file.source in index.config.find_links else file.source
