@@ -88,6 +88,9 @@ class Preloader:
     search: tuple[str, ...] = field(metadata=records.check(_search_step))  # steps from SEARCH_STEPS, in order
     libraries: tuple[str, ...] = ()  # components it loads for any of its files; () = what its extensions need
     on_call: Optional[PythonCall] = None  # the call a program must make for the preload
+    # Files its import loads (globs under site-packages, in load order): what they load is already
+    # loaded for the extensions of the packages that require it.
+    on_import: tuple[str, ...] = ()
     note: Optional[str] = None
 
 
