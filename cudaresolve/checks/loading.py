@@ -10,7 +10,8 @@ Importing a package imports what it requires first: torchvision's extensions lin
 libcudart.so.13 with no path to them, and find them because `import torch` has loaded them. So a
 package whose preloader lists `on_import` files is loaded before the others, and every library
 those files load counts as already loaded, by soname, for the packages that require it
-(Requires-Dist, transitively): no search path is consulted for them, so nothing can shadow them.
+(Requires-Dist, transitively) or import it undeclared (`imported_by`): no search path is consulted
+for them, so nothing can shadow them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Mapping, Optional
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import FactsOf, LoadedObject, LoadResult, resolve
 from cudaresolve.checks.builds import Build, build_of
+from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import components
 
@@ -103,7 +105,8 @@ def _on_import(env: Environment, owner: Optional[str]) -> bool:
 
 
 def _required(env: Environment, owner: Optional[str]) -> list[str]:
-    """The installed distributions `owner` requires, directly or through others, nearest first."""
+    """The installed distributions importing `owner` imports first, nearest first: those it requires,
+    directly or through others, and those whose preloader row says it imports them undeclared."""
     dist = env.distribution(owner) if owner else None
     if dist is None:
         return []
@@ -112,13 +115,22 @@ def _required(env: Environment, owner: Optional[str]) -> list[str]:
     seen = {dist.name}
     while todo:
         current = todo.pop(0)
-        for name in sorted(env.requires_names(current)):
+        for name in sorted(env.requires_names(current) | _imported_undeclared(env, current)):
             required = env.distribution(name)
             if required is not None and name not in seen:
                 seen.add(name)
                 order.append(name)
                 todo.append(required)
     return order
+
+
+def _imported_undeclared(env: Environment, dist: Distribution) -> set[str]:
+    """The installed packages `dist` imports without requiring them (torchaudio 2.11 imports torch)."""
+    return {
+        other.name for other in env.distributions
+        if (row := components.preloader_for(other.name, other.version)) is not None
+        and components.imports_undeclared(row, dist.name, dist.version)
+    }
 
 
 def _loaded_by_import(env: Environment, result: LoadResult, files: tuple[str, ...]) -> dict[str, str]:
