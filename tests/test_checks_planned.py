@@ -113,6 +113,27 @@ def test_a_planned_environment_gets_the_symbol_skew_of_the_installed_one(elf_bui
     assert installed_skew.message == f"libfoo.so.1: version `FOO_2.0' not found (required by {site}/consumer/lib/libconsumer.so)"
 
 
+@pytest.mark.parametrize("requires, missing", [(("torch>=2.14",), []), ((), ["libc10.so"])])
+def test_a_planned_extension_finds_what_the_torch_it_requires_loads_on_import(requires, missing):
+    """The lock's judge models the import order as the doctor's does: a chosen wheel whose extension
+    links libc10.so with no RPATH finds the copy torch/_C has loaded, when it requires torch."""
+    c10, torch_c = f"{PLANNED}/torch/lib/libc10.so", f"{PLANNED}/torch/_C.cpython-311-x86_64-linux-gnu.so"
+    extension = f"{PLANNED}/ext_pkg/_ext.cpython-311-x86_64-linux-gnu.so"
+    core = Symbol("c10_core")
+    env = planned(
+        dist("torch", "2.14.1", files=(c10, torch_c)),
+        dist("ext-pkg", "1.0", *requires, files=(extension,)),
+        elf_files=(
+            ElfFile(c10, ("torch",), so(c10, soname="libc10.so", defined=(core,)), None),
+            ElfFile(torch_c, ("torch",), replace(so(torch_c, needed=("libc10.so",), undefined=(core,)),
+                                                  rpath=("$ORIGIN/lib",)), None),
+            ElfFile(extension, ("ext-pkg",), so(extension, needed=("libc10.so",), undefined=(core,)), None),
+        ),
+    )
+    findings = [shown(f) for f in judge(env, HOST).findings if f.check.value == "missing-library"]
+    assert [f.message.split(": ")[1] for f in findings] == missing
+
+
 def worded(check):
     """A check whose findings come back as a report words them."""
 

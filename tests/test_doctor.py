@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
-from wheel_cache import build_venv
+from wheel_cache import build_venv, build_venv_on
 
 from cudaresolve import doctor
 from cudaresolve.cli import main
@@ -331,6 +331,42 @@ def test_torch_judged_for_a_host_file_written_by_probe(torch_python, capsys, tmp
     assert from_file["host"] == json.loads(probe_json)
     assert from_file["findings"] == from_overrides["findings"]
     assert [(f["check"], f["subject"]) for f in errors_of(from_file)] == [("arch-coverage", "torch 2.14.1")]
+
+
+# torchvision's wheel for torch 2.14 (Requires-Dist: torch>=2.14.0) and its other requirements, as
+# pip picks them; torchaudio's current wheel (+cu130, no Requires-Dist at all)
+TORCH_LIBRARIES = ["torchvision==0.29.1", "numpy==2.4.6", "pillow==13.0.0", "torchaudio==2.11.0"]
+
+
+@pytest.fixture(scope="module")
+def torchvision_python() -> str:
+    """torch 2.14.1's venv (linked, not fetched again) with torchvision, torchaudio, numpy and pillow over it."""
+    return str(build_venv_on(build_venv([TORCH], deps=True), TORCH_LIBRARIES) / "bin" / "python")
+
+
+@pytest.mark.torch_venv
+def test_torchvision_and_torchaudio_extensions_find_what_importing_torch_loaded(torchvision_python, capsys):
+    """torchvision's _C_stable.so and image_stable.so, and torchaudio's lib/*.abi3.so, link libc10.so,
+    libtorch*.so and libcudart.so.13 with no path that reaches them (an RPATH into the build
+    machine's conda, $ORIGIN and torchvision.libs, or none), so `ldd` on them says "not found" and a
+    lone ld.so.cache lookup finds a system toolkit's libcudart. But both packages' __init__ import
+    torch first, whose _C has loaded those libraries from torch/lib and nvidia/cu13/lib; ld.so
+    matches a DT_NEEDED to an already loaded object by soname before any search, so nothing is
+    missing and nothing shadows. torchvision's private torchvision.libs/libz.915b4635.so.1 is no
+    copy for libcudnn's or numpy's libz.so.1. The oracle is the import itself, with the extensions loaded."""
+    code, data = doctor_json(capsys, "--python", torchvision_python, "--driver", "580.65.06", "--gpu", "8.6")
+    for name, version in [("torchvision", "0.29.1"), ("torchaudio", "2.11.0")]:
+        assert {"name": name, "version": version} in data["environment"]["distributions"]
+    assert (code, errors_of(data)) == (0, [])
+    assert [f for f in data["findings"] if f["check"] in ("missing-library", "shadowing") and f["severity"] != "info"] == []
+    assert [f for f in data["findings"] if "torchvision" in json.dumps(f) or "torchaudio" in json.dumps(f)] == []
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    loaded = subprocess.run(
+        [torchvision_python, "-c", "from torchvision.extension import _has_ops, _load_library\n"
+                                   "from torchaudio._extension import _IS_TORCHAUDIO_EXT_AVAILABLE\n"
+                                   "print(_has_ops(), _load_library('image_stable'), _IS_TORCHAUDIO_EXT_AVAILABLE)"],
+        capture_output=True, text=True, env=env, check=True)
+    assert loaded.stdout.split() == ["True", "True", "True"]
 
 
 # -- cuda-cccl: one build per CUDA major, pathfinder preloads, kernels compiled at run time -----------

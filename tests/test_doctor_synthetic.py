@@ -374,6 +374,89 @@ def test_cupy_13_preloads_nothing_so_the_wheel_library_is_not_found(cupy_env, tm
     )
 
 
+# -- what an import has loaded already ---------------------------------------------------------------
+
+C10 = "int c10_core(void) { return 10; }\n"
+USES_C10 = "int c10_core(void);\nint use(void) { return c10_core(); }\n"
+EXT = "_ext.cpython-311-x86_64-linux-gnu.so"
+
+
+@pytest.fixture
+def torch_extension_env(elf_builder):
+    """A torch-like package whose import loads torch/_C*.so, which finds torch/lib/libc10.so by its
+    RPATH; ext-pkg's extension links libc10.so with no RPATH at all, as torchvision's do."""
+    c10 = elf_builder.build("libc10.so", C10, soname="libc10.so", directory="site/torch/lib")
+    torch_c = elf_builder.build("_C.cpython-311-x86_64-linux-gnu.so", USES_C10, link=[c10], rpath="$ORIGIN/lib",
+                                directory="site/torch")
+    extension = elf_builder.build(EXT, USES_C10, link=[c10], directory="site/ext_pkg")
+    site = elf_builder.root / "site"
+    make_dist_info(site, "torch", "2.14.1", files=("torch/_C.cpython-311-x86_64-linux-gnu.so", "torch/lib/libc10.so"))
+    return site, torch_c, extension
+
+
+def test_an_extension_finds_what_the_package_it_requires_loaded_on_import(torch_extension_env, tmp_path):
+    """`import ext_pkg` imports torch first (its Requires-Dist), and torch/_C has loaded libc10.so:
+    ld.so matches the DT_NEEDED to that loaded object by soname before any search path."""
+    site, torch_c, extension = torch_extension_env
+    make_dist_info(site, "ext-pkg", "1.0", files=(f"ext_pkg/{EXT}",), requires=("torch>=2.14",))
+    diagnosis = run(site, tmp_path)
+    assert [f for f in texts(diagnosis) if f.check in ("missing-library", "shadowing")] == []
+    [ext] = [o for load in diagnosis.loads if load.dist == "ext-pkg" for o in load.result.objects
+             if o.path == str(extension)]
+    assert [(r.needed, r.path, r.step) for r in ext.needed] == [("libc10.so", f"{torch_c.parent}/lib/libc10.so",
+                                                                  "preloaded")]
+    # glibc: alone it fails; once torch's extension is loaded (RTLD_LOCAL, as Python imports) it loads.
+    assert glibc_dlopen_error(extension) == f"libc10.so: {NO_SUCH_FILE}"
+    code = "import ctypes, sys\nctypes.CDLL(sys.argv[1])\nprint(ctypes.CDLL(sys.argv[2]).use())\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    out = subprocess.run([sys.executable, "-c", code, str(torch_c), str(extension)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "10"
+
+
+def test_what_a_package_loads_on_import_counts_through_a_package_between(torch_extension_env, tmp_path):
+    """ext-pkg requires mid-pkg, which requires torch: importing ext_pkg imports torch first all the same."""
+    site, _, _ = torch_extension_env
+    make_dist_info(site, "mid-pkg", "1.0", requires=("torch",))
+    make_dist_info(site, "ext-pkg", "1.0", files=(f"ext_pkg/{EXT}",), requires=("mid-pkg",))
+    assert [f for f in texts(run(site, tmp_path)) if f.check == "missing-library"] == []
+
+
+def test_a_package_that_imports_torch_undeclared_finds_what_it_loaded(torch_extension_env, tmp_path):
+    """torchaudio 2.11.0 lists no Requires-Dist, yet its __init__ imports torch first (data/components.toml
+    `imported_by` on torch's preloader row)."""
+    site, _, _ = torch_extension_env
+    make_dist_info(site, "torchaudio", "2.11.0", files=(f"ext_pkg/{EXT}",))
+    assert [f for f in texts(run(site, tmp_path)) if f.check == "missing-library"] == []
+
+
+def test_without_the_requirement_nothing_imports_torch_first(torch_extension_env, tmp_path):
+    site, _, extension = torch_extension_env
+    make_dist_info(site, "ext-pkg", "1.0", files=(f"ext_pkg/{EXT}",))
+    diagnosis = run(site, tmp_path)
+    [error] = [f for f in texts(diagnosis) if f.check == "missing-library"]
+    assert (error.severity, error.subject, error.message) == (
+        "error", "ext-pkg 1.0", f"{EXT}: libc10.so: {NO_SUCH_FILE}")
+    assert error.evidence == (
+        f"{extension} needs libc10.so; the environment's copy ({site}/torch/lib/libc10.so) is not on its search path",)
+
+
+def test_a_hash_renamed_private_copy_never_serves_another_package(elf_builder, tmp_path):
+    """auditwheel's `a_pkg.libs/libpriv-1a2b3c4d.so.1` keeps the soname libpriv.so.1, but ld.so
+    searches directories for the file name libpriv.so.1: that copy is no one else's remedy."""
+    private = elf_builder.build("libpriv-1a2b3c4d.so.1", LEAF, soname="libpriv.so.1", directory="site/a_pkg.libs")
+    extension = elf_builder.build(EXT, USES_LEAF, link=[private], directory="site/b_pkg")
+    site = elf_builder.root / "site"
+    make_dist_info(site, "a-pkg", "1.0", files=("a_pkg.libs/libpriv-1a2b3c4d.so.1",))
+    make_dist_info(site, "b-pkg", "1.0", files=(f"b_pkg/{EXT}",))
+    diagnosis = run(site, tmp_path)
+    assert glibc_dlopen_error(extension, ld_library_path=str(private.parent)) == f"libpriv.so.1: {NO_SUCH_FILE}"
+    [error] = [f for f in texts(diagnosis) if f.check == "missing-library"]
+    assert error.evidence == (
+        f"{extension} needs libpriv.so.1; nothing on its search path, in the environment or in the system provides it",)
+    assert error.fix is None
+
+
 # -- what cannot be read -----------------------------------------------------------------------------
 
 

@@ -355,3 +355,26 @@ def build_venv(requirements: Sequence[str], *, deps: bool = False) -> Path:
         link_installed(venv)
 
     return cached_venv("venvs", recipe, ["-c", "pass"], build)
+
+
+def build_venv_on(base: Path, requirements: Sequence[str]) -> Path:
+    """A venv holding `base`'s site-packages (hard links, nothing copied) and exactly the wheels of
+    `requirements` installed over it by uv: a stack grown from a cached venv without fetching the
+    base's wheels again (torch's are 5 GB). Keyed by `base`'s recipe and the requirements."""
+    from uv import find_uv_bin
+
+    recipe = [*(base / ".complete").read_text().splitlines(), "then", *sorted(requirements), "installed by uv"]
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+    def build(venv: Path) -> None:
+        wheels = fetch_wheels(requirements)
+        run_or_fail([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+        site = venv / "lib" / version / "site-packages"
+        shutil.rmtree(site)
+        shutil.copytree(base / "lib" / version / "site-packages", site, symlinks=True, copy_function=os.link)
+        run_or_fail([find_uv_bin(), "pip", "install", "--quiet", "--no-config", "--python", str(venv / "bin" / "python"),
+                     "--offline", "--no-index", "--no-deps", "--link-mode=hardlink", "--cache-dir", str(downloads() / "uv-cache"),
+                     *map(str, wheels)])
+        link_installed(venv)
+
+    return cached_venv("venvs", recipe, ["-c", "pass"], build)

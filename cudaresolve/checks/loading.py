@@ -5,18 +5,27 @@ that package loads them. Packages that preload CUDA libraries by absolute path (
 cuda-pathfinder, torch; see `preloaders` in data/components.toml) get those libraries as already
 loaded, from where the environment's builder found them (`Environment.preloads`): otherwise every
 CuPy environment would look broken, because its extension modules carry no RPATH at all.
+
+Importing a package imports what it requires first: torchvision's extensions link libc10.so and
+libcudart.so.13 with no path to them, and find them because `import torch` has loaded them. So a
+package whose preloader lists `on_import` files is loaded before the others, and every library
+those files load counts as already loaded, by soname, for the packages that require it
+(Requires-Dist, transitively) or import it undeclared (`imported_by`): no search path is consulted
+for them, so nothing can shadow them.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from cudaresolve.binary.facts import BinaryFacts
-from cudaresolve.binary.loader import FactsOf, LoadResult, resolve
+from cudaresolve.binary.loader import FactsOf, LoadedObject, LoadResult, resolve
 from cudaresolve.checks.builds import Build, build_of
+from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import components
 
@@ -63,23 +72,92 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
             needed[elf.owner].update(elf.facts.needed)
     facts_of = _facts_of(env)
     loads = []
-    for owner in sorted(set(by_owner) | set(foreign), key=lambda o: (o is None, o or "")):
+    imported: dict[str, dict[str, str]] = {}  # package -> {name: path} its import loads, for its dependents
+    for owner in sorted(set(by_owner) | set(foreign), key=lambda o: (o is None, not _on_import(env, o), o or "")):
         dist = env.distribution(owner) if owner else None
         preloader = components.preloader_for(dist.name, dist.version) if dist else None
         # A package shipping one build per CUDA major imports one: each build is its own namespace.
         builds: dict[Optional[Build], list[str]] = {None: []}
         for root in by_owner[owner]:
             builds.setdefault(build_of(env, owner, root), []).append(root)
-        namespace = loader
+        preloaded = dict(loader.preloaded)
         if preloader is not None and preloader.on_call is None:  # a call-dependent preload is not assumed
             found = env.preloads.get(owner or "", {})
-            namespace = replace(loader, preloaded={**loader.preloaded, **_preloaded(preloader, found, needed[owner])})
+            preloaded.update(_preloaded(preloader, found, needed[owner]))
+        for required in _required(env, owner):  # imported before this package's extensions
+            preloaded.update(imported.get(required, {}))
+        namespace = replace(loader, preloaded=preloaded) if preloaded != loader.preloaded else loader
         for build, roots in builds.items():
             if roots or foreign[owner]:
                 result = resolve(tuple(roots), facts_of=facts_of, env=namespace)
                 loads.append(PackageLoad(owner, tuple(roots), result, preloader,
                                          tuple(foreign[owner]) if build is None else (), build))
+                if build is None and preloader is not None and preloader.on_import and owner:
+                    imported[owner] = _loaded_by_import(env, result, preloader.on_import)
     return tuple(loads)
+
+
+def _on_import(env: Environment, owner: Optional[str]) -> bool:
+    """Whether importing `owner` loads files its dependents rely on (it is loaded first)."""
+    dist = env.distribution(owner) if owner else None
+    preloader = components.preloader_for(dist.name, dist.version) if dist else None
+    return preloader is not None and bool(preloader.on_import)
+
+
+def _required(env: Environment, owner: Optional[str]) -> list[str]:
+    """The installed distributions importing `owner` imports first, nearest first: those it requires,
+    directly or through others, and those whose preloader row says it imports them undeclared."""
+    dist = env.distribution(owner) if owner else None
+    if dist is None:
+        return []
+    order: list[str] = []
+    todo = [dist]
+    seen = {dist.name}
+    while todo:
+        current = todo.pop(0)
+        for name in sorted(env.requires_names(current) | _imported_undeclared(env, current)):
+            required = env.distribution(name)
+            if required is not None and name not in seen:
+                seen.add(name)
+                order.append(name)
+                todo.append(required)
+    return order
+
+
+def _imported_undeclared(env: Environment, dist: Distribution) -> set[str]:
+    """The installed packages `dist` imports without requiring them (torchaudio 2.11 imports torch)."""
+    return {
+        other.name for other in env.distributions
+        if (row := components.preloader_for(other.name, other.version)) is not None
+        and components.imports_undeclared(row, dist.name, dist.version)
+    }
+
+
+def _loaded_by_import(env: Environment, result: LoadResult, files: tuple[str, ...]) -> dict[str, str]:
+    """name -> path of every object that loading the roots matching `files` (globs under
+    site-packages) brings in, under each name ld.so knows it by: its soname and the DT_NEEDED
+    names that found it. The roots themselves are extension modules, which nobody links."""
+    objects = {obj.path: obj for obj in result.objects}
+    todo: list[LoadedObject] = [
+        obj for pattern in files for obj in result.objects
+        if obj.loaded_by is None and obj.why == "root" and any(
+            fnmatch.fnmatch(os.path.relpath(obj.path, site), pattern) for site in env.target.site_packages)
+    ]
+    seen = {obj.path for obj in todo}
+    names: dict[str, str] = {}
+    while todo:
+        obj = todo.pop(0)
+        for res in obj.needed:
+            if res.path is None or res.error or res.path not in objects:
+                continue
+            names.setdefault(res.needed, res.path)
+            target = objects[res.path]
+            if target.soname:
+                names.setdefault(target.soname, res.path)
+            if res.path not in seen:
+                seen.add(res.path)
+                todo.append(target)
+    return names
 
 
 def _preloaded(preloader: components.Preloader, found: Mapping[str, str], roots_need: set[str]) -> dict[str, str]:

@@ -52,6 +52,14 @@ class ElfFile:
     def identity(self) -> str:
         return self.real_path or self.path
 
+    @property
+    def private(self) -> bool:
+        """A copy auditwheel renamed with a hash (`pkg.libs/libz.915b4635.so.1`): ld.so searches
+        directories for the name a DT_NEEDED gives, so it serves only the files that name it so."""
+        directory, name = os.path.split(self.path)
+        return (directory.endswith(".libs") and self.facts is not None and self.facts.soname is not None
+                and name != self.facts.soname)
+
 
 @dataclass(frozen=True)
 class Environment:
@@ -105,7 +113,7 @@ class Environment:
     def _files_by_soname(self) -> dict[str, tuple[ElfFile, ...]]:
         found: dict[str, list[ElfFile]] = {}
         for elf in self.elf_files:
-            if elf.facts is not None and elf.facts.soname:
+            if elf.facts is not None and elf.facts.soname and not elf.private:
                 found.setdefault(elf.facts.soname, []).append(elf)
         return {soname: tuple(files) for soname, files in found.items()}
 
@@ -127,7 +135,8 @@ class Environment:
         return folded if folded is not None and folded.identity == identity else self._files_by_identity.get(identity)
 
     def with_soname(self, soname: str) -> tuple[ElfFile, ...]:
-        """The environment's ELF files whose DT_SONAME is `soname`, in path order."""
+        """The environment's ELF files whose DT_SONAME is `soname` and that a search for it can find
+        (no private copy), in path order."""
         return self._files_by_soname.get(soname, ())
 
     @cached_property

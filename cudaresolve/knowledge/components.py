@@ -93,6 +93,10 @@ class Preloader:
     search: tuple[str, ...] = field(metadata=records.check(_search_step))  # steps from SEARCH_STEPS, in order
     libraries: tuple[str, ...] = ()  # components it loads for any of its files; () = what its extensions need
     on_call: Optional[PythonCall] = None  # the call a program must make for the preload
+    # Files its import loads (globs under site-packages, in load order): what they load is already
+    # loaded for the extensions of the packages that require it, or that import it undeclared.
+    on_import: tuple[str, ...] = ()
+    imported_by: tuple[str, ...] = field(default=(), metadata=REQUIREMENT)  # import it with no Requires-Dist on it
     note: Optional[str] = None
 
 
@@ -325,6 +329,11 @@ def _names(requirements: tuple[str, ...], dist: str, version: Version) -> bool:
 def _requirement(text: str) -> Requirement:
     """Parsed once: every distribution of an environment is asked about the same few rows."""
     return Requirement(text)
+
+
+def imports_undeclared(preloader: Preloader, dist: str, version: Version) -> bool:
+    """Whether this distribution (canonical name) imports `preloader`'s package without requiring it."""
+    return _names(preloader.imported_by, dist, version)
 
 
 def preloader_for(dist: str, version: Version) -> Optional[Preloader]:
