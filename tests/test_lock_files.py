@@ -20,6 +20,7 @@ from hostile_locks import ATTACKS, FIELDS, hostile, toml_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_server import IndexServer, make_wheel
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.arch import ComputeCapability, Target
@@ -817,3 +818,16 @@ def test_a_refusal_is_worded_from_its_causes():
         "no CUDA major runs on every host: old.json runs CUDA 12 (not 13: CUDA 13.0 builds no code for GPU 0 (6.1)); "
         "new.json runs CUDA no major ()\nno set found within 5 resolution rounds"
     )
+
+
+def test_an_empty_label_is_refused_as_it_would_not_read_back_the_same(tmp_path):
+    """The writer leaves an empty provided-by out; the reader must not take it (found by test_lock_fuzz:
+    a kept conda entry with provided-by = "" read back as None after a round trip)."""
+    kept = LockedPackage(canonicalize_name("nvidia-nvjitlink-cu12"), Version("12.8.93"), None, None, None,
+                         Reason(ReasonKind.CONDA, ()), provided_by="libnvjitlink 12.8.93 (conda)")
+    text = pylock_toml(_lock(packages=(*_lock().packages, kept)))
+    assert 'provided-by = "libnvjitlink 12.8.93 (conda)"' in text
+    path = tmp_path / "pylock.toml"
+    path.write_text(text.replace('provided-by = "libnvjitlink 12.8.93 (conda)"', 'provided-by = ""'))
+    with pytest.raises(LockFileError, match=r"provided-by \(package nvidia-nvjitlink-cu12\): empty"):
+        read_pylock(str(path))

@@ -231,7 +231,10 @@ def extra(value: Any) -> str:
 
 
 def label(value: Any) -> str:
-    """One line of text (created-by, provided-by, a host's label): no control character at all."""
+    """One line of text (created-by, provided-by, a host's label): not empty (the writer leaves an
+    empty value out, so it would not read back the same), no control character at all."""
+    if value == "":
+        raise Invalid("empty")
     return _no_controls(_string(value, MAX_LABEL))
 
 
