@@ -23,6 +23,7 @@ from cudaresolve.lockfile.fields import (
     label,
     marker,
     name,
+    provider,
     requires_python,
     sha256,
     shown,
@@ -78,7 +79,7 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
                 wheel=wheel,
                 marker=optional(marker, package.marker, "marker", dist),
                 reason=rule(reasons.checked_reason, package.reason, "reason", dist),
-                provided_by=optional(label, package.provided_by, "provided-by", dist),
+                provided_by=optional(provider, package.provided_by, "provided-by", dist),
             )
         )
     decisions = []

@@ -231,11 +231,16 @@ def extra(value: Any) -> str:
 
 
 def label(value: Any) -> str:
-    """One line of text (created-by, provided-by, a host's label): not empty (the writer leaves an
-    empty value out, so it would not read back the same), no control character at all."""
+    """One line of text (created-by, provided-by, a host's label): no control character at all."""
+    return _no_controls(_string(value, MAX_LABEL))
+
+
+def provider(value: Any) -> str:
+    """A kept package's provided-by: a label, not empty (the writer leaves an empty one out, so it
+    would not read back the same)."""
     if value == "":
         raise Invalid("empty")
-    return _no_controls(_string(value, MAX_LABEL))
+    return label(value)
 
 
 def text(value: Any) -> str:

@@ -212,7 +212,7 @@ def _read_lock(reader: _Reader, data: dict[str, Any], base: str) -> Lock:
                 wheel=None,
                 marker=reader.field(kept, "marker", kept_where, fields.marker, package=name),
                 reason=_read_reason(reader, kept, kept_where, name) or Reason(ReasonKind.UNRECORDED),
-                provided_by=reader.field(kept, "provided-by", kept_where, fields.label, package=name),
+                provided_by=reader.field(kept, "provided-by", kept_where, fields.provider, package=name),
             )
         )
     decisions = []
