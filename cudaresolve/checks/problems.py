@@ -261,6 +261,22 @@ class CompilerPtxTooNew:
     driver_ptx_isa: str  # the newest ISA the driver loads ("8.4")
 
 
+@dataclass(frozen=True)
+class DlsymFunctionsMissing:
+    """A package finds compiler functions with dlsym at run time (data/compiler_users.toml [dlsym])
+    that the provider's installed release does not export by their plain names."""
+
+    consumer: str  # "cuda-bindings"
+    consumer_version: Version
+    feature: str  # what uses them ("cuda.bindings.nvjitlink")
+    kind: str  # "nvjitlink", "nvrtc"
+    provider: str  # its wheel ("nvidia-nvjitlink-cu12")
+    release: str  # "12.0.140"
+    functions: tuple[str, ...]  # those the release lacks, in the table's order
+    minimum: str  # the oldest release exporting every function of the need ("12.3.52")
+    fallback: bool  # the package works without them, otherwise (cuda.core takes the driver's linker)
+
+
 # -- metadata and advisories ----------------------------------------------------------------------
 
 
@@ -289,5 +305,5 @@ Problem = Union[
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
-    MetadataAdmitsOlder, CompilerCannotTargetGpu, CompilerPtxTooNew,
+    MetadataAdmitsOlder, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing,
 ]

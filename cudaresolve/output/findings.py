@@ -210,6 +210,14 @@ def _compiler_ptx_too_new(problem: p.CompilerPtxTooNew) -> str:
             "not cover PTX)")
 
 
+def _dlsym_missing(problem: p.DlsymFunctionsMissing) -> str:
+    cost = "it falls back to another path" if problem.fallback else "the first call fails"
+    return (f"{problem.consumer} {problem.consumer_version} finds {', '.join(problem.functions)} with dlsym at run "
+            f"time ({problem.feature}); {COMPILERS[problem.kind]} {problem.release} ({problem.provider}) does not "
+            f"export {'it' if len(problem.functions) == 1 else 'them'}, {problem.provider} {problem.minimum} is the "
+            f"first release that does: {cost}")
+
+
 def host_has(driver: object, cuda: object) -> str:
     """What the host's driver is, for a driver-floor finding."""
     parts = [f"driver {driver}" if driver else "driver release unknown"]
@@ -281,6 +289,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.MetadataAdmitsOlder: _metadata_admits_older,
     p.CompilerCannotTargetGpu: _compiler_cannot_target,
     p.CompilerPtxTooNew: _compiler_ptx_too_new,
+    p.DlsymFunctionsMissing: _dlsym_missing,
 }
 
 

@@ -27,9 +27,11 @@ PLANNED = "cudaresolve (planned)"  # the INSTALLER a planned distribution report
 def planned_environment(
     installed: Environment, chosen: Iterable[Candidate], index: PackageIndex, *, deep: bool = False
 ) -> Environment:
-    """`installed` with every chosen wheel in place of what it replaces. Wheels the knowledge table
-    does not know bring their ELF files only with `deep`, or when they carry their own CUDA runtime
-    (only their bytes tell their CUDA); each is downloaded once, then cached."""
+    """`installed` with every chosen wheel in place of what it replaces. A wheel brings its ELF files
+    from the knowledge table's row for it; a release of a consumer the table covers that has no row
+    of its own (onnxruntime-gpu 1.31.0 beside 1.31.1), and every wheel with `deep` or carrying its
+    own CUDA runtime, is read from the wheel itself (downloaded once, then cached by sha256): no
+    release borrows another's facts."""
     site = installed.target.site_packages[-1]
     wheels = [c for c in chosen if c.file is not None]
     # conda's packages stay: a wheel never replaces one (a conda name is not a pip name)
@@ -39,7 +41,7 @@ def planned_environment(
     for candidate in wheels:
         assert candidate.file is not None
         metadata = index.metadata(candidate.file)
-        members = index.binary_facts(candidate.file).members if deep or _facts_known(candidate) or _own_runtime(candidate) else ()
+        members = index.binary_facts(candidate.file).members if deep or _covered(candidate) or _own_runtime(candidate) else ()
         paths = []
         for facts in members:
             member = facts.path.split("!", 1)[1]
@@ -75,11 +77,16 @@ def planned_environment(
     )
 
 
-def _facts_known(candidate: Candidate) -> bool:
-    """Binary facts without a download: the knowledge table's. Other wheels join the plan with
-    their metadata alone (their files are judged by `doctor` after install)."""
+def _covered(candidate: Candidate) -> bool:
+    """A consumer the knowledge table holds releases of (onnxruntime-gpu): only its binaries tell
+    its CUDA build (the libraries they link), so each release is judged by its own row, or by its
+    wheel where the table has none. An NVIDIA component's CUDA is data by name and version
+    (data/components.toml): it joins with the table's row for it, or its metadata alone. Other
+    wheels join the plan with their metadata alone (their files are judged by `doctor` after install)."""
     assert candidate.file is not None
-    return wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None
+    if wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None:
+        return True
+    return bool(wheel_facts.releases(candidate.name)) and not components.for_dist(candidate.name)
 
 
 def _own_runtime(candidate: Candidate) -> bool:

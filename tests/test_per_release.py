@@ -1,0 +1,157 @@
+"""Every release is judged by its own binaries: a release the knowledge table (data/wheel_facts.toml)
+lacks borrows nothing from the releases beside it; the lock reads its wheel (once, cached by sha256)
+and the doctor reads its installed files, so both reach the verdict the binary gives.
+onnxruntime-gpu is the case: the table holds one release per minor (1.31.1, 1.30.0, ...), and 1.31.0,
+absent from it, was locked for driver 535 though it is a CUDA 13 build like its neighbours.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from test_checks_planned import PLANNED, X86_64, planned, so
+from test_elf import needs_readelf, readelf_dynamic
+from wheel_cache import cache_dir, fetch_wheel
+
+from cudaresolve.binary.wheel import WheelFacts
+from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.cli import main
+from cudaresolve.index.metadata import CoreMetadata
+from cudaresolve.index.pages import ProjectFile
+from cudaresolve.knowledge import wheel_facts
+from cudaresolve.lockfile.pylock import read_pylock
+from cudaresolve.resolve.candidates import Candidate, cuda_build
+from cudaresolve.resolve.planned import planned_environment
+from cudaresolve.versions import CudaVersion
+
+PROVIDER = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
+DRIVER_535 = ("--driver", "535.104.05", "--gpu", "8.6")
+
+
+class RecordedIndex:
+    """The index seam of `planned_environment`: metadata without requirements, and the binary facts
+    recorded for each wheel file; it notes which wheels were read."""
+
+    def __init__(self, facts: dict[str, WheelFacts]):
+        self.facts = facts
+        self.read: list[str] = []
+
+    def metadata(self, file: ProjectFile) -> CoreMetadata:
+        return CoreMetadata(file.name, str(file.version), "2.1", (), None, (), "pep658")
+
+    def binary_facts(self, file: ProjectFile, *, deep: bool = False) -> WheelFacts:
+        self.read.append(file.filename)
+        row = wheel_facts.find(file.name, str(file.version), file.filename)
+        return wheel_facts.from_record(row) if row is not None and not deep else self.facts[file.filename]
+
+
+def candidate(name: str, version: str, filename: str) -> Candidate:
+    file = ProjectFile(filename, f"https://index.invalid/{filename}", canonicalize_name(name), Version(version), (),
+                       None, None, None, None, "index")
+    return Candidate(canonicalize_name(name), Version(version), file)
+
+
+def test_a_release_absent_from_the_table_gets_no_facts_from_a_neighbour():
+    """1.31.0 is not in the table, its neighbours 1.30.0 and 1.31.1 are CUDA 13 builds there. Nothing
+    says 1.31.0's CUDA without its wheel: no build by name, no row. Planned, its facts are its own
+    wheel's: here a provider that links libcublas.so.12, so it is a CUDA 12 build, whatever the
+    releases beside it are."""
+    assert wheel_facts.find("onnxruntime-gpu", "1.31.0") is None
+    neighbours = {w.version for w in wheel_facts.releases("onnxruntime-gpu")}
+    assert {"1.30.0", "1.31.1"} <= neighbours
+    assert cuda_build("onnxruntime-gpu", Version("1.31.0")) is None
+    filename = "onnxruntime_gpu-1.31.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    provider = so(f"{filename}!{PROVIDER}", needed=("libcublas.so.12", "libcudart.so.12"))
+    index = RecordedIndex({filename: WheelFacts(filename, (provider,))})
+    empty = planned()
+    env = planned_environment(empty, [candidate("onnxruntime-gpu", "1.31.0", filename)], index)
+    assert index.read == [filename]
+    [elf] = env.elf_files
+    assert (elf.path, elf.owners, elf.facts.needed) == (f"{PLANNED}/{PROVIDER}", ("onnxruntime-gpu",),
+                                                        ("libcublas.so.12", "libcudart.so.12"))
+    [build] = cuda_builds(env)
+    assert (build.dist, build.version, build.cuda) == ("onnxruntime-gpu", "1.31.0", CudaVersion(12))
+
+
+def test_a_table_release_is_its_row_and_an_unknown_component_release_joins_with_its_metadata():
+    """1.31.1 has its row (no download: the index's reader answers from it); an NVIDIA component
+    release the table lacks gets its CUDA from its name and version (data/components.toml), so its
+    wheel is not read; a package the table does not cover is not read either."""
+    row = wheel_facts.find("onnxruntime-gpu", "1.31.1")
+    assert row is not None
+    other = "nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl"
+    assert wheel_facts.find("nvidia-cublas-cu12", "12.9.1.4") is None
+    index = RecordedIndex({})
+    chosen = [candidate("onnxruntime-gpu", "1.31.1", row.filename), candidate("nvidia-cublas-cu12", "12.9.1.4", other),
+              candidate("numpy", "2.4.6", "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl")]
+    env = planned_environment(planned(markers=X86_64), chosen, index)
+    assert index.read == [row.filename]
+    builds = {b.dist: b.cuda for b in cuda_builds(env)}
+    assert builds == {"onnxruntime-gpu": CudaVersion(13), "nvidia-cublas-cu12": CudaVersion(12, 9)}
+
+
+# -- the lock against the registry, on real wheels ---------------------------------------------------
+
+
+def provider_cuda_sonames(version: str, tmp_path: Path) -> list[str]:
+    """The cuBLAS and CUDA runtime sonames (their suffix is the CUDA major) the CUDA provider of a
+    real onnxruntime-gpu wheel needs, by readelf -d (the wheel is kept in the test cache)."""
+    with zipfile.ZipFile(fetch_wheel(f"onnxruntime-gpu=={version}")) as archive:
+        target = tmp_path / f"provider-{version}.so"
+        target.write_bytes(archive.read(PROVIDER))
+    return sorted(n for n in readelf_dynamic(target)["NEEDED"] if n.startswith(("libcublas", "libcudart")))
+
+
+@pytest.fixture
+def registry_lock(hermetic, tmp_path, capsys, monkeypatch):
+    """`registry_lock(requirement, *host)` -> (exit code, output, locked versions) of `cudaresolve lock`
+    against the registry pip uses by default, for an empty target; the lock's cache is kept in the
+    test cache, so a wheel's facts are read once (by sha256), not per run."""
+    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
+    target = tmp_path / "target"
+    venv.create(target, with_pip=True)  # its pip names the default index
+    listed = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "onnxruntime-gpu", "--only-binary=:all:"],
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip(f"the registry is not reachable: {listed.stderr.strip().splitlines()[-1:]}")
+
+    def run(requirement: str, *host: str) -> tuple[int, str, dict[str, str]]:
+        out_dir = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
+        out_dir.mkdir()
+        capsys.readouterr()
+        code = main(["lock", requirement, "--python", str(target / "bin" / "python"), "-o", str(out_dir / "pylock.toml"),
+                     "--explain", *host])
+        out, err = capsys.readouterr()
+        written = out_dir / "pylock.toml"
+        versions = {str(p.name): str(p.version) for p in read_pylock(str(written)).packages} if written.exists() else {}
+        return code, out + err, versions
+
+    return run
+
+
+@needs_readelf
+@pytest.mark.registry
+def test_registry_lock_onnxruntime_on_driver_535_reads_the_release_the_table_lacks(registry_lock, tmp_path):
+    """Before: `lock 'onnxruntime-gpu>=1.30,<1.32'` on driver 535 refused 1.31.1 (its row: CUDA 13)
+    and locked 1.31.0, which the table lacks. Now 1.31.0 is read from its wheel and refused for the
+    same driver floor; readelf -d agrees that its provider needs CUDA 13 libraries. Unpinned, with
+    the CUDA wheels of its extras, the lock chooses a release whose provider needs CUDA 12 ones."""
+    assert wheel_facts.find("onnxruntime-gpu", "1.31.0") is None
+    code, out, versions = registry_lock("onnxruntime-gpu>=1.30,<1.32", *DRIVER_535)
+    assert (code, versions) == (2, {}), out
+    assert ("onnxruntime-gpu 1.31.0: driver-floor: built for CUDA 13, which needs a driver >= 580.65.06" in out), out
+    needed = provider_cuda_sonames("1.31.0", tmp_path)
+    assert "libcublas.so.13" in needed and all(n.endswith(".so.13") for n in needed), needed
+
+    code, out, versions = registry_lock("onnxruntime-gpu[cuda,cudnn]", *DRIVER_535)
+    assert code == 0, out
+    chosen = versions["onnxruntime-gpu"]
+    needed = provider_cuda_sonames(chosen, tmp_path)
+    assert "libcublas.so.12" in needed and all(n.endswith(".so.12") for n in needed), needed
