@@ -266,8 +266,22 @@ def test_the_extensions_need_is_a_constraint_not_a_preference(lock_cli, extensio
     assert (versions["torch"], versions["nvidia-nvjitlink-cu12"]) == ("2.8.0+cu128", "12.8.93")
     refused = lock_cli(capped, *host, python=extension_python, name="ext")
     assert refused.code == 2, refused.err
-    assert "nvidia-nvjitlink-cu12>=12.9" in refused.err
+    extension = Path(extension_python).parents[1] / "lib"
+    # both sides of the conflict, the extension's with its file and the symbol it binds
+    assert re.search(r"no release of nvidia-nvjitlink-cu12 fits both: the request \(command line\) needs nvidia-nvjitlink-cu12<12\.9, "
+                     rf"{re.escape(str(extension))}/python[\d.]+/site-packages/nvext/_link\.so \(nvext 1\.0, binding "
+                     r"__nvJitLink(Create|Complete)_12_9\) needs nvidia-nvjitlink-cu12>=12\.9", refused.err), refused.err
     assert not refused.pylock.exists() and not refused.constraints.exists()
+
+
+def test_a_binary_need_nothing_fits_names_the_installed_file_and_its_symbol(lock_cli, extension_python, tmp_path):
+    """Under pip's constraint below 12.9, no nvJitLink meets the extension's binding: the refusal
+    says which installed file of which distribution binds which symbol."""
+    (tmp_path / "c.txt").write_text("nvidia-nvjitlink-cu12<12.9\n")
+    refused = lock_cli(["torch==2.8.0"], "--driver", "575.57.08", "--gpu", "8.9", "-c", str(tmp_path / "c.txt"), python=extension_python)
+    assert refused.code == 2, refused.err
+    assert re.search(r"nothing fits nvidia-nvjitlink-cu12>=12\.9 \(required by /\S+/site-packages/nvext/_link\.so \(nvext 1\.0\), "
+                     r"which binds __nvJitLink(Create|Complete)_12_9\) under pip's constraint nvidia-nvjitlink-cu12<12\.9", refused.err), refused.err
 
 
 # -- 5. torch + cupy: one CUDA major ---------------------------------------------------------------
