@@ -79,11 +79,12 @@ from cudaresolve.resolve.reasons import (
 
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
-# Seconds of one resolution once it backtracks: resolvelib has no deadline, and a hard set could
-# backtrack for its 2000 rounds (46 s seen) to end naming no conflict. Past this the resolution
-# stops with the conflict it backtracked on most. A resolution that never backtracks is not
-# stopped: its rounds are bounded by the names it pins.
-MAX_SECONDS = 10
+# Seconds of resolution for one lock, over every CUDA major and set it tries: resolvelib has no
+# deadline, and a hard set could backtrack for its 2000 rounds (46 s seen) to end naming no
+# conflict. Past this a resolution that backtracks stops with the conflict it met most; one that
+# never backtracks is not stopped (its rounds are bounded by the names it pins). 8, so that with
+# reading the environment and the indexes a hard set is answered within about 10 s.
+MAX_SECONDS = 8
 
 FindingKey = tuple[Check, Subject, Problem]  # a finding without its evidence and fix: the same problem
 
@@ -141,11 +142,12 @@ def lock(
     ordered = sorted(environment_majors(hosts), key=lambda m: (m != prefix_major, m not in installed_majors, -m))
     majors: list[Optional[int]] = list(ordered) or [None]
     failures: list[Attempt] = []
+    deadline = time.monotonic() + MAX_SECONDS
     for major in majors:
         finder.major = major
         roots, rewrites = for_major(requested, major)
         try:
-            return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress)
+            return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress, deadline)
         except NoSolution as exc:
             failures += exc.attempts
     untried = _untried(failures, hosts, majors)
@@ -237,6 +239,7 @@ def _lock_once(
     baseline: set[FindingKey],
     markers: dict[str, str],
     progress: Optional[Callable[[Judging], None]],
+    deadline: float,
 ) -> Lock:
     hosts = inputs.hosts
     excluded: set[tuple[str, str]] = set()
@@ -244,7 +247,7 @@ def _lock_once(
     for _ in range(MAX_JUDGED):
         constraints = root_requirements(inputs.constraints, markers)
         provider = Provider(finder, index, markers, excluded, constraints, pre=inputs.policy.pre)
-        chosen, origins, prereleases = _resolve(provider, roots, finder, installed)
+        chosen, origins, prereleases = _resolve(provider, roots, finder, installed, deadline)
         if progress:
             progress(Judging(len(chosen), len(hosts)))
         plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
@@ -268,11 +271,11 @@ def _lock_once(
 
 
 def _resolve(
-    provider: Provider, roots: list[Need], finder: CandidateFinder, installed: Environment
+    provider: Provider, roots: list[Need], finder: CandidateFinder, installed: Environment, deadline: float
 ) -> tuple[dict[str, Candidate], dict[str, tuple[Origin, ...]], dict[str, PreRelease]]:
     """The chosen candidate per name, the origins of the requirements that brought each, and for
     each pre-release chosen from an index why pip's rule allowed it."""
-    watch = _Watch(time.monotonic() + MAX_SECONDS)
+    watch = _Watch(deadline)
     try:
         result = Resolver(provider, watch).resolve(roots, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:
