@@ -40,6 +40,7 @@ from cudaresolve.resolve.reasons import (
     DriverTooOld,
     Judged,
     MajorRejection,
+    MinorCompat,
     NoDeviceCode,
     OlderCuda,
     Rejection,
@@ -122,6 +123,7 @@ def _lock(**changes) -> Lock:
                 Rejection(_ref("torch", "2.10.0"), NoDeviceCode(1, ComputeCapability.parse("9.0"), (Target.parse("sm_80"),),
                                                                    (Target.parse("compute_80"),), "gpu-box.json"),
                           installed=True),
+                Rejection(_ref("torch", "2.12.0+cu132"), MinorCompat(CudaVersion(13, 2), DriverRelease.parse("580.65.06"), CudaVersion(13, 0))),
             )),
             Decision("cupy-cuda13x", None, ()),
         ),
@@ -853,6 +855,11 @@ def test_a_refusal_names_the_binding_file_and_symbol_and_both_sides_of_a_conflic
     assert lock_words.cause(conflict) == words
     assert lock_words.cause(TooDeep(10, Bound.SECONDS, (conflict,))) == f"no set found within 10 s of resolution; the conflict met most: {words}"
     assert lock_words.cause(TooDeep(2000)) == "no set found within 2000 resolution rounds"
+    passed_over = MinorCompat(CudaVersion(13, 2), DriverRelease.parse("580.65.06"), CudaVersion(13, 0))
+    assert lock_words.evidence(passed_over, None) == (
+        "CUDA 13.2 runs on driver 580.65.06 only by minor-version compatibility, which the doctor warns about")
+    assert lock_words.evidence(replace(passed_over, driver=None, host="b.json"), None) == (
+        "CUDA 13.2 runs on the driver's CUDA 13.0 only by minor-version compatibility, which the doctor warns about on b.json")
 
 
 def test_an_empty_label_is_refused_as_it_would_not_read_back_the_same(tmp_path):

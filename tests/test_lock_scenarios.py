@@ -303,6 +303,8 @@ def test_a_driver_of_cuda_130_gets_a_cuda_130_nvjitlink_the_doctor_does_not_warn
     newest = max((Version(v) for n, v in plan_versions("nvidia-nvjitlink")), default=None)
     assert newest is not None and newest.release[:2] > (13, 0)  # the universe has a newer minor to refuse
     assert versions == {"nvidia-nvjitlink": "13.0.88"}
+    [decision] = run.lock.decisions
+    assert [(str(r.candidate.version), r.rule.value) for r in decision.rejected] == [(str(newest), "minor-compat")]
     [host] = [HostFacts.from_dict(facts) for facts in run.lock.hosts]
     assert host.driver.cuda == CudaVersion(13, 0)
     assert minor_version_warnings(versions, host) == []

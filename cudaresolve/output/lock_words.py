@@ -28,6 +28,7 @@ from cudaresolve.resolve.reasons import (
     Judged,
     MajorRefusal,
     MajorRejection,
+    MinorCompat,
     Need,
     NoBinary,
     NoDeviceCode,
@@ -166,6 +167,9 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
         return "a CPU-only build; the host has a GPU (taken only for an exact pin of it or --cpu)"
     if isinstance(found, NoExtra):
         return f"has no extra [{found.extra}]"
+    if isinstance(found, MinorCompat):
+        have = f"driver {found.driver}" if found.driver else f"the driver's CUDA {found.driver_cuda}"
+        return f"CUDA {found.cuda} runs on {have} only by minor-version compatibility, which the doctor warns about{_on(found.host)}"
     if isinstance(found, Judged):
         if found.finding is not None:
             return f"{found.check}: {shown(found.finding).message}"

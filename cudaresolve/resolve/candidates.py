@@ -33,6 +33,7 @@ from cudaresolve.resolve.reasons import (
     CandidateRef,
     CpuOnly,
     DoesNotRun,
+    MinorCompat,
     NoBinary,
     NoWheel,
     OtherMajor,
@@ -234,13 +235,20 @@ class CandidateFinder:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
 
     def _native(self, candidate: Candidate) -> bool:
-        """Whether every host's driver runs the build natively: not by minor-version compatibility,
-        which the doctor warns about (and `--strict` fails on). A host without a driver stated
-        decides nothing."""
+        return self.minor_compat(candidate) is None
+
+    def minor_compat(self, candidate: Candidate) -> Optional[MinorCompat]:
+        """The first host whose driver runs the build only by minor-version compatibility, which the
+        doctor warns about (and `--strict` fails on); None when every driver runs it natively. A host
+        without a driver stated decides nothing."""
         build = candidate.build
-        return build is None or all(
-            driver_verdict(build.cuda, host.driver.release, host.driver.cuda) != "minor-compat" for _, host in self.hosts
-        )
+        if build is None:
+            return None
+        for label, host in self.hosts:
+            driver = host.driver
+            if driver_verdict(build.cuda, driver.release, driver.cuda) == "minor-compat":
+                return MinorCompat(build.cuda, driver.release, driver.cuda, label if len(self.hosts) > 1 else None)
+        return None
 
     def _cpu_set_aside(self, candidate: Candidate) -> Optional[CpuOnly]:
         """A CPU-only build for hosts with a GPU or a driver, when no one asked for one."""

@@ -69,6 +69,7 @@ from cudaresolve.resolve.reasons import (
     ExtrasOf,
     Judged,
     MajorRejection,
+    MinorCompat,
     Need,
     NotNeeded,
     OlderCuda,
@@ -466,8 +467,9 @@ def _as_lock(
 
 
 def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[Decision, ...]:
-    """Per locked name, why not the others: the other builds of the chosen version, and every newer
-    candidate set aside (older releases lost only on age, which needs no saying). A build of an
+    """Per locked name, why not the others: the other builds of the chosen version, every newer
+    candidate set aside, and every newer one ranked below because a driver runs it only by
+    minor-version compatibility (older releases lost only on age, which needs no saying). A build of an
     older CUDA major than the environment's is compared as an older CUDA, which is why its major
     lost (the newest major that runs everywhere is tried first)."""
     decisions = []
@@ -477,8 +479,14 @@ def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[D
         for other in finder.all_candidates(name):
             if other.version.public == public and other.version != candidate.version and other.file is not None:
                 if finder.fits_major(other) or _older_cuda(other, candidate):
-                    entries.append(Rejection(other.ref, _compared(other, candidate)))
+                    entries.append(Rejection(other.ref, _compared(other, candidate, finder)))
         compared = {entry.candidate for entry in entries}
+        set_aside = {rejection.candidate for rejection in finder.rejected(name)}
+        for other in finder.all_candidates(name):  # newer releases ranked below for the doctor's warning
+            newer = other.version.public != public and other.version > candidate.version and other.file is not None
+            if newer and other.ref not in set_aside and finder.fits_major(other) and (passed_over := finder.minor_compat(other)):
+                entries.append(Rejection(other.ref, passed_over))
+                compared.add(other.ref)
         for rejection in finder.rejected(name):
             if not rejection.installed and (rejection.candidate in compared or rejection.candidate == candidate.ref):
                 continue
@@ -497,7 +505,7 @@ def _older_cuda(other: Candidate, chosen: Candidate) -> bool:
     return theirs.cuda.major < mine.cuda.major or theirs.cuda.major == mine.cuda.major and (theirs.cuda.minor or 0) < (mine.cuda.minor or 0)
 
 
-def _compared(other: Candidate, chosen: Candidate) -> OlderCuda | NotNeeded:
+def _compared(other: Candidate, chosen: Candidate, finder: CandidateFinder) -> OlderCuda | MinorCompat | NotNeeded:
     if _older_cuda(other, chosen):
         return OlderCuda(chosen.version.local)
-    return NotNeeded(chosen.version.local)
+    return finder.minor_compat(other) or NotNeeded(chosen.version.local)
