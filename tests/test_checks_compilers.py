@@ -162,16 +162,19 @@ def test_lock_of_cccl_cu13_on_pascal_is_refused_naming_the_gpu(lock_cli):
 @pytest.mark.usefixtures("hermetic")
 def test_lock_of_openmm_on_driver_550_chooses_an_nvrtc_whose_ptx_it_loads(lock_cli):
     """openmm-cuda-12 requires nvidia-cuda-nvrtc-cu12 unpinned: the newest (12.9.86) writes PTX ISA
-    8.8, which driver 550 cannot load; the lock refuses it and the next too new (12.6.85: 8.5), and
-    takes 12.4.127 (8.4). On driver 575 (CUDA 12.9: 8.8) the newest stays."""
+    8.8, which driver 550 cannot load. The lock takes 12.4.127 (8.4), the NVRTC of the driver's own
+    CUDA 12.4: the newer ones it runs only by minor-version compatibility rank below. Asked for a
+    newer NVRTC, the judge refuses both newer releases for their PTX (the rule applies to the lock).
+    On driver 575 (CUDA 12.9: 8.8) the newest stays."""
     run = lock_cli(["openmm[cuda12]"], "--driver", "550.144.03", "--gpu", "8.6")
     assert run.code == 0, run.err
     assert run.versions["nvidia-cuda-nvrtc-cu12"] == "12.4.127"
     [decision] = [d for d in run.lock.decisions if d.name == "nvidia-cuda-nvrtc-cu12"]
-    judged = {str(r.candidate.version): r.evidence for r in decision.rejected}
-    assert {version: (evidence.check, evidence.problem) for version, evidence in judged.items()
-            if version in ("12.9.86", "12.6.85")} == dict.fromkeys(("12.9.86", "12.6.85"),
-                                                                   ("run-time-compiler", "CompilerPtxTooNew"))
+    assert {str(r.candidate.version): r.rule.value for r in decision.rejected
+            if str(r.candidate.version) in ("12.9.86", "12.6.85")} == dict.fromkeys(("12.9.86", "12.6.85"), "minor-compat")
+    forced = lock_cli(["openmm[cuda12]", "nvidia-cuda-nvrtc-cu12>=12.5"], "--driver", "550.144.03", "--gpu", "8.6", name="forced")
+    assert forced.code == 2, forced.err
+    assert "run-time-compiler" in forced.err, forced.err
     newer = lock_cli(["openmm[cuda12]"], "--driver", "575.57.08", "--gpu", "8.6", name="b")
     assert newer.code == 0, newer.err
     assert newer.versions["nvidia-cuda-nvrtc-cu12"] == "12.9.86"

@@ -40,6 +40,7 @@ from cudaresolve.resolve.reasons import (
     DriverTooOld,
     Judged,
     MajorRejection,
+    MinorCompat,
     NoDeviceCode,
     OlderCuda,
     Rejection,
@@ -122,6 +123,7 @@ def _lock(**changes) -> Lock:
                 Rejection(_ref("torch", "2.10.0"), NoDeviceCode(1, ComputeCapability.parse("9.0"), (Target.parse("sm_80"),),
                                                                    (Target.parse("compute_80"),), "gpu-box.json"),
                           installed=True),
+                Rejection(_ref("torch", "2.12.0+cu132"), MinorCompat(CudaVersion(13, 2), DriverRelease.parse("580.65.06"), CudaVersion(13, 0))),
             )),
             Decision("cupy-cuda13x", None, ()),
         ),
@@ -800,7 +802,8 @@ def test_a_refusal_is_worded_from_its_causes():
         Unsatisfiable(Requirement("cuda-bindings==12.9.9"), ExtrasOf(_ref("cuda-bindings", "12.9.9")), ()),
     )
     assert lock_words.no_solution(NoSolution((Attempt(12, causes),))) == (
-        "nothing fits nvidia-nvjitlink-cu12>=12.9; libnvjitlink 12.4.127 (conda) does not satisfy >=12.9: "
+        "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by /v/nvext/_link.so (nvext 1.0), which binds __nvJitLinkCreate_12_9); "
+        "libnvjitlink 12.4.127 (conda) does not satisfy >=12.9: "
         'conda install "libnvjitlink>=12.9"; nvidia-nvjitlink-cu12 12.9.0: no wheel for this interpreter, only an sdist (cudaresolve builds none)\n'
         "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by nvidia-cusparse-cu12 12.3.1.170); "
         + "; ".join(f"nvidia-nvjitlink-cu12 12.9.{n}: no wheel for this interpreter, only an sdist (cudaresolve builds none)" for n in range(4))
@@ -818,6 +821,45 @@ def test_a_refusal_is_worded_from_its_causes():
         "no CUDA major runs on every host: old.json runs CUDA 12 (not 13: CUDA 13.0 builds no code for GPU 0 (6.1)); "
         "new.json runs CUDA no major ()\nno set found within 5 resolution rounds"
     )
+
+
+def test_a_refusal_names_the_binding_file_and_symbol_and_both_sides_of_a_conflict():
+    """A requirement a binary brought names the file and the symbol behind it; requirements on one
+    name that fit alone but not together name each side with its origin, and a resolution stopped
+    by its bound ends with the conflict it met most, not a count alone."""
+    from packaging.requirements import Requirement
+
+    from cudaresolve.resolve.causes import Bound, Conflict, TooDeep, Unsatisfiable
+    from cudaresolve.resolve.reasons import Need
+
+    installed = BinaryNeed(_ref("nvext", "1.0"), True, "libnvJitLink.so.12", CudaVersion(12, 9), "/v/nvext/_link.so", "__nvJitLinkCreate_12_9")
+    unowned = replace(installed, consumer=None, file="/v/lib/loose.so")
+    wheel = BinaryNeed(_ref("nvidia-cusparse-cu12", "12.3.1.170"), False, "libnvJitLink.so.12", CudaVersion(12, 4),
+                       "nvidia/cusparse/lib/libcusparse.so.12", "__nvJitLinkComplete_12_4")
+    nvjitlink = Requirement("nvidia-nvjitlink-cu12>=12.9")
+    assert lock_words.cause(Unsatisfiable(nvjitlink, installed, ())) == (
+        "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by /v/nvext/_link.so (nvext 1.0), which binds __nvJitLinkCreate_12_9)")
+    assert lock_words.cause(Unsatisfiable(nvjitlink, unowned, ())) == (
+        "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by /v/lib/loose.so (a file no distribution lists), "
+        "which binds __nvJitLinkCreate_12_9)")
+    assert lock_words.cause(Unsatisfiable(Requirement("nvidia-nvjitlink-cu12>=12.4"), wheel, ())) == (
+        "nothing fits nvidia-nvjitlink-cu12>=12.4 (required by nvidia/cusparse/lib/libcusparse.so.12 (nvidia-cusparse-cu12 "
+        "12.3.1.170), which binds __nvJitLinkComplete_12_4)")
+    conflict = Conflict("c", (
+        Need(Requirement("c==1.0"), RequiredBy(_ref("a", "1.0"), "gpu")),
+        Need(Requirement("c==2.0"), Asked("requirements.txt:2")),
+        Need(Requirement("c>=2.1"), installed),
+    ))
+    words = ("no release of c fits them all: a 1.0 with [gpu] needs c==1.0, the request (requirements.txt:2) needs c==2.0, "
+             "/v/nvext/_link.so (nvext 1.0, binding __nvJitLinkCreate_12_9) needs c>=2.1")
+    assert lock_words.cause(conflict) == words
+    assert lock_words.cause(TooDeep(10, Bound.SECONDS, (conflict,))) == f"no set found within 10 s of resolution; the conflict met most: {words}"
+    assert lock_words.cause(TooDeep(2000)) == "no set found within 2000 resolution rounds"
+    passed_over = MinorCompat(CudaVersion(13, 2), DriverRelease.parse("580.65.06"), CudaVersion(13, 0))
+    assert lock_words.evidence(passed_over, None) == (
+        "CUDA 13.2 runs on driver 580.65.06 only by minor-version compatibility, which the doctor warns about")
+    assert lock_words.evidence(replace(passed_over, driver=None, host="b.json"), None) == (
+        "CUDA 13.2 runs on the driver's CUDA 13.0 only by minor-version compatibility, which the doctor warns about on b.json")
 
 
 def test_an_empty_label_is_refused_as_it_would_not_read_back_the_same(tmp_path):

@@ -26,10 +26,15 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.cli import main
+from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import Environment
+from cudaresolve.env.interpreter import Target
 from cudaresolve.knowledge import torch as torch_data
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.lock import Lock, ReasonKind
+from cudaresolve.versions import CudaVersion
 
 RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
 
@@ -266,8 +271,82 @@ def test_the_extensions_need_is_a_constraint_not_a_preference(lock_cli, extensio
     assert (versions["torch"], versions["nvidia-nvjitlink-cu12"]) == ("2.8.0+cu128", "12.8.93")
     refused = lock_cli(capped, *host, python=extension_python, name="ext")
     assert refused.code == 2, refused.err
-    assert "nvidia-nvjitlink-cu12>=12.9" in refused.err
+    extension = Path(extension_python).parents[1] / "lib"
+    # both sides of the conflict, the extension's with its file and the symbol it binds
+    assert re.search(r"no release of nvidia-nvjitlink-cu12 fits both: the request \(command line\) needs nvidia-nvjitlink-cu12<12\.9, "
+                     rf"{re.escape(str(extension))}/python[\d.]+/site-packages/nvext/_link\.so \(nvext 1\.0, binding "
+                     r"__nvJitLink(Create|Complete)_12_9\) needs nvidia-nvjitlink-cu12>=12\.9", refused.err), refused.err
     assert not refused.pylock.exists() and not refused.constraints.exists()
+
+
+def test_a_binary_need_nothing_fits_names_the_installed_file_and_its_symbol(lock_cli, extension_python, tmp_path):
+    """Under pip's constraint below 12.9, no nvJitLink meets the extension's binding: the refusal
+    says which installed file of which distribution binds which symbol."""
+    (tmp_path / "c.txt").write_text("nvidia-nvjitlink-cu12<12.9\n")
+    refused = lock_cli(["torch==2.8.0"], "--driver", "575.57.08", "--gpu", "8.9", "-c", str(tmp_path / "c.txt"), python=extension_python)
+    assert refused.code == 2, refused.err
+    assert re.search(r"nothing fits nvidia-nvjitlink-cu12>=12\.9 \(required by /\S+/site-packages/nvext/_link\.so \(nvext 1\.0\), "
+                     r"which binds __nvJitLink(Create|Complete)_12_9\) under pip's constraint nvidia-nvjitlink-cu12<12\.9", refused.err), refused.err
+
+
+# -- the lock prefers what the doctor will not warn about -------------------------------------------
+
+
+def test_a_driver_of_cuda_130_gets_a_cuda_130_nvjitlink_the_doctor_does_not_warn_about(lock_cli, tmp_path, uv):
+    """nvJitLink 13.0.88 and 13.2.86 both run on driver 580 (CUDA 13.0); 13.2 only by minor-version
+    compatibility, which the doctor warns about (so `--strict` fails): the lock takes 13.0, and the
+    doctor's checks on the planned environment find nothing to warn about."""
+    from cudaresolve.host.facts import HostFacts
+
+    run = lock_cli(["nvidia-nvjitlink"], "--driver", "580.65.06", "--gpu", "8.9")
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    newest = max((Version(v) for n, v in plan_versions("nvidia-nvjitlink")), default=None)
+    assert newest is not None and newest.release[:2] > (13, 0)  # the universe has a newer minor to refuse
+    assert versions == {"nvidia-nvjitlink": "13.0.88"}
+    [decision] = run.lock.decisions
+    assert [(str(r.candidate.version), r.rule.value) for r in decision.rejected] == [(str(newest), "minor-compat")]
+    [host] = [HostFacts.from_dict(facts) for facts in run.lock.hosts]
+    assert host.driver.cuda == CudaVersion(13, 0)
+    assert minor_version_warnings(versions, host) == []
+    # the same check does warn about the newer release the lock passed over: the test can fail
+    assert minor_version_warnings({"nvidia-nvjitlink": str(newest)}, host) == ["nvidia-nvjitlink"]
+
+
+def test_a_driver_of_cuda_128_gets_torch_280s_cu128_build_not_cu129(lock_cli, tmp_path, uv):
+    """torch 2.8.0 has +cu129 and +cu128 builds; driver 570 (CUDA 12.8) runs +cu129 only by
+    minor-version compatibility: the lock takes +cu128, with the nvJitLink it pins, and the doctor's
+    checks on the planned environment warn about neither."""
+    from cudaresolve.host.facts import HostFacts
+
+    run = lock_cli(["torch==2.8.0"], "--driver", "570.86.15", "--gpu", "8.9")
+    versions = assert_oracles_agree(run, tmp_path, uv)
+    assert (versions["torch"], versions["nvidia-nvjitlink-cu12"]) == ("2.8.0+cu128", "12.8.93")
+    [host] = [HostFacts.from_dict(facts) for facts in run.lock.hosts]
+    assert minor_version_warnings(versions, host) == []
+    assert minor_version_warnings({**versions, "torch": "2.8.0+cu129"}, host) == ["torch"]
+
+
+def minor_version_warnings(versions: dict[str, str], host) -> list[str]:
+    """The distributions the doctor's checks warn about on `host` for minor-version compatibility,
+    were `versions` installed (a planned environment of their metadata)."""
+    from cudaresolve.checks import judge
+    from cudaresolve.checks.problems import MinorVersionCompatibility
+
+    planned = [Distribution(name, Version(version), (), "pip", f"/planned/{name}-{version}.dist-info", ()) for name, version in versions.items()]
+    findings = judge(planned_environment_of(planned), host).findings
+    return sorted(str(f.subject.distribution) for f in findings if isinstance(f.problem, MinorVersionCompatibility))
+
+
+def plan_versions(name: str) -> list[tuple[str, str]]:
+    return [(spec.name, spec.version) for spec in plan() if canonicalize_name(spec.name) == name]
+
+
+def planned_environment_of(distributions: list[Distribution]) -> Environment:
+    """A planned environment of plain distributions (no files), as the lock's judge sees one."""
+    markers = {"platform_machine": "x86_64", "sys_platform": "linux", "python_version": "3.11"}
+    loader = LoaderEnv(machine="x86_64", default_dirs=(), real_path=lambda p: p, read_header=lambda path: None)
+    return Environment(target=Target(site_packages=("/planned",), markers=tuple(sorted(markers.items()))),
+                       distributions=tuple(distributions), elf_files=(), loader=loader)
 
 
 # -- 5. torch + cupy: one CUDA major ---------------------------------------------------------------

@@ -15,9 +15,10 @@ from packaging.utils import canonicalize_name
 from cudaresolve.arch import Target
 from cudaresolve.output.findings import kebab, shown
 from cudaresolve.output.fixes import render_fix
-from cudaresolve.resolve.causes import Cause, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
+from cudaresolve.resolve.causes import Bound, Cause, Conflict, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.lock import LockedPackage, PreRelease, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
+    Asked,
     BinaryNeed,
     CandidateRef,
     Constrained,
@@ -27,6 +28,7 @@ from cudaresolve.resolve.reasons import (
     Judged,
     MajorRefusal,
     MajorRejection,
+    MinorCompat,
     Need,
     NoBinary,
     NoDeviceCode,
@@ -34,9 +36,11 @@ from cudaresolve.resolve.reasons import (
     NotNeeded,
     NoWheel,
     OlderCuda,
+    Origin,
     OtherMajor,
     PreReleaseNotAllowed,
     Rejection,
+    RequiredBy,
     RequiresPython,
     SdistOnly,
     ShadowsConda,
@@ -163,6 +167,9 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
         return "a CPU-only build; the host has a GPU (taken only for an exact pin of it or --cpu)"
     if isinstance(found, NoExtra):
         return f"has no extra [{found.extra}]"
+    if isinstance(found, MinorCompat):
+        have = f"driver {found.driver}" if found.driver else f"the driver's CUDA {found.driver_cuda}"
+        return f"CUDA {found.cuda} runs on {have} only by minor-version compatibility, which the doctor warns about{_on(found.host)}"
     if isinstance(found, Judged):
         if found.finding is not None:
             return f"{found.check}: {shown(found.finding).message}"
@@ -215,8 +222,8 @@ def causes(found: Sequence[Cause]) -> str:
 
 def cause(found: Cause) -> str:
     if isinstance(found, Unsatisfiable):
-        parent = parent_of(found.origin)
-        line = f"nothing fits {found.requirement}" + (f" (required by {candidate(parent)})" if parent else "")
+        by = required_by(found.origin)
+        line = f"nothing fits {found.requirement}" + (f" (required by {by})" if by else "")
         line += "".join(f" under {constraint(c)}" for c in found.constraints)
         reasons = [rejection_line(r) for r in found.rejections]
         if found.conda is not None:
@@ -226,13 +233,50 @@ def cause(found: Cause) -> str:
             more = len(reasons) - MAX_REASONS
             line += "; " + "; ".join(reasons[:MAX_REASONS]) + (f"; and {more} more" if more > 0 else "")
         return line
+    if isinstance(found, Conflict):
+        which = "both" if len(found.needs) == 2 else "them all"
+        sides = ", ".join(f"{who(need.origin)} needs {need.requirement}" for need in found.needs)
+        return f"no release of {found.name} fits {which}: {sides}" + "".join(f" under {constraint(c)}" for c in found.constraints)
     if isinstance(found, Refused):
         text = shown(found.finding)
         return f"{text.subject}: {text.message}{_on(found.host)}" + (f"; fix: {text.fix}" if text.fix else "")
     if isinstance(found, GaveUp):
         return f"gave up after {found.sets} sets refused by the checks; the last: {shown(found.last).message}"
     assert isinstance(found, TooDeep)
-    return f"no set found within {found.rounds} resolution rounds"
+    bound = f"{found.limit} resolution rounds" if found.bound is Bound.ROUNDS else f"{found.limit} s of resolution"
+    met = "; the conflict met most: " + "; ".join(cause(c) for c in found.conflict) if found.conflict else ""
+    return f"no set found within {bound}{met}"
+
+
+def required_by(origin: Origin) -> Optional[str]:
+    """Who brought a requirement, for "required by ...": the installed or wheel file that binds a
+    symbol and its distribution, or the candidate whose metadata names it; None for a root."""
+    if isinstance(origin, BinaryNeed) and origin.file:
+        binds = f", which binds {origin.symbol}" if origin.symbol else ""
+        return f"{origin.file} ({_owner(origin)}){binds}"
+    parent = parent_of(origin)
+    return candidate(parent) if parent else None
+
+
+def who(origin: Origin) -> str:
+    """The side of a conflict that needs a requirement: "a 1.0", "the request (command line)"."""
+    if isinstance(origin, Asked):
+        return f"the request ({origin.where})"
+    if isinstance(origin, Constrained):
+        return f"pip's constraint ({constrained_at(origin)})"
+    if isinstance(origin, BinaryNeed):
+        if origin.file:
+            binds = f", binding {origin.symbol}" if origin.symbol else ""
+            return f"{origin.file} ({_owner(origin)}{binds})"
+        return f"{_owner(origin)}'s binaries"
+    extra = f" with [{origin.extra}]" if isinstance(origin, RequiredBy) and origin.extra else ""
+    return candidate(origin.parent) + extra
+
+
+def _owner(origin: BinaryNeed) -> str:
+    if origin.consumer is None:
+        return "a file no distribution lists"
+    return candidate(origin.consumer)
 
 
 def constraint(need: Need) -> str:

@@ -6,8 +6,8 @@ installed distribution kept as it is.
 set aside and why, as Rejection records (requires-python and tags are the index's business; here:
 yanked, a build that does not run on a host, an sdist that is not locked).
 
-May import: arch, checks/builds (which CUDA a release is built for), env distributions, host facts,
-index/, knowledge/torch, versions, resolve/ (conda, fit, reasons).
+May import: arch, checks/builds (which CUDA a release is built for), compat, env distributions, host
+facts, index/, knowledge/ (components, torch), versions, resolve/ (conda, fit, reasons).
 """
 
 from __future__ import annotations
@@ -20,18 +20,20 @@ from packaging.version import Version
 
 from cudaresolve.arch import PtxTarget
 from cudaresolve.checks.builds import CudaBuild, component_builds, framework_build
+from cudaresolve.compat import driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
-from cudaresolve.knowledge import torch
+from cudaresolve.knowledge import components, torch
 from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import rejection
 from cudaresolve.resolve.reasons import (
     CandidateRef,
     CpuOnly,
     DoesNotRun,
+    MinorCompat,
     NoBinary,
     NoWheel,
     OtherMajor,
@@ -214,7 +216,7 @@ class CandidateFinder:
                 self.rejections.add(Rejection(candidate.ref, reason))
                 continue
             found.append(candidate)
-        found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted), reverse=True)
+        found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted, native=self._native(c)), reverse=True)
         if conda is not None and conda.same_component:
             package = conda.package
             found.insert(0, Candidate(name, package.version, None, package, build=cuda_build(name, package.version)))
@@ -231,6 +233,22 @@ class CandidateFinder:
 
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
+
+    def _native(self, candidate: Candidate) -> bool:
+        return self.minor_compat(candidate) is None
+
+    def minor_compat(self, candidate: Candidate) -> Optional[MinorCompat]:
+        """The first host whose driver runs the build only by minor-version compatibility, which the
+        doctor warns about (and `--strict` fails on); None when every driver runs it natively. A host
+        without a driver stated decides nothing."""
+        build = candidate.build
+        if build is None:
+            return None
+        for label, host in self.hosts:
+            driver = host.driver
+            if driver_verdict(build.cuda, driver.release, driver.cuda) == "minor-compat":
+                return MinorCompat(build.cuda, driver.release, driver.cuda, label if len(self.hosts) > 1 else None)
+        return None
 
     def _cpu_set_aside(self, candidate: Candidate) -> Optional[CpuOnly]:
         """A CPU-only build for hosts with a GPU or a driver, when no one asked for one."""
@@ -262,15 +280,22 @@ def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
     return framework_build(planned) or next(iter(component_builds([planned])), None)
 
 
-def _preference(candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False) -> tuple[Union[str, Version], bool, bool, tuple[int, int], Version]:
-    """Newer public version first; among one version's builds, the CPU-only one when CPU builds are
-    asked for (`cpu`), then one for no newer CUDA than the conda prefix's `cuda_pin` (its libraries
-    are that CUDA's), then the newest CUDA (every build left has passed the hosts' driver and GPUs),
-    a known build before an unknown one."""
+def _preference(
+    candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False, *, native: bool = True
+) -> tuple[bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
+    """An NVIDIA component the hosts' drivers run natively before a newer one they run only by
+    minor-version compatibility (nvJitLink 13.0 before 13.2 for a driver of CUDA 13.0: the doctor
+    warns about the newer); then newer public version first; among one version's builds, the
+    CPU-only one when CPU builds are asked for (`cpu`), then one for no newer CUDA than the conda
+    prefix's `cuda_pin` (its libraries are that CUDA's), then one the drivers run natively, then the
+    newest CUDA (every build left has passed the hosts' driver and GPUs), a known build before an
+    unknown one."""
     cuda = candidate.build.cuda if candidate.build else None
     fits_pin = cuda_pin is None or cuda is None or (cuda.major == cuda_pin.major and not cuda_pin < cuda)
     cpu_first = cpu and torch.cpu_only(candidate.name, candidate.version)
-    return (candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, _cuda_key(cuda), candidate.version)
+    component_native = native or not components.for_dist(candidate.name, str(candidate.version))
+    return (component_native, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
+            _cuda_key(cuda), candidate.version)
 
 
 def _cuda_key(cuda: Optional[CudaVersion]) -> tuple[int, int]:

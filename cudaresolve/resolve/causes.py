@@ -5,6 +5,7 @@ May import: packaging, errors, the judge's Finding (checks/findings.py), resolve
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -37,6 +38,16 @@ class Unsatisfiable:
 
 
 @dataclass(frozen=True)
+class Conflict:
+    """Requirements on one name that each admit a candidate but no candidate admits together:
+    resolvelib's causes, each with its origin ("a 1.0 needs c==1.0, b 1.0 needs c==2.0")."""
+
+    name: str
+    needs: tuple[Need, ...]
+    constraints: tuple[Need, ...] = ()  # pip constraints on the name: they limit what fits too
+
+
+@dataclass(frozen=True)
 class Refused:
     """The judge refused the planned environment for a finding no chosen wheel can be blamed for."""
 
@@ -52,14 +63,24 @@ class GaveUp:
     last: Finding
 
 
+class Bound(enum.Enum):
+    """What ended a resolution that found no set: its rounds, or its time."""
+
+    ROUNDS = "rounds"
+    SECONDS = "seconds"
+
+
 @dataclass(frozen=True)
 class TooDeep:
-    """resolvelib found no set within `rounds` rounds."""
+    """resolvelib found no set within `limit` rounds or seconds; the conflict it backtracked on
+    most (the causes of that backtrack), when it met one."""
 
-    rounds: int
+    limit: int
+    bound: Bound = Bound.ROUNDS
+    conflict: tuple[Union[Unsatisfiable, Conflict], ...] = ()
 
 
-Cause = Union[Unsatisfiable, Refused, GaveUp, TooDeep]
+Cause = Union[Unsatisfiable, Conflict, Refused, GaveUp, TooDeep]
 
 
 @dataclass(frozen=True)

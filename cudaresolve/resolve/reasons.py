@@ -54,6 +54,7 @@ class Rule(enum.Enum):
     PRE_RELEASE = "pre-release"
     CPU_ONLY = "cpu-only"
     NO_EXTRA = "no-extra"
+    MINOR_COMPAT = "minor-compat"
 
 
 @dataclass(frozen=True)
@@ -205,9 +206,21 @@ class NoExtra:
     extra: str  # as asked, normalised: "cuda12"
 
 
+@dataclass(frozen=True)
+class MinorCompat:
+    """A newer release or build that a host's driver runs only by minor-version compatibility,
+    which the doctor warns about (and `--strict` fails on): one it runs natively was preferred."""
+
+    rule: ClassVar[Rule] = Rule.MINOR_COMPAT
+    cuda: CudaVersion  # the build's CUDA: 13.2
+    driver: Optional[DriverRelease]
+    driver_cuda: Optional[CudaVersion]
+    host: Optional[str] = None
+
+
 Evidence = Union[
     SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
-    OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra,
+    OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra, MinorCompat,
 ]
 EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
 DoesNotRun = Union[DriverTooOld, NoDeviceCode]  # a build against a host's driver and GPUs

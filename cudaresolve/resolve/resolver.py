@@ -12,13 +12,15 @@ resolve/. No I/O of its own beyond the index it is given.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Collection, Optional, Sequence
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Resolver
+from resolvelib.structs import RequirementInformation
 
 from cudaresolve import __version__
 from cudaresolve.checks import judge
@@ -33,7 +35,18 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.knowledge import components, cupy, torch
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
-from cudaresolve.resolve.causes import Attempt, Cause, CondaMismatch, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
+from cudaresolve.resolve.causes import (
+    Attempt,
+    Bound,
+    Cause,
+    CondaMismatch,
+    Conflict,
+    GaveUp,
+    NoSolution,
+    Refused,
+    TooDeep,
+    Unsatisfiable,
+)
 from cudaresolve.resolve.conda import conda_providers
 from cudaresolve.resolve.fit import environment_majors, fleet_conflict, major_rejections
 from cudaresolve.resolve.inputs import LockInputs
@@ -50,12 +63,13 @@ from cudaresolve.resolve.lock import (
 )
 from cudaresolve.resolve.needs import installed_binary_requirements
 from cudaresolve.resolve.planned import planned_environment
-from cudaresolve.resolve.provider import Provider, missing_extra, root_requirements
+from cudaresolve.resolve.provider import Identifier, Provider, missing_extra, root_requirements
 from cudaresolve.resolve.reasons import (
     Asked,
     ExtrasOf,
     Judged,
     MajorRejection,
+    MinorCompat,
     Need,
     NotNeeded,
     OlderCuda,
@@ -66,6 +80,12 @@ from cudaresolve.resolve.reasons import (
 
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
+# Seconds of resolution for one lock, over every CUDA major and set it tries: resolvelib has no
+# deadline, and a hard set could backtrack for its 2000 rounds (46 s seen) to end naming no
+# conflict. Past this a resolution that backtracks stops with the conflict it met most; one that
+# never backtracks is not stopped (its rounds are bounded by the names it pins). 8, so that with
+# reading the environment and the indexes a hard set is answered within about 10 s.
+MAX_SECONDS = 8
 
 FindingKey = tuple[Check, Subject, Problem]  # a finding without its evidence and fix: the same problem
 
@@ -123,11 +143,12 @@ def lock(
     ordered = sorted(environment_majors(hosts), key=lambda m: (m != prefix_major, m not in installed_majors, -m))
     majors: list[Optional[int]] = list(ordered) or [None]
     failures: list[Attempt] = []
+    deadline = time.monotonic() + MAX_SECONDS
     for major in majors:
         finder.major = major
         roots, rewrites = for_major(requested, major)
         try:
-            return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress)
+            return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress, deadline)
         except NoSolution as exc:
             failures += exc.attempts
     untried = _untried(failures, hosts, majors)
@@ -219,6 +240,7 @@ def _lock_once(
     baseline: set[FindingKey],
     markers: dict[str, str],
     progress: Optional[Callable[[Judging], None]],
+    deadline: float,
 ) -> Lock:
     hosts = inputs.hosts
     excluded: set[tuple[str, str]] = set()
@@ -226,7 +248,7 @@ def _lock_once(
     for _ in range(MAX_JUDGED):
         constraints = root_requirements(inputs.constraints, markers)
         provider = Provider(finder, index, markers, excluded, constraints, pre=inputs.policy.pre)
-        chosen, origins, prereleases = _resolve(provider, roots, finder, installed)
+        chosen, origins, prereleases = _resolve(provider, roots, finder, installed, deadline)
         if progress:
             progress(Judging(len(chosen), len(hosts)))
         plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
@@ -250,16 +272,20 @@ def _lock_once(
 
 
 def _resolve(
-    provider: Provider, roots: list[Need], finder: CandidateFinder, installed: Environment
+    provider: Provider, roots: list[Need], finder: CandidateFinder, installed: Environment, deadline: float
 ) -> tuple[dict[str, Candidate], dict[str, tuple[Origin, ...]], dict[str, PreRelease]]:
     """The chosen candidate per name, the origins of the requirements that brought each, and for
     each pre-release chosen from an index why pip's rule allowed it."""
+    watch = _Watch(deadline)
     try:
-        result = Resolver(provider, BaseReporter()).resolve(roots, max_rounds=MAX_ROUNDS)
+        result = Resolver(provider, watch).resolve(roots, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:
-        raise NoSolution((Attempt(finder.major, _causes(exc, finder, installed, provider.constraints)),)) from None
-    except ResolutionTooDeep:
-        raise NoSolution((Attempt(finder.major, (TooDeep(MAX_ROUNDS),)),)) from None
+        raise NoSolution((Attempt(finder.major, _causes(exc.causes, finder, installed, provider.constraints)),)) from None
+    except (ResolutionTooDeep, _OutOfTime) as exc:
+        bound, limit = (Bound.SECONDS, MAX_SECONDS) if isinstance(exc, _OutOfTime) else (Bound.ROUNDS, MAX_ROUNDS)
+        conflict = tuple(c for c in _causes(watch.most(), finder, installed, provider.constraints)
+                         if isinstance(c, (Unsatisfiable, Conflict)))
+        raise NoSolution((Attempt(finder.major, (TooDeep(limit, bound, conflict),)),)) from None
     origins: dict[str, dict[Origin, None]] = {}
     needs: dict[str, list[Need]] = {}
     for (name, _), criterion in result.criteria.items():
@@ -286,21 +312,74 @@ def _resolve(
     return chosen, {name: tuple(origins.get(name, ())) for name in chosen}, prereleases
 
 
+class _OutOfTime(Exception):
+    """The resolution ran past MAX_SECONDS (raised through resolvelib by the reporter)."""
+
+
+class _Watch(BaseReporter[Need, Candidate, Identifier]):
+    """Counts the conflicts resolvelib backtracks on, and stops a resolution that backtracks past
+    its deadline."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.met = 0  # conflicts met so far
+        self.seen: dict[frozenset[Need], tuple[int, int, Collection[RequirementInformation[Need, Candidate]]]] = {}  # count, last met, causes
+
+    def resolving_conflicts(self, causes: Collection[RequirementInformation[Need, Candidate]]) -> None:
+        key = frozenset(information.requirement for information in causes)
+        count = self.seen[key][0] if key in self.seen else 0
+        self.met += 1
+        self.seen[key] = (count + 1, self.met, list(causes))
+        self._check()
+
+    def starting_round(self, index: int) -> None:
+        self._check()
+
+    def _check(self) -> None:
+        if self.seen and time.monotonic() > self.deadline:
+            raise _OutOfTime()
+
+    def most(self) -> Collection[RequirementInformation[Need, Candidate]]:
+        """The causes of the conflict met most often (the later one of a tie); none when none was met."""
+        if not self.seen:
+            return ()
+        return max(self.seen.values(), key=lambda entry: entry[:2])[2]
+
+
 def _causes(
-    exc: ResolutionImpossible[Need, Candidate], finder: CandidateFinder, installed: Environment, constraints: dict[str, list[Need]]
+    found: Collection[RequirementInformation[Need, Candidate]], finder: CandidateFinder, installed: Environment,
+    constraints: dict[str, list[Need]],
 ) -> tuple[Cause, ...]:
-    """Per requirement in conflict, its origin, the pip constraints on its name, and the candidates
-    its specifier admits that were set aside (first, when a conda package stands for the wheel, why
-    it does not fit)."""
+    """resolvelib's causes as records: requirements on one name that each admit a candidate but not
+    together are a Conflict naming each with its origin; a requirement nothing admits is
+    Unsatisfiable, with the pip constraints on its name and the candidates its specifier admits
+    that were set aside (first, when a conda package stands for the wheel, why it does not fit)."""
+    by_name: dict[str, dict[Need, None]] = {}
+    for information in found:
+        need: Need = information.requirement
+        by_name.setdefault(canonicalize_name(need.name), {})[need] = None
     causes: dict[Cause, None] = {}
-    for cause in exc.causes:
-        need: Need = cause.requirement
-        requirement = need.requirement
-        name = canonicalize_name(requirement.name)
-        rejections = tuple(r for r in finder.rejected(name) if requirement.specifier.contains(r.candidate.version, prereleases=True))
-        conda = _conda_mismatch(requirement, finder, installed)
-        causes[Unsatisfiable(requirement, need.origin, rejections, conda, tuple(constraints.get(name, ())))] = None
+    for name, needs in by_name.items():
+        on_name = tuple(constraints.get(name, ()))
+        alone = [need for need in needs if not _admits_any(need, on_name, finder)]
+        if len(needs) > 1 and not alone:
+            causes[Conflict(name, tuple(needs), on_name)] = None
+            continue
+        for need in alone or needs:
+            requirement = need.requirement
+            rejections = tuple(r for r in finder.rejected(name) if requirement.specifier.contains(r.candidate.version, prereleases=True))
+            conda = _conda_mismatch(requirement, finder, installed)
+            causes[Unsatisfiable(requirement, need.origin, rejections, conda, on_name)] = None
     return tuple(causes)
+
+
+def _admits_any(need: Need, constraints: tuple[Need, ...], finder: CandidateFinder) -> bool:
+    """Whether some candidate of the major tried meets `need` and the constraints on its name."""
+    specifiers = [need.requirement.specifier] + [c.requirement.specifier for c in constraints]
+    return any(
+        finder.fits_major(candidate) and all(s.contains(candidate.version, prereleases=True) for s in specifiers)
+        for candidate in finder.all_candidates(need.name)
+    )
 
 
 def _conda_mismatch(requirement: Requirement, finder: CandidateFinder, installed: Environment) -> Optional[CondaMismatch]:
@@ -388,8 +467,9 @@ def _as_lock(
 
 
 def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[Decision, ...]:
-    """Per locked name, why not the others: the other builds of the chosen version, and every newer
-    candidate set aside (older releases lost only on age, which needs no saying). A build of an
+    """Per locked name, why not the others: the other builds of the chosen version, every newer
+    candidate set aside, and every newer one ranked below because a driver runs it only by
+    minor-version compatibility (older releases lost only on age, which needs no saying). A build of an
     older CUDA major than the environment's is compared as an older CUDA, which is why its major
     lost (the newest major that runs everywhere is tried first)."""
     decisions = []
@@ -399,8 +479,14 @@ def _decisions(chosen: dict[str, Candidate], finder: CandidateFinder) -> tuple[D
         for other in finder.all_candidates(name):
             if other.version.public == public and other.version != candidate.version and other.file is not None:
                 if finder.fits_major(other) or _older_cuda(other, candidate):
-                    entries.append(Rejection(other.ref, _compared(other, candidate)))
+                    entries.append(Rejection(other.ref, _compared(other, candidate, finder)))
         compared = {entry.candidate for entry in entries}
+        set_aside = {rejection.candidate for rejection in finder.rejected(name)}
+        for other in finder.all_candidates(name):  # newer releases ranked below for the doctor's warning
+            newer = other.version.public != public and other.version > candidate.version and other.file is not None
+            if newer and other.ref not in set_aside and finder.fits_major(other) and (passed_over := finder.minor_compat(other)):
+                entries.append(Rejection(other.ref, passed_over))
+                compared.add(other.ref)
         for rejection in finder.rejected(name):
             if not rejection.installed and (rejection.candidate in compared or rejection.candidate == candidate.ref):
                 continue
@@ -419,7 +505,7 @@ def _older_cuda(other: Candidate, chosen: Candidate) -> bool:
     return theirs.cuda.major < mine.cuda.major or theirs.cuda.major == mine.cuda.major and (theirs.cuda.minor or 0) < (mine.cuda.minor or 0)
 
 
-def _compared(other: Candidate, chosen: Candidate) -> OlderCuda | NotNeeded:
+def _compared(other: Candidate, chosen: Candidate, finder: CandidateFinder) -> OlderCuda | MinorCompat | NotNeeded:
     if _older_cuda(other, chosen):
         return OlderCuda(chosen.version.local)
-    return NotNeeded(chosen.version.local)
+    return finder.minor_compat(other) or NotNeeded(chosen.version.local)
