@@ -263,6 +263,9 @@ class BinaryFacts:
     build_id: Optional[str]  # hex of NT_GNU_BUILD_ID
     fatbin: Optional[FatbinSummary]  # None when the file carries no fatbin and none was found damaged
     cuda_runtime: Optional[CudaRuntime] = None  # None: the file neither is a libcudart nor links one in
+    # False: `symbols` holds only what crosses components (a knowledge-table row, data/wheel_facts.toml),
+    # so a name absent from its definitions proves nothing; True: the file's whole .dynsym
+    symbols_complete: bool = True
 
     @property
     def undefined(self) -> tuple[Symbol, ...]:

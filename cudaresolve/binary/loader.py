@@ -24,7 +24,8 @@ its own dependency tree in breadth-first order, which is where its objects' symb
 up (as `ldd -r <root>` does). Not blamed: weak references, Py*/_Py* names (the interpreter
 provides them), anything of the driver's libraries, and symbols a missing library (or, for
 unversioned ones, a driver library) in the scope could have provided — ld.so stops at the
-missing library, while ldd would go on to list them all.
+missing library, while ldd would go on to list them all. Nor a symbol a partial symbol table
+(`BinaryFacts.symbols_complete` false: a knowledge-table row) in the scope could hold.
 
 Not emulated: glibc-hwcaps and legacy hwcap subdirectories of each search directory (wheels do
 not ship them; ld.so would prefer them where present), secure mode, `$ORIGIN` in LD_LIBRARY_PATH
@@ -481,8 +482,16 @@ class _Namespace:
                     )
 
     def _check_symbols(self, node: _Node, scope: Sequence[_Node], unjudgeable: bool) -> None:
-        """Every non-weak undefined symbol must be found in the scope (do_lookup_x's rules)."""
+        """Every non-weak undefined symbol must be found in the scope (do_lookup_x's rules).
+
+        A scope object whose symbol table is partial (a knowledge-table row) lists only the
+        definitions that cross components: those with a CUDA ABI suffix and those some table row
+        binds. So a symbol is blamed there only when its consumer is such a row too, or its name
+        carries the suffix; any other absence proves nothing and is not reported."""
+        partial = node.facts.symbols_complete and any(not n.facts.symbols_complete for n in scope)
         for symbol in _unbound(node.facts.undefined, scope):
+            if partial and min_provider_version(symbol) is None:
+                continue
             provider = None
             if symbol.version is not None:
                 if symbol.file in self.env.driver_libraries:

@@ -81,6 +81,9 @@ class Member:
     ptx: Optional[tuple[str, ...]] = field(default=None, metadata=records.check(_ptx))  # TARGET:ISA
     undetermined: tuple[str, ...] = ()
     damage: tuple[str, ...] = ()
+    # true: `defines` lists every dynamic definition of the member, so a name absent there is absent
+    # (a missing symbol may be reported); the generator keeps only what crosses components: false
+    complete: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,5 +202,5 @@ def _member_facts(label: str, machine: str, member: Member) -> BinaryFacts:
         needed=member.needed, rpath=member.rpath, runpath=member.runpath, flags=0, flags_1=0,
         symbols=SymbolTable.of(undefined, defined), version_definitions=member.version_definitions,
         version_needs=tuple(VersionNeed(bind.file, bind.versions) for bind in member.binds), build_id=None,
-        fatbin=fatbin,
+        fatbin=fatbin, symbols_complete=member.complete,
     )

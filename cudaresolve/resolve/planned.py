@@ -3,7 +3,7 @@ same `Environment` value the doctor judges. The installed distributions a candid
 stay with their files; each chosen wheel brings its metadata and, where the binary facts are known,
 its ELF files at the paths they will be installed at.
 
-May import: packaging, env/, index/access, knowledge/ (components, wheel_facts), resolve/candidates.
+May import: packaging, binary/ (facts, wheel), env/, index/ (access, cache), knowledge/ (components, wheel_facts), resolve/candidates.
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ from typing import Iterable
 
 from packaging.requirements import Requirement
 
+from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.wheel import WheelError
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.scan import preloads_of
 from cudaresolve.index.access import PackageIndex
+from cudaresolve.index.cache import OfflineMiss
 from cudaresolve.knowledge import components, wheel_facts
 from cudaresolve.resolve.candidates import Candidate
 
@@ -38,10 +41,16 @@ def planned_environment(
     replaced = {c.name for c in wheels} - {d.name for d in installed.distributions if d.kind == "conda"}
     distributions = [d for d in installed.distributions if d.name not in replaced]
     elf_files = [e for e in installed.elf_files if not (set(e.owners) & replaced)]
+    read: dict[str, tuple[BinaryFacts, ...]] = {
+        c.name: index.binary_facts(c.file).members if deep or _covered(c) or _own_runtime(c) else ()
+        for c in wheels if c.file is not None
+    }
+    if deep:
+        _complete_providers(read, wheels, index)
     for candidate in wheels:
         assert candidate.file is not None
         metadata = index.metadata(candidate.file)
-        members = index.binary_facts(candidate.file).members if deep or _covered(candidate) or _own_runtime(candidate) else ()
+        members = read[candidate.name]
         paths = []
         for facts in members:
             member = facts.path.split("!", 1)[1]
@@ -75,6 +84,27 @@ def planned_environment(
             lambda path: path in planned_paths or os.path.isfile(path),
         ),
     )
+
+
+def _complete_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:
+    """With `deep`: a wheel known by its table row (a partial symbol table) whose library a member
+    read in full links is read from the wheel too, until no fully read member needs a partial one,
+    so the loader judges every symbol of those members against complete tables. A wheel that cannot
+    be read (offline, refused) keeps its row, against which the loader reports no absent name."""
+    tried: set[str] = set()
+    while True:
+        needed = {name for members in read.values() for facts in members if facts.symbols_complete for name in facts.needed}
+        partial = [c for c in wheels if c.name not in tried
+                   and any(not f.symbols_complete and f.soname in needed for f in read[c.name])]
+        if not partial:
+            return
+        for candidate in partial:
+            assert candidate.file is not None
+            tried.add(candidate.name)
+            try:
+                read[candidate.name] = index.binary_facts(candidate.file, deep=True).members
+            except (WheelError, OfflineMiss):
+                pass  # its row stays: the loader blames no name the row may lack
 
 
 def _covered(candidate: Candidate) -> bool:
