@@ -45,7 +45,7 @@ def _add_lock_inputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--deep",
         action="store_true",
-        help="judge the ELF files of every chosen wheel, downloading (once, cached) those the knowledge table lacks",
+        help="judge the ELF files of every chosen wheel, downloading (once, cached) those the knowledge table lacks and the providers whose rows list only some symbols",
     )
 
 
