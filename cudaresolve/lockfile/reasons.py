@@ -55,11 +55,12 @@ class Bad(ValueError):
 
 
 def plain(record: Any, dashes: bool = True) -> dict[str, Any]:
-    """A record as a table: its fields by name, values as text, numbers, booleans, lists and tables."""
+    """A record as a table: its fields by name, values as text, numbers, booleans, lists and tables
+    (a field marked `unwritten-default` only when it is not at its default)."""
     table: dict[str, Any] = {}
     for field in _in_lock_file(record):
         value = _plain_value(getattr(record, field.name), dashes)
-        if value is not None:
+        if value is not None and not (field.metadata.get("unwritten-default") and value == field.default):
             table[_key(field.name, dashes)] = value
     return table
 

@@ -20,6 +20,7 @@ from cudaresolve.resolve.lock import LockedPackage, PreRelease, Reason, ReasonKi
 from cudaresolve.resolve.reasons import (
     Asked,
     BinaryNeed,
+    BreaksInstalled,
     CandidateRef,
     Constrained,
     CpuOnly,
@@ -85,6 +86,7 @@ def reason(package: LockedPackage) -> str:
     note = _note(why) if package.wheel is not None else None
     parts = [note, base] if note else [base]
     parts += [f"within pip's constraint at {constrained_at(origin)}" for origin in why.origins if isinstance(origin, Constrained)]
+    parts += [f"needed by {installed_consumer(origin)}" for origin in why.origins if isinstance(origin, RequiredBy) and origin.installed]
     if why.prerelease:
         parts.append(PRERELEASE[why.prerelease])
     return "; ".join(parts)
@@ -170,6 +172,9 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     if isinstance(found, MinorCompat):
         have = f"driver {found.driver}" if found.driver else f"the driver's CUDA {found.driver_cuda}"
         return f"CUDA {found.cuda} runs on {have} only by minor-version compatibility, which the doctor warns about{_on(found.host)}"
+    if isinstance(found, BreaksInstalled):
+        consumer = installed_consumer(RequiredBy(found.consumer, found.extra, installed=True))
+        return f"needs {found.requirement}, and {consumer} needs {found.need}: no release fits both"
     if isinstance(found, Judged):
         if found.finding is not None:
             return f"{found.check}: {shown(found.finding).message}"
@@ -254,6 +259,8 @@ def required_by(origin: Origin) -> Optional[str]:
     if isinstance(origin, BinaryNeed) and origin.file:
         binds = f", which binds {origin.symbol}" if origin.symbol else ""
         return f"{origin.file} ({_owner(origin)}){binds}"
+    if isinstance(origin, RequiredBy) and origin.installed:
+        return installed_consumer(origin)
     parent = parent_of(origin)
     return candidate(parent) if parent else None
 
@@ -269,8 +276,17 @@ def who(origin: Origin) -> str:
             binds = f", binding {origin.symbol}" if origin.symbol else ""
             return f"{origin.file} ({_owner(origin)}{binds})"
         return f"{_owner(origin)}'s binaries"
+    if isinstance(origin, RequiredBy) and origin.installed:
+        return installed_consumer(origin)
     extra = f" with [{origin.extra}]" if isinstance(origin, RequiredBy) and origin.extra else ""
     return candidate(origin.parent) + extra
+
+
+def installed_consumer(origin: RequiredBy) -> str:
+    """`jax-cuda12-plugin 0.6.0 [with-cuda] (installed, stays)`: a distribution the plan keeps, with
+    the extra its need came through (one that counts as chosen: all its requirements installed)."""
+    extra = f" [{origin.extra}]" if origin.extra else ""
+    return f"{candidate(origin.parent)}{extra} (installed, stays)"
 
 
 def _owner(origin: BinaryNeed) -> str:

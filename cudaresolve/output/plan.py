@@ -10,13 +10,14 @@ from typing import Mapping, Optional, Sequence
 
 from packaging.version import Version
 
-from cudaresolve.output.lock_words import reason
+from cudaresolve.output.lock_words import evidence, reason
 from cudaresolve.output.progress import megabytes
 from cudaresolve.resolve.plan import Change
 
 
 def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], requirements: str = "") -> str:
-    """One line per distribution (what happens, the versions, why, where from), the download size,
+    """One line per distribution (what happens, the versions, why, where from; under it each newer
+    release not taken because it would break a distribution that stays), the download size,
     and with `command` (a dry run) the exact pip command line and the requirements file it reads."""
     touched = [c for c in changes if c.touches]
     lines = [f"plan: {len(touched)} to install, {len(changes) - len(touched)} kept"]
@@ -26,6 +27,8 @@ def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], req
         index = change.package.index
         where = f" [{index}]" if change.touches and index else ""
         lines.append(f"  {change.kind:<9} {change.name:<{width}} {versions}: {reason(change.package)}{where}")
+        lines += [f"  {'':<9} {'':<{width}} not {rejection.candidate.version}: {evidence(rejection.evidence, rejection.candidate)}"
+                  for rejection in change.breaks_installed]
     lines.append(f"download: {megabytes(sum(c.download for c in changes))}")
     if command is not None:
         lines.append("dry run; pip would run: " + shlex.join(command))

@@ -4,13 +4,18 @@ candidate wheel (from the knowledge table) and for the files already installed (
 so the resolver satisfies them by construction instead of learning about them from the judge. Each
 comes as a Need whose origin names the consumer, the binding file and a symbol.
 
+The same for the Requires-Dist of installed distributions the plan keeps (`unmet_installed_needs`):
+installers record no extras, so an extra counts as chosen when all its requirements are installed
+(env.environment.installed_extras), and its requirements bind the plan too: `jax-cuda12-plugin`
+installed with `[with-cuda]` keeps cuDNN at what that extra asks, whatever a new torch pins.
+
 May import: binary/ (facts, the loader's symbol rule), env/, knowledge/ (components, wheel_facts),
-versions, resolve/reasons.py.
+versions, resolve/ (candidates, reasons).
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
@@ -19,9 +24,10 @@ from packaging.version import Version
 from cudaresolve.binary.facts import Symbol
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.binary.wheel import split_symbol
-from cudaresolve.env.environment import Environment
+from cudaresolve.env.environment import Environment, extras_named
 from cudaresolve.knowledge import components, wheel_facts
-from cudaresolve.resolve.reasons import BinaryNeed, CandidateRef, Need
+from cudaresolve.resolve.candidates import Candidate
+from cudaresolve.resolve.reasons import BinaryNeed, CandidateRef, Need, RequiredBy
 from cudaresolve.versions import CudaVersion
 
 
@@ -72,3 +78,29 @@ def _as_needs(origin: BinaryNeed, *, exclude: str) -> Iterator[Need]:
     rows = [row for row in components.for_soname(origin.soname) if row.cuda_major == origin.floor.major and row.dist != exclude]
     for dist in sorted({row.dist for row in rows}):
         yield Need(Requirement(f"{dist}>={origin.floor}"), origin)
+
+
+def unmet_installed_needs(installed: Environment, chosen: Iterable[Candidate]) -> list[Need]:
+    """The requirements of installed distributions the plan keeps that the wheels `chosen` would
+    break: a Requires-Dist that applies in `installed` (markers, and the extras that count as chosen
+    there) on a name the plan installs in a version it does not admit. Each comes with its origin
+    RequiredBy(the installed distribution, its extra, installed): a root for the next resolution."""
+    wheels = {c.name: c for c in chosen if c.file is not None}
+    markers = installed.marker_environment
+    needs: list[Need] = []
+    for dist in installed.distributions:
+        if dist.name in wheels:
+            continue  # replaced: the new release's own requirements count
+        for requirement in installed.requirements(dist):
+            wheel = wheels.get(canonicalize_name(requirement.name))
+            if wheel is None or requirement.specifier.contains(wheel.version, prereleases=True):
+                continue
+            extra = None
+            if requirement.marker is not None and not requirement.marker.evaluate({**markers, "extra": ""}):
+                extra = next((e for e in sorted(dist.extras & extras_named([requirement]))
+                              if requirement.marker.evaluate({**markers, "extra": e})), None)
+            origin = RequiredBy(CandidateRef(NormalizedName(dist.name), dist.version), extra, installed=True)
+            unmarked = Requirement(str(requirement))
+            unmarked.marker = None  # evaluated here: the origin names the extra
+            needs.append(Need(unmarked, origin))
+    return needs

@@ -1,8 +1,8 @@
 """The install plan: what a lock changes in the target, per distribution (added, upgraded,
-downgraded, kept), with the locked package (its build and why), the index it comes from and what it
-downloads.
+downgraded, kept), with the locked package (its build and why), the index it comes from, what it
+downloads, and the newer releases not taken because they would break a distribution that stays.
 
-May import: packaging, env distributions, errors, resolve/lock.py.
+May import: packaging, env distributions, errors, resolve/ (lock, reasons).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from packaging.version import Version
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.errors import UsageError
 from cudaresolve.resolve.lock import Lock, LockedPackage
+from cudaresolve.resolve.reasons import Rejection, Rule
 
 Kind = Literal["add", "upgrade", "downgrade", "replace", "keep"]
 
@@ -26,6 +27,8 @@ class Change:
     kind: Kind  # "replace": the same public version, another build (torch 2.8.0+cu128 -> +cu129)
     installed: Optional[Version]  # the version there now
     download: int  # bytes to download, 0 when kept or unknown
+    # newer releases not taken because installing them would break a distribution that stays
+    breaks_installed: tuple[Rejection, ...] = ()
 
     @property
     def name(self) -> NormalizedName:
@@ -44,6 +47,7 @@ class Change:
 def install_plan(lock: Lock, installed: Iterable[Distribution]) -> tuple[Change, ...]:
     """One Change per locked package, in the lock's order."""
     present = {d.name: d.version for d in installed}
+    kept_back = {d.name: tuple(r for r in d.rejected if r.rule is Rule.BREAKS_INSTALLED) for d in lock.decisions}
     changes = []
     for package in lock.packages:
         new = _locked_version(package)
@@ -59,7 +63,7 @@ def install_plan(lock: Lock, installed: Iterable[Distribution]) -> tuple[Change,
         else:
             kind = "upgrade" if new > old else "downgrade"
         size = package.wheel.size if package.wheel and package.wheel.size and kind != "keep" else 0
-        changes.append(Change(package, kind, old, size or 0))
+        changes.append(Change(package, kind, old, size or 0, kept_back.get(package.name, ())))
     return tuple(changes)
 
 

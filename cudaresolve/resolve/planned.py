@@ -1,7 +1,7 @@
 """The planned environment: what the target will hold once a set of candidates is installed, as the
 same `Environment` value the doctor judges. The installed distributions a candidate does not replace
 stay with their files; each chosen wheel brings its metadata and, where the binary facts are known,
-its ELF files at the paths they will be installed at.
+its ELF files at the paths they will be installed at. A distribution that stays keeps its extras.
 
 May import: packaging, binary/ (facts, wheel), env/, index/ (access, cache), knowledge/ (components, wheel_facts), resolve/candidates.
 """
@@ -70,8 +70,13 @@ def planned_environment(
         )
     markers = installed.target.marker_environment() or {}
     versions = {d.name: d.version for d in distributions}
+    # A distribution that stays keeps the extras that counted as chosen before (their needs bind
+    # the plan, resolve/needs.py), and gains any the plan completes.
+    before = {(d.name, d.dist_info): d.extras for d in installed.distributions}
     distributions = sorted(
-        (replace(d, extras=installed_extras(d, versions, markers)) for d in distributions), key=lambda d: (d.name, d.dist_info)
+        (replace(d, extras=installed_extras(d, versions, markers) | before.get((d.name, d.dist_info), frozenset()))
+         for d in distributions),
+        key=lambda d: (d.name, d.dist_info),
     )
     elf_files.sort(key=lambda e: e.path)
     planned_paths = {e.path for e in elf_files}

@@ -55,6 +55,7 @@ class Rule(enum.Enum):
     CPU_ONLY = "cpu-only"
     NO_EXTRA = "no-extra"
     MINOR_COMPAT = "minor-compat"
+    BREAKS_INSTALLED = "breaks-installed"
 
 
 @dataclass(frozen=True)
@@ -218,9 +219,22 @@ class MinorCompat:
     host: Optional[str] = None
 
 
+@dataclass(frozen=True)
+class BreaksInstalled:
+    """The release needs a version of another distribution that no release fits together with the
+    need of an installed distribution the plan keeps (a torch pinning cuDNN 9.5 beside an installed
+    JAX plugin whose [with-cuda] needs cuDNN >= 9.8): installing it would break what stays."""
+
+    rule: ClassVar[Rule] = Rule.BREAKS_INSTALLED
+    requirement: str  # what the release needs: "nvidia-cudnn-cu12==9.5.*"
+    consumer: CandidateRef  # the installed distribution that stays
+    need: str  # what the consumer needs: "nvidia-cudnn-cu12>=9.8"
+    extra: Optional[str] = None  # the consumer's extra the need came through (one that counts as chosen)
+
+
 Evidence = Union[
     SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
-    OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra, MinorCompat,
+    OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra, MinorCompat, BreaksInstalled,
 ]
 EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
 DoesNotRun = Union[DriverTooOld, NoDeviceCode]  # a build against a host's driver and GPUs
@@ -279,11 +293,15 @@ class Constrained:
 
 @dataclass(frozen=True)
 class RequiredBy:
-    """A candidate's Requires-Dist, under one of its extras when `extra` is set."""
+    """A candidate's Requires-Dist, under one of its extras when `extra` is set; with `installed`, an
+    installed distribution's that the plan keeps (a root of the resolution: what stays binds the
+    plan), under an extra that counts as chosen there."""
 
     kind: ClassVar[OriginKind] = OriginKind.REQUIRES_DIST
     parent: CandidateRef
     extra: Optional[str] = None
+    # lock files write it only when true: the origins of every lock written before it read the same
+    installed: bool = field(default=False, metadata={"unwritten-default": True})
 
 
 @dataclass(frozen=True)
@@ -334,7 +352,9 @@ class Need:
 
 def parent_of(origin: Origin) -> Optional[CandidateRef]:
     """The candidate whose needs brought a requirement; None for a root (asked, constrained, or
-    bound by installed files)."""
+    needed by installed distributions or files)."""
+    if isinstance(origin, RequiredBy) and origin.installed:
+        return None
     if isinstance(origin, (RequiredBy, ExtrasOf)):
         return origin.parent
     if isinstance(origin, BinaryNeed) and not origin.installed:

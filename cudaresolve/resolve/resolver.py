@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Collection, Optional, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
@@ -61,11 +61,12 @@ from cudaresolve.resolve.lock import (
     Reason,
     ReasonKind,
 )
-from cudaresolve.resolve.needs import installed_binary_requirements
+from cudaresolve.resolve.needs import installed_binary_requirements, unmet_installed_needs
 from cudaresolve.resolve.planned import planned_environment
 from cudaresolve.resolve.provider import Identifier, Provider, missing_extra, root_requirements
 from cudaresolve.resolve.reasons import (
     Asked,
+    BreaksInstalled,
     ExtrasOf,
     Judged,
     MajorRejection,
@@ -76,6 +77,7 @@ from cudaresolve.resolve.reasons import (
     Origin,
     OtherMajor,
     Rejection,
+    RequiredBy,
 )
 
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
@@ -245,10 +247,16 @@ def _lock_once(
     hosts = inputs.hosts
     excluded: set[tuple[str, str]] = set()
     refused: list[Finding] = []
+    kept_needs: dict[tuple[str, Origin], Need] = {}  # what installed distributions that stay need, met so far
     for _ in range(MAX_JUDGED):
         constraints = root_requirements(inputs.constraints, markers)
         provider = Provider(finder, index, markers, excluded, constraints, pre=inputs.policy.pre)
-        chosen, origins, prereleases = _resolve(provider, roots, finder, installed, deadline)
+        while True:  # each round adds needs it found unmet: bounded by the installed requirements
+            chosen, origins, prereleases = _resolve(provider, roots + list(kept_needs.values()), finder, installed, deadline)
+            unmet = {(str(n.requirement), n.origin): n for n in unmet_installed_needs(installed, chosen.values())}
+            if not unmet.keys() - kept_needs.keys():
+                break
+            kept_needs.update(unmet)
         if progress:
             progress(Judging(len(chosen), len(hosts)))
         plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
@@ -259,6 +267,8 @@ def _lock_once(
             if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, inputs.policy.allow_advisories)
         ]
         if not problems:
+            for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
+                finder.rejections.add(rejection)
             return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites, prereleases)
         for label, finding in problems:
             culprit = chosen.get(finding.subject.distribution) if finding.subject.distribution else None
@@ -269,6 +279,41 @@ def _lock_once(
             refused.append(finding)
             finder.rejections.add(Rejection(culprit.ref, _judged(finding)))
     raise NoSolution((Attempt(finder.major, (GaveUp(MAX_JUDGED, refused[-1]),)),))
+
+
+def _passed_over(
+    chosen: dict[str, Candidate], kept: Iterable[Need], finder: CandidateFinder, index: PackageIndex, markers: dict[str, str]
+) -> Iterator[Rejection]:
+    """The releases newer than a chosen wheel that a need of an installed distribution that stays
+    ruled out (resolvelib backtracked past them): one of their requirements and that need admit no
+    common release. For `--explain` and the lock's decisions: why not the newest."""
+    by_name: dict[str, list[Need]] = {}
+    for need in kept:
+        by_name.setdefault(canonicalize_name(need.name), []).append(need)
+    if not by_name:
+        return
+    for candidate in chosen.values():
+        if candidate.file is None:
+            continue
+        for other in finder.candidates(candidate.name):
+            if other.file is None or other.version <= candidate.version:
+                continue
+            for text in index.metadata(other.file).requires_dist:
+                requirement = Requirement(text)
+                if requirement.marker is not None and not requirement.marker.evaluate({**markers, "extra": ""}):
+                    continue
+                name = canonicalize_name(requirement.name)
+                held = next((n for n in by_name.get(name, ()) if not _fit_together(requirement, n.requirement, finder)), None)
+                if held is not None and isinstance(held.origin, RequiredBy):
+                    requirement.marker = None
+                    yield Rejection(other.ref, BreaksInstalled(str(requirement), held.origin.parent, str(held.requirement), held.origin.extra))
+                    break
+
+
+def _fit_together(a: Requirement, b: Requirement, finder: CandidateFinder) -> bool:
+    """Whether some candidate of their name admits both requirements."""
+    return any(a.specifier.contains(c.version, prereleases=True) and b.specifier.contains(c.version, prereleases=True)
+               for c in finder.all_candidates(a.name))
 
 
 def _resolve(
