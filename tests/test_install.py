@@ -261,6 +261,17 @@ def test_install_cupy_adds_its_ctk_extra_and_the_doctor_after_it_is_clean(cli, p
     assert doctor_errors(cli, python, AMPERE) == []
 
 
+def test_install_cupy_over_a_cupy_without_its_libraries_keeps_it_and_adds_them(cli, pip_venv, cuda_index):
+    python = pip_venv("cupy-broken")
+    pip(python, "install", "--index-url", cuda_index.index_url, "cupy-cuda12x")
+    assert len(doctor_errors(cli, python, AMPERE)) == 7
+    run = cli("install", "cupy", "--python", python, "-q", *AMPERE, *index_flags(cuda_index))
+    assert run.code == 0, run.out + run.err
+    assert re.search(r"^  keep +cupy-cuda12x +14\.2\.0: .*\[ctk\] added: .*installed, kept, with \[ctk\]", run.out, re.M), run.out
+    assert all(name in installed(python) for name in CUPY_LIBRARIES)
+    assert doctor_errors(cli, python, AMPERE) == []
+
+
 def test_install_exits_2_when_the_doctor_after_pip_finds_errors(cli, pip_venv, cuda_index, tmp_path):
     """pip succeeds, but the environment it leaves is broken (by what was there before: a lock made for
     another environment leaves it alone): the doctor's errors are the status, pip's success is not."""
