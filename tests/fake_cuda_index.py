@@ -176,12 +176,24 @@ CUPY_CTK = {
     "cupy-cuda13x": "cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==13.*",
 }
 
+# CuPy's extension modules and the CUDA library each links, with no RPATH (cuda-pathfinder loads the
+# libraries first): module paths of cupy-cuda12x 14.2.0, one symbol each from ELF_COMPONENTS.
+CUPY_MODULES = {
+    "cudart": "cupy_backends/cuda/api/runtime", "cublas": "cupy_backends/cuda/libs/cublas",
+    "cufft": "cupy/cuda/cufft", "curand": "cupy_backends/cuda/libs/curand",
+    "cusolver": "cupy_backends/cuda/libs/cusolver", "cusparse": "cupy_backends/cuda/libs/cusparse",
+    "nvrtc": "cupy_backends/cuda/libs/nvrtc",
+}
+
 # Components built with a library (the rest are metadata-only): what each library defines.
 ELF_COMPONENTS = {
     "cudart": ("cudaMalloc", "cudaLaunchKernel", "cudaGetDeviceCount"),
     "cublas": ("cublasCreate_v2",),
     "nvrtc": ("nvrtcCreateProgram", "nvrtcVersion"),
     "cusparse": ("cusparseCreate",),
+    "cufft": ("cufftPlan1d",),
+    "curand": ("curandCreateGenerator",),
+    "cusolver": ("cusolverDnCreate",),
     "nvjitlink": (),  # the versioned-name family, by minor
 }
 # What libtorch_cuda.so binds from each of its CUDA libraries (names real torch 2.14.1 binds).
@@ -310,6 +322,16 @@ def _component_libraries(component: components.Component, cuda: tuple[int, int])
     return tuple(libraries)
 
 
+def _cupy_modules(cuda_major: int) -> tuple[Library, ...]:
+    """A CuPy wheel's extension modules for CUDA `cuda_major`: each links its library by soname alone."""
+    suffix = f".cpython-{sys.version_info[0]}{sys.version_info[1]}-x86_64-linux-gnu.so"
+    modules = []
+    for name, module in sorted(CUPY_MODULES.items()):
+        soname = components.for_component(name, cuda_major)[0].sonames[0]
+        modules.append(Library(module + suffix, os.path.basename(module) + suffix, (), ((soname, ELF_COMPONENTS[name][0]),)))
+    return tuple(modules)
+
+
 def plan() -> tuple[Spec, ...]:
     """Every wheel of the universe with the index roots that serve it; derived from data/ and the tables."""
     platform, interpreter = _platform(), _interpreter()
@@ -381,7 +403,8 @@ def plan() -> tuple[Spec, ...]:
         if ctk:
             requires, extras = requires + (f'{ctk}; extra == "ctk"',), ("ctk",)
         python = ",".join(s for s in major.python.split(",") if s.startswith(">="))
-        specs[(dist, version)] = Spec(dist, version, cp_tag, requires, extras, python)
+        cuda_major = max(cuda.major for cuda in row.cuda)
+        specs[(dist, version)] = Spec(dist, version, cp_tag, requires, extras, python, _cupy_modules(cuda_major))
 
     for name, version, requires, extras, python, binary in OTHERS:
         specs[(name, version)] = Spec(name, version, cp_tag if binary else any_tag, requires, extras, python)

@@ -230,6 +230,48 @@ def test_plain_pip_leaves_the_fake_cusparse_broken_where_install_did_not(cli, pi
     assert [(e["check"], e["subject"]) for e in errors] == [("symbol-skew", "nvidia-cusparse-cu12 12.3.1.170")]
 
 
+# -- CuPy's undeclared CUDA libraries: the lock adds its [ctk] extra on a host without them ------------
+
+AMPERE = ("--driver", "550.144.03", "--gpu", "8.6")  # given by flags: this machine's libraries do not count
+CUPY_LIBRARIES = ("nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cufft-cu12", "nvidia-curand-cu12",
+                  "nvidia-cusolver-cu12", "nvidia-cusparse-cu12", "nvidia-cuda-nvrtc-cu12")
+
+
+def test_plain_pip_cupy_leaves_seven_missing_libraries(cli, pip_venv, cuda_index):
+    """The oracle: CuPy's wheel alone (what pip installs for `cupy-cuda12x`) loads none of its CUDA libraries."""
+    python = pip_venv("plain-cupy")
+    pip(python, "install", "--index-url", cuda_index.index_url, "cupy-cuda12x")
+    errors = doctor_errors(cli, python, AMPERE)
+    assert sorted({e["check"] for e in errors}) == ["missing-library"]
+    assert len(errors) == 7, errors
+
+
+def test_install_cupy_adds_its_ctk_extra_and_the_doctor_after_it_is_clean(cli, pip_venv, cuda_index, tmp_path):
+    python = pip_venv("cupy")
+    before = installed(python)
+    lock = locked_versions(cli, tmp_path, python, ["cupy"], *AMPERE, *index_flags(cuda_index))
+    assert lock["cupy-cuda12x"] == "14.2.0" and Version(lock["cuda-toolkit"]).major == 12
+    assert all(name in lock for name in CUPY_LIBRARIES), lock
+
+    run = cli("install", "cupy", "--python", python, "-q", *AMPERE, *index_flags(cuda_index))
+    assert run.code == 0, run.out + run.err
+    assert re.search(r"^  add +cupy-cuda12x +14\.2\.0: .*\[ctk\] added: its CUDA 12 libraries are not on the target", run.out, re.M), run.out
+    assert installed(python) == {**before, **lock}
+    assert doctor_result_line(run.out).startswith("result: 0 errors"), run.out
+    assert doctor_errors(cli, python, AMPERE) == []
+
+
+def test_install_cupy_over_a_cupy_without_its_libraries_keeps_it_and_adds_them(cli, pip_venv, cuda_index):
+    python = pip_venv("cupy-broken")
+    pip(python, "install", "--index-url", cuda_index.index_url, "cupy-cuda12x")
+    assert len(doctor_errors(cli, python, AMPERE)) == 7
+    run = cli("install", "cupy", "--python", python, "-q", *AMPERE, *index_flags(cuda_index))
+    assert run.code == 0, run.out + run.err
+    assert re.search(r"^  keep +cupy-cuda12x +14\.2\.0: .*\[ctk\] added: .*installed, kept, with \[ctk\]", run.out, re.M), run.out
+    assert all(name in installed(python) for name in CUPY_LIBRARIES)
+    assert doctor_errors(cli, python, AMPERE) == []
+
+
 def test_install_exits_2_when_the_doctor_after_pip_finds_errors(cli, pip_venv, cuda_index, tmp_path):
     """pip succeeds, but the environment it leaves is broken (by what was there before: a lock made for
     another environment leaves it alone): the doctor's errors are the status, pip's success is not."""

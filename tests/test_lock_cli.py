@@ -181,4 +181,7 @@ def test_abstract_requests_are_recorded_as_asked_and_made_concrete_from_the_reco
     parent = {"kind": "requires-dist", "parent": {"name": "cuda-cccl", "version": cccl["version"]}, "extra": "cu12"}
     assert any(origin == parent for p in report.values() for origin in p["why"]["origins"])
     locked = read_pylock(str(hermetic / "pylock.toml"))
-    assert [concrete(text, locked) for text in ("cupy>=13", "cuda-cccl", "numpy")] == ["cupy-cuda12x>=13", "cuda-cccl[cu12]", "numpy"]
+    # cuda-cccl[cu12] brings three of CuPy's seven CUDA libraries: the lock asks for CuPy's [ctk] too
+    assert (cupy["why"]["added_extra"], cupy["why"]["extra_for"], cccl["why"]["extra_for"]) == ("ctk", "libraries", "cuda-major")
+    assert "; [ctk] added: its CUDA 12 libraries are not on the target" in cupy["reason"]
+    assert [concrete(text, locked) for text in ("cupy>=13", "cuda-cccl", "numpy")] == ["cupy-cuda12x[ctk]>=13", "cuda-cccl[cu12]", "numpy"]

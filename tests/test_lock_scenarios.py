@@ -33,7 +33,7 @@ from cudaresolve.env.environment import Environment
 from cudaresolve.env.interpreter import Target
 from cudaresolve.knowledge import torch as torch_data
 from cudaresolve.lockfile.pylock import read_pylock
-from cudaresolve.resolve.lock import Lock, ReasonKind
+from cudaresolve.resolve.lock import ExtraFor, Lock, ReasonKind
 from cudaresolve.versions import CudaVersion
 
 RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
@@ -362,9 +362,33 @@ def test_torch_and_cupy_share_one_cuda_major(lock_cli, tmp_path, uv, host, major
     assert run.code == 0, run.err
     cupys = [name for name in run.versions if name.startswith("cupy-cuda")]
     assert cupys == [f"cupy-cuda{major}x"]
-    versions = assert_oracles_agree(run, tmp_path, uv, ["torch", cupys[0]])  # pip has no abstract cupy
+    # pip has no abstract cupy; the lock asks for [ctk] when torch's set lacks CuPy's libraries
+    # (torch's cu130 build declares none of them)
+    extra = next(p.reason.added_extra for p in run.lock.packages if p.name == cupys[0])
+    assert (extra is None) == (major == 12)
+    versions = assert_oracles_agree(run, tmp_path, uv, ["torch", cupys[0] + (f"[{extra}]" if extra else "")])
     assert cuda_major("torch", versions["torch"]) == major
     assert_one_major(versions, major)
+
+
+def test_cupy_alone_on_a_host_given_by_flags_gets_its_ctk_extra(lock_cli, tmp_path, uv):
+    """CuPy loads its CUDA libraries undeclared; a host given by flags has none of this machine's,
+    so the lock asks for CuPy's own [ctk] extra, and says why."""
+    run = lock_cli(["cupy"], "--driver", "550.144.03", "--gpu", "8.6")
+    versions = assert_oracles_agree(run, tmp_path, uv, ["cupy-cuda12x[ctk]"])
+    assert versions["cupy-cuda12x"] == "14.2.0" and Version(versions["cuda-toolkit"]).major == 12
+    package = next(p for p in run.lock.packages if p.name == "cupy-cuda12x")
+    assert (package.reason.added_extra, package.reason.extra_for, package.reason.extras) == ("ctk", ExtraFor.LIBRARIES, ("ctk",))
+    assert {"nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cufft-cu12", "nvidia-curand-cu12",
+            "nvidia-cusolver-cu12", "nvidia-cusparse-cu12", "nvidia-cuda-nvrtc-cu12"} <= set(versions)
+    assert_one_major(versions, 12)
+
+
+def test_cupy_beside_torch_takes_torchs_libraries_and_no_extra(lock_cli):
+    run = lock_cli(["torch", "cupy"], *RTX_4090)
+    assert run.code == 0, run.err
+    package = next(p for p in run.lock.packages if p.name == "cupy-cuda12x")
+    assert package.reason.added_extra is None and package.reason.extras is None
 
 
 # -- 6. numba and its advisory ---------------------------------------------------------------------

@@ -28,3 +28,13 @@ def hosts(args: argparse.Namespace) -> tuple[tuple[str, HostFacts], ...]:
         (path or THIS_HOST, host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ))
         for path in files
     )
+
+
+def probed_here(fleet: Sequence[tuple[str, HostFacts]]) -> bool:
+    """Whether the one host is this machine as probed (no --host file, no driver or GPU stated):
+    then its own system libraries are the target's."""
+    if len(fleet) != 1 or fleet[0][0] != THIS_HOST:
+        return False
+    facts = fleet[0][1]
+    sources = (facts.driver.release_source or "", facts.driver.cuda_source or "")
+    return not any(source.startswith("override:") for source in sources) and not any(gpu.stated for gpu in facts.gpus)

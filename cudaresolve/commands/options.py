@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Mapping, Optional, Sequence, cast
 
-from cudaresolve.commands.hosts import hosts
+from cudaresolve.commands.hosts import hosts, probed_here
 from cudaresolve.env.interpreter import Target
 from cudaresolve.errors import UsageError
 from cudaresolve.index.choices import PipChoices, pip_choices
@@ -79,15 +79,17 @@ def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional
     sets += configured
     sets += [read_requirements_file(path, environ, constraint=True) for path in args.constraint]
     asked = merge(sets)
+    fleet = hosts(args)
     return LockInputs(
         requirements=asked.requirements,
         constraints=asked.constraints,
-        hosts=hosts(args),
+        hosts=fleet,
         target=target,
         indexes=indexes(args, asked.index_options),
         policy=policy(choices, upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep,
                       cpu=args.cpu),
         installed_at=installed_at,
+        system_libraries=probed_here(fleet),
     )
 
 

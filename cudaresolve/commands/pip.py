@@ -21,7 +21,7 @@ from typing import Optional, Sequence, cast
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from cudaresolve.commands.hosts import THIS_HOST
+from cudaresolve.commands.hosts import THIS_HOST, probed_here
 from cudaresolve.commands.locking import locked
 from cudaresolve.commands.options import pip_configured, policy, say
 from cudaresolve.commands.parser import build_parser
@@ -153,14 +153,16 @@ def pip_lock_inputs(
         proxy=_last(options, "--proxy"),
         torch_index_base=command.torch_index_base,
     )
+    fleet = ((THIS_HOST, host_for(environ=os.environ)),)
     return LockInputs(
         requirements=asked.requirements,
         constraints=asked.constraints,
-        hosts=((THIS_HOST, host_for(environ=os.environ)),),
+        hosts=fleet,
         target=target,
         indexes=Indexes(settings=settings.over(asked.index_options)),
         policy=policy(choices, upgrade=bool(_values(options, "-U", "--upgrade")), pre="--pre" in options),
         installed_at=_last(options, "-t", "--target"),
+        system_libraries=probed_here(fleet),
     )
 
 
@@ -188,7 +190,10 @@ def concrete(text: str, lock: Lock) -> str:
     name = canonicalize_name(requirement.name)
     for package in lock.packages:
         if package.reason.asked_as == name:
-            return text.replace(requirement.name, package.name, 1)
+            changed = Requirement(text.replace(requirement.name, package.name, 1))
+            if package.reason.added_extra:  # cupy -> cupy-cuda12x[ctk]
+                changed.extras = set(changed.extras) | {package.reason.added_extra}
+            return str(changed)
         if package.name == name and package.reason.added_extra:
             changed = Requirement(text)
             changed.extras = set(requirement.extras) | {package.reason.added_extra}

@@ -16,7 +16,7 @@ from cudaresolve.arch import Target
 from cudaresolve.output.findings import kebab, shown
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.resolve.causes import Bound, Cause, Conflict, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
-from cudaresolve.resolve.lock import LockedPackage, PreRelease, Reason, ReasonKind
+from cudaresolve.resolve.lock import ExtraFor, LockedPackage, PreRelease, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
     Asked,
     BinaryNeed,
@@ -106,8 +106,13 @@ PRERELEASE = {
 
 def _note(why: Reason) -> Optional[str]:
     """The request made concrete, else what installed files bind, else what chosen wheels bind."""
+    libraries = (f"[{why.added_extra}] added: its CUDA {why.cuda_major} libraries are not on the target"
+                 if why.added_extra and why.extra_for == ExtraFor.LIBRARIES else None)
     if why.asked_as:
-        return f"asked for as {why.asked_as}: CuPy's wheel for the environment's CUDA {why.cuda_major}"
+        asked = f"asked for as {why.asked_as}: CuPy's wheel for the environment's CUDA {why.cuda_major}"
+        return f"{asked}; {libraries}" if libraries else asked
+    if libraries:
+        return libraries
     if why.added_extra:
         return f"asked for without a CUDA extra: [{why.added_extra}] for the environment's CUDA {why.cuda_major}"
     needs = [origin for origin in why.origins if isinstance(origin, BinaryNeed)]

@@ -58,3 +58,6 @@ class LockInputs:
     indexes: Indexes = field(default_factory=Indexes)
     policy: Policy = field(default_factory=Policy)
     installed_at: Optional[str] = None  # read the installed set here instead of the target's site-packages (pip --target)
+    # The target is this machine as probed: its own CUDA libraries (a system toolkit ld.so finds) count
+    # for a package that loads them undeclared. False for hosts given by flags or files.
+    system_libraries: bool = False

@@ -42,6 +42,13 @@ class PreRelease(enum.Enum):
     ONLY = "only"  # the name has no final release, and no requirement names a version
 
 
+class ExtraFor(enum.Enum):
+    """Why the lock added an extra to a request; the value is what files and JSON say."""
+
+    CUDA_MAJOR = "cuda-major"  # the environment's CUDA major (cuda-cccl -> [cu12])
+    LIBRARIES = "libraries"  # the CUDA libraries the package loads undeclared are not on the target (cupy-cuda12x -> [ctk])
+
+
 @dataclass(frozen=True)
 class Build:
     """The CUDA a chosen build was made with, and the doctor's words for how that is known."""
@@ -57,12 +64,13 @@ class Reason:
     kind: ReasonKind
     origins: tuple[Origin, ...] = ()  # the requirements that brought it into the set, and pip constraints on it
     asked_as: Optional[NormalizedName] = None  # the name the user wrote: cupy -> cupy-cuda12x
-    added_extra: Optional[str] = None  # the CUDA extra added to a request without one: cuda-cccl -> [cu12]
+    added_extra: Optional[str] = None  # the extra added to a request without it: cuda-cccl -> [cu12], cupy-cuda12x -> [ctk]
     cuda_major: Optional[int] = None  # the environment's major that made `asked_as` or `added_extra`
     build: Optional[Build] = None
     written_by: Optional[str] = None  # OTHER_SOURCE: the tool whose lock holds the entry
     prerelease: Optional[PreRelease] = None  # a pre-release chosen from an index: why one was allowed
     extras: Optional[tuple[str, ...]] = None  # the extras chosen with it (each provided by this release), normalised
+    extra_for: Optional[ExtraFor] = None  # why `added_extra` was added (None in locks written before it was recorded)
 
 
 @dataclass(frozen=True)

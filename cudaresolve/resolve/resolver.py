@@ -13,7 +13,7 @@ resolve/. No I/O of its own beyond the index it is given.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
 
 from packaging.requirements import Requirement
@@ -53,6 +53,7 @@ from cudaresolve.resolve.inputs import LockInputs
 from cudaresolve.resolve.lock import (
     Build,
     Decision,
+    ExtraFor,
     Lock,
     LockedPackage,
     LockedWheel,
@@ -79,6 +80,7 @@ from cudaresolve.resolve.reasons import (
     Rejection,
     RequiredBy,
 )
+from cudaresolve.resolve.undeclared import MissingLibraries, missing_libraries
 
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
@@ -105,7 +107,8 @@ class Rewrite:
     """A request made concrete for the environment's CUDA major."""
 
     asked_as: Optional[NormalizedName] = None  # cupy, locked as cupy-cuda12x
-    added_extra: Optional[str] = None  # cuda-cccl, locked with [cu12]
+    added_extra: Optional[str] = None  # cuda-cccl, locked with [cu12]; cupy-cuda12x, locked with [ctk]
+    extra_for: Optional[ExtraFor] = None  # why `added_extra`
 
 
 def lock(
@@ -226,7 +229,7 @@ def for_major(needs: Sequence[Need], major: Optional[int]) -> tuple[list[Need], 
             changed = Requirement(str(requirement))
             changed.extras = set(requirement.extras) | {extra}
             rewritten.append(Need(changed, need.origin))
-            rewrites[name] = Rewrite(added_extra=extra)
+            rewrites[name] = Rewrite(added_extra=extra, extra_for=ExtraFor.CUDA_MAJOR)
         else:
             rewritten.append(need)
     return rewritten, rewrites
@@ -248,6 +251,7 @@ def _lock_once(
     excluded: set[tuple[str, str]] = set()
     refused: list[Finding] = []
     kept_needs: dict[tuple[str, Origin], Need] = {}  # what installed distributions that stay need, met so far
+    with_libraries: set[NormalizedName] = set()  # the names asked for again with the extra bringing their libraries
     for _ in range(MAX_JUDGED):
         constraints = root_requirements(inputs.constraints, markers)
         provider = Provider(finder, index, markers, excluded, constraints, pre=inputs.policy.pre)
@@ -260,6 +264,13 @@ def _lock_once(
         if progress:
             progress(Judging(len(chosen), len(hosts)))
         plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
+        missing = [m for m in missing_libraries(plan, chosen.values(), system=inputs.system_libraries)
+                   if m.name not in with_libraries]
+        with_libraries.update(m.name for m in missing)
+        asked_again, rewrites = _with_libraries(roots, rewrites, missing)
+        if asked_again != roots:  # asked for with the package's own extra that brings them: resolve again
+            roots = asked_again
+            continue
         problems = [
             (label, finding)
             for label, host in hosts
@@ -314,6 +325,28 @@ def _fit_together(a: Requirement, b: Requirement, finder: CandidateFinder) -> bo
     """Whether some candidate of their name admits both requirements."""
     return any(a.specifier.contains(c.version, prereleases=True) and b.specifier.contains(c.version, prereleases=True)
                for c in finder.all_candidates(a.name))
+
+
+def _with_libraries(
+    roots: list[Need], rewrites: dict[NormalizedName, Rewrite], missing: Sequence[MissingLibraries]
+) -> tuple[list[Need], dict[NormalizedName, Rewrite]]:
+    """`roots` with each package that lacks its undeclared libraries asked for with the extra that
+    brings them (a root asked for by its own name; one brought by another package is left to the
+    judge), and the rewrite that explains it."""
+    extra_of = {m.name: m.extra for m in missing}
+    changed_roots = []
+    changed = dict(rewrites)
+    for need in roots:
+        name = canonicalize_name(need.name)
+        extra = extra_of.get(name)
+        if extra is None or not isinstance(need.origin, Asked):
+            changed_roots.append(need)
+            continue
+        requirement = Requirement(str(need.requirement))
+        requirement.extras = set(need.requirement.extras) | {extra}
+        changed_roots.append(Need(requirement, need.origin))
+        changed[name] = replace(rewrites.get(name, Rewrite()), added_extra=extra, extra_for=ExtraFor.LIBRARIES)
+    return changed_roots, changed
 
 
 def _resolve(
@@ -480,7 +513,7 @@ def _as_lock(
             # reader installs it too; one without a source stays in [tool.cudaresolve].kept only.
             file = next((c.file for c in finder.all_candidates(name) if c.file is not None and c.version == candidate.version), None)
             reason = Reason(ReasonKind.KEPT, origins[name], rewrite.asked_as, rewrite.added_extra, major,
-                            extras=tuple(sorted(candidate.extras)) or None)
+                            extras=tuple(sorted(candidate.extras)) or None, extra_for=rewrite.extra_for)
             if file is None:
                 packages.append(LockedPackage(candidate.name, candidate.version, None, None, None, reason))
                 continue
@@ -488,7 +521,7 @@ def _as_lock(
             build = Build(candidate.build.cuda, candidate.build.evidence) if candidate.build else None
             reason = Reason(ReasonKind.INDEX, origins[name], rewrite.asked_as, rewrite.added_extra, major, build,
                             prerelease=prereleases.get(name),
-                            extras=tuple(sorted(candidate.extras)) or None)
+                            extras=tuple(sorted(candidate.extras)) or None, extra_for=rewrite.extra_for)
         sha256 = index.sha256(file)
         # a wheel found by --find-links has no index: pip reaches it through its directory (lockfile/pylock.py)
         source = None if file.source in index.config.find_links else file.source

@@ -1,0 +1,79 @@
+"""CUDA libraries a chosen package loads without requiring them (CuPy 14: data/cupy.toml
+[undeclared_libraries]): whether the target has them, judged on the planned environment, so the lock
+can add the package's own extra that brings them instead of a set the doctor will find broken.
+
+The planned environment holds a CuPy wheel by its metadata alone (its binaries are judged by the
+doctor after install), so the loader emulation cannot see what its extension modules need: the
+table says which components, of the wheel's CUDA major. The target has a component when a
+distribution of the plan (a wheel, or a conda package of the prefix) provides it, when a file of
+the environment is where cuda-pathfinder looks for it in site-packages, or, only when the target is this machine as probed, when ld.so
+would find its soname in this machine's cache, LD_LIBRARY_PATH or default directories (a system
+toolkit of that major). A host given by flags or a file says nothing about its system libraries.
+
+May import: packaging, env/, knowledge/ (cupy, components), resolve/candidates.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+from packaging.utils import NormalizedName
+
+from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.env.environment import Environment
+from cudaresolve.knowledge import components, cupy
+from cudaresolve.resolve.candidates import Candidate, cuda_build
+
+
+@dataclass(frozen=True)
+class MissingLibraries:
+    """A chosen package whose undeclared CUDA libraries the target lacks, and the extra that brings them."""
+
+    name: NormalizedName
+    extra: str
+    cuda_major: int
+    components: tuple[str, ...]  # the components not found, data/components.toml names
+
+
+def missing_libraries(plan: Environment, chosen: Iterable[Candidate], *, system: bool) -> tuple[MissingLibraries, ...]:
+    """Each chosen package without its extra whose undeclared libraries `plan`'s target does not
+    have; `system`: the target is this machine, whose own libraries count."""
+    found = []
+    for candidate in chosen:
+        row = cupy.undeclared_libraries(candidate.name, str(candidate.version))
+        if row is None or row.extra in candidate.extras:
+            continue
+        build = candidate.build or cuda_build(candidate.name, candidate.version)
+        if build is None:
+            continue
+        major = build.cuda.major
+        absent = tuple(name for name in row.components if not _has(plan, name, major, system))
+        if absent:
+            found.append(MissingLibraries(candidate.name, row.extra, major, absent))
+    return tuple(found)
+
+
+def _has(plan: Environment, component: str, major: int, system: bool) -> bool:
+    rows = components.for_component(component, major)
+    conda = {row.conda for row in rows if row.conda}
+    for dist in plan.distributions:
+        if dist.kind == "conda":
+            if dist.name in conda:
+                return True
+        elif any(row.name == component and row.cuda_major == major for row in components.for_dist(dist.name, str(dist.version))):
+            return True
+    where = [os.path.join(site, row.lib_dir, row.sonames[0]) for site in plan.target.site_packages for row in rows]
+    if any(path in plan.files_by_path for path in where):  # where cuda-pathfinder looks in site-packages
+        return True
+    return system and any(on_system(plan.loader, row.sonames[0]) for row in rows)
+
+
+def on_system(loader: LoaderEnv, soname: str) -> bool:
+    """Whether ld.so on this machine finds `soname` outside any package: its cache, LD_LIBRARY_PATH
+    or a default directory."""
+    if loader.cache.lookup(soname, loader.machine) is not None:
+        return True
+    directories = [d for d in loader.ld_library_path + loader.default_dirs if d]
+    return any(loader.read_header(os.path.join(directory, soname)) is not None for directory in directories)
