@@ -873,3 +873,17 @@ def test_an_empty_label_is_refused_as_it_would_not_read_back_the_same(tmp_path):
     path.write_text(text.replace('provided-by = "libnvjitlink 12.8.93 (conda)"', 'provided-by = ""'))
     with pytest.raises(LockFileError, match=r"provided-by \(package nvidia-nvjitlink-cu12\): empty"):
         read_pylock(str(path))
+
+
+def test_the_release_a_request_with_extras_stands_on_is_not_required_by_itself():
+    """`cuda-bindings[all]==12.9.9` refused read "nothing fits cuda-bindings==12.9.9 (required by
+    cuda-bindings 12.9.9)": the base of an extras candidate is the request, not another package's need."""
+    from packaging.requirements import Requirement
+
+    from cudaresolve.resolve.causes import Unsatisfiable
+    from cudaresolve.resolve.reasons import ExtrasOf
+
+    base = Unsatisfiable(Requirement("cuda-bindings==12.9.9"), ExtrasOf(_ref("cuda-bindings", "12.9.9")), ())
+    assert lock_words.cause(base) == "nothing fits cuda-bindings==12.9.9"
+    needed = Unsatisfiable(Requirement("cuda-pathfinder>=1.1"), RequiredBy(_ref("cuda-bindings", "12.9.9")), ())
+    assert lock_words.cause(needed) == "nothing fits cuda-pathfinder>=1.1 (required by cuda-bindings 12.9.9)"

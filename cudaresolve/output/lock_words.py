@@ -26,6 +26,7 @@ from cudaresolve.resolve.reasons import (
     CpuOnly,
     DriverTooOld,
     Evidence,
+    ExtrasOf,
     Judged,
     MajorRefusal,
     MajorRejection,
@@ -266,6 +267,8 @@ def required_by(origin: Origin) -> Optional[str]:
         return f"{origin.file} ({_owner(origin)}){binds}"
     if isinstance(origin, RequiredBy) and origin.installed:
         return installed_consumer(origin)
+    if isinstance(origin, ExtrasOf):
+        return None  # the release a request with extras stands on is that request: not "required by" itself
     parent = parent_of(origin)
     return candidate(parent) if parent else None
 
@@ -283,6 +286,8 @@ def who(origin: Origin) -> str:
         return f"{_owner(origin)}'s binaries"
     if isinstance(origin, RequiredBy) and origin.installed:
         return installed_consumer(origin)
+    if isinstance(origin, ExtrasOf):
+        return f"{candidate(origin.parent)} with its extras"
     extra = f" with [{origin.extra}]" if isinstance(origin, RequiredBy) and origin.extra else ""
     return candidate(origin.parent) + extra
 
