@@ -808,7 +808,7 @@ def test_a_refusal_is_worded_from_its_causes():
         "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by nvidia-cusparse-cu12 12.3.1.170); "
         + "; ".join(f"nvidia-nvjitlink-cu12 12.9.{n}: no wheel for this interpreter, only an sdist (cudaresolve builds none)" for n in range(4))
         + "; and 1 more\n"
-        "nothing fits cuda-bindings==12.9.9 (required by cuda-bindings 12.9.9)"
+        "nothing fits cuda-bindings==12.9.9"
     )
     other = Unsatisfiable(Requirement("torch"), Asked("command line"), (Rejection(_ref("torch", "2.9.0+cu130"), OtherMajor(13, 12)),))
     assert lock_words.no_solution(NoSolution((Attempt(13, (TooDeep(2000),)), Attempt(12, (other,))))) == (
