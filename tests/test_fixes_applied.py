@@ -112,3 +112,13 @@ def test_only_pip_steps_are_applied():
         ["uninstall", "-y", "c"], ["uninstall", "-y", "a"], ["install", "b==2"]]
     with pytest.raises(ValueError, match="not a pip step"):
         pip_arguments(DriverUpgrade(DriverRelease.parse("580.65.06")))
+
+
+def test_a_driver_upgrade_without_a_known_floor_names_no_version():
+    """The tables may hold no floor for a build's CUDA major: the fix must not read ">= None"."""
+    from cudaresolve.checks.fixes import DriverUpgrade
+    from cudaresolve.output.fixes import render_fix
+    from cudaresolve.versions import DriverRelease
+
+    assert render_fix(DriverUpgrade(DriverRelease.parse("580.65.06"))) == "upgrade the driver to >= 580.65.06"
+    assert "None" not in render_fix(DriverUpgrade(None))

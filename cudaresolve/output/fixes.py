@@ -86,7 +86,8 @@ _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is f
     f.TorchVariant: _torch_variant,
     f.CondaInstall: _conda_install,
     f.CondaUpdate: lambda fix: f"conda update {fix.package}",
-    f.DriverUpgrade: lambda fix: f"upgrade the driver to >= {fix.minimum}",
+    f.DriverUpgrade: lambda fix: ("upgrade the driver to >= " + str(fix.minimum) if fix.minimum is not None
+                                  else "upgrade the driver to one that runs the build's CUDA (the tables hold no floor for it)"),
     f.Call: lambda fix: (f"call {fix.module}.{fix.function}() before the first use (see the package's documentation "
                          "for other ways it preloads)"),
     f.AddToPath: lambda fix: f"put {fix.directory or 'its directory'}{' first' if fix.first else ''} on {fix.variable}",
