@@ -265,7 +265,8 @@ def _lock_once(
             progress(Judging(len(chosen), len(hosts)))
         plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
         missing = [m for m in missing_libraries(plan, chosen.values(), system=inputs.system_libraries)
-                   if m.name not in with_libraries]
+                   if m.name not in with_libraries and missing_extra(index, chosen[m.name], (m.extra,)) is None]
+        # a release without that extra (a build of another origin) is judged as it is
         with_libraries.update(m.name for m in missing)
         asked_again, rewrites = _with_libraries(roots, rewrites, missing)
         if asked_again != roots:  # asked for with the package's own extra that brings them: resolve again
