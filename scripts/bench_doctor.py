@@ -26,6 +26,7 @@ walking it, and loading the entry. Every ELF file is read once first, untimed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -40,6 +41,7 @@ from cudaresolve.env.interpreter import target_for
 from cudaresolve.env.scan import find_elf_files
 from cudaresolve.host.probe import host_for
 
+PEAK_RSS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peak_rss.py")
 STATED = ["--driver", "580.65.06", "--gpu", "8.6"]
 
 
@@ -50,16 +52,18 @@ def timed(work) -> float:
 
 
 def measured(command: list, environ: dict, cwd: str) -> tuple[float, float]:
-    """(wall seconds, peak resident MB of the process and the workers it waited for) of one run."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, env=environ, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = process.stderr.read()
-    process.stderr.close()
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode in (0, 1, 2), err.decode()
-    return seconds, usage.ru_maxrss / 1024
+    """(wall seconds, peak resident MB of the process and the workers it waited for) of one run, taken
+    by peak_rss.py so that this script's own resident size is not counted as the command's."""
+    with tempfile.TemporaryDirectory() as scratch:
+        report = os.path.join(scratch, "report.json")
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, PEAK_RSS, "--report", report, "--", *command], env=environ, cwd=cwd,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
+        seconds = time.perf_counter() - start
+        with open(report, encoding="utf-8") as file:
+            outcome = json.load(file)
+    assert outcome["code"] in (0, 1, 2), done.stderr.decode()
+    return seconds, outcome["peak_kib"] / 1024
 
 
 def main() -> int:

@@ -1,7 +1,8 @@
 """A hostile index on 127.0.0.1 (tests/hostile_index.py) against `cudaresolve lock` in a child process:
 each way of misbehaving must stop with exit 3 and one line naming the URL and the limit, within 30 s,
 with the child's peak memory under 300 MB and the cache grown by less than 50 MB. Measured from the
-outside: the child's ru_maxrss from os.wait4 and the cache directory's size before and after.
+outside: the child's ru_maxrss, taken by scripts/peak_rss.py (forked from pytest itself, the child would
+inherit pytest's resident size as its starting peak), and the cache directory's size before and after.
 
 Most modes run with the real limits of index/limits.py (an endless page is cut at 64 MiB, a
 METADATA at 16 MiB); the two whose real limit is a matter of time or gigabytes (a trickle, a download
@@ -10,11 +11,10 @@ of unstated size) lower that one limit in the child, so the test stays fast.
 
 from __future__ import annotations
 
+import json
 import os
-import resource
 import subprocess
 import sys
-import threading
 import time
 import venv
 from dataclasses import dataclass
@@ -24,6 +24,7 @@ from conftest import hermetic_environ
 from hostile_index import MODES, HostileIndex
 
 SECONDS, MEGABYTES, CACHE_MEGABYTES = 30, 300, 50
+PEAK_RSS = os.path.join(os.path.dirname(__file__), "..", "scripts", "peak_rss.py")
 
 # mode -> (limits lowered in the child, what the one line must say)
 EXPECTED = {
@@ -77,22 +78,20 @@ def run_lock(index_url: str, python: str, cache: str, limits: dict) -> Outcome:
     env = hermetic_environ({"CUDARESOLVE_CACHE_DIR": cache, "PIP_DEFAULT_TIMEOUT": "1"})
     os.makedirs(cache, exist_ok=True)
     before = _size(cache)
+    report = os.path.join(cache, "..", "report.json")
     with open(os.path.join(cache, "..", "stderr"), "w+b") as stderr:
-
-        def safety_net() -> None:  # a regression must fail the test, not take the machine's memory
-            resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-
         started = time.monotonic()
-        child = subprocess.Popen([sys.executable, "-c", script, *args], env=env, stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=safety_net)
-        timer = threading.Timer(3 * SECONDS, child.kill)
-        timer.start()
-        _, status, usage = os.wait4(child.pid, 0)
+        subprocess.run(
+            [sys.executable, PEAK_RSS, "--report", report, "--kill-after", str(3 * SECONDS),
+             "--address-space-limit", str(4 << 30), "--", sys.executable, "-c", script, *args],
+            env=env, stdout=subprocess.DEVNULL, stderr=stderr, check=True,
+        )
         seconds = time.monotonic() - started
-        timer.cancel()
-        child.returncode = os.waitstatus_to_exitcode(status)
         stderr.seek(0)
         text = stderr.read().decode("utf-8", "replace")
-    return Outcome(child.returncode, seconds, usage.ru_maxrss / 1024, (_size(cache) - before) / 1e6, text)
+    with open(report, encoding="utf-8") as file:
+        measured = json.load(file)
+    return Outcome(measured["code"], seconds, measured["peak_kib"] / 1024, (_size(cache) - before) / 1e6, text)
 
 
 def _size(directory: str) -> int:
@@ -112,3 +111,22 @@ def test_a_hostile_index_is_stopped_in_bounded_time_memory_and_disk(mode, hostil
     assert outcome.seconds < SECONDS
     assert outcome.peak_megabytes < MEGABYTES
     assert outcome.cache_megabytes < CACHE_MEGABYTES
+
+
+def test_the_peak_measured_is_the_commands_own_not_the_test_processs(tmp_path):
+    """A 300 MB test process must not make a 10 MB command look like 300 MB (it did in CI, forked
+    straight from pytest), and a command that takes 200 MB must be seen taking it."""
+    ballast = bytearray(300 << 20)
+    ballast[:: 1 << 12] = b"\1" * len(range(0, len(ballast), 1 << 12))  # touch every page: resident
+    report = str(tmp_path / "report.json")
+
+    def peak(code: str) -> float:
+        subprocess.run([sys.executable, PEAK_RSS, "--report", report, "--", sys.executable, "-c", code], check=True)
+        with open(report, encoding="utf-8") as file:
+            measured = json.load(file)
+        assert measured["code"] == 0
+        return measured["peak_kib"] / 1024
+
+    idle, busy = peak("pass"), peak("b = bytearray(200 << 20); b[::4096] = bytes(len(b) // 4096)")
+    del ballast
+    assert idle < 60 and 200 < busy < 260, (idle, busy)
