@@ -176,12 +176,12 @@ def test_abstract_requests_are_recorded_as_asked_and_made_concrete_from_the_reco
     cupy, cccl = report["cupy-cuda12x"], report["cuda-cccl"]
     assert (cupy["why"]["asked_as"], cupy["why"]["cuda_major"]) == ("cupy", 12)
     assert cupy["reason"].startswith("asked for as cupy: CuPy's wheel for the environment's CUDA 12; ")
-    assert (cccl["why"]["added_extra"], cccl["reason"].split(";")[0]) == ("cu12", "asked for without a CUDA extra: [cu12] for the environment's CUDA 12")
+    assert (cccl["why"]["added_extras"], cccl["reason"].split(";")[0]) == (["cu12"], "asked for without a CUDA extra: [cu12] for the environment's CUDA 12")
     assert {"kind": "asked", "where": "command line"} in cupy["why"]["origins"]
     parent = {"kind": "requires-dist", "parent": {"name": "cuda-cccl", "version": cccl["version"]}, "extra": "cu12"}
     assert any(origin == parent for p in report.values() for origin in p["why"]["origins"])
     locked = read_pylock(str(hermetic / "pylock.toml"))
     # cuda-cccl[cu12] brings three of CuPy's seven CUDA libraries: the lock asks for CuPy's [ctk] too
-    assert (cupy["why"]["added_extra"], cupy["why"]["extra_for"], cccl["why"]["extra_for"]) == ("ctk", "libraries", "cuda-major")
+    assert (cupy["why"]["added_extras"], cupy["why"]["extra_for"], cccl["why"]["extra_for"]) == (["ctk"], "libraries", "cuda-major")
     assert "; [ctk] added: its CUDA 12 libraries are not on the target" in cupy["reason"]
     assert [concrete(text, locked) for text in ("cupy>=13", "cuda-cccl", "numpy")] == ["cupy-cuda12x[ctk]>=13", "cuda-cccl[cu12]", "numpy"]

@@ -364,9 +364,9 @@ def test_torch_and_cupy_share_one_cuda_major(lock_cli, tmp_path, uv, host, major
     assert cupys == [f"cupy-cuda{major}x"]
     # pip has no abstract cupy; the lock asks for [ctk] when torch's set lacks CuPy's libraries
     # (torch's cu130 build declares none of them)
-    extra = next(p.reason.added_extra for p in run.lock.packages if p.name == cupys[0])
-    assert (extra is None) == (major == 12)
-    versions = assert_oracles_agree(run, tmp_path, uv, ["torch", cupys[0] + (f"[{extra}]" if extra else "")])
+    added = next(p.reason.added_extras for p in run.lock.packages if p.name == cupys[0])
+    assert (added == ()) == (major == 12)
+    versions = assert_oracles_agree(run, tmp_path, uv, ["torch", cupys[0] + (f"[{','.join(added)}]" if added else "")])
     assert cuda_major("torch", versions["torch"]) == major
     assert_one_major(versions, major)
 
@@ -378,7 +378,7 @@ def test_cupy_alone_on_a_host_given_by_flags_gets_its_ctk_extra(lock_cli, tmp_pa
     versions = assert_oracles_agree(run, tmp_path, uv, ["cupy-cuda12x[ctk]"])
     assert versions["cupy-cuda12x"] == "14.2.0" and Version(versions["cuda-toolkit"]).major == 12
     package = next(p for p in run.lock.packages if p.name == "cupy-cuda12x")
-    assert (package.reason.added_extra, package.reason.extra_for, package.reason.extras) == ("ctk", ExtraFor.LIBRARIES, ("ctk",))
+    assert (package.reason.added_extras, package.reason.extra_for, package.reason.extras) == (("ctk",), ExtraFor.LIBRARIES, ("ctk",))
     assert {"nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cufft-cu12", "nvidia-curand-cu12",
             "nvidia-cusolver-cu12", "nvidia-cusparse-cu12", "nvidia-cuda-nvrtc-cu12"} <= set(versions)
     assert_one_major(versions, 12)
@@ -388,7 +388,7 @@ def test_cupy_beside_torch_takes_torchs_libraries_and_no_extra(lock_cli):
     run = lock_cli(["torch", "cupy"], *RTX_4090)
     assert run.code == 0, run.err
     package = next(p for p in run.lock.packages if p.name == "cupy-cuda12x")
-    assert package.reason.added_extra is None and package.reason.extras is None
+    assert package.reason.added_extras == () and package.reason.extras is None
 
 
 # -- 6. numba and its advisory ---------------------------------------------------------------------

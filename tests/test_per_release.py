@@ -140,13 +140,15 @@ def registry_lock(hermetic, tmp_path, capsys, monkeypatch):
 @pytest.mark.registry
 def test_registry_lock_onnxruntime_on_driver_535_reads_the_release_the_table_lacks(registry_lock, tmp_path):
     """Before: `lock 'onnxruntime-gpu>=1.30,<1.32'` on driver 535 refused 1.31.1 (its row: CUDA 13)
-    and locked 1.31.0, which the table lacks. Now 1.31.0 is read from its wheel and refused for the
-    same driver floor; readelf -d agrees that its provider needs CUDA 13 libraries. Unpinned, with
+    and locked 1.31.0, which the table lacks. Now 1.31.0 is read from its wheel (its build: CUDA 13),
+    and refused for the same driver floor, which its CUDA 13 wheels meet first; readelf -d agrees that
+    its provider needs CUDA 13 libraries. Unpinned, with
     the CUDA wheels of its extras, the lock chooses a release whose provider needs CUDA 12 ones."""
     assert wheel_facts.find("onnxruntime-gpu", "1.31.0") is None
     code, out, versions = registry_lock("onnxruntime-gpu>=1.30,<1.32", *DRIVER_535)
     assert (code, versions) == (2, {}), out
-    assert ("onnxruntime-gpu 1.31.0: driver-floor: built for CUDA 13, which needs a driver >= 580.65.06" in out), out
+    # its CUDA wheels ([cuda], added: the target has none) are CUDA 13's, which driver 535 cannot run
+    assert "(required by onnxruntime-gpu 1.31.0); nvidia-cuda-nvrtc 13.0.48: driver 535.104.05 < 580.65.06 (CUDA 13.x floor)" in out, out
     needed = provider_cuda_sonames("1.31.0", tmp_path)
     assert "libcublas.so.13" in needed and all(n.endswith(".so.13") for n in needed), needed
 
@@ -155,3 +157,9 @@ def test_registry_lock_onnxruntime_on_driver_535_reads_the_release_the_table_lac
     chosen = versions["onnxruntime-gpu"]
     needed = provider_cuda_sonames(chosen, tmp_path)
     assert "libcublas.so.12" in needed and all(n.endswith(".so.12") for n in needed), needed
+
+    # Asked for without its extras (before: 25 sets refused for libcurand.so.10, then "gave up"),
+    # the lock adds [cuda,cudnn] and reaches the same release with the same CUDA wheels.
+    code, plain_out, plain = registry_lock("onnxruntime-gpu", *DRIVER_535)
+    assert (code, plain) == (0, versions), plain_out
+    assert "[cuda,cudnn] added: its CUDA 12 libraries are not on the target" in plain_out, plain_out

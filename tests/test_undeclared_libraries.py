@@ -1,4 +1,4 @@
-"""The CUDA libraries a chosen package loads without requiring them (data/cupy.toml
+"""The CUDA libraries a chosen package loads without requiring them (data/components.toml
 [undeclared_libraries]), judged on planned environments of plain values: which the target lacks, and
 when this machine's own libraries count."""
 
@@ -17,7 +17,7 @@ from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.env.interpreter import Target
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
-from cudaresolve.knowledge import components, cupy
+from cudaresolve.knowledge import components
 from cudaresolve.resolve.candidates import Candidate
 from cudaresolve.resolve.lock import ExtraFor, Lock, LockedPackage, Reason, ReasonKind
 from cudaresolve.resolve.undeclared import MissingLibraries, missing_libraries
@@ -49,18 +49,18 @@ def system_cache(major: int) -> LdCache:
 
 
 def test_the_table_names_cupy_14s_ctk_extra_and_components_of_both_majors():
-    row = cupy.undeclared_libraries("cupy_cuda12x", "14.2.0")
-    assert row is not None and row.extra == "ctk" and row.components == SEVEN
-    assert cupy.undeclared_libraries("cupy-cuda13x", "14.0.0") == row
-    assert cupy.undeclared_libraries("cupy-cuda12x", "13.6.0") is None  # no ctk extra before 14
-    assert cupy.undeclared_libraries("torch", "2.8.0") is None
+    row = components.undeclared_libraries("cupy_cuda12x", "14.2.0")
+    assert row is not None and row.extras == ("ctk",) and row.components == SEVEN
+    assert components.undeclared_libraries("cupy-cuda13x", "14.0.0") == row
+    assert components.undeclared_libraries("cupy-cuda12x", "13.6.0") is None  # no ctk extra before 14
+    assert components.undeclared_libraries("torch", "2.8.0") is None
     assert all(components.for_component(name, major) for name in SEVEN for major in (12, 13))
 
 
 def test_cupy_alone_lacks_all_seven_libraries_of_its_major():
     cupy12 = candidate("cupy-cuda12x", "14.2.0")
     assert missing_libraries(plan(dist("cupy-cuda12x", "14.2.0")), [cupy12], system=True) == (
-        MissingLibraries(canonicalize_name("cupy-cuda12x"), "ctk", 12, SEVEN),
+        MissingLibraries(canonicalize_name("cupy-cuda12x"), ("ctk",), 12, SEVEN),
     )
     (found,) = missing_libraries(plan(dist("cupy-cuda13x", "14.2.0")), [candidate("cupy-cuda13x", "14.2.0")], system=True)
     assert found.cuda_major == 13
@@ -128,8 +128,20 @@ def test_only_a_probe_of_this_machine_makes_its_libraries_the_targets(fleet, her
 
 
 def test_pip_wrapper_asks_for_the_added_extra_with_the_concrete_name():
-    reason = Reason(ReasonKind.INDEX, asked_as=canonicalize_name("cupy"), added_extra="ctk", cuda_major=12,
+    reason = Reason(ReasonKind.INDEX, asked_as=canonicalize_name("cupy"), added_extras=("ctk",), cuda_major=12,
                     extra_for=ExtraFor.LIBRARIES)
     package = LockedPackage(canonicalize_name("cupy-cuda12x"), Version("14.2.0"), None, None, None, reason)
     lock = Lock((package,), None, (), (), (), (), "cudaresolve")
     assert concrete("cupy>=14", lock) == "cupy-cuda12x[ctk]>=14"
+
+
+def test_a_lock_written_with_one_added_extra_reads_as_added_extras():
+    """Locks written before a package could get two extras ([cuda,cudnn]) say `added-extra = "cu12"`:
+    read as one added extra, and written back in the new key."""
+    from cudaresolve.lockfile.reasons import read_reason, reason_table
+
+    old = {"kind": "index", "added-extra": "cu12", "cuda-major": 12, "extra-for": "cuda-major"}
+    reason = read_reason(old)
+    assert (reason.added_extras, reason.extra_for) == (("cu12",), ExtraFor.CUDA_MAJOR)
+    assert reason_table(reason)["added-extras"] == ["cu12"] and "added-extra" not in reason_table(reason)
+    assert "added-extras" not in reason_table(Reason(ReasonKind.INDEX))  # the default is not written

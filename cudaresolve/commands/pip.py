@@ -182,7 +182,7 @@ def _is_direct(text: str) -> bool:
 
 def concrete(text: str, lock: Lock) -> str:
     """A requested name the lock made concrete: `cupy` -> `cupy-cuda12x`, `cuda-cccl` -> `cuda-cccl[cu12]`
-    (the locked packages' `asked_as` and `added_extra`)."""
+    (the locked packages' `asked_as` and `added_extras`)."""
     try:
         requirement = Requirement(text)
     except InvalidRequirement:
@@ -191,11 +191,10 @@ def concrete(text: str, lock: Lock) -> str:
     for package in lock.packages:
         if package.reason.asked_as == name:
             changed = Requirement(text.replace(requirement.name, package.name, 1))
-            if package.reason.added_extra:  # cupy -> cupy-cuda12x[ctk]
-                changed.extras = set(changed.extras) | {package.reason.added_extra}
+            changed.extras = set(changed.extras) | set(package.reason.added_extras)  # cupy -> cupy-cuda12x[ctk]
             return str(changed)
-        if package.name == name and package.reason.added_extra:
+        if package.name == name and package.reason.added_extras:
             changed = Requirement(text)
-            changed.extras = set(requirement.extras) | {package.reason.added_extra}
+            changed.extras = set(requirement.extras) | set(package.reason.added_extras)
             return str(changed)
     return text

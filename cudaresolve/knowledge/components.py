@@ -235,6 +235,21 @@ class _PerMajorExtras:
 
 
 @dataclass(frozen=True)
+class UndeclaredLibraries:
+    """CUDA libraries a package loads without requiring them, and its own extras that bring them as
+    wheels (cupy-cuda12x 14: [ctk]; onnxruntime-gpu: [cuda] and [cudnn])."""
+
+    applies_to: tuple[str, ...] = field(metadata=REQUIREMENT)  # the distributions and releases
+    components: tuple[str, ...]  # of the release's CUDA major; checked against [[component]] on load
+    extras: tuple[str, ...]  # the extras that require their wheels
+
+
+@dataclass(frozen=True)
+class _UndeclaredLibraries:
+    packages: tuple[UndeclaredLibraries, ...]
+
+
+@dataclass(frozen=True)
 class Tables:
     confidence: str = field(metadata=CONFIDENCE)
     component: tuple[Component, ...]
@@ -252,11 +267,18 @@ class Tables:
     opt_in: _OptIns
     primary_plugins: _PrimaryPlugins
     per_major_extras: _PerMajorExtras
+    undeclared_libraries: _UndeclaredLibraries
 
 
 @compiled.table("components.toml")
 def load() -> Tables:
-    return files.read("components.toml", Tables)
+    tables = files.read("components.toml", Tables)
+    known = {row.name for row in tables.component}
+    for row in tables.undeclared_libraries.packages:
+        unknown = sorted(set(row.components) - known)
+        if unknown:
+            raise ValueError(f"components.toml [undeclared_libraries]: {', '.join(unknown)} not a [[component]] name")
+    return tables
 
 
 # -- accessors --------------------------------------------------------------------------------------
@@ -429,3 +451,15 @@ def per_major_extras(dist: str) -> frozenset[str]:
     """Every per-major extra of `dist` (an explicit one among a requirement's extras is respected)."""
     row = next((r for r in load().per_major_extras.packages if r.dist == canonicalize_name(dist)), None)
     return frozenset(row.extras.values()) if row else frozenset()
+
+
+def undeclared_libraries(name: str, version: str) -> Optional[UndeclaredLibraries]:
+    """The row for distribution `name` at `version` ("cupy-cuda12x", "14.2.0"): which CUDA libraries
+    it loads undeclared and the extras that bring them; None when it declares what it loads."""
+    wanted, parsed = canonicalize_name(name), Version(version)
+    for row in load().undeclared_libraries.packages:
+        for text in row.applies_to:
+            requirement = _requirement(text)
+            if canonicalize_name(requirement.name) == wanted and requirement.specifier.contains(parsed, prereleases=True):
+                return row
+    return None

@@ -1,6 +1,6 @@
 """CuPy majors and their binary distributions (data/cupy.toml).
 
-CUDA versions are values once loaded. May import: records, versions, knowledge/files and knowledge/components (component names).
+CUDA versions are values once loaded. May import: records, versions, knowledge/files.
 """
 
 from __future__ import annotations
@@ -8,13 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve import records
-from cudaresolve.knowledge import compiled, components, files
+from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, REQUIREMENT, SPECIFIER, VERSION
 from cudaresolve.versions import CudaVersion
 
@@ -40,55 +39,16 @@ class CupyMajor:
     note: Optional[str] = None
 
 
-def _component(name: str) -> None:
-    if not any(components.for_component(name, major) for major in (11, 12, 13)):
-        raise ValueError(f"{name!r} is not a component of data/components.toml")
-
-
-@dataclass(frozen=True)
-class UndeclaredLibraries:
-    """CUDA libraries a package loads without requiring them, and its own extra that brings them as
-    wheels: CuPy 14 takes them from `[ctk]` or from wherever cuda-pathfinder finds them."""
-
-    applies_to: tuple[str, ...] = field(metadata=REQUIREMENT)  # the distributions and releases
-    components: tuple[str, ...] = field(metadata=records.check(_component))  # of the wheel's CUDA major
-    extra: str  # the extra that requires their wheels
-
-
-@dataclass(frozen=True)
-class _Undeclared:
-    packages: tuple[UndeclaredLibraries, ...]
-
-
 @dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
     major: tuple[CupyMajor, ...]
-    undeclared_libraries: _Undeclared
 
 
-@compiled.table("cupy.toml", "components.toml")
+@compiled.table("cupy.toml")
 def load() -> tuple[CupyMajor, ...]:
     """CuPy majors (12, 13, 14) with their binary distributions."""
     return files.read("cupy.toml", _File).major
-
-
-@compiled.table("cupy.toml", "components.toml")
-def undeclared() -> tuple[UndeclaredLibraries, ...]:
-    """The packages that load CUDA libraries they do not require, and the extra that brings them."""
-    return files.read("cupy.toml", _File).undeclared_libraries.packages
-
-
-def undeclared_libraries(name: str, version: str) -> Optional[UndeclaredLibraries]:
-    """The row for distribution `name` at `version` ("cupy-cuda12x", "14.2.0"): which CUDA libraries
-    it loads undeclared and the extra that brings them; None when it declares what it loads."""
-    wanted, parsed = canonicalize_name(name), Version(version)
-    for row in undeclared():
-        for text in row.applies_to:
-            requirement = Requirement(text)
-            if canonicalize_name(requirement.name) == wanted and requirement.specifier.contains(parsed, prereleases=True):
-                return row
-    return None
 
 
 def dist(name: str, cupy_version: str) -> Optional[CupyDist]:

@@ -59,8 +59,9 @@ def plain(record: Any, dashes: bool = True) -> dict[str, Any]:
     (a field marked `unwritten-default` only when it is not at its default)."""
     table: dict[str, Any] = {}
     for field in _in_lock_file(record):
-        value = _plain_value(getattr(record, field.name), dashes)
-        if value is not None and not (field.metadata.get("unwritten-default") and value == field.default):
+        raw = getattr(record, field.name)
+        value = _plain_value(raw, dashes)
+        if value is not None and not (field.metadata.get("unwritten-default") and raw == field.default):
             table[_key(field.name, dashes)] = value
     return table
 
@@ -112,6 +113,9 @@ def major_rejection_table(rejection: MajorRejection, dashes: bool = True) -> dic
 def read_reason(table: dict[str, Any]) -> Reason:
     """A Reason from its table; raises Bad naming the key."""
     kind = _enum(ReasonKind, table.get("kind"), "kind")
+    if "added-extra" in table and "added-extras" not in table:  # written before a package could get two
+        extra = _rule(fields.extra, table["added-extra"], "added-extra")
+        table = {**{k: v for k, v in table.items() if k != "added-extra"}, "added-extras": [extra]}
     values = _fields(Reason, table, "", skip=frozenset({"kind"}))
     return Reason(kind=kind, **values)
 
@@ -214,7 +218,7 @@ def _value(kind: Any, value: Any, where: str, name: str) -> Any:
             raise Bad(where, f"{text!r} is not a {name.upper()} target")
         return parsed
     if kind is str:
-        return _rule(fields.extra if name in ("extra", "added_extra", "extras") else fields.text, value, where)
+        return _rule(fields.extra if name in ("extra", "added_extras", "extras") else fields.text, value, where)
     if kind is Build or kind is CandidateRef:
         return _record(kind, _table(value, where), where)
     # an origin: one of several records, named by its kind

@@ -107,15 +107,16 @@ PRERELEASE = {
 
 def _note(why: Reason) -> Optional[str]:
     """The request made concrete, else what installed files bind, else what chosen wheels bind."""
-    libraries = (f"[{why.added_extra}] added: its CUDA {why.cuda_major} libraries are not on the target"
-                 if why.added_extra and why.extra_for == ExtraFor.LIBRARIES else None)
+    added = ",".join(why.added_extras)
+    libraries = (f"[{added}] added: its CUDA {why.cuda_major} libraries are not on the target"
+                 if added and why.extra_for == ExtraFor.LIBRARIES else None)
     if why.asked_as:
         asked = f"asked for as {why.asked_as}: CuPy's wheel for the environment's CUDA {why.cuda_major}"
         return f"{asked}; {libraries}" if libraries else asked
     if libraries:
         return libraries
-    if why.added_extra:
-        return f"asked for without a CUDA extra: [{why.added_extra}] for the environment's CUDA {why.cuda_major}"
+    if added:
+        return f"asked for without a CUDA extra: [{added}] for the environment's CUDA {why.cuda_major}"
     needs = [origin for origin in why.origins if isinstance(origin, BinaryNeed)]
     shown = [need for need in needs if need.installed] or needs
     return "; ".join(binary_need(need) for need in shown) or None

@@ -11,7 +11,7 @@ Pure data. May import: packaging, the value types, resolve/reasons.py.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from packaging.utils import NormalizedName
@@ -64,13 +64,14 @@ class Reason:
     kind: ReasonKind
     origins: tuple[Origin, ...] = ()  # the requirements that brought it into the set, and pip constraints on it
     asked_as: Optional[NormalizedName] = None  # the name the user wrote: cupy -> cupy-cuda12x
-    added_extra: Optional[str] = None  # the extra added to a request without it: cuda-cccl -> [cu12], cupy-cuda12x -> [ctk]
-    cuda_major: Optional[int] = None  # the environment's major that made `asked_as` or `added_extra`
+    # the extras added to a request without them: cuda-cccl -> [cu12], onnxruntime-gpu -> [cuda, cudnn]
+    added_extras: tuple[str, ...] = field(default=(), metadata={"unwritten-default": True})
+    cuda_major: Optional[int] = None  # the environment's major that made `asked_as` or `added_extras`
     build: Optional[Build] = None
     written_by: Optional[str] = None  # OTHER_SOURCE: the tool whose lock holds the entry
     prerelease: Optional[PreRelease] = None  # a pre-release chosen from an index: why one was allowed
     extras: Optional[tuple[str, ...]] = None  # the extras chosen with it (each provided by this release), normalised
-    extra_for: Optional[ExtraFor] = None  # why `added_extra` was added (None in locks written before it was recorded)
+    extra_for: Optional[ExtraFor] = None  # why `added_extras` were added (None in locks written before it was recorded)
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,8 @@ class Rewrite:
     """A request made concrete for the environment's CUDA major."""
 
     asked_as: Optional[NormalizedName] = None  # cupy, locked as cupy-cuda12x
-    added_extra: Optional[str] = None  # cuda-cccl, locked with [cu12]; cupy-cuda12x, locked with [ctk]
-    extra_for: Optional[ExtraFor] = None  # why `added_extra`
+    added_extras: tuple[str, ...] = ()  # cuda-cccl, locked with [cu12]; onnxruntime-gpu, with [cuda,cudnn]
+    extra_for: Optional[ExtraFor] = None  # why `added_extras`
 
 
 def lock(
@@ -229,7 +229,7 @@ def for_major(needs: Sequence[Need], major: Optional[int]) -> tuple[list[Need], 
             changed = Requirement(str(requirement))
             changed.extras = set(requirement.extras) | {extra}
             rewritten.append(Need(changed, need.origin))
-            rewrites[name] = Rewrite(added_extra=extra, extra_for=ExtraFor.CUDA_MAJOR)
+            rewrites[name] = Rewrite(added_extras=(extra,), extra_for=ExtraFor.CUDA_MAJOR)
         else:
             rewritten.append(need)
     return rewritten, rewrites
@@ -265,7 +265,7 @@ def _lock_once(
             progress(Judging(len(chosen), len(hosts)))
         plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
         missing = [m for m in missing_libraries(plan, chosen.values(), system=inputs.system_libraries)
-                   if m.name not in with_libraries and missing_extra(index, chosen[m.name], (m.extra,)) is None]
+                   if m.name not in with_libraries and missing_extra(index, chosen[m.name], m.extras) is None]
         # a release without that extra (a build of another origin) is judged as it is
         with_libraries.update(m.name for m in missing)
         asked_again, rewrites = _with_libraries(roots, rewrites, missing)
@@ -331,22 +331,23 @@ def _fit_together(a: Requirement, b: Requirement, finder: CandidateFinder) -> bo
 def _with_libraries(
     roots: list[Need], rewrites: dict[NormalizedName, Rewrite], missing: Sequence[MissingLibraries]
 ) -> tuple[list[Need], dict[NormalizedName, Rewrite]]:
-    """`roots` with each package that lacks its undeclared libraries asked for with the extra that
-    brings them (a root asked for by its own name; one brought by another package is left to the
+    """`roots` with each package that lacks its undeclared libraries asked for with the extras that
+    bring them (a root asked for by its own name; one brought by another package is left to the
     judge), and the rewrite that explains it."""
-    extra_of = {m.name: m.extra for m in missing}
+    extras_of = {m.name: m.extras for m in missing}
     changed_roots = []
     changed = dict(rewrites)
     for need in roots:
         name = canonicalize_name(need.name)
-        extra = extra_of.get(name)
-        if extra is None or not isinstance(need.origin, Asked):
+        extras = extras_of.get(name)
+        if extras is None or not isinstance(need.origin, Asked):
             changed_roots.append(need)
             continue
         requirement = Requirement(str(need.requirement))
-        requirement.extras = set(need.requirement.extras) | {extra}
+        added = tuple(e for e in extras if e not in need.requirement.extras)
+        requirement.extras = set(need.requirement.extras) | set(added)
         changed_roots.append(Need(requirement, need.origin))
-        changed[name] = replace(rewrites.get(name, Rewrite()), added_extra=extra, extra_for=ExtraFor.LIBRARIES)
+        changed[name] = replace(rewrites.get(name, Rewrite()), added_extras=added, extra_for=ExtraFor.LIBRARIES)
     return changed_roots, changed
 
 
@@ -513,14 +514,14 @@ def _as_lock(
             # A kept installed version the indexes serve is locked with that wheel, so another
             # reader installs it too; one without a source stays in [tool.cudaresolve].kept only.
             file = next((c.file for c in finder.all_candidates(name) if c.file is not None and c.version == candidate.version), None)
-            reason = Reason(ReasonKind.KEPT, origins[name], rewrite.asked_as, rewrite.added_extra, major,
+            reason = Reason(ReasonKind.KEPT, origins[name], rewrite.asked_as, rewrite.added_extras, major,
                             extras=tuple(sorted(candidate.extras)) or None, extra_for=rewrite.extra_for)
             if file is None:
                 packages.append(LockedPackage(candidate.name, candidate.version, None, None, None, reason))
                 continue
         else:
             build = Build(candidate.build.cuda, candidate.build.evidence) if candidate.build else None
-            reason = Reason(ReasonKind.INDEX, origins[name], rewrite.asked_as, rewrite.added_extra, major, build,
+            reason = Reason(ReasonKind.INDEX, origins[name], rewrite.asked_as, rewrite.added_extras, major, build,
                             prerelease=prereleases.get(name),
                             extras=tuple(sorted(candidate.extras)) or None, extra_for=rewrite.extra_for)
         sha256 = index.sha256(file)

@@ -1,57 +1,65 @@
-"""CUDA libraries a chosen package loads without requiring them (CuPy 14: data/cupy.toml
-[undeclared_libraries]): whether the target has them, judged on the planned environment, so the lock
-can add the package's own extra that brings them instead of a set the doctor will find broken.
+"""CUDA libraries a chosen package loads without requiring them (CuPy 14, onnxruntime-gpu:
+data/components.toml [undeclared_libraries]): whether the target has them, judged on the planned
+environment, so the lock can add the package's own extras that bring them instead of a set the
+doctor will find broken (or a release after release refused for the same missing library).
 
-The planned environment holds a CuPy wheel by its metadata alone (its binaries are judged by the
+The planned environment may hold a wheel by its metadata alone (CuPy's binaries are judged by the
 doctor after install), so the loader emulation cannot see what its extension modules need: the
-table says which components, of the wheel's CUDA major. The target has a component when a
+table says which components, of the release's CUDA major (from its name, or from the binaries the
+plan read: onnxruntime-gpu 1.26 is CUDA 12, 1.27 CUDA 13). The target has a component when a
 distribution of the plan (a wheel, or a conda package of the prefix) provides it, when a file of
 the environment is where cuda-pathfinder looks for it in site-packages, or, only when the target is this machine as probed, when ld.so
 would find its soname in this machine's cache, LD_LIBRARY_PATH or default directories (a system
 toolkit of that major). A host given by flags or a file says nothing about its system libraries.
 
-May import: packaging, env/, knowledge/ (cupy, components), resolve/candidates.
+May import: packaging, env/, knowledge/components, checks/builds, resolve/candidates.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Optional
 
 from packaging.utils import NormalizedName
 
 from cudaresolve.binary.loader import LoaderEnv
+from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.env.environment import Environment
-from cudaresolve.knowledge import components, cupy
+from cudaresolve.knowledge import components
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 
 
 @dataclass(frozen=True)
 class MissingLibraries:
-    """A chosen package whose undeclared CUDA libraries the target lacks, and the extra that brings them."""
+    """A chosen package whose undeclared CUDA libraries the target lacks, and the extras that bring them."""
 
     name: NormalizedName
-    extra: str
+    extras: tuple[str, ...]
     cuda_major: int
     components: tuple[str, ...]  # the components not found, data/components.toml names
 
 
 def missing_libraries(plan: Environment, chosen: Iterable[Candidate], *, system: bool) -> tuple[MissingLibraries, ...]:
-    """Each chosen package without its extra whose undeclared libraries `plan`'s target does not
+    """Each chosen package without its extras whose undeclared libraries `plan`'s target does not
     have; `system`: the target is this machine, whose own libraries count."""
     found = []
+    read: Optional[dict[str, int]] = None  # the CUDA majors the plan's binaries show, computed once when needed
     for candidate in chosen:
-        row = cupy.undeclared_libraries(candidate.name, str(candidate.version))
-        if row is None or row.extra in candidate.extras:
+        row = components.undeclared_libraries(candidate.name, str(candidate.version))
+        if row is None or set(row.extras) <= candidate.extras:
             continue
         build = candidate.build or cuda_build(candidate.name, candidate.version)
-        if build is None:
+        if build is not None:
+            major: Optional[int] = build.cuda.major
+        else:
+            read = read if read is not None else {b.dist: b.cuda.major for b in cuda_builds(plan)}
+            major = read.get(candidate.name)
+        if major is None:
             continue
-        major = build.cuda.major
         absent = tuple(name for name in row.components if not _has(plan, name, major, system))
         if absent:
-            found.append(MissingLibraries(candidate.name, row.extra, major, absent))
+            found.append(MissingLibraries(candidate.name, row.extras, major, absent))
     return tuple(found)
 
 
