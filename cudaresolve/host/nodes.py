@@ -41,6 +41,7 @@ GPU_MEMORY = "nvidia.com/gpu.memory"
 ARCH = ("kubernetes.io/arch", "beta.kubernetes.io/arch")
 OS = ("kubernetes.io/os", "beta.kubernetes.io/os")
 REQUIRED = (DRIVER_MAJOR, DRIVER_MINOR, DRIVER_REV, CUDA_MAJOR, CUDA_MINOR, COMPUTE_MAJOR, COMPUTE_MINOR, GPU_COUNT)
+_STATING = tuple(key for keys in (*REQUIRED, ARCH, OS) for key in keys) + (DRIVER_FULL, GPU_PRODUCT, GPU_MEMORY)
 # Signs of an NVIDIA GPU without GFD's labels: the GPU operator's label, NFD's PCI vendor label, the
 # device plugin's resource. A node with one of them and partial labels is named, not skipped.
 GPU_SIGNS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true"}
@@ -109,6 +110,7 @@ def cluster_from_json(text: str, origin: str) -> Cluster:
     items = _items(data, origin)
     names: set[str] = set()
     by_facts: dict[HostFacts, list[str]] = {}
+    known: dict[tuple[Optional[str], ...], HostFacts] = {}
     without_gpu: list[str] = []
     lacking: list[str] = []
     for i, item in enumerate(items):
@@ -128,7 +130,10 @@ def cluster_from_json(text: str, origin: str) -> Cluster:
         if missing:
             lacking.append(f"{name} lacks {', '.join(missing)}")
             continue
-        by_facts.setdefault(_facts(labels, info, where), []).append(name)
+        stated = tuple(labels.get(key) for key in _STATING) + (info.get("architecture"), info.get("operatingSystem"))
+        if stated not in known:  # nodes of one kind state the same labels: read them once
+            known[stated] = _facts(labels, info, where)
+        by_facts.setdefault(known[stated], []).append(name)
     if lacking:
         shown = "; ".join(lacking[:5]) + (f"; and {len(lacking) - 5} more node(s)" if len(lacking) > 5 else "")
         raise UsageError(f"{origin}: GPU nodes without GPU Feature Discovery's labels (nothing is guessed): {shown}")
@@ -193,12 +198,8 @@ def _node(item: Any, where: str) -> tuple[str, dict[str, str], Optional[str], Ma
         raise UsageError(f"{where}.metadata.name must be a node name (a DNS subdomain), got {_shown(name)}")
     where = f"{where} ({name})"
     labels = _object(metadata.get("labels"), f"{where}.metadata.labels")
-    for key, value in labels.items():
-        if len(key) > MAX_LABEL_KEY or _CONTROL.search(key):
-            raise UsageError(f"{where}: label key {_shown(key)} is not a label key")
-        if not isinstance(value, str) or len(value) > MAX_LABEL_VALUE or _CONTROL.search(value):
-            raise UsageError(f"{where}: label {key} must be a label value (text of at most 63 characters, "
-                             f"no control character), got {_shown(value)}")
+    if not _all_label_text(labels):
+        _name_bad_label(labels, where)
     status = _object(item.get("status"), f"{where}.status")
     info = _object(status.get("nodeInfo"), f"{where}.status.nodeInfo")
     for key in ("architecture", "operatingSystem"):
@@ -210,6 +211,26 @@ def _node(item: Any, where: str) -> tuple[str, dict[str, str], Optional[str], Ma
     if gpus is not None and not (isinstance(gpus, str) and _NUMBER.fullmatch(gpus)):
         raise UsageError(f"{where}.status.capacity.{GPU_RESOURCE} must be a count, got {_shown(gpus)}")
     return name, labels, gpus, info
+
+
+def _all_label_text(labels: Mapping[str, Any]) -> bool:
+    """Whether every key and value is label text: one pass over all of them (a node has dozens)."""
+    values = labels.values()
+    if not all(isinstance(value, str) for value in values):
+        return False
+    if max(map(len, labels), default=0) > MAX_LABEL_KEY or max(map(len, values), default=0) > MAX_LABEL_VALUE:
+        return False
+    return not _CONTROL.search("".join(labels)) and not _CONTROL.search("".join(values))
+
+
+def _name_bad_label(labels: Mapping[str, Any], where: str) -> None:
+    """The error naming the first label that is not label text."""
+    for key, value in labels.items():
+        if len(key) > MAX_LABEL_KEY or _CONTROL.search(key):
+            raise UsageError(f"{where}: label key {_shown(key)} is not a label key")
+        if not isinstance(value, str) or len(value) > MAX_LABEL_VALUE or _CONTROL.search(value):
+            raise UsageError(f"{where}: label {key} must be a label value (text of at most 63 characters, "
+                             f"no control character), got {_shown(value)}")
 
 
 def _object(value: Any, where: str, required: bool = False) -> dict[str, Any]:
