@@ -194,6 +194,7 @@ PARSING_EDGES = {
     "cudaresolve.versions": "the value types",
     "cudaresolve.records": "a JSON or TOML field typed CudaVersion or DriverRelease",
     "cudaresolve.host.overrides": "--driver, --cuda and the variables that state them",
+    "cudaresolve.host.nodes": "GPU Feature Discovery's labels on a Kubernetes node",
     "cudaresolve.host.sources": "what NVML, sysfs, procfs, libcuda and nvidia-smi print",
     "cudaresolve.knowledge.toolkits": "data/toolkits.toml (a GA driver may be a branch alone)",
     "cudaresolve.knowledge.components": "data/components.toml's CUDA update releases",

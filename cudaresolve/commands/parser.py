@@ -59,6 +59,13 @@ def _add_host_options(parser: argparse.ArgumentParser, *, fleet: bool = False) -
         help="read host facts from FILE (the JSON `cudaresolve probe --json` writes; - for stdin)"
         + ("; repeat for a fleet: one lock valid on every host" if fleet else ""),
     )
+    if fleet:
+        group.add_argument(
+            "--hosts-from-nodes",
+            metavar="FILE",
+            help="every class of identical GPU nodes in FILE (the JSON `kubectl get nodes -o json` writes; - for stdin), "
+            "read from GPU Feature Discovery's labels; with any --host files",
+        )
     group.add_argument("--driver", metavar="RELEASE", help="driver release, e.g. 535.104.05")
     group.add_argument("--cuda", metavar="X.Y", help="CUDA version the driver supports, e.g. 12.2")
     group.add_argument(

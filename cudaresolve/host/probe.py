@@ -68,6 +68,13 @@ def host_for(
     return derive_cuda(apply_overrides(base, overrides))
 
 
+def stated_over(
+    base: HostFacts, driver: Optional[str], cuda: Optional[str], gpus: Sequence[str], environ: Mapping[str, str]
+) -> HostFacts:
+    """Facts read elsewhere (a node's labels) with the overrides on top, as `host_for` treats a host file."""
+    return derive_cuda(apply_overrides(base, overrides_from(driver, cuda, gpus, environ)))
+
+
 def load_host_file(path: str, stdin: TextIO) -> HostFacts:
     """Read `probe --json` output back ("-" is stdin); any problem is a UsageError naming the path.
 
