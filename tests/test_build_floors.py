@@ -244,3 +244,47 @@ def test_the_printed_fix_clears_the_floor_in_a_real_venv(find_links, tmp_path):
     assert [command[1:]] == pip_arguments(floor.fix)
     pip(python, find_links, command[1:])
     assert errors() == []
+
+
+# -- the real plugin's metadata -----------------------------------------------------------------------
+
+REAL_PLUGIN = "jax-cuda12-plugin==0.10.2"
+# What its [with-cuda] installs, at the releases pip picked on 2026-11-26, as metadata-only wheels
+# (the real ones are gigabytes); cuDNN held at 9.5, below the plugin's `nvidia-cudnn-cu12<10.0,>=9.8`.
+REAL_WITH_CUDA = {
+    "jax-cuda12-pjrt": "0.10.2", "nvidia-cublas-cu12": "12.9.1.4", "nvidia-cuda-cupti-cu12": "12.9.79",
+    "nvidia-cuda-nvcc-cu12": "12.9.86", "nvidia-cuda-runtime-cu12": "12.9.79", "nvidia-cufft-cu12": "11.4.1.4",
+    "nvidia-cusolver-cu12": "11.7.5.82", "nvidia-cusparse-cu12": "12.5.10.65", "nvidia-nccl-cu12": "2.27.7",
+    "nvidia-nvjitlink-cu12": "12.9.86", "nvidia-cuda-nvrtc-cu12": "12.9.86", "nvidia-nvshmem-cu12": "3.3.20",
+    "nvidia-cudnn-cu12": "9.5.1.17",
+}
+
+
+def test_the_real_plugins_with_cuda_floor_is_found(tmp_path):
+    """jax-cuda12-plugin 0.10.2's own wheel (its METADATA with `sys_platform == "linux" and extra ==
+    "with-cuda"` markers, its ELF files) beside its [with-cuda] wheels with cuDNN 9.5: the floor is
+    named from the real metadata, and its fix clears it."""
+    from wheel_cache import fetch_wheel
+
+    plugin = fetch_wheel(REAL_PLUGIN)
+    found = tmp_path / "wheels"
+    found.mkdir()
+    for name, version in (*REAL_WITH_CUDA.items(), ("nvidia-cudnn-cu12", "9.8.0.87")):
+        filename, data = make_wheel(name, version)
+        (found / filename).write_bytes(data)
+    root = tmp_path / "env"
+    venv.create(root)
+    python = root / "bin" / "python"
+    pip(python, found, ["install", "--no-deps", str(plugin), *(f"{n}=={v}" for n, v in REAL_WITH_CUDA.items())])
+
+    def floors() -> list:
+        findings = examine(target_for_python(str(python)), HOST, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "c")}).findings
+        return [f for f in findings if f.check == Check.BUILD_FLOOR]
+
+    [floor] = floors()
+    assert shown(floor).subject == "jax-cuda12-plugin 0.10.2" and floor.severity == Severity.ERROR
+    assert floor.problem == BelowBuildFloor("cudnn", "nvidia-cudnn-cu12", Version("9.5.1.17"), "with-cuda",
+                                            Requirement("nvidia-cudnn-cu12<10.0,>=9.8"), Version("9.8"))
+    for arguments in pip_arguments(floor.fix):
+        pip(python, found, arguments)
+    assert floors() == []
