@@ -25,6 +25,7 @@ from cudaresolve.checks.duplicates import check_duplicate_libraries
 from cudaresolve.checks.evidence import Owned, Said
 from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
 from cudaresolve.checks.fixes import StateHost
+from cudaresolve.checks.floors import check_build_floors
 from cudaresolve.checks.linking import (
     check_foreign_files,
     check_missing_libraries,
@@ -85,6 +86,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_companion_majors(env, host)
     findings += check_advisories(env, host, builds)
     findings += check_metadata_vs_binary(env)
+    findings += check_build_floors(env)
     if host.driver.release is None and host.driver.cuda is None and not host.gpus:
         findings.append(
             Finding(

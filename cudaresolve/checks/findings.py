@@ -36,6 +36,7 @@ class Check(str, Enum):
     MIXED_MAJORS = "mixed-majors"
     ADVISORY = "advisory"
     METADATA_VS_BINARY = "metadata-vs-binary"
+    BUILD_FLOOR = "build-floor"
     ENVIRONMENT = "environment"
     HOST = "host"
 

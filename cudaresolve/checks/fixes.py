@@ -408,11 +408,20 @@ class PickedOther:
     step: Optional[str]
 
 
+@dataclass(frozen=True)
+class ConsumersRange:
+    """The range `distribution` `version` (with `extra`) requires, from its own metadata."""
+
+    distribution: str
+    version: Version
+    extra: Optional[str]
+
+
 Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
     NewestThatRuns, CompilerFits, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
-    PreloadServes, PickedOther, NoKnownRelease,
+    PreloadServes, PickedOther, NoKnownRelease, ConsumersRange,
 ]
 
 

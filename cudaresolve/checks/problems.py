@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from packaging.requirements import Requirement
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from cudaresolve.arch import ComputeCapability
@@ -300,10 +301,23 @@ class MetadataAdmitsOlder:
     admitted: tuple[str, ...]  # the known releases below `minimum` it admits, oldest first
 
 
+@dataclass(frozen=True)
+class BelowBuildFloor:
+    """An installed CUDA library wheel below the release its consumer (the subject) requires: the
+    consumer refuses it at load time, having been built against the floor."""
+
+    library: str  # the component, as data/components.toml names it ("cudnn")
+    provider: NormalizedName  # the wheel installed ("nvidia-cudnn-cu12")
+    installed: Version
+    extra: Optional[str]  # the consumer's extra that requires it; None: required without one
+    required: Requirement  # the consumer's requirement on the provider, without its marker
+    floor: Version
+
+
 Problem = Union[
     Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, NoSectionHeaders,
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
-    MetadataAdmitsOlder, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing,
+    MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing,
 ]

@@ -134,6 +134,11 @@ class _CudaVersioned:
 
 
 @dataclass(frozen=True)
+class _BuildFloors:
+    components: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _FrameworkRuntime:
     dists: tuple[str, ...]  # shell-style patterns on canonical distribution names
 
@@ -258,6 +263,7 @@ class Tables:
     conda_prefix: CondaPrefix
     driver_libraries: _Sonames
     cuda_versioned: _CudaVersioned
+    build_floors: _BuildFloors
     framework_runtime: _FrameworkRuntime
     own_runtime: _OwnRuntime
     bridges: _Bridges
@@ -391,6 +397,12 @@ def versioned_by_cuda(component: str) -> bool:
     is versioned by its library instead, so only its major tells the CUDA it belongs to.
     """
     return component in load().cuda_versioned.components
+
+
+def checks_build_floor(component: str) -> bool:
+    """Whether consumers of `component` ("cudnn") refuse a loaded release below the one they were built
+    against, so that an installed wheel below a consumer's Requires-Dist breaks it at load time."""
+    return component in load().build_floors.components
 
 
 def needs_build_runtime(dist: str) -> bool:

@@ -245,6 +245,17 @@ def _metadata_admits_older(problem: p.MetadataAdmitsOlder) -> str:
             f"{declared}{admits}")
 
 
+LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS", "nccl": "NCCL", "cusparse": "cuSPARSE", "cufft": "cuFFT",
+                 "cusolver": "cuSOLVER", "nvrtc": "NVRTC", "nvjitlink": "nvJitLink"}
+
+
+def _below_build_floor(problem: p.BelowBuildFloor) -> str:
+    library = LIBRARY_NAMES.get(problem.library, problem.library)
+    extra = f" (its extra [{problem.extra}])" if problem.extra else ""
+    return (f"requires {library} >= {problem.floor}{extra}: '{problem.required}', but {problem.provider} "
+            f"{problem.installed} is installed; it refuses an older {library} than it was built against when it loads")
+
+
 def version_list(versions: tuple[str, ...]) -> str:
     """Versions for a message, oldest first: all of a few, or the ends and the count of many
     ("12.0.76 … 12.3.101, 9 releases")."""
@@ -287,6 +298,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
                                         f"environment's wheels of them are CUDA {', '.join(map(str, problem.installed))}"),
     p.KnownBadRelease: lambda problem: f"known problem {problem.advisory}: {problem.symptom}",
     p.MetadataAdmitsOlder: _metadata_admits_older,
+    p.BelowBuildFloor: _below_build_floor,
     p.CompilerCannotTargetGpu: _compiler_cannot_target,
     p.CompilerPtxTooNew: _compiler_ptx_too_new,
     p.DlsymFunctionsMissing: _dlsym_missing,

@@ -164,4 +164,6 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.PreloadServes: lambda why: ("", f": it is loaded before everything and serves {why.soname}"),
     f.PickedOther: _picked_other,
     f.NoKnownRelease: lambda why: ("", f": {_no_known_release(why)}"),
+    f.ConsumersRange: lambda why: ("", f" (the range {why.distribution} {why.version}"
+                                       f"{f' [{why.extra}]' if why.extra else ''} requires)"),
 }
