@@ -164,4 +164,5 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.PreloadServes: lambda why: ("", f": it is loaded before everything and serves {why.soname}"),
     f.PickedOther: _picked_other,
     f.NoKnownRelease: lambda why: ("", f": {_no_known_release(why)}"),
+    f.MadeFor: lambda why: ("", f" (the {why.distribution} release made for {why.framework} {why.version})"),
 }
