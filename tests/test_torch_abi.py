@@ -39,7 +39,8 @@ C10_OLD = f"int {CHECK}(void) {{ return 1; }}\nint c10_core(void) {{ return 10; 
 C10_NEW = "int c10_core(void) { return 10; }\n"
 TORCH_CPU = f"int {ADD}(void) {{ return 2; }}\n"
 TORCH_C = f"int c10_core(void); int {ADD}(void);\nint init(void) {{ return c10_core() + {ADD}(); }}\n"
-EXTENSION = f"int {CHECK}(void); int {ADD}(void);\nint op(void) {{ return {CHECK}() + {ADD}(); }}\n"
+EXTENSION = (f"int {CHECK}(void); int {ADD}(void); int c10_core(void);\n"
+             f"int op(void) {{ return {CHECK}() + {ADD}() + c10_core(); }}\n")
 
 
 # A driver that runs torch 2.14.1's CUDA 13.0, so that only the loader's findings are left.
@@ -181,6 +182,64 @@ def test_the_lock_judges_a_planned_torch_against_an_extension_that_stays():
     )
     found = [(f.check, f.subject.distribution) for f in judge(env, DRIVER_580).findings if f.severity == Severity.ERROR]
     assert found == [(Check.TORCH_ABI, "vision-ext")]
+
+
+# -- the fix, applied with pip: either alternative makes a matching pair -----------------------------
+
+
+def test_each_alternative_of_the_fix_converges(elf_builder, tmp_path):
+    """torch 2.14.1 with vision-ext 0.20.0 (built for torch 2.5.0) installed by pip from wheels; the
+    fix's first alternative (torch 2.5.0) and its second (vision-ext 0.21.0, made for torch 2.14.1, which
+    pip picks when asked for vision-ext with torch held) are each applied with real pip to a copy of the
+    venv: the torch-abi error is gone and no other error appears."""
+    import venv
+
+    from fix_steps import pip_arguments
+    from index_server import make_wheel
+    from test_conda_env import TAG
+    from test_fixes_applied import installed, pip
+
+    from cudaresolve.env.interpreter import target_for_python
+
+    found = tmp_path / "wheels"
+    found.mkdir()
+
+    def wheel(name: str, version: str, files: dict[str, Path], requires: tuple[str, ...] = ()) -> None:
+        members = {member: path.read_bytes() for member, path in files.items()}
+        members[f"{next(iter(files)).split('/')[0]}/__init__.py"] = b""
+        filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=members)
+        (found / filename).write_bytes(data)
+
+    for version, c10_source in (("2.14.1", C10_NEW), ("2.5.0", C10_OLD)):
+        built = elf_builder.root / f"torch-{version}"
+        _, lib = fake_torch(elf_builder, c10_source)
+        wheel("torch", version, {f"torch/lib/{name}": lib / name for name in ("libc10.so", "libtorch_cpu.so")}
+              | {"torch/_C.cpython-311-x86_64-linux-gnu.so": lib.parent / "_C.cpython-311-x86_64-linux-gnu.so"})
+        shutil.move(str(elf_builder.root / "site"), str(built))
+    for version, source, pin in (("0.20.0", EXTENSION, "2.5.0"), ("0.21.0", TORCH_C, "2.14.1")):
+        lib = elf_builder.root / f"torch-{pin}" / "torch" / "lib"  # built against the torch it pins
+        extension = elf_builder.build("_C.so", source, link=[lib / "libc10.so", lib / "libtorch_cpu.so"],
+                                      directory=f"vision-{version}/vision_ext")
+        wheel("vision-ext", version, {"vision_ext/_C.so": extension}, (f"torch=={pin}",))
+
+    template = tmp_path / "template"
+    venv.create(template, with_pip=True)
+    pip(template / "bin" / "python", found, ["install", "--no-deps", "torch==2.14.1", "vision-ext==0.20.0"])
+
+    def errors(root: Path) -> list:
+        return [f for f in examine(target_for_python(str(root / "bin" / "python")), DRIVER_580,
+                                   {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}).findings
+                if f.severity == Severity.ERROR]
+
+    [error] = errors(template)
+    assert error.check == Check.TORCH_ABI and isinstance(error.fix, f.Alternatives)
+    for number, (option, pair) in enumerate(zip(error.fix.options, [("2.5.0", "0.20.0"), ("2.14.1", "0.21.0")])):
+        copy = tmp_path / f"option-{number}"
+        shutil.copytree(template, copy, symlinks=True)
+        for arguments in pip_arguments(option):
+            pip(copy / "bin" / "python", found, arguments)
+        assert installed(copy / "bin" / "python") == {"torch": pair[0], "vision-ext": pair[1]}
+        assert errors(copy) == []
 
 
 # -- a real stack: torchvision 0.28.0 (built for torch 2.13.0) over torch 2.14.1 ------------------------
