@@ -38,6 +38,7 @@ from cudaresolve.checks.metadata import check_metadata_vs_binary
 from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors
 from cudaresolve.checks.problems import BinaryFactsUnreadable, HostUnknown, Unreadable
 from cudaresolve.checks.subjects import Scope, Subject
+from cudaresolve.checks.torch_abi import check_torch_abi
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.identity import Identity
 from cudaresolve.host.facts import HostFacts
@@ -74,7 +75,9 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_foreign_files(env, imported)
     findings += check_missing_libraries(env, imported, host)
     findings += check_plugin_libraries(env, imported)
-    findings += check_symbol_skew(env, imported)
+    abi, rest = check_torch_abi(env, imported)  # the names it explains are no symbol skew
+    findings += abi
+    findings += check_symbol_skew(env, rest)
     findings += check_shadowing(env, imported)
     findings += check_duplicate_libraries(env, imported)
     findings += check_arch_coverage(env, builds, host)

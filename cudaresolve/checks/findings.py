@@ -26,6 +26,7 @@ class Check(str, Enum):
     """The check that found it; the value is the id reports and JSON show."""
 
     SYMBOL_SKEW = "symbol-skew"
+    TORCH_ABI = "torch-abi"
     MISSING_LIBRARY = "missing-library"
     SHADOWING = "shadowing"
     DUPLICATE_LIBRARY = "duplicate-library"

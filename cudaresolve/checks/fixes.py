@@ -417,11 +417,20 @@ class ConsumersRange:
     extra: Optional[str]
 
 
+@dataclass(frozen=True)
+class MadeFor:
+    """It installs the release of `distribution` made for `framework` `version` (the one installed)."""
+
+    distribution: str
+    framework: str
+    version: Version
+
+
 Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
     NewestThatRuns, CompilerFits, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
-    PreloadServes, PickedOther, NoKnownRelease, ConsumersRange,
+    PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, MadeFor,
 ]
 
 

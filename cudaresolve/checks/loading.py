@@ -41,6 +41,7 @@ class PackageLoad:
     preloader: Optional[components.Preloader]
     foreign: tuple[tuple[str, str], ...] = ()  # (path, machine) of files built for another machine: not loaded
     build: Optional[Build] = None  # the build these roots belong to, for a package that ships several
+    imported_first: tuple[str, ...] = ()  # packages imported before it whose import loads libraries (torch)
 
     @property
     def selected(self) -> bool:
@@ -84,14 +85,15 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
         if preloader is not None and preloader.on_call is None:  # a call-dependent preload is not assumed
             found = env.preloads.get(owner or "", {})
             preloaded.update(_preloaded(preloader, found, needed[owner]))
-        for required in _required(env, owner):  # imported before this package's extensions
-            preloaded.update(imported.get(required, {}))
+        first = tuple(required for required in _required(env, owner) if required in imported)
+        for required in first:  # imported before this package's extensions
+            preloaded.update(imported[required])
         namespace = replace(loader, preloaded=preloaded) if preloaded != loader.preloaded else loader
         for build, roots in builds.items():
             if roots or foreign[owner]:
                 result = resolve(tuple(roots), facts_of=facts_of, env=namespace)
                 loads.append(PackageLoad(owner, tuple(roots), result, preloader,
-                                         tuple(foreign[owner]) if build is None else (), build))
+                                         tuple(foreign[owner]) if build is None else (), build, first))
                 if build is None and preloader is not None and preloader.on_import and owner:
                     imported[owner] = _loaded_by_import(env, result, preloader.on_import)
     return tuple(loads)

@@ -126,6 +126,18 @@ class SymbolSkew:
 
 
 @dataclass(frozen=True)
+class FrameworkAbiMismatch:
+    """An extension built for another release of the framework it imports first (torch): the installed
+    release's libraries lack C++ names its files bind, so importing it fails. One per extension."""
+
+    files: tuple[str, ...]  # the extension's files that bind them, in load order
+    framework: str  # "torch"
+    installed: Version  # the framework release installed
+    built_for: Optional[Version]  # the release the extension pins exactly (Requires-Dist); None: unknown
+    symbols: tuple[str, ...]  # the missing names (mangled), sorted
+
+
+@dataclass(frozen=True)
 class UnusedBridge:
     """An extension binding another distribution's symbols without linking it, that distribution absent."""
 
@@ -317,7 +329,7 @@ class BelowBuildFloor:
 Problem = Union[
     Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, NoSectionHeaders,
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
-    PluginLibrariesMissing, SymbolSkew, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
+    PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing,
 ]

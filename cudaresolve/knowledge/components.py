@@ -97,6 +97,9 @@ class Preloader:
     # loaded for the extensions of the packages that require it, or that import it undeclared.
     on_import: tuple[str, ...] = ()
     imported_by: tuple[str, ...] = field(default=(), metadata=REQUIREMENT)  # import it with no Requires-Dist on it
+    # C++ namespaces of its libraries' API (torch: c10, at): such a name an extension importing it first
+    # binds and its libraries lack means the extension was built for another release of it
+    abi_namespaces: tuple[str, ...] = ()
     note: Optional[str] = None
 
 

@@ -218,6 +218,16 @@ def _dlsym_missing(problem: p.DlsymFunctionsMissing) -> str:
             f"first release that does: {cost}")
 
 
+def _framework_abi(problem: p.FrameworkAbiMismatch) -> str:
+    files = ", ".join(_name(file) for file in problem.files)
+    built = (f"built for {problem.framework} {problem.built_for} (its exact pin)" if problem.built_for
+             else f"built for another {problem.framework} release (unknown: it pins none)")
+    count = len(problem.symbols)
+    return (f"{files}: {built}, but {problem.framework} {problem.installed} is installed, whose libraries lack "
+            f"{count} C++ symbol{'s' if count != 1 else ''} {'they bind' if len(problem.files) > 1 else 'it binds'} "
+            f"(\"undefined symbol\" at import)")
+
+
 def host_has(driver: object, cuda: object) -> str:
     """What the host's driver is, for a driver-floor finding."""
     parts = [f"driver {driver}" if driver else "driver release unknown"]
@@ -279,6 +289,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.OptionalFeaturesMissing: _optional_features,
     p.PluginLibrariesMissing: _plugin_libraries,
     p.SymbolSkew: lambda problem: f"{_name(problem.named)}: {problem.loader_message}",
+    p.FrameworkAbiMismatch: _framework_abi,
     p.UnusedBridge: lambda problem: (f"bridge unused: {_name(problem.consumer)} binds {len(problem.symbols)} symbols "
                                      f"of {problem.provider}, which is not installed; it is imported only with "
                                      f"{problem.provider}"),
