@@ -170,6 +170,24 @@ class PrivateCopies:
     owners: tuple[Owner, ...]
 
 
+@dataclass(frozen=True)
+class Installed:
+    """A distribution and its installed version, as a problem names it."""
+
+    name: str
+    version: Version
+
+
+@dataclass(frozen=True)
+class OwnedTwice:
+    """Files several distributions install with different contents (env/ownership.py): the last one
+    installed wins, and uninstalling one deletes the file the others still list."""
+
+    owners: tuple[Installed, ...]  # sorted by name
+    files: tuple[str, ...]  # the shared paths, sorted
+    on_disk: Optional[str]  # whose bytes every file has; None: mixed, no owner's, or not compared
+
+
 # -- GPUs and drivers -----------------------------------------------------------------------------
 
 
@@ -305,5 +323,5 @@ Problem = Union[
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
-    MetadataAdmitsOlder, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing,
+    MetadataAdmitsOlder, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing, OwnedTwice,
 ]

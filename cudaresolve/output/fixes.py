@@ -136,6 +136,16 @@ def _compiler_fits(why: f.CompilerFits) -> tuple[str, str]:
     return "", f" (the newest release in {TABLE} that targets {_gpus(why.ccs)}{loads})"
 
 
+def _right_owner(why: f.RightOwner) -> tuple[str, str]:
+    if why.rule == "required":
+        reason = f"{', '.join(why.by)} require{'s' if len(why.by) == 1 else ''} it"
+    elif why.rule == "cuda-major":
+        reason = f"the environment's CUDA runtime is CUDA {why.major}"
+    else:
+        reason = "its bytes are the ones there now"
+    return f"keep {why.distribution} ({reason}): ", ""
+
+
 _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.AlsoProvidedBy: lambda why: ("", f" (also provided by {', '.join(why.names)})"),
     f.ToEnable: lambda why: ("to enable: ", ""),
@@ -164,4 +174,5 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.PreloadServes: lambda why: ("", f": it is loaded before everything and serves {why.soname}"),
     f.PickedOther: _picked_other,
     f.NoKnownRelease: lambda why: ("", f": {_no_known_release(why)}"),
+    f.RightOwner: _right_owner,
 }
