@@ -260,3 +260,32 @@ def test_files_of_one_owner_pair_are_one_finding(tmp_path):
     assert text.evidence[-1] == "... and 2 more"
     assert text.fix == ('pip uninstall b-dist, then pip install --force-reinstall --no-deps "a-dist==1.0", or '
                         'pip uninstall a-dist, then pip install --force-reinstall --no-deps "b-dist==2.0"')
+
+
+# -- the planned environment: a lock that would install two owners of one path ----------------------
+
+
+def test_a_plan_with_two_owners_of_one_path_is_refused_and_one_owner_is_not():
+    """nvidia-nccl-cu12 installed and kept, nvidia-nccl-cu13 chosen: both install
+    nvidia/nccl/lib/libnccl.so.2 (data/components.toml), read or not. The judge errs on it, so the
+    lock refuses the set; cu13 alone is no clash."""
+    from test_checks_planned import PLANNED, dist, planned
+    from test_doctor_synthetic import HOST
+    from test_per_release import RecordedIndex, candidate
+
+    from cudaresolve.checks import judge
+    from cudaresolve.resolve.planned import planned_environment
+
+    installed = planned(dist("nvidia-nccl-cu12", "2.27.3", files=(f"{PLANNED}/{NCCL}",)))
+    wheel = "nvidia_nccl_cu13-2.30.7-py3-none-manylinux_2_18_x86_64.whl"
+    env = planned_environment(installed, [candidate("nvidia-nccl-cu13", "2.30.7", wheel)], RecordedIndex({}))
+    assert env.shared_files == (SharedFile(f"{PLANNED}/{NCCL}", (
+        Claim("nvidia-nccl-cu12", Version("2.27.3"), None), Claim("nvidia-nccl-cu13", Version("2.30.7"), None)),
+        unjudged="planned"),)
+    [owned] = [f for f in judge(env, HOST).findings if f.check == Check.OWNED_TWICE]
+    assert owned.severity == Severity.ERROR
+    assert shown(owned).evidence == (f"{PLANNED}/{NCCL}: nvidia-nccl-cu12 records no hash, nvidia-nccl-cu13 records "
+                                     "no hash; not compared (planned)",)
+
+    alone = planned_environment(planned(), [candidate("nvidia-nccl-cu13", "2.30.7", wheel)], RecordedIndex({}))
+    assert alone.shared_files == ()

@@ -97,17 +97,26 @@ def _shared_files(
     installed: Environment, replaced: AbstractSet[str], elf_files: list[ElfFile], distributions: list[Distribution]
 ) -> tuple[SharedFile, ...]:
     """The installed shared files whose owners all stay, and every library path two distributions of
-    the plan would install (a chosen wheel's member over a file another owns): the plan's contents are
-    not hashed, so two builds of one path count as different unless their build ids agree."""
+    the plan would install: a chosen wheel's member over a file another owns, or two wheels the
+    knowledge table installs in one directory under one soname (nvidia-nccl-cu12 and -cu13's
+    nvidia/nccl/lib/libnccl.so.2), read or not. The plan's contents are not hashed, so two builds of
+    one path count as different unless their build ids agree."""
     kept = [shared for shared in installed.shared_files if replaced.isdisjoint(shared.owners)]
     known = {shared.path for shared in kept}
-    versions = {d.name: d.version for d in distributions}
+    versions = {d.name: d.version for d in distributions if d.kind == "python"}
+    site = installed.target.site_packages[-1]
     by_path: dict[str, list[ElfFile]] = {}
+    owners_of: dict[str, set[str]] = {}
     for elf in elf_files:
         by_path.setdefault(elf.path, []).append(elf)
-    for path, copies in by_path.items():
-        owners = sorted({owner for elf in copies for owner in elf.owners if owner in versions})
-        builds = {elf.facts.build_id if elf.facts is not None else None for elf in copies}
+        owners_of.setdefault(elf.path, set()).update(owner for owner in elf.owners if owner in versions)
+    for name, version in versions.items():
+        for row in components.for_dist(name, str(version)):
+            for soname in row.sonames:
+                owners_of.setdefault(os.path.normpath(os.path.join(site, row.lib_dir, soname)), set()).add(name)
+    for path, names in owners_of.items():
+        owners = sorted(names)
+        builds = {elf.facts.build_id if elf.facts is not None else None for elf in by_path.get(path, ())}
         if path in known or len(owners) < 2 or (len(builds) == 1 and None not in builds):
             continue
         kept.append(SharedFile(path, tuple(Claim(owner, versions[owner], None) for owner in owners),
