@@ -36,6 +36,7 @@ from cudaresolve.checks.linking import (
 from cudaresolve.checks.loading import PackageLoad, load_packages
 from cudaresolve.checks.metadata import check_metadata_vs_binary
 from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors
+from cudaresolve.checks.ownership import check_owned_twice
 from cudaresolve.checks.problems import BinaryFactsUnreadable, HostUnknown, Unreadable
 from cudaresolve.checks.subjects import Scope, Subject
 from cudaresolve.checks.torch_abi import check_torch_abi
@@ -80,6 +81,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_symbol_skew(env, rest)
     findings += check_shadowing(env, imported)
     findings += check_duplicate_libraries(env, imported)
+    findings += check_owned_twice(env)
     findings += check_arch_coverage(env, builds, host)
     findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)

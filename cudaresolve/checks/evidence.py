@@ -223,8 +223,27 @@ class SymbolNeed:
     soname: str
 
 
+@dataclass(frozen=True)
+class FileBytes:
+    """A file several distributions own: the hash each records for it, and whose bytes are there."""
+
+    path: str
+    recorded: tuple[tuple[str, Optional[str]], ...]  # (distribution, "sha256=..."; None: not known, a planned wheel)
+    on_disk: Optional[str]  # the owner whose recorded hash the file has; None: none, or not compared
+    unjudged: Optional[str] = None  # why the bytes were not compared
+
+
+@dataclass(frozen=True)
+class SharedBy:
+    """The file is one several distributions own (its owned-twice finding is the cause)."""
+
+    path: str
+    owners: tuple[str, ...]
+    on_disk: Optional[str]
+
+
 Evidence = Union[
     Said, File, Owned, More, MoreOf, InstalledBy, LoaderError, Unfound, LoadedByCall, Needs, LoaderPicks, BridgeSymbols, Chosen,
     EnvironmentCopy, LoadedBy, CopyUse, NoCodeFor, DependenciesFailToo, BuiltWith, CudaRuntimeIn, HostDriver, MajorUsers,
-    LinksOtherMajor, References, SymbolNeed,
+    LinksOtherMajor, References, SymbolNeed, FileBytes, SharedBy,
 ]

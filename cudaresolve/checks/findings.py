@@ -30,6 +30,7 @@ class Check(str, Enum):
     MISSING_LIBRARY = "missing-library"
     SHADOWING = "shadowing"
     DUPLICATE_LIBRARY = "duplicate-library"
+    OWNED_TWICE = "owned-twice"
     BRIDGE = "bridge"
     ARCH_COVERAGE = "arch-coverage"
     DRIVER_FLOOR = "driver-floor"

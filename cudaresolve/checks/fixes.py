@@ -426,11 +426,23 @@ class MadeFor:
     version: Version
 
 
+@dataclass(frozen=True)
+class RightOwner:
+    """Why `distribution` is the owner to keep: `rule` "required" (`by` require it and not the other
+    owners), "cuda-major" (the environment's CUDA runtime is of its major, `major`), "on-disk" (its
+    bytes are the ones there now, so keeping it changes nothing that runs)."""
+
+    distribution: str
+    rule: str
+    by: tuple[str, ...] = ()
+    major: Optional[int] = None
+
+
 Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
     NewestThatRuns, CompilerFits, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
-    PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, MadeFor,
+    PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, MadeFor, RightOwner,
 ]
 
 

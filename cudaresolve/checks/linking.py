@@ -39,9 +39,11 @@ from cudaresolve.checks import problems as p
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.checks.mixed_majors import other_major_wheels
+from cudaresolve.checks.ownership import owner_fix, shared_file
 from cudaresolve.checks.subjects import Subject, subject
 from cudaresolve.checks.suggest import build_fix, conda_fix, provider_dists, provider_fix, provider_requirement
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.ownership import SharedFile
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
@@ -224,6 +226,9 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             chosen_owner = chosen.owner if chosen is not None else None
             conda = chosen_owner is not None and _conda_installed(env, chosen_owner)
             evidence.append(e.LoaderPicks(provider, first.provider_step, subject(env, chosen_owner) if conda else None))
+        shared = _shared_provider(env, consumer, provider)
+        if shared is not None:  # the cause: two owners of the provider, the wrong one's bytes there
+            evidence.append(e.SharedBy(shared.path, shared.owners, shared.on_disk))
         soname = first.needed or (os.path.basename(provider) if provider else "")
         findings[key] = Finding(
             Check.SYMBOL_SKEW, Severity.ERROR, subject(env, owner),
@@ -231,12 +236,29 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
                          tuple(problem.symbol or problem.version or "" for problem in problems), _named_by_glibc(first),
                          first.message, minimum),
             tuple(evidence),
-            _loader_cause_fix(env, first, soname)
+            (owner_fix(env, shared.owners, None) if shared is not None else None)  # the bytes there fail it
+            or _loader_cause_fix(env, first, soname)
             or _conda_provider_fix(env, load_of[(consumer, provider)], first, soname, owner, minimum)
             or _installed_elsewhere_fix(env, first, soname, owner, minimum)
             or provider_fix(soname, env, owner, minimum),
         )
     return list(findings.values())
+
+
+def _shared_provider(env: Environment, consumer: str, provider: Optional[str]) -> Optional[SharedFile]:
+    """The file several distributions own that provides what `consumer` lacks: the provider glibc
+    names, else (an undefined symbol names no provider) the one shared library the consumer links."""
+    if not env.shared_files:
+        return None
+    if provider:
+        chosen = env.elf_file(provider)
+        return shared_file(env, chosen.path if chosen is not None else provider)
+    elf = env.elf_file(consumer)
+    needed = set(elf.facts.needed) if elf is not None and elf.facts is not None else set()
+    linked = [shared for shared in env.shared_files
+              if (lib := env.files_by_path.get(shared.path)) is not None and lib.facts is not None
+              and lib.facts.soname in needed]
+    return linked[0] if len(linked) == 1 else None
 
 
 class _Bridges:

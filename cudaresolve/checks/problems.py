@@ -183,6 +183,24 @@ class PrivateCopies:
     owners: tuple[Owner, ...]
 
 
+@dataclass(frozen=True)
+class Installed:
+    """A distribution and its installed version, as a problem names it."""
+
+    name: str
+    version: Version
+
+
+@dataclass(frozen=True)
+class OwnedTwice:
+    """Files several distributions install with different contents (env/ownership.py): the last one
+    installed wins, and uninstalling one deletes the file the others still list."""
+
+    owners: tuple[Installed, ...]  # sorted by name
+    files: tuple[str, ...]  # the shared paths, sorted
+    on_disk: Optional[str]  # whose bytes every file has; None: mixed, no owner's, or not compared
+
+
 # -- GPUs and drivers -----------------------------------------------------------------------------
 
 
@@ -331,5 +349,5 @@ Problem = Union[
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
-    MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing,
+    MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing, OwnedTwice,
 ]

@@ -25,6 +25,7 @@ from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.env.conda import CondaPrefix
 from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.interpreter import Target
+from cudaresolve.env.ownership import SharedFile
 
 _EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]|['"]([^'"]+)['"]\s*==\s*extra\b""")
 
@@ -74,6 +75,7 @@ class Environment:
     preloads: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     conda: Optional[CondaPrefix] = None  # the target's conda prefix and all its records, when it is one
     preload_prefix: Optional[str] = None  # the conda prefix preloaders search (the target's, or CONDA_PREFIX)
+    shared_files: tuple[SharedFile, ...] = ()  # paths several distributions install with different contents
 
     def distribution(self, name: str) -> Optional[Distribution]:
         """The first installed distribution with this canonical name."""

@@ -21,6 +21,7 @@ from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
 from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
+from cudaresolve.env.ownership import shared_files
 from cudaresolve.env.preloads import preloaded_libraries
 from cudaresolve.env.tree import distinct_directories, shared_object_entries
 from cudaresolve.errors import CudaresolveError
@@ -71,6 +72,8 @@ def scan_environment(
         distributions = [d for d in distributions if d.kind != "conda" or d.dist_info in shipping]
     distributions.sort(key=lambda d: (d.name, d.dist_info))
     owners = owners_by_path(distributions)
+    shared, shared_problems = shared_files(distributions)
+    problems.extend(shared_problems)
     paths = sorted(set(paths))
     if prefetch is not None:
         prefetch(paths)
@@ -108,6 +111,7 @@ def scan_environment(
         preloads=preloads_of(distributions, elf_files, target.site_packages, conda_prefix),
         conda=conda,
         preload_prefix=conda_prefix,
+        shared_files=shared,
     )
 
 

@@ -100,6 +100,8 @@ def render_subject(subject: Subject) -> str:
         return subject.distribution if subject.version is None else f"{subject.distribution} {subject.version}"
     if subject.file is not None:
         return subject.file
+    if subject.owners and not subject.libraries:
+        return f"files of {', '.join(owner or UNOWNED for owner in subject.owners)}"
     if subject.libraries:
         return f"{len(subject.libraries)} libraries of {', '.join(owner or UNOWNED for owner in subject.owners)}"
     if subject.scope is not None:
@@ -266,6 +268,14 @@ def _below_build_floor(problem: p.BelowBuildFloor) -> str:
             f"{problem.installed} is installed; it refuses an older {library} than it was built against when it loads")
 
 
+def _owned_twice(problem: p.OwnedTwice) -> str:
+    owners = " and ".join(f"{owner.name} {owner.version}" for owner in problem.owners)
+    what = "installed" if len(problem.files) == 1 else f"{len(problem.files)} files are installed"
+    there = f"; the bytes there are {problem.on_disk}'s" if problem.on_disk else ""
+    return (f"{what} by both {owners} with different contents: the last installed wins, and "
+            f"uninstalling either deletes it{there}")
+
+
 def version_list(versions: tuple[str, ...]) -> str:
     """Versions for a message, oldest first: all of a few, or the ends and the count of many
     ("12.0.76 … 12.3.101, 9 releases")."""
@@ -313,6 +323,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.CompilerCannotTargetGpu: _compiler_cannot_target,
     p.CompilerPtxTooNew: _compiler_ptx_too_new,
     p.DlsymFunctionsMissing: _dlsym_missing,
+    p.OwnedTwice: _owned_twice,
 }
 
 
@@ -405,6 +416,20 @@ def _references(item: e.References) -> str:
     return f"{item.file} references {named}"
 
 
+def _file_bytes(item: e.FileBytes) -> str:
+    recorded = ", ".join(f"{name} records {digest[:19] + '…' if digest else 'no hash'}" for name, digest in item.recorded)
+    if item.unjudged:
+        there = f"not compared ({item.unjudged})"
+    else:
+        there = f"the bytes there are {item.on_disk}'s" if item.on_disk else "the bytes there are no owner's"
+    return f"{item.path}: {recorded}; {there}"
+
+
+def _shared_by(item: e.SharedBy) -> str:
+    there = f", the bytes there are {item.on_disk}'s" if item.on_disk else ""
+    return f"{item.path} is installed by both {' and '.join(item.owners)}{there} (see owned-twice)"
+
+
 _EVIDENCE: dict[type, Callable[..., str]] = {
     e.Said: lambda item: f"{item.source}: {item.text}" if item.source else item.text,
     e.File: lambda item: item.path,
@@ -431,4 +456,6 @@ _EVIDENCE: dict[type, Callable[..., str]] = {
     e.LinksOtherMajor: lambda item: f"{_name(item.file)} needs {item.needed}; installed: {', '.join(item.installed)}",
     e.References: _references,
     e.SymbolNeed: lambda item: f"{item.file} needs {item.symbol} from {item.soname}",
+    e.FileBytes: _file_bytes,
+    e.SharedBy: _shared_by,
 }

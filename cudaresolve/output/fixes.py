@@ -136,6 +136,16 @@ def _compiler_fits(why: f.CompilerFits) -> tuple[str, str]:
     return "", f" (the newest release in {TABLE} that targets {_gpus(why.ccs)}{loads})"
 
 
+def _right_owner(why: f.RightOwner) -> tuple[str, str]:
+    if why.rule == "required":
+        reason = f"{', '.join(why.by)} require{'s' if len(why.by) == 1 else ''} it"
+    elif why.rule == "cuda-major":
+        reason = f"the environment's CUDA runtime is CUDA {why.major}"
+    else:
+        reason = "its bytes are the ones there now"
+    return f"keep {why.distribution} ({reason}): ", ""
+
+
 _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.AlsoProvidedBy: lambda why: ("", f" (also provided by {', '.join(why.names)})"),
     f.ToEnable: lambda why: ("to enable: ", ""),
@@ -167,4 +177,5 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.ConsumersRange: lambda why: ("", f" (the range {why.distribution} {why.version}"
                                        f"{f' [{why.extra}]' if why.extra else ''} requires)"),
     f.MadeFor: lambda why: ("", f" (the {why.distribution} release made for {why.framework} {why.version})"),
+    f.RightOwner: _right_owner,
 }

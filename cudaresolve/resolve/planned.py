@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Iterable
+from typing import AbstractSet, Iterable
 
 from packaging.requirements import Requirement
 
@@ -18,6 +18,7 @@ from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.wheel import WheelError
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
+from cudaresolve.env.ownership import Claim, SharedFile
 from cudaresolve.env.scan import preloads_of
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
@@ -84,11 +85,43 @@ def planned_environment(
         installed,
         distributions=tuple(distributions),
         elf_files=tuple(elf_files),
+        shared_files=_shared_files(installed, replaced, elf_files, distributions),
         preloads=preloads_of(
             distributions, elf_files, installed.target.site_packages, installed.preload_prefix,
             lambda path: path in planned_paths or os.path.isfile(path),
         ),
     )
+
+
+def _shared_files(
+    installed: Environment, replaced: AbstractSet[str], elf_files: list[ElfFile], distributions: list[Distribution]
+) -> tuple[SharedFile, ...]:
+    """The installed shared files whose owners all stay, and every library path two distributions of
+    the plan would install: a chosen wheel's member over a file another owns, or two wheels the
+    knowledge table installs in one directory under one soname (nvidia-nccl-cu12 and -cu13's
+    nvidia/nccl/lib/libnccl.so.2), read or not. The plan's contents are not hashed, so two builds of
+    one path count as different unless their build ids agree."""
+    kept = [shared for shared in installed.shared_files if replaced.isdisjoint(shared.owners)]
+    known = {shared.path for shared in kept}
+    versions = {d.name: d.version for d in distributions if d.kind == "python"}
+    site = installed.target.site_packages[-1]
+    by_path: dict[str, list[ElfFile]] = {}
+    owners_of: dict[str, set[str]] = {}
+    for elf in elf_files:
+        by_path.setdefault(elf.path, []).append(elf)
+        owners_of.setdefault(elf.path, set()).update(owner for owner in elf.owners if owner in versions)
+    for name, version in versions.items():
+        for row in components.for_dist(name, str(version)):
+            for soname in row.sonames:
+                owners_of.setdefault(os.path.normpath(os.path.join(site, row.lib_dir, soname)), set()).add(name)
+    for path, names in owners_of.items():
+        owners = sorted(names)
+        builds = {elf.facts.build_id if elf.facts is not None else None for elf in by_path.get(path, ())}
+        if path in known or len(owners) < 2 or (len(builds) == 1 and None not in builds):
+            continue
+        kept.append(SharedFile(path, tuple(Claim(owner, versions[owner], None) for owner in owners),
+                               unjudged="planned"))
+    return tuple(sorted(kept, key=lambda shared: shared.path))
 
 
 def _complete_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:

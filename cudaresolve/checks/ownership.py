@@ -1,0 +1,116 @@
+"""owned-twice: files several distributions install with different contents (env/ownership.py).
+
+The last wheel installed wins the file, and uninstalling either owner deletes it, so reinstalling
+the one that has the file already changes nothing: what converges is removing the wrong owner
+first, then reinstalling the right one over whatever that left (`--force-reinstall --no-deps`,
+so nothing else moves). One finding per set of owners: NCCL's pair shares one library, a
+toolkit's pair may share hundreds of files, and either is one decision.
+
+Which owner is right, first rule that names exactly one:
+1. "required": the one the other installed distributions require (torch requires nvidia-nccl-cu12);
+2. "cuda-major": the one of the CUDA major of the environment's CUDA runtime wheel;
+3. "on-disk": the one whose bytes are there now, so what runs today keeps running.
+Where none names one, each choice is offered, the first by name.
+
+May import: checks/ (findings), env/, knowledge/components; the findings are values, output/ words them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Optional
+
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName
+
+from cudaresolve.checks import evidence as e
+from cudaresolve.checks import fixes as f
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.problems import Installed, OwnedTwice
+from cudaresolve.checks.subjects import Subject
+from cudaresolve.env.environment import Environment
+from cudaresolve.env.ownership import SharedFile
+from cudaresolve.knowledge import components
+
+SHOWN_FILES = 3  # files a finding shows the hashes of; the others are counted
+
+
+def check_owned_twice(env: Environment) -> list[Finding]:
+    groups: dict[tuple[str, ...], list[SharedFile]] = defaultdict(list)
+    for shared in env.shared_files:
+        groups[shared.owners].append(shared)
+    return [_finding(env, owners, files) for owners, files in sorted(groups.items())]
+
+
+def shared_file(env: Environment, path: str) -> Optional[SharedFile]:
+    """The shared file at `path`, for findings whose cause it is (a symbol skew in its library)."""
+    return next((shared for shared in env.shared_files if shared.path == path), None)
+
+
+def _finding(env: Environment, owners: tuple[str, ...], files: list[SharedFile]) -> Finding:
+    on_disk = {shared.on_disk for shared in files}
+    winner = on_disk.pop() if len(on_disk) == 1 else None
+    claims = {claim.distribution: claim for claim in files[0].claims}
+    evidence: list[e.Evidence] = [
+        e.FileBytes(shared.path, tuple((claim.distribution, claim.digest) for claim in shared.claims),
+                    shared.on_disk, shared.unjudged)
+        for shared in files[:SHOWN_FILES]
+    ]
+    if len(files) > SHOWN_FILES:
+        evidence.append(e.More(len(files) - SHOWN_FILES))
+    subject = Subject(file=files[0].path) if len(files) == 1 else Subject(owners=owners)
+    return Finding(
+        Check.OWNED_TWICE, Severity.ERROR, subject,
+        OwnedTwice(tuple(Installed(name, claims[name].version) for name in owners),
+                   tuple(shared.path for shared in files), winner),
+        tuple(evidence),
+        owner_fix(env, owners, winner),
+    )
+
+
+def owner_fix(env: Environment, owners: tuple[str, ...], on_disk: Optional[str]) -> f.Fix:
+    """Uninstall the other owners, then reinstall the right one's release over what they leave."""
+    why = _right_owner(env, owners, on_disk)
+    if why is not None:
+        return f.Explained(_keep(env, owners, why.distribution), why)
+    return f.Alternatives(tuple(_keep(env, owners, name) for name in owners))
+
+
+def _keep(env: Environment, owners: tuple[str, ...], right: str) -> f.Fix:
+    dist = env.distribution(right)
+    assert dist is not None  # an owner is an installed (or planned) distribution
+    return f.Steps((
+        f.PipUninstall(tuple(NormalizedName(name) for name in owners if name != right)),
+        f.PipInstall((Requirement(f"{dist.name}=={dist.version}"),), options=("--force-reinstall", "--no-deps")),
+    ))
+
+
+def _right_owner(env: Environment, owners: tuple[str, ...], on_disk: Optional[str]) -> Optional[f.RightOwner]:
+    required: dict[str, set[str]] = defaultdict(set)
+    for dist in env.distributions:
+        if dist.name not in owners:
+            for name in env.requires_names(dist) & set(owners):
+                required[name].add(dist.name)
+    if len(required) == 1:
+        name, by = required.popitem()
+        return f.RightOwner(name, "required", tuple(sorted(by)))
+    if not required:  # the environment's runtime major decides only where nothing requires an owner
+        runtime = {major for dist in env.distributions if dist.name not in owners
+                   for major in _majors(env, dist.name, "cudart")}
+        if len(runtime) == 1:
+            major = runtime.pop()
+            fitting = [name for name in owners if _majors(env, name) == {major}]
+            if len(fitting) == 1:
+                return f.RightOwner(fitting[0], "cuda-major", major=major)
+    if on_disk is not None:
+        return f.RightOwner(on_disk, "on-disk")
+    return None
+
+
+def _majors(env: Environment, name: str, component: Optional[str] = None) -> set[int]:
+    """The CUDA majors the knowledge table gives the installed `name` (of `component`, when given)."""
+    dist = env.distribution(name)
+    if dist is None:
+        return set()
+    return {row.cuda_major for row in components.for_dist(name, str(dist.version))
+            if component is None or row.name == component}
