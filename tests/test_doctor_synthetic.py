@@ -16,13 +16,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from index_server import make_wheel
 from test_env_distributions import make_dist_info
+from test_loader import old_math_extension
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.checks import Diagnosis
 from cudaresolve.cli import main
 from cudaresolve.doctor import examine
-from cudaresolve.env.interpreter import target_for_site_packages
+from cudaresolve.env.interpreter import target_for_python, target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, components
 from cudaresolve.output.findings import FindingText, in_report_order, shown
@@ -372,6 +374,55 @@ def test_cupy_13_preloads_nothing_so_the_wheel_library_is_not_found(cupy_env, tm
         f"nvidia-cublas-cu12 has it, but not where x.cpython-311-x86_64-linux-gnu.so looks: put {cublas.parent} on "
         "LD_LIBRARY_PATH, or install a release of its package that finds it"
     )
+
+
+def old_math_venv(elf_builder, root: Path) -> tuple[str, Path]:
+    """A real venv (its python, its site-packages) holding `oldmath`, an extension calling sin and pow
+    without linking libm."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = str(root / "bin" / "python")
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    ext = shutil.copy(old_math_extension(elf_builder, "oldmath"), site)
+    make_dist_info(site, "oldmath", "1.0", files=(os.path.basename(ext),))
+    return python, site
+
+
+def test_an_old_extension_takes_libm_through_the_interpreter_and_imports(elf_builder, tmp_path):
+    """In a real venv, an extension calling sin and pow without linking libm imports (they bind to the
+    libm the interpreter's tree loaded) and the doctor has nothing to say; a symbol no library
+    defines is still an error."""
+    python, site = old_math_venv(elf_builder, tmp_path / "venv")
+    imported = subprocess.run([python, "-c", "import oldmath; print(oldmath.run(2.0))"], capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "facts-cache")}
+    assert texts(examine(target_for_python(python), HOST, environ)) == ()
+    broken = shutil.copy(old_math_extension(elf_builder, "broken", missing="in_no_library"), site)
+    make_dist_info(site, "broken", "1.0", files=(os.path.basename(broken),))
+    [error] = texts(examine(target_for_python(python), HOST, environ))
+    assert (error.check, error.severity, error.subject, error.evidence) == (
+        "symbol-skew", "error", "broken 1.0", (f"{broken}: undefined symbol: in_no_library",))
+
+
+def test_a_lock_of_a_wheel_with_an_old_extension_judges_it_in_the_interpreters_process(elf_builder, tmp_path, server,
+                                                                                     capsys):
+    """The plan is judged by the same loader, from the target's interpreter: a chosen wheel whose
+    extension takes sin from the interpreter's libm is not refused (`--deep` reads its files); one
+    whose extension needs a symbol no library defines is."""
+    python, _ = old_math_venv(elf_builder, tmp_path / "venv")
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
+    for name, missing in (("mathwheel", None), ("brokenwheel", "in_no_library")):
+        ext = old_math_extension(elf_builder, name, missing=missing)
+        server.add(*make_wheel(name, "1.0", tag=tag, files={ext.name: ext.read_bytes()}))
+    lock = ["lock", "-q", "--deep", "--driver", "550.144.03", "--gpu", "8.6", "--python", python,
+            "--index-url", server.url + "/simple", "-o", str(tmp_path / "pylock.toml")]
+    capsys.readouterr()
+    code = main([*lock, "mathwheel"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    code = main([*lock, "brokenwheel"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "in_no_library" in out + err and "symbol: sin" not in out + err, out + err
 
 
 # -- what an import has loaded already ---------------------------------------------------------------

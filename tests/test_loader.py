@@ -3,11 +3,15 @@ wheels against glibc itself (`ldd -r` is the oracle)."""
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
 import shutil
 import subprocess
+import sys
+import sysconfig
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
@@ -40,6 +44,7 @@ from cudaresolve.binary.loader import (
     resolve,
     split_library_path,
     system_layout,
+    with_program,
 )
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import components
@@ -415,6 +420,37 @@ def test_several_roots_share_the_namespace():
     assert needed_of(result, "/b/ext2.so")["libshared.so"] == Resolution("libshared.so", "/a/lib/libshared.so", ALREADY_LOADED)
 
 
+def test_the_programs_tree_is_the_global_scope_searched_before_each_roots_own():
+    """An old extension calls sin without linking libm: it binds to the libm the interpreter's
+    libpython loaded. A soname the program loaded is already loaded for every root; what the
+    program's tree misses is not the roots' problem; a symbol nobody defines is still blamed."""
+    program = so("/py/bin/python3.11", soname=None, needed=["libpython3.11.so.1.0", "libgone.so.1"], runpath=["/py/lib"],
+                 defined=[Symbol("program_function")])
+    files = world(
+        program,
+        so("/py/lib/libpython3.11.so.1.0", needed=["libm.so.6", "libc.so.6"], defined=[Symbol("PyFloat_FromDouble")]),
+        so("/sys/lib64/libm.so.6", defined=[Symbol("sin", "GLIBC_2.2.5"), Symbol("pow", "GLIBC_2.29")],
+           version_definitions=("GLIBC_2.2.5", "GLIBC_2.29")),
+        GLIBC,
+        so("/site/old.so", needed=["libc.so.6"], undefined=[Symbol("sin"), Symbol("pow"), Symbol("nowhere"), Symbol("program_function")]),
+        so("/site/new.so", needed=["libm.so.6"], undefined=[Symbol("pow", "GLIBC_2.29", "libm.so.6")],
+           version_needs=[VersionNeed("libm.so.6", ("GLIBC_2.29",))]),
+    )
+    alone = resolve(["/site/old.so"], facts_of=files, env=ENV)
+    assert sorted(p.symbol for p in alone.problems) == ["nowhere", "pow", "program_function", "sin"]
+    env = with_program(ENV, "/py/bin/python3.11", program)
+    result = resolve(["/site/old.so", "/site/new.so"], facts_of=files, env=env)
+    assert result.problems == (Problem(UNDEFINED_SYMBOL, "undefined symbol: nowhere", "/site/old.so", None, symbol="nowhere"),)
+    assert needed_of(result, "/site/new.so")["libm.so.6"] == Resolution("libm.so.6", "/sys/lib64/libm.so.6", ALREADY_LOADED)
+    # the program's objects are listed only where a root needs one: libc.so.6 and libm.so.6
+    assert [(o.path, o.loaded_by) for o in result.objects] == [
+        ("/sys/lib64/libm.so.6", "/py/lib/libpython3.11.so.1.0"),
+        ("/sys/lib64/libc.so.6", "/py/lib/libpython3.11.so.1.0"),
+        ("/site/old.so", None),
+        ("/site/new.so", None),
+    ]
+
+
 def test_helpers():
     assert split_library_path("") == ()
     assert split_library_path("/a:/b;/c::") == ("/a", "/b", "/c", "", "")
@@ -639,6 +675,51 @@ def test_gcc_other_elf_class_is_skipped(elf_builder):
     assert needed_of(result, str(user))["libdep.so.1"] == Resolution(
         "libdep.so.1", f"{elf_builder.root}/good/libdep.so.1", LD_LIBRARY_PATH, skipped=(f"{other}/libdep.so.1",)
     )
+
+
+OLD_MATH = """#include <Python.h>
+double sin(double); double pow(double, double); int %(missing)s(void);
+static PyObject *run(PyObject *self, PyObject *arg) {
+    double x = PyFloat_AsDouble(arg);
+    return PyFloat_FromDouble(sin(x) + pow(x, 2.0)%(call)s);
+}
+static PyMethodDef methods[] = {{"run", run, METH_O, NULL}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "%(name)s", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_%(name)s(void) { return PyModule_Create(&module); }
+"""
+
+
+def old_math_extension(elf_builder, name: str, missing: Optional[str] = None) -> Path:
+    """A Python extension module `name` calling libm's sin and pow without linking libm (as old
+    extensions built with distutils do), and `missing` (a function no library defines) if given."""
+    source = OLD_MATH % {"name": name, "missing": missing or "unused", "call": f" + {missing}()" if missing else ""}
+    return elf_builder.build(f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}", source, directory="site",
+                             extra=["-fno-builtin", f"-I{sysconfig.get_paths()['include']}"])
+
+
+def test_gcc_an_old_extension_takes_libm_through_the_interpreter(elf_builder):
+    """`ldd -r` alone finds sin and pow undefined; in the interpreter's process (ld.so preloading the
+    extension into it, and a real import) they bind to the libm its tree loaded. Given the
+    interpreter as the program, the model agrees, and still blames a symbol nobody defines."""
+    from test_conda_env import ldd_r_in  # it imports this module
+
+    program = os.path.realpath(sys.executable)
+    ext = old_math_extension(elf_builder, "oldmath")
+    assert "libm.so.6" not in disk(str(ext)).needed
+    _, alone, _ = ldd_r(str(ext))
+    assert {message for _, message, _ in alone} >= {"undefined symbol: sin", "undefined symbol: pow"}
+    found, undefined = ldd_r_in(program, str(ext))
+    assert "libm.so.6" in found and undefined == []
+    imported = subprocess.run([sys.executable, "-c", "import oldmath; print(oldmath.run(2.0))"], cwd=ext.parent,
+                              capture_output=True, text=True, check=True)
+    assert float(imported.stdout) == pytest.approx(math.sin(2.0) + 4.0)
+    env = with_program(LoaderEnv.from_system({}, driver_libraries=DRIVER_LIBRARIES), program, disk(program))
+    assert resolve([str(ext)], facts_of=disk, env=env).problems == ()
+    assert [p.symbol for p in resolve([str(ext)], facts_of=disk, env=replace(env, program=None)).problems] == ["sin", "pow"]
+    broken = old_math_extension(elf_builder, "broken", missing="in_no_library")
+    _, undefined = ldd_r_in(program, str(broken))
+    assert undefined == ["undefined symbol: in_no_library"]
+    assert [p.message for p in resolve([str(broken)], facts_of=disk, env=env).problems] == undefined
 
 
 # -- real NVIDIA wheels --------------------------------------------------------------------------------

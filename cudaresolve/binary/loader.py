@@ -18,20 +18,27 @@ Search order for a name without a slash, as glibc does it:
 Candidates for another machine or ELF class are passed over; a file that is not an ELF object
 stops the search with ld.so's error.
 
+When the main program is known (`LoaderEnv.program`), it and its DT_NEEDED tree are loaded first:
+they are the global scope, which ld.so searches before a dlopened object's own scope. So an old
+extension that calls `sin` without linking libm binds to the libm the interpreter (or its
+libpython) loaded, as it does under Python; and a soname the program loaded is already loaded for
+every root. The program's own misses are not reported: a program that runs has found its libraries.
+
 Roots are loaded in order into one namespace, each like a library the program dlopens (its
 loader chain ends at the program, whose DT_RPATH glibc searches last in step 2): its local scope is
 its own dependency tree in breadth-first order, which is where its objects' symbols are looked
-up (as `ldd -r <root>` does). Not blamed: weak references, Py*/_Py* names (the interpreter
-provides them), anything of the driver's libraries, and symbols a missing library (or, for
+up after the global scope (as `ldd -r <root>` does, plus the program's). Not blamed: weak references,
+Py*/_Py* names (the interpreter provides them where the program is not known), anything of the
+driver's libraries, and symbols a missing library (or, for
 unversioned ones, a driver library) in the scope could have provided — ld.so stops at the
 missing library, while ldd would go on to list them all. Nor a symbol a partial symbol table
 (`BinaryFacts.symbols_complete` false: a knowledge-table row) in the scope could hold.
 
 Not emulated: glibc-hwcaps and legacy hwcap subdirectories of each search directory (wheels do
 not ship them; ld.so would prefer them where present), secure mode, `$ORIGIN` in LD_LIBRARY_PATH
-(needs the main program; such entries are dropped), and a main program's RTLD_GLOBAL scope
-(libraries preloaded with RTLD_GLOBAL can satisfy symbols of objects that do not depend on them;
-here they only count where a DT_NEEDED names them).
+(needs the main program; such entries are dropped), and the rest of the global scope: LD_PRELOAD
+objects and libraries loaded with RTLD_GLOBAL can satisfy symbols of objects that do not depend on
+them; here they only count where a DT_NEEDED names them.
 
 May import: binary/ (facts, the ELF reader, ld.so.cache), versions and errors; never env/ or host/.
 """
@@ -267,6 +274,7 @@ class _Node:
         self.names = {path} | ({facts.soname} if facts.soname else set())
         self.needed: Optional[List[tuple[Resolution, Optional["_Node"]]]] = None
         self.preloaded = False
+        self.of_program = False  # in the main program's tree: the global scope, not checked
 
     @property
     def why(self) -> str:
@@ -283,18 +291,22 @@ class _Namespace:
         self.problems: List[Problem] = []
 
     def run(self, roots: Sequence[str]) -> LoadResult:
+        global_scope = self._load_program()
         scopes = []
         for root in roots:
             node = self._load_root(root)
             scopes.append(self._map_dependencies(node))
         checked: Set[int] = set()  # id() of the nodes checked
         for scope in scopes:
-            todo = [n for n in scope if id(n) not in checked and not n.preloaded]
+            todo = [n for n in scope if id(n) not in checked and not n.preloaded and not n.of_program]
             checked.update(id(n) for n in todo)
             unjudgeable = any(res.step == DRIVER or res.error for n in scope for res, _ in n.needed or ())
+            lookup = global_scope + [n for n in scope if not n.of_program]
             for node in todo:
                 self._check_versions(node)
-                self._check_symbols(node, scope, unjudgeable)
+                self._check_symbols(node, lookup, unjudgeable)
+        # The program's objects are listed only where a root's tree needs one of them.
+        used = {id(target) for n in self.loaded if not n.of_program for _, target in n.needed or ()}
         objects = tuple(
             LoadedObject(
                 n.path,
@@ -304,8 +316,28 @@ class _Namespace:
                 tuple(res for res, _ in n.needed or ()),
             )
             for n in self.loaded
+            if not n.of_program or id(n) in used
         )
         return LoadResult(objects, tuple(self.problems))
+
+    def _load_program(self) -> List[_Node]:
+        """The main program and its dependency tree, breadth-first: the global scope. Empty when the
+        program is not known or cannot be read; what its tree misses is not the roots' problem."""
+        program = self.env.program
+        if program is None:
+            return []
+        try:
+            facts = self._read(program)
+        except ElfError:
+            return []
+        if facts is None or facts.machine != self.env.machine:
+            return []
+        reported = len(self.problems)
+        scope = self._map_dependencies(self._add(program, facts, None, None))
+        del self.problems[reported:]
+        for node in scope:
+            node.of_program = True
+        return scope
 
     # -- mapping -------------------------------------------------------------------------------
 
