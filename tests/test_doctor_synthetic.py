@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -21,10 +22,13 @@ from test_env_distributions import make_dist_info
 from test_loader import old_math_extension
 
 from cudaresolve.arch import ComputeCapability
-from cudaresolve.checks import Diagnosis
+from cudaresolve.binary.elf import read_binary_facts
+from cudaresolve.binary.loader import INTERPRETERS, TRIPLETS, LoaderEnv, system_layout
+from cudaresolve.checks import Diagnosis, judge
 from cudaresolve.cli import main
 from cudaresolve.doctor import examine
 from cudaresolve.env.interpreter import target_for_python, target_for_site_packages
+from cudaresolve.env.scan import scan_environment
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, components
 from cudaresolve.output.findings import FindingText, in_report_order, shown
@@ -306,6 +310,67 @@ def test_a_plugin_nothing_links_needing_an_absent_library_is_info(absent_env, tm
             None,
         ),
     )
+
+
+def judged_without_ld_so_cache(site: Path, host: HostFacts) -> tuple[FindingText, ...]:
+    """The doctor's findings for `site` with a loader that has no ld.so.cache, as `ld.so --inhibit-cache`
+    runs (this machine's cache may hold a CUDA toolkit that would find anything)."""
+    dirs, lib = system_layout(platform.machine(), os.path.isdir(f"/usr/lib/{TRIPLETS.get(platform.machine(), '')}"))
+    loader = LoaderEnv(machine=platform.machine(), default_dirs=dirs, lib=lib,
+                       driver_libraries=frozenset(components.driver_libraries()))
+    env = scan_environment(target_for_site_packages(str(site)), facts_for=read_binary_facts, loader=loader, environ={})
+    return tuple(shown(finding) for finding in in_report_order(judge(env, host).findings))
+
+
+def loads_without_ld_so_cache(path: Path) -> str:
+    """glibc's answer, '' or its error, to ctypes.CDLL(path) in a Python that ld.so runs with --inhibit-cache."""
+    if not os.path.exists(INTERPRETERS.get(platform.machine(), "")):
+        pytest.skip("no dynamic linker at its usual path")
+    code = "import ctypes, sys\ntry:\n    ctypes.CDLL(sys.argv[1])\nexcept OSError as e:\n    print(e)\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    return subprocess.run([INTERPRETERS[platform.machine()], "--inhibit-cache", os.path.realpath(sys.executable), "-c",
+                           code, str(path)], capture_output=True, text=True, env=env, check=True).stdout.strip()
+
+
+def test_a_library_torch_loads_by_path_on_import_is_judged_in_full(unpacked, tmp_path):
+    """torch 2.14.1's lib/libtorch_global_deps.so: nothing links it, `import torch` loads it with
+    ctypes before anything else, and the import fails when it cannot. With nvidia-cuda-runtime's
+    libcudart.so.13 where its RPATH looks it loads and the doctor has nothing to say; without it, it
+    does not load, and the doctor says so as an error, not as an on-demand plugin's info."""
+    host = HostFacts("Linux", "x86_64", Driver(DriverRelease.parse("580.95.05"), "override:--driver", CudaVersion.parse("13.0"),
+                                               "derived:branch-table"), (Gpu(ComputeCapability(8, 6), "override:--gpu", 0),))
+    member, cudart = "torch/lib/libtorch_global_deps.so", "nvidia/cu13/lib/libcudart.so.13"
+    site = tmp_path / "site"
+    for source, path in ((unpacked("torch==2.14.1", [member]), member), (unpacked("nvidia-cuda-runtime==13.0.96"), cudart)):
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source / path, site / path)
+    assert "libcudart.so.13" in read_binary_facts(str(site / member)).needed
+    make_dist_info(site, "torch", "2.14.1", files=(member,))
+    make_dist_info(site, "nvidia-cuda-runtime", "13.0.96", files=(cudart,))
+    assert loads_without_ld_so_cache(site / member) == ""
+    assert judged_without_ld_so_cache(site, host) == ()
+    (site / cudart).unlink()
+    shutil.rmtree(site / "nvidia_cuda_runtime-13.0.96.dist-info")
+    message = f"libcudart.so.13: {NO_SUCH_FILE}"
+    assert loads_without_ld_so_cache(site / member) == message
+    [finding] = judged_without_ld_so_cache(site, host)
+    assert (finding.check, finding.severity, finding.subject, finding.message) == (
+        "missing-library", "error", "torch 2.14.1", f"libtorch_global_deps.so: {message}")
+
+
+def test_a_lock_refuses_a_torch_whose_import_time_library_cannot_load(elf_builder, tmp_path, server, capsys, hermetic):
+    """The plan is judged by the same rule: a chosen torch wheel whose lib/libtorch_global_deps.so (loaded
+    by `import torch`) needs a library nothing provides is refused, not let through as a plugin's info."""
+    python, _ = old_math_venv(elf_builder, tmp_path / "venv")
+    deps = elf_builder.build("libtorch_global_deps.so", USES_LEAF, link=[elf_builder.build(
+        "libabsent.so.1", LEAF, soname="libabsent.so.1", directory="gone")], directory="wheel/torch/lib")
+    server.add(*make_wheel("torch", "2.99.0", tag="py3-none-manylinux_2_28_x86_64",
+                           files={"torch/lib/libtorch_global_deps.so": deps.read_bytes()}))
+    code = main(["lock", "-q", "--deep", "--driver", "580.95.05", "--gpu", "8.6", "--python", python,
+                 "--index-url", server.url + "/simple", "--torch-index-base", server.url, "-o", str(tmp_path / "pylock.toml"),
+                 "torch"])
+    out, err = capsys.readouterr()
+    assert code == 2 and f"libtorch_global_deps.so: libabsent.so.1: {NO_SUCH_FILE}" in out + err, out + err
 
 
 # -- preloaders --------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import replace
-from typing import AbstractSet, Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from packaging.requirements import Requirement
 
@@ -37,7 +37,7 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import problems as p
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.loading import PackageLoad
+from cudaresolve.checks.loading import PackageLoad, loaded_on_import
 from cudaresolve.checks.mixed_majors import other_major_wheels
 from cudaresolve.checks.ownership import owner_fix, shared_file
 from cudaresolve.checks.subjects import Subject, subject
@@ -72,24 +72,25 @@ def _library_problems(env: Environment, loads: Iterable[PackageLoad]) -> Iterato
                 yield load, problem
 
 
-def is_plugin(path: str, linked: AbstractSet[str], owner: Optional[str]) -> bool:
+def is_plugin(env: Environment, load: PackageLoad, path: str) -> bool:
     """Not linked against by anything, not a Python extension module (`name.so`, `name.cpython-*.so`),
-    and not its package's primary plugin (data: onnxruntime-gpu's CUDA provider), which is judged in full."""
+    not loaded by its package's import (torch's libtorch_global_deps.so), and not its package's primary
+    plugin (data: onnxruntime-gpu's CUDA provider): those are judged in full."""
     name = os.path.basename(path)
     extension = name.endswith(".so") and not name.startswith("lib")
-    return not extension and name not in linked and components.primary_plugin(owner, name) is None
+    return (not extension and name not in env.linked and components.primary_plugin(load.dist, name) is None
+            and not loaded_on_import(env, load, path))
 
 
 def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host: HostFacts) -> list[Finding]:
     """A library the loader cannot find or load: an error in glibc's words; or, when only a package's
     optional layers need it, one info for that package naming the features."""
-    linked = env.linked
     findings: list[Finding] = []
     causes: dict[tuple[Optional[str], str, Optional[f.Fix]], int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
     on_call: dict[tuple[Optional[str], str, components.PythonCall], list[Problem]] = defaultdict(list)  # (package, file, call)
     for load, problem in _library_problems(env, loads):
-        if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked, load.dist):
+        if problem.kind == MISSING_LIBRARY and is_plugin(env, load, problem.consumer):
             continue  # check_plugin_libraries
         needed = problem.needed or ""
         dist = env.distribution(load.dist) if load.dist else None
@@ -178,10 +179,9 @@ def _optional_features(
 def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
     """Plugins a package dlopens on demand (nothing links them, no import loads them) whose libraries
     are missing: the features they provide are unavailable, the environment is not broken."""
-    linked = env.linked
     plugins: dict[Optional[str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for load, problem in _library_problems(env, loads):
-        if problem.kind == MISSING_LIBRARY and is_plugin(problem.consumer, linked, load.dist):
+        if problem.kind == MISSING_LIBRARY and is_plugin(env, load, problem.consumer):
             plugins[load.dist][os.path.basename(problem.consumer)].add(problem.needed or "")
     findings = []
     for dist, by_plugin in plugins.items():

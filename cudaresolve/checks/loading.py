@@ -135,6 +135,19 @@ def _imported_undeclared(env: Environment, dist: Distribution) -> set[str]:
     }
 
 
+def loaded_on_import(env: Environment, load: PackageLoad, path: str) -> bool:
+    """Whether importing the package loads the file at `path` (its preloader's `on_import`: torch's
+    lib/libtorch_global_deps.so, loaded by path): the import fails when it cannot load, so it is
+    judged in full, never as an on-demand plugin."""
+    return load.preloader is not None and _matches(env, path, load.preloader.on_import)
+
+
+def _matches(env: Environment, path: str, files: tuple[str, ...]) -> bool:
+    """Whether `path` matches one of `files` (globs under site-packages)."""
+    return any(fnmatch.fnmatch(os.path.relpath(path, site), pattern)
+               for pattern in files for site in env.target.site_packages)
+
+
 def _loaded_by_import(env: Environment, result: LoadResult, files: tuple[str, ...]) -> dict[str, str]:
     """name -> path of every object that loading the roots matching `files` (globs under
     site-packages) brings in, under each name ld.so knows it by: its soname and the DT_NEEDED
@@ -142,8 +155,7 @@ def _loaded_by_import(env: Environment, result: LoadResult, files: tuple[str, ..
     objects = {obj.path: obj for obj in result.objects}
     todo: list[LoadedObject] = [
         obj for pattern in files for obj in result.objects
-        if obj.loaded_by is None and obj.why == "root" and any(
-            fnmatch.fnmatch(os.path.relpath(obj.path, site), pattern) for site in env.target.site_packages)
+        if obj.loaded_by is None and obj.why == "root" and _matches(env, obj.path, (pattern,))
     ]
     seen = {obj.path for obj in todo}
     names: dict[str, str] = {}
