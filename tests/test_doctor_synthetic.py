@@ -427,7 +427,7 @@ def test_cupy_13_preloads_nothing_so_the_wheel_library_is_not_found(cupy_env, tm
     diagnosis = run(site, tmp_path)
     assert by_check(diagnosis) == [
         ("missing-library", "error", "cupy-cuda12x 13.6.0"),
-        ("missing-library", "error", "cupy-cuda12x 13.6.0"),
+        ("missing-library", "info", "cupy-cuda12x 13.6.0"),  # NCCL: an optional module in CuPy 13 as in 14
     ]
     cublas_error = texts(diagnosis)[0]
     assert cublas_error.message == f"x.cpython-311-x86_64-linux-gnu.so: libcublas.so.12: {NO_SUCH_FILE}"
@@ -488,6 +488,45 @@ def test_a_lock_of_a_wheel_with_an_old_extension_judges_it_in_the_interpreters_p
     code = main([*lock, "brokenwheel"])
     out, err = capsys.readouterr()
     assert code == 2 and "in_no_library" in out + err and "symbol: sin" not in out + err, out + err
+
+
+CUPY_13_OPTIONAL = ("cupy_backends/cuda/libs/nccl.cpython-311-x86_64-linux-gnu.so",
+                    "cupy_backends/cuda/libs/cutensor.cpython-311-x86_64-linux-gnu.so",
+                    "cupy_backends/cuda/libs/cudnn.cpython-311-x86_64-linux-gnu.so")
+
+
+def test_cupy_13_optional_modules_are_infos_as_cupy_14s_are(unpacked):
+    """cupy-cuda12x 13.6.0's own files: its nccl, cutensor and cudnn modules (which cupy/cuda/*.py import
+    inside try/except ImportError) need libnccl.so.2, libcutensor.so.2 and libcudnn.so.8; none installed
+    is one info naming the three features, whose fix installs a cuDNN 8 (the module's soname), not 9;
+    a core module beside them is judged as usual and has nothing missing."""
+    core = "cupy/_core/_dtype.cpython-311-x86_64-linux-gnu.so"
+    dist_info = "cupy_cuda12x-13.6.0.dist-info"
+    site = unpacked("cupy-cuda12x==13.6.0", [*CUPY_13_OPTIONAL, core, f"{dist_info}/METADATA", f"{dist_info}/RECORD"])
+    assert sorted(n for m in CUPY_13_OPTIONAL for n in read_binary_facts(str(site / m)).needed if "cu" in n or "nccl" in n) == [
+        "libcudnn.so.8", "libcutensor.so.2", "libnccl.so.2"]
+    [finding] = judged_without_ld_so_cache(site, HOST)
+    assert (finding.check, finding.severity, finding.subject) == ("missing-library", "info", "cupy-cuda12x 13.6.0")
+    assert finding.message == (
+        "optional features unavailable: cuDNN routines (cupy.cuda.cudnn, cupyx.cudnn); cuTENSOR routines (cupyx.cutensor); "
+        "NCCL (cupy.cuda.nccl, cupyx.distributed) (libcudnn.so.8, libcutensor.so.2, libnccl.so.2 not installed)")
+    assert finding.fix == 'to enable: pip install "nvidia-cudnn-cu12<9,>=8.8.1" "cutensor-cu12" "nvidia-nccl-cu12"'
+
+
+def test_a_lock_takes_a_cupy_13_whose_optional_module_lacks_its_library(elf_builder, tmp_path, server, capsys, hermetic):
+    """The plan is judged by the same rows: a chosen cupy-cuda12x 13 wheel whose nccl module needs an
+    absent libnccl.so.2 is not refused (an info), as CuPy 14's is not."""
+    python, _ = old_math_venv(elf_builder, tmp_path / "venv")
+    nccl = elf_builder.build("libnccl.so.2", "int ncclGetVersion(void) { return 0; }\n", soname="libnccl.so.2",
+                             directory="gone")
+    module = elf_builder.build(os.path.basename(CUPY_13_OPTIONAL[0]), "int ncclGetVersion(void);\nint f(void) { return ncclGetVersion(); }\n",
+                               link=[nccl], directory="wheel")
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-manylinux2014_x86_64"
+    server.add(*make_wheel("cupy-cuda12x", "13.6.0", tag=tag, files={CUPY_13_OPTIONAL[0]: module.read_bytes()}))
+    code = main(["lock", "-q", "--deep", "--driver", "550.144.03", "--gpu", "8.6", "--python", python,
+                 "--index-url", server.url + "/simple", "-o", str(tmp_path / "pylock.toml"), "cupy-cuda12x"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
 
 
 # -- what an import has loaded already ---------------------------------------------------------------
