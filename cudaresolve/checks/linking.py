@@ -164,6 +164,8 @@ def _optional_features(
     sonames = tuple(sorted({problem.needed or "" for _, problem in problems}))
     installs: list[Requirement] = []
     for layer, problem in problems:
+        if not layer.by_pip:
+            continue
         if layer.provided_by:
             installs.append(Requirement(layer.provided_by))
         else:

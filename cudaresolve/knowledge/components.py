@@ -193,6 +193,7 @@ class OptionalLayer:
     sonames: tuple[str, ...]
     feature: str
     provided_by: Optional[str] = None  # the distribution that installs the library; None: the NVIDIA wheel
+    by_pip: bool = True  # False: no wheel reaches the modules (CuPy 13's cuDNN module), so no pip install enables it
 
 
 @dataclass(frozen=True)
