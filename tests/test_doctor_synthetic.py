@@ -530,6 +530,48 @@ def test_a_lock_takes_a_cupy_13_whose_optional_module_lacks_its_library(elf_buil
     assert code == 0, out + err
 
 
+CUPY_13_NCCL_ORACLE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("cupy_environment", sys.argv[1] + "/cupy/_environment.py")
+environment = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(environment)
+listed = json.load(open(sys.argv[1] + "/cupy/.data/_wheel.json"))
+print(json.dumps(environment._get_nccl_from_wheel(listed["nccl"]["min_pypi_version"], listed["cuda"])))
+"""
+
+
+@pytest.mark.parametrize("dist, version, taken", [
+    ("nvidia-nccl-cu12", "2.25.1", True),
+    ("nvidia-nccl-cu12", "2.15.5", False),  # older than the list's min_pypi_version, 2.16.5
+    ("nvidia-nccl-cu13", "2.25.1", False),  # another CUDA major's wheel, at the same path
+])
+def test_cupy_13_preloads_the_nccl_wheel_its_own_list_names(unpacked, elf_builder, tmp_path, dist, version, taken):
+    """cupy-cuda12x 13.6.0's nccl module has no RPATH; `cupy.cuda.nccl` preloads libnccl.so.2 from the
+    NCCL wheel that its cupy/.data/_wheel.json (read from the environment, not from our data) admits.
+    CuPy's own _environment.py, run on the environment, is the oracle for which wheel it takes; the
+    doctor agrees: nothing to say, or the optional-feature info. The NCCL library is a gcc-built
+    stand-in defining every nccl* function the real module needs."""
+    dist_info = "cupy_cuda12x-13.6.0.dist-info"
+    source = unpacked("cupy-cuda12x==13.6.0", [CUPY_13_OPTIONAL[0], "cupy/.data/_wheel.json", "cupy/_environment.py",
+                                               f"{dist_info}/METADATA", f"{dist_info}/RECORD"])
+    site = tmp_path / "site"
+    shutil.copytree(source, site, ignore=shutil.ignore_patterns(".complete"))
+    wanted = sorted({s.name for s in read_binary_facts(str(site / CUPY_13_OPTIONAL[0])).undefined if s.name.startswith("nccl")})
+    assert "ncclCommInitRank" in wanted
+    elf_builder.build("libnccl.so.2", "".join(f"int {name}(void) {{ return 0; }}\n" for name in wanted),
+                      soname="libnccl.so.2", directory="site/nvidia/nccl/lib")
+    make_dist_info(site, dist, version, files=("nvidia/nccl/lib/libnccl.so.2",))
+    oracle = subprocess.run([sys.executable, "-c", CUPY_13_NCCL_ORACLE, str(site)], capture_output=True, text=True,
+                            check=True, env={**os.environ, "PYTHONPATH": str(site)})
+    assert json.loads(oracle.stdout) == ([str(site / "nvidia/nccl/lib/libnccl.so.2")] if taken else [])
+    found = [f for f in judged_without_ld_so_cache(site, HOST) if f.check != "driver-floor"]  # the cu13 wheel on this host
+    if taken:
+        assert found == []
+    else:
+        assert [(f.severity, f.message) for f in found] == [
+            ("info", "optional feature unavailable: NCCL (cupy.cuda.nccl, cupyx.distributed) (libnccl.so.2 not installed)")]
+
+
 # -- what an import has loaded already ---------------------------------------------------------------
 
 C10 = "int c10_core(void) { return 10; }\n"

@@ -17,6 +17,7 @@ from cudaresolve.binary.facts import BinaryFacts, SymbolTable
 from cudaresolve.binary.wheel import is_shared_object_name
 from cudaresolve.env.distributions import Problem
 from cudaresolve.env.interpreter import Target, target_for_python, target_for_site_packages
+from cudaresolve.env.preloads import WheelList, read_wheel_list
 from cudaresolve.env.scan import ElfFile, find_elf_files, scan_environment
 from cudaresolve.errors import CudaresolveError
 
@@ -233,3 +234,20 @@ def test_real_venv_with_the_elf_reader_and_the_cache(venv, tmp_path):
     assert "libnvJitLink.so.12" in cusparse.facts.needed
     assert nvjitlink.facts.soname == "libnvJitLink.so.12"
     assert (cusparse.error, nvjitlink.error) == (None, None)
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('{"cuda": "12.x", "nccl": {"version": "2.25.1", "min_pypi_version": "2.16.5"}, "cudnn": {"version": "8.8.1"}}',
+     WheelList(12, {"nccl": Version("2.16.5")})),
+    ('{"cuda": "12.x", "nccl": {"min_pypi_version": "not a version"}, "packaging": "pip"}', WheelList(12, {})),
+    ('{"cuda": "twelve", "nccl": {"min_pypi_version": "2.16.5"}}', None),
+    ('{"cuda": "1234.x"}', None),
+    ('["cuda", "12.x"]', None),
+    ('{"cuda": "12.x"', None),
+    ('{"cuda": "12.x", "pad": "' + "x" * 70000 + '"}', None),  # larger than any list: not read
+])
+def test_a_packages_own_preload_list_is_read_as_hostile_input(tmp_path, content, expected):
+    path = tmp_path / "_wheel.json"
+    path.write_text(content)
+    assert read_wheel_list(str(path)) == expected
+    assert read_wheel_list(str(tmp_path / "absent.json")) is None

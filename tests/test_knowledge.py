@@ -404,7 +404,7 @@ def test_nvjitlink_and_nvrtc_release_tables():
 
 
 def test_preloaders_and_driver_libraries():
-    cupy, torch, onnxruntime, cccl = components.preloaders()
+    cupy, torch, onnxruntime, cupy_13, cccl = components.preloaders()
     assert onnxruntime.on_call == components.PythonCall("onnxruntime", "preload_dlls")
     assert str(onnxruntime.on_call) == "onnxruntime.preload_dlls()"
     assert cccl.libraries == ("nvrtc", "nvjitlink", "cudart")
@@ -416,7 +416,9 @@ def test_preloaders_and_driver_libraries():
     assert components.optional_layer("numba", Version("0.62.1"), "libnccl.so.2") is None
     assert torch.top_levels == ("torch",)
     assert components.preloader_for("cupy-cuda12x", Version("14.2.0")) == cupy
-    assert components.preloader_for("cupy-cuda12x", Version("13.6.0")) is None  # CuPy 13 preloads nothing
+    # CuPy 13 preloads only what its own cupy/.data/_wheel.json lists, of NCCL and cuTENSOR
+    assert components.preloader_for("cupy-cuda12x", Version("13.6.0")) == cupy_13
+    assert (cupy_13.libraries, cupy_13.wheel_list) == (("cutensor", "nccl"), "cupy/.data/_wheel.json")
     assert components.preloader_for("torch", Version("2.14.1+cu126")) == torch
     drivers = components.driver_libraries()
     assert "libcuda.so.1" in drivers and "libnvidia-ml.so.1" in drivers

@@ -8,10 +8,61 @@ found depends on which files exist, so the builder of an `Environment` answers i
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Callable, Iterable, Optional
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Optional
+
+from packaging.version import InvalidVersion, Version
 
 from cudaresolve.knowledge import components
+
+WHEEL_LIST_LIMIT = 64 * 1024  # CuPy 13.6.0's _wheel.json is 517 bytes
+
+
+@dataclass(frozen=True)
+class WheelList:
+    """A package's own list of the libraries it preloads from wheels (CuPy 13's cupy/.data/_wheel.json)."""
+
+    cuda_major: int  # the wheels it looks for are those of this CUDA major ("12.x": nvidia-nccl-cu12)
+    oldest: Mapping[str, Version]  # component -> the oldest wheel release it takes (min_pypi_version)
+
+
+def read_wheel_list(path: str) -> Optional[WheelList]:
+    """The list at `path`; None when there is none, or it is not one (then nothing is preloaded from it).
+
+    CuPy's format: {"cuda": "12.x", "<library>": {"min_pypi_version": "2.16.5", ...}, ...}.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(WHEEL_LIST_LIMIT + 1)
+        data = json.loads(raw) if len(raw) <= WHEEL_LIST_LIMIT else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("cuda"), str):
+        return None
+    major = data["cuda"].split(".", 1)[0]
+    if not (major.isascii() and major.isdigit() and len(major) <= 3):
+        return None
+    oldest = {}
+    for library, entry in data.items():
+        if isinstance(entry, dict) and isinstance(entry.get("min_pypi_version"), str):
+            try:
+                oldest[library] = Version(entry["min_pypi_version"])
+            except InvalidVersion:
+                continue
+    return WheelList(int(major), oldest)
+
+
+def takes(listed: WheelList, row: components.Component, installed: Mapping[str, Version]) -> bool:
+    """Whether the package loads `row`'s wheel copy: its component is listed, the wheel is of the
+    list's CUDA major and installed at the listed major, no older than listed (CuPy 13's
+    _find_compatible_wheel)."""
+    oldest = listed.oldest.get(row.name)
+    version = installed.get(row.dist)
+    if oldest is None or version is None or row.cuda_major != listed.cuda_major:
+        return False
+    return version.release[:1] == oldest.release[:1] and version.release[:3] >= oldest.release[:3]
 
 
 def preloaded_libraries(
@@ -20,14 +71,20 @@ def preloaded_libraries(
     site_packages: Iterable[str],
     conda_prefix: Optional[str],
     exists: Callable[[str], bool],
+    listed: Optional[tuple[WheelList, Mapping[str, Version]]] = None,
 ) -> dict[str, str]:
     """soname -> path for the CUDA libraries `preloader` would load by absolute path, in its search order.
 
-    The "system" step is the OS loader's own search, so it is left to the loader emulation.
+    The "system" step is the OS loader's own search, so it is left to the loader emulation. A
+    preloader with a `wheel_list` takes only the wheels `listed` (the list read, the installed
+    versions) says it takes; without the list, none.
     """
     found: dict[str, str] = {}
     for soname in sorted(set(wanted)):
         rows = components.for_soname(soname)
+        if preloader.wheel_list is not None:
+            rows = tuple(row for row in rows if listed is not None and row.name in preloader.libraries
+                         and takes(listed[0], row, listed[1]))
         if not rows:
             continue
         for step in preloader.search:

@@ -22,7 +22,7 @@ from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, 
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.ownership import shared_files
-from cudaresolve.env.preloads import preloaded_libraries
+from cudaresolve.env.preloads import preloaded_libraries, read_wheel_list
 from cudaresolve.env.tree import distinct_directories, shared_object_entries
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.knowledge import components
@@ -137,11 +137,17 @@ def preloads_of(
         if elf.facts is not None and elf.owner is not None:
             needed.setdefault(elf.owner, set()).update(elf.facts.needed)
     preloads = {}
+    installed = {d.name: d.version for d in distributions}
     for dist in distributions:
         preloader = components.preloader_for(dist.name, dist.version)
         if preloader is not None and dist.name in needed:
+            listed = None
+            if preloader.wheel_list is not None:  # read from the disk: a planned wheel's list is not there
+                found = next((wheel_list for sp in site_packages
+                              if (wheel_list := read_wheel_list(os.path.join(sp, preloader.wheel_list)))), None)
+                listed = (found, installed) if found else None
             preloads[dist.name] = preloaded_libraries(
-                needed[dist.name], preloader, site_packages, conda_prefix, exists
+                needed[dist.name], preloader, site_packages, conda_prefix, exists, listed
             )
     return preloads
 

@@ -100,6 +100,9 @@ class Preloader:
     # C++ namespaces of its libraries' API (torch: c10, at): such a name an extension importing it first
     # binds and its libraries lack means the extension was built for another release of it
     abi_namespaces: tuple[str, ...] = ()
+    # The package's own list of what it preloads, under site-packages (CuPy 13's cupy/.data/_wheel.json):
+    # of `libraries`, only those it lists are loaded, from a wheel of its CUDA major no older than listed
+    wheel_list: Optional[str] = None
     note: Optional[str] = None
 
 
