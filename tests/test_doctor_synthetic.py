@@ -469,7 +469,7 @@ def test_an_old_extension_takes_libm_through_the_interpreter_and_imports(elf_bui
         "symbol-skew", "error", "broken 1.0", (f"{broken}: undefined symbol: in_no_library",))
 
 
-def test_a_lock_of_a_wheel_with_an_old_extension_judges_it_in_the_interpreters_process(elf_builder, tmp_path, server,
+def test_a_lock_of_a_wheel_with_an_old_extension_judges_it_in_the_interpreters_process(elf_builder, tmp_path, server, hermetic,
                                                                                      capsys):
     """The plan is judged by the same loader, from the target's interpreter: a chosen wheel whose
     extension takes sin from the interpreter's libm is not refused (`--deep` reads its files); one
