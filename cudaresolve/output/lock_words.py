@@ -44,6 +44,7 @@ from cudaresolve.resolve.reasons import (
     Rejection,
     RequiredBy,
     RequiresPython,
+    SbsaOnJetson,
     SdistOnly,
     ShadowsConda,
     ToolkitTargets,
@@ -172,7 +173,13 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     if isinstance(found, OtherMajor):
         return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
     if isinstance(found, CpuOnly):
+        if found.machine:
+            return (f"a CPU-only build for {found.machine} (its wheel has no {found.missing}); the host has a GPU "
+                    f"(taken only with --cpu): a build with CUDA for {found.machine} is a newer release or the PyTorch variant index's")
         return "a CPU-only build; the host has a GPU (taken only for an exact pin of it or --cpu)"
+    if isinstance(found, SbsaOnJetson):
+        return (f"a server-Arm (SBSA) CUDA {found.cuda} build{_on(found.host)}, a Jetson (tegra), whose CUDA is its "
+                "JetPack release's: install the JetPack wheels NVIDIA publishes for your JetPack release")
     if isinstance(found, NoExtra):
         return f"has no extra [{found.extra}]"
     if isinstance(found, MinorCompat):
