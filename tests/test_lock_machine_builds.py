@@ -91,6 +91,11 @@ def test_aarch64_gpu_host_takes_the_variant_index_cuda_build(server, tmp_path, c
     version, members = locked_torch_members(tmp_path / "pylock.toml")
     assert version == "2.10.0+cu128" and CUDA_MEMBER in members
     assert "torch 2.10.0: a CPU-only build for aarch64" in out  # --explain names the build set aside
+    capsys.readouterr()
+    assert main(["why", "torch", "--lock", str(tmp_path / "pylock.toml")]) == 0  # the record read back, validated
+    assert "torch 2.10.0: a CPU-only build for aarch64 (its wheel has no torch/lib/libtorch_cuda.so)" in capsys.readouterr().out
+    text = (tmp_path / "pylock.toml").read_text()
+    assert 'rule = "cpu-only"' in text and 'machine = "aarch64"' in text and 'missing = "torch/lib/libtorch_cuda.so"' in text
 
 
 def test_aarch64_default_build_holding_cuda_is_a_cuda_build(server, tmp_path, capsys):
@@ -139,10 +144,32 @@ def test_tegra_host_is_refused_sbsa_cuda_wheels_with_the_jetpack_route(server, t
     server.add(*make_wheel(name, version, tag=tag, files=files), root="whl/cu128" if name == "torch" else "simple")
     code, out, err = lock(capsys, server, tmp_path, host_file(tmp_path, "aarch64", tegra=True), asked)
     assert code == 2, out + err
-    assert f"{name} {version}: a server-Arm (SBSA) CUDA 12" in err, err
-    assert "install the JetPack wheels NVIDIA publishes for your JetPack release" in err
-    assert len(err.strip().splitlines()) == 1, err
+    assert err.strip() == (
+        f"cudaresolve: error: nothing fits {asked}; {name} {version}: a server-Arm (SBSA) CUDA build; the host is a "
+        "Jetson (tegra), which runs the CUDA of its JetPack release: install the JetPack wheels NVIDIA publishes for "
+        "your JetPack release"), err
     assert not (tmp_path / "pylock.toml").exists()
+
+
+def test_tegra_refusal_names_the_route_once_for_every_release(server, tmp_path, capsys):
+    for version in ("12.6.4.1", "12.8.4.1", "12.9.1.4"):
+        server.add(*make_wheel("nvidia-cublas-cu12", version, tag="py3-none-manylinux_2_27_aarch64"))
+    code, out, err = lock(capsys, server, tmp_path, host_file(tmp_path, "aarch64", tegra=True), "nvidia-cublas-cu12")
+    assert code == 2, out + err
+    assert "nvidia-cublas-cu12 12.9.1.4, 12.8.4.1 and 1 more: a server-Arm (SBSA) CUDA build;" in err, err
+    assert err.count("Jetson (tegra)") == 1, err
+
+
+def test_lock_check_refuses_a_locked_sbsa_build_for_a_tegra_host(server, tmp_path, capsys):
+    """A lock made for a GH200 holds CuPy's SBSA wheel; `--check` for a Jetson says it does not fit."""
+    server.add(*make_wheel("cupy-cuda12x", "13.6.0", tag=AARCH64))
+    code, out, err = lock(capsys, server, tmp_path, host_file(tmp_path, "aarch64"), "cupy-cuda12x")
+    assert code == 0, out + err
+    capsys.readouterr()
+    code = main(["lock", "--check", str(tmp_path / "pylock.toml"), "--host", str(host_file(tmp_path, "aarch64", tegra=True, name="orin"))])
+    checked = capsys.readouterr()
+    assert code == 2, checked
+    assert "cupy-cuda12x 13.6.0: a server-Arm (SBSA) CUDA build; the host is a Jetson (tegra)" in checked.out + checked.err
 
 
 def test_tegra_host_keeps_packages_that_are_not_sbsa_cuda_builds(server, tmp_path, capsys):
