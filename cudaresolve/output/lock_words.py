@@ -246,7 +246,7 @@ def causes(found: Sequence[Cause]) -> str:
 
 def grouped(rejections: Sequence[Rejection]) -> list[str]:
     """A line per rejection, those of a rule in ONE_LINE_RULES with the same words joined into one
-    line in the place of the first, newest first: "cupy-cuda12x 14.2.0, 14.1.0 and 16 more: a server-Arm ..."."""
+    line in the place of the first, newest first: "cupy-cuda12x 14.2.0, 14.1.1 and 16 more: a server-Arm ..."."""
     lines: list[str] = []
     joined: dict[str, tuple[int, list[Rejection]]] = {}  # words -> (its line, the releases)
     for rejection in rejections:
