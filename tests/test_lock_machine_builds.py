@@ -118,6 +118,40 @@ def test_aarch64_cpu_build_when_asked_is_not_called_cuda(server, tmp_path, capsy
     assert "CUDA 12.8" not in out and "CUDA 12.8" not in (tmp_path / "pylock.toml").read_text()
 
 
+@pytest.mark.parametrize("holds_cuda", [False, True])
+def test_installed_aarch64_torch_is_judged_by_its_record(server, tmp_path, holds_cuda):
+    """An installed default-build torch on an aarch64 target is CPU-only when its RECORD lacks
+    libtorch_cuda.so: not kept for a GPU host, and never called CUDA."""
+    from packaging.version import Version
+
+    from cudaresolve.env.distributions import Distribution
+    from cudaresolve.env.interpreter import running_target
+    from cudaresolve.host.facts import HostFacts
+    from cudaresolve.index.access import open_index
+    from cudaresolve.index.config import IndexSettings, index_config
+    from cudaresolve.resolve.candidates import CandidateFinder
+    from cudaresolve.resolve.reasons import CpuOnly
+
+    server.start()
+    site = "/venv/lib/python3.11/site-packages"
+    files = [f"{site}/torch/__init__.py"] + ([f"{site}/{CUDA_MEMBER}"] if holds_cuda else [])
+    installed = Distribution("torch", Version("2.10.0"), (), "pip", f"{site}/torch-2.10.0.dist-info", tuple(files))
+    host = HostFacts.from_json(host_file(tmp_path, "aarch64").read_text())
+    target = running_target()
+    config = index_config(target.python, target.prefix, os.environ, None, IndexSettings(index_url=server.url + "/simple",
+                                                                                         torch_index_base=server.url))
+    with open_index(config, target, os.environ) as index:
+        finder = CandidateFinder(index, [("gh200", host)], {"torch": installed}, upgrade=False, machine="aarch64")
+        found = finder.all_candidates("torch")
+    if holds_cuda:
+        [kept] = found
+        assert kept.installed is installed and kept.build is not None and str(kept.build.cuda) == "12.8"
+    else:
+        assert found == ()
+        [rejection] = finder.rejected("torch")
+        assert rejection.installed and rejection.evidence == CpuOnly("", "aarch64", CUDA_MEMBER)
+
+
 def test_x86_64_gpu_host_keeps_the_release_table(server, tmp_path, capsys):
     """x86_64 is unchanged: the release rows describe its default builds, so its wheel's members are
     not read (this fake wheel lacks the member, the registry's never do)."""

@@ -228,7 +228,8 @@ class CandidateFinder:
             return tuple(found)
         kept = self.installed.get(name)
         if kept is not None and not self.upgrade:
-            current = Candidate(name, kept.version, None, kept, build=cuda_build(name, kept.version))
+            cpu = self._installed_cpu_only(kept)
+            current = Candidate(name, kept.version, None, kept, build=None if cpu else cuda_build(name, kept.version), cpu_only=cpu)
             reason = self._does_not_run(current) or self._cpu_set_aside(current)
             if reason:
                 self.rejections.add(Rejection(current.ref, reason, installed=True))
@@ -252,6 +253,17 @@ class CandidateFinder:
         member = torch.cuda_member()
         found = self.index.map(self.index.members, [file for _, file, _ in unknown])
         return {version: CpuOnly("", machine, member) for (version, _, machine), names in zip(unknown, found) if member not in names}
+
+    def _installed_cpu_only(self, dist: Distribution) -> Optional[CpuOnly]:
+        """The installed torch's default build on a machine the release rows do not describe, as its
+        wheel's: CPU-only when its RECORD lists files but not the member every CUDA build carries."""
+        member = torch.cuda_member()
+        if (dist.name != "torch" or dist.version.local is not None or not dist.files
+                or torch.default_build_described(self.machine) or cuda_build(dist.name, dist.version) is None):
+            return None
+        if any(path.endswith("/" + member) for path in dist.files):
+            return None
+        return CpuOnly("", self.machine, member)
 
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
