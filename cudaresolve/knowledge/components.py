@@ -152,6 +152,11 @@ class _OwnRuntime:
 
 
 @dataclass(frozen=True)
+class _SbsaBuilds:
+    dists: tuple[str, ...]  # fnmatch patterns of canonical names
+
+
+@dataclass(frozen=True)
 class Bridge:
     """Undefined symbols an extension takes from another distribution's already-loaded libraries."""
 
@@ -269,6 +274,7 @@ class Tables:
     build_floors: _BuildFloors
     framework_runtime: _FrameworkRuntime
     own_runtime: _OwnRuntime
+    sbsa_builds: _SbsaBuilds
     bridges: _Bridges
     alternative_builds: _AlternativeBuilds
     run_time_compilers: _RunTimeCompilers
@@ -419,6 +425,13 @@ def carries_own_runtime(dist: str) -> bool:
     """Whether `dist`'s wheels carry their own CUDA runtime (warp-lang, ale-py), so that only its
     bytes tell a release's CUDA: the lock reads such a wheel when the wheel-facts table lacks it."""
     return canonicalize_name(dist) in load().own_runtime.dists
+
+
+def sbsa_build(dist: str) -> bool:
+    """Whether `dist`'s CUDA builds for Linux aarch64 are server-Arm (SBSA) builds, which Jetson's
+    CUDA does not run (nvidia-cublas-cu12, cupy-cuda12x, torch): the lock refuses them for a tegra host."""
+    name = canonicalize_name(dist)
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in load().sbsa_builds.dists)
 
 
 def bridge_provider(symbol: str) -> Optional[str]:
