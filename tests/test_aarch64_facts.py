@@ -264,3 +264,15 @@ def test_generator_keeps_the_rows_it_does_not_read_as_written():
     again = script.write_table(parsed["source"], parsed["releases"]["added"], script.machine_releases(parsed), blocks)
     assert again == text
     assert script.source_with(parsed["source"], "aarch64", "X").startswith(parsed["source"].split("; ")[0] + "; aarch64: X")
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_deep_lock_judges_the_aarch64_files_with_the_aarch64_loader(aarch64_index, aarch64_host, tmp_path, capsys, monkeypatch):
+    """Without the table's binary need (the resolver learns nothing from the rows), --deep reads the
+    real aarch64 wheels and the judge, with the aarch64 host's loader, refuses the pair: before, the
+    loader was this machine's and passed over every aarch64 file as foreign, and the pair was locked."""
+    monkeypatch.setattr("cudaresolve.resolve.provider.binary_requirements", lambda *args: iter(()))
+    code, err, out = lock_for(aarch64_index, aarch64_host, tmp_path, capsys, [CUSPARSE, "nvidia-nvjitlink-cu12<12.4"], "--deep")
+    assert code == 2, err
+    assert "symbol-skew" in err and re.search(r"undefined symbol: __nvJitLink\w+_12_4", err), err
+    assert not out.exists()
