@@ -8,7 +8,6 @@ May import: doctor (the environment scan), env/, index/, resolve/, output/progre
 from __future__ import annotations
 
 import os
-import platform
 import sys
 from dataclasses import replace
 from typing import Mapping, Sequence
@@ -37,10 +36,19 @@ def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = Fals
         say(quiet, "no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
     target = inputs.target
     where = target if inputs.installed_at is None else replace(target, site_packages=(inputs.installed_at,))
-    installed, _ = scan(where, environ)
+    installed, _ = scan(where, environ, machine=hosts_machine(inputs.hosts))
     with open_indexes(target, inputs.indexes, environ, quiet=quiet) as index:
         result = lock(inputs, installed, index, progress=lambda judging: say(quiet, judging_progress(judging)))
     return result, installed
+
+
+def hosts_machine(hosts: Sequence[tuple[str, HostFacts]]) -> str:
+    """The machine whose loader and binary facts judge the plan: the hosts'. One lock is made for one
+    machine; hosts of several are locked one machine at a time."""
+    machines = sorted({host.machine for _, host in hosts})
+    if len(machines) != 1:
+        raise UsageError(f"the hosts are of several machines ({', '.join(machines)}): lock one machine at a time")
+    return machines[0]
 
 
 def config_for(target: Target, indexes: Indexes, environ: Mapping[str, str]) -> IndexConfig:
@@ -64,5 +72,5 @@ def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *
 
 
 def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]]) -> list[Rejection]:
-    """Each locked build that does not run on one of `hosts` ([] when the lock fits), judged for this machine's loader."""
-    return misfits(locked, hosts, platform.machine())
+    """Each locked build that does not run on one of `hosts` ([] when the lock fits), each host judged with its machine."""
+    return misfits(locked, hosts)

@@ -270,6 +270,7 @@ class Tables:
     preloaders: _Preloaders
     conda_prefix: CondaPrefix
     driver_libraries: _Sonames
+    system_libraries: _Sonames
     cuda_versioned: _CudaVersioned
     build_floors: _BuildFloors
     framework_runtime: _FrameworkRuntime
@@ -397,6 +398,11 @@ def cuda_version_package() -> str:
 def driver_libraries() -> tuple[str, ...]:
     """Sonames the NVIDIA driver provides (libcuda.so.1, libnvidia-ml.so.1, ...), never a wheel."""
     return load().driver_libraries.sonames
+
+
+def system_libraries() -> tuple[str, ...]:
+    """Sonames of the C/C++ runtime every glibc host provides (libc.so.6, libstdc++.so.6, ...), its dynamic linker aside."""
+    return load().system_libraries.sonames
 
 
 def versioned_by_cuda(component: str) -> bool:
