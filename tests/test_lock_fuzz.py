@@ -44,7 +44,7 @@ FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
 
 def _seeds() -> list[str]:
     local = LockedWheel("local_build-1.0-py3-none-any.whl", "file:///wheels/my%20dir/local_build-1.0-py3-none-any.whl", "c" * 64, 7)
-    conda = LockedPackage("nvidia-nvjitlink-cu12", Version("12.8.93"), None, None, None, Reason(ReasonKind.CONDA),
+    conda = LockedPackage("nvidia-nvjitlink-cu12", Version("12.8.93"), None, (), None, Reason(ReasonKind.CONDA),
                           provided_by="libnvjitlink 12.8.93 (conda)")
     mixed = _lock(packages=_lock().packages + (_package("local-build", "1.0", None, local, None, ""), conda))
     return [pylock_toml(_lock()), pylock_toml(mixed), FOREIGN]
@@ -143,7 +143,7 @@ def _pip_sees(text: str, lock: Lock, hashed: bool) -> None:
         words = options.split()
         assert all(_HASH.fullmatch(word) for word in words), line
         if hashed:
-            wheels = {p.wheel.sha256 for p in lock.packages if (p.name, str(p.version), p.marker) == (name, version, marker) and p.wheel}
+            wheels = {w.sha256 for p in lock.packages if (p.name, str(p.version), p.marker) == (name, version, marker) for w in p.wheels}
             assert {word.split(":", 1)[1] for word in words} == wheels, line
         else:
             assert not words, line
@@ -170,7 +170,7 @@ def _through_the_writers(lock: Lock) -> None:
         return
     again = parse_pylock(written.encode(), PATH)
     def key(p):
-        return (p.name, str(p.version), p.index or "", p.marker or "", p.wheel.filename if p.wheel else "")
+        return (p.name, str(p.version), p.index or "", p.marker or "", ",".join(sorted(w.filename for w in p.wheels)))
     assert sorted(again.packages, key=key) == sorted(lock.packages, key=key)
     assert (again.index_urls, again.decisions, again.hosts, again.major) == (lock.index_urls, lock.decisions, lock.hosts, lock.major)
 

@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from cudaresolve.lockfile.reasons import major_rejection_table, plain, rejection_table
 from cudaresolve.output import lock_words
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
-from cudaresolve.resolve.lock import Lock
+from cudaresolve.resolve.lock import Lock, LockedWheel
 from cudaresolve.resolve.reasons import Rejection
 
 SCHEMA = 1
@@ -70,7 +70,9 @@ def render_json(lock: Lock, seconds: float) -> str:
                 "name": p.name,
                 "version": None if p.version is None else str(p.version),
                 "index": p.index,
-                "wheel": None if p.wheel is None else {"filename": p.wheel.filename, "url": p.wheel.url, "sha256": p.wheel.sha256, "size": p.wheel.size},
+                "wheel": None if not p.wheels else _wheel_json(p.wheels[0]),
+                "wheels": [_wheel_json(wheel) for wheel in p.wheels],
+                "marker": p.marker,
                 "reason": lock_words.reason(p),
                 "why": plain(p.reason, dashes=False),
                 "provided_by": p.provided_by,
@@ -80,6 +82,10 @@ def render_json(lock: Lock, seconds: float) -> str:
         "decisions": decisions,
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def _wheel_json(wheel: LockedWheel) -> dict[str, Any]:
+    return {"filename": wheel.filename, "url": wheel.url, "sha256": wheel.sha256, "size": wheel.size}
 
 
 def render_why(lock: Lock, name: str) -> Optional[str]:
