@@ -32,7 +32,7 @@ from cudaresolve.lockfile.fields import (
     version,
     wheel_filename,
 )
-from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel, MajorDecision
+from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, LockedWheel, MajorDecision
 from cudaresolve.resolve.reasons import CandidateRef
 
 T = TypeVar("T")
@@ -96,13 +96,22 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
             rule(reasons.checked_rejection, replace(r, candidate=CandidateRef(dist, r.candidate.version)), "decisions.rejected", dist)
             for r in decision.rejected
         )
-        decisions.append(Decision(dist, chosen, rejected))
-    major = lock.major
-    if major is not None:
-        major = MajorDecision(
-            rule(_major, major.chosen, "cuda-major.chosen"),
-            tuple(rule(reasons.checked_major_rejection, r, "cuda-major.rejected") for r in major.rejected),
+        decisions.append(Decision(dist, chosen, rejected, optional(marker, decision.marker, "decisions.marker", dist)))
+    major = None if lock.major is None else _checked_major(lock.major, "cuda-major", rule)
+    majors = tuple(_checked_major(m, "cuda-majors", rule) for m in lock.majors)
+    if any(m.marker is None for m in majors):
+        raise LockFileError(f"{origin}: cuda-majors.marker: missing")
+    forks = tuple(
+        Fork(
+            rule(name, fork.name, "forks.name"),
+            tuple(
+                (rule(marker, where, "forks.versions.marker", fork.name),
+                 None if v is None else Version(rule(version, str(v), "forks.versions.version", fork.name)))
+                for where, v in fork.versions
+            ),
         )
+        for fork in lock.forks
+    )
     return Lock(
         packages=tuple(packages),
         requires_python=optional(requires_python, lock.requires_python, "requires-python"),
@@ -113,6 +122,16 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
         created_by=rule(label, lock.created_by, "created-by"),
         major=major,
         environments=tuple(rule(marker, environment, "environments") for environment in lock.environments),
+        forks=forks,
+        majors=majors,
+    )
+
+
+def _checked_major(major: MajorDecision, field: str, rule: Callable[..., Any]) -> MajorDecision:
+    return MajorDecision(
+        rule(_major, major.chosen, f"{field}.chosen"),
+        tuple(rule(reasons.checked_major_rejection, r, f"{field}.rejected") for r in major.rejected),
+        None if major.marker is None else rule(marker, major.marker, f"{field}.marker"),
     )
 
 

@@ -41,6 +41,7 @@ from cudaresolve.lockfile.check import one_per_environment
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.resolve.lock import (
     Decision,
+    Fork,
     Lock,
     LockedPackage,
     LockedWheel,
@@ -140,7 +141,7 @@ class _Reader:
             try:
                 found.append(rule(item))
             except fields.Invalid as exc:
-                raise self.fail(f"{where}.{key}[{i}]", str(exc)) from None
+                raise self.fail(f"{where}.{key}[{i}]" if where else f"{key}[{i}]", str(exc)) from None
         return tuple(found)
 
 
@@ -226,17 +227,20 @@ def _read_lock(reader: _Reader, data: dict[str, Any], base: str) -> Lock:
             _read_record(reader, item, item_where, name, functools.partial(reasons.read_rejection, name=name))
             for item_where, item in reader.tables(decision, "rejected", decision_where, package=name)
         )
-        decisions.append(Decision(name, None if chosen is None else CandidateRef(name, Version(chosen)), rejected))
-    major = None
+        marker = reader.field(decision, "marker", decision_where, fields.marker, package=name)
+        decisions.append(Decision(name, None if chosen is None else CandidateRef(name, Version(chosen)), rejected, marker))
     table = reader.get(tool, "cuda-major", where, dict)
-    if table is not None:
-        major_where = f"{where}.cuda-major"
-        chosen_major = reader.field(table, "chosen", major_where, _major, required=True)
-        rejected_majors = tuple(
-            _read_record(reader, item, item_where, "", reasons.read_major_rejection)
-            for item_where, item in reader.tables(table, "rejected", major_where)
-        )
-        major = MajorDecision(chosen_major, rejected_majors)
+    major = None if table is None else _read_major(reader, table, f"{where}.cuda-major", marked=False)
+    majors = tuple(_read_major(reader, table, major_where, marked=True) for major_where, table in reader.tables(tool, "cuda-majors", where))
+    forks = []
+    for fork_where, fork in reader.tables(tool, "forks", where):
+        name = reader.field(fork, "name", fork_where, fields.name, required=True)
+        versions = []
+        for item_where, item in reader.tables(fork, "versions", fork_where, required=True, package=name):
+            fork_version = reader.field(item, "version", item_where, fields.version, package=name)
+            versions.append((reader.field(item, "marker", item_where, fields.marker, required=True, package=name),
+                             None if fork_version is None else Version(fork_version)))
+        forks.append(Fork(name, tuple(versions)))
     index_urls = reader.values(tool, "index-urls", where, fields.url) if "index-urls" in tool else _indexes_used(packages)
     one_per_environment(packages, reader.path)
     return Lock(
@@ -249,7 +253,20 @@ def _read_lock(reader: _Reader, data: dict[str, Any], base: str) -> Lock:
         created_by=created_by,
         major=major,
         environments=environments,
+        forks=tuple(forks),
+        majors=majors,
     )
+
+
+def _read_major(reader: _Reader, table: dict[str, Any], where: str, marked: bool) -> MajorDecision:
+    """[tool.cudaresolve.cuda-major], or one of a universal lock's cuda-majors (with its marker)."""
+    chosen = reader.field(table, "chosen", where, _major, required=True)
+    rejected = tuple(
+        _read_record(reader, item, item_where, "", reasons.read_major_rejection)
+        for item_where, item in reader.tables(table, "rejected", where)
+    )
+    marker = reader.field(table, "marker", where, fields.marker, required=True) if marked else None
+    return MajorDecision(chosen, rejected, marker)
 
 
 def _major(value: Any) -> int:

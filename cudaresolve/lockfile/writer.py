@@ -184,6 +184,8 @@ def pylock_toml(lock: Lock, words: Words) -> str:
         lines += _reason_lines(package, words)
     for decision in lock.decisions:
         lines += ["", f"[[tool.{TOOL}.decisions]]", _line("name", decision.name)]
+        if decision.marker is not None:
+            lines.append(_line("marker", decision.marker))
         if decision.chosen is not None:
             lines.append(_line("chosen", str(decision.chosen.version)))
         entries = [{"reason": words.rejection(r), **reasons.rejection_table(r)} for r in decision.rejected]
@@ -192,6 +194,13 @@ def pylock_toml(lock: Lock, words: Words) -> str:
         lines += ["", f"[tool.{TOOL}.cuda-major]", _line("chosen", lock.major.chosen)]
         entries = [{"reason": words.major_rejection(r), **reasons.major_rejection_table(r)} for r in lock.major.rejected]
         lines += _array("rejected", entries)
+    for major in lock.majors:  # a universal lock whose targets chose different CUDA majors: one per target set
+        lines += ["", f"[[tool.{TOOL}.cuda-majors]]", _line("marker", major.marker), _line("chosen", major.chosen)]
+        entries = [{"reason": words.major_rejection(r), **reasons.major_rejection_table(r)} for r in major.rejected]
+        lines += _array("rejected", entries)
+    for fork in lock.forks:
+        lines += ["", f"[[tool.{TOOL}.forks]]", _line("name", fork.name)]
+        lines += _array("versions", [{"marker": marker, "version": None if v is None else str(v)} for marker, v in fork.versions])
     return "\n".join(lines) + "\n"
 
 

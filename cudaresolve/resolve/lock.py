@@ -104,6 +104,7 @@ class Decision:
     name: NormalizedName
     chosen: Optional[CandidateRef]  # None when nothing fit
     rejected: tuple[Rejection, ...]
+    marker: Optional[str] = None  # a universal lock's: the targets it was made for, where they decided differently
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,16 @@ class MajorDecision:
 
     chosen: int
     rejected: tuple[MajorRejection, ...]
+    marker: Optional[str] = None  # a universal lock's: the targets it was made for, where they decided differently
+
+
+@dataclass(frozen=True)
+class Fork:
+    """A name a universal lock pins differently per target (resolve/universal.py): each target's
+    marker with its version there, None where the target does not need the name."""
+
+    name: NormalizedName
+    versions: tuple[tuple[str, Optional[Version]], ...]
 
 
 @dataclass(frozen=True)
@@ -127,3 +138,5 @@ class Lock:
     created_by: str  # the tool that wrote it, e.g. "cudaresolve 0.1.0"
     major: Optional[MajorDecision] = None  # None when no major was set aside (or another tool's lock)
     environments: tuple[str, ...] = ()  # PEP 751 `environments`: markers of the targets it is for; empty: any
+    forks: tuple[Fork, ...] = ()  # names pinned differently per target (a universal lock)
+    majors: tuple[MajorDecision, ...] = ()  # per target, each with its marker, when targets' CUDA majors differ (then `major` is None)
