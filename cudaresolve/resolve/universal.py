@@ -18,7 +18,6 @@ from typing import Any, Optional, Sequence, TypeVar
 
 from packaging.markers import Marker
 from packaging.specifiers import SpecifierSet
-from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, LockedWheel
