@@ -271,7 +271,7 @@ def test_uv_installs_each_targets_part(fleet, uv, tmp_path, machine, python):
     assert installed == expected
 
 
-def test_a_target_outside_the_lock_and_a_wheel_for_another_machine_are_refused(fleet, tmp_path):
+def test_a_target_outside_the_lock_and_a_wheel_for_another_machine_are_refused(fleet, tmp_path, uv):
     parts, universal, path = fleet
     ppc = select(universal, host_environment(BASE, "ppc64le", "3.12"), host_tags("ppc64le", "2.39", "3.12"), "power.json")
     (outside,) = [u for u in ppc.unfit if isinstance(u, NotCovered)]
@@ -294,6 +294,15 @@ def test_a_target_outside_the_lock_and_a_wheel_for_another_machine_are_refused(f
     with pytest.raises(PylockSelectError, match="No wheel found matching the provided tags"):
         list(Pylock.from_dict(tomllib.loads(single.read_text())).select(
             environment=host_environment(BASE, "aarch64", "3.12"), tags=host_tags("aarch64", "2.39", "3.12")))
+    # and so does uv (for the x86_64 lock of this interpreter's Python: uv checks requires-python
+    # against the interpreter it runs, even with --python-version)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    single.write_text(pylock_toml(next(p.lock for p in parts if p.marker == _marker("x86_64", python)), lock_words))
+    command = [str(uv), "pip", "install", "--no-config", "--preview-features", "pylock", "--offline", "--dry-run",
+               "--python-platform", "aarch64-manylinux_2_28", "--python-version", python, "--target", str(tmp_path / "t"),
+               "-r", str(single)]
+    result = subprocess.run(command, capture_output=True, text=True, env=hermetic_environ({"UV_CACHE_DIR": str(tmp_path / "uv-cache")}))
+    assert result.returncode != 0 and "doesn't have a source distribution or wheel for the current platform" in result.stderr
 
 
 def test_glibc_limits_the_manylinux_tags():
@@ -346,3 +355,28 @@ def test_lock_check_matches_wheels_to_each_hosts_machine(fleet, tmp_path, capsys
     assert main(["lock", "--check", str(single), "--host", x86, "--host", arm]) == 2
     out = capsys.readouterr().out
     assert f"cupy-cuda12x 13.6.0: no wheel for {arm} (tags cp3" in out and x86 + " (" not in out
+
+
+def test_install_lock_installs_the_interpreters_part(fleet, tmp_path, capsys, hermetic):
+    """`install --lock` of the universal lock for this x86_64 interpreter: its Python's entries with
+    its wheels only, in the requirements file pip would read (one hash per package)."""
+    import platform
+    import venv
+
+    from cudaresolve.cli import main
+
+    _, universal, path = fleet
+    root = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(root)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    cp = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert main(["install", "--lock", str(path), "--python", str(root / "bin" / "python"), "--dry-run",
+                 "--driver", "580.65.06", "--gpu", "9.0"]) == 0
+    out = capsys.readouterr().out
+    environment = host_environment(BASE, platform.machine(), python)
+    expected = select(universal, environment, host_tags(platform.machine(), None, python), "here").packages
+    assert {"cupy-cuda12x", "numpy"} <= {p.name for p in expected}
+    for package in expected:
+        assert f"{package.name}=={package.version} \\" in out
+        assert f"--hash=sha256:{package.wheels[0].sha256}" in out and cp in package.wheels[0].filename
+    assert out.count("--hash=sha256:") == len(expected)
