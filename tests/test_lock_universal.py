@@ -34,7 +34,7 @@ from cudaresolve.lockfile.select import (
 )
 from cudaresolve.lockfile.writer import pylock_toml
 from cudaresolve.output import lock_words
-from cudaresolve.output.lock_report import render_fit, render_text
+from cudaresolve.output.lock_report import render_fit, render_text, render_why
 from cudaresolve.resolve.lock import Decision, Lock, LockedPackage, LockedWheel, MajorDecision, Reason, ReasonKind
 from cudaresolve.resolve.reasons import CandidateRef
 from cudaresolve.resolve.universal import MergeConflict, Part, merged
@@ -64,12 +64,17 @@ class Wheels:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self.made: dict[tuple[str, str, str], LockedWheel] = {}
         directory.mkdir(exist_ok=True)
 
     def __call__(self, name: str, version: str, tag: str) -> LockedWheel:
-        filename, data = make_wheel(name, version, tag=tag)
-        (self.directory / filename).write_bytes(data)
-        return LockedWheel(filename, (self.directory / filename).as_uri(), hashlib.sha256(data).hexdigest(), len(data))
+        """One file per name, version and tag: targets that share it lock the same bytes (a zip's
+        time stamps would make a second one differ)."""
+        if (name, version, tag) not in self.made:
+            filename, data = make_wheel(name, version, tag=tag)
+            (self.directory / filename).write_bytes(data)
+            self.made[name, version, tag] = LockedWheel(filename, (self.directory / filename).as_uri(), hashlib.sha256(data).hexdigest(), len(data))
+        return self.made[name, version, tag]
 
 
 def _package(name: str, version: str, wheels: tuple[LockedWheel, ...], marker=None) -> LockedPackage:
@@ -190,6 +195,9 @@ def test_explain_says_why_a_package_forks(fleet):
             'platform_machine == "aarch64" and python_version == "3.10", 2.3.1 for ') in text
     assert 'fastrlock forks: 0.8.3 for platform_machine == "x86_64" and python_version == "3.10"' in text
     assert 'not needed for platform_machine == "aarch64" and python_version == "3.10"' in text
+    why = render_why(universal, "numpy")
+    assert why.startswith('numpy==2.2.6 ; python_version == "3.10": ') and "\nnumpy==2.3.1 ; python_version == \"3.11\" or " in why
+    assert '  for python_version == "3.10":\n' in why and "\nnumpy forks: 2.2.6 for " in why
 
 
 # -- the file: written, read back ----------------------------------------------------------------

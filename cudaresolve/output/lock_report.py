@@ -108,21 +108,31 @@ def _wheel_json(wheel: LockedWheel) -> dict[str, Any]:
 
 
 def render_why(lock: Lock, name: str) -> Optional[str]:
-    """`cudaresolve why NAME`: the package's pin and reason, then its decision; None when absent."""
+    """`cudaresolve why NAME`: the package's pin and reason, then its decision; None when absent. In
+    a universal lock, each entry of the name with its marker, each decision with its targets', and
+    the fork."""
     if lock_words.is_environment(name):
-        if lock.major is None:
+        majors = (lock.major,) if lock.major is not None else lock.majors
+        if not majors:
             return None
-        return "".join(f"  CUDA {r.major}: {lock_words.major_rejection(r)}\n" for r in lock.major.rejected)
+        return "".join(
+            (f"CUDA {m.chosen} for {m.marker}:\n" if m.marker else "") + "".join(f"  CUDA {r.major}: {lock_words.major_rejection(r)}\n" for r in m.rejected)
+            for m in majors
+        )
     wanted = canonicalize_name(name)
-    package = next((p for p in lock.packages if p.name == wanted), None)
-    decision = next((d for d in lock.decisions if d.name == wanted), None)
-    if package is None and decision is None:
+    packages = [p for p in lock.packages if p.name == wanted]
+    decisions = [d for d in lock.decisions if d.name == wanted]
+    if not packages and not decisions:
         return None
     lines = []
-    if package is not None:
-        lines.append(f"{package.name}=={package.version}: {lock_words.reason(package)}")
-    if decision is not None:
+    for package in packages:
+        where = f" ; {package.marker}" if package.marker and lock.environments else ""
+        lines.append(f"{package.name}=={package.version}{where}: {lock_words.reason(package)}")
+    for decision in decisions:
+        if decision.marker:
+            lines.append(f"  for {decision.marker}:")
         lines += [f"  {lock_words.rejection_line(r)}" for r in decision.rejected]
+    lines += [fork_line(fork) for fork in lock.forks if fork.name == wanted]
     return "\n".join(lines) + "\n"
 
 
