@@ -12,12 +12,14 @@ Pure: plain Locks in, a Lock out. May import: packaging, resolve/lock.py, resolv
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence, TypeVar
 
 from packaging.markers import Marker
 from packaging.specifiers import SpecifierSet
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, LockedWheel
@@ -105,6 +107,7 @@ def _frozen(value: object) -> object:
     return value
 
 
+@functools.lru_cache(maxsize=1024)  # each target's marker is split once per lock, not once per entry
 def _clauses(marker: str) -> tuple[str, ...]:
     """The `and` clauses of a plain conjunction (`platform_machine == "x86_64" and python_version ==
     "3.12"`); a marker with `or` or parentheses is one clause."""
@@ -202,13 +205,16 @@ def _decisions(parts: Sequence[Part], markers: Sequence[str]) -> tuple[Decision,
 
 def _forks(parts: Sequence[Part], markers: Sequence[str]) -> tuple[Fork, ...]:
     """Every name whose version is not the same in all parts (absent counts as None)."""
-    names = sorted({package.name for part in parts for package in part.lock.packages})
+    found: list[dict[NormalizedName, list[str]]] = [{} for _ in parts]
+    for versions_of, part in zip(found, parts):
+        for package in part.lock.packages:
+            versions_of.setdefault(package.name, []).append(str(package.version))
     forks = []
-    for name in names:
+    for name in sorted({name for versions_of in found for name in versions_of}):
         versions = []
-        for part, marker in zip(parts, markers):
-            found = sorted(str(p.version) for p in part.lock.packages if p.name == name)
-            versions.append((marker, Version(found[0]) if found and found[0] != "None" else None))
+        for versions_of, marker in zip(found, markers):
+            mine = sorted(versions_of.get(name, []))
+            versions.append((marker, Version(mine[0]) if mine and mine[0] != "None" else None))
         if len({version for _, version in versions}) > 1:
             forks.append(Fork(name, tuple(versions)))
     return tuple(forks)
