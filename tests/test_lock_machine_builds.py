@@ -61,8 +61,7 @@ def lock(capsys, server, tmp_path, host: Path, *extra: str, platform: str = "man
 def locked_torch_members(path: Path) -> tuple[str, list[str]]:
     """The locked torch's version and its wheel's member list, read from the wheel the lock names."""
     [package] = [p for p in read_pylock(str(path)).packages if p.name == "torch"]
-    wheel = package.wheel
-    assert wheel is not None
+    [wheel] = package.wheels
     with urllib.request.urlopen(wheel.url) as reply:
         members = zipfile.ZipFile(io.BytesIO(reply.read())).namelist()
     return str(package.version), members
@@ -161,7 +160,7 @@ def test_x86_64_gpu_host_keeps_the_release_table(server, tmp_path, capsys):
     assert code == 0, out + err
     assert "torch==2.10.0  torch 2.10.0 is the PyPI build, built with CUDA 12.8" in out
     [package] = read_pylock(str(tmp_path / "pylock.toml")).packages
-    assert package.wheel is not None and package.wheel.filename == f"torch-2.10.0-{X86_64}.whl"
+    assert [w.filename for w in package.wheels] == [f"torch-2.10.0-{X86_64}.whl"]
 
 
 # -- Jetson: server-Arm CUDA wheels refused, with the route that works -----------------------------

@@ -12,7 +12,7 @@ import sys
 import time
 
 from cudaresolve.commands.hosts import hosts
-from cudaresolve.commands.locking import locked, misfits_on
+from cudaresolve.commands.locking import host_misfits, locked
 from cudaresolve.commands.options import lock_inputs, say
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import Exit
@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
     fleet = hosts(args)
-    found = misfits_on(read_pylock(args.check), fleet)
-    sys.stdout.write(render_fit(args.check, [label for label, _ in fleet], found))
-    return Exit.PROBLEMS if found else Exit.OK
+    base = target_for(python=args.python).marker_environment() or {}
+    found, unfit = host_misfits(read_pylock(args.check), fleet, base, args.check)
+    sys.stdout.write(render_fit(args.check, [label for label, _ in fleet], found, unfit))
+    return Exit.PROBLEMS if found or unfit else Exit.OK

@@ -2,7 +2,8 @@
 installed environment, open the indexes and resolve (resolve/resolver.py does the choosing); and
 whether a lock read from a file still fits the hosts.
 
-May import: doctor (the environment scan), env/, index/, resolve/, output/progress, commands/options.
+May import: doctor (the environment scan), env/, index/, resolve/, lockfile/select, output/progress,
+commands/options.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, open_index
 from cudaresolve.index.config import IndexConfig, index_config
+from cudaresolve.lockfile.select import Unfit, host_environment, host_tags, lock_pythons, select, selected_lock
 from cudaresolve.output.progress import download_progress, judging_progress
 from cudaresolve.resolve.check import misfits
 from cudaresolve.resolve.inputs import Indexes, LockInputs
@@ -74,3 +76,26 @@ def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *
 def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]]) -> list[Rejection]:
     """Each locked build that does not run on one of `hosts` ([] when the lock fits), each host judged with its machine."""
     return misfits(locked, hosts)
+
+
+def host_misfits(
+    locked: Lock, hosts: Sequence[tuple[str, HostFacts]], base: Mapping[str, str], origin: str
+) -> tuple[list[Rejection], list[Unfit]]:
+    """`lock --check`: each host's part of the lock (lockfile/select.py) for every Python the lock's
+    `environments` name for the host's machine (for a lock that names none, the interpreter's of
+    `base` or the one its requires-python allows), its wheels matched to the host's machine and
+    glibc and its builds judged on the host. The builds that do not run, and what the lock cannot
+    install there; both empty when it fits."""
+    rejections: list[Rejection] = []
+    unfit: list[Unfit] = []
+    for label, host in hosts:
+        # a universal lock for other machines only: select() says so, with the interpreter's Python
+        pythons = lock_pythons(locked, base, host.machine) or (base.get("python_version", ""),)
+        for python in pythons:
+            environment = host_environment(base, host.machine, python)
+            target = label if len(pythons) == 1 else f"{label} (Python {python})"
+            selection = select(locked, environment, host_tags(host.machine, host.glibc, python), target, origin)
+            unfit += [u for u in selection.unfit if u not in unfit]
+            found = misfits(selected_lock(locked, selection, environment, origin), [(label, host)])
+            rejections += [r for r in found if r not in rejections]
+    return rejections, unfit

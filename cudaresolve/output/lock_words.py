@@ -91,7 +91,7 @@ def reason(package: LockedPackage) -> str:
         base = why.build.evidence if why.build else "the newest release that fits"
     if why.extras:
         base += f", with [{','.join(why.extras)}]"
-    note = _note(why) if package.wheel is not None else None
+    note = _note(why) if package.wheels else None
     parts = [note, base] if note else [base]
     parts += [f"within pip's constraint at {constrained_at(origin)}" for origin in why.origins if isinstance(origin, Constrained)]
     parts += [f"needed by {installed_consumer(origin)}" for origin in why.origins if isinstance(origin, RequiredBy) and origin.installed]
