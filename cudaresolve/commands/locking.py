@@ -2,8 +2,8 @@
 installed environment, open the indexes and resolve (resolve/resolver.py does the choosing); and
 whether a lock read from a file still fits the hosts.
 
-May import: doctor (the environment scan), env/, index/, resolve/, lockfile/select, output/progress,
-commands/options.
+May import: doctor (the environment scan), binary/loader (an empty target's loader), env/, index/, resolve/,
+lockfile/select, output/progress, commands/options.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 from typing import Mapping, Sequence
 
+from cudaresolve.binary.loader import for_machine
 from cudaresolve.commands.options import say
 from cudaresolve.doctor import scan
 from cudaresolve.env.environment import Environment
@@ -21,6 +22,8 @@ from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, open_index
 from cudaresolve.index.config import IndexConfig, index_config
+from cudaresolve.index.tags import host_platforms
+from cudaresolve.knowledge import components
 from cudaresolve.lockfile.select import Unfit, host_environment, host_tags, lock_pythons, select, selected_lock
 from cudaresolve.output.progress import download_progress, judging_progress
 from cudaresolve.resolve.check import misfits
@@ -28,29 +31,69 @@ from cudaresolve.resolve.inputs import Indexes, LockInputs
 from cudaresolve.resolve.lock import Lock
 from cudaresolve.resolve.reasons import Rejection
 from cudaresolve.resolve.resolver import lock
+from cudaresolve.resolve.targets import (
+    HostPythons,
+    LockTarget,
+    interpreter_python,
+    lock_targets,
+    runs_installed,
+    target_interpreter,
+    target_marker,
+)
+from cudaresolve.resolve.universal import MergeConflict, Part, merged
 
 
 def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = False) -> tuple[Lock, Environment]:
-    """The lock `inputs` ask for, and the installed Environment it started from."""
+    """The lock `inputs` ask for, and the installed Environment it started from: each target resolved
+    alone (its tags, markers, requires-python; the installed set only for the interpreter's own),
+    one target's lock as it is, several merged into one."""
     if not inputs.requirements:
         raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
     if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in inputs.hosts):
         say(quiet, "no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
     target = inputs.target
     where = target if inputs.installed_at is None else replace(target, site_packages=(inputs.installed_at,))
-    installed, _ = scan(where, environ, machine=hosts_machine(inputs.hosts))
-    with open_indexes(target, inputs.indexes, environ, quiet=quiet) as index:
-        result = lock(inputs, installed, index, progress=lambda judging: say(quiet, judging_progress(judging)))
-    return result, installed
+    installed, _ = scan(where, environ)
+    parts = []
+    for one in targets_of(inputs):
+        result = _locked_for(one, inputs, installed, environ, quiet=quiet)
+        parts.append(Part(target_marker(one), result))
+    if len(parts) == 1:
+        return parts[0].lock, installed
+    try:
+        return merged(parts), installed
+    except MergeConflict as exc:  # one file name with two digests from the targets' indexes
+        raise UsageError(f"the targets' locks cannot be merged: {exc}") from None
 
 
-def hosts_machine(hosts: Sequence[tuple[str, HostFacts]]) -> str:
-    """The machine whose loader and binary facts judge the plan: the hosts'. One lock is made for one
-    machine; hosts of several are locked one machine at a time."""
-    machines = sorted({host.machine for _, host in hosts})
-    if len(machines) != 1:
-        raise UsageError(f"the hosts are of several machines ({', '.join(machines)}): lock one machine at a time")
-    return machines[0]
+def targets_of(inputs: LockInputs) -> tuple[LockTarget, ...]:
+    """The targets `inputs` name; without any, the hosts running the target interpreter's Python."""
+    if inputs.targets:
+        return inputs.targets
+    python = interpreter_python(inputs.target)
+    return lock_targets([HostPythons(label, facts, (python,)) for label, facts in inputs.hosts])
+
+
+def _locked_for(one: LockTarget, inputs: LockInputs, installed: Environment, environ: Mapping[str, str], *, quiet: bool) -> Lock:
+    """The lock of one target: its interpreter's markers, its tags, its hosts, and the installed set
+    only where the target is the interpreter itself."""
+    interpreter = target_interpreter(one, inputs.target)
+    scanned = target_interpreter(one, installed.target)  # where the plan installs (pip --target's directory)
+    if runs_installed(one, inputs.target):
+        environment = replace(installed, target=scanned)
+    else:  # nothing installed; this machine's loader (ld.so.cache, layout) when it is the target's machine
+        loader = installed.loader if installed.loader.machine == one.machine else for_machine(
+            one.machine, driver_libraries=installed.loader.driver_libraries, system_libraries=frozenset(components.system_libraries()))
+        environment = Environment(target=scanned, distributions=(), elf_files=(), loader=loader)
+    given = inputs.indexes.tags
+    # the full version: the interpreter's own (3.11.7), X.Y.0 for another Python, as pip pads --python-version
+    tags = replace(given, python_version=interpreter.version, platforms=given.platforms or host_platforms(one.machine, one.glibc))
+    asked = replace(
+        inputs, hosts=one.hosts, target=interpreter, indexes=replace(inputs.indexes, tags=tags),
+        system_libraries=inputs.system_libraries and one.machine == inputs.target.machine,
+    )
+    with open_indexes(interpreter, asked.indexes, environ, quiet=quiet) as index:
+        return lock(asked, environment, index, progress=lambda judging: say(quiet, judging_progress(judging)))
 
 
 def config_for(target: Target, indexes: Indexes, environ: Mapping[str, str]) -> IndexConfig:

@@ -5,7 +5,8 @@ machine, free-threading) and this host's platform tags, not by running code in t
 may not have `packaging`. A target of another machine type, or an implementation other than
 CPython, needs the explicit options (`--python-version`, `--platform`, `--implementation`,
 `--abi`), which work like pip download's: an explicit manylinux platform also admits the older
-manylinux tags of its architecture.
+manylinux tags of its architecture. A lock target's host (its machine and glibc) implies such a
+platform: `host_platforms`.
 """
 
 from __future__ import annotations
@@ -61,6 +62,27 @@ def target_tags(target: Target, overrides: TagOverrides = TagOverrides()) -> tup
         )
     found += tags.compatible_tags(version, f"{implementation}{version[0]}{version[1]}", platforms)
     return tuple(dict.fromkeys(found))
+
+
+def host_platforms(machine: str, glibc: Optional[tuple[int, int]]) -> tuple[str, ...]:
+    """The `--platform` a host of `machine` with `glibc` implies: its manylinux tag, which admits the
+    older ones as pip expands it (glibc 2.28 on aarch64: manylinux_2_28_aarch64 and older). () when
+    this machine's own tags serve: the same machine, with a glibc unknown or not older than ours.
+    Another machine whose glibc is unknown gets manylinux2014 (glibc 2.17), the oldest that CUDA
+    wheels are built for."""
+    if machine == platform.machine():
+        own = _own_glibc()
+        if glibc is None or own is not None and own <= glibc:
+            return ()
+    if glibc is None:
+        return (f"manylinux2014_{machine}",)
+    return (f"manylinux_{glibc[0]}_{glibc[1]}_{machine}",)
+
+
+def _own_glibc() -> Optional[tuple[int, int]]:
+    """This machine's glibc, as its newest manylinux platform tag says it."""
+    found = [(int(m.group(1)), int(m.group(2))) for t in tags.platform_tags() if (m := _MANYLINUX.match(t))]
+    return max(found) if found else None
 
 
 def _version(text: str) -> tuple[int, int]:

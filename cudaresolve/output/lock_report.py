@@ -2,8 +2,8 @@
 `--explain` every candidate set aside and its reason; the same as JSON (docs/lock.md); and what
 `cudaresolve why NAME` reads back from a lock. The words are output/lock_words.py's.
 
-May import: packaging, resolve/lock.py, lockfile/reasons.py (the records' tables), lockfile/select.py
-(its refusals), output/lock_words.py.
+May import: packaging, resolve/lock.py, resolve/targets.py, lockfile/reasons.py (the records' tables),
+lockfile/select.py (its refusals), output/lock_words.py.
 """
 
 from __future__ import annotations
@@ -19,13 +19,18 @@ from cudaresolve.output import lock_words
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
 from cudaresolve.resolve.lock import Fork, Lock, LockedWheel
 from cudaresolve.resolve.reasons import Rejection
+from cudaresolve.resolve.targets import LockTarget, target_marker
 
 SCHEMA = 1
 
 
-def render_text(lock: Lock, *, explain: bool) -> str:
+def render_text(lock: Lock, *, explain: bool, targets: Sequence[LockTarget] = ()) -> str:
     hosts = ", ".join(lock.host_labels)
     lines = [f"locked {len(lock.packages)} distributions for {hosts}:"]
+    if len(targets) > 1:
+        lines[0] = f"locked {len(lock.packages)} distributions for {len(targets)} targets:"
+    if len(targets) > 1 or explain:
+        lines[1:1] = [f"  target {target_words(t)}" for t in targets]
     pins = [f"{p.name}=={p.version}" + (f" ; {p.marker}" if p.marker and lock.environments else "") for p in lock.packages]
     width = max((len(pin) for pin in pins), default=0)
     for pin, package in zip(pins, lock.packages):
@@ -52,7 +57,28 @@ def fork_line(fork: Fork) -> str:
     return f"{fork.name} forks: " + ", ".join(said)
 
 
-def render_json(lock: Lock, seconds: float) -> str:
+
+
+def target_words(target: LockTarget) -> str:
+    """A target in one line: machine, Python, glibc, and its hosts."""
+    major, minor = target.python
+    kind = f"{target.machine} (Jetson)" if target.tegra else target.machine
+    glibc = "glibc %d.%d" % target.glibc if target.glibc else "glibc not known (manylinux2014 wheels, unless it is this machine)"
+    return f"{kind}, Python {major}.{minor}, {glibc}: {', '.join(label for label, _ in target.hosts)}"
+
+
+def target_json(target: LockTarget) -> dict[str, Any]:
+    return {
+        "machine": target.machine,
+        "tegra": target.tegra,
+        "python": "%d.%d" % target.python,
+        "glibc": None if target.glibc is None else "%d.%d" % target.glibc,
+        "hosts": [label for label, _ in target.hosts],
+        "marker": target_marker(target),
+    }
+
+
+def render_json(lock: Lock, seconds: float, targets: Sequence[LockTarget] = ()) -> str:
     decisions: list[dict[str, Any]] = [
         {
             "name": d.name,
@@ -77,6 +103,7 @@ def render_json(lock: Lock, seconds: float) -> str:
         "schema": SCHEMA,
         "seconds": round(seconds, 3),
         "hosts": [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)],
+        "targets": [target_json(t) for t in targets],
         "index_urls": list(lock.index_urls),
         "requires_python": lock.requires_python,
         "environments": list(lock.environments),
