@@ -124,9 +124,14 @@ def test_platform_still_overrides_the_hosts_tags(capsys, empty_python, index, he
 
 @pytest.mark.usefixtures("hermetic")
 def test_two_python_versions_are_two_targets(capsys, empty_python, index):
-    code, _, err = lock_json(capsys, empty_python, index, "app", "--python-version", "3.10", "--python-version", "3.12")
-    assert code == 3
-    assert "several targets need the universal lock writer (2 targets)" in err and "Traceback" not in err
+    code, report, err = lock_json(capsys, empty_python, index, "app", "--python-version", "3.10", "--python-version", "3.12")
+    assert code == 0, err
+    assert [t["python"] for t in report["targets"]] == ["3.10", "3.12"]
+    marked = {p["name"]: p.get("marker") for p in report["packages"]}
+    assert marked == {"app": None, "native": None, "x86only": None, "legacy": 'python_version == "3.10"'}, report
+    assert report["environments"] == ['platform_machine == "x86_64" and python_version == "3.10"',
+                                      'platform_machine == "x86_64" and python_version == "3.12"'], report
+    assert report["requires_python"] == ">=3.10,<3.13", report
     # one value given twice is one target
     code, report, err = lock_json(capsys, empty_python, index, "app", "--python-version", "3.12", "--python-version", "3.12")
     assert code == 0, err
@@ -208,8 +213,16 @@ def test_a_fleet_of_two_hosts_and_pythons_is_four_targets(capsys, empty_python, 
     (hermetic / "pyproject.toml").write_text(
         '[tool.cudaresolve]\nfleet = [{host = "hosts/h100.json", python = ["3.11", "3.12"]}, {host = "hosts/gh200.json", python = ["3.12"]}]\n'
     )
-    code, _, err = lock_json(capsys, empty_python, index, "app")
-    assert code == 3 and "several targets need the universal lock writer (3 targets)" in err
+    code, report, err = lock_json(capsys, empty_python, index, "app")
+    assert code == 0, err
+    assert [(t["machine"], t["python"]) for t in report["targets"]] == [("aarch64", "3.12"), ("x86_64", "3.11"), ("x86_64", "3.12")], report
+    by_name: dict[str, list] = {}
+    for p in report["packages"]:
+        by_name.setdefault(p["name"], []).append((p.get("marker"), sorted(w["filename"] for w in p["wheels"])))
+    # one native entry with a wheel per machine; x86only only where the machine is x86_64
+    assert by_name["native"] == [(None, ["native-2.0-py3-none-manylinux_2_28_aarch64.whl", "native-2.0-py3-none-manylinux_2_28_x86_64.whl"])]
+    assert [marker for marker, _ in by_name["x86only"]] == ['platform_machine == "x86_64"'], by_name
+    assert "legacy" not in by_name
 
 
 @pytest.mark.parametrize(

@@ -81,9 +81,12 @@ def _locked_for(one: LockTarget, inputs: LockInputs, installed: Environment, env
     scanned = target_interpreter(one, installed.target)  # where the plan installs (pip --target's directory)
     if runs_installed(one, inputs.target):
         environment = replace(installed, target=scanned)
-    else:  # nothing installed; this machine's loader (ld.so.cache, layout) when it is the target's machine
-        loader = installed.loader if installed.loader.machine == one.machine else for_machine(
-            one.machine, driver_libraries=installed.loader.driver_libraries, system_libraries=frozenset(components.system_libraries()))
+    elif installed.loader.machine == one.machine:  # nothing installed; this machine's loader and system files
+        environment = Environment(target=scanned, distributions=(), elf_files=(), loader=installed.loader,
+                                  system_facts=installed.system_facts)
+    else:  # nothing installed, another machine: its loader model, whose system files are not here
+        loader = for_machine(one.machine, driver_libraries=installed.loader.driver_libraries,
+                             system_libraries=frozenset(components.system_libraries()))
         environment = Environment(target=scanned, distributions=(), elf_files=(), loader=loader)
     given = inputs.indexes.tags
     # the full version: the interpreter's own (3.11.7), X.Y.0 for another Python, as pip pads --python-version
