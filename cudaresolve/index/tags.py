@@ -23,7 +23,9 @@ from cudaresolve.env.interpreter import Target
 from cudaresolve.errors import UsageError
 
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_(\w+)$")
-_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}  # PEP 513/571/599
+_LEGACY_MACHINES = {"manylinux2014": ("x86_64", "i686", "aarch64", "ppc64le", "s390x", "armv7l", "ppc64"),
+                    "manylinux2010": ("x86_64", "i686"), "manylinux1": ("x86_64", "i686")}
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ def target_tags(target: Target, overrides: TagOverrides = TagOverrides()) -> tup
     version = _version(overrides.python_version) if overrides.python_version else _version(target.version or "")
     implementation = overrides.implementation or {"cpython": "cp", "pypy": "pp"}.get(target.implementation or "")
     if overrides.platforms:
-        platforms = [p for given in overrides.platforms for p in _expand_platform(given)]
+        platforms = [p for given in overrides.platforms for p in expand_platform(given)]
     else:
         if target.machine and target.machine != platform.machine():
             raise UsageError(
@@ -92,8 +94,9 @@ def _version(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _expand_platform(given: str) -> list[str]:
-    """A manylinux platform and every older manylinux tag of its architecture, as pip expands it."""
+def expand_platform(given: str) -> list[str]:
+    """A manylinux platform and every older manylinux tag of its architecture, as pip expands it
+    (the legacy names only where their PEP defines them: manylinux2010 is x86 only)."""
     legacy = next((glibc for prefix, glibc in _LEGACY.items() if given.startswith(prefix + "_")), None)
     if legacy is not None:
         arch = given.split("_", 1)[1]
@@ -106,5 +109,5 @@ def _expand_platform(given: str) -> list[str]:
     expanded = []
     for glibc_minor in range(minor, 4, -1):
         expanded.append(f"manylinux_{major}_{glibc_minor}_{arch}")
-        expanded += [f"{name}_{arch}" for name, (_, m) in _LEGACY.items() if m == glibc_minor]
+        expanded += [f"{name}_{arch}" for name, (_, m) in _LEGACY.items() if m == glibc_minor and arch in _LEGACY_MACHINES[name]]
     return expanded

@@ -6,7 +6,7 @@ its target interpreter, and `lock --check` checks the part of each host (its mac
 every Python the lock's `environments` name for that machine). An entry with no wheel for the
 target's tags is a typed refusal (NoFittingWheel), so an x86_64 wheel never "fits" an aarch64 host.
 
-Pure: a Lock, a marker environment and tags in, a Selection out. May import: packaging, resolve/lock.py
+Pure: a Lock, a marker environment and tags in, a Selection out. May import: packaging, index/tags (pip's platform expansion), resolve/lock.py
 (the model), lockfile/fields.py.
 """
 
@@ -22,12 +22,10 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from cudaresolve.index.tags import expand_platform
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 
-_LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}  # PEP 599/571/513 names of glibc 2.17/2.12/2.5
-_LEGACY_MACHINES = {"manylinux2014": ("x86_64", "i686", "aarch64", "ppc64le", "s390x", "armv7l", "ppc64"),
-                    "manylinux2010": ("x86_64", "i686"), "manylinux1": ("x86_64", "i686")}
 _UNKNOWN_GLIBC_MINOR = 99  # a host whose glibc is not known: every manylinux tag of its machine is allowed
 
 
@@ -147,13 +145,7 @@ def manylinux_platforms(machine: str, glibc: Optional[str]) -> list[str]:
             minor = int(minor_text) if int(major_text) == 2 else _UNKNOWN_GLIBC_MINOR
         except ValueError:
             minor = _UNKNOWN_GLIBC_MINOR
-    platforms = []
-    for glibc_minor in range(minor, 4, -1):
-        platforms.append(f"manylinux_2_{glibc_minor}_{machine}")
-        legacy = _LEGACY.get(glibc_minor)
-        if legacy and machine in _LEGACY_MACHINES[legacy]:
-            platforms.append(f"{legacy}_{machine}")
-    return platforms + [f"linux_{machine}"]
+    return expand_platform(f"manylinux_2_{minor}_{machine}") + [f"linux_{machine}"]
 
 
 def host_tags(machine: str, glibc: Optional[str], python: str) -> tuple[Tag, ...]:
