@@ -60,10 +60,12 @@ def examine(
 
 
 def scan(
-    target: Target, environ: Mapping[str, str], *, progress: Optional[Callable[[str], None]] = None
+    target: Target, environ: Mapping[str, str], *, progress: Optional[Callable[[str], None]] = None,
+    machine: Optional[str] = None,
 ) -> tuple[Environment, Optional[str]]:
     """The installed environment of `target` as the machine's loader sees it, and why the facts cache
-    could not be written (None when it could); `lock` starts from the same value."""
+    could not be written (None when it could); `lock` starts from the same value, with the loader of
+    its hosts' `machine` (None: this machine's)."""
     cache = FactsCache(default_cache_dir(environ))
     seen: dict[str, BinaryFacts] = {}  # the loader asks for a system library once per package that loads it
 
@@ -78,7 +80,8 @@ def scan(
         target,
         facts_for=cached,
         prefetch=lambda paths: cache.fill(paths, read=read_binary_facts, progress=progress),
-        loader=LoaderEnv.from_system(environ, driver_libraries=frozenset(components.driver_libraries())),
+        loader=LoaderEnv.from_system(environ, driver_libraries=frozenset(components.driver_libraries()), machine=machine,
+                                     system_libraries=frozenset(components.system_libraries())),
         environ=environ,
     )
     return env, cache.write_error

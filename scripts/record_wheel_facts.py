@@ -1,6 +1,7 @@
 """Regenerate data/wheel_facts.toml: what known NVIDIA CUDA component wheels' ELF files bind and carry.
 
 Usage: python scripts/record_wheel_facts.py [--cache DIR] [--add NAME==VERSION ...]
+       python scripts/record_wheel_facts.py --machine aarch64 --only NAME==VERSION [--only ...]
 
 Why a generated table: NVIDIA keeps .dynstr/.dynamic at the end of 300 MB libraries inside deflated
 zip members, so the resolver cannot read a candidate wheel's needs without downloading all of it.
@@ -21,6 +22,15 @@ Linux x86_64 manylinux tags, CPython 3.11). The facts read from each wheel are k
 directory (default ~/.cache/cudaresolve-wheel-facts), keyed by the wheel's name and version, so a
 rerun downloads and reads only the releases it has no facts of; `--drop-wheels` deletes each wheel
 once read (45 GB for the whole set), and the requirements of the wheels `expand` reads are kept too.
+
+Rows are per machine: a release read for x86_64 and aarch64 has a row for each wheel. The release
+set above is x86_64's (a full run rewrites the x86_64 rows and keeps every other machine's). Another
+machine's rows come from `--machine M --only NAME==VERSION ...`, which reads only those releases:
+the wheel's URL and sha256 from `pip install --dry-run --report` (pip's index configuration, that
+machine's manylinux tags), then its ELF members by HTTP range requests (the zip's directory, then
+each shared-object member), so no wheel is stored; it replaces or adds only those rows, keeps the
+rest of the table as it is, and lists the releases under `[[releases.machine]]`. A full run keeps
+those rows as written; rerunning `--only` with the releases listed there refreshes them.
 """
 
 from __future__ import annotations
@@ -28,11 +38,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections import defaultdict
@@ -46,6 +58,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudaresolve.binary.wheel import is_system_provider, read_wheel
 from cudaresolve.env.inspect import provider_needs
+from cudaresolve.index.http import Cap, Http
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,6 +82,12 @@ CONSUMERS = ("onnxruntime-gpu>=1.17",)  # 1.17 and 1.18 are CUDA 11.8 builds, 1.
 PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)) + (
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64")
 TARGET = [flag for platform in PLATFORMS for flag in ("--platform", platform)] + ["--python-version", "3.11"]
+# Other machines' wheels as pip on a glibc 2.28 machine takes them (--machine).
+MACHINE_PLATFORMS = {
+    "x86_64": PLATFORMS,
+    "aarch64": tuple(f"manylinux_2_{minor}_aarch64" for minor in range(28, 16, -1)) + ("manylinux2014_aarch64",),
+}
+WINDOW = 8 << 20  # bytes one range request fetches at most: the most read past a member's end
 MARKERS = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
            "python_version": "3.11", "python_full_version": "3.11.0", "os_name": "posix",
            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
@@ -237,9 +256,15 @@ def read_one(path: str) -> dict:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
         stream.seek(0)
-        facts = read_wheel(stream, os.path.basename(path))
+        data = read_stream(stream, os.path.basename(path))
+    return {**data, "sha256": digest.hexdigest(), "size": os.path.getsize(path)}
+
+
+def read_stream(stream, filename: str) -> dict:
+    """The facts `read_one` keeps of the wheel in `stream` (seekable), without its sha256 and size."""
+    facts = read_wheel(stream, filename)
     if facts.unreadable:
-        raise SystemExit(f"{path}: members the reader refuses: {facts.unreadable}")
+        raise SystemExit(f"{filename}: members the reader refuses: {facts.unreadable}")
     members = []
     for member in facts.members:
         binds = []
@@ -263,21 +288,121 @@ def read_one(path: str) -> dict:
                 "sass": list(fatbin.sass), "ptx": [f"{p.target}:{p.isa or ''}" for p in fatbin.ptx],
                 "undetermined": list(fatbin.undetermined), "damage": list(fatbin.damage)},
         })
-    return {"format": READ_FORMAT, "filename": os.path.basename(path), "sha256": digest.hexdigest(),
-            "size": os.path.getsize(path), "members": members, "not_elf": list(facts.not_elf)}
+    machines = sorted({m["machine"] for m in members})
+    if len(machines) > 1:
+        raise SystemExit(f"{filename}: members of several machines {machines}")
+    return {"format": READ_FORMAT, "filename": filename, "machine": machines[0] if machines else None,
+            "members": members, "not_elf": list(facts.not_elf)}
 
 
-def cached_read(requirement: str, cache: Path) -> Optional[dict]:
-    """The facts once read from the wheel of NAME==VERSION, without its wheel; None when not read
-    yet, read by another format, or when the wheel in the cache is not the one read."""
+def data_machine(data: dict) -> str:
+    """The machine of a wheel's read facts (reads kept before machines were recorded are x86_64's)."""
+    return data.get("machine") or next((m["machine"] for m in data["members"]), "x86_64")
+
+
+def cached_read(requirement: str, cache: Path, machine: str = "x86_64") -> Optional[dict]:
+    """The facts once read from the `machine` wheel of NAME==VERSION, without its wheel; None when
+    not read yet, read by another format, or when the wheel in the cache is not the one read."""
     for file in sorted((cache / "facts").glob("*.whl.json")):
         if not same_release(file.name[:-len(".json")], requirement):
             continue
         data = json.loads(file.read_text())
+        if data_machine(data) != machine:
+            continue
         wheel = cache / "wheels" / data["filename"]
         if data.get("format") == READ_FORMAT and (not wheel.exists() or wheel.stat().st_size == data["size"]):
             return data
     return None
+
+
+# -- reading one wheel of another machine by range requests (--only) -------------------------------
+
+
+def locate(requirement: str, machine: str) -> Optional[Tuple[str, str, str]]:
+    """(url, file name, sha256) of the `machine` wheel pip would take for NAME==VERSION, from pip's
+    own index configuration; pip reads the metadata only (PEP 658, or its own range reads). None
+    (and a warning) when the index has no such wheel."""
+    target = [flag for platform in MACHINE_PLATFORMS[machine] for flag in ("--platform", platform)]
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "report.json"
+        result = pip("install", "--dry-run", "--ignore-installed", "--no-deps", "--only-binary=:all:", *target,
+                     "--python-version", "3.11", "--target", str(Path(scratch) / "t"), "--report", str(report),
+                     "--quiet", requirement)
+        if result.returncode != 0 or not report.exists():
+            print(f"  skipped {requirement}: no {machine} wheel ({result.stderr.strip().splitlines()[-1:]})", file=sys.stderr)
+            return None
+        [install] = json.loads(report.read_text())["install"]
+    info = install["download_info"]
+    url = info["url"]
+    return url, url.rsplit("/", 1)[1].split("#")[0], info["archive_info"]["hashes"]["sha256"]
+
+
+class RangeFile(io.RawIOBase):
+    """A remote file read through HTTP range requests, one window of at most WINDOW bytes held: a
+    member is inflated as it streams in, and only the zip's directory and the members read are fetched."""
+
+    def __init__(self, http: Http, url: str, what: str):
+        super().__init__()
+        self.http, self.url, self.what = http, url, what
+        reply = self._get(0, 0)
+        self.size = int(reply.headers["Content-Range"].rsplit("/", 1)[1])
+        self.position, self.start, self.window = 0, 0, b""
+
+    def _get(self, start: int, end: int):
+        reply = self.http.get(self.url, cap=Cap(end - start + 1, "a range read"), what=self.what,
+                              headers={"Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"})
+        if reply.status != 206 or len(reply.body) != end - start + 1:
+            raise SystemExit(f"{self.url}: bytes {start}-{end}: HTTP {reply.status}, {len(reply.body)} bytes")
+        return reply
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.position = max(0, {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence] + offset)
+        return self.position
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self.size, self.position + n)
+        if end <= self.position:
+            return b""
+        held = self.start + len(self.window)
+        if not (self.start <= self.position and end <= held):
+            fetch_end = min(self.size, self.position + max(end - self.position, WINDOW))
+            if self.start <= self.position < held:  # keep what is held, fetch only the rest
+                self.window = self.window[self.position - self.start:] + self._get(held, fetch_end - 1).body
+            else:
+                self.window = self._get(self.position, fetch_end - 1).body
+            self.start = self.position
+        data = self.window[self.position - self.start:end - self.start]
+        self.position = end
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(memoryview(buffer)))
+        memoryview(buffer)[:len(data)] = data
+        return len(data)
+
+
+def read_remote(requirement: str, machine: str, http: Http) -> Optional[dict]:
+    """What `read_one` keeps of the `machine` wheel of NAME==VERSION, read by range requests; the
+    sha256 is the index's, and `read_bytes` what this read fetched. None when there is no such wheel."""
+    located = locate(requirement, machine)
+    if located is None:
+        return None
+    url, filename, sha256 = located
+    before = http.bytes_received
+    stream = RangeFile(http, url, requirement)
+    data = read_stream(stream, filename)  # type: ignore[arg-type]
+    if data["machine"] != machine:
+        raise SystemExit(f"{filename}: its ELF members are {data['machine']}, not {machine}")
+    return {**data, "sha256": sha256, "size": stream.size, "read_bytes": http.bytes_received - before}
 
 
 def consumer(name: str) -> bool:
@@ -311,71 +436,129 @@ def strings(values: Iterable[str]) -> str:
     return "[" + ", ".join(q(v) for v in values) + "]"
 
 
-def render(reads: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], added: List[str], size: int) -> str:
+HEADER = [
+    "# Generated by scripts/record_wheel_facts.py: do not edit by hand (docs/data.md says how to extend it).",
+    "# What known NVIDIA CUDA component wheels' ELF files bind and carry, read from the wheels themselves:",
+    "# per shared-object member its DT_SONAME, DT_NEEDED, DT_RPATH/DT_RUNPATH, version definitions,",
+    "# `binds` (per non-system provider file: the versions needed, the versioned symbols bound to it as",
+    "# NAME@VERSION, and the provider release their names imply), `defines` (versioned definitions",
+    "# carrying a CUDA ABI suffix, plus every one some wheel of the same machine here binds; NAME@@VERSION",
+    "# is the default definition, NAME@VERSION a hidden one) and the SASS / PTX (TARGET:ISA) of its",
+    "# fatbins (absent: none). C/C++ runtime needs (GLIBC_, GLIBCXX_, CXXABI_, GCC_ versions) are left out.",
+    "# One row per wheel: a release read for x86_64 and aarch64 has a row of each `machine`.",
+    "# x86_64 releases: the newest of each X.Y minor among those allowed by torch 2.14.1's pins, the [ctk]",
+    "# extra of the newest cupy-cuda12x/cupy-cuda13x, cuda-cccl 1.2.1's [cu12]/[cu13], every minor of the",
+    "# components binding each other (nvjitlink, nvrtc, cusparse, cusolver, cufft, cublas; cu11, cu12",
+    "# and CUDA 13), every minor of cuDNN for CUDA 13 and the newest for CUDA 12, every minor of the",
+    "# CUDA consumers (onnxruntime-gpu >= 1.17: their binds list no symbols and they define none), and",
+    "# [releases] added; each wheel's `why` says which. Other machines: the releases [[releases.machine]]",
+    "# lists (--machine M --only NAME==VERSION). Binds to a file of the same wheel list no symbols.",
+]
+
+
+def bound_symbols(reads: Iterable[Tuple[str, str, dict]]) -> Set[Tuple[str, str]]:
+    """(name, version) of every symbol a wheel binds in another wheel: definitions `defines` keeps."""
     bound: Set[Tuple[str, str]] = set()
     for name, _, data in reads:
         for member in data["members"] if not consumer(name) else ():
             for bind in member["binds"]:
                 if bind["file"] not in own_files(data):
                     bound.update(tuple(s.split("@", 1)) for s in bind["symbols"])
-    lines = [
-        "# Generated by scripts/record_wheel_facts.py: do not edit by hand (docs/data.md says how to extend it).",
-        "# What known NVIDIA CUDA component wheels' ELF files bind and carry, read from the wheels themselves:",
-        "# per shared-object member its DT_SONAME, DT_NEEDED, DT_RPATH/DT_RUNPATH, version definitions,",
-        "# `binds` (per non-system provider file: the versions needed, the versioned symbols bound to it as",
-        "# NAME@VERSION, and the provider release their names imply), `defines` (versioned definitions",
-        "# carrying a CUDA ABI suffix, plus every one some wheel here binds; NAME@@VERSION is the default",
-        "# definition, NAME@VERSION a hidden one) and the SASS / PTX (TARGET:ISA) of its fatbins (absent:",
-        "# none). C/C++ runtime needs (GLIBC_, GLIBCXX_, CXXABI_, GCC_ versions) are left out.",
-        "# Releases: the newest of each X.Y minor among those allowed by torch 2.14.1's pins, the [ctk] extra",
-        "# of the newest cupy-cuda12x/cupy-cuda13x, cuda-cccl 1.2.1's [cu12]/[cu13], every minor of the",
-        "# components binding each other (nvjitlink, nvrtc, cusparse, cusolver, cufft, cublas; cu11, cu12",
-        "# and CUDA 13), every minor of cuDNN for CUDA 13 and the newest for CUDA 12, every minor of the",
-        "# CUDA consumers (onnxruntime-gpu >= 1.17: their binds list no symbols and they define none), and",
-        "# [releases] added; each wheel's `why` says which. Binds to a file of the same wheel list no symbols.",
-        f'source = {q(f"scripts/record_wheel_facts.py, {datetime.date.today().isoformat()}: {len(reads)} Linux x86_64 wheels ({size} bytes) downloaded with pip and read with cudaresolve.binary.wheel.read_wheel")}',
+    return bound
+
+
+def render_wheel(name: str, version: str, data: dict, why: Iterable[str], bound: Set[Tuple[str, str]]) -> List[str]:
+    """The `[[wheel]]` block of one read wheel."""
+    lines = ["[[wheel]]", f"name = {q(name)}", f"version = {q(version)}", f"filename = {q(data['filename'])}",
+             f"sha256 = {q(data['sha256'])}", f"why = {strings(why)}", f"machine = {q(data_machine(data))}"]
+    if data["not_elf"]:
+        lines.append(f"not_elf = {strings(data['not_elf'])}")
+    for member in sorted(data["members"], key=lambda m: m["path"]):
+        lines += ["[[wheel.member]]", f"path = {q(member['path'])}"]
+        if member["soname"] is not None:
+            lines.append(f"soname = {q(member['soname'])}")
+        for key in ("needed", "rpath", "runpath", "version_definitions"):
+            if member[key]:
+                lines.append(f"{key} = {strings(member[key])}")
+        if member["binds"]:
+            lines.append("binds = [")
+            for bind in member["binds"]:
+                minimum = f", min_version = {q(bind['min_version'])}" if bind["min_version"] else ""
+                kept = not consumer(name) and bind["file"] not in own_files(data)
+                symbols = f", symbols = {strings(bind['symbols'])}" if kept else ""
+                lines.append(f"  {{ file = {q(bind['file'])}, versions = {strings(bind['versions'])}{minimum}{symbols} }},")
+            lines.append("]")
+        defines = [] if consumer(name) else [
+            d for d in member["defined"] if abi_suffixed(d) or tuple(d.replace("@@", "@").split("@", 1)) in bound]
+        if defines:
+            lines.append(f"defines = {strings(defines)}")
+        fatbin = member["fatbin"]
+        if fatbin is not None:
+            lines += [f"sass = {strings(fatbin['sass'])}", f"ptx = {strings(fatbin['ptx'])}"]
+            for key in ("undetermined", "damage"):
+                if fatbin[key]:
+                    lines.append(f"{key} = {strings(fatbin[key])}")
+    return lines
+
+
+def render(rows: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], added: List[str], size: int,
+           previous: Optional[dict] = None, others: Iterable[Tuple[Tuple[str, Version, str], str, str]] = ()) -> str:
+    """The table of a full run: the x86_64 `rows` read, and the `others` machines' blocks of the
+    `previous` table (its parsed head) as they were written."""
+    bound = bound_symbols(rows)
+    blocks = [((name, Version(version), "x86_64"), d["filename"],
+               "\n".join(render_wheel(name, version, d, reasons[f"{name}=={version}"], bound)))
+              for name, version, d in rows]
+    source = source_with((previous or {}).get("source", ""), "x86_64", (
+        f"scripts/record_wheel_facts.py, {datetime.date.today().isoformat()}: {len(rows)} Linux x86_64 wheels "
+        f"({size} bytes) downloaded with pip and read with cudaresolve.binary.wheel.read_wheel"))
+    return write_table(source, added, machine_releases(previous or {}), blocks + list(others))
+
+
+def table_parts(text: str) -> Tuple[dict, List[Tuple[Tuple[str, Version, str], str, str]]]:
+    """The table's head (parsed) and its `[[wheel]]` blocks as written: ((name, version, machine), filename, text)."""
+    head, *blocks = text.rstrip("\n").split("\n\n[[wheel]]\n")
+    parsed = tomllib.loads(head)
+    rows = []
+    for block in blocks:
+        [wheel] = tomllib.loads("[[wheel]]\n" + block)["wheel"]
+        rows.append(((wheel["name"], Version(wheel["version"]), wheel["machine"]), wheel["filename"], "[[wheel]]\n" + block))
+    return parsed, rows
+
+
+def write_table(source: str, added: List[str], machine_added: Dict[str, List[str]],
+                blocks: List[Tuple[Tuple[str, Version, str], str, str]]) -> str:
+    """The table from its parts: blocks in (name, version, machine) order."""
+    lines = HEADER + [
+        f"source = {q(source)}",
         'confidence = "H"',
         "",
         "[releases]",
-        'source = "scripts/record_wheel_facts.py --add NAME==VERSION"',
+        'source = "scripts/record_wheel_facts.py --add NAME==VERSION (x86_64), --machine M --only NAME==VERSION (other machines)"',
         'confidence = "H"',
         f"added = {strings(sorted(added))}",
     ]
-    for name, version, data in reads:
-        lines += ["", "[[wheel]]", f"name = {q(name)}", f"version = {q(version)}", f"filename = {q(data['filename'])}",
-                  f"sha256 = {q(data['sha256'])}", f"why = {strings(reasons[f'{name}=={version}'])}"]
-        machines = sorted({m["machine"] for m in data["members"]})
-        if len(machines) > 1:
-            raise SystemExit(f"{data['filename']}: members of several machines {machines}")
-        lines.append(f"machine = {q(machines[0] if machines else 'x86_64')}")
-        if data["not_elf"]:
-            lines.append(f"not_elf = {strings(data['not_elf'])}")
-        for member in sorted(data["members"], key=lambda m: m["path"]):
-            lines += ["[[wheel.member]]", f"path = {q(member['path'])}"]
-            if member["soname"] is not None:
-                lines.append(f"soname = {q(member['soname'])}")
-            for key in ("needed", "rpath", "runpath", "version_definitions"):
-                if member[key]:
-                    lines.append(f"{key} = {strings(member[key])}")
-            if member["binds"]:
-                lines.append("binds = [")
-                for bind in member["binds"]:
-                    minimum = f", min_version = {q(bind['min_version'])}" if bind["min_version"] else ""
-                    kept = not consumer(name) and bind["file"] not in own_files(data)
-                    symbols = f", symbols = {strings(bind['symbols'])}" if kept else ""
-                    lines.append(f"  {{ file = {q(bind['file'])}, versions = {strings(bind['versions'])}{minimum}{symbols} }},")
-                lines.append("]")
-            defines = [] if consumer(name) else [
-                d for d in member["defined"] if abi_suffixed(d) or tuple(d.replace("@@", "@").split("@", 1)) in bound]
-            if defines:
-                lines.append(f"defines = {strings(defines)}")
-            fatbin = member["fatbin"]
-            if fatbin is not None:
-                lines += [f"sass = {strings(fatbin['sass'])}", f"ptx = {strings(fatbin['ptx'])}"]
-                for key in ("undetermined", "damage"):
-                    if fatbin[key]:
-                        lines.append(f"{key} = {strings(fatbin[key])}")
-    return "\n".join(lines) + "\n"
+    for machine, requirements in sorted(machine_added.items()):
+        lines += ["[[releases.machine]]", f"machine = {q(machine)}", f"added = {strings(sorted(requirements))}"]
+    text = "\n".join(lines) + "\n"
+    for _, _, block in sorted(blocks, key=lambda b: b[0]):
+        text += "\n" + block.rstrip("\n") + "\n"
+    return text
+
+
+def source_with(previous: str, machine: str, segment: str) -> str:
+    """The table's source line with `machine`'s segment (`M: ...`, or the x86_64 head) replaced."""
+    head, *others = previous.split("; ") if previous else ("",)
+    kept = [s for s in others if not s.startswith(f"{machine}: ")]
+    if machine == "x86_64":
+        head = segment
+    else:
+        kept.append(f"{machine}: {segment}")
+    return "; ".join([head, *sorted(kept)])
+
+
+def machine_releases(parsed: dict) -> Dict[str, List[str]]:
+    return {entry["machine"]: list(entry["added"]) for entry in parsed.get("releases", {}).get("machine", [])}
 
 
 def main() -> int:
@@ -386,12 +569,19 @@ def main() -> int:
                         help="also record this release (kept in the table's [releases] added for later runs)")
     parser.add_argument("--drop-wheels", action="store_true",
                         help="delete each downloaded wheel once its facts are read and kept")
+    parser.add_argument("--machine", choices=sorted(MACHINE_PLATFORMS), default="x86_64",
+                        help="the machine whose wheels --only reads (default: %(default)s)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME==VERSION",
+                        help="read only this release's wheel for --machine, by range requests, and replace or add its row")
     args = parser.parse_args()
-    for requirement in args.add:
+    for requirement in args.add + args.only:
         req = Requirement(requirement)
         if len(req.specifier) != 1 or next(iter(req.specifier)).operator != "==":
-            parser.error(f"--add {requirement}: expected NAME==VERSION")
-    previous = tomllib.loads(OUT.read_text())["releases"]["added"] if OUT.exists() else []
+            parser.error(f"{requirement}: expected NAME==VERSION")
+    if args.only:
+        return only(args.only, args.machine, args.cache)
+    parsed, existing = table_parts(OUT.read_text()) if OUT.exists() else ({}, [])
+    previous = parsed["releases"]["added"] if parsed else []
     added = sorted(set(previous) | set(args.add))
     started = time.monotonic()
     print("choosing releases ...", flush=True)
@@ -430,13 +620,56 @@ def main() -> int:
         harvest(wait=True)
     size = sum(data["size"] for data in reads.values())
     rows = sorted(((*r.split("=="), d) for r, d in reads.items()), key=lambda row: (row[0], Version(row[1])))
-    OUT.write_text(render(rows, reasons, added, size))
+    OUT.write_text(render(rows, reasons, added, size, parsed, [block for block in existing if block[0][2] != "x86_64"]))
     crossing = sorted({(name, b["file"]) for name, _, d in rows for m in d["members"] for b in m["binds"]})
     print(f"wrote {OUT} ({OUT.stat().st_size} bytes): {len(rows)} wheels ({size} bytes), {fetched} bytes "
           f"downloaded this run, {time.monotonic() - started:.0f} s")
     print("versioned needs of non-system providers (distribution -> file):")
     for name, file in crossing:
         print(f"  {name} -> {file}")
+    return 0
+
+
+def only(requirements: List[str], machine: str, cache: Path) -> int:
+    """Read the `machine` wheels of `requirements` by range requests and replace or add their rows."""
+    started = time.monotonic()
+    parsed, blocks = table_parts(OUT.read_text())
+    http = Http()
+    reads: List[Tuple[str, str, dict]] = []
+    (cache / "facts").mkdir(parents=True, exist_ok=True)
+    for requirement in requirements:
+        name, _, version = requirement.partition("==")
+        name = canonicalize_name(name)
+        data = read_remote(f"{name}=={version}", machine, http)
+        if data is None:
+            continue
+        (cache / "facts" / f"{data['filename']}.json").write_text(json.dumps(data))
+        reads.append((name, version, data))
+        print(f"  read {name}=={version} ({data['filename']}): {data['read_bytes']} of {data['size']} bytes, "
+              f"{time.monotonic() - started:.0f} s", flush=True)
+    # `defines` keeps what the machine's rows bind: this run's reads and the rows already written
+    written = [(w["name"], w["version"], {"filename": w["filename"], "members": [
+        {"soname": m.get("soname"), "path": m["path"],
+         "binds": [{"file": b["file"], "symbols": b.get("symbols", [])} for b in m.get("binds", [])]}
+        for m in w.get("member", [])]})
+        for _, _, text in blocks for w in tomllib.loads(text)["wheel"] if w["machine"] == machine]
+    bound = bound_symbols(reads + written)
+    new = {data["filename"]: ((name, Version(version), machine), data["filename"],
+                              "\n".join(render_wheel(name, version, data, ["added"], bound)))
+           for name, version, data in reads}
+    keys = {key for key, _, _ in new.values()}
+    blocks = [b for b in blocks if b[1] not in new and b[0] not in keys] + list(new.values())
+    listed = machine_releases(parsed)
+    listed[machine] = sorted(set(listed.get(machine, [])) | {f"{name}=={version}" for name, version, _ in reads})
+    rows = sum(1 for block in blocks if block[0][2] == machine)
+    read_bytes = sum(data["read_bytes"] for _, _, data in reads)
+    size = sum(data["size"] for _, _, data in reads)
+    segment = (f"{rows} Linux {machine} wheels, their ELF members read with cudaresolve.binary.wheel.read_wheel through "
+               f"HTTP range requests (sha256 as the index lists it); the run of {datetime.date.today().isoformat()} read "
+               f"{len(reads)} ({read_bytes} of their {size} bytes)")
+    OUT.write_text(write_table(source_with(parsed["source"], machine, segment), parsed["releases"]["added"], listed, blocks))
+    print(f"wrote {OUT} ({OUT.stat().st_size} bytes): {len(reads)} {machine} wheels read, {read_bytes} bytes by "
+          f"{http.requests_made} range requests, {time.monotonic() - started:.1f} s")
     return 0
 
 

@@ -62,4 +62,4 @@ def locked(lock: Lock) -> dict[str, str]:
 
 def locked_with_source(lock: Lock) -> dict[str, str]:
     """name -> version of the packages a PEP 751 reader can install: those with a wheel."""
-    return {canonicalize_name(p.name): str(p.version) for p in lock.packages if p.wheel is not None}
+    return {canonicalize_name(p.name): str(p.version) for p in lock.packages if p.wheels}

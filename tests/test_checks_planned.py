@@ -277,7 +277,7 @@ def test_a_package_build_directory_is_looked_for_below_site_packages_only():
 
 def from_table(name: str, version: str, *requires: str) -> tuple[Distribution, tuple[ElfFile, ...]]:
     """A table release as a planned environment would hold it: its members at their install paths."""
-    members = wheel_facts.from_record(wheel_facts.find(name, version)).members
+    members = wheel_facts.from_record(wheel_facts.find(name, version, machine="x86_64")).members
     files = tuple(ElfFile(f"{PLANNED}/{m.path.split('!', 1)[1]}", (name,),
                           replace(m, path=f"{PLANNED}/{m.path.split('!', 1)[1]}"), None) for m in members)
     return dist(name, version, *requires, files=tuple(f.path for f in files)), files
@@ -359,7 +359,7 @@ def onnxruntime(version: str, companions: dict, extras=frozenset({"cuda", "cudnn
 
 def test_onnxruntime_builds_are_read_from_the_binaries_of_the_table():
     """1.27.0 is the first release whose CUDA provider links libcublas.so.13; 1.17 and 1.18 are CUDA 11."""
-    built = {w.version: releases.build_of_release(w).cuda.major for w in wheel_facts.releases("onnxruntime-gpu")}
+    built = {w.version: releases.build_of_release(w).cuda.major for w in wheel_facts.releases("onnxruntime-gpu", "x86_64")}
     assert {v: m for v, m in built.items() if v in ("1.17.1", "1.18.1", "1.19.2", "1.26.0", "1.27.0", "1.31.1")} == {
         "1.17.1": 11, "1.18.1": 11, "1.19.2": 12, "1.26.0": 12, "1.27.0": 13, "1.31.1": 13}
     assert releases.build_of_release(wheel_facts.find("onnxruntime-gpu", "1.27.0")).evidence == (
@@ -408,7 +408,7 @@ def test_onnxruntime_on_pascal_names_the_newest_release_whose_provider_runs_ther
 def test_cudnn_for_cuda_13_is_judged_over_every_minor_of_the_table():
     """nvidia-cudnn-cu13 9.12 … 9.28: 9.12 to 9.20 keep sm_70 SASS in some libraries, but in none of
     them in all, so on a V100 (7.0) as on a GTX 1080 no release of the table runs."""
-    minors = {tuple(int(p) for p in w.version.split(".")[:2]) for w in wheel_facts.releases("nvidia-cudnn-cu13")}
+    minors = {tuple(int(p) for p in w.version.split(".")[:2]) for w in wheel_facts.releases("nvidia-cudnn-cu13", "x86_64")}
     assert minors == {(9, minor) for minor in range(12, 29)}
     [finding] = findings_of("arch-coverage", from_table("nvidia-cudnn-cu13", "9.20.0.48"), host=on("580.65.06", "7.0"))
     assert finding.fix == "no release of nvidia-cudnn-cu13 in cudaresolve's table runs on compute capability 7.0"

@@ -861,7 +861,7 @@ def test_the_lock_takes_condas_library_for_the_wheel_it_stands_for_and_install_k
     assert "# nvidia-nvjitlink-cu12: provided by libnvjitlink 12.8.93 (conda); pip must not install it" in constraints
     from cudaresolve.lockfile.pylock import read_pylock
 
-    [kept] = [p for p in read_pylock(str(tmp_path / "pylock.toml")).packages if p.wheel is None]
+    [kept] = [p for p in read_pylock(str(tmp_path / "pylock.toml")).packages if not p.wheels]
     assert (kept.name, kept.provided_by) == ("nvidia-nvjitlink-cu12", "libnvjitlink 12.8.93 (conda)")
 
     assert subprocess.run([str(prefix / "bin" / "python"), "-m", "ensurepip"], capture_output=True).returncode == 0

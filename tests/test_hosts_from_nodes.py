@@ -312,3 +312,42 @@ def test_lock_from_nodes_equals_the_lock_from_the_equivalent_host_files(cuda_ind
     assert main(["lock", "--check", str(from_nodes), "--hosts-from-nodes", str(nodes), "-q"]) == 2
     out = capsys.readouterr().out
     assert "node old-1" in out and "470.82.01" in out, out
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_a_mixed_cluster_locks_as_its_host_files_one_target_per_machine(server, empty_python, tmp_path, capsys):
+    """The whole recorded cluster (x86_64 A100/L4/H100 and aarch64 GH200 nodes) gives the same
+    universal lock as one host file per kind of node, written with its machine: two targets, each
+    with its own wheels (tests/test_lock_targets.py's index: `native` is built for both machines,
+    `x86only` is required on x86_64 only)."""
+    from index_server import make_wheel
+
+    wheels = [make_wheel("app", "1.0", requires=('x86only; platform_machine == "x86_64"', "native")), make_wheel("x86only", "1.0")]
+    wheels += [make_wheel("native", "1.0", tag=f"py3-none-manylinux_2_17_{machine}") for machine in ("x86_64", "aarch64")]
+    for filename, data in wheels:
+        server.add(filename, data)
+    host_files = []
+    for name in ("gpu-a100-1", "gpu-h100-1", "gpu-l4-1", "gh200-1"):
+        labels = node(node_list(), name)["metadata"]["labels"]
+        driver = ".".join(labels[f"nvidia.com/cuda.driver.{part}"] for part in ("major", "minor", "rev"))
+        gpus = [f"{labels['nvidia.com/gpu.compute.major']}.{labels['nvidia.com/gpu.compute.minor']}"] * int(labels["nvidia.com/gpu.count"])
+        assert main(["probe", "--json", "--driver", driver, *[flag for cc in gpus for flag in ("--gpu", cc)]]) == 0
+        facts = json.loads(capsys.readouterr().out)
+        facts["machine"] = {"amd64": "x86_64", "arm64": "aarch64"}[labels["kubernetes.io/arch"]]
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(facts))
+        host_files.append(str(path))
+    common = ["lock", "app", "--python", empty_python, "--index-url", server.url + "/simple", "-q"]
+    from_nodes, from_files = tmp_path / "nodes" / "pylock.toml", tmp_path / "files" / "pylock.toml"
+    for out in (from_nodes, from_files):
+        out.parent.mkdir()
+    assert main([*common, "--hosts-from-nodes", str(CLUSTER), "-o", str(from_nodes)]) == 0, capsys.readouterr().err
+    assert main([*common, *[f for path in host_files for f in ("--host", path)], "-o", str(from_files)]) == 0, capsys.readouterr().err
+    by_nodes, by_files = read_pylock(str(from_nodes)), read_pylock(str(from_files))
+    assert by_nodes.packages == by_files.packages and by_nodes.environments == by_files.environments
+    assert [machine for machine in ("aarch64", "x86_64") if any(machine in e for e in by_nodes.environments)] == ["aarch64", "x86_64"]
+    native = next(p for p in by_nodes.packages if p.name == "native")
+    assert sorted(w.filename for w in native.wheels) == [f"native-1.0-py3-none-manylinux_2_17_{m}.whl" for m in ("aarch64", "x86_64")]
+    assert next(p.marker for p in by_nodes.packages if p.name == "x86only") == 'platform_machine == "x86_64"'
+    capsys.readouterr()
+    assert main(["lock", "--check", str(from_nodes), "--hosts-from-nodes", str(CLUSTER), "-q"]) == 0, capsys.readouterr().out

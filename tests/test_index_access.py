@@ -19,7 +19,7 @@ from index_server import make_wheel
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.http import Http, IndexAccessError, LimitExceeded
 from cudaresolve.index.limits import Limits
-from cudaresolve.index.metadata import MetadataUnavailable, core_metadata
+from cudaresolve.index.metadata import MetadataUnavailable, core_metadata, wheel_members
 from cudaresolve.index.pages import find_links_files, index_files
 
 PAYLOAD = os.urandom(2_000_000)  # incompressible: the wheel is as big as this
@@ -115,6 +115,33 @@ def test_metadata_is_cached_by_hash(server, cache):
     assert again.how == "cache" and len(server.requests) == requests_before
     offline = core_metadata(http(), IndexCache(cache.directory, offline=True), file)
     assert offline.requires_dist == again.requires_dist and len(server.requests) == requests_before
+
+
+def test_wheel_members_from_the_zip_directory_by_one_range_read_then_the_cache(server, cache):
+    """A wheel's member names (whether torch's aarch64 wheel holds libtorch_cuda.so) cost one range
+    read of its tail, then come from the cache by sha256; a damaged entry is read again."""
+    filename, data = demo_wheel()
+    server.add(filename, data, metadata=False)
+    (file,) = index_files(http(), cache, server.url + "/simple", "demo")
+    before, requests_before = server.bytes_sent, len(server.requests)
+    names = wheel_members(http(), cache, file)
+    assert "demo/payload.bin" in names and "demo-1.0.dist-info/METADATA" in names
+    assert len(server.requests) - requests_before == 1 and server.bytes_sent - before < 0.05 * len(data)
+    requests_before = len(server.requests)
+    assert wheel_members(http(), IndexCache(cache.directory, offline=True), file) == names
+    assert len(server.requests) == requests_before
+    cache.store_blob("members", file.sha256, b'{"not": "a list"}')
+    assert wheel_members(http(), cache, file) == names and len(server.requests) == requests_before + 1
+
+
+def test_wheel_members_of_a_server_without_ranges_and_of_a_non_zip(server, cache):
+    server.ranges = False
+    server.add(*demo_wheel("1.0"), metadata=False)
+    server.add("demo-2.0-py3-none-any.whl", b"not a zip" * 10_000, metadata=False)
+    first, second = index_files(http(), cache, server.url + "/simple", "demo")
+    assert "demo/payload.bin" in wheel_members(http(), cache, first)
+    with pytest.raises(IndexAccessError, match="not a readable zip"):
+        wheel_members(http(), cache, second)
 
 
 def test_server_without_ranges_gets_a_full_download_and_is_remembered(server, cache):

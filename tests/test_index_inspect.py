@@ -47,7 +47,7 @@ def test_a_wheel_the_table_lacks_is_downloaded_once_then_cached(server, hermetic
 
 
 def test_a_wheel_the_table_knows_is_not_downloaded(server, hermetic, capsys):
-    row = wheel_facts.find("nvidia-cusparse-cu12", "12.3.1.170")
+    row = wheel_facts.find("nvidia-cusparse-cu12", "12.3.1.170", machine="x86_64")
     server.add(row.filename, b"not the real wheel: never read", metadata=False)
     assert inspect(server, "nvidia-cusparse-cu12==12.3.1.170") == 0
     (lib,) = [entry for entry in libraries(capsys) if entry["soname"] == "libcusparse.so.12"]

@@ -403,7 +403,7 @@ def served_lock():
     filename, data = files["crtest-good"]
     wheel = LockedWheel(filename, f"{server.url}/files/{filename}", hashlib.sha256(data).hexdigest(), len(data))
     reason = Reason(ReasonKind.INDEX, origins=(Asked("command line"),))
-    lock = Lock((LockedPackage("crtest-good", Version("1.0"), index_url, wheel, None, reason),), None, (), (), (index_url,), (), "cudaresolve")
+    lock = Lock((LockedPackage("crtest-good", Version("1.0"), index_url, (wheel,), None, reason),), None, (), (), (index_url,), (), "cudaresolve")
     evil = hashlib.sha256(files["crtest-evil"][1]).hexdigest()
     yield Served(index_url, pylock_toml(lock), f"crtest-evil==1.0 --hash=sha256:{evil}", server)
     server.stop()

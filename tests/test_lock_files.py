@@ -82,7 +82,8 @@ def _package(name, version, index, wheel, marker, why: str = "", **changes) -> L
     except InvalidVersion:
         parsed = version
     reason = Reason(ReasonKind.INDEX if wheel is not None else ReasonKind.KEPT, build=Build(CudaVersion(12, 8), why) if why else None)
-    return LockedPackage(name, parsed, index, wheel, marker, reason, **changes)
+    wheels = () if wheel is None else (wheel,) if isinstance(wheel, LockedWheel) else tuple(wheel)
+    return LockedPackage(name, parsed, index, wheels, marker, reason, **changes)
 
 
 def _ref(name: str, version: str) -> CandidateRef:
@@ -304,32 +305,33 @@ def test_reads_another_tools_lock(tmp_path):
     assert lock.created_by == "some-other-locker" and lock.requires_python == ">=3.9"
     assert (lock.hosts, lock.host_labels, lock.decisions) == ((), (), ())
     assert lock.index_urls == ("https://index.example.invalid/simple", "https://mirror.example.invalid/simple")
-    by_file = {p.wheel.filename: p for p in lock.packages if p.wheel}
-    assert by_file["attrs-25.1.0-py3-none-any.whl"].name == "attrs"
-    windows = by_file["numpy-2.2.3-cp312-cp312-win_amd64.whl"]
-    assert windows.version == Version("2.2.3")  # from the file name: this entry has no version key
-    linux = by_file["numpy-2.2.3-cp312-cp312-manylinux_2_17_x86_64.whl"]
-    assert linux.wheel.url == (tmp_path / "wheels" / linux.wheel.filename).as_uri()  # relative to the lock
-    assert linux.wheel.sha256 is None and linux.wheel.size is None  # only a sha512 recorded
-    (spam,) = [p for p in lock.packages if p.name == "spam"]
-    assert spam.wheel is None and spam.reason == Reason(ReasonKind.OTHER_SOURCE, written_by="some-other-locker")
+    assert lock.environments == ('sys_platform == "linux"', 'sys_platform == "win32"')  # as packaging prints them
+    attrs, numpy, spam = lock.packages
+    assert attrs.name == "attrs" and [w.filename for w in attrs.wheels] == ["attrs-25.1.0-py3-none-any.whl"]
+    assert numpy.version == Version("2.2.3")  # from the file name: this entry has no version key
+    windows, linux = numpy.wheels  # one entry, both wheels, in file order
+    assert (windows.filename, linux.filename) == ("numpy-2.2.3-cp312-cp312-win_amd64.whl", "numpy-2.2.3-cp312-cp312-manylinux_2_17_x86_64.whl")
+    assert linux.url == (tmp_path / "wheels" / linux.filename).as_uri()  # relative to the lock
+    assert linux.sha256 is None and linux.size is None  # only a sha512 recorded
+    assert spam.name == "spam" and spam.wheels == () and spam.reason == Reason(ReasonKind.OTHER_SOURCE, written_by="some-other-locker")
     assert lock_words.reason(spam) == "a sdist source in some-other-locker's lock (cudaresolve reads wheels only)"
     assert spam.other_source == "sdist" and spam.version == Version("1.0")
-    assert {p.reason for p in lock.packages if p.wheel} == {Reason(ReasonKind.UNRECORDED)}
+    assert {p.reason for p in lock.packages if p.wheels} == {Reason(ReasonKind.UNRECORDED)}
     # What cudaresolve cannot write back is refused, naming the package: a wheel without a sha256,
     # a source it does not keep.
-    wheels = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is not None)})
+    wheels = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheels)})
     for writer in (pylock_toml, requirements_txt):
         with pytest.raises(LockFileError, match=r"\(package numpy\): .* has no sha256"):
             writer(wheels)
-    with_sha256 = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is None or p.wheel.sha256)})
+    with_sha256 = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if all(w.sha256 for w in p.wheels))})
     for writer in (pylock_toml, constraints_txt, requirements_txt):
         with pytest.raises(LockFileError, match=r"sdist \(package spam\): "):
             writer(with_sha256)
-    # Written again, the two numpy wheels are one entry again, as PEP 751 needs.
-    fixed = Lock(**{**lock.__dict__, "packages": tuple(p for p in lock.packages if p.wheel is not None and p.wheel.sha256)})
+    # Written again with the hashed wheel only, numpy stays one entry, as PEP 751 needs.
+    fixed = Lock(**{**lock.__dict__, "packages": (attrs, replace(numpy, wheels=(windows, replace(linux, sha256="ab" * 32))))})
     data = tomllib.loads(pylock_toml(fixed))
-    assert [p["name"] for p in data["packages"]] == ["attrs", "numpy"]
+    assert [p["name"] for p in data["packages"]] == ["attrs", "numpy"] and len(data["packages"][1]["wheels"]) == 2
+    assert data["environments"] == list(lock.environments)
 
 
 _DECISION = "lock-version = '1.0'\ncreated-by = 'x'\npackages = []\n[[tool.cudaresolve.decisions]]\nname = 'a'\nrejected = [%s]\n"
@@ -482,9 +484,10 @@ def test_values_are_read_in_their_normal_form(tmp_path):
                           wheel_url=None, wheel_path="my wheels/A_b-1.0rc1-py3-none-any.whl", wheel_hashes={"sha256": "AB" * 32})
     (package,) = read_pylock(str(_written(tmp_path, data))).packages
     assert (package.name, str(package.version), package.marker) == ("a-b", "1.0rc1", 'os_name == "posix"')
-    assert package.wheel.sha256 == "ab" * 32  # pip compares lowercase digests
-    assert package.wheel.url == (tmp_path / "my wheels" / "A_b-1.0rc1-py3-none-any.whl").as_uri()
-    assert "%20" in package.wheel.url
+    (wheel,) = package.wheels
+    assert wheel.sha256 == "ab" * 32  # pip compares lowercase digests
+    assert wheel.url == (tmp_path / "my wheels" / "A_b-1.0rc1-py3-none-any.whl").as_uri()
+    assert "%20" in wheel.url
 
 
 @pytest.mark.parametrize(
@@ -537,13 +540,13 @@ def test_the_writers_refuse_what_the_reader_refuses():
     torch = _lock().packages[2]
     evil = "\nevil==1.0 --hash=sha256:" + "1" * 64
     cases = [
-        (_package(torch.name + evil, torch.version, torch.index, torch.wheel, None, ""), "name"),
-        (_package(torch.name, str(torch.version) + evil, torch.index, torch.wheel, None, ""), "version (package torch)"),
-        (_package(torch.name, torch.version, torch.index + evil, torch.wheel, None, ""), "index (package torch)"),
-        (_package(torch.name, torch.version, torch.index, torch.wheel, 'os_name == "a --index-url=http://x"', ""), "marker (package torch)"),
-        (_package(torch.name, torch.version, torch.index, LockedWheel(torch.wheel.filename, torch.wheel.url, torch.wheel.sha256 + evil, 1), None, ""),
+        (_package(torch.name + evil, torch.version, torch.index, torch.wheels, None, ""), "name"),
+        (_package(torch.name, str(torch.version) + evil, torch.index, torch.wheels, None, ""), "version (package torch)"),
+        (_package(torch.name, torch.version, torch.index + evil, torch.wheels, None, ""), "index (package torch)"),
+        (_package(torch.name, torch.version, torch.index, torch.wheels, 'os_name == "a --index-url=http://x"', ""), "marker (package torch)"),
+        (_package(torch.name, torch.version, torch.index, LockedWheel(torch.wheels[0].filename, torch.wheels[0].url, torch.wheels[0].sha256 + evil, 1), None, ""),
          "wheels.hashes.sha256 (package torch)"),
-        (_package(torch.name, torch.version, None, LockedWheel(torch.wheel.filename, torch.wheel.url + evil, torch.wheel.sha256, 1), None, ""),
+        (_package(torch.name, torch.version, None, LockedWheel(torch.wheels[0].filename, torch.wheels[0].url + evil, torch.wheels[0].sha256, 1), None, ""),
          "wheels.url (package torch)"),
     ]
     for package, field in cases:
@@ -769,7 +772,7 @@ def test_uv_reads_the_marker_and_our_tool_table(tmp_path, indexes, uv):
     lock = _locked(urls, files, PICKS)
     helper = lock.packages[1]
     skipped = _package(helper.name, "1.5", helper.index, _wheel_of(urls, files, ("main", "helper", "1.5")), 'sys_platform == "win32"', "")
-    chosen = _package(helper.name, helper.version, helper.index, helper.wheel, 'sys_platform != "win32"', "")
+    chosen = _package(helper.name, helper.version, helper.index, helper.wheels, 'sys_platform != "win32"', "")
     lock = Lock(**{**_lock().__dict__, "packages": (lock.packages[0], skipped, chosen, lock.packages[2]), "index_urls": (urls["main"],)})
     path = tmp_path / "pylock.toml"
     path.write_text(pylock_toml(lock))
@@ -865,7 +868,7 @@ def test_a_refusal_names_the_binding_file_and_symbol_and_both_sides_of_a_conflic
 def test_an_empty_label_is_refused_as_it_would_not_read_back_the_same(tmp_path):
     """The writer leaves an empty provided-by out; the reader must not take it (found by test_lock_fuzz:
     a kept conda entry with provided-by = "" read back as None after a round trip)."""
-    kept = LockedPackage(canonicalize_name("nvidia-nvjitlink-cu12"), Version("12.8.93"), None, None, None,
+    kept = LockedPackage(canonicalize_name("nvidia-nvjitlink-cu12"), Version("12.8.93"), None, (), None,
                          Reason(ReasonKind.CONDA, ()), provided_by="libnvjitlink 12.8.93 (conda)")
     text = pylock_toml(_lock(packages=(*_lock().packages, kept)))
     assert 'provided-by = "libnvjitlink 12.8.93 (conda)"' in text

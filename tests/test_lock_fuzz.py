@@ -26,6 +26,7 @@ from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import parse_pylock
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, Reason, ReasonKind
+from cudaresolve.resolve.universal import Part, merged
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -44,10 +45,18 @@ FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
 
 def _seeds() -> list[str]:
     local = LockedWheel("local_build-1.0-py3-none-any.whl", "file:///wheels/my%20dir/local_build-1.0-py3-none-any.whl", "c" * 64, 7)
-    conda = LockedPackage("nvidia-nvjitlink-cu12", Version("12.8.93"), None, None, None, Reason(ReasonKind.CONDA),
+    conda = LockedPackage("nvidia-nvjitlink-cu12", Version("12.8.93"), None, (), None, Reason(ReasonKind.CONDA),
                           provided_by="libnvjitlink 12.8.93 (conda)")
     mixed = _lock(packages=_lock().packages + (_package("local-build", "1.0", None, local, None, ""), conda))
-    return [pylock_toml(_lock()), pylock_toml(mixed), FOREIGN]
+    # a universal lock: numpy forked by Python, torch's wheels for two machines in one entry
+    def target(machine: str, python: str, numpy: str) -> Part:
+        torch = _package("torch", "2.11.0+cu130", None, LockedWheel(f"torch-2.11.0+cu130-cp312-cp312-manylinux_2_28_{machine}.whl",
+                         f"https://files.example.invalid/torch-2.11.0%2Bcu130-cp312-cp312-manylinux_2_28_{machine}.whl", {"x86_64": "e", "aarch64": "a"}[machine] * 64, 9), None, "")
+        return Part(f'platform_machine == "{machine}" and python_version == "{python}"',
+                    _lock(packages=(torch, _package("numpy", numpy, None, LockedWheel(f"numpy-{numpy}-py3-none-any.whl",
+                          f"https://files.example.invalid/numpy-{numpy}-py3-none-any.whl", "d" * 64, 3), None, "")), decisions=(), major=None))
+    universal = merged([target("x86_64", "3.11", "2.2.6"), target("aarch64", "3.12", "2.3.1")])
+    return [pylock_toml(_lock()), pylock_toml(mixed), FOREIGN, pylock_toml(universal)]
 
 
 SEEDS = _seeds()
@@ -143,7 +152,7 @@ def _pip_sees(text: str, lock: Lock, hashed: bool) -> None:
         words = options.split()
         assert all(_HASH.fullmatch(word) for word in words), line
         if hashed:
-            wheels = {p.wheel.sha256 for p in lock.packages if (p.name, str(p.version), p.marker) == (name, version, marker) and p.wheel}
+            wheels = {w.sha256 for p in lock.packages if (p.name, str(p.version), p.marker) == (name, version, marker) for w in p.wheels}
             assert {word.split(":", 1)[1] for word in words} == wheels, line
         else:
             assert not words, line
@@ -154,8 +163,9 @@ def _pip_sees(text: str, lock: Lock, hashed: bool) -> None:
 def _through_the_writers(lock: Lock) -> None:
     """Every read lock is written again: pip's files hold only its pins and index options, and its
     pylock.toml reads back as the same lock. A writer may refuse only what it cannot write: a wheel
-    without a sha256, an entry with only another source."""
-    documented = re.compile(r"has no sha256|cudaresolve writes wheels only|which cudaresolve does not install")
+    without a sha256, an entry with only another source, and (pip's files) a universal lock's
+    several entries of one name."""
+    documented = re.compile(r"has no sha256|cudaresolve writes wheels only|which cudaresolve does not install|holds one version per name")
     for writer, hashed in ((requirements_txt, True), (constraints_txt, False)):
         try:
             text = writer(lock, origin=PATH)
@@ -170,9 +180,10 @@ def _through_the_writers(lock: Lock) -> None:
         return
     again = parse_pylock(written.encode(), PATH)
     def key(p):
-        return (p.name, str(p.version), p.index or "", p.marker or "", p.wheel.filename if p.wheel else "")
+        return (p.name, str(p.version), p.index or "", p.marker or "", ",".join(sorted(w.filename for w in p.wheels)))
     assert sorted(again.packages, key=key) == sorted(lock.packages, key=key)
     assert (again.index_urls, again.decisions, again.hosts, again.major) == (lock.index_urls, lock.decisions, lock.hosts, lock.major)
+    assert (again.environments, again.forks, again.majors) == (lock.environments, lock.forks, lock.majors)
 
 
 def _check(data: bytes) -> None:

@@ -64,7 +64,7 @@ def test_a_release_absent_from_the_table_gets_no_facts_from_a_neighbour():
     wheel's: here a provider that links libcublas.so.12, so it is a CUDA 12 build, whatever the
     releases beside it are."""
     assert wheel_facts.find("onnxruntime-gpu", "1.31.0") is None
-    neighbours = {w.version for w in wheel_facts.releases("onnxruntime-gpu")}
+    neighbours = {w.version for w in wheel_facts.releases("onnxruntime-gpu", "x86_64")}
     assert {"1.30.0", "1.31.1"} <= neighbours
     assert cuda_build("onnxruntime-gpu", Version("1.31.0")) is None
     filename = "onnxruntime_gpu-1.31.0-cp311-cp311-manylinux_2_28_x86_64.whl"

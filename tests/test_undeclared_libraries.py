@@ -130,7 +130,7 @@ def test_only_a_probe_of_this_machine_makes_its_libraries_the_targets(fleet, her
 def test_pip_wrapper_asks_for_the_added_extra_with_the_concrete_name():
     reason = Reason(ReasonKind.INDEX, asked_as=canonicalize_name("cupy"), added_extras=("ctk",), cuda_major=12,
                     extra_for=ExtraFor.LIBRARIES)
-    package = LockedPackage(canonicalize_name("cupy-cuda12x"), Version("14.2.0"), None, None, None, reason)
+    package = LockedPackage(canonicalize_name("cupy-cuda12x"), Version("14.2.0"), None, (), None, reason)
     lock = Lock((package,), None, (), (), (), (), "cudaresolve")
     assert concrete("cupy>=14", lock) == "cupy-cuda12x[ctk]>=14"
 

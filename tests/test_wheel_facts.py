@@ -32,9 +32,9 @@ else:
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "record_wheel_facts.py"
 
 
-def table_facts(name: str, version: str):
-    """The table row of a release as the WheelFacts the resolver gets."""
-    return from_record(wheel_facts.find(name, version))
+def table_facts(name: str, version: str, machine: str = "x86_64"):
+    """The table row of a release's `machine` wheel as the WheelFacts the resolver gets."""
+    return from_record(wheel_facts.find(name, version, machine=machine))
 
 
 def cross_component(facts) -> tuple:
@@ -59,10 +59,10 @@ def generator():
 
 def test_cusparse_row_binds_nvjitlink_12_4_like_the_wheel(wheel):
     path = wheel("nvidia-cusparse-cu12==12.3.1.170")
-    row = wheel_facts.find("nvidia-cusparse-cu12", "12.3.1.170")
+    row = wheel_facts.find("nvidia-cusparse-cu12", "12.3.1.170", machine="x86_64")
     assert row is not None and row.filename == path.name
     assert row.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
-    assert wheel_facts.min_provider_release("nvidia-cusparse-cu12", "12.3.1.170") == {"libnvJitLink.so.12": "12.4"}
+    assert wheel_facts.min_provider_release("nvidia-cusparse-cu12", "12.3.1.170", path.name) == {"libnvJitLink.so.12": "12.4"}
 
     table = table_facts("nvidia-cusparse-cu12", "12.3.1.170")
     real = read_path(path)

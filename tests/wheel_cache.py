@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import pytest
-from packaging.utils import canonicalize_name
+from packaging.tags import sys_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 # Read once, when the test session starts: a test that clears the environment (monkeypatch) still
 # finds the cache it was given.
@@ -99,22 +100,40 @@ def _exact(requirement: str) -> Optional[str]:
     return canonicalize_name(name).replace("-", "_") + "-" + version + "-"
 
 
-def fetch_wheels(requirements: Sequence[str], *, deps: bool = False) -> list[Path]:
+def _fits(wheel: Path, platform: Optional[str]) -> bool:
+    """Whether a wheel file is one this interpreter installs (`platform` None) or one for `platform`
+    (a manylinux tag such as manylinux2014_aarch64): the kept wheels hold several machines' builds."""
+    try:
+        tags = parse_wheel_filename(wheel.name)[3]
+    except ValueError:
+        return False
+    if platform is None:
+        return not tags.isdisjoint(_here())
+    return any(tag.platform in ("any", platform) for tag in tags)
+
+
+def _here() -> frozenset:
+    return frozenset(sys_tags())
+
+
+def fetch_wheels(requirements: Sequence[str], *, deps: bool = False, platform: Optional[str] = None) -> list[Path]:
     """The wheels of `requirements` into this session's downloads: with `deps`, those of what pip
     resolves for them too (`pip wheel`: a release the index has only as source is built, as pip
     install would), else exactly the index's wheels (`pip download --only-binary :all: --no-deps`);
-    an exact `name==version` wheel already in the cache is not fetched again. Skips the test with
-    pip's last words when pip cannot fetch them (the registry is not reachable)."""
+    an exact `name==version` wheel already in the cache is not fetched again; with `platform`, the
+    wheels for that platform tag (another machine's). Skips the test with pip's last words when pip
+    cannot fetch them (the registry is not reachable)."""
     if deps:
         target = downloads() / hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
         done = subprocess.run(PIP + ["wheel", "-w", str(target), *requirements], capture_output=True, text=True)
         fetched = sorted(target.glob("*.whl"))
     else:
-        found = {r: _found_anywhere(r) for r in requirements}
+        found = {r: _found_anywhere(r, platform) for r in requirements}
         wanted = [r for r, w in found.items() if w is None]
         if not wanted:
             return [w for w in found.values() if w is not None]
-        done = subprocess.run(PIP + ["download", "--only-binary=:all:", "--no-deps", "-d", str(downloads()), *wanted],
+        target = ["--platform", platform] if platform else []
+        done = subprocess.run(PIP + ["download", "--only-binary=:all:", "--no-deps", *target, "-d", str(downloads()), *wanted],
                               capture_output=True, text=True)
         said = [line.strip() for line in done.stdout.splitlines()]
         saved = [line.split(" ", 1)[1] if line.startswith("Saved ") else line[len("File was already downloaded "):]
@@ -126,28 +145,30 @@ def fetch_wheels(requirements: Sequence[str], *, deps: bool = False) -> list[Pat
     return fetched
 
 
-def _found_anywhere(requirement: str) -> Optional[Path]:
-    """The wheel of an exact requirement already in the kept wheels or this session's downloads."""
+def _found_anywhere(requirement: str, platform: Optional[str] = None) -> Optional[Path]:
+    """The wheel of an exact requirement (for `platform`, else for this interpreter) already in the
+    kept wheels or this session's downloads."""
     prefix = _exact(requirement)
     if prefix is None:
         return None
     for place in (cache_dir() / "wheels", downloads()):
         wheels = sorted([*place.glob("*.whl"), *place.glob("*/*.whl")])  # fetch_wheels(deps=True) fetches into a folder
-        found = next((w for w in wheels if w.name.lower().startswith(prefix)), None)
+        found = next((w for w in wheels if w.name.lower().startswith(prefix) and _fits(w, platform)), None)
         if found is not None:
             return found
     return None
 
 
-def fetch_wheel(requirement: str) -> Path:
-    """One exact wheel (`name==version`) kept in the cache's wheels/, for tests that read the file."""
+def fetch_wheel(requirement: str, platform: Optional[str] = None) -> Path:
+    """One exact wheel (`name==version`) kept in the cache's wheels/, for tests that read the file:
+    this interpreter's, or with `platform` (manylinux2014_aarch64) that platform's."""
     kept = cache_dir() / "wheels"
     prefix = _exact(requirement)
     assert prefix, f"not an exact requirement: {requirement}"
     kept.mkdir(exist_ok=True)
-    found = next((w for w in kept.glob("*.whl") if w.name.lower().startswith(prefix)), None)
+    found = next((w for w in kept.glob("*.whl") if w.name.lower().startswith(prefix) and _fits(w, platform)), None)
     if found is None:
-        [fetched] = fetch_wheels([requirement])
+        [fetched] = fetch_wheels([requirement], platform=platform)
         found = kept / fetched.name
         _link_or_copy(fetched, found)
     return found

@@ -61,13 +61,14 @@ DF_1_NODEFLIB = 0x800
 
 # Search steps (Resolution.step); "rpath" comes with the path of the object whose DT_RPATH matched.
 Step = Literal[
-    "path", "preloaded", "already loaded", "driver", "rpath", "LD_LIBRARY_PATH", "runpath", "ld.so.cache",
+    "path", "preloaded", "already loaded", "driver", "system", "rpath", "LD_LIBRARY_PATH", "runpath", "ld.so.cache",
     "default dir", "not found",
 ]
 PATH: Final = "path"
 PRELOADED: Final = "preloaded"
 ALREADY_LOADED: Final = "already loaded"
 DRIVER: Final = "driver"
+SYSTEM: Final = "system"  # the C/C++ runtime of a host of another machine: present, not modelled
 RPATH: Final = "rpath"
 LD_LIBRARY_PATH: Final = "LD_LIBRARY_PATH"
 RUNPATH: Final = "runpath"
@@ -116,6 +117,8 @@ class LoaderEnv:
     platform: str = ""  # what $PLATFORM expands to
     preloaded: Mapping[str, str] = field(default_factory=dict)  # soname -> path, loaded before, in load order
     driver_libraries: frozenset[str] = frozenset()  # sonames the NVIDIA driver installs (libcuda.so.1, ...)
+    # sonames the host's C/C++ runtime provides with no file here: a host of another machine (for_machine)
+    system_libraries: frozenset[str] = frozenset()
     cwd: str = "/"  # what a relative object name or $ORIGIN is relative to
     program: Optional[str] = None  # the main program, symlinks resolved (glibc's $ORIGIN for it comes from /proc/self/exe)
     program_rpath: tuple[str, ...] = ()  # its DT_RPATH; () when it has none, or has DT_RUNPATH
@@ -129,14 +132,19 @@ class LoaderEnv:
         *,
         driver_libraries: frozenset[str],
         cache_path: str = "/etc/ld.so.cache",
+        machine: Optional[str] = None,
+        system_libraries: frozenset[str] = frozenset(),
     ) -> "LoaderEnv":
         """This machine's loader: its ld.so.cache, directory layout, LD_LIBRARY_PATH and LD_PRELOAD from `environ`.
 
         The dynamic linker itself is always loaded, so it is added to `preloaded`, followed by the
         LD_PRELOAD objects given by absolute path (ld.so matches them by file name, as a DT_NEEDED
-        entry naming them would be).
+        entry naming them would be). `machine` is the one whose files are judged (a target of
+        another machine: `for_machine`, whose C/C++ runtime is `system_libraries`); None: this machine's.
         """
-        machine = platform.machine()
+        if machine is not None and machine != host_machine():
+            return for_machine(machine, driver_libraries=driver_libraries, system_libraries=system_libraries)
+        machine = host_machine()
         triplet = TRIPLETS.get(machine, "")
         multiarch = bool(triplet) and any(os.path.isdir(f"{d}/{triplet}") for d in ("/lib", "/usr/lib"))
         default_dirs, lib = system_layout(machine, multiarch)
@@ -157,6 +165,29 @@ class LoaderEnv:
             driver_libraries=driver_libraries,
             cwd=os.getcwd(),
         )
+
+
+def host_machine() -> str:
+    """The machine this process runs on, normalised as ELF files name it ("x86_64", "aarch64")."""
+    machine = platform.machine()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine)
+
+
+def for_machine(
+    machine: str, *, driver_libraries: frozenset[str] = frozenset(), system_libraries: frozenset[str] = frozenset()
+) -> LoaderEnv:
+    """The loader of a `machine` host that is not this one (a lock for an aarch64 fleet made on an
+    x86_64 machine): its files are judged, others are foreign; nothing of this machine's system
+    (ld.so.cache, LD_LIBRARY_PATH, LD_PRELOAD) applies, and its default directories are the
+    multiarch layout of the distributions GPU hosts run (Ubuntu/Debian: /usr/lib/aarch64-linux-gnu).
+    Its C/C++ runtime (`system_libraries` and its dynamic linker) is taken as present, as the
+    driver's libraries are: a name such a library could define is not blamed."""
+    if machine not in TRIPLETS:
+        raise UsageError(f"no loader model for machine {machine!r} (only {', '.join(sorted(TRIPLETS))})")
+    default_dirs, lib = system_layout(machine, multiarch=True)
+    system = system_libraries | {os.path.basename(INTERPRETERS[machine])} if system_libraries else frozenset()
+    return LoaderEnv(machine=machine, default_dirs=default_dirs, lib=lib, platform=machine,
+                     driver_libraries=driver_libraries, system_libraries=system)
 
 
 def with_program(env: LoaderEnv, path: str, facts: BinaryFacts) -> LoaderEnv:
@@ -300,7 +331,7 @@ class _Namespace:
         for scope in scopes:
             todo = [n for n in scope if id(n) not in checked and not n.preloaded and not n.of_program]
             checked.update(id(n) for n in todo)
-            unjudgeable = any(res.step == DRIVER or res.error for n in scope for res, _ in n.needed or ())
+            unjudgeable = any(res.step in (DRIVER, SYSTEM) or res.error for n in scope for res, _ in n.needed or ())
             lookup = global_scope + [n for n in scope if not n.of_program]
             for node in todo:
                 self._check_versions(node)
@@ -389,6 +420,8 @@ class _Namespace:
     def _map_needed(self, loader: _Node, name: str) -> tuple[Resolution, Optional[_Node]]:
         if name in self.env.driver_libraries:
             return Resolution(name, None, DRIVER), None
+        if name in self.env.system_libraries:
+            return Resolution(name, None, SYSTEM), None
         preloaded = self.env.preloaded.get(name)
         if preloaded is not None and self._find_loaded(name) is None:
             facts = self._read(preloaded)
@@ -493,7 +526,7 @@ class _Namespace:
     def _check_versions(self, node: _Node) -> None:
         """Each version a verneed entry asks of a loaded library must be defined there (dl-version.c)."""
         for need in node.facts.version_needs:
-            if need.file in self.env.driver_libraries:
+            if need.file in self.env.driver_libraries or need.file in self.env.system_libraries:
                 continue
             provider = self._find_loaded(need.file)
             if provider is None or not provider.facts.version_definitions:
@@ -526,7 +559,7 @@ class _Namespace:
                 continue
             provider = None
             if symbol.version is not None:
-                if symbol.file in self.env.driver_libraries:
+                if symbol.file in self.env.driver_libraries or symbol.file in self.env.system_libraries:
                     continue
                 provider = self._find_loaded(symbol.file) if symbol.file else None
                 if symbol.file and provider is None:

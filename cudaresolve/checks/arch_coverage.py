@@ -57,7 +57,7 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
         return runs_on_host(env, wheel, host)
 
     def newest_that_runs(names: list[str]) -> Optional[Wheel]:
-        return newest(names, runs)
+        return newest(names, runs, host.machine)
 
     for (owner, cc), files in sorted(failures.items(), key=lambda item: (item[0][0] is not None, item[0][0] or "", item[0][1])):
         if owner not in folded:

@@ -88,7 +88,7 @@ def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optio
     upgrade = f.DriverUpgrade(floor)
     alternative = torch_variant_fix(env.distribution(build.dist), host)
     names = components.same_component(build.dist) or (build.dist,)
-    table = [] if alternative or _requirers(env, build.dist) else releases.known(names)
+    table = [] if alternative or _requirers(env, build.dist) else releases.known(names, host.machine)
     if table:
         chosen = releases.for_driver(table, host)
         if chosen is None:

@@ -87,19 +87,19 @@ def _release_for_major(env: Environment, owner: str, major: int, host: HostFacts
         steps = (f.PipUninstall((NormalizedName(owner),)),
                  f.PipInstall((Requirement(f"{other_cupy}{extras}=={installed.version.public}"),)))
         return f.Explained(f.Steps(steps), f.SameCupyRelease(major))
-    component = releases.known(releases.for_major(owner, major))
+    component = releases.known(releases.for_major(owner, major), host.machine)
     if component:
         chosen = releases.for_driver(component, host)
         return (f.PipInstall((releases.requirement(chosen),), replaces=(NormalizedName(owner),)) if chosen else
                 f.NoKnownRelease(tuple(component)))
-    if not releases.known([owner]) or components.for_dist(owner):
+    if not releases.known([owner], host.machine) or components.for_dist(owner):
         return None
 
     def built_for(wheel: Wheel) -> bool:
         made = releases.build_of_release(wheel)
         return made is not None and made.cuda.major == major and releases.driver_runs_release(wheel, host)
 
-    chosen = releases.newest([owner], built_for)
+    chosen = releases.newest([owner], built_for, host.machine)
     if chosen is None:
         return f.NoKnownRelease((owner,), cuda_major=major)
     return f.Explained(releases.install(env, chosen, lambda names: releases.for_driver(names, host)),
@@ -156,7 +156,7 @@ def _wheels_for(found: list[tuple[str, str, int, dict[int, str]]], major: int, h
     wanted = sorted({row.dist for _, needed, _, _ in found for row in components.for_soname(needed)
                      if row.cuda_major == major})
     installed = sorted({name for _, _, _, wheels in found for name in wheels.values()})
-    chosen = [releases.for_driver(releases.known([name]), host) for name in wanted]
+    chosen = [releases.for_driver(releases.known([name], host.machine), host) for name in wanted]
     if not any(chosen):
         return f.InstallWheels(major, tuple(wanted))
     named = tuple(releases.requirement(wheel) if wheel else Requirement(name) for name, wheel in zip(wanted, chosen))

@@ -29,15 +29,15 @@ from cudaresolve.versions import CudaVersion
 TABLE = "cudaresolve's table"
 
 
-def known(names: Iterable[str]) -> list[str]:
-    """Those of `names` the table holds releases of: only for them can a fix name a release."""
-    return [name for name in names if wheel_facts.releases(name)]
+def known(names: Iterable[str], machine: str) -> list[str]:
+    """Those of `names` the table holds releases of for `machine`: only for them can a fix name a release."""
+    return [name for name in names if wheel_facts.releases(name, machine)]
 
 
-def newest(names: Iterable[str], works: Callable[[Wheel], bool], installed: Optional[Version] = None) -> Optional[Wheel]:
-    """The first release that `works`, taking `names` in order and each one's releases newest first;
-    never the `installed` release, which a fix must not propose again."""
-    return next((wheel for name in names for wheel in wheel_facts.releases(name)
+def newest(names: Iterable[str], works: Callable[[Wheel], bool], machine: str, installed: Optional[Version] = None) -> Optional[Wheel]:
+    """The first release for `machine` that `works`, taking `names` in order and each one's releases
+    newest first; never the `installed` release, which a fix must not propose again."""
+    return next((wheel for name in names for wheel in wheel_facts.releases(name, machine)
                  if Version(wheel.version) != installed and works(wheel)), None)
 
 
@@ -76,8 +76,8 @@ def for_driver(names: Iterable[str], host: HostFacts) -> Optional[Wheel]:
     """The newest release the driver runs natively, else the newest it runs by minor-version
     compatibility (which leaves a warning), taking `names` in order."""
     names = list(names)
-    return (newest(names, lambda w: driver_runs_release(w, host, natively=True))
-            or newest(names, lambda w: driver_runs_release(w, host)))
+    return (newest(names, lambda w: driver_runs_release(w, host, natively=True), host.machine)
+            or newest(names, lambda w: driver_runs_release(w, host), host.machine))
 
 
 def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optional[Wheel]]) -> Fix:
@@ -100,9 +100,9 @@ def install(env: Environment, chosen: Wheel, pick: Callable[[list[str]], Optiona
         names = for_major(dep, made.cuda.major) if rows and rows[0].cuda_major != made.cuda.major else []
         if not names:
             continue
-        companion = pick(known(names))
+        companion = pick(known(names, chosen.machine))
         parts.append(requirement(companion) if companion else Requirement(names[0]))
-        unfit += [] if companion or not known(names) else [names[0]]
+        unfit += [] if companion or not known(names, chosen.machine) else [names[0]]
         replaced.append(NormalizedName(dep))
     fix: Fix = PipInstall(tuple(parts))
     if replaced:

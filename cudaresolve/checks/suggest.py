@@ -82,9 +82,9 @@ def arch_fix(
     variant = torch_variant_fix(dist, host)
     if variant:
         return variant
-    if dist is not None and runs is not None and install is not None and releases.known([dist.name]):
+    if dist is not None and runs is not None and install is not None and releases.known([dist.name], host.machine):
         ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
-        chosen = releases.newest([dist.name], runs, installed=dist.version)
+        chosen = releases.newest([dist.name], runs, host.machine, installed=dist.version)
         if chosen is None:
             return NoKnownRelease((dist.name,), runs_on=ccs)
         return Explained(install(chosen), NewestThatRuns(ccs))

@@ -1,7 +1,7 @@
 """`cudaresolve install`: lock (or read --lock), show the plan, run the target's own pip on exactly
 the lock, then the doctor. What pip's configuration would make it do elsewhere is refused first.
 
-May import: env/, integrations/pip, lockfile/, output/ (plan, doctor), resolve/plan, results,
+May import: env/, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/plan, results,
 commands/.
 """
 
@@ -19,6 +19,7 @@ from cudaresolve.commands.options import lock_inputs
 from cudaresolve.env.distributions import Distribution, read_distributions
 from cudaresolve.env.interpreter import Target, target_for, target_for_site_packages
 from cudaresolve.errors import Exit, UsageError
+from cudaresolve.index.tags import target_tags
 from cudaresolve.integrations.pip import (
     externally_managed,
     installs_elsewhere,
@@ -31,6 +32,7 @@ from cudaresolve.integrations.pip import (
 )
 from cudaresolve.lockfile.pip import requirements_txt
 from cudaresolve.lockfile.pylock import read_pylock
+from cudaresolve.lockfile.select import select, selected_lock
 from cudaresolve.output.lock_report import render_fit
 from cudaresolve.output.plan import render_plan, render_state
 from cudaresolve.resolve.plan import install_plan
@@ -54,14 +56,19 @@ def run(args: argparse.Namespace) -> int:
     if args.lock is not None:
         if args.requirements or args.requirement:
             raise UsageError("--lock installs a lock as it is: give no requirements with it")
-        lock = read_pylock(args.lock)
+        # The target interpreter's part of the lock, as PEP 751 installers select it: the entries
+        # whose markers hold for it, each with the best wheel its tags allow.
+        environment = target.marker_environment() or {}
+        whole = read_pylock(args.lock)
+        selection = select(whole, environment, target_tags(target), target.python, args.lock)
+        lock = selected_lock(whole, selection, environment, args.lock)
         # pip's input first: an entry cudaresolve cannot install (only an sdist, VCS, directory or
         # archive source; a wheel without a sha256) is refused, naming it, before anything else.
         pinned = requirements_txt(lock, origin=args.lock)
         fleet = hosts(args)
         found = misfits_on(lock, fleet)
-        if found:
-            sys.stdout.write(render_fit(args.lock, [label for label, _ in fleet], found))
+        if found or selection.unfit:
+            sys.stdout.write(render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit))
             return Exit.PROBLEMS
         installed = _installed(target, site)
     else:

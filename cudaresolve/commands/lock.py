@@ -12,7 +12,7 @@ import sys
 import time
 
 from cudaresolve.commands.hosts import hosts
-from cudaresolve.commands.locking import locked, misfits_on
+from cudaresolve.commands.locking import host_misfits, locked, targets_of
 from cudaresolve.commands.options import lock_inputs, say
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import Exit
@@ -30,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output not in (None, "-"):
         lock_file_name_ok(args.output)
     started = time.perf_counter()
-    result, _ = locked(lock_inputs(args, target_for(python=args.python)), os.environ, quiet=args.quiet)
+    inputs = lock_inputs(args, target_for(python=args.python))
+    result, _ = locked(inputs, os.environ, quiet=args.quiet)
+    targets = targets_of(inputs)
     # Everything is rendered before anything is written, and the files are written together:
     # a refused value or a failed write leaves every output as it was, stdout included.
     outputs = [(args.output or "pylock.toml", pylock_toml(result, lock_words))]
@@ -38,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         outputs.append((args.constraints, constraints_txt(result)))
     if args.requirements_out:
         outputs.append((args.requirements_out, requirements_txt(result)))
-    report = render_json(result, time.perf_counter() - started) if args.json else render_text(result, explain=args.explain)
+    report = (render_json(result, time.perf_counter() - started, targets) if args.json
+              else render_text(result, explain=args.explain, targets=targets))
     files = [(path, text) for path, text in outputs if path != "-"]
     write_together(files)
     for path, _ in files:
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
     fleet = hosts(args)
-    found = misfits_on(read_pylock(args.check), fleet)
-    sys.stdout.write(render_fit(args.check, [label for label, _ in fleet], found))
-    return Exit.PROBLEMS if found else Exit.OK
+    base = target_for(python=args.python).marker_environment() or {}
+    found, unfit = host_misfits(read_pylock(args.check), fleet, base, args.check)
+    sys.stdout.write(render_fit(args.check, [label for label, _ in fleet], found, unfit))
+    return Exit.PROBLEMS if found or unfit else Exit.OK

@@ -2,17 +2,18 @@
 installed environment, open the indexes and resolve (resolve/resolver.py does the choosing); and
 whether a lock read from a file still fits the hosts.
 
-May import: doctor (the environment scan), env/, index/, resolve/, output/progress, commands/options.
+May import: doctor (the environment scan), binary/loader (an empty target's loader), env/, index/, resolve/,
+lockfile/select, output/progress, commands/options.
 """
 
 from __future__ import annotations
 
 import os
-import platform
 import sys
 from dataclasses import replace
 from typing import Mapping, Sequence
 
+from cudaresolve.binary.loader import for_machine
 from cudaresolve.commands.options import say
 from cudaresolve.doctor import scan
 from cudaresolve.env.environment import Environment
@@ -21,16 +22,31 @@ from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, open_index
 from cudaresolve.index.config import IndexConfig, index_config
+from cudaresolve.index.tags import host_platforms
+from cudaresolve.knowledge import components
+from cudaresolve.lockfile.select import Unfit, host_environment, host_tags, lock_pythons, select, selected_lock
 from cudaresolve.output.progress import download_progress, judging_progress
 from cudaresolve.resolve.check import misfits
 from cudaresolve.resolve.inputs import Indexes, LockInputs
 from cudaresolve.resolve.lock import Lock
 from cudaresolve.resolve.reasons import Rejection
 from cudaresolve.resolve.resolver import lock
+from cudaresolve.resolve.targets import (
+    HostPythons,
+    LockTarget,
+    interpreter_python,
+    lock_targets,
+    runs_installed,
+    target_interpreter,
+    target_marker,
+)
+from cudaresolve.resolve.universal import MergeConflict, Part, merged
 
 
 def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = False) -> tuple[Lock, Environment]:
-    """The lock `inputs` ask for, and the installed Environment it started from."""
+    """The lock `inputs` ask for, and the installed Environment it started from: each target resolved
+    alone (its tags, markers, requires-python; the installed set only for the interpreter's own),
+    one target's lock as it is, several merged into one."""
     if not inputs.requirements:
         raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
     if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in inputs.hosts):
@@ -38,9 +54,49 @@ def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = Fals
     target = inputs.target
     where = target if inputs.installed_at is None else replace(target, site_packages=(inputs.installed_at,))
     installed, _ = scan(where, environ)
-    with open_indexes(target, inputs.indexes, environ, quiet=quiet) as index:
-        result = lock(inputs, installed, index, progress=lambda judging: say(quiet, judging_progress(judging)))
-    return result, installed
+    parts = []
+    for one in targets_of(inputs):
+        result = _locked_for(one, inputs, installed, environ, quiet=quiet)
+        parts.append(Part(target_marker(one), result))
+    if len(parts) == 1:
+        return parts[0].lock, installed
+    try:
+        return merged(parts), installed
+    except MergeConflict as exc:  # one file name with two digests from the targets' indexes
+        raise UsageError(f"the targets' locks cannot be merged: {exc}") from None
+
+
+def targets_of(inputs: LockInputs) -> tuple[LockTarget, ...]:
+    """The targets `inputs` name; without any, the hosts running the target interpreter's Python."""
+    if inputs.targets:
+        return inputs.targets
+    python = interpreter_python(inputs.target)
+    return lock_targets([HostPythons(label, facts, (python,)) for label, facts in inputs.hosts])
+
+
+def _locked_for(one: LockTarget, inputs: LockInputs, installed: Environment, environ: Mapping[str, str], *, quiet: bool) -> Lock:
+    """The lock of one target: its interpreter's markers, its tags, its hosts, and the installed set
+    only where the target is the interpreter itself."""
+    interpreter = target_interpreter(one, inputs.target)
+    scanned = target_interpreter(one, installed.target)  # where the plan installs (pip --target's directory)
+    if runs_installed(one, inputs.target):
+        environment = replace(installed, target=scanned)
+    elif installed.loader.machine == one.machine:  # nothing installed; this machine's loader and system files
+        environment = Environment(target=scanned, distributions=(), elf_files=(), loader=installed.loader,
+                                  system_facts=installed.system_facts)
+    else:  # nothing installed, another machine: its loader model, whose system files are not here
+        loader = for_machine(one.machine, driver_libraries=installed.loader.driver_libraries,
+                             system_libraries=frozenset(components.system_libraries()))
+        environment = Environment(target=scanned, distributions=(), elf_files=(), loader=loader)
+    given = inputs.indexes.tags
+    # the full version: the interpreter's own (3.11.7), X.Y.0 for another Python, as pip pads --python-version
+    tags = replace(given, python_version=interpreter.version, platforms=given.platforms or host_platforms(one.machine, one.glibc))
+    asked = replace(
+        inputs, hosts=one.hosts, target=interpreter, indexes=replace(inputs.indexes, tags=tags),
+        system_libraries=inputs.system_libraries and one.machine == inputs.target.machine,
+    )
+    with open_indexes(interpreter, asked.indexes, environ, quiet=quiet) as index:
+        return lock(asked, environment, index, progress=lambda judging: say(quiet, judging_progress(judging)))
 
 
 def config_for(target: Target, indexes: Indexes, environ: Mapping[str, str]) -> IndexConfig:
@@ -64,5 +120,28 @@ def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *
 
 
 def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]]) -> list[Rejection]:
-    """Each locked build that does not run on one of `hosts` ([] when the lock fits), judged for this machine's loader."""
-    return misfits(locked, hosts, platform.machine())
+    """Each locked build that does not run on one of `hosts` ([] when the lock fits), each host judged with its machine."""
+    return misfits(locked, hosts)
+
+
+def host_misfits(
+    locked: Lock, hosts: Sequence[tuple[str, HostFacts]], base: Mapping[str, str], origin: str
+) -> tuple[list[Rejection], list[Unfit]]:
+    """`lock --check`: each host's part of the lock (lockfile/select.py) for every Python the lock's
+    `environments` name for the host's machine (for a lock that names none, the interpreter's of
+    `base` or the one its requires-python allows), its wheels matched to the host's machine and
+    glibc and its builds judged on the host. The builds that do not run, and what the lock cannot
+    install there; both empty when it fits."""
+    rejections: list[Rejection] = []
+    unfit: list[Unfit] = []
+    for label, host in hosts:
+        # a universal lock for other machines only: select() says so, with the interpreter's Python
+        pythons = lock_pythons(locked, base, host.machine) or (base.get("python_version", ""),)
+        for python in pythons:
+            environment = host_environment(base, host.machine, python)
+            target = label if len(pythons) == 1 else f"{label} (Python {python})"
+            selection = select(locked, environment, host_tags(host.machine, host.glibc, python), target, origin)
+            unfit += [u for u in selection.unfit if u not in unfit]
+            found = misfits(selected_lock(locked, selection, environment, origin), [(label, host)])
+            rejections += [r for r in found if r not in rejections]
+    return rejections, unfit

@@ -1,8 +1,8 @@
 """What parsed options say, as typed values: the index settings, the wheel tags, and the
 LockInputs of `lock` and `install`. Each value is parsed here, at the edge.
 
-May import: env/interpreter, index/ (config, choices, tags), resolve/ (inputs, requirements), errors,
-commands/hosts.
+May import: env/interpreter, host/probe (the fleet's host files), index/ (config, choices, tags),
+resolve/ (inputs, requirements, targets), errors, commands/hosts.
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from typing import Mapping, Optional, Sequence, cast
 from cudaresolve.commands.hosts import hosts, probed_here
 from cudaresolve.env.interpreter import Target
 from cudaresolve.errors import UsageError
+from cudaresolve.host.probe import host_for
 from cudaresolve.index.choices import PipChoices, pip_choices
-from cudaresolve.index.config import IndexSettings, pip_config_paths, pip_number, read_pip_files
+from cudaresolve.index.config import IndexSettings, ProjectSettings, pip_config_paths, pip_number, read_pip_files
+from cudaresolve.index.config import read_project as read_project_settings
 from cudaresolve.index.tags import TagOverrides
 from cudaresolve.resolve.inputs import Indexes, LockInputs, Policy
 from cudaresolve.resolve.reasons import Constrained
 from cudaresolve.resolve.requirements import RequirementSet, from_command_line, merge, read_project, read_requirements_file
+from cudaresolve.resolve.targets import HostPythons, PythonVersion, interpreter_python, lock_targets, python_version
 
 
 def index_settings(args: argparse.Namespace) -> IndexSettings:
@@ -46,21 +49,31 @@ def _listed(values: Optional[Sequence[str]]) -> Optional[tuple[str, ...]]:
     return None if values is None else tuple(values)
 
 
-def tags(args: argparse.Namespace) -> TagOverrides:
+def python_versions(args: argparse.Namespace) -> tuple[PythonVersion, ...]:
+    """Each --python-version given, validated, once each in the order given."""
+    return tuple(dict.fromkeys(python_version(text, "--python-version") for text in args.python_version or ()))
+
+
+def tags(args: argparse.Namespace, *, several_pythons: bool = False) -> TagOverrides:
+    """pip download's wheel options; --python-version only when one is given (`lock` makes a target
+    of each when `several_pythons`)."""
+    versions = python_versions(args)
+    if len(versions) > 1 and not several_pythons:
+        raise UsageError("give --python-version once here: only lock takes several")
     return TagOverrides(
-        python_version=args.python_version,
+        python_version="%d.%d" % versions[0] if len(versions) == 1 else None,
         platforms=tuple(args.platform or ()),
         implementation=args.implementation,
         abis=tuple(args.abi or ()),
     )
 
 
-def indexes(args: argparse.Namespace, files: IndexSettings = IndexSettings()) -> Indexes:
+def indexes(args: argparse.Namespace, files: IndexSettings = IndexSettings(), *, several_pythons: bool = False) -> Indexes:
     """Where to look: the flags over the index lines of requirements `files`, as in pip."""
     return Indexes(
         settings=index_settings(args).over(files),
         project_dir=getattr(args, "project", None),
-        tags=tags(args),
+        tags=tags(args, several_pythons=several_pythons),
         offline=args.offline,
         refresh=args.refresh,
     )
@@ -79,18 +92,57 @@ def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional
     sets += configured
     sets += [read_requirements_file(path, environ, constraint=True) for path in args.constraint]
     asked = merge(sets)
-    fleet = hosts(args)
+    each = lock_hosts(args, target)
+    fleet = tuple((host.label, host.facts) for host in each)
     return LockInputs(
         requirements=asked.requirements,
         constraints=asked.constraints,
         hosts=fleet,
         target=target,
-        indexes=indexes(args, asked.index_options),
+        targets=lock_targets(each),
+        indexes=indexes(args, asked.index_options, several_pythons=True),
         policy=policy(choices, upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep,
                       cpu=args.cpu),
         installed_at=installed_at,
         system_libraries=probed_here(fleet),
     )
+
+
+def lock_hosts(args: argparse.Namespace, target: Target) -> tuple[HostPythons, ...]:
+    """The hosts to lock for, each with its Pythons: the --host files (or this machine), each running
+    every --python-version (default: the target interpreter's); without either, the project's
+    `[tool.cudaresolve] fleet` when it has one."""
+    pythons = python_versions(args)
+    if not args.host and not pythons:
+        project = read_project_settings(getattr(args, "project", None) or os.getcwd())
+        if project is not None and project.fleet is not None:
+            return fleet_hosts(project, target, args)
+    own = pythons or (interpreter_python(target),)
+    return tuple(HostPythons(label, facts, own) for label, facts in hosts(args))
+
+
+def fleet_hosts(project: ProjectSettings, target: Target, args: argparse.Namespace) -> tuple[HostPythons, ...]:
+    """The project's fleet table: each host file, relative to the pyproject.toml, with its Pythons
+    (default: the target interpreter's), --driver, --cuda and --gpu applied as to --host."""
+    assert project.fleet is not None
+    where = f"{project.path}: tool.cudaresolve.fleet"
+    if not project.fleet:
+        raise UsageError(f"{where}: is empty (list the hosts, or leave the key out)")
+    base = os.path.dirname(os.path.abspath(project.path))
+    found = []
+    for number, entry in enumerate(project.fleet):
+        if entry.python is not None and not entry.python:
+            raise UsageError(f"{where}[{number}].python: is empty (list the Pythons, e.g. [\"3.12\"], or leave the key out)")
+        pythons = tuple(dict.fromkeys(python_version(text, f"{where}[{number}].python") for text in entry.python or ()))
+        if not entry.host.strip():
+            raise UsageError(f"{where}[{number}].host: is empty (give a host file, e.g. hosts/h100.json)")
+        path = os.path.join(base, entry.host)
+        try:
+            facts = host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ)
+        except UsageError as exc:
+            raise UsageError(f"{where}[{number}].host: {exc}") from None
+        found.append(HostPythons(entry.host, facts, pythons or (interpreter_python(target),)))
+    return tuple(found)
 
 
 def pip_configured(target: Target, environ: Mapping[str, str]) -> tuple[PipChoices, list[RequirementSet]]:

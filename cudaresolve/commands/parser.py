@@ -103,7 +103,10 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--retries", metavar="N", help="how often to retry a connection (as pip's; default 5)")
     group.add_argument("--proxy", metavar="URL", help="a proxy for the indexes (as pip's)")
     wheels = parser.add_argument_group("which wheels fit (default: the target interpreter's tags, as pip download's options)")
-    wheels.add_argument("--python-version", metavar="X.Y", help="the Python version wheels must fit, e.g. 3.12")
+    wheels.add_argument(
+        "--python-version", metavar="X.Y", action="append",
+        help="the Python version wheels must fit, e.g. 3.12 (lock: repeat for several, each a target of its own)",
+    )
     wheels.add_argument(
         "--platform", metavar="TAG", action="append", help="a platform tag, e.g. manylinux_2_28_x86_64 (repeatable)"
     )

@@ -26,7 +26,7 @@ from cudaresolve.index.cache import IndexCache
 from cudaresolve.index.config import IndexConfig
 from cudaresolve.index.downloads import Progress, file_sha256
 from cudaresolve.index.http import Http, IndexAccessError
-from cudaresolve.index.metadata import CoreMetadata, core_metadata
+from cudaresolve.index.metadata import CoreMetadata, core_metadata, wheel_members
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
 from cudaresolve.index.tags import TagOverrides, target_tags
 from cudaresolve.index.wheel_facts import wheel_binary_facts
@@ -136,6 +136,10 @@ class PackageIndex:
 
     def metadata(self, file: ProjectFile) -> CoreMetadata:
         return core_metadata(self.http, self.cache, file, self.progress)
+
+    def members(self, file: ProjectFile) -> tuple[str, ...]:
+        """The member names of a wheel, from its zip directory (range reads; cached by sha256)."""
+        return wheel_members(self.http, self.cache, file, self.progress)
 
     def sha256(self, file: ProjectFile) -> str:
         """The file's sha256 for a lock: the index's, else computed from the file (downloaded once)."""

@@ -114,6 +114,15 @@ class PipFile:
 
 
 @dataclass(frozen=True)
+class FleetHost:
+    """One entry of `[tool.cudaresolve] fleet`: a host file (relative to the pyproject.toml) and the
+    Pythons it runs, as written (commands/options.py parses them); None: the target interpreter's."""
+
+    host: str
+    python: Optional[tuple[str, ...]] = None
+
+
+@dataclass(frozen=True)
 class ProjectSettings:
     """`[tool.cudaresolve]` of a project's pyproject.toml; None is "not set". Relative paths in it
     are relative to the file's directory."""
@@ -124,6 +133,7 @@ class ProjectSettings:
     find_links: Optional[tuple[str, ...]] = field(default=None, metadata=records.check(key="find-links"))
     no_index: Optional[bool] = field(default=None, metadata=records.check(key="no-index"))
     torch_index_base: Optional[str] = field(default=None, metadata=records.check(key="torch-index-base"))
+    fleet: Optional[tuple[FleetHost, ...]] = None  # the hosts a lock is for when the command names none
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import urllib.parse
 import zipfile
 import zlib
@@ -149,6 +150,15 @@ def _fetch(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[
 def _range_read(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> Optional[tuple[bytes, str]]:
     """METADATA through range requests; None when the server does not do ranges (then remembered,
     and the caller downloads the file: a 200 answer's body is not read into memory here)."""
+    ranged = _ranged(http, cache, file, host)
+    if ranged is None:
+        return None
+    # A seekable raw binary stream: what zipfile and tarfile call of a BinaryIO, it has.
+    return _from_archive(cast(BinaryIO, ranged), file, http.limits), "range"
+
+
+def _ranged(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> Optional["_RangeFile"]:
+    """The remote file as a `_RangeFile` holding its tail; None when the server does not do ranges."""
     what = f"{file.name} {file.version}"
     tail = min(TAIL_MAX, max(TAIL_MIN, (file.size or 0) // TAIL_FRACTION))
     headers = {"Range": f"bytes=-{tail}", "Accept-Encoding": "identity"}
@@ -165,8 +175,58 @@ def _range_read(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> 
         return None
     ranged = _RangeFile(http, file.url, size, what)
     ranged.add(size - len(reply.body), reply.body)
-    # A seekable raw binary stream: what zipfile and tarfile call of a BinaryIO, it has.
-    return _from_archive(cast(BinaryIO, ranged), file, http.limits), "range"
+    return ranged
+
+
+def wheel_members(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None) -> tuple[str, ...]:
+    """The member names of the wheel `file`, from its zip directory alone: through range reads (torch's
+    450 MB aarch64 wheel: its 1 MB tail, one request), else the whole file; cached by sha256. Whether
+    a build is a CUDA one can be in its members alone (torch's aarch64 wheels up to 2.10 hold no
+    libtorch_cuda.so)."""
+    key = _cache_key(file)
+    if key is not None:
+        stored = cache.blob("members", key, http.limits.central_directory_bytes)
+        if stored is not None:
+            names = _stored_names(stored)
+            if names is not None:
+                return names
+            cache.discard("members", key)
+        if cache.offline:
+            raise OfflineMiss(f"--offline: the member list of {file.filename} is not in the cache")
+    names = _members(http, cache, file, progress)
+    if key is not None:
+        cache.store_blob("members", key, json.dumps(names).encode())
+    return names
+
+
+def _stored_names(stored: bytes) -> Optional[tuple[str, ...]]:
+    try:
+        names = json.loads(stored)
+    except ValueError:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return None
+    return tuple(names)
+
+
+def _members(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress]) -> tuple[str, ...]:
+    if not file.is_wheel:
+        raise IndexAccessError(f"{file.filename}: not a wheel")
+    if file.url.startswith("file:"):
+        try:
+            with open(local_path(file.url), "rb") as local:
+                with _open_zip(local, file, http.limits) as archive:
+                    return tuple(archive.namelist())
+        except OSError as exc:
+            raise IndexAccessError(f"cannot read {local_path(file.url)} ({file.name} {file.version}): {exc.strerror or exc}") from None
+    host = urllib.parse.urlsplit(file.url).netloc
+    ranged = _ranged(http, cache, file, host) if not cache.refuses_ranges(host) else None
+    if ranged is not None:
+        with _open_zip(cast(BinaryIO, ranged), file, http.limits) as archive:
+            return tuple(archive.namelist())
+    with download(http, file, progress) as whole:
+        with _open_zip(whole, file, http.limits) as archive:
+            return tuple(archive.namelist())
 
 
 def _from_archive(stream: BinaryIO, file: ProjectFile, limits: Limits) -> bytes:

@@ -5,7 +5,8 @@ machine, free-threading) and this host's platform tags, not by running code in t
 may not have `packaging`. A target of another machine type, or an implementation other than
 CPython, needs the explicit options (`--python-version`, `--platform`, `--implementation`,
 `--abi`), which work like pip download's: an explicit manylinux platform also admits the older
-manylinux tags of its architecture.
+manylinux tags of its architecture. A lock target's host (its machine and glibc) implies such a
+platform: `host_platforms`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from cudaresolve.env.interpreter import Target
 from cudaresolve.errors import UsageError
 
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_(\w+)$")
-_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}  # PEP 513/571/599
+_LEGACY_MACHINES = {"manylinux2014": ("x86_64", "i686", "aarch64", "ppc64le", "s390x", "armv7l", "ppc64"),
+                    "manylinux2010": ("x86_64", "i686"), "manylinux1": ("x86_64", "i686")}
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ def target_tags(target: Target, overrides: TagOverrides = TagOverrides()) -> tup
     version = _version(overrides.python_version) if overrides.python_version else _version(target.version or "")
     implementation = overrides.implementation or {"cpython": "cp", "pypy": "pp"}.get(target.implementation or "")
     if overrides.platforms:
-        platforms = [p for given in overrides.platforms for p in _expand_platform(given)]
+        platforms = [p for given in overrides.platforms for p in expand_platform(given)]
     else:
         if target.machine and target.machine != platform.machine():
             raise UsageError(
@@ -63,6 +66,27 @@ def target_tags(target: Target, overrides: TagOverrides = TagOverrides()) -> tup
     return tuple(dict.fromkeys(found))
 
 
+def host_platforms(machine: str, glibc: Optional[tuple[int, int]]) -> tuple[str, ...]:
+    """The `--platform` a host of `machine` with `glibc` implies: its manylinux tag, which admits the
+    older ones as pip expands it (glibc 2.28 on aarch64: manylinux_2_28_aarch64 and older). () when
+    this machine's own tags serve: the same machine, with a glibc unknown or not older than ours.
+    Another machine whose glibc is unknown gets manylinux2014 (glibc 2.17), the oldest that CUDA
+    wheels are built for."""
+    if machine == platform.machine():
+        own = _own_glibc()
+        if glibc is None or own is not None and own <= glibc:
+            return ()
+    if glibc is None:
+        return (f"manylinux2014_{machine}",)
+    return (f"manylinux_{glibc[0]}_{glibc[1]}_{machine}",)
+
+
+def _own_glibc() -> Optional[tuple[int, int]]:
+    """This machine's glibc, as its newest manylinux platform tag says it."""
+    found = [(int(m.group(1)), int(m.group(2))) for t in tags.platform_tags() if (m := _MANYLINUX.match(t))]
+    return max(found) if found else None
+
+
 def _version(text: str) -> tuple[int, int]:
     match = re.match(r"^(\d)\.?(\d+)", text.strip())
     if not match:
@@ -70,8 +94,9 @@ def _version(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _expand_platform(given: str) -> list[str]:
-    """A manylinux platform and every older manylinux tag of its architecture, as pip expands it."""
+def expand_platform(given: str) -> list[str]:
+    """A manylinux platform and every older manylinux tag of its architecture, as pip expands it
+    (the legacy names only where their PEP defines them: manylinux2010 is x86 only)."""
     legacy = next((glibc for prefix, glibc in _LEGACY.items() if given.startswith(prefix + "_")), None)
     if legacy is not None:
         arch = given.split("_", 1)[1]
@@ -84,5 +109,5 @@ def _expand_platform(given: str) -> list[str]:
     expanded = []
     for glibc_minor in range(minor, 4, -1):
         expanded.append(f"manylinux_{major}_{glibc_minor}_{arch}")
-        expanded += [f"{name}_{arch}" for name, (_, m) in _LEGACY.items() if m == glibc_minor]
+        expanded += [f"{name}_{arch}" for name, (_, m) in _LEGACY.items() if m == glibc_minor and arch in _LEGACY_MACHINES[name]]
     return expanded

@@ -155,6 +155,11 @@ class _OwnRuntime:
 
 
 @dataclass(frozen=True)
+class _SbsaBuilds:
+    dists: tuple[str, ...]  # fnmatch patterns of canonical names
+
+
+@dataclass(frozen=True)
 class Bridge:
     """Undefined symbols an extension takes from another distribution's already-loaded libraries."""
 
@@ -269,10 +274,12 @@ class Tables:
     preloaders: _Preloaders
     conda_prefix: CondaPrefix
     driver_libraries: _Sonames
+    system_libraries: _Sonames
     cuda_versioned: _CudaVersioned
     build_floors: _BuildFloors
     framework_runtime: _FrameworkRuntime
     own_runtime: _OwnRuntime
+    sbsa_builds: _SbsaBuilds
     bridges: _Bridges
     alternative_builds: _AlternativeBuilds
     run_time_compilers: _RunTimeCompilers
@@ -397,6 +404,11 @@ def driver_libraries() -> tuple[str, ...]:
     return load().driver_libraries.sonames
 
 
+def system_libraries() -> tuple[str, ...]:
+    """Sonames of the C/C++ runtime every glibc host provides (libc.so.6, libstdc++.so.6, ...), its dynamic linker aside."""
+    return load().system_libraries.sonames
+
+
 def versioned_by_cuda(component: str) -> bool:
     """Whether the wheels of `component` ("cudart") carry the CUDA release as their version.
 
@@ -423,6 +435,13 @@ def carries_own_runtime(dist: str) -> bool:
     """Whether `dist`'s wheels carry their own CUDA runtime (warp-lang, ale-py), so that only its
     bytes tell a release's CUDA: the lock reads such a wheel when the wheel-facts table lacks it."""
     return canonicalize_name(dist) in load().own_runtime.dists
+
+
+def sbsa_build(dist: str) -> bool:
+    """Whether `dist`'s CUDA builds for Linux aarch64 are server-Arm (SBSA) builds, which Jetson's
+    CUDA does not run (nvidia-cublas-cu12, cupy-cuda12x, torch): the lock refuses them for a tegra host."""
+    name = canonicalize_name(dist)
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in load().sbsa_builds.dists)
 
 
 def bridge_provider(symbol: str) -> Optional[str]:

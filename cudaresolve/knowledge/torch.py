@@ -146,11 +146,18 @@ class _CpuBuilds:
 
 
 @dataclass(frozen=True)
+class _CudaMember:
+    member: str
+    described: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
     index_path: str
     family: _Family
     cpu_builds: _CpuBuilds
+    cuda_member: _CudaMember
     variant_cuda: _VariantCuda
     aarch64: _Aarch64
     release: tuple[_Release, ...]
@@ -162,6 +169,8 @@ class Tables:
     family: tuple[str, ...]  # canonical names, file order
     releases: tuple[TorchRelease, ...]  # oldest first
     cpu_labels: tuple[str, ...] = ()  # first parts of the local labels of CPU-only builds: "cpu"
+    cuda_member: str = ""  # the wheel member every CUDA build carries: "torch/lib/libtorch_cuda.so"
+    described: tuple[str, ...] = ()  # machines whose default builds the release rows describe
 
 
 @compiled.table(FILE)
@@ -215,7 +224,8 @@ def load() -> Tables:
             )
         )
     family = tuple(d.name for d in raw.family.dists)
-    return Tables(raw.index_path, family, tuple(sorted(releases, key=lambda r: Version(r.series))), raw.cpu_builds.local_labels)
+    return Tables(raw.index_path, family, tuple(sorted(releases, key=lambda r: Version(r.series))), raw.cpu_builds.local_labels,
+                  raw.cuda_member.member, raw.cuda_member.described)
 
 
 # -- accessors --------------------------------------------------------------------------------------
@@ -272,6 +282,17 @@ def cpu_only(name: str, version: Version) -> bool:
     if canonicalize_name(name) not in family() or version.local is None:
         return False
     return version.local.split(".")[0] in load().cpu_labels
+
+
+def default_build_described(machine: str) -> bool:
+    """Whether the release rows describe the default (PyPI) build for `machine`: for x86_64 they do;
+    for aarch64 only the wheel's members tell a CUDA build from a CPU-only one (2.10.0 is CPU-only)."""
+    return machine in load().described
+
+
+def cuda_member() -> str:
+    """The member every CUDA build of torch carries: "torch/lib/libtorch_cuda.so"."""
+    return load().cuda_member
 
 
 def _has_patch(versions: tuple[str, ...], wanted: Version) -> bool:

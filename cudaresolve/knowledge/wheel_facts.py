@@ -102,8 +102,15 @@ class Wheel:
 
 
 @dataclass(frozen=True)
+class _MachineReleases:
+    machine: str
+    added: tuple[str, ...]  # NAME==VERSION given to the generator's --only for that machine
+
+
+@dataclass(frozen=True)
 class _Releases:
     added: tuple[str, ...]  # NAME==VERSION given to the generator's --add
+    machine: tuple[_MachineReleases, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,25 +157,32 @@ def _by_name(rows: tuple[Wheel, ...]) -> Mapping[str, tuple[Wheel, ...]]:
     return {name: tuple(group) for name, group in found.items()}
 
 
-def find(name: str, version: str, filename: Optional[str] = None) -> Optional[Wheel]:
-    """The table's row of a release (of one file of it, when given), None when the table lacks it."""
+def find(name: str, version: str, filename: Optional[str] = None, machine: Optional[str] = None) -> Optional[Wheel]:
+    """The table's row of a release for `machine` (of one file of it, when given), None when the
+    table lacks it. A file name says its machine; a release has one row per machine it was read for."""
     release = Version(version)
     rows = [w for w in _by_name().get(canonicalize_name(name), ()) if Version(w.version) == release
-            and (filename is None or w.filename == filename)]
+            and (filename is None or w.filename == filename) and (machine is None or w.machine == machine)]
     if len(rows) > 1:
-        raise UsageError(f"{name} {version} has {len(rows)} wheels in {FILE}: name the file")
+        raise UsageError(f"{name} {version} has {len(rows)} wheels in {FILE}: name the file or the machine")
     return rows[0] if rows else None
 
 
-def releases(name: str) -> tuple[Wheel, ...]:
-    """The table's releases of one distribution, newest first: the only ones a fix may name, since
-    only their device code and CUDA builds are known."""
-    return tuple(sorted(_by_name().get(canonicalize_name(name), ()), key=lambda w: Version(w.version), reverse=True))
+def releases(name: str, machine: str) -> tuple[Wheel, ...]:
+    """The table's releases of one distribution for `machine`, newest first: the only ones a fix may
+    name, since only their device code and CUDA builds are known."""
+    rows = (w for w in _by_name().get(canonicalize_name(name), ()) if w.machine == machine)
+    return tuple(sorted(rows, key=lambda w: Version(w.version), reverse=True))
 
 
-def min_provider_release(name: str, version: str, filename: Optional[str] = None) -> Mapping[str, str]:
+def machines() -> tuple[str, ...]:
+    """The machines the table has rows for."""
+    return tuple(sorted({w.machine for w in load()}))
+
+
+def min_provider_release(name: str, version: str, filename: Optional[str] = None, machine: Optional[str] = None) -> Mapping[str, str]:
     """Provider file -> the newest release any member's versioned symbol names imply ({} when none or unknown)."""
-    row = find(name, version, filename)
+    row = find(name, version, filename, machine)
     found: dict[str, str] = {}
     for member in row.member if row else ():
         for bind in member.binds:

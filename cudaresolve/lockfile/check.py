@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from packaging.version import Version
 
@@ -32,7 +32,7 @@ from cudaresolve.lockfile.fields import (
     version,
     wheel_filename,
 )
-from cudaresolve.resolve.lock import Decision, Lock, LockedWheel, MajorDecision
+from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, LockedWheel, MajorDecision
 from cudaresolve.resolve.reasons import CandidateRef
 
 T = TypeVar("T")
@@ -62,26 +62,30 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
         pinned = None if package.version is None else Version(rule(version, str(package.version), "version", dist))
         if pinned is None and package.other_source is None:
             raise LockFileError(f"{origin}: version (package {dist}): missing")
-        wheel = package.wheel
-        if wheel is not None:
-            wheel = LockedWheel(
+        wheels = tuple(
+            LockedWheel(
                 filename=rule(functools.partial(wheel_filename, package=dist, package_version=str(pinned or "")), wheel.filename, "wheels.name", dist),
                 url=rule(url, wheel.url, "wheels.url", dist),
                 sha256=optional(sha256, wheel.sha256, "wheels.hashes.sha256", dist),
                 size=optional(size, wheel.size, "wheels.size", dist),
             )
+            for wheel in package.wheels
+        )
+        if len({wheel.filename for wheel in wheels}) < len(wheels):
+            raise LockFileError(f"{origin}: wheels.name (package {dist}): one file named twice")
         packages.append(
             replace(
                 package,
                 name=dist,
                 version=pinned,
                 index=optional(url, package.index, "index", dist),
-                wheel=wheel,
+                wheels=wheels,
                 marker=optional(marker, package.marker, "marker", dist),
                 reason=rule(reasons.checked_reason, package.reason, "reason", dist),
                 provided_by=optional(provider, package.provided_by, "provided-by", dist),
             )
         )
+    one_per_environment(packages, origin)
     decisions = []
     for decision in lock.decisions:
         dist = rule(name, decision.name, "decisions.name")
@@ -92,13 +96,22 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
             rule(reasons.checked_rejection, replace(r, candidate=CandidateRef(dist, r.candidate.version)), "decisions.rejected", dist)
             for r in decision.rejected
         )
-        decisions.append(Decision(dist, chosen, rejected))
-    major = lock.major
-    if major is not None:
-        major = MajorDecision(
-            rule(_major, major.chosen, "cuda-major.chosen"),
-            tuple(rule(reasons.checked_major_rejection, r, "cuda-major.rejected") for r in major.rejected),
+        decisions.append(Decision(dist, chosen, rejected, optional(marker, decision.marker, "decisions.marker", dist)))
+    major = None if lock.major is None else _checked_major(lock.major, "cuda-major", rule)
+    majors = tuple(_checked_major(m, "cuda-majors", rule) for m in lock.majors)
+    if any(m.marker is None for m in majors):
+        raise LockFileError(f"{origin}: cuda-majors.marker: missing")
+    forks = tuple(
+        Fork(
+            rule(name, fork.name, "forks.name"),
+            tuple(
+                (rule(marker, where, "forks.versions.marker", fork.name),
+                 None if v is None else Version(rule(version, str(v), "forks.versions.version", fork.name)))
+                for where, v in fork.versions
+            ),
         )
+        for fork in lock.forks
+    )
     return Lock(
         packages=tuple(packages),
         requires_python=optional(requires_python, lock.requires_python, "requires-python"),
@@ -108,7 +121,32 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
         decisions=tuple(decisions),
         created_by=rule(label, lock.created_by, "created-by"),
         major=major,
+        environments=tuple(rule(marker, environment, "environments") for environment in lock.environments),
+        forks=forks,
+        majors=majors,
     )
+
+
+def _checked_major(major: MajorDecision, field: str, rule: Callable[..., Any]) -> MajorDecision:
+    return MajorDecision(
+        rule(_major, major.chosen, f"{field}.chosen"),
+        tuple(rule(reasons.checked_major_rejection, r, f"{field}.rejected") for r in major.rejected),
+        None if major.marker is None else rule(marker, major.marker, f"{field}.marker"),
+    )
+
+
+def one_per_environment(packages: Sequence[LockedPackage], origin: str) -> None:
+    """Several entries of one name (a universal lock's forks) must each carry a marker, and not the
+    same one, so an installer can pick one per environment (PEP 751 refuses two that both hold)."""
+    seen: dict[str, list[Optional[str]]] = {}
+    for package in packages:
+        seen.setdefault(package.name, []).append(package.marker)
+    for dist, found in seen.items():
+        if len(found) > 1 and (None in found or len(set(found)) < len(found)):
+            raise LockFileError(
+                f"{origin}: marker (package {dist}): {len(found)} entries, which need a marker each, "
+                "none the same, so that one holds per environment"
+            )
 
 
 def _major(value: Any) -> int:

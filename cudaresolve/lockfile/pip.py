@@ -15,7 +15,7 @@ import urllib.parse
 
 from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import BREAKING, LockFileError
-from cudaresolve.lockfile.writer import sha256_of, wheel_groups
+from cudaresolve.lockfile.writer import sha256_of, wheel_entries
 from cudaresolve.resolve.lock import Lock, LockedPackage
 
 
@@ -38,9 +38,10 @@ def _index_lines(lock: Lock) -> list[str]:
     if not lines:
         lines.append("--no-index")
     links = [
-        _parent_url(p.wheel.url)
+        _parent_url(wheel.url)
         for p in sorted(lock.packages, key=lambda p: p.name)
-        if p.wheel is not None and not p.index
+        if not p.index
+        for wheel in p.wheels
     ]
     lines += [f"--find-links {link}" for link in dict.fromkeys(links)]
     return lines
@@ -52,9 +53,23 @@ def _pin(package: LockedPackage) -> str:
     return f"{pin} ; {package.marker}" if package.marker else pin
 
 
+def _one_target(lock: Lock, origin: str) -> None:
+    """pip's files hold one version per name: a universal lock's forks (several entries of one name,
+    each with its marker) are selected for one target first (lockfile/select.py), not written."""
+    names = [package.name for package in lock.packages]
+    forked = sorted({name for name in names if names.count(name) > 1})
+    if forked:
+        raise LockFileError(
+            f"{origin}: packages (package {forked[0]}): a universal lock with {names.count(forked[0])} entries of "
+            f"{forked[0]}; a pip requirements or constraints file holds one version per name: "
+            "write it for one target (install --lock selects the entries of its interpreter)"
+        )
+
+
 def _wheels_only(lock: Lock, origin: str) -> None:
     """pip's files pin wheels: an entry with only an sdist, VCS, directory or archive source would
     let pip fetch and build something no hash of the lock covers."""
+    _one_target(lock, origin)
     for package in lock.packages:
         if package.other_source is not None:
             raise LockFileError(
@@ -104,11 +119,11 @@ def requirements_txt(lock: Lock, origin: str = "the lock to write") -> str:
     _wheels_only(lock, origin)
     lines = [f"# {lock.created_by}: pip install --require-hashes -r THIS-FILE; installs exactly this lock"]
     lines += _index_lines(lock)
-    for group in wheel_groups(lock):
-        lines.append(_pin(group[0]) + " \\")
-        hashes = sorted({sha256_of(package, origin) for package in group})
+    for package in wheel_entries(lock):
+        lines.append(_pin(package) + " \\")
+        hashes = sorted({sha256_of(package, wheel, origin) for wheel in package.wheels})
         lines += [f"    --hash=sha256:{digest}" + (" \\" if i < len(hashes) - 1 else "") for i, digest in enumerate(hashes)]
     for package in sorted(lock.packages, key=lambda p: p.name):
-        if package.wheel is None and package.provided_by is None:
+        if not package.wheels and package.provided_by is None:
             lines.append(f"# kept installed, no file to hash: {_pin(package)}")
     return _text(lines + _conda_comments(lock), origin)

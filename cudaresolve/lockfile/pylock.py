@@ -37,9 +37,11 @@ from packaging.version import Version
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.lockfile import fields, reasons
+from cudaresolve.lockfile.check import one_per_environment
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.resolve.lock import (
     Decision,
+    Fork,
     Lock,
     LockedPackage,
     LockedWheel,
@@ -139,7 +141,7 @@ class _Reader:
             try:
                 found.append(rule(item))
             except fields.Invalid as exc:
-                raise self.fail(f"{where}.{key}[{i}]", str(exc)) from None
+                raise self.fail(f"{where}.{key}[{i}]" if where else f"{key}[{i}]", str(exc)) from None
         return tuple(found)
 
 
@@ -150,8 +152,9 @@ def read_pylock(path: str) -> Lock:
     """A pylock.toml back as a Lock, every value validated: ours in full, another tool's with what
     it does not record left empty. Read up to the size limit, so a device or a huge file costs nothing.
 
-    Each wheel of a [[packages]] entry becomes its own LockedPackage (the writer groups them again);
-    an entry without wheels is read with the kind of source it has instead (`other_source`).
+    Each [[packages]] entry becomes one LockedPackage with all its wheels; several entries of one
+    name (a universal lock) each need their own marker. An entry without wheels is read with the
+    kind of source it has instead (`other_source`).
     """
     try:
         with open(path, "rb") as stream:
@@ -186,9 +189,10 @@ def _read_lock(reader: _Reader, data: dict[str, Any], base: str) -> Lock:
     reader.field(data, "lock-version", "", fields.lock_version, required=True)
     created_by = reader.field(data, "created-by", "", fields.label, required=True)
     requires_python = reader.field(data, "requires-python", "", fields.requires_python)
+    environments = reader.values(data, "environments", "", fields.marker)
     packages = []
     for where, entry in reader.tables(data, "packages", "", required=True):
-        packages += _read_package(reader, where, entry, base, created_by)
+        packages.append(_read_package(reader, where, entry, base, created_by))
     tool = reader.get(reader.get(data, "tool", "", dict) or {}, TOOL, "tool", dict) or {}
     where = f"tool.{TOOL}"
     hosts, labels = [], []
@@ -209,7 +213,7 @@ def _read_lock(reader: _Reader, data: dict[str, Any], base: str) -> Lock:
                 name=name,
                 version=Version(reader.field(kept, "version", kept_where, fields.version, required=True, package=name)),
                 index=None,
-                wheel=None,
+                wheels=(),
                 marker=reader.field(kept, "marker", kept_where, fields.marker, package=name),
                 reason=_read_reason(reader, kept, kept_where, name) or Reason(ReasonKind.UNRECORDED),
                 provided_by=reader.field(kept, "provided-by", kept_where, fields.provider, package=name),
@@ -223,18 +227,22 @@ def _read_lock(reader: _Reader, data: dict[str, Any], base: str) -> Lock:
             _read_record(reader, item, item_where, name, functools.partial(reasons.read_rejection, name=name))
             for item_where, item in reader.tables(decision, "rejected", decision_where, package=name)
         )
-        decisions.append(Decision(name, None if chosen is None else CandidateRef(name, Version(chosen)), rejected))
-    major = None
+        marker = reader.field(decision, "marker", decision_where, fields.marker, package=name)
+        decisions.append(Decision(name, None if chosen is None else CandidateRef(name, Version(chosen)), rejected, marker))
     table = reader.get(tool, "cuda-major", where, dict)
-    if table is not None:
-        major_where = f"{where}.cuda-major"
-        chosen_major = reader.field(table, "chosen", major_where, _major, required=True)
-        rejected_majors = tuple(
-            _read_record(reader, item, item_where, "", reasons.read_major_rejection)
-            for item_where, item in reader.tables(table, "rejected", major_where)
-        )
-        major = MajorDecision(chosen_major, rejected_majors)
+    major = None if table is None else _read_major(reader, table, f"{where}.cuda-major", marked=False)
+    majors = tuple(_read_major(reader, table, major_where, marked=True) for major_where, table in reader.tables(tool, "cuda-majors", where))
+    forks = []
+    for fork_where, fork in reader.tables(tool, "forks", where):
+        name = reader.field(fork, "name", fork_where, fields.name, required=True)
+        versions = []
+        for item_where, item in reader.tables(fork, "versions", fork_where, required=True, package=name):
+            fork_version = reader.field(item, "version", item_where, fields.version, package=name)
+            versions.append((reader.field(item, "marker", item_where, fields.marker, required=True, package=name),
+                             None if fork_version is None else Version(fork_version)))
+        forks.append(Fork(name, tuple(versions)))
     index_urls = reader.values(tool, "index-urls", where, fields.url) if "index-urls" in tool else _indexes_used(packages)
+    one_per_environment(packages, reader.path)
     return Lock(
         packages=tuple(packages),
         requires_python=requires_python,
@@ -244,7 +252,21 @@ def _read_lock(reader: _Reader, data: dict[str, Any], base: str) -> Lock:
         decisions=tuple(decisions),
         created_by=created_by,
         major=major,
+        environments=environments,
+        forks=tuple(forks),
+        majors=majors,
     )
+
+
+def _read_major(reader: _Reader, table: dict[str, Any], where: str, marked: bool) -> MajorDecision:
+    """[tool.cudaresolve.cuda-major], or one of a universal lock's cuda-majors (with its marker)."""
+    chosen = reader.field(table, "chosen", where, _major, required=True)
+    rejected = tuple(
+        _read_record(reader, item, item_where, "", reasons.read_major_rejection)
+        for item_where, item in reader.tables(table, "rejected", where)
+    )
+    marker = reader.field(table, "marker", where, fields.marker, required=True) if marked else None
+    return MajorDecision(chosen, rejected, marker)
 
 
 def _major(value: Any) -> int:
@@ -276,8 +298,8 @@ def _indexes_used(packages: Iterable[LockedPackage]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.index for p in packages if p.index))
 
 
-def _read_package(reader: _Reader, where: str, entry: dict[str, Any], base: str, created_by: str) -> list[LockedPackage]:
-    """One [[packages]] entry: a LockedPackage per wheel, or one with the other source it has."""
+def _read_package(reader: _Reader, where: str, entry: dict[str, Any], base: str, created_by: str) -> LockedPackage:
+    """One [[packages]] entry: a LockedPackage with its wheels, or with the other source it has."""
     name = reader.field(entry, "name", where, fields.name, required=True)
     version = reader.field(entry, "version", where, fields.version, package=name)
     marker = reader.field(entry, "marker", where, fields.marker, package=name)
@@ -298,7 +320,7 @@ def _read_package(reader: _Reader, where: str, entry: dict[str, Any], base: str,
         kind = others[0]
         why = reason or Reason(ReasonKind.OTHER_SOURCE, written_by=created_by)
         pinned = Version(version) if version is not None else None
-        return [LockedPackage(name, pinned, index, None, marker, why, other_source=kind)]
+        return LockedPackage(name, pinned, index, (), marker, why, other_source=kind)
     read = [_read_wheel(reader, wheel_where, wheel, base, name, version or "") for wheel_where, wheel in wheels]
     if version is None:
         # PEP 751 only says a version SHOULD be there; a wheel's file name always carries it, and
@@ -309,8 +331,12 @@ def _read_package(reader: _Reader, where: str, entry: dict[str, Any], base: str,
                 fields.wheel_filename(wheel.filename, name, version)
             except fields.Invalid as exc:
                 raise reader.fail(f"{wheel_where}.name", f"{exc} (of the entry's first wheel)", name) from None
+    named = [wheel.filename for wheel in read]
+    for (wheel_where, _), filename in zip(wheels, named):
+        if named.count(filename) > 1:
+            raise reader.fail(f"{wheel_where}.name", f"{fields.shown(filename)} named twice in one entry", name)
     why = reason or Reason(ReasonKind.UNRECORDED)
-    return [LockedPackage(name, Version(version), index, wheel, marker, why) for wheel in read]
+    return LockedPackage(name, Version(version), index, tuple(read), marker, why)
 
 
 def _read_wheel(reader: _Reader, where: str, wheel: dict[str, Any], base: str, name: str, version: str) -> LockedWheel:

@@ -1,11 +1,13 @@
-"""Writing a Lock as PEP 751's pylock.toml: one [[packages]] entry per wheel group, the resolver's
-records in [tool.cudaresolve] beside the words for people that output/ makes (`Words`), and the
-small TOML writer it needs (the format is small and the project only reads TOML otherwise).
+"""Writing a Lock as PEP 751's pylock.toml: one [[packages]] entry per locked release (its wheels
+for every target's tags; a universal lock's forks each with its marker), `environments` when the
+lock is for named targets, the resolver's records in [tool.cudaresolve] beside the words for people
+that output/ makes (`Words`), and the small TOML writer it needs (the format is small and the
+project only reads TOML otherwise).
 
 Every value passes its rule first (lockfile/check.py), so a file we write is one the reader takes.
 
-May import: resolve/lock.py and resolve/reasons.py (the model), lockfile/ (check, fields, reasons,
-pylock's constants).
+May import: packaging, resolve/lock.py and resolve/reasons.py (the model), lockfile/ (check,
+fields, reasons, pylock's constants).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
+from packaging.version import Version
+
 from cudaresolve.lockfile import reasons
 from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.lockfile.pylock import LOCK_VERSION, TOOL
-from cudaresolve.resolve.lock import Lock, LockedPackage, ReasonKind
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, ReasonKind
 from cudaresolve.resolve.reasons import MajorRejection, Rejection
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -95,27 +99,22 @@ def _table(path: str, mapping: dict[str, Any], array: bool = False) -> list[str]
 # -- writing -------------------------------------------------------------------------------------
 
 
-def wheel_groups(lock: Lock) -> list[list[LockedPackage]]:
-    """Packages with a wheel, one group per [[packages]] entry: a name, version, index and marker
-    with several wheels (another tool's multi-platform lock read back) is one entry, as PEP 751 wants.
-    `lock` is a checked one: its names are canonical."""
-    groups: dict[tuple[str, ...], list[LockedPackage]] = {}
-    for package in lock.packages:
-        if package.wheel is not None:
-            key = (package.name, str(package.version), package.index or "", package.marker or "")
-            groups.setdefault(key, []).append(package)
-    return [groups[key] for key in sorted(groups)]
+def wheel_entries(lock: Lock) -> list[LockedPackage]:
+    """Packages with wheels, each one [[packages]] entry, sorted by name, version and marker (a
+    universal lock has several entries of one name, each with its marker). `lock` is a checked
+    one: its names are canonical."""
+    entries = [package for package in lock.packages if package.wheels]
+    return sorted(entries, key=lambda p: (p.name, p.version or Version("0"), p.marker or ""))
 
 
-def sha256_of(package: LockedPackage, origin: str) -> str:
+def sha256_of(package: LockedPackage, wheel: LockedWheel, origin: str) -> str:
     """The wheel's digest, which PEP 751 and pip's hash-checking mode both require."""
-    assert package.wheel is not None
-    if not package.wheel.sha256:
+    if not wheel.sha256:
         raise LockFileError(
-            f"{origin}: wheels.hashes.sha256 (package {package.name}): {package.wheel.filename} has no sha256, "
+            f"{origin}: wheels.hashes.sha256 (package {package.name}): {wheel.filename} has no sha256, "
             "which PEP 751 and pip's hash-checking need"
         )
-    return package.wheel.sha256
+    return wheel.sha256
 
 
 class Words(Protocol):
@@ -152,26 +151,26 @@ def pylock_toml(lock: Lock, words: Words) -> str:
     if lock.requires_python:
         lines.append(f"requires-python = {_string(lock.requires_python)}")
     lines.append(f"created-by = {_string(lock.created_by)}")
-    groups = wheel_groups(lock)
-    if not groups:
+    if lock.environments:
+        lines.append(f"environments = {_value(list(lock.environments))}")
+    with_wheels = wheel_entries(lock)
+    if not with_wheels:
         lines.append("packages = []")  # PEP 751 requires the key, even for a lock of nothing to install
-    for group in groups:
-        first = group[0]
-        lines += ["", "[[packages]]", f"name = {_string(first.name)}"]
-        lines.append(f"version = {_string(str(first.version))}")
-        if first.marker:
-            lines.append(f"marker = {_string(first.marker)}")
-        if first.index:
-            lines.append(f"index = {_string(first.index)}")
+    for package in with_wheels:
+        lines += ["", "[[packages]]", f"name = {_string(package.name)}"]
+        lines.append(f"version = {_string(str(package.version))}")
+        if package.marker:
+            lines.append(f"marker = {_string(package.marker)}")
+        if package.index:
+            lines.append(f"index = {_string(package.index)}")
         lines.append("wheels = [")
-        wheels = [(package, package.wheel) for package in group if package.wheel is not None]  # all: see wheel_groups
-        for package, wheel in sorted(wheels, key=lambda pair: pair[1].filename):
-            entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, origin)}}
+        for wheel in package.wheels:  # in the lock's order (merged() sorts them by file name)
+            entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, wheel, origin)}}
             lines.append(f"    {_value(entry)},")
         lines.append("]")
-        if first.reason.kind is not ReasonKind.UNRECORDED:
-            lines += ["", f"[packages.tool.{TOOL}]"] + _reason_lines(first, words)
-    kept = sorted((p for p in lock.packages if p.wheel is None), key=lambda p: (p.name, str(p.version)))
+        if package.reason.kind is not ReasonKind.UNRECORDED:
+            lines += ["", f"[packages.tool.{TOOL}]"] + _reason_lines(package, words)
+    kept = sorted((p for p in lock.packages if not p.wheels), key=lambda p: (p.name, str(p.version)))
     tool: dict[str, Any] = {"index-urls": list(lock.index_urls)}
     tool["hosts"] = [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)]
     if not kept:
@@ -185,6 +184,8 @@ def pylock_toml(lock: Lock, words: Words) -> str:
         lines += _reason_lines(package, words)
     for decision in lock.decisions:
         lines += ["", f"[[tool.{TOOL}.decisions]]", _line("name", decision.name)]
+        if decision.marker is not None:
+            lines.append(_line("marker", decision.marker))
         if decision.chosen is not None:
             lines.append(_line("chosen", str(decision.chosen.version)))
         entries = [{"reason": words.rejection(r), **reasons.rejection_table(r)} for r in decision.rejected]
@@ -193,6 +194,13 @@ def pylock_toml(lock: Lock, words: Words) -> str:
         lines += ["", f"[tool.{TOOL}.cuda-major]", _line("chosen", lock.major.chosen)]
         entries = [{"reason": words.major_rejection(r), **reasons.major_rejection_table(r)} for r in lock.major.rejected]
         lines += _array("rejected", entries)
+    for major in lock.majors:  # a universal lock whose targets chose different CUDA majors: one per target set
+        lines += ["", f"[[tool.{TOOL}.cuda-majors]]", _line("marker", major.marker), _line("chosen", major.chosen)]
+        entries = [{"reason": words.major_rejection(r), **reasons.major_rejection_table(r)} for r in major.rejected]
+        lines += _array("rejected", entries)
+    for fork in lock.forks:
+        lines += ["", f"[[tool.{TOOL}.forks]]", _line("name", fork.name)]
+        lines += _array("versions", [{"marker": marker, "version": None if v is None else str(v)} for marker, v in fork.versions])
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,8 @@
 `--explain` every candidate set aside and its reason; the same as JSON (docs/lock.md); and what
 `cudaresolve why NAME` reads back from a lock. The words are output/lock_words.py's.
 
-May import: packaging, resolve/lock.py, lockfile/reasons.py (the records' tables), output/lock_words.py.
+May import: packaging, resolve/lock.py, resolve/targets.py, lockfile/reasons.py (the records' tables),
+lockfile/select.py (its refusals), output/lock_words.py.
 """
 
 from __future__ import annotations
@@ -13,32 +14,71 @@ from typing import Any, Optional, Sequence
 from packaging.utils import canonicalize_name
 
 from cudaresolve.lockfile.reasons import major_rejection_table, plain, rejection_table
+from cudaresolve.lockfile.select import NoFittingWheel, Unfit
 from cudaresolve.output import lock_words
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
-from cudaresolve.resolve.lock import Lock
+from cudaresolve.resolve.lock import Fork, Lock, LockedWheel
 from cudaresolve.resolve.reasons import Rejection
+from cudaresolve.resolve.targets import LockTarget, target_marker
 
 SCHEMA = 1
 
 
-def render_text(lock: Lock, *, explain: bool) -> str:
+def render_text(lock: Lock, *, explain: bool, targets: Sequence[LockTarget] = ()) -> str:
     hosts = ", ".join(lock.host_labels)
     lines = [f"locked {len(lock.packages)} distributions for {hosts}:"]
-    pins = [f"{p.name}=={p.version}" for p in lock.packages]
+    if len(targets) > 1:
+        lines[0] = f"locked {len(lock.packages)} distributions for {len(targets)} targets:"
+    if len(targets) > 1 or explain:
+        lines[1:1] = [f"  target {target_words(t)}" for t in targets]
+    pins = [f"{p.name}=={p.version}" + (f" ; {p.marker}" if p.marker and lock.environments else "") for p in lock.packages]
     width = max((len(pin) for pin in pins), default=0)
     for pin, package in zip(pins, lock.packages):
         lines.append(f"  {pin:<{width}}  {lock_words.reason(package)}")
     if explain:
         for decision in lock.decisions:
-            lines.append(f"{decision.name}: chose {candidate(decision.chosen) if decision.chosen else 'nothing'}")
+            chose = candidate(decision.chosen) if decision.chosen else "nothing"
+            lines.append(f"{decision.name}: chose {chose}" + (f" for {decision.marker}" if decision.marker else ""))
             lines += [f"  {lock_words.rejection_line(r)}" for r in decision.rejected]
-        if lock.major is not None:
-            lines.append(f"{ENVIRONMENT}: chose CUDA {lock.major.chosen}")
-            lines += [f"  CUDA {r.major}: {lock_words.major_rejection(r)}" for r in lock.major.rejected]
+        for major in (lock.major,) if lock.major is not None else lock.majors:
+            lines.append(f"{ENVIRONMENT}: chose CUDA {major.chosen}" + (f" for {major.marker}" if major.marker else ""))
+            lines += [f"  CUDA {r.major}: {lock_words.major_rejection(r)}" for r in major.rejected]
+        lines += [fork_line(fork) for fork in lock.forks]
     return "\n".join(lines) + "\n"
 
 
-def render_json(lock: Lock, seconds: float) -> str:
+def fork_line(fork: Fork) -> str:
+    """`numpy forks: 2.2.6 for python_version == "3.10", 2.3.1 for python_version == "3.11"`: a name
+    a universal lock pins differently per target, each version with the targets that got it."""
+    by_version: dict[str, list[str]] = {}
+    for marker, version in fork.versions:
+        by_version.setdefault("not needed" if version is None else str(version), []).append(marker)
+    said = [f"{version} for {' or '.join(markers)}" for version, markers in by_version.items()]
+    return f"{fork.name} forks: " + ", ".join(said)
+
+
+
+
+def target_words(target: LockTarget) -> str:
+    """A target in one line: machine, Python, glibc, and its hosts."""
+    major, minor = target.python
+    kind = f"{target.machine} (Jetson)" if target.tegra else target.machine
+    glibc = "glibc %d.%d" % target.glibc if target.glibc else "glibc not known (manylinux2014 wheels, unless it is this machine)"
+    return f"{kind}, Python {major}.{minor}, {glibc}: {', '.join(label for label, _ in target.hosts)}"
+
+
+def target_json(target: LockTarget) -> dict[str, Any]:
+    return {
+        "machine": target.machine,
+        "tegra": target.tegra,
+        "python": "%d.%d" % target.python,
+        "glibc": None if target.glibc is None else "%d.%d" % target.glibc,
+        "hosts": [label for label, _ in target.hosts],
+        "marker": target_marker(target),
+    }
+
+
+def render_json(lock: Lock, seconds: float, targets: Sequence[LockTarget] = ()) -> str:
     decisions: list[dict[str, Any]] = [
         {
             "name": d.name,
@@ -63,14 +103,22 @@ def render_json(lock: Lock, seconds: float) -> str:
         "schema": SCHEMA,
         "seconds": round(seconds, 3),
         "hosts": [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)],
+        "targets": [target_json(t) for t in targets],
         "index_urls": list(lock.index_urls),
         "requires_python": lock.requires_python,
+        "environments": list(lock.environments),
+        "forks": [
+            {"name": f.name, "versions": [{"marker": m, "version": None if v is None else str(v)} for m, v in f.versions]}
+            for f in lock.forks
+        ],
         "packages": [
             {
                 "name": p.name,
                 "version": None if p.version is None else str(p.version),
                 "index": p.index,
-                "wheel": None if p.wheel is None else {"filename": p.wheel.filename, "url": p.wheel.url, "sha256": p.wheel.sha256, "size": p.wheel.size},
+                "wheel": None if not p.wheels else _wheel_json(p.wheels[0]),
+                "wheels": [_wheel_json(wheel) for wheel in p.wheels],
+                "marker": p.marker,
                 "reason": lock_words.reason(p),
                 "why": plain(p.reason, dashes=False),
                 "provided_by": p.provided_by,
@@ -82,28 +130,58 @@ def render_json(lock: Lock, seconds: float) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
+def _wheel_json(wheel: LockedWheel) -> dict[str, Any]:
+    return {"filename": wheel.filename, "url": wheel.url, "sha256": wheel.sha256, "size": wheel.size}
+
+
 def render_why(lock: Lock, name: str) -> Optional[str]:
-    """`cudaresolve why NAME`: the package's pin and reason, then its decision; None when absent."""
+    """`cudaresolve why NAME`: the package's pin and reason, then its decision; None when absent. In
+    a universal lock, each entry of the name with its marker, each decision with its targets', and
+    the fork."""
     if lock_words.is_environment(name):
-        if lock.major is None:
+        majors = (lock.major,) if lock.major is not None else lock.majors
+        if not majors:
             return None
-        return "".join(f"  CUDA {r.major}: {lock_words.major_rejection(r)}\n" for r in lock.major.rejected)
+        return "".join(
+            (f"CUDA {m.chosen} for {m.marker}:\n" if m.marker else "") + "".join(f"  CUDA {r.major}: {lock_words.major_rejection(r)}\n" for r in m.rejected)
+            for m in majors
+        )
     wanted = canonicalize_name(name)
-    package = next((p for p in lock.packages if p.name == wanted), None)
-    decision = next((d for d in lock.decisions if d.name == wanted), None)
-    if package is None and decision is None:
+    packages = [p for p in lock.packages if p.name == wanted]
+    decisions = [d for d in lock.decisions if d.name == wanted]
+    if not packages and not decisions:
         return None
     lines = []
-    if package is not None:
-        lines.append(f"{package.name}=={package.version}: {lock_words.reason(package)}")
-    if decision is not None:
+    for package in packages:
+        where = f" ; {package.marker}" if package.marker and lock.environments else ""
+        lines.append(f"{package.name}=={package.version}{where}: {lock_words.reason(package)}")
+    for decision in decisions:
+        if decision.marker:
+            lines.append(f"  for {decision.marker}:")
         lines += [f"  {lock_words.rejection_line(r)}" for r in decision.rejected]
+    lines += [fork_line(fork) for fork in lock.forks if fork.name == wanted]
     return "\n".join(lines) + "\n"
 
 
-def render_fit(path: str, labels: Sequence[str], misfits: Sequence[Rejection]) -> str:
-    """`lock --check` and `install --lock`: whether the lock at `path` fits the hosts, one line per misfit."""
+def render_fit(path: str, labels: Sequence[str], misfits: Sequence[Rejection], unfit: Sequence[Unfit] = ()) -> str:
+    """`lock --check` and `install --lock`: whether the lock at `path` fits the hosts, one line per
+    misfit: a build that does not run, a wheel the target cannot install, a target the lock is not for."""
     hosts = ", ".join(labels)
-    if misfits:
-        return f"{path} does not fit {hosts}:\n" + "".join(f"  {lock_words.rejection_line(r)}\n" for r in misfits)
-    return f"{path} fits {hosts}: every locked CUDA build runs on its driver and GPUs\n"
+    if misfits or unfit:
+        lines = [unfit_line(u) for u in unfit] + [lock_words.rejection_line(r) for r in misfits]
+        return f"{path} does not fit {hosts}:\n" + "".join(f"  {line}\n" for line in lines)
+    return f"{path} fits {hosts}: every entry has a wheel for its tags, and every locked CUDA build runs on its driver and GPUs\n"
+
+
+_TAGS_SHOWN = 3  # the target's most preferred tags, named in a refusal
+
+
+def unfit_line(unfit: Unfit) -> str:
+    """One refusal of a target's selection, e.g. `cupy-cuda12x 13.6.0: no wheel for gh200.json
+    (tags cp312-cp312-manylinux_2_39_aarch64, ...): the lock has ...x86_64.whl`."""
+    if isinstance(unfit, NoFittingWheel):
+        tags = ", ".join(str(tag) for tag in unfit.tags[:_TAGS_SHOWN]) + (", ..." if len(unfit.tags) > _TAGS_SHOWN else "")
+        return (f"{unfit.name} {unfit.version}: no wheel for {unfit.target} (tags {tags or 'none'}): "
+                f"the lock has {', '.join(unfit.filenames)}")
+    return (f"{unfit.target} (Python {unfit.python}, {unfit.machine or 'unknown machine'}): not a target of the lock, "
+            f"whose {unfit.field} is {unfit.value}")

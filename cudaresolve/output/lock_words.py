@@ -44,6 +44,8 @@ from cudaresolve.resolve.reasons import (
     Rejection,
     RequiredBy,
     RequiresPython,
+    Rule,
+    SbsaOnJetson,
     SdistOnly,
     ShadowsConda,
     ToolkitTargets,
@@ -53,6 +55,11 @@ from cudaresolve.resolve.reasons import (
 
 ENVIRONMENT = "CUDA major"  # the --explain and `why` entry for the environment's one CUDA major
 MAX_REASONS = 4  # candidates set aside named on one line of a refusal
+# Rules about the index's files and the interpreter rather than the hosts: a refusal names them after
+# the others, so "torch 2.10.0: a CPU-only build for aarch64" is not hidden behind "torch 1.13.1: no wheel".
+INDEX_RULES = frozenset({Rule.NO_WHEEL, Rule.SDIST_ONLY, Rule.REQUIRES_PYTHON, Rule.YANKED, Rule.PRE_RELEASE})
+# Rules whose words are the same for every release they set aside: a refusal names them once.
+ONE_LINE_RULES = frozenset({Rule.SBSA_ON_JETSON})
 
 
 def candidate(ref: CandidateRef) -> str:
@@ -84,7 +91,7 @@ def reason(package: LockedPackage) -> str:
         base = why.build.evidence if why.build else "the newest release that fits"
     if why.extras:
         base += f", with [{','.join(why.extras)}]"
-    note = _note(why) if package.wheel is not None else None
+    note = _note(why) if package.wheels else None
     parts = [note, base] if note else [base]
     parts += [f"within pip's constraint at {constrained_at(origin)}" for origin in why.origins if isinstance(origin, Constrained)]
     parts += [f"needed by {installed_consumer(origin)}" for origin in why.origins if isinstance(origin, RequiredBy) and origin.installed]
@@ -173,7 +180,13 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     if isinstance(found, OtherMajor):
         return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
     if isinstance(found, CpuOnly):
+        if found.machine:
+            return (f"a CPU-only build for {found.machine} (its wheel has no {found.missing}); the host has a GPU "
+                    f"(taken only with --cpu): a build with CUDA for {found.machine} is a newer release or the PyTorch variant index's")
         return "a CPU-only build; the host has a GPU (taken only for an exact pin of it or --cpu)"
+    if isinstance(found, SbsaOnJetson):
+        return (f"a server-Arm (SBSA) CUDA build; {found.host or 'the host'} is a Jetson (tegra), which runs the CUDA of "
+                "its JetPack release: install the JetPack wheels NVIDIA publishes for your JetPack release")
     if isinstance(found, NoExtra):
         return f"has no extra [{found.extra}]"
     if isinstance(found, MinorCompat):
@@ -232,12 +245,34 @@ def causes(found: Sequence[Cause]) -> str:
     return "\n".join(dict.fromkeys(cause(one) for one in found))
 
 
+def grouped(rejections: Sequence[Rejection]) -> list[str]:
+    """A line per rejection, those of a rule in ONE_LINE_RULES with the same words joined into one
+    line in the place of the first, newest first: "cupy-cuda12x 14.2.0, 14.1.1 and 16 more: a server-Arm ..."."""
+    lines: list[str] = []
+    joined: dict[str, tuple[int, list[Rejection]]] = {}  # words -> (its line, the releases)
+    for rejection in rejections:
+        if rejection.rule not in ONE_LINE_RULES:
+            lines.append(rejection_line(rejection))
+            continue
+        why = evidence(rejection.evidence, rejection.candidate)
+        if why not in joined:
+            joined[why] = (len(lines), [])
+            lines.append(why)
+        joined[why][1].append(rejection)
+    for why, (line, group) in joined.items():
+        group = sorted(group, key=lambda r: r.candidate.version, reverse=True)
+        versions = [str(r.candidate.version) + (" (installed)" if r.installed else "") for r in group]
+        named = ", ".join(versions[:2]) + (f" and {len(versions) - 2} more" if len(versions) > 2 else "")
+        lines[line] = f"{group[0].candidate.name} {named}: {why}"
+    return lines
+
+
 def cause(found: Cause) -> str:
     if isinstance(found, Unsatisfiable):
         by = required_by(found.origin)
         line = f"nothing fits {found.requirement}" + (f" (required by {by})" if by else "")
         line += "".join(f" under {constraint(c)}" for c in found.constraints)
-        reasons = [rejection_line(r) for r in found.rejections]
+        reasons = grouped(sorted(found.rejections, key=lambda r: r.rule in INDEX_RULES))
         if found.conda is not None:
             conda = f"{found.conda.package} does not satisfy {found.conda.specifier}"
             reasons.insert(0, conda + (f": {render_fix(found.conda.fix)}" if found.conda.fix else ""))

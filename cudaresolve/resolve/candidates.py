@@ -12,6 +12,7 @@ facts, index/, knowledge/ (components, torch), versions, resolve/ (conda, fit, r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional, Sequence, Union
 
@@ -23,12 +24,12 @@ from cudaresolve.checks.builds import CudaBuild, component_builds, framework_bui
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.index.access import PackageIndex
+from cudaresolve.index.access import PackageIndex, wheel_tags
 from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import components, torch
 from cudaresolve.resolve.conda import CondaProvider
-from cudaresolve.resolve.fit import rejection
+from cudaresolve.resolve.fit import jetson_rejection, rejection
 from cudaresolve.resolve.reasons import (
     CandidateRef,
     CpuOnly,
@@ -53,6 +54,8 @@ class Candidate:
     installed: Optional[Distribution] = None
     extras: frozenset[str] = frozenset()
     build: Optional[CudaBuild] = field(default=None, compare=False)  # the CUDA it was built for, when known
+    # a default build whose wheel holds no CUDA on its machine (torch 2.10.0 for aarch64): build is None
+    cpu_only: Optional[CpuOnly] = field(default=None, compare=False)
 
     @property
     def ref(self) -> CandidateRef:
@@ -208,8 +211,10 @@ class CandidateFinder:
             for version in best:
                 self.rejections.add(Rejection(CandidateRef(name, version), NoBinary(self.formats.no_binary_via or "")))
             best = {}
+        cpu_on_machine = self._cpu_only_on_machine(name, best)
         for version, file in best.items():
-            candidate = Candidate(name, version, file, build=cuda_build(name, version))
+            cpu = cpu_on_machine.get(version)
+            candidate = Candidate(name, version, file, build=None if cpu else cuda_build(name, version), cpu_only=cpu)
             reason = (self._does_not_run(candidate) or self._cpu_set_aside(candidate)
                       or (conda.shadows() if conda is not None and name not in self.asked else None))
             if reason:
@@ -223,13 +228,42 @@ class CandidateFinder:
             return tuple(found)
         kept = self.installed.get(name)
         if kept is not None and not self.upgrade:
-            current = Candidate(name, kept.version, None, kept, build=cuda_build(name, kept.version))
+            cpu = self._installed_cpu_only(kept)
+            current = Candidate(name, kept.version, None, kept, build=None if cpu else cuda_build(name, kept.version), cpu_only=cpu)
             reason = self._does_not_run(current) or self._cpu_set_aside(current)
             if reason:
                 self.rejections.add(Rejection(current.ref, reason, installed=True))
             else:
                 found.insert(0, current)
         return tuple(found)
+
+    def _cpu_only_on_machine(self, name: NormalizedName, best: dict[Version, ProjectFile]) -> dict[Version, CpuOnly]:
+        """torch's default builds (no local label) for a machine whose default builds data/torch.toml
+        does not describe (aarch64): CPU-only there unless the wheel holds the member every CUDA build
+        carries, read from its zip directory (the registry's aarch64 2.10.0 holds none, 2.11.0 does).
+        Variant builds (+cu128) are CUDA builds by their index's label."""
+        if name != "torch":
+            return {}
+        unknown = []
+        for version, file in best.items():
+            machine = wheel_machine(file.filename)
+            if (version.local is None and machine is not None and not torch.default_build_described(machine)
+                    and cuda_build(name, version) is not None):
+                unknown.append((version, file, machine))
+        member = torch.cuda_member()
+        found = self.index.map(self.index.members, [file for _, file, _ in unknown])
+        return {version: CpuOnly("", machine, member) for (version, _, machine), names in zip(unknown, found) if member not in names}
+
+    def _installed_cpu_only(self, dist: Distribution) -> Optional[CpuOnly]:
+        """The installed torch's default build on a machine the release rows do not describe, as its
+        wheel's: CPU-only when its RECORD lists files but not the member every CUDA build carries."""
+        member = torch.cuda_member()
+        if (dist.name != "torch" or dist.version.local is not None or not dist.files
+                or torch.default_build_described(self.machine) or cuda_build(dist.name, dist.version) is None):
+            return None
+        if any(path.endswith("/" + member) for path in dist.files):
+            return None
+        return CpuOnly("", self.machine, member)
 
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
@@ -252,7 +286,11 @@ class CandidateFinder:
 
     def _cpu_set_aside(self, candidate: Candidate) -> Optional[CpuOnly]:
         """A CPU-only build for hosts with a GPU or a driver, when no one asked for one."""
-        if not self.hosts_known or candidate.name in self.cpu_wanted or not torch.cpu_only(candidate.name, candidate.version):
+        if not self.hosts_known or candidate.name in self.cpu_wanted:
+            return None
+        if candidate.cpu_only is not None:
+            return candidate.cpu_only
+        if not torch.cpu_only(candidate.name, candidate.version):
             return None
         return CpuOnly(candidate.version.local or "")
 
@@ -265,6 +303,9 @@ def release_rejection(
     when its build is unknown. The resolver prunes with it and `lock --check` judges with it."""
     if build is None:
         return None
+    jetson = jetson_rejection(name, build.cuda, hosts)
+    if jetson is not None:
+        return jetson
     sass: tuple[str, ...] = ()
     ptx: tuple[PtxTarget, ...] = ()
     if name == "torch":
@@ -272,6 +313,23 @@ def release_rejection(
         if variant is not None:
             sass, ptx = variant.sass(machine), variant.ptx(machine)
     return rejection(build.cuda, sass, ptx, hosts)
+
+
+def wheel_machine(filename: str) -> Optional[str]:
+    """The Linux machine a wheel is built for, from its platform tags (manylinux_2_28_aarch64 ->
+    "aarch64"); None for a pure-Python wheel, another system, an sdist or tags of several machines."""
+    if not filename.endswith(".whl"):
+        return None
+    machines = set()
+    for tag in wheel_tags(filename):
+        found = _LINUX_PLATFORM.fullmatch(tag.platform)
+        if found is None:
+            return None
+        machines.add(found.group(1))
+    return machines.pop() if len(machines) == 1 else None
+
+
+_LINUX_PLATFORM = re.compile(r"(?:many|musl)?linux(?:_\d+_\d+|1|2010|2014)?_(\w+)")
 
 
 def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
@@ -292,7 +350,7 @@ def _preference(
     unknown one."""
     cuda = candidate.build.cuda if candidate.build else None
     fits_pin = cuda_pin is None or cuda is None or (cuda.major == cuda_pin.major and not cuda_pin < cuda)
-    cpu_first = cpu and torch.cpu_only(candidate.name, candidate.version)
+    cpu_first = cpu and (candidate.cpu_only is not None or torch.cpu_only(candidate.name, candidate.version))
     component_native = native or not components.for_dist(candidate.name, str(candidate.version))
     return (component_native, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
             _cuda_key(cuda), candidate.version)

@@ -3,7 +3,7 @@ cheap early pruning, with the same pure functions the doctor's checks use (`comp
 `compat.can_run`), so a variant pruned here is one the judge would have refused. The answers are
 evidence records (resolve/reasons.py); output/ words them.
 
-May import: arch, compat, host facts, knowledge/toolkits, versions, resolve/reasons.py and causes.py.
+May import: arch, compat, host facts, knowledge/ (components, toolkits), versions, resolve/reasons.py and causes.py.
 """
 
 from __future__ import annotations
@@ -13,9 +13,17 @@ from typing import Iterable, Optional, Sequence
 from cudaresolve.arch import PtxTarget, Target
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.host.facts import Driver, HostFacts
-from cudaresolve.knowledge import toolkits
+from cudaresolve.knowledge import components, toolkits
 from cudaresolve.resolve.causes import FleetConflict, HostMajors
-from cudaresolve.resolve.reasons import DoesNotRun, DriverTooOld, MajorRefusal, MajorRejection, NoDeviceCode, ToolkitTargets
+from cudaresolve.resolve.reasons import (
+    DoesNotRun,
+    DriverTooOld,
+    MajorRefusal,
+    MajorRejection,
+    NoDeviceCode,
+    SbsaOnJetson,
+    ToolkitTargets,
+)
 from cudaresolve.versions import CudaVersion
 
 
@@ -45,6 +53,18 @@ def rejection(
                     index, gpu.compute_capability, tuple(Target.parse(t) for t in sass),
                     tuple(Target.parse(t) for t in sorted({p.target for p in ptx})), where,
                 )
+    return None
+
+
+def jetson_rejection(name: str, cuda: CudaVersion, hosts: Iterable[tuple[str, HostFacts]]) -> Optional[SbsaOnJetson]:
+    """A CUDA build of `name` (built with `cuda`) whose aarch64 wheels are server-Arm (SBSA) builds,
+    for a Jetson (tegra) host among `hosts`: Jetson runs its JetPack release's CUDA, not SBSA's."""
+    hosts = list(hosts)
+    if not components.sbsa_build(name):
+        return None
+    for label, host in hosts:
+        if host.tegra:
+            return SbsaOnJetson(cuda, label if len(hosts) > 1 else None)
     return None
 
 

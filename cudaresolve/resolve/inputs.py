@@ -4,7 +4,7 @@ the hosts, the target interpreter, the index settings and the choices. `cudareso
 made from it alone (commands/locking.py, then resolve/resolver.py).
 
 Pure data. May import: env/interpreter (Target), host facts, index/ (IndexSettings, TagOverrides, pip's choices),
-resolve/reasons.py.
+resolve/reasons.py, resolve/targets.py.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from cudaresolve.index.choices import Formats, UpgradeStrategy
 from cudaresolve.index.config import IndexSettings
 from cudaresolve.index.tags import TagOverrides
 from cudaresolve.resolve.reasons import Need
+from cudaresolve.resolve.targets import LockTarget
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,6 @@ class LockInputs:
     # The target is this machine as probed: its own CUDA libraries (a system toolkit ld.so finds) count
     # for a package that loads them undeclared. False for hosts given by flags or files.
     system_libraries: bool = False
+    # The machines and Pythons to resolve for, each with its hosts (resolve/targets.py); () is one
+    # target: `hosts`, running the target interpreter's own Python.
+    targets: tuple[LockTarget, ...] = ()

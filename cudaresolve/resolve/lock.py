@@ -76,7 +76,7 @@ class Reason:
 
 @dataclass(frozen=True)
 class LockedWheel:
-    """The one wheel file a locked package installs from."""
+    """One wheel file of a locked release (a release may have several: one per platform or Python)."""
 
     filename: str
     url: str
@@ -91,7 +91,7 @@ class LockedPackage:
     name: NormalizedName
     version: Optional[Version]  # with its local label: 2.11.0+cu130; None only for another source unpinned
     index: Optional[str]  # the index URL it comes from (a torch variant index for torch +cuXYZ)
-    wheel: Optional[LockedWheel]  # None: kept installed, provided by conda, or only another source
+    wheels: tuple[LockedWheel, ...]  # the release's files for the targets' tags; empty: kept installed, provided by conda, or only another source
     marker: Optional[str]  # PEP 508 environment marker: install only where it holds
     reason: Reason
     provided_by: Optional[str] = None  # the conda package that stands for it ("libnvjitlink 12.8.93 (conda)"); no wheel
@@ -105,6 +105,7 @@ class Decision:
     name: NormalizedName
     chosen: Optional[CandidateRef]  # None when nothing fit
     rejected: tuple[Rejection, ...]
+    marker: Optional[str] = None  # a universal lock's: the targets it was made for, where they decided differently
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,16 @@ class MajorDecision:
 
     chosen: int
     rejected: tuple[MajorRejection, ...]
+    marker: Optional[str] = None  # a universal lock's: the targets it was made for, where they decided differently
+
+
+@dataclass(frozen=True)
+class Fork:
+    """A name a universal lock pins differently per target (resolve/universal.py): each target's
+    marker with its version there, None where the target does not need the name."""
+
+    name: NormalizedName
+    versions: tuple[tuple[str, Optional[Version]], ...]
 
 
 @dataclass(frozen=True)
@@ -127,3 +138,6 @@ class Lock:
     decisions: tuple[Decision, ...]
     created_by: str  # the tool that wrote it, e.g. "cudaresolve 0.1.0"
     major: Optional[MajorDecision] = None  # None when no major was set aside (or another tool's lock)
+    environments: tuple[str, ...] = ()  # PEP 751 `environments`: markers of the targets it is for; empty: any
+    forks: tuple[Fork, ...] = ()  # names pinned differently per target (a universal lock)
+    majors: tuple[MajorDecision, ...] = ()  # per target, each with its marker, when targets' CUDA majors differ (then `major` is None)

@@ -31,13 +31,14 @@ from cudaresolve.resolve.reasons import BinaryNeed, CandidateRef, Need, Required
 from cudaresolve.versions import CudaVersion
 
 
-def binary_requirements(name: str, version: Version, filename: Optional[str]) -> Iterator[Need]:
-    """What a release's ELF files bind beyond its metadata, from the table (nothing when unknown)."""
-    row = wheel_facts.find(name, str(version), filename)
+def binary_requirements(name: str, version: Version, filename: Optional[str], machine: str) -> Iterator[Need]:
+    """What a release's ELF files bind beyond its metadata, from the table's row of its file (else
+    of its `machine` build, for an installed release); nothing when unknown."""
+    row = wheel_facts.find(name, str(version), filename, None if filename else machine)
     if row is None:
         return
     consumer = CandidateRef(canonicalize_name(name), version)
-    for soname, text_floor in wheel_facts.min_provider_release(name, str(version), filename).items():
+    for soname, text_floor in wheel_facts.min_provider_release(name, str(version), row.filename).items():
         floor = CudaVersion.parse(text_floor)
         binding = next(
             ((member.path, split_symbol(text)[0]) for member in row.member for bind in member.binds if bind.file == soname

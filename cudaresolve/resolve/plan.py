@@ -62,8 +62,8 @@ def install_plan(lock: Lock, installed: Iterable[Distribution]) -> tuple[Change,
             kind = "replace"
         else:
             kind = "upgrade" if new > old else "downgrade"
-        size = package.wheel.size if package.wheel and package.wheel.size and kind != "keep" else 0
-        changes.append(Change(package, kind, old, size or 0, kept_back.get(package.name, ())))
+        size = max((wheel.size or 0 for wheel in package.wheels), default=0) if kind != "keep" else 0
+        changes.append(Change(package, kind, old, size, kept_back.get(package.name, ())))
     return tuple(changes)
 
 

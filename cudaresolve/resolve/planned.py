@@ -43,7 +43,7 @@ def planned_environment(
     distributions = [d for d in installed.distributions if d.name not in replaced]
     elf_files = [e for e in installed.elf_files if not (set(e.owners) & replaced)]
     read: dict[str, tuple[BinaryFacts, ...]] = {
-        c.name: index.binary_facts(c.file).members if deep or _covered(c) or _own_runtime(c) else ()
+        c.name: index.binary_facts(c.file).members if deep or _covered(c, installed.loader.machine) or _own_runtime(c) else ()
         for c in wheels if c.file is not None
     }
     if deep:
@@ -145,7 +145,7 @@ def _complete_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[C
                 pass  # its row stays: the loader blames no name the row may lack
 
 
-def _covered(candidate: Candidate) -> bool:
+def _covered(candidate: Candidate, machine: str) -> bool:
     """A consumer the knowledge table holds releases of (onnxruntime-gpu): only its binaries tell
     its CUDA build (the libraries they link), so each release is judged by its own row, or by its
     wheel where the table has none. An NVIDIA component's CUDA is data by name and version
@@ -154,7 +154,7 @@ def _covered(candidate: Candidate) -> bool:
     assert candidate.file is not None
     if wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None:
         return True
-    return bool(wheel_facts.releases(candidate.name)) and not components.for_dist(candidate.name)
+    return bool(wheel_facts.releases(candidate.name, machine)) and not components.for_dist(candidate.name)
 
 
 def _own_runtime(candidate: Candidate) -> bool:

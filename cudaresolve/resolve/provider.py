@@ -164,7 +164,7 @@ class Provider(_ProviderBase):
                 if extra is not None:  # an installed extra that counts as chosen keeps its needs
                     needs.append(Need(requirement, RequiredBy(parent, extra)))
         filename = candidate.file.filename if candidate.file else None
-        return needs + list(binary_requirements(candidate.name, candidate.version, filename))
+        return needs + list(binary_requirements(candidate.name, candidate.version, filename, self.finder.machine))
 
     def _requires(self, candidate: Candidate) -> Sequence[Requirement]:
         if candidate.file is None:

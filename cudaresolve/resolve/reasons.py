@@ -56,6 +56,7 @@ class Rule(enum.Enum):
     NO_EXTRA = "no-extra"
     MINOR_COMPAT = "minor-compat"
     BREAKS_INSTALLED = "breaks-installed"
+    SBSA_ON_JETSON = "sbsa-on-jetson"
 
 
 @dataclass(frozen=True)
@@ -191,11 +192,14 @@ class PreReleaseNotAllowed:
 
 @dataclass(frozen=True)
 class CpuOnly:
-    """A CPU-only build of a CUDA-capable family (torch 2.8.0+cpu) for hosts with a GPU or a driver:
-    taken only when asked, by an exact pin of that build or `--cpu`."""
+    """A CPU-only build of a CUDA-capable family for hosts with a GPU or a driver: by its local label
+    (torch 2.8.0+cpu), or by its wheel's members on a machine (the registry's aarch64 torch 2.10.0
+    has no torch/lib/libtorch_cuda.so). Taken only when asked, by an exact pin of that build or `--cpu`."""
 
     rule: ClassVar[Rule] = Rule.CPU_ONLY
-    label: str  # the build's local label: "cpu"
+    label: str  # the build's local label: "cpu"; "" for a default build CPU-only on its machine
+    machine: Optional[str] = None  # the machine whose wheel is CPU-only though its release has a CUDA default build
+    missing: Optional[str] = None  # the member every CUDA build carries, absent from that wheel
 
 
 @dataclass(frozen=True)
@@ -232,12 +236,23 @@ class BreaksInstalled:
     extra: Optional[str] = None  # the consumer's extra the need came through (one that counts as chosen)
 
 
+@dataclass(frozen=True)
+class SbsaOnJetson:
+    """A server-Arm (SBSA) CUDA build (data/components.toml [sbsa_builds]) for a Jetson (tegra) host,
+    whose CUDA is its JetPack release's: what works there is the JetPack wheels NVIDIA publishes."""
+
+    rule: ClassVar[Rule] = Rule.SBSA_ON_JETSON
+    cuda: CudaVersion  # the build's CUDA (a major alone when only that is known)
+    host: Optional[str] = None
+
+
 Evidence = Union[
     SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
     OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra, MinorCompat, BreaksInstalled,
+    SbsaOnJetson,
 ]
 EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
-DoesNotRun = Union[DriverTooOld, NoDeviceCode]  # a build against a host's driver and GPUs
+DoesNotRun = Union[DriverTooOld, NoDeviceCode, SbsaOnJetson]  # a build against a host's driver, GPUs and CUDA
 MajorRefusal = Union[DriverTooOld, ToolkitTargets]  # a CUDA major against a host
 
 

@@ -507,7 +507,7 @@ def _as_lock(
         major = finder.major if rewrite != Rewrite() else None
         if candidate.from_conda:
             assert candidate.installed is not None
-            packages.append(LockedPackage(candidate.name, candidate.version, None, None, None,
+            packages.append(LockedPackage(candidate.name, candidate.version, None, (), None,
                                           Reason(ReasonKind.CONDA, origins[name]), provided_by=candidate.installed.label))
             continue
         if file is None:
@@ -517,7 +517,7 @@ def _as_lock(
             reason = Reason(ReasonKind.KEPT, origins[name], rewrite.asked_as, rewrite.added_extras, major,
                             extras=tuple(sorted(candidate.extras)) or None, extra_for=rewrite.extra_for)
             if file is None:
-                packages.append(LockedPackage(candidate.name, candidate.version, None, None, None, reason))
+                packages.append(LockedPackage(candidate.name, candidate.version, None, (), None, reason))
                 continue
         else:
             build = Build(candidate.build.cuda, candidate.build.evidence) if candidate.build else None
@@ -528,7 +528,7 @@ def _as_lock(
         # a wheel found by --find-links has no index: pip reaches it through its directory (lockfile/pylock.py)
         source = None if file.source in index.config.find_links else file.source
         packages.append(
-            LockedPackage(candidate.name, candidate.version, source, LockedWheel(file.filename, file.url, sha256, file.size), None, reason)
+            LockedPackage(candidate.name, candidate.version, source, (LockedWheel(file.filename, file.url, sha256, file.size),), None, reason)
         )
     rejected = major_rejections(hosts)
     used = [p.index for p in packages if p.index]
