@@ -96,6 +96,10 @@ def test_an_aarch64_host_gets_aarch64_wheels_and_no_x86_only_dependency(capsys, 
     assert report["targets"] == [{"machine": "aarch64", "tegra": False, "python": OWN, "glibc": "2.28", "hosts": [gh200],
                                   "marker": f'platform_machine == "aarch64" and python_version == "{OWN}"'}]
     assert report["requires_python"] == f"=={OWN}.*"
+    # a lock for another machine names it, so an installer here refuses it (uv: "not supported by the lockfile")
+    assert report["environments"] == [report["targets"][0]["marker"]]
+    _, own, _ = lock_json(capsys, empty_python, index, "app")  # this machine's: no environments
+    assert own["environments"] == [], own
 
 
 def test_an_aarch64_host_of_unknown_glibc_gets_manylinux2014(capsys, empty_python, index, hermetic):

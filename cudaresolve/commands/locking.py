@@ -54,12 +54,13 @@ def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = Fals
     target = inputs.target
     where = target if inputs.installed_at is None else replace(target, site_packages=(inputs.installed_at,))
     installed, _ = scan(where, environ)
-    parts = []
-    for one in targets_of(inputs):
-        result = _locked_for(one, inputs, installed, environ, quiet=quiet)
-        parts.append(Part(target_marker(one), result))
+    targets = targets_of(inputs)
+    parts = [Part(target_marker(one), _locked_for(one, inputs, installed, environ, quiet=quiet)) for one in targets]
     if len(parts) == 1:
-        return parts[0].lock, installed
+        if targets[0].machine == inputs.target.machine:
+            return parts[0].lock, installed
+        # a lock for another machine says so, or an installer here would take it for its own
+        return replace(parts[0].lock, environments=(parts[0].marker,)), installed
     try:
         return merged(parts), installed
     except MergeConflict as exc:  # one file name with two digests from the targets' indexes
