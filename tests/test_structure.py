@@ -242,6 +242,7 @@ NUMBER_SHAPES = {
     "cudaresolve.host.sources": "nvidia-smi's compute_cap column, before ComputeCapability reads it",
     "cudaresolve.env.conda": "the leading release numbers of a conda version that is not PEP 440",
     "cudaresolve.knowledge.wheel_facts": "a PTX ISA in data/wheel_facts.toml",
+    "cudaresolve.resolve.targets": "a lock target's Python X.Y (--python-version, the interpreter's) and its hosts' glibc",
 }
 
 
