@@ -252,7 +252,7 @@ def test_files_of_one_owner_pair_are_one_finding(tmp_path):
     claims = (Claim("a-dist", Version("1.0"), "sha256=a"), Claim("b-dist", Version("2.0"), "sha256=b"))
     env = _env(tmp_path, SharedFile("/x/1", claims), False)
     from dataclasses import replace
-    env = replace(env, shared_files=tuple(SharedFile(f"/x/{n}", claims) for n in range(5)))
+    env = replace(env, shared_files=tuple(SharedFile(f"/x/lib{n}.so", claims) for n in range(5)))
     [finding] = ownership.check_owned_twice(env)
     text = shown(finding)
     assert text.subject == "files of a-dist, b-dist"
@@ -289,3 +289,24 @@ def test_a_plan_with_two_owners_of_one_path_is_refused_and_one_owner_is_not():
 
     alone = planned_environment(planned(), [candidate("nvidia-nccl-cu13", "2.30.7", wheel)], RecordedIndex({}))
     assert alone.shared_files == ()
+
+
+def test_no_fix_when_each_owner_is_required_by_another_package_and_a_header_is_a_warning(tmp_path):
+    """jax[cuda12] requires nvidia-nccl-cu12, torch cu130 nvidia-nccl-cu13: removing either owner
+    breaks one consumer (the survey applied such a fix and left JAX on CUDA 13 libraries), so no fix
+    is printed. A shared file nothing loads (openmm's SWIG header) is a warning with no fix: the fix
+    would uninstall the package itself."""
+    shared = SharedFile("/x/pkg/lib.so", (Claim("a-dist", Version("1.0"), "sha256=a"), Claim("b-dist", Version("2.0"), "sha256=b")),
+                        on_disk="b-dist")
+    env = _env(tmp_path, shared, True)
+    info = Path(env.target.site_packages[0]) / "other-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other\nVersion: 1.0\nRequires-Dist: b-dist\n\n")
+    (info / "RECORD").write_text("")
+    distributions, _ = read_distributions(env.target.site_packages[0])
+    from dataclasses import replace
+    [finding] = ownership.check_owned_twice(replace(env, distributions=distributions))
+    assert (finding.severity, finding.fix) == (Severity.ERROR, None)
+    header = SharedFile("/x/swig/OpenMMSwigHeaders.i", shared.claims, on_disk="b-dist")
+    [finding] = ownership.check_owned_twice(replace(env, shared_files=(header,)))
+    assert (finding.severity, finding.fix) == (Severity.WARNING, None)

@@ -10,13 +10,22 @@ Which owner is right, first rule that names exactly one:
 1. "required": the one the other installed distributions require (torch requires nvidia-nccl-cu12);
 2. "cuda-major": the one of the CUDA major of the environment's CUDA runtime wheel;
 3. "on-disk": the one whose bytes are there now, so what runs today keeps running.
-Where none names one, each choice is offered, the first by name.
+Where none names one, each choice is offered, the first by name. Where different installed
+distributions require different owners (jax[cuda12]'s nvidia-nccl-cu12 beside torch cu130's
+nvidia-nccl-cu13), removing any owner breaks one of them: no fix is offered, as none of this kind
+converges (the 2026-11-26 survey applied one and left JAX on CUDA 13 libraries with its own wheels
+gone); the consumers must agree on one CUDA major first.
+
+An error when a shared file is one a process loads (a shared library or a Python module, by its
+name); a warning for other files (openmm's SWIG header `OpenMMSwigHeaders.i`): nothing loads them,
+and uninstalling an owner to settle one would remove the package itself.
 
 May import: checks/ (findings), env/, knowledge/components; the findings are values, output/ words them.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Optional
 
@@ -59,17 +68,27 @@ def _finding(env: Environment, owners: tuple[str, ...], files: list[SharedFile])
     if len(files) > SHOWN_FILES:
         evidence.append(e.More(len(files) - SHOWN_FILES))
     subject = Subject(file=files[0].path) if len(files) == 1 else Subject(owners=owners)
+    loaded = any(_loaded(shared.path) for shared in files)
     return Finding(
-        Check.OWNED_TWICE, Severity.ERROR, subject,
+        Check.OWNED_TWICE, Severity.ERROR if loaded else Severity.WARNING, subject,
         OwnedTwice(tuple(Installed(name, claims[name].version) for name in owners),
                    tuple(shared.path for shared in files), winner),
         tuple(evidence),
-        owner_fix(env, owners, winner),
+        owner_fix(env, owners, winner) if loaded else None,
     )
 
 
-def owner_fix(env: Environment, owners: tuple[str, ...], on_disk: Optional[str]) -> f.Fix:
-    """Uninstall the other owners, then reinstall the right one's release over what they leave."""
+def _loaded(path: str) -> bool:
+    """Whether a process may load the file: a shared library or a Python module."""
+    name = os.path.basename(path)
+    return name.endswith((".so", ".py")) or ".so." in name
+
+
+def owner_fix(env: Environment, owners: tuple[str, ...], on_disk: Optional[str]) -> Optional[f.Fix]:
+    """Uninstall the other owners, then reinstall the right one's release over what they leave;
+    None when other installed distributions require different owners."""
+    if len(_required(env, owners)) > 1:
+        return None
     why = _right_owner(env, owners, on_disk)
     if why is not None:
         return f.Explained(_keep(env, owners, why.distribution), why)
@@ -85,12 +104,18 @@ def _keep(env: Environment, owners: tuple[str, ...], right: str) -> f.Fix:
     ))
 
 
-def _right_owner(env: Environment, owners: tuple[str, ...], on_disk: Optional[str]) -> Optional[f.RightOwner]:
+def _required(env: Environment, owners: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each owner another installed distribution requires, with the distributions that require it."""
     required: dict[str, set[str]] = defaultdict(set)
     for dist in env.distributions:
         if dist.name not in owners:
             for name in env.requires_names(dist) & set(owners):
                 required[name].add(dist.name)
+    return required
+
+
+def _right_owner(env: Environment, owners: tuple[str, ...], on_disk: Optional[str]) -> Optional[f.RightOwner]:
+    required = _required(env, owners)
     if len(required) == 1:
         name, by = required.popitem()
         return f.RightOwner(name, "required", tuple(sorted(by)))
