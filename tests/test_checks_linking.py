@@ -182,7 +182,8 @@ ROWS = [
     pytest.param(MISSING, MISSING_LIBRARIES, [(
         "missing-library", "error", "pkg 1.0", f"_ext.so: libcublas.so.12: {NO_FILE}",
         (f"{EXT} needs libcublas.so.12; nothing on its search path, in the environment or in the system provides it",),
-        'pip install "nvidia-cublas-cu12"',
+        # no RUNPATH to the wheel's directory and no preloader: installing alone would change nothing
+        f'pip install "nvidia-cublas-cu12", then put {SP}/nvidia/cublas/lib on LD_LIBRARY_PATH',
     )], id="missing-library"),
     pytest.param(OFF_PATH, MISSING_LIBRARIES, [(
         "missing-library", "error", "pkg 1.0", f"_ext.so: libfoo.so.1: {NO_FILE}",

@@ -119,7 +119,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
             fix
             or (build_fix(load.dist, load.build, host) if load.build and load.dist and components.for_soname(needed)
                 else None)
-            or provider_fix(needed, env, load.dist, None)
+            or _reaching(env, load, problem, needed, provider_fix(needed, env, load.dist, None))
         )
         same_cause = (load.dist, env.identity(problem.consumer), fix)  # one fix for several libraries: one finding
         if fix is not None and same_cause in causes:
@@ -360,6 +360,29 @@ def _wheel_found_first(
         if os.path.normpath(directory) in wheel_dirs:
             return f.LooksFirstIn(os.path.basename(problem.consumer), directory)
     return None
+
+
+def _reaching(env: Environment, load: PackageLoad, problem: Problem, soname: str, fix: Optional[f.Fix]) -> Optional[f.Fix]:
+    """The wheel's `pip install`, then its directory on LD_LIBRARY_PATH when the consumer would not
+    look there: no RUNPATH or inherited RPATH names it, LD_LIBRARY_PATH does not, and no preloader
+    of the package loads that library from site-packages. Installing alone would change nothing
+    (the 2026-11-26 survey: onnxruntime-gpu 1.18's provider, CuPy 13's cuBLAS)."""
+    install = fix.fix if isinstance(fix, f.Explained) else fix
+    if not isinstance(install, f.PipInstall) or not env.target.site_packages:
+        return fix
+    name = install.requirements[0].name
+    rows = [row for row in components.for_dist(name) if soname in row.sonames]
+    if not rows:
+        return fix
+    directory = os.path.normpath(os.path.join(env.target.site_packages[-1], rows[0].lib_dir))
+    preloader = load.preloader
+    if (preloader is not None and preloader.on_call is None and "site-packages" in preloader.search
+            and (not preloader.libraries or rows[0].name in preloader.libraries)):
+        return fix
+    searched = _search_dirs(env, load, problem.consumer) + list(env.loader.ld_library_path)
+    if any(os.path.normpath(d) == directory for d in searched if d):
+        return fix
+    return f.Steps((fix, f.AddToPath(LD_LIBRARY_PATH, directory))) if fix else None
 
 
 def _search_dirs(env: Environment, load: PackageLoad, consumer: str) -> list[str]:
