@@ -84,6 +84,10 @@ MISSING_VERSION = Case(
     dists=(dist("pkg", "1.0"),),
 )
 MISSING = Case(files={EXT: ("pkg", so(EXT, needed=("libcublas.so.12",)))}, dists=(dist("pkg", "1.0"),))
+OLD_PROVIDER = f"{SP}/onnxruntime/capi/libonnxruntime_providers_cuda.so"
+CUDA_11_PROVIDER = Case(  # onnxruntime-gpu 1.18's provider: CUDA 11 runtime, cuRAND, cuDNN 8, no RUNPATH to wheels
+    files={OLD_PROVIDER: ("onnxruntime-gpu", so(OLD_PROVIDER, needed=("libcudart.so.11.0", "libcurand.so.10", "libcudnn.so.8")))},
+    dists=(dist("onnxruntime-gpu", "1.18.1"),))
 OFF_PATH = Case(
     files={EXT: ("pkg", so(EXT, needed=("libfoo.so.1",))),
            f"{SP}/other/libfoo.so.1": ("other", so(f"{SP}/other/libfoo.so.1", soname="libfoo.so.1"))},
@@ -185,6 +189,17 @@ ROWS = [
         # no RUNPATH to the wheel's directory and no preloader: installing alone would change nothing
         f'pip install "nvidia-cublas-cu12", then put {SP}/nvidia/cublas/lib on LD_LIBRARY_PATH',
     )], id="missing-library"),
+    pytest.param(CUDA_11_PROVIDER, MISSING_LIBRARIES, [
+        ("missing-library", "error", "onnxruntime-gpu 1.18.1", f"libonnxruntime_providers_cuda.so: {name}: {NO_FILE}",
+         (f"{OLD_PROVIDER} needs {name}; nothing on its search path, in the environment or in the system provides it",),
+         f'pip install "{wheel}", then put {SP}/{directory} on LD_LIBRARY_PATH')
+        for name, wheel, directory in (
+            # the provider's CUDA 11 runtime names the major (before: CUDA 13's nvidia-curand came first)
+            ("libcudart.so.11.0", "nvidia-cuda-runtime-cu11", "nvidia/cuda_runtime/lib"),
+            ("libcurand.so.10", "nvidia-curand-cu11", "nvidia/curand/lib"),
+            ("libcudnn.so.8", "nvidia-cudnn-cu11<9", "nvidia/cudnn/lib"),  # the newest, 9.x, holds libcudnn.so.9 only
+        )
+    ], id="fix-takes-the-consumers-cuda-major-and-the-releases-with-the-soname"),
     pytest.param(OFF_PATH, MISSING_LIBRARIES, [(
         "missing-library", "error", "pkg 1.0", f"_ext.so: libfoo.so.1: {NO_FILE}",
         (f"{EXT} needs libfoo.so.1; the environment's copy ({SP}/other/libfoo.so.1) is not on its search path",),

@@ -119,7 +119,7 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
             fix
             or (build_fix(load.dist, load.build, host) if load.build and load.dist and components.for_soname(needed)
                 else None)
-            or _reaching(env, load, problem, needed, provider_fix(needed, env, load.dist, None))
+            or _reaching(env, load, problem, needed, provider_fix(needed, env, load.dist, None, problem.consumer))
         )
         same_cause = (load.dist, env.identity(problem.consumer), fix)  # one fix for several libraries: one finding
         if fix is not None and same_cause in causes:

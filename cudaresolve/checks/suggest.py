@@ -114,10 +114,14 @@ def provider_dists(soname: str, major: Optional[int]) -> list[str]:
 
 
 def provider_requirement(
-    soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[CudaVersion]
+    soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[CudaVersion],
+    consumer_file: Optional[str] = None,
 ) -> Optional[tuple[Requirement, list[str]]]:
     """(the wheel that provides soname, at least `minimum`; the other wheels that also provide it),
-    choosing the consumer's CUDA major; None when no wheel is known to provide it."""
+    choosing the consumer's CUDA major: the minimum's, its framework build's, else the one the
+    consumer file's other needs name (onnxruntime-gpu 1.18's provider needs libcudart.so.11.0 and
+    libcurand.so.10: nvidia-curand-cu11, not CUDA 13's nvidia-curand); and the release range whose
+    wheels carry that soname (libcudnn.so.8: nvidia-cudnn-cu11<9). None when no wheel provides it."""
     major = None
     dist = env.distribution(consumer_dist) if consumer_dist else None
     build = framework_build(dist) if dist else None
@@ -125,15 +129,34 @@ def provider_requirement(
         major = minimum.major
     elif build is not None:
         major = build.cuda.major
+    elif consumer_file is not None:
+        major = _needed_major(env, consumer_file)
     providers = provider_dists(soname, major)
     if not providers:
         return None
-    return Requirement(f"{providers[0]}{f'>={minimum}' if minimum else ''}"), providers[1:]
+    ranges = {r.dist_versions for r in components.for_soname(soname)
+              if r.dist == providers[0] and (major is None or r.cuda_major == major) and r.dist_versions}
+    # a range only when it bounds the newest release out (libcudnn.so.8 is in nvidia-cudnn-cu11 < 9 only)
+    specifier = f">={minimum}" if minimum else next((r for r in ranges if "<" in r and len(ranges) == 1), "")
+    return Requirement(f"{providers[0]}{specifier}"), providers[1:]
 
 
-def provider_fix(soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[CudaVersion]) -> Optional[Fix]:
+def _needed_major(env: Environment, path: str) -> Optional[int]:
+    """The one CUDA major of the CUDA-versioned libraries (cudart, nvrtc, ...) the file needs; None
+    when it needs none, or several."""
+    elf = env.elf_file(path)
+    if elf is None or elf.facts is None:
+        return None
+    majors = {row.cuda_major for needed in elf.facts.needed for row in components.for_soname(needed)
+              if components.versioned_by_cuda(row.name)}
+    return majors.pop() if len(majors) == 1 else None
+
+
+def provider_fix(
+    soname: str, env: Environment, consumer_dist: Optional[str], minimum: Optional[CudaVersion], consumer_file: Optional[str] = None
+) -> Optional[Fix]:
     """`pip install` of the wheel that provides soname (at least `minimum`), naming the other wheels that provide it too."""
-    found = provider_requirement(soname, env, consumer_dist, minimum)
+    found = provider_requirement(soname, env, consumer_dist, minimum, consumer_file)
     if found is None:
         return None
     requirement, others = found
