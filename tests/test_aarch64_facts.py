@@ -280,14 +280,15 @@ def test_generator_drop_removes_a_row_and_redoes_the_defines_of_the_rows_it_boun
     path = wheel(CUSPARSE, AARCH64)
     (tmp_path / "facts").mkdir()
     (tmp_path / "facts" / f"{path.name}.json").write_text(json.dumps(script.read_one(str(path))))
-    cusolver = "nvidia-cusolver-cu12==11.7.5.82"
-    assert script.only([], "aarch64", tmp_path, drop=[cusolver]) == 0
+    cusolvers = ["nvidia-cusolver-cu12==11.7.5.82", "nvidia-cusolver==12.4.1.2"]  # both bind libcusparse.so.12
+    assert script.only([], "aarch64", tmp_path, drop=cusolvers) == 0
     assert "redone from their kept facts: nvidia-cusparse-cu12==12.3.1.170" in capsys.readouterr().out
     before, after = (script.table_parts(t) for t in (text, table.read_text()))
-    assert cusolver in script.machine_releases(before[0])["aarch64"]
-    assert cusolver not in script.machine_releases(after[0])["aarch64"]
+    assert set(cusolvers) <= set(script.machine_releases(before[0])["aarch64"])
+    assert not set(cusolvers) & set(script.machine_releases(after[0])["aarch64"])
     old, new = ({key: block for key, _, block in parts[1]} for parts in (before, after))
-    assert set(old) - set(new) == {("nvidia-cusolver-cu12", script.Version("11.7.5.82"), "aarch64")}
+    assert set(old) - set(new) == {("nvidia-cusolver-cu12", script.Version("11.7.5.82"), "aarch64"),
+                                   ("nvidia-cusolver", script.Version("12.4.1.2"), "aarch64")}
     changed = {key for key in new if new[key] != old[key]}
     assert changed == {("nvidia-cusparse-cu12", script.Version("12.3.1.170"), "aarch64")}
     assert "cusparseCreateMatDescr@@libcusparse.so.12" in old[next(iter(changed))]
@@ -312,7 +313,8 @@ def test_deep_lock_judges_the_aarch64_files_with_the_aarch64_loader(aarch64_inde
 
 LOADER = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}  # the machine's dynamic loader
 ABI_SUFFIXED = re.compile(r"_[0-9]+_[0-9]+$")
-THOR = {"sm_110", "sm_110a", "sm_110f"}  # CUDA 13's name for Thor (CUDA 12's sm_101), an aarch64-only GPU
+# GPUs only aarch64 hosts have: Thor (sm_110, CUDA 12's sm_101) and GB10 (sm_121, DGX Spark)
+AARCH64_ONLY = {"sm_110", "sm_110a", "sm_110f", "sm_121", "sm_121a", "sm_121f"}
 
 
 def used(row: wheel_facts.Wheel) -> dict[str, dict[str, object]]:
@@ -356,9 +358,10 @@ ALLOWED: dict[str, Callable[[Difference], bool]] = {
     "x86_64's NVRTC 12.8, 12.9 and 13.0 ship an alternative libnvrtc.alt.so with its builtins, the aarch64 wheels "
     "do not; no row needs it (test below)":
         lambda d: d[3] == "member" and ".alt.so." in d[2] and d[4:] == (True, False),
-    "the aarch64 cuBLAS and cuRAND of CUDA 13 carry SASS for Thor (sm_110, an aarch64-only GPU) besides every "
-    "x86_64 target":
-        lambda d: d[0] in ("nvidia-cublas", "nvidia-curand") and d[3] == "sass" and set(d[4]) <= set(d[5]) and set(d[5]) - set(d[4]) <= THOR,  # type: ignore[arg-type]
+    "the aarch64 cuBLAS, cuRAND and cuSOLVER of CUDA 13 carry SASS for GPUs only aarch64 hosts have (sm_110: "
+    "Thor; cuSOLVER also sm_121: GB10) besides every x86_64 target":
+        lambda d: d[0] in ("nvidia-cublas", "nvidia-curand", "nvidia-cusolver") and d[3] == "sass"
+        and set(d[4]) <= set(d[5]) and set(d[5]) - set(d[4]) <= AARCH64_ONLY,  # type: ignore[arg-type]
     "onnxruntime-gpu 1.31.1's aarch64 CUDA provider is built for sm_89, sm_90a, sm_120a and sm_121a (GB10, an "
     "aarch64-only GPU) with no PTX, x86_64's from sm_75 (Turing, Ampere): an aarch64 host is judged by its own row, "
     "so an aarch64 Ampere host gets no CUDA provider of this release (test below)":
