@@ -1,7 +1,7 @@
 """Regenerate data/wheel_facts.toml: what known NVIDIA CUDA component wheels' ELF files bind and carry.
 
 Usage: python scripts/record_wheel_facts.py [--cache DIR] [--add NAME==VERSION ...]
-       python scripts/record_wheel_facts.py --machine aarch64 --only NAME==VERSION [--only ...]
+       python scripts/record_wheel_facts.py --machine aarch64 --only NAME==VERSION [--only ...] [--drop NAME==VERSION ...]
 
 Why a generated table: NVIDIA keeps .dynstr/.dynamic at the end of 300 MB libraries inside deflated
 zip members, so the resolver cannot read a candidate wheel's needs without downloading all of it.
@@ -30,7 +30,10 @@ the wheel's URL and sha256 from `pip install --dry-run --report` (pip's index co
 machine's manylinux tags), then its ELF members by HTTP range requests (the zip's directory, then
 each shared-object member), so no wheel is stored; it replaces or adds only those rows, keeps the
 rest of the table as it is, and lists the releases under `[[releases.machine]]`. A full run keeps
-those rows as written; rerunning `--only` with the releases listed there refreshes them.
+those rows as written; rerunning `--only` with the releases listed there refreshes them. A row
+written before that defines what this run's reads bind gets its `defines` redone from the facts
+the cache keeps of its wheel (or is named, to rerun). `--machine M --drop NAME==VERSION` removes
+a row of that machine.
 """
 
 from __future__ import annotations
@@ -82,10 +85,11 @@ CONSUMERS = ("onnxruntime-gpu>=1.17",)  # 1.17 and 1.18 are CUDA 11.8 builds, 1.
 PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)) + (
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64")
 TARGET = [flag for platform in PLATFORMS for flag in ("--platform", platform)] + ["--python-version", "3.11"]
-# Other machines' wheels as pip on a glibc 2.28 machine takes them (--machine).
+# Other machines' wheels (--machine): aarch64's as pip on a glibc 2.35 machine takes them (Grace
+# servers run Ubuntu 22.04 or newer; onnxruntime-gpu's aarch64 wheels are manylinux_2_34).
 MACHINE_PLATFORMS = {
     "x86_64": PLATFORMS,
-    "aarch64": tuple(f"manylinux_2_{minor}_aarch64" for minor in range(28, 16, -1)) + ("manylinux2014_aarch64",),
+    "aarch64": tuple(f"manylinux_2_{minor}_aarch64" for minor in range(35, 16, -1)) + ("manylinux2014_aarch64",),
 }
 WINDOW = 8 << 20  # bytes one range request fetches at most: the most read past a member's end
 MARKERS = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
@@ -400,9 +404,10 @@ def read_remote(requirement: str, machine: str, http: Http) -> Optional[dict]:
     before = http.bytes_received
     stream = RangeFile(http, url, requirement)
     data = read_stream(stream, filename)  # type: ignore[arg-type]
-    if data["machine"] != machine:
+    if data["machine"] not in (None, machine):
         raise SystemExit(f"{filename}: its ELF members are {data['machine']}, not {machine}")
-    return {**data, "sha256": sha256, "size": stream.size, "read_bytes": http.bytes_received - before}
+    # a wheel without shared objects (nvcc 13's) is the machine's by its tag
+    return {**data, "machine": machine, "sha256": sha256, "size": stream.size, "read_bytes": http.bytes_received - before}
 
 
 def consumer(name: str) -> bool:
@@ -547,8 +552,9 @@ def write_table(source: str, added: List[str], machine_added: Dict[str, List[str
 
 
 def source_with(previous: str, machine: str, segment: str) -> str:
-    """The table's source line with `machine`'s segment (`M: ...`, or the x86_64 head) replaced."""
-    head, *others = previous.split("; ") if previous else ("",)
+    """The table's source line with `machine`'s segment (`M: ...`, or the x86_64 head) replaced; a
+    segment runs to the next `; M: ` (a segment's own text may hold "; ")."""
+    head, *others = re.split(r"; (?=[A-Za-z0-9_]+: )", previous) if previous else ("",)
     kept = [s for s in others if not s.startswith(f"{machine}: ")]
     if machine == "x86_64":
         head = segment
@@ -573,13 +579,17 @@ def main() -> int:
                         help="the machine whose wheels --only reads (default: %(default)s)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME==VERSION",
                         help="read only this release's wheel for --machine, by range requests, and replace or add its row")
+    parser.add_argument("--drop", action="append", default=[], metavar="NAME==VERSION",
+                        help="remove this release's --machine row (not x86_64's: a full run chooses those)")
     args = parser.parse_args()
-    for requirement in args.add + args.only:
+    if args.drop and args.machine == "x86_64":
+        parser.error("--drop removes another machine's rows: x86_64's are the release set a full run chooses")
+    for requirement in args.add + args.only + args.drop:
         req = Requirement(requirement)
         if len(req.specifier) != 1 or next(iter(req.specifier)).operator != "==":
             parser.error(f"{requirement}: expected NAME==VERSION")
-    if args.only:
-        return only(args.only, args.machine, args.cache)
+    if args.only or args.drop:
+        return only(args.only, args.machine, args.cache, args.drop)
     parsed, existing = table_parts(OUT.read_text()) if OUT.exists() else ({}, [])
     previous = parsed["releases"]["added"] if parsed else []
     added = sorted(set(previous) | set(args.add))
@@ -630,10 +640,13 @@ def main() -> int:
     return 0
 
 
-def only(requirements: List[str], machine: str, cache: Path) -> int:
-    """Read the `machine` wheels of `requirements` by range requests and replace or add their rows."""
+def only(requirements: List[str], machine: str, cache: Path, drop: Iterable[str] = ()) -> int:
+    """Read the `machine` wheels of `requirements` by range requests and replace or add their rows;
+    remove the `machine` rows of the releases in `drop`."""
     started = time.monotonic()
     parsed, blocks = table_parts(OUT.read_text())
+    dropped = {release_key(requirement) for requirement in drop}
+    blocks = [b for b in blocks if not (b[0][2] == machine and b[0][:2] in dropped)]
     http = Http()
     reads: List[Tuple[str, str, dict]] = []
     (cache / "facts").mkdir(parents=True, exist_ok=True)
@@ -657,20 +670,57 @@ def only(requirements: List[str], machine: str, cache: Path) -> int:
     new = {data["filename"]: ((name, Version(version), machine), data["filename"],
                               "\n".join(render_wheel(name, version, data, ["added"], bound)))
            for name, version, data in reads}
+    refreshed = refresh_providers(blocks, new, machine, bound, cache)
     keys = {key for key, _, _ in new.values()}
     blocks = [b for b in blocks if b[1] not in new and b[0] not in keys] + list(new.values())
     listed = machine_releases(parsed)
-    listed[machine] = sorted(set(listed.get(machine, [])) | {f"{name}=={version}" for name, version, _ in reads})
+    listed[machine] = sorted({r for r in listed.get(machine, []) if release_key(r) not in dropped}
+                             | {f"{name}=={version}" for name, version, _ in reads})
     rows = sum(1 for block in blocks if block[0][2] == machine)
     read_bytes = sum(data["read_bytes"] for _, _, data in reads)
     size = sum(data["size"] for _, _, data in reads)
     segment = (f"{rows} Linux {machine} wheels, their ELF members read with cudaresolve.binary.wheel.read_wheel through "
                f"HTTP range requests (sha256 as the index lists it); the run of {datetime.date.today().isoformat()} read "
-               f"{len(reads)} ({read_bytes} of their {size} bytes)")
+               f"{len(reads)} ({read_bytes} of their {size} bytes)" + (f" and dropped {len(dropped)}" if dropped else ""))
     OUT.write_text(write_table(source_with(parsed["source"], machine, segment), parsed["releases"]["added"], listed, blocks))
     print(f"wrote {OUT} ({OUT.stat().st_size} bytes): {len(reads)} {machine} wheels read, {read_bytes} bytes by "
-          f"{http.requests_made} range requests, {time.monotonic() - started:.1f} s")
+          f"{http.requests_made} range requests, {time.monotonic() - started:.1f} s"
+          + (f"; `defines` of {len(refreshed)} rows written before redone from their kept facts: {', '.join(refreshed)}"
+             if refreshed else ""))
     return 0
+
+
+def release_key(requirement: str) -> Tuple[str, Version]:
+    name, _, version = requirement.partition("==")
+    return canonicalize_name(name), Version(version)
+
+
+def refresh_providers(blocks: List[Tuple[Tuple[str, Version, str], str, str]], new: Dict[str, Tuple[Tuple[str, Version, str], str, str]],
+                      machine: str, bound: Set[Tuple[str, str]], cache: Path) -> List[str]:
+    """A `machine` row written before may define what this run's reads bind (aarch64 cuSOLVER read
+    after cuSPARSE binds cusparseCreateMatDescr): its `defines` is rendered again, into `new`, from
+    the facts the cache keeps of its wheel (every versioned definition). Without them, the row is
+    named: rerun --only with its release. Returns the releases rendered again."""
+    refreshed = []
+    for key, filename, text in blocks:
+        if key[2] != machine or filename in new:
+            continue
+        [row] = tomllib.loads(text)["wheel"]
+        kept = cache / "facts" / f"{filename}.json"
+        data = json.loads(kept.read_text()) if kept.exists() else None
+        if data is None or data.get("format") != READ_FORMAT or data_machine(data) != machine:
+            lacking = {(name, version) for name, version in bound for member in row.get("member", [])
+                       if version in member.get("version_definitions", ()) and version != name
+                       and f"{name}@@{version}" not in member.get("defines", ()) and f"{name}@{version}" not in member.get("defines", ())}
+            if lacking:
+                print(f"  {row['name']}=={row['version']} ({machine}) may define {len(lacking)} symbols newly bound, "
+                      f"e.g. {sorted(lacking)[0]}, and its kept facts are gone: rerun --only with it", file=sys.stderr)
+            continue
+        again = "\n".join(render_wheel(row["name"], row["version"], data, row["why"], bound))
+        if again != text.rstrip("\n"):
+            new[filename] = (key, filename, again)
+            refreshed.append(f"{row['name']}=={row['version']}")
+    return refreshed
 
 
 if __name__ == "__main__":

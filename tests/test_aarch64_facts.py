@@ -30,7 +30,7 @@ from cudaresolve.binary.wheel import read_wheel
 from cudaresolve.cli import main
 from cudaresolve.errors import UsageError
 from cudaresolve.index.http import Http
-from cudaresolve.knowledge import wheel_facts
+from cudaresolve.knowledge import components, wheel_facts
 from cudaresolve.knowledge.wheel_facts import from_record
 
 CUSPARSE = "nvidia-cusparse-cu12==12.3.1.170"
@@ -263,7 +263,36 @@ def test_generator_keeps_the_rows_it_does_not_read_as_written():
     assert {block[0][2] for block in blocks} == {"x86_64", "aarch64"}
     again = script.write_table(parsed["source"], parsed["releases"]["added"], script.machine_releases(parsed), blocks)
     assert again == text
-    assert script.source_with(parsed["source"], "aarch64", "X").startswith(parsed["source"].split("; ")[0] + "; aarch64: X")
+    head = parsed["source"].split("; aarch64: ")[0]
+    assert script.source_with(parsed["source"], "aarch64", "X; Y") == head + "; aarch64: X; Y"
+    assert script.source_with(head + "; aarch64: X; Y", "aarch64", "Z") == head + "; aarch64: Z"  # the whole segment replaced
+
+
+def test_generator_drop_removes_a_row_and_redoes_the_defines_of_the_rows_it_bound(wheel, tmp_path, monkeypatch, capsys):
+    """`--drop` removes a machine's row and its [[releases.machine]] entry; a provider row written
+    before loses the definitions only the dropped row bound, redone from its wheel's kept facts;
+    every other row stays as written."""
+    script = generator()
+    table = tmp_path / "wheel_facts.toml"
+    text = resources.files("cudaresolve.data").joinpath("wheel_facts.toml").read_text()
+    table.write_text(text)
+    monkeypatch.setattr(script, "OUT", table)
+    path = wheel(CUSPARSE, AARCH64)
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts" / f"{path.name}.json").write_text(json.dumps(script.read_one(str(path))))
+    cusolvers = ["nvidia-cusolver-cu12==11.7.5.82", "nvidia-cusolver==12.4.1.2"]  # both bind libcusparse.so.12
+    assert script.only([], "aarch64", tmp_path, drop=cusolvers) == 0
+    assert "redone from their kept facts: nvidia-cusparse-cu12==12.3.1.170" in capsys.readouterr().out
+    before, after = (script.table_parts(t) for t in (text, table.read_text()))
+    assert set(cusolvers) <= set(script.machine_releases(before[0])["aarch64"])
+    assert not set(cusolvers) & set(script.machine_releases(after[0])["aarch64"])
+    old, new = ({key: block for key, _, block in parts[1]} for parts in (before, after))
+    assert set(old) - set(new) == {("nvidia-cusolver-cu12", script.Version("11.7.5.82"), "aarch64"),
+                                   ("nvidia-cusolver", script.Version("12.4.1.2"), "aarch64")}
+    changed = {key for key in new if new[key] != old[key]}
+    assert changed == {("nvidia-cusparse-cu12", script.Version("12.3.1.170"), "aarch64")}
+    assert "cusparseCreateMatDescr@@libcusparse.so.12" in old[next(iter(changed))]
+    assert "cusparseCreateMatDescr@@libcusparse.so.12" not in new[next(iter(changed))]
 
 
 @pytest.mark.usefixtures("hermetic")
@@ -276,3 +305,125 @@ def test_deep_lock_judges_the_aarch64_files_with_the_aarch64_loader(aarch64_inde
     assert code == 2, err
     assert "symbol-skew" in err and re.search(r"undefined symbol: __nvJitLink\w+_12_4", err), err
     assert not out.exists()
+
+
+
+
+# -- the x86_64 and aarch64 rows of one release agree on what the lock uses -------------------------
+
+LOADER = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}  # the machine's dynamic loader
+ABI_SUFFIXED = re.compile(r"_[0-9]+_[0-9]+$")
+# GPUs only aarch64 hosts have: Thor (sm_110, CUDA 12's sm_101) and GB10 (sm_121, DGX Spark)
+AARCH64_ONLY = {"sm_110", "sm_110a", "sm_110f", "sm_121", "sm_121a", "sm_121f"}
+
+
+def used(row: wheel_facts.Wheel) -> dict[str, dict[str, object]]:
+    """Member path -> field -> what the lock and the loader model use of it: the soname, the needed
+    names of other wheels (in order) and of the host (glibc, the C/C++ runtime and the machine's
+    dynamic loader as `<loader>`), search paths, binds (file, versions, the release their names
+    imply, the symbols bound in another wheel), the definitions carrying a CUDA ABI suffix or bound
+    by an aarch64 row (the rest of `defines` is what x86_64's 237 rows bind), and of a fatbin the
+    SASS, the PTX targets and their ISAs."""
+    system = set(components.system_libraries()) | {LOADER[row.machine]}
+    return {member.path: {
+        "soname": member.soname,
+        "needed": tuple(n for n in member.needed if n not in system),
+        "host libraries needed": tuple(sorted("<loader>" if n == LOADER[row.machine] else n
+                                              for n in member.needed if n in system)),
+        "search path": (member.rpath, member.runpath),
+        "binds": tuple(sorted((b.file, b.versions, b.min_version, b.symbols) for b in member.binds)),
+        "defines": tuple(d for d in member.defines
+                         if ABI_SUFFIXED.search(d.split("@", 1)[0]) or d.replace("@@", "@") in aarch64_bound()),
+        "sass": member.sass,
+        "ptx targets": None if member.ptx is None else tuple(p.split(":")[0] for p in member.ptx),
+        "ptx isa": member.ptx,
+    } for member in row.member}
+
+
+@functools.lru_cache(maxsize=None)
+def aarch64_bound() -> frozenset[str]:
+    """NAME@VERSION of every symbol an aarch64 row binds in another wheel."""
+    return frozenset(symbol for w in wheel_facts.load() if w.machine == "aarch64"
+                     for m in w.member for b in m.binds for symbol in b.symbols)
+
+
+Difference = tuple[str, str, str, str, object, object]  # name, version, member file, field, x86_64's, aarch64's
+
+# Each difference the two machines' rows of a release may show, with why the lock may ignore it.
+ALLOWED: dict[str, Callable[[Difference], bool]] = {
+    "x86_64 builds name ld-linux-x86-64.so.2 in DT_NEEDED, most aarch64 builds do not name ld-linux-aarch64.so.1, "
+    "and CUDA 13's libcudart.so.13 needs the C++ runtime on one machine and not the other (13.0 on aarch64, "
+    "13.1 and newer on x86_64): every one is the host's (components.toml [system_libraries]), never a wheel's":
+        lambda d: d[3] == "host libraries needed",
+    "x86_64's NVRTC 12.8, 12.9 and 13.0 ship an alternative libnvrtc.alt.so with its builtins, the aarch64 wheels "
+    "do not; no row needs it (test below)":
+        lambda d: d[3] == "member" and ".alt.so." in d[2] and d[4:] == (True, False),
+    "the aarch64 cuBLAS, cuRAND and cuSOLVER of CUDA 13 carry SASS for GPUs only aarch64 hosts have (sm_110: "
+    "Thor; cuSOLVER also sm_121: GB10) besides every x86_64 target":
+        lambda d: d[0] in ("nvidia-cublas", "nvidia-curand", "nvidia-cusolver") and d[3] == "sass"
+        and set(d[4]) <= set(d[5]) and set(d[5]) - set(d[4]) <= AARCH64_ONLY,  # type: ignore[arg-type]
+    "onnxruntime-gpu 1.31.1's aarch64 CUDA provider is built for sm_89, sm_90a, sm_120a and sm_121a (GB10, an "
+    "aarch64-only GPU) with no PTX, x86_64's from sm_75 (Turing, Ampere): an aarch64 host is judged by its own row, "
+    "so an aarch64 Ampere host gets no CUDA provider of this release (test below)":
+        lambda d: d[:4] == ("onnxruntime-gpu", "1.31.1", "libonnxruntime_providers_cuda.so", "sass"),
+    "onnxruntime-gpu 1.31.1's aarch64 wheel has no TensorRT provider":
+        lambda d: d[:4] == ("onnxruntime-gpu", "1.31.1", "libonnxruntime_providers_tensorrt.so", "member") and d[4:] == (True, False),
+}
+EXTENSION_MACHINE = re.compile(r"-(x86_64|aarch64)-linux-gnu\.so$")  # a CPython extension's file name names its machine
+
+
+def machine_differences() -> list[Difference]:
+    """The differences of each release with rows of both machines; a member one row lacks is one
+    difference, field `member` (whether each row has it)."""
+    found: list[Difference] = []
+    for arm in (w for w in wheel_facts.load() if w.machine == "aarch64"):
+        x86 = wheel_facts.find(arm.name, arm.version, machine="x86_64")
+        if x86 is None:
+            continue
+        x86_used, arm_used = ({EXTENSION_MACHINE.sub("-<machine>-linux-gnu.so", path): facts for path, facts in used(row).items()}
+                              for row in (x86, arm))
+        for path in sorted(x86_used.keys() | arm_used.keys()):
+            file = os.path.basename(path)
+            if path not in x86_used or path not in arm_used:
+                found.append((arm.name, arm.version, file, "member", path in x86_used, path in arm_used))
+                continue
+            found += [(arm.name, arm.version, file, field, value, arm_used[path][field])
+                      for field, value in x86_used[path].items() if value != arm_used[path][field]]
+    return found
+
+
+def test_x86_64_and_aarch64_rows_of_a_release_differ_only_as_explained():
+    both = {(w.name, w.version) for w in wheel_facts.load() if w.machine == "aarch64"
+            and wheel_facts.find(w.name, w.version, machine="x86_64") is not None}
+    assert {("nvidia-cusparse-cu12", "12.5.10.65"), ("nvidia-nvjitlink-cu12", "12.9.86"), ("nvidia-cublas-cu12", "12.9.2.10"),
+            ("nvidia-cusolver-cu12", "11.7.5.82"), ("nvidia-cusparse", "12.9.4.2"), ("nvidia-nvjitlink", "13.5.37")} <= both
+    found = machine_differences()
+    unexplained = [d for d in found if not any(rule(d) for rule in ALLOWED.values())]
+    assert not unexplained, "\n".join(f"{n} {v} {f} {field}: x86_64 {x!r}, aarch64 {a!r}" for n, v, f, field, x, a in unexplained)
+    unused = [why for why, rule in ALLOWED.items() if not any(rule(d) for d in found)]
+    assert not unused, f"an explained difference is gone: drop it from ALLOWED: {unused}"
+
+
+def test_no_row_needs_a_member_only_one_machine_has():
+    """Nothing in the table needs an x86_64-only member: no wheel's file reaches it by name."""
+    only_one = {d[2] for d in machine_differences() if d[3] == "member"}
+    assert only_one and not {n for w in wheel_facts.load() for m in w.member for n in m.needed} & only_one
+
+
+def test_aarch64_cusparse_binds_nvjitlink_as_on_x86_64():
+    """CUDA 12.9's cuSPARSE binds nvJitLink 12.9 by name on both machines; CUDA 13.5's binds no nvJitLink."""
+    for name, version, floor in (("nvidia-cusparse-cu12", "12.5.10.65", {"libnvJitLink.so.12": "12.9"}),
+                                 ("nvidia-cusparse", "12.9.4.2", {})):
+        for machine in ("x86_64", "aarch64"):
+            assert wheel_facts.min_provider_release(name, version, machine=machine) == floor
+
+
+def test_onnxruntime_gpu_aarch64_cuda_provider_has_no_kernel_for_ampere_where_x86_64_has():
+    """What an aarch64 A100 host is judged by: its own machine's row (`lock onnxruntime-gpu` for it exits 2
+    with arch-coverage for 1.29 ... 1.31), not the x86_64 build's sm_80 SASS."""
+    provider = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
+    rows = {machine: wheel_facts.find("onnxruntime-gpu", "1.31.1", machine=machine) for machine in ("x86_64", "aarch64")}
+    sass = {machine: next(m for m in row.member if m.path == provider).sass for machine, row in rows.items() if row}
+    ptx = {machine: next(m for m in row.member if m.path == provider).ptx for machine, row in rows.items() if row}
+    assert "sm_80" in sass["x86_64"] and ptx == {"x86_64": (), "aarch64": ()}
+    assert sass["aarch64"] == ("sm_89", "sm_90a", "sm_120a", "sm_121a")

@@ -84,7 +84,7 @@ def test_a_table_release_is_its_row_and_an_unknown_component_release_joins_with_
     """1.31.1 has its row (no download: the index's reader answers from it); an NVIDIA component
     release the table lacks gets its CUDA from its name and version (data/components.toml), so its
     wheel is not read; a package the table does not cover is not read either."""
-    row = wheel_facts.find("onnxruntime-gpu", "1.31.1")
+    row = wheel_facts.find("onnxruntime-gpu", "1.31.1", machine="x86_64")
     assert row is not None
     other = "nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl"
     assert wheel_facts.find("nvidia-cublas-cu12", "12.9.1.4") is None
