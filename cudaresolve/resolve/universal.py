@@ -26,8 +26,8 @@ from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, Locked
 
 T = TypeVar("T")
 
-_MINORS = range(0, 100)
-_EQUALS = re.compile(r'(\w+) == "([^"\\]*)"')  # a marker clause as packaging prints it  # Python 3.0 to 3.99: what a requires-python is probed with
+_MINORS = range(0, 100)  # Python 3.0 to 3.99: what a requires-python is probed with
+_EQUALS = re.compile(r'(\w+) == "([^"\\]*)"')  # a marker clause as packaging prints it
 
 
 @dataclass(frozen=True)
