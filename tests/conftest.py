@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import venv
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -123,6 +124,18 @@ def hermetic(monkeypatch, tmp_path) -> Path:
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "cudaresolve-cache"))
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def registry_python(root: Path, project: str) -> str:
+    """The interpreter of an empty venv under `root` whose pip names the default index, the target of
+    a lock against the registry; the test is skipped when the registry does not list `project`."""
+    target = root / "target"
+    venv.create(target, with_pip=True)
+    listed = subprocess.run([sys.executable, "-m", "pip", "index", "versions", project, "--only-binary=:all:"],
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip(f"the registry is not reachable: {listed.stderr.strip().splitlines()[-1:]}")
+    return str(target / "bin" / "python")
 
 
 @pytest.fixture

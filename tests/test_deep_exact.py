@@ -7,11 +7,9 @@ name it lacks is blamed only when the name carries that suffix or the consumer i
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import venv
 
 import pytest
+from conftest import registry_python
 from test_loader import ENV, so, world
 from wheel_cache import cache_dir
 
@@ -87,14 +85,9 @@ def test_registry_deep_lock_of_working_sets_has_no_symbol_finding(requirements, 
     """Working sets locked with --deep against the registry pip uses by default: each is locked, and
     no finding is a symbol one. Wheels' facts are cached by sha256 under the test cache."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    target = tmp_path / "target"
-    venv.create(target, with_pip=True)  # its pip names the default index
-    listed = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "cuda-pathfinder", "--only-binary=:all:"],
-                            capture_output=True, text=True)
-    if listed.returncode != 0:
-        pytest.skip(f"the registry is not reachable: {listed.stderr.strip().splitlines()[-1:]}")
+    python = registry_python(tmp_path, "cuda-pathfinder")  # its pip names the default index
     capsys.readouterr()
-    code = main(["lock", *requirements, "--deep", "--json", "-q", "--python", str(target / "bin" / "python"),
+    code = main(["lock", *requirements, "--deep", "--json", "-q", "--python", python,
                  "-o", str(tmp_path / "pylock.toml"), "--driver", "550.144.03", "--gpu", "8.9"])
     out, err = capsys.readouterr()
     assert code == 0, out + err

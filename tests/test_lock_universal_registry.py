@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import venv
 from pathlib import Path
 
 import pytest
 import tomllib
+from conftest import registry_python
 from packaging import tags
 from packaging.pylock import Pylock
 from wheel_cache import cache_dir
@@ -31,13 +30,8 @@ GLIBC = (2, 35)
 def fleet(tmp_path_factory, uv) -> dict:
     """The universal lock's path, the host files, the target's pip and the uv binary."""
     root = tmp_path_factory.mktemp("fleet")
-    target = root / "target"
-    venv.create(target, with_pip=True)  # its pip names the default index
-    listed = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "cupy-cuda12x", "--only-binary=:all:"],
-                            capture_output=True, text=True)
-    if listed.returncode != 0:
-        pytest.skip(f"the registry is not reachable: {listed.stderr.strip().splitlines()[-1:]}")
-    return {"root": root, "python": str(target / "bin" / "python"), "uv": uv}
+    python = registry_python(root, "cupy-cuda12x")  # its pip names the default index
+    return {"root": root, "python": python, "uv": uv}
 
 
 def host_file(root: Path, name: str, capsys) -> str:

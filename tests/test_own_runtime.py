@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import venv
 import zipfile
@@ -17,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import registry_python
 from index_server import make_wheel
 from test_doctor_checks import SP, dist, elf, environment
 from test_elf import needs_readelf, readelf_dynamic, readelf_versions
@@ -204,16 +204,11 @@ def test_registry_lock_warp_on_driver_550_takes_the_newest_cuda_12_release(herme
     CUDA 12 build by its wheel's classifier. The lock's
     cache is kept under the test cache: each wheel's facts are read once (by sha256), not per run."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    target = tmp_path / "target"
-    venv.create(target, with_pip=True)  # its pip names the default index
-    listed = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "warp-lang", "--only-binary=:all:"],
-                            capture_output=True, text=True)
-    if listed.returncode != 0:
-        pytest.skip(f"the registry is not reachable: {listed.stderr.strip().splitlines()[-1:]}")
+    python = registry_python(tmp_path, "warp-lang")  # its pip names the default index
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     capsys.readouterr()
-    code = main(["lock", "warp-lang", "--python", str(target / "bin" / "python"), "-o", str(out_dir / "pylock.toml"),
+    code = main(["lock", "warp-lang", "--python", python, "-o", str(out_dir / "pylock.toml"),
                  "--explain", *DRIVER_550])
     out, err = capsys.readouterr()
     assert code == 0, out + err

@@ -7,13 +7,11 @@ absent from it, was locked for driver 535 though it is a CUDA 13 build like its 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import registry_python
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from test_checks_planned import PLANNED, X86_64, planned, so
@@ -115,18 +113,13 @@ def registry_lock(hermetic, tmp_path, capsys, monkeypatch):
     against the registry pip uses by default, for an empty target; the lock's cache is kept in the
     test cache, so a wheel's facts are read once (by sha256), not per run."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    target = tmp_path / "target"
-    venv.create(target, with_pip=True)  # its pip names the default index
-    listed = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "onnxruntime-gpu", "--only-binary=:all:"],
-                            capture_output=True, text=True)
-    if listed.returncode != 0:
-        pytest.skip(f"the registry is not reachable: {listed.stderr.strip().splitlines()[-1:]}")
+    python = registry_python(tmp_path, "onnxruntime-gpu")  # its pip names the default index
 
     def run(requirement: str, *host: str) -> tuple[int, str, dict[str, str]]:
         out_dir = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
         out_dir.mkdir()
         capsys.readouterr()
-        code = main(["lock", requirement, "--python", str(target / "bin" / "python"), "-o", str(out_dir / "pylock.toml"),
+        code = main(["lock", requirement, "--python", python, "-o", str(out_dir / "pylock.toml"),
                      "--explain", *host])
         out, err = capsys.readouterr()
         written = out_dir / "pylock.toml"
