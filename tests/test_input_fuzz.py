@@ -175,6 +175,42 @@ def test_host_files(number):
     judged(facts)
 
 
+# -- a Kubernetes node list (--hosts-from-nodes) ---------------------------------------------------
+
+NODES = json.loads((Path(__file__).parent / "data" / "nodes-mixed-cluster.json").read_text())
+NODE_TEXTS = [json.dumps(NODES).encode(), json.dumps(NODES, indent=1).encode()]
+
+
+def node_document(rng: random.Random) -> str:
+    """The recorded mixed cluster with its text mutated, or labels and fields replaced by other JSON values."""
+    if rng.random() < 0.5:
+        return _text(mutate(rng.choice(NODE_TEXTS), rng))
+    document = copy.deepcopy(NODES)
+    for _ in range(rng.randint(1, 4)):
+        path = rng.choice(list(_paths(document)))
+        parent = document
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = json_value(rng)
+    return dumps(document)
+
+
+@FUZZ
+@given(number=NUMBERS)
+def test_node_lists(number):
+    from cudaresolve.host.nodes import class_label, cluster_from_json
+    from cudaresolve.output.host import render_nodes_without_gpu
+
+    try:
+        cluster = cluster_from_json(node_document(random.Random(number)), "--hosts-from-nodes -")
+    except CudaresolveError:
+        return
+    render_nodes_without_gpu("-", cluster.without_gpu)
+    for node_class in cluster.classes:  # each class is a host of the fleet: labelled, printed, written, judged
+        class_label(node_class)
+        judged(node_class.facts)
+
+
 # -- host variables ---------------------------------------------------------------------------------
 
 # Each variable with values that work; a case sets a few, some to a hostile value instead, so that
