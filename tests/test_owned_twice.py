@@ -196,6 +196,22 @@ def test_only_paths_with_different_recorded_contents_are_shared(tmp_path):
         on_disk="b-dist"),)
 
 
+def test_a_shared_file_is_judged_as_the_owner_whose_bytes_are_there(tmp_path):
+    """Every other check (arch-coverage, driver-floor) names the file's owner: with b-dist's bytes at
+    the path, that is b-dist, although a-dist sorts first."""
+    from cudaresolve.env.interpreter import target_for_site_packages
+    from cudaresolve.env.scan import scan_environment
+    from cudaresolve.errors import CudaresolveError
+
+    def unread(path: str) -> Any:
+        raise CudaresolveError("not read in this test")
+
+    for on_disk, owners in ((b"\x7fELF-b", ("b-dist", "a-dist")), (b"\x7fELF-a", ("a-dist", "b-dist"))):
+        site = _site(tmp_path / on_disk.decode()[-1], on_disk, b"\x7fELF-a", b"\x7fELF-b")
+        [elf] = scan_environment(target_for_site_packages(str(site)), facts_for=unread).elf_files
+        assert (elf.owners, elf.owner) == (owners, owners[0])
+
+
 def test_bytes_of_no_owner_and_a_fifo_are_said_so(tmp_path):
     site = _site(tmp_path, b"c-build")
     [found], _ = shared_files(read_distributions(str(site))[0])

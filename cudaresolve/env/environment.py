@@ -39,14 +39,16 @@ def _no_file(path: str) -> Optional[BinaryFacts]:
 @dataclass(frozen=True)
 class ElfFile:
     path: str  # where it is (or will be) installed, not resolved through symlinks
-    owners: tuple[str, ...]  # canonical names of the distributions whose RECORD lists it, sorted
+    owners: tuple[str, ...]  # canonical names of the distributions whose RECORD lists it, sorted,
+    # except that the one whose recorded hash the bytes on disk have comes first
     facts: Optional[BinaryFacts]  # None when reading failed
     error: Optional[str]  # why reading failed
     real_path: str = ""  # the path with symlinks resolved; "" means the same as `path`
 
     @property
     def owner(self) -> Optional[str]:
-        """The distribution the file is judged under: the first owner, None when no RECORD lists it."""
+        """The distribution the file is judged under: the first owner (the one whose bytes are there, when
+        several RECORDs list it), None when no RECORD lists it."""
         return self.owners[0] if self.owners else None
 
     @property

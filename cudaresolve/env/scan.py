@@ -74,6 +74,9 @@ def scan_environment(
     owners = owners_by_path(distributions)
     shared, shared_problems = shared_files(distributions)
     problems.extend(shared_problems)
+    for file in shared:  # a file two wheels install is judged as the one whose bytes are there
+        if file.on_disk is not None and file.path in owners:
+            owners[file.path] = (file.on_disk, *(name for name in owners[file.path] if name != file.on_disk))
     paths = sorted(set(paths))
     if prefetch is not None:
         prefetch(paths)
