@@ -55,6 +55,16 @@ def test_cuda_core_with_nvrtc_12_9_and_nvjitlink_12_4_is_one_error_naming_both()
                         '"nvidia-cuda-nvrtc-cu12==12.4.127" (whose output nvJitLink 12.4.127 reads)')
 
 
+def test_a_cuda_13_nvjitlink_fix_stays_in_its_major():
+    """CUDA 13's wheel names carry no major: the nvJitLink floor gets its major's ceiling."""
+    found, _ = compiler_findings(dist("cuda-core", "1.2.2"), dist("cuda-bindings", "13.5.0"),
+                                 dist("nvidia-cuda-nvrtc", "13.2.86"), dist("nvidia-nvjitlink", "13.0.88"),
+                                 on=host("580.65.06", "8.6"))
+    [finding] = found
+    assert shown(finding).fix == ('pip install "nvidia-nvjitlink<14,>=13.2" (reads what NVRTC 13.2.86 writes), or pip '
+                                  'install "nvidia-cuda-nvrtc==13.0.88" (whose output nvJitLink 13.0.88 reads)')
+
+
 @pytest.mark.parametrize("nvrtc, nvjitlink", [
     ("12.4.127", "12.4.127"),  # one CUDA minor
     ("12.3.107", "12.4.127"),  # an older compiler: nvJitLink reads older LTO-IR and PTX
