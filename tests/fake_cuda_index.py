@@ -143,8 +143,12 @@ OTHERS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...], Optional[str], b
     ("openmm", "8.6.1", ("numpy", 'openmm-cuda-12==8.6.1; platform_system != "Darwin" and extra == "cuda12"'),
      ("cuda12",), None, True),
     ("openmm-cuda-12", "8.6.1", ("nvidia-cuda-nvrtc-cu12",), (), None, True),
-    ("cuda-core", "1.2.2", ("cuda-pathfinder>=1.4.2", "numpy", 'backports.strenum; python_version < "3.11"'), (), ">=3.10", True),
-    ("cuda-bindings", "12.9.10", ("cuda-pathfinder~=1.1",), (), None, True),
+    # cuda-core's [cu12] and cuda-bindings' [all] as released, minus cuda-toolkit==12.* and the other
+    # CUDA wheels of [all]: cuda-bindings asks nvJitLink >= 12.3 only, whatever NVRTC it brings
+    ("cuda-core", "1.2.2", ("cuda-pathfinder>=1.4.2", "numpy", 'backports.strenum; python_version < "3.11"',
+                            'cuda-bindings[all]==12.*; extra == "cu12"'), ("cu12",), ">=3.10", True),
+    ("cuda-bindings", "12.9.10", ("cuda-pathfinder~=1.1", 'nvidia-cuda-nvrtc-cu12; extra == "all"',
+                                  'nvidia-nvjitlink-cu12>=12.3; extra == "all"'), ("all",), None, True),
     ("cuda-bindings", "13.5.0", ("cuda-pathfinder>=1.4.2",), (), ">=3.11", True),
     ("cuda-pathfinder", "1.9.0", (), (), ">=3.11", False),
     ("numba", "0.59.0", ("llvmlite<0.43,>=0.42.0dev0", "numpy<1.27,>=1.22"), (), ">=3.9", True),

@@ -9,6 +9,12 @@ CUDA_ERROR_UNSUPPORTED_PTX_VERSION). Minor-version compatibility does not cover 
 rule judges an installed environment and a planned one: a planned wheel brings its name and
 version, which is all the rule reads.
 
+A package that hands the compiler's output to nvJitLink (compiler_users.toml [links]: cuda-core's
+Linker, cuda-cccl, numba-cuda) also needs an nvJitLink that reads it: PTX up to the ISA nvJitLink
+links (nvJitLink 12.4 refuses NVRTC 12.9's 8.8: NVJITLINK_ERROR_PTX_COMPILE), LTO-IR of a CUDA
+version no newer than nvJitLink's within the major. The error's subject is the compiler's wheel (a
+lock moves it below the nvJitLink a request pins); its fix names both ways out.
+
 The compiler a package uses is the installed wheel of its kind (nvidia-cuda-nvrtc-cu12,
 nvidia-cuda-nvrtc, nvidia-nvjitlink, ...) of the package's CUDA major: the build its selector picks
 (cuda-cccl by cuda-bindings), else its known CUDA build, else the one major of such wheels
@@ -32,14 +38,15 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks.builds import CudaBuild, component_builds
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.problems import CompilerCannotTargetGpu, CompilerPtxTooNew, GpuRef
+from cudaresolve.checks.problems import CompilerCannotTargetGpu, CompilerPtxTooNew, GpuRef, LinkerCannotRead
 from cudaresolve.checks.subjects import subject
 from cudaresolve.checks.suggest import other_route
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import compiler_users, compilers, components, toolkits
-from cudaresolve.knowledge.compilers import Release
+from cudaresolve.knowledge.compiler_users import Link
+from cudaresolve.knowledge.compilers import NvJitLinkRelease, Release
 from cudaresolve.versions import CudaVersion
 
 
@@ -93,7 +100,92 @@ def check_run_time_compilers(env: Environment, builds: tuple[CudaBuild, ...], ho
                     (e.Said(usage.source, "data/compiler_users.toml"), e.HostDriver(host.driver.release, host.driver.cuda)),
                     _ptx_fix(usage.compiler, wheel, isa, driver_isa, ccs),
                 ))
+    return findings + _pairs(env, built, ccs)
+
+
+def _pairs(env: Environment, built: dict[str, CudaBuild], ccs: list[ComputeCapability]) -> list[Finding]:
+    """One error per package and compiler release whose output the nvJitLink beside it cannot read."""
+    findings: list[Finding] = []
+    for dist in env.distributions:
+        if dist.kind == "conda":
+            continue
+        for link in compiler_users.links(dist.name, str(dist.version)):
+            major = _major(env, dist, built.get(dist.name), link.producer)
+            producer = _installed(env, link.producer, major) if major is not None else None
+            linker = _installed(env, link.linker, major) if major is not None else None
+            if producer is None or linker is None:
+                continue
+            (wheel, release), (linker_wheel, linker_release) = producer, linker
+            if not isinstance(linker_release, NvJitLinkRelease):
+                continue
+            if link.when == "exports-nvJitLinkVersion" and not compilers.exports(
+                    "nvjitlink", "nvJitLinkVersion", linker_release.version):
+                continue  # the driver's cuLink* links then
+            isa, cuda = _ptx_isa(release), _cuda(release)
+            if isa is None:
+                continue
+            unread = _unread(link, isa, cuda, linker_release)
+            if not unread:
+                continue
+            findings.append(Finding(
+                Check.RUN_TIME_COMPILER, Severity.ERROR, subject(env, wheel.name),
+                LinkerCannotRead(dist.name, dist.version, link.producer, release.dist, release.version,
+                                 linker_release.dist, linker_release.version, unread, isa, linker_release.max_ptx_isa,
+                                 cuda, linker_release.cuda),
+                (e.Said(link.source, "data/compiler_users.toml"),),
+                _pair_fix(link, wheel, release, linker_wheel, linker_release, ccs),
+            ))
     return findings
+
+
+def _cuda(release: Release) -> CudaVersion:
+    """The compiler release's CUDA version: NVRTC's nvrtcVersion, else (NVVM) its wheel's MAJOR.MINOR."""
+    cuda: Optional[CudaVersion] = getattr(release, "cuda", None)
+    if cuda is not None:
+        return cuda
+    major, minor = Version(release.version).release[:2]
+    return CudaVersion(major, minor)
+
+
+def _unread(link: Link, isa: str, cuda: CudaVersion, linker: NvJitLinkRelease) -> tuple[str, ...]:
+    """What of the producer's output (`link.inputs`) the nvJitLink release cannot read."""
+    cannot = {"ptx": Version(isa) > Version(linker.max_ptx_isa),
+              "ltoir": cuda.major != linker.cuda.major or _minor(cuda) > _minor(linker.cuda)}
+    return tuple(kind for kind in link.inputs if cannot[kind])
+
+
+def _minor(cuda: CudaVersion) -> tuple[int, int]:
+    return (cuda.major, cuda.minor or 0)
+
+
+def _pair_fix(link: Link, wheel: Distribution, release: Release, linker_wheel: Distribution,
+              linker_release: NvJitLinkRelease, ccs: list[ComputeCapability]) -> f.Fix:
+    """The nvJitLink releases (same wheel) that read the compiler's output, from the oldest's CUDA
+    minor; or the newest compiler release (same wheel, every GPU targeted) the installed nvJitLink
+    reads; any of the two the table holds."""
+    isa, cuda = _ptx_isa(release), _cuda(release)
+    assert isa is not None
+    same = [r for r in compilers.releases(link.linker) if r.dist == linker_wheel.name and isinstance(r, NvJitLinkRelease)]
+    reads = [r for r in same if not _unread(link, isa, cuda, r)]
+    options: list[f.Fix] = []
+    if reads:
+        floor = reads[0]
+        minor = f"{floor.cuda.major}.{floor.cuda.minor or 0}"
+        since_minor = [r for r in same if Version(r.version) >= Version(minor)]
+        spec = f">={minor}" if all(r in reads for r in since_minor) else f">={floor.version}"
+        if not linker_wheel.name.endswith(f"-cu{floor.cuda.major}"):
+            spec += f",<{floor.cuda.major + 1}"
+        options.append(f.Explained(f.PipInstall((Requirement(f"{linker_wheel.name}{spec}"),)),
+                                   f.PairsWith(link.producer, release.version)))
+    read = [r for r in compilers.releases(link.producer)
+            if r.dist == wheel.name and (r_isa := _ptx_isa(r)) is not None
+            and not _unread(link, r_isa, _cuda(r), linker_release) and all(_targets(r, cc, False) for cc in ccs)]
+    if read:
+        options.append(f.Explained(f.PipInstall((Requirement(f"{wheel.name}=={read[-1].version}"),)),
+                                   f.PairsWith(link.linker, linker_release.version)))
+    if not options:
+        return f.NoKnownRelease((linker_wheel.name, wheel.name))
+    return options[0] if len(options) == 1 else f.Alternatives(tuple(options))
 
 
 def _targets(release: Release, cc: ComputeCapability, to_driver: bool) -> bool:

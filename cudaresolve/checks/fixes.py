@@ -310,6 +310,15 @@ class CompilerFits:
 
 
 @dataclass(frozen=True)
+class PairsWith:
+    """nvJitLink releases that read what the compiler release writes, or (`kind` "nvjitlink") a
+    compiler release whose output the nvJitLink release reads."""
+
+    kind: str  # the other side of the pair: "nvrtc", "nvvm", "nvjitlink"
+    release: str  # "12.9.86"
+
+
+@dataclass(frozen=True)
 class NewestForDriver:
     """The table's newest release built for a CUDA the driver runs (that CUDA, when known)."""
 
@@ -440,7 +449,7 @@ class RightOwner:
 
 Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
-    NewestThatRuns, CompilerFits, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
+    NewestThatRuns, CompilerFits, PairsWith, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
     PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, MadeFor, RightOwner,
 ]

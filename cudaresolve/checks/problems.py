@@ -293,6 +293,26 @@ class CompilerPtxTooNew:
 
 
 @dataclass(frozen=True)
+class LinkerCannotRead:
+    """A package hands what one compiler release writes to an nvJitLink release that cannot read it
+    (data/compiler_users.toml [links]): PTX of a newer ISA than nvJitLink links
+    (NVJITLINK_ERROR_PTX_COMPILE), or LTO-IR of a newer CUDA version than nvJitLink's."""
+
+    consumer: str  # "cuda-core"
+    consumer_version: Version
+    kind: str  # the producer: "nvrtc", "nvvm"
+    compiler: str  # its wheel ("nvidia-cuda-nvrtc-cu12")
+    release: str  # "12.9.86"
+    linker: str  # nvJitLink's wheel ("nvidia-nvjitlink-cu12")
+    linker_release: str  # "12.4.127"
+    inputs: tuple[str, ...]  # what it cannot read: "ptx", "ltoir"
+    ptx_isa: str  # what the producer writes ("8.8")
+    linker_ptx_isa: str  # the newest nvJitLink links ("8.4")
+    cuda: CudaVersion  # the producer's CUDA version (the LTO-IR's: 12.9)
+    linker_cuda: CudaVersion  # nvJitLink's (12.4)
+
+
+@dataclass(frozen=True)
 class DlsymFunctionsMissing:
     """A package finds compiler functions with dlsym at run time (data/compiler_users.toml [dlsym])
     that the provider's installed release does not export by their plain names."""
@@ -349,5 +369,6 @@ Problem = Union[
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
-    MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, DlsymFunctionsMissing, OwnedTwice,
+    MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
+    OwnedTwice,
 ]

@@ -7,6 +7,8 @@ so the driver never sees its PTX; openmm hands PTX to the driver, whose JIT refu
 than its own CUDA version's. Those paths are read from each package's source per release range.
 dlsym needs are the other blind spot: cuda-bindings finds nvJitLink's functions by name at run time,
 so no DT_NEEDED or versioned symbol says that nvJitLink 12.0-12.2 (no plain-named exports) fail it.
+Pairs are the third: a package that hands NVRTC's or NVVM's output to nvJitLink needs an nvJitLink
+that reads it (cuda-core with NVRTC 12.9 beside nvJitLink 12.4: PTX ISA 8.8 against 8.4).
 """
 
 from __future__ import annotations
@@ -88,6 +90,22 @@ class DlsymNeed:
 
 
 @dataclass(frozen=True)
+class Link:
+    """A package's releases in `versions` hand what `producer` writes (`inputs`) to nvJitLink."""
+
+    dist: str = field(metadata=records.check(_pattern))  # "cuda-core"
+    versions: str = field(metadata=SPECIFIER)
+    producer: str = field(metadata=_one_of("nvrtc", "nvvm"))
+    linker: str = field(metadata=_one_of("nvjitlink"))
+    inputs: tuple[str, ...] = field(metadata=_one_of("ptx", "ltoir"))  # each checked
+    when: str = field(metadata=_one_of("always", "exports-nvJitLinkVersion"))
+    feature: str  # what links: "cuda.core Program + Linker"
+    source: str
+    confidence: str = field(metadata=CONFIDENCE)
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class _Users:
     confidence: str = field(metadata=CONFIDENCE)
     package: tuple[Usage, ...]
@@ -100,22 +118,30 @@ class _Dlsym:
 
 
 @dataclass(frozen=True)
+class _Links:
+    confidence: str = field(metadata=CONFIDENCE)
+    pair: tuple[Link, ...]
+
+
+@dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
     users: _Users
     dlsym: _Dlsym
+    links: _Links
 
 
 @dataclass(frozen=True)
 class Tables:
     usages: tuple[Usage, ...]
     needs: tuple[DlsymNeed, ...]
+    links: tuple[Link, ...]
 
 
 @compiled.table(FILE, compilers.FILE)
 def load() -> Tables:
     """Load and check the file: a package's ranges do not overlap; every dlsym function is one the
-    provider's table records (so its first release is known)."""
+    provider's table records (so its first release is known); a pair names its inputs once each."""
     raw = files.read(FILE, _File)
     by_name: dict[str, list[Usage]] = {}
     for usage in raw.users.package:
@@ -128,7 +154,10 @@ def load() -> Tables:
         for function in need.functions:
             if compilers.function_since(need.provider, function) is None:
                 raise files.error(FILE, f"dlsym.need[{i}].functions", f"{function} is exported by no {need.provider} release in compilers.toml")
-    return Tables(usages=raw.users.package, needs=raw.dlsym.need)
+    for i, link in enumerate(raw.links.pair):
+        if not link.inputs or len(set(link.inputs)) != len(link.inputs):
+            raise files.error(FILE, f"links.pair[{i}].inputs", "expected ptx, ltoir or both, each once")
+    return Tables(usages=raw.users.package, needs=raw.dlsym.need, links=raw.links.pair)
 
 
 def _probes(usages: list[Usage]) -> set[Version]:
@@ -155,3 +184,10 @@ def dlsym_needs(dist: str, version: str) -> tuple[DlsymNeed, ...]:
     name, wanted = canonicalize_name(dist), Version(version)
     return tuple(n for n in load().needs
                  if fnmatch.fnmatchcase(name, n.dist) and SpecifierSet(n.versions).contains(wanted, prereleases=True))
+
+
+def links(dist: str, version: str) -> tuple[Link, ...]:
+    """The compiler-to-nvJitLink pairs `dist==version` forms, in file order."""
+    name, wanted = canonicalize_name(dist), Version(version)
+    return tuple(link for link in load().links
+                 if fnmatch.fnmatchcase(name, link.dist) and SpecifierSet(link.versions).contains(wanted, prereleases=True))

@@ -212,6 +212,15 @@ def _compiler_ptx_too_new(problem: p.CompilerPtxTooNew) -> str:
             "not cover PTX)")
 
 
+def _linker_cannot_read(problem: p.LinkerCannotRead) -> str:
+    what = {"ptx": f"PTX ISA {problem.ptx_isa} (it links up to {problem.linker_ptx_isa}: \"NVJITLINK_ERROR_PTX_COMPILE\")",
+            "ltoir": f"LTO-IR of CUDA {problem.cuda} (it reads LTO-IR up to its own CUDA {problem.linker_cuda}: "
+                     "\"may need newer version of nvJitLink library\")"}
+    return (f"{problem.consumer} {problem.consumer_version} links what {COMPILERS[problem.kind]} {problem.release} "
+            f"writes with nvJitLink {problem.linker_release}, which cannot read it: "
+            f"{' and '.join(what[kind] for kind in problem.inputs)}; the link fails at its first kernel")
+
+
 def _dlsym_missing(problem: p.DlsymFunctionsMissing) -> str:
     cost = "it falls back to another path" if problem.fallback else "the first call fails"
     return (f"{problem.consumer} {problem.consumer_version} finds {', '.join(problem.functions)} with dlsym at run "
@@ -322,6 +331,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.BelowBuildFloor: _below_build_floor,
     p.CompilerCannotTargetGpu: _compiler_cannot_target,
     p.CompilerPtxTooNew: _compiler_ptx_too_new,
+    p.LinkerCannotRead: _linker_cannot_read,
     p.DlsymFunctionsMissing: _dlsym_missing,
     p.OwnedTwice: _owned_twice,
 }

@@ -131,6 +131,14 @@ def _picked_other(why: f.PickedOther) -> tuple[str, str]:
             f"{why.chosen} ({why.step}) first: "), ""
 
 
+_COMPILERS = {"nvrtc": "NVRTC", "nvvm": "NVVM", "nvjitlink": "nvJitLink"}
+
+
+def _pairs_with(why: f.PairsWith) -> tuple[str, str]:
+    other = f"{_COMPILERS[why.kind]} {why.release}"
+    return "", f" (whose output {other} reads)" if why.kind == "nvjitlink" else f" (reads what {other} writes)"
+
+
 def _compiler_fits(why: f.CompilerFits) -> tuple[str, str]:
     loads = f" and whose PTX this driver loads (ISA <= {why.driver_ptx_isa})" if why.driver_ptx_isa else ""
     return "", f" (the newest release in {TABLE} that targets {_gpus(why.ccs)}{loads})"
@@ -157,6 +165,7 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.NoneFitsEither: lambda why: ("", f" (no release of {', '.join(why.names)} in {TABLE} fits here either)"),
     f.NewestThatRuns: lambda why: ("", f" (the newest release in {TABLE} whose device code runs on {_gpus(why.ccs)})"),
     f.CompilerFits: _compiler_fits,
+    f.PairsWith: _pairs_with,
     f.NewestForDriver: lambda why: ("", f" (the newest release in {TABLE} built for a CUDA this driver runs"
                                         + (f": CUDA {why.cuda})" if why.cuda else ")")),
     f.NewestBuildOf: lambda why: ("", f" (the newest CUDA {why.major} build of {why.name} in {TABLE})"),
