@@ -17,9 +17,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import registry_python
+from conftest import ElfBuilder, registry_python
 from packaging.requirements import Requirement
+from packaging.version import Version
 from test_elf import needs_readelf
+from test_env_distributions import make_dist_info
 from wheel_cache import build_venv, cache_dir
 
 from cudaresolve.arch import ComputeCapability
@@ -187,3 +189,92 @@ def test_the_lock_refuses_a_plugin_of_another_openmm_release(hermetic, tmp_path,
 
 def _req(text: str) -> Requirement:
     return Requirement(text)
+
+
+# -- hermetic: gcc-built libraries laid out as the openmm and openmm-cuda-12 wheels lay them out ----
+
+CORE_NAME = "_ZN6OpenMM6SystemC1Ev"  # OpenMM::System::System(), in both fake core releases
+NEW_NAME = "_ZN6OpenMM9NewMethodEv"  # OpenMM::NewMethod(), only in the newer fake core
+
+
+def fake_openmm(elf_builder, *, core_defines: tuple[str, ...], plugin_binds: tuple[str, ...], cufft: bool,
+                core: str = "8.3.1", plugin: str = "8.6.1") -> Path:
+    """site-packages with openmm `core` (its extension linking libOpenMM.so by RPATH, as the wheel's
+    does) and openmm-cuda-12 `plugin`: libOpenMMCUDA.so (libOpenMM.so with no path to it, cuFFT by
+    RUNPATH) and libOpenMMAmoebaCUDA.so (libOpenMMCUDA.so and cuFFT with no path at all)."""
+    lib = "site/OpenMM.libs/lib"
+    stub = elf_builder.build("libcufft.so.11", "int cufftPlan1d(void) { return 0; }\n", soname="libcufft.so.11",
+                             directory="stubs" if not cufft else "site/nvidia/cufft/lib")
+    core_lib = elf_builder.build("libOpenMM.so", "".join(f"int {name}(void) {{ return 1; }}\n" for name in core_defines),
+                                 soname="libOpenMM.so", directory=lib)
+    elf_builder.build("_openmm.cpython-311-x86_64-linux-gnu.so", f"int {CORE_NAME}(void);\nint init(void) {{ return {CORE_NAME}(); }}\n",
+                      link=[core_lib], rpath="$ORIGIN/../OpenMM.libs/lib", directory="site/openmm")
+    calls = "".join(f"int {name}(void);\n" for name in plugin_binds)
+    body = " + ".join(f"{name}()" for name in plugin_binds) or "0"
+    cuda = elf_builder.build("libOpenMMCUDA.so", f"{calls}int cufftPlan1d(void);\nint cuda(void) {{ return {body} + cufftPlan1d(); }}\n",
+                             soname="libOpenMMCUDA.so", link=[core_lib, stub],
+                             runpath="$ORIGIN/..:$ORIGIN/../../../nvidia/cufft/lib", directory=f"{lib}/plugins")
+    elf_builder.build("libOpenMMAmoebaCUDA.so", f"int cuda(void); int cufftPlan1d(void); int {CORE_NAME}(void);\n"
+                      f"int amoeba(void) {{ return cuda() + cufftPlan1d() + {CORE_NAME}(); }}\n",
+                      soname="libOpenMMAmoebaCUDA.so", link=[cuda, core_lib, stub], directory=f"{lib}/plugins")
+    site = elf_builder.root / "site"
+    make_dist_info(site, "openmm", core, files=("openmm/_openmm.cpython-311-x86_64-linux-gnu.so", "OpenMM.libs/lib/libOpenMM.so"),
+                   requires=('OpenMM-CUDA-12; platform_system != "Darwin" and extra == "cuda12"',))
+    make_dist_info(site, "openmm-cuda-12", plugin, files=("OpenMM.libs/lib/plugins/libOpenMMCUDA.so",
+                                                          "OpenMM.libs/lib/plugins/libOpenMMAmoebaCUDA.so"))
+    if cufft:
+        make_dist_info(site, "nvidia-cufft-cu12", "11.4.1.4", files=("nvidia/cufft/lib/libcufft.so.11",))
+    return site
+
+
+def hermetic_doctor(site: Path, tmp_path: Path) -> Diagnosis:
+    return examine(target_for_site_packages(str(site)), HOST,
+                   {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "facts-cache"), "LD_LIBRARY_PATH": "", "LD_PRELOAD": ""})
+
+
+def test_plugins_load_in_the_hosts_order_each_seeing_those_loaded_before(elf_builder, tmp_path):
+    """libOpenMMAmoebaCUDA.so has no path to libOpenMMCUDA.so, libOpenMM.so or cuFFT: it finds them
+    because `import openmm` loaded libOpenMM.so and OpenMM's loader opened libOpenMMCUDA.so (a
+    shorter path, with cuFFT by its RUNPATH) before it. Nothing is reported."""
+    site = fake_openmm(elf_builder, core_defines=(CORE_NAME,), plugin_binds=(CORE_NAME,), cufft=True)
+    diagnosis = hermetic_doctor(site, tmp_path)
+    assert [finding for finding in diagnosis.findings if finding.check != Check.OWNED_TWICE] == []
+    amoeba = str(site / "OpenMM.libs/lib/plugins/libOpenMMAmoebaCUDA.so")
+    [load] = [load for load in diagnosis.loads if load.roots == (amoeba,)]
+    assert load.dist == "openmm-cuda-12" and load.host is not None and load.host.host == "openmm"
+    [obj] = [obj for obj in load.result.objects if obj.path == amoeba]
+    assert {res.needed: res.step for res in obj.needed if res.needed.startswith(("libOpenMM", "libcufft"))} == {
+        "libOpenMMCUDA.so": PRELOADED, "libOpenMM.so": PRELOADED, "libcufft.so.11": PRELOADED}
+
+
+def test_a_plugin_that_fails_serves_none_after_it(elf_builder, tmp_path):
+    """Without cuFFT libOpenMMCUDA.so fails to load, so libOpenMMAmoebaCUDA.so finds neither it nor
+    cuFFT: one info for openmm-cuda-12 naming both plugins, not an error (OpenMM goes on without them)."""
+    site = fake_openmm(elf_builder, core_defines=(CORE_NAME,), plugin_binds=(CORE_NAME,), cufft=False)
+    [finding] = [finding for finding in hermetic_doctor(site, tmp_path).findings if finding.check == Check.MISSING_LIBRARY]
+    assert finding.severity == Severity.INFO and str(finding.subject.distribution) == "openmm-cuda-12"
+    assert finding.problem == PluginLibrariesMissing(("libOpenMMAmoebaCUDA.so", "libOpenMMCUDA.so"),
+                                                     ("libOpenMMCUDA.so", "libcufft.so.11"))
+
+
+def test_a_plugin_binding_what_its_hosts_release_lacks_is_a_plugin_host_error(elf_builder, tmp_path):
+    """libOpenMMCUDA.so of openmm-cuda-12 8.6.1 binds OpenMM::NewMethod(), which the libOpenMM.so of
+    openmm 8.3.1 lacks: one plugin-host error naming both; openmm pins no plugin release, and they
+    are released in lockstep, so the fix is either side's matching release. libOpenMMAmoebaCUDA.so
+    binds only what both releases define: it is not named."""
+    site = fake_openmm(elf_builder, core_defines=(CORE_NAME,), plugin_binds=(CORE_NAME, NEW_NAME), cufft=True)
+    diagnosis = hermetic_doctor(site, tmp_path)
+    [finding] = [finding for finding in diagnosis.findings if finding.severity == Severity.ERROR]
+    assert finding.check == Check.PLUGIN_HOST
+    assert finding.problem == PluginHostMismatch((str(site / "OpenMM.libs/lib/plugins/libOpenMMCUDA.so"),), "openmm",
+                                                 Version("8.3.1"), str(site / "OpenMM.libs/lib/libOpenMM.so"), (NEW_NAME,))
+    assert finding.fix == f.Alternatives((f.PipInstall((_req("openmm-cuda-12==8.3.1"),)), f.PipInstall((_req("openmm==8.6.1"),))))
+    assert shown(finding).message == (
+        "libOpenMMCUDA.so: built for another openmm release than openmm 8.3.1 beside it, whose libOpenMM.so lacks 1 C++ "
+        f"symbol it binds ({NEW_NAME}); openmm loads it by path: \"undefined symbol\"")
+    # the matching core release defines it: nothing to report
+    other = tmp_path / "matching"
+    other.mkdir()
+    matching = fake_openmm(ElfBuilder(other), core_defines=(CORE_NAME, NEW_NAME), plugin_binds=(CORE_NAME, NEW_NAME),
+                           cufft=True, core="8.6.1")
+    assert [finding for finding in hermetic_doctor(matching, tmp_path).findings if finding.severity == Severity.ERROR] == []
