@@ -37,6 +37,7 @@ from cudaresolve.checks.loading import PackageLoad, load_packages
 from cudaresolve.checks.metadata import check_metadata_vs_binary
 from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors
 from cudaresolve.checks.ownership import check_owned_twice
+from cudaresolve.checks.plugin_hosts import check_plugin_hosts
 from cudaresolve.checks.problems import BinaryFactsUnreadable, HostUnknown, Unreadable
 from cudaresolve.checks.subjects import Scope, Subject
 from cudaresolve.checks.torch_abi import check_torch_abi
@@ -78,6 +79,8 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_plugin_libraries(env, imported)
     abi, rest = check_torch_abi(env, imported)  # the names it explains are no symbol skew
     findings += abi
+    plugins, rest = check_plugin_hosts(env, rest)  # the same for plugins built for another host release
+    findings += plugins
     findings += check_symbol_skew(env, rest)
     findings += check_shadowing(env, imported)
     findings += check_duplicate_libraries(env, imported)

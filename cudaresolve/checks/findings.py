@@ -27,6 +27,7 @@ class Check(str, Enum):
 
     SYMBOL_SKEW = "symbol-skew"
     TORCH_ABI = "torch-abi"
+    PLUGIN_HOST = "plugin-host"
     MISSING_LIBRARY = "missing-library"
     SHADOWING = "shadowing"
     DUPLICATE_LIBRARY = "duplicate-library"

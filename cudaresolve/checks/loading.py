@@ -12,6 +12,12 @@ package whose preloader lists `on_import` files is loaded before the others, and
 those files load counts as already loaded, by soname, for the packages that require it
 (Requires-Dist, transitively) or import it undeclared (`imported_by`): no search path is consulted
 for them, so nothing can shadow them.
+
+A package whose own loader opens plugins by path from a directory (OpenMM's plugin directory,
+data/components.toml [plugin_hosts]) has those files loaded after its import, one dlopen each in
+the loader's order, whichever distribution installed them (openmm-cuda-12's CUDA plugins): what its
+import loaded (libOpenMM.so) and what each plugin loaded before counts as already loaded; a plugin
+that fails to load is unloaded again, so what it brought in serves no later one.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 from cudaresolve.binary.facts import BinaryFacts
-from cudaresolve.binary.loader import FactsOf, LoadedObject, LoadResult, resolve
+from cudaresolve.binary.loader import INVALID_LIBRARY, MISSING_LIBRARY, FactsOf, LoadedObject, LoadResult, resolve
 from cudaresolve.checks.builds import Build, build_of
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
@@ -42,6 +48,7 @@ class PackageLoad:
     foreign: tuple[tuple[str, str], ...] = ()  # (path, machine) of files built for another machine: not loaded
     build: Optional[Build] = None  # the build these roots belong to, for a package that ships several
     imported_first: tuple[str, ...] = ()  # packages imported before it whose import loads libraries (torch)
+    host: Optional[components.PluginHost] = None  # the package whose loader opens these roots by path (openmm)
 
     @property
     def selected(self) -> bool:
@@ -57,7 +64,10 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
     linked = env.linked
     loader = env.loader
     conda = {d.name for d in env.distributions if d.kind == "conda"}
+    hosted = _hosted_plugins(env)
     for elf in env.elf_files:
+        if elf.path in hosted:
+            continue  # opened by its host's loader, below
         # A library something links against is loaded in its consumers' trees, where the RPATHs it
         # inherits apply (auditwheel's vendored libraries rely on that); loading it alone would
         # report misses no process meets. A conda package's libraries are judged only as providers:
@@ -96,7 +106,62 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
                                          tuple(foreign[owner]) if build is None else (), build, first))
                 if build is None and preloader is not None and preloader.on_import and owner:
                     imported[owner] = _loaded_by_import(env, result, preloader.on_import)
+    hosts = {row.host: row for row in hosted.values()}
+    for name, row in sorted(hosts.items()):
+        host_load = next((load for load in loads if load.dist == name and load.build is None), None)
+        base = dict(loader.preloaded)
+        if host_load is not None:
+            base.update(_loaded_by_import(env, host_load.result, row.loads))
+        plugins = [path for path, of in hosted.items() if of is row]
+        loads += _load_plugins(env, row, base, plugins, facts_of)
     return tuple(loads)
+
+
+def _hosted_plugins(env: Environment) -> dict[str, components.PluginHost]:
+    """path -> host row of every ELF file in the plugin directory of an installed host package,
+    owned by a distribution that row says installs plugins there."""
+    hosted: dict[str, components.PluginHost] = {}
+    for row in components.plugin_hosts():
+        if env.distribution(row.host) is None:
+            continue  # nothing opens them: judged as any package's files
+        directories = {os.path.normpath(os.path.join(site, row.directory)) for site in env.target.site_packages}
+        for elf in env.elf_files:
+            if (elf.facts is not None and os.path.dirname(os.path.normpath(elf.path)) in directories
+                    and any(fnmatch.fnmatchcase(owner, pattern) for owner in elf.owners for pattern in row.plugins)):
+                hosted[elf.path] = row
+    return hosted
+
+
+def _load_plugins(
+    env: Environment, row: components.PluginHost, base: Mapping[str, str], plugins: list[str], facts_of: FactsOf
+) -> list[PackageLoad]:
+    """Each plugin opened by its host's loader, one dlopen at a time in the loader's order
+    ("name-length": the shortest path first, std::sort's ties taken by name), each seeing as
+    already loaded what the host's import loaded and every plugin that loaded before it."""
+    loaded = dict(base)
+    loads = []
+    for path in sorted(plugins, key=lambda path: (len(path), path)):
+        elf = env.elf_file(path)
+        if elf is None or elf.facts is None or elf.facts.machine != env.loader.machine:
+            continue
+        result = resolve((path,), facts_of=facts_of, env=replace(env.loader, preloaded=loaded))
+        owner = next((o for o in elf.owners if any(fnmatch.fnmatchcase(o, p) for p in row.plugins)), elf.owner)
+        loads.append(PackageLoad(owner, (path,), result, None, host=row))
+        if not any(problem.kind in (MISSING_LIBRARY, INVALID_LIBRARY) for problem in result.problems):
+            loaded = {**loaded, **_names_of(result)}
+    return loads
+
+
+def _names_of(result: LoadResult) -> dict[str, str]:
+    """name -> path of every object a load brought in, under its soname and the names that found it."""
+    names: dict[str, str] = {}
+    for obj in result.objects:
+        if obj.soname:
+            names.setdefault(obj.soname, obj.path)
+        for res in obj.needed:
+            if res.path is not None and not res.error:
+                names.setdefault(res.needed, res.path)
+    return names
 
 
 def _on_import(env: Environment, owner: Optional[str]) -> bool:

@@ -138,6 +138,19 @@ class FrameworkAbiMismatch:
 
 
 @dataclass(frozen=True)
+class PluginHostMismatch:
+    """Plugins its host's loader opens by path (openmm-cuda-12's under OpenMM's plugin directory),
+    built for another release of the host: the installed host's libraries lack C++ names they bind.
+    One per plugin distribution."""
+
+    files: tuple[str, ...]  # the plugin files that bind them, in load order
+    host: str  # "openmm"
+    installed: Version  # the host release installed
+    library: Optional[str]  # the host's library the first of them links (libOpenMM.so); None: not found
+    symbols: tuple[str, ...]  # the missing names (mangled), in the files' order
+
+
+@dataclass(frozen=True)
 class UnusedBridge:
     """An extension binding another distribution's symbols without linking it, that distribution absent."""
 
@@ -367,7 +380,7 @@ class BelowBuildFloor:
 Problem = Union[
     Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, NoSectionHeaders,
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
-    PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
+    PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
     OwnedTwice,

@@ -239,6 +239,28 @@ class _PrimaryPlugins:
 
 
 @dataclass(frozen=True)
+class PluginHost:
+    """A package whose own loader opens plugins by path from a directory of its files (OpenMM's
+    Platform.loadPluginsFromDirectory), after its import has loaded its libraries."""
+
+    host: str  # the distribution whose import loads the plugins
+    loads: tuple[str, ...]  # globs under site-packages of the files its import loads first (its extension)
+    directory: str  # the plugin directory, under site-packages
+    plugins: tuple[str, ...]  # globs of the distributions that install plugins there
+    order: str  # how the loader orders the directory's files: "name-length" (shortest path first, once)
+    abi_namespaces: tuple[str, ...] = ()  # C++ namespaces of the host's API ("OpenMM"): defined by its libraries only
+    lockstep: bool = False  # the plugin distributions are released with the host's versions (openmm-cuda-12 8.6.1 with openmm 8.6.1)
+
+
+@dataclass(frozen=True)
+class _PluginHosts:
+    hosts: tuple[PluginHost, ...]
+
+
+PLUGIN_ORDERS = ("name-length",)
+
+
+@dataclass(frozen=True)
 class PerMajorExtras:
     """A package whose extras choose its CUDA dependencies per major (cuda-cccl[cu12] / [cu13])."""
 
@@ -286,6 +308,7 @@ class Tables:
     optional_layers: _OptionalLayers
     opt_in: _OptIns
     primary_plugins: _PrimaryPlugins
+    plugin_hosts: _PluginHosts
     per_major_extras: _PerMajorExtras
     undeclared_libraries: _UndeclaredLibraries
 
@@ -298,6 +321,9 @@ def load() -> Tables:
         unknown = sorted(set(row.components) - known)
         if unknown:
             raise ValueError(f"components.toml [undeclared_libraries]: {', '.join(unknown)} not a [[component]] name")
+    for host in tables.plugin_hosts.hosts:
+        if host.order not in PLUGIN_ORDERS:
+            raise ValueError(f"components.toml [plugin_hosts]: order {host.order!r} is not one of {', '.join(PLUGIN_ORDERS)}")
     return tables
 
 
@@ -477,6 +503,17 @@ def opt_in_feature(owner: Optional[str], file_name: str) -> Optional[OptIn]:
 def primary_plugin(owner: Optional[str], file_name: str) -> Optional[PrimaryPlugin]:
     """The primary plugin row for a file of `owner`, if the file is one."""
     return next((row for row in load().primary_plugins.plugins if row.dist == owner and file_name in row.files), None)
+
+
+def plugin_hosts() -> tuple[PluginHost, ...]:
+    """The packages whose loader opens plugins by path from a directory (openmm)."""
+    return load().plugin_hosts.hosts
+
+
+def plugin_host_of(dist: str) -> Optional[PluginHost]:
+    """The row of the host whose plugin directory `dist` (canonical name) installs files in, if any."""
+    return next((row for row in load().plugin_hosts.hosts
+                 if any(fnmatch.fnmatchcase(dist, pattern) for pattern in row.plugins)), None)
 
 
 def per_major_extra(dist: str, cuda_major: int) -> Optional[str]:

@@ -239,6 +239,17 @@ def _framework_abi(problem: p.FrameworkAbiMismatch) -> str:
             f"(\"undefined symbol\" at import)")
 
 
+def _plugin_host(problem: p.PluginHostMismatch) -> str:
+    files = ", ".join(_name(file) for file in problem.files)
+    count = len(problem.symbols)
+    library = _name(problem.library) if problem.library else f"{problem.host}'s libraries"
+    some = ", ".join(problem.symbols[:2]) + (", …" if count > 2 else "")
+    return (f"{files}: built for another {problem.host} release than {problem.host} {problem.installed} beside "
+            f"{'them' if len(problem.files) > 1 else 'it'}, whose {library} lacks {count} C++ "
+            f"symbol{'s' if count != 1 else ''} {'they bind' if len(problem.files) > 1 else 'it binds'} ({some}); "
+            f"{problem.host} loads {'them' if len(problem.files) > 1 else 'it'} by path: \"undefined symbol\"")
+
+
 def host_has(driver: object, cuda: object) -> str:
     """What the host's driver is, for a driver-floor finding."""
     parts = [f"driver {driver}" if driver else "driver release unknown"]
@@ -309,6 +320,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.PluginLibrariesMissing: _plugin_libraries,
     p.SymbolSkew: lambda problem: f"{_name(problem.named)}: {problem.loader_message}",
     p.FrameworkAbiMismatch: _framework_abi,
+    p.PluginHostMismatch: _plugin_host,
     p.UnusedBridge: lambda problem: (f"bridge unused: {_name(problem.consumer)} binds {len(problem.symbols)} symbols "
                                      f"of {problem.provider}, which is not installed; it is imported only with "
                                      f"{problem.provider}"),

@@ -150,11 +150,21 @@ def _covered(candidate: Candidate, machine: str) -> bool:
     its CUDA build (the libraries they link), so each release is judged by its own row, or by its
     wheel where the table has none. An NVIDIA component's CUDA is data by name and version
     (data/components.toml): it joins with the table's row for it, or its metadata alone. Other
-    wheels join the plan with their metadata alone (their files are judged by `doctor` after install)."""
+    wheels join the plan with their metadata alone (their files are judged by `doctor` after install),
+    but for plugins opened by path and their host."""
     assert candidate.file is not None
     if wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None:
         return True
+    if _plugin_or_host(candidate.name):
+        return True
     return bool(wheel_facts.releases(candidate.name, machine)) and not components.for_dist(candidate.name)
+
+
+def _plugin_or_host(name: str) -> bool:
+    """A host whose loader opens plugins by path, or a distribution of such plugins (openmm,
+    openmm-cuda-12; data/components.toml [plugin_hosts]): a plugin binds the names of its own
+    release of the host, so both wheels are read to judge the pair."""
+    return components.plugin_host_of(name) is not None or any(row.host == name for row in components.plugin_hosts())
 
 
 def _own_runtime(candidate: Candidate) -> bool:
