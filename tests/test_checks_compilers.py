@@ -21,7 +21,7 @@ from cudaresolve.output.findings import shown
 from cudaresolve.versions import DriverRelease
 
 GTX_1080 = "6.1"
-empty_python, lock_cli = test_lock_scenarios.empty_python, test_lock_scenarios.lock_cli  # fixtures of the lock's tests
+lock_cli = test_lock_scenarios.lock_cli  # a fixture of the lock's tests
 
 
 def host(driver: str, *ccs: str) -> HostFacts:
