@@ -349,13 +349,6 @@ def render_verdict(verdict: Verdict) -> str:
     return reason
 
 
-def _why_no_code(why: Any) -> str:
-    if isinstance(why, Verdict):
-        return render_verdict(why)
-    return (f"compiles its kernels at run time with NVRTC {why.nvrtc} ({why.dist} {why.version}), which cannot target "
-            f"compute capability {why.cc}")
-
-
 def _unfound(item: e.Unfound) -> str:
     if item.refused is not None:
         where = f"the loader finds {item.refused} first ({item.refused_step}) and cannot load it"
@@ -447,7 +440,7 @@ _EVIDENCE: dict[type, Callable[..., str]] = {
     e.EnvironmentCopy: lambda item: f"environment copy: {item.path}",
     e.LoadedBy: _loaded_by,
     e.CopyUse: _copy_use,
-    e.NoCodeFor: lambda item: f"{item.path}: {_why_no_code(item.why)}",
+    e.NoCodeFor: lambda item: f"{item.path}: {render_verdict(item.why)}",
     e.DependenciesFailToo: _dependencies,
     e.BuiltWith: lambda item: item.text,
     e.CudaRuntimeIn: _cuda_runtime_in,
