@@ -300,6 +300,8 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.PluginLibrariesMissing: _plugin_libraries,
     p.SymbolSkew: lambda problem: f"{_name(problem.named)}: {problem.loader_message}",
     p.FrameworkAbiMismatch: _framework_abi,
+    p.CpuOnlyBuild: lambda problem: (f"a CPU-only build for {problem.machine} (its wheel has no {problem.missing}): "
+                                     "it does not use the host's GPU"),
     p.UnusedBridge: lambda problem: (f"bridge unused: {_name(problem.consumer)} binds {len(problem.symbols)} symbols "
                                      f"of {problem.provider}, which is not installed; it is imported only with "
                                      f"{problem.provider}"),
