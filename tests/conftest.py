@@ -138,6 +138,15 @@ def registry_python(root: Path, project: str) -> str:
     return str(target / "bin" / "python")
 
 
+@pytest.fixture(scope="session")
+def empty_python(tmp_path_factory) -> str:
+    """The interpreter of a venv with nothing installed (not even pip), one per session: the target of
+    locks that must not see an installed set. Nothing installs into it."""
+    root = tmp_path_factory.mktemp("empty-target") / "venv"
+    venv.create(root, with_pip=False)
+    return str(root / "bin" / "python")
+
+
 @pytest.fixture
 def server():
     """A local index (tests/index_server.py) for one test: pages, wheels, ranges and failures it is told."""

@@ -21,7 +21,7 @@ from cudaresolve.output.findings import shown
 from cudaresolve.versions import DriverRelease
 
 GTX_1080 = "6.1"
-empty_python, lock_cli = test_lock_scenarios.empty_python, test_lock_scenarios.lock_cli  # fixtures of the lock's tests
+lock_cli = test_lock_scenarios.lock_cli  # a fixture of the lock's tests
 
 
 def host(driver: str, *ccs: str) -> HostFacts:
@@ -49,10 +49,12 @@ def cccl(major: int):
 def test_cccl_cu13_on_pascal_is_an_error_naming_nvrtc_13_and_the_gpu():
     """NVRTC 13 has no sm_61 (its list starts at 7.5): cuda.compute fails at its first kernel with
     NVRTC_ERROR_INVALID_OPTION, although driver 580 runs CUDA 13. nvJitLink 13, which links its
-    LTO-IR into CUBIN, cannot target it either. The fix is the CUDA 12 route."""
+    LTO-IR into CUBIN, cannot target it either, but that is the same cause with the same fix (the
+    CUDA 12 route replaces both): one error, not two."""
     found, findings = compiler_findings(*cccl(13), on=host("580.65.06", GTX_1080))
     assert exit_code(findings, strict=False) == 2
-    nvrtc, nvjitlink = sorted(found, key=lambda f: f.problem.kind, reverse=True)
+    [nvrtc] = found
+    assert [f.check for f in findings if f.severity == "error"] == ["run-time-compiler"]
     assert nvrtc.problem == CompilerCannotTargetGpu(
         "cuda-cccl", nvrtc.problem.consumer_version, "nvrtc", "nvidia-cuda-nvrtc", "13.0.88", ComputeCapability(6, 1),
         nvrtc.problem.gpus, ComputeCapability(7, 5), ComputeCapability(12, 1))
@@ -61,7 +63,17 @@ def test_cccl_cu13_on_pascal_is_an_error_naming_nvrtc_13_and_the_gpu():
     assert text.message == ("cuda-cccl 1.2.1 compiles its kernels at run time with NVRTC 13.0.88, which has no target "
                             "for compute capability 6.1 (GPU 0 GeForce GTX 1080): it targets 7.5 to 12.1")
     assert text.fix == 'take the CUDA 12 route: pip install "cuda-bindings<13" "cuda-cccl[cu12]"'
-    assert (nvjitlink.problem.kind, nvjitlink.problem.compiler) == ("nvjitlink", "nvidia-nvjitlink")
+
+
+def test_a_linker_needing_its_own_fix_is_its_own_error():
+    """NVRTC and nvJitLink 12.4 both stop at 9.0: on a Blackwell GPU (12.0) each needs its own newer
+    release (two pins, two errors), unlike the CUDA 13 pair on Pascal above."""
+    dists = (dist("cuda-cccl", "1.2.1"), dist("cuda-bindings", "12.9.10"), dist("nvidia-cuda-nvrtc-cu12", "12.4.127"),
+             dist("nvidia-nvjitlink-cu12", "12.4.127"))
+    found, _ = compiler_findings(*dists, on=host("580.65.06", "12.0"))
+    texts = sorted((f.problem.kind, (shown(f).fix or "").split(" (")[0]) for f in found)
+    assert texts == [("nvjitlink", 'pip install "nvidia-nvjitlink-cu12==12.9.86"'),
+                     ("nvrtc", 'pip install "nvidia-cuda-nvrtc-cu12==12.9.86"')], texts
 
 
 def test_cccl_cu12_on_pascal_is_clean():

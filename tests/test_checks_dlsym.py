@@ -16,7 +16,7 @@ from cudaresolve.checks.findings import exit_code
 from cudaresolve.checks.problems import DlsymFunctionsMissing
 from cudaresolve.output.findings import shown
 
-empty_python, lock_cli = test_lock_scenarios.empty_python, test_lock_scenarios.lock_cli  # fixtures of the lock's tests
+lock_cli = test_lock_scenarios.lock_cli  # a fixture of the lock's tests
 NVJITLINK_FUNCTIONS = ("nvJitLinkCreate", "nvJitLinkAddData", "nvJitLinkComplete", "nvJitLinkGetLinkedCubinSize",
                        "nvJitLinkGetLinkedCubin", "nvJitLinkDestroy")
 

@@ -7,9 +7,14 @@ name it lacks is blamed only when the name carries that suffix or the consumer i
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
-from conftest import registry_python
+from conftest import hermetic_environ, registry_python
 from test_loader import ENV, so, world
 from wheel_cache import cache_dir
 
@@ -93,3 +98,96 @@ def test_registry_deep_lock_of_working_sets_has_no_symbol_finding(requirements, 
     assert code == 0, out + err
     assert "symbol-skew" not in out + err and "undefined symbol" not in out + err
     assert json.loads(out)["packages"]
+
+
+# Three sets as users install them: what importing each exercises without a GPU, and the library
+# binding another wheel's symbols that the oracle must have checked.
+INSTALLED_SETS = [
+    (("cuda-cccl[cu12]==1.2.1",), ("cuda.compute", "cuda.core", "cuda.bindings.nvrtc", "cuda.bindings.nvjitlink"),
+     "cuda/compute/cu12/cccl/libcccl.c.parallel.so"),
+    (("nvidia-cusparse-cu12==12.5.8.93", "nvidia-nvjitlink-cu12"), ("nvidia.cusparse", "nvidia.nvjitlink"),
+     "nvidia/cusparse/lib/libcusparse.so.12"),
+    (("cupy-cuda12x[ctk]",), ("cupy", "cupy.linalg", "cupy.fft", "cupyx.scipy.sparse"),
+     "nvidia/cusolver/lib/libcusolver.so.11"),
+]
+HOST = ("--driver", "550.144.03", "--gpu", "8.9")
+LIBCUDA_NAME = re.compile(r"cu[A-Z]\w*$")  # the driver API, libcuda.so.1's: absent on a machine without a GPU
+INTERPRETER_NAME = re.compile(r"_?Py\w*$")  # the interpreter's own, present in the process that loads the library
+
+
+def ldd_undefined(site: Path) -> tuple[list[str], list[str]]:
+    """The oracle: `ldd -r` of every shared library under `site`, its NVIDIA neighbours on the search
+    path as the loaders that preload them put them there. Returns (files checked, undefined symbols as
+    `file: name`). Python extensions are left out and the C API's names not counted: the interpreter
+    defines them in the process. A file needing a library that is not installed (cuda-cccl's cu13/
+    build beside CUDA 12) is not checked; one lacking only libcuda.so.1 (no GPU here) is, without
+    the driver API's names."""
+    files = sorted(p for p in site.rglob("*.so*") if p.is_file() and ".cpython-" not in p.name and not p.name.endswith(".py"))
+    lib_dirs = sorted({str(p.parent) for p in files if "/nvidia/" in str(p)})
+    env = hermetic_environ({"LD_LIBRARY_PATH": os.pathsep.join(lib_dirs)})
+    checked: list[str] = []
+    undefined: list[str] = []
+    for path in files:
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+        done = subprocess.run(["ldd", "-r", str(path)], capture_output=True, text=True, env=env)
+        lines = (done.stdout + done.stderr).splitlines()
+        missing = {line.split("=>")[0].strip() for line in lines if "=> not found" in line}
+        if missing - {"libcuda.so.1"}:
+            continue
+        checked.append(str(path.relative_to(site)))
+        for line in lines:
+            found = re.match(r"undefined symbol: (\S+?)(?:, version (\S+))?\s+\(", line)
+            if not found or (found.group(2) is None and INTERPRETER_NAME.match(found.group(1))):
+                continue
+            if not (missing and found.group(2) is None and LIBCUDA_NAME.match(found.group(1))):
+                undefined.append(f"{path.name}: {found.group(1)}")
+    return checked, undefined
+
+
+@pytest.mark.registry
+@pytest.mark.parametrize(("requirements", "imports", "binder"), INSTALLED_SETS, ids=[s[0][0] for s in INSTALLED_SETS])
+def test_registry_deep_lock_installs_imports_and_passes_the_doctor(requirements, imports, binder, hermetic, tmp_path, capsys, monkeypatch):
+    """Issue 25: each set is locked with --deep, the lock installed by real pip into a throwaway venv,
+    its modules imported, every shared library checked with `ldd -r` (the oracle), and the doctor on
+    the venv for the same host finds no symbol problem and no error. pip's cache directory is under
+    the test cache (pip keeps there what the registry lets it cache); the venv (3 GB for CuPy's
+    toolkit) is removed at the end."""
+    monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(cache_dir() / "pip-cache"))
+    python = registry_python(tmp_path, re.split(r"[\[=]", requirements[0])[0])  # its pip names the default index
+    target = Path(python).parent.parent
+    try:
+        lock_file = tmp_path / "pylock.toml"
+        capsys.readouterr()
+        code = main(["lock", *requirements, "--deep", "--json", "-q", "--python", python, "-o", str(lock_file), *HOST])
+        out, err = capsys.readouterr()
+        assert code == 0, out + err
+        assert "symbol-skew" not in out + err and "undefined symbol" not in out + err
+
+        assert main(["install", "--lock", str(lock_file), "--python", python, "-q", "--no-verify", *HOST]) == 0
+        capsys.readouterr()
+        imported = subprocess.run([python, "-c", "import " + ", ".join(imports)], capture_output=True, text=True, env=hermetic_environ())
+        assert imported.returncode == 0, imported.stderr
+
+        [site] = target.glob("lib/python*/site-packages")
+        checked, undefined = ldd_undefined(site)
+        assert undefined == []
+        assert binder in checked
+
+        code = main(["doctor", "--python", python, "--json", *HOST])
+        report = json.loads(capsys.readouterr().out)
+        findings = [(f["check"], f["severity"], f["subject"]) for f in report["findings"]]
+        assert code == 0 and not [f for f in findings if f[1] == "error"], findings
+        assert not [f for f in findings if f[0] in ("symbol-skew", "torch-abi")], findings
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def test_the_oracle_sees_the_cusparse_nvjitlink_skew(cuda_venv):
+    """ldd_undefined is the oracle above: cuSPARSE 12.3 beside nvJitLink 12.1 lacks its _12_x names."""
+    [site] = cuda_venv(["nvidia-cusparse-cu12==12.3.1.170", "nvidia-nvjitlink-cu12==12.1.105"]).glob("lib/python*/site-packages")
+    checked, undefined = ldd_undefined(site)
+    assert "nvidia/cusparse/lib/libcusparse.so.12" in checked
+    assert undefined and all(u.startswith("libcusparse.so.12: __nvJitLink") for u in undefined), undefined

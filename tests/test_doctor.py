@@ -414,6 +414,21 @@ def test_cuda_cccl_selected_by_cuda_bindings_13_without_cuda_13_libraries(cuda_v
                        '"cuda-cccl[cu12]"'])
 
 
+def test_cuda_cccl_cu13_on_pascal_is_one_error_for_one_cause(cuda_venv, capsys):
+    """cuda-cccl's CUDA 13 build with NVRTC and nvJitLink 13.0 on a GTX 1080 (6.1) under driver 580:
+    NVRTC 13 has no sm_61, so its first kernel fails (NVRTC_ERROR_INVALID_OPTION). That is one error,
+    the compiler's, whose fix also replaces nvJitLink 13; the library's sm_75 stub is not judged
+    as a second (arch-coverage) error for the same cause."""
+    cu13 = ["cuda-cccl==1.2.1", "cuda-core==1.2.2", "cuda-pathfinder==1.9.0", "cuda-bindings==13.5.0",
+            "nvidia-cuda-nvrtc==13.0.88", "nvidia-nvjitlink==13.0.88", "nvidia-cuda-runtime==13.0.96"]
+    python = str(cuda_venv(cu13) / "bin" / "python")
+    code, report = doctor_json(capsys, "--python", python, "--driver", "580.65.06", "--gpu", "6.1")
+    errors = [(f["check"], f["subject"]) for f in report["findings"] if f["severity"] == "error"]
+    assert (code, errors) == (2, [("run-time-compiler", "nvidia-cuda-nvrtc 13.0.88")])
+    [error] = [f for f in report["findings"] if f["severity"] == "error"]
+    assert error["fix"] == 'take the CUDA 12 route: pip install "cuda-bindings<13" "cuda-cccl[cu12]"'
+
+
 def test_the_built_in_example_is_judged_as_the_real_environment_it_was_made_from(skewed_venv, capsys):
     """data/example.toml is cuSPARSE 12.3 beside nvJitLink 12.1 reduced to what lies between them
     (scripts/make_example.py): as a planned environment it gets the real venv's findings."""

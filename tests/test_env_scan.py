@@ -251,3 +251,11 @@ def test_a_packages_own_preload_list_is_read_as_hostile_input(tmp_path, content,
     path.write_text(content)
     assert read_wheel_list(str(path)) == expected
     assert read_wheel_list(str(tmp_path / "absent.json")) is None
+
+
+def test_a_preload_list_that_is_a_fifo_is_not_read(tmp_path):
+    """A FIFO where the list should be would block a plain read forever: it is no list."""
+    import os
+
+    os.mkfifo(tmp_path / "_wheel.json")
+    assert read_wheel_list(str(tmp_path / "_wheel.json")) is None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import venv
 from pathlib import Path
 from typing import Any
 
@@ -231,13 +230,6 @@ def test_bad_input_on_the_command_line_is_exit_3_with_one_line(tmp_path, capsys)
 
 
 # -- the lock: nodes and the equivalent host files -------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def empty_python(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("empty-target") / "venv"
-    venv.create(root, with_pip=False)
-    return str(root / "bin" / "python")
 
 
 def x86_subset(tmp_path: Path) -> tuple[Path, list[tuple[str, str, list[str]]]]:

@@ -22,15 +22,6 @@ from cudaresolve.index.pages import index_files
 from cudaresolve.index.wheel_facts import wheel_binary_facts
 
 
-@pytest.fixture(scope="module")
-def empty_python(tmp_path_factory):
-    import venv
-
-    root = tmp_path_factory.mktemp("empty-venv")
-    venv.EnvBuilder(with_pip=False).create(root)
-    return str(root / "bin" / "python")
-
-
 @pytest.fixture
 def clean(hermetic):
     """Hermetic; the index cache's directory."""

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import time
-import venv
 from dataclasses import dataclass
 
 import pytest
@@ -58,13 +57,6 @@ def hostile():
     index.start()
     yield index
     index.stop()
-
-
-@pytest.fixture(scope="module")
-def empty_python(tmp_path_factory):
-    root = tmp_path_factory.mktemp("empty-venv")
-    venv.EnvBuilder(with_pip=False).create(root)
-    return str(root / "bin" / "python")
 
 
 def run_lock(index_url: str, python: str, cache: str, limits: dict) -> Outcome:

@@ -424,6 +424,58 @@ def test_pip_configuration(scratch, number):
         pass
 
 
+# -- a package's own preload list (CuPy 13's cupy/.data/_wheel.json) --------------------------------
+
+WHEEL_LIST = (  # cupy-cuda12x 13.6.0's, as its wheel ships it (517 bytes)
+    b'{"cuda": "12.x", "packaging": "pip", "cutensor": {"version": "2.1.0", "min_pypi_version": "2.0.0", "filenames": '
+    b'["libcutensor.so.2.1.0"]}, "nccl": {"version": "2.25.1", "min_pypi_version": "2.16.5", "filenames": '
+    b'["libnccl.so.2.25.1"]}, "cudnn": {"version": "8.8.1", "min_pypi_version": "8.8.1", "filenames": ["libcudnn.so.8.8.1", '
+    b'"libcudnn_ops_infer.so.8.8.1", "libcudnn_ops_train.so.8.8.1", "libcudnn_cnn_infer.so.8.8.1", "libcudnn_cnn_train.so.8.8.1", '
+    b'"libcudnn_adv_infer.so.8.8.1", "libcudnn_adv_train.so.8.8.1"]}}'
+)
+
+
+def wheel_list_document(rng: random.Random) -> bytes:
+    """CuPy's list with its text mutated, or its fields (the CUDA line, a library's entry, its
+    min_pypi_version) replaced by other JSON values."""
+    if rng.random() < 0.5:
+        return mutate(WHEEL_LIST, rng)
+    document = json.loads(WHEEL_LIST)
+    for _ in range(rng.randint(1, 4)):
+        path = rng.choice([("cuda",), ("nccl",), ("nccl", "min_pypi_version"), ("cutensor", "min_pypi_version"),
+                           (rng.choice(WORDS),), (rng.choice(WORDS), "min_pypi_version")])
+        parent = document
+        for key in path[:-1]:
+            parent = parent.setdefault(key, {}) if isinstance(parent, dict) else {}
+        if isinstance(parent, dict):
+            parent[path[-1]] = json_value(rng)
+    return dumps(document).encode("utf-8", "surrogateescape")
+
+
+@FUZZ
+@given(number=NUMBERS)
+def test_wheel_lists(scratch, number):
+    """The list is read as the doctor reads it (None: nothing preloaded from it), then used as the
+    scan uses it: whether each NCCL, cuTENSOR and cuDNN wheel row is taken at an installed release."""
+    from packaging.version import Version
+
+    from cudaresolve.env.preloads import WheelList, read_wheel_list, takes
+    from cudaresolve.knowledge import components
+
+    rng = random.Random(number)
+    path = scratch / "_wheel.json"
+    path.write_bytes(wheel_list_document(rng))
+    listed = read_wheel_list(str(path))
+    if listed is None:
+        return
+    assert isinstance(listed, WheelList) and 0 <= listed.cuda_major < 1000
+    assert all(isinstance(name, str) and isinstance(version, Version) for name, version in listed.oldest.items())
+    for soname in ("libnccl.so.2", "libcutensor.so.2", "libcudnn.so.8", "libcudnn.so.9"):
+        for row in components.for_soname(soname):
+            installed = {row.dist: rng.choice([Version("2.16.5"), Version("8.9.2.26"), Version("0"), Version("99!1.0")])}
+            assert takes(listed, row, installed) in (True, False)
+
+
 # -- a wheel read in place (inspect PATH.whl) -------------------------------------------------------
 
 
@@ -476,6 +528,7 @@ def test_the_seeds_are_read_whole(tmp_path, wheel_bytes):
     """Unmutated, every reader gives its value: the fuzz starts from inputs that work."""
     from cudaresolve.env.inspect import inspect_names
     from cudaresolve.env.interpreter import Target
+    from cudaresolve.env.preloads import read_wheel_list
     from cudaresolve.index.config import read_pip_files
     from cudaresolve.index.config import read_project as read_settings
     from cudaresolve.resolve.requirements import read_project, read_requirements_file
@@ -490,6 +543,10 @@ def test_the_seeds_are_read_whole(tmp_path, wheel_bytes):
     (tmp_path / "r.txt").write_bytes(b"\n".join(REQUIREMENT_LINES[:3]))
     assert tuple(str(need.requirement) for need in read_requirements_file(str(tmp_path / "r.txt"), {}).requirements) == (
         "torch==2.7.1", 'numpy<2,>=1.26; python_version >= "3.10"', "cupy[all]~=13.0")
+    (tmp_path / "_wheel.json").write_bytes(WHEEL_LIST)
+    assert str(read_wheel_list(str(tmp_path / "_wheel.json"))) == (
+        "WheelList(cuda_major=12, oldest={'cutensor': <Version('2.0.0')>, 'nccl': <Version('2.16.5')>, "
+        "'cudnn': <Version('8.8.1')>})")
     (tmp_path / "w.whl").write_bytes(wheel_bytes)
     assert [i.path.rsplit("/", 1)[-1] for i in inspect_names([str(tmp_path / "w.whl")], Target(site_packages=()))
             if i.facts is not None] == ["libw.so", "libstored.so.1"]

@@ -12,16 +12,6 @@ import pytest
 from cudaresolve.cli import main
 
 
-@pytest.fixture(scope="module")
-def empty_python(tmp_path_factory):
-    """An interpreter with nothing installed: a venv without pip."""
-    import venv
-
-    root = tmp_path_factory.mktemp("empty-venv")
-    venv.EnvBuilder(with_pip=False).create(root)
-    return str(root / "bin" / "python")
-
-
 def lock(cuda_index, empty_python, *args):
     return main(
         ["lock", "-q", "--python", empty_python, "--index-url", cuda_index.index_url,

@@ -18,15 +18,6 @@ RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
 pytestmark = pytest.mark.usefixtures("hermetic")
 
 
-@pytest.fixture(scope="module")
-def empty_python(tmp_path_factory) -> str:
-    import venv
-
-    root = tmp_path_factory.mktemp("empty-venv")
-    venv.EnvBuilder(with_pip=False).create(root)
-    return str(root / "bin" / "python")
-
-
 def newest_torch() -> str:
     return torch_data.load().releases[-1].versions[-1]
 

@@ -17,6 +17,7 @@ from index_server import make_wheel
 
 from cudaresolve.cli import main
 from cudaresolve.lockfile.pylock import read_pylock
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 pytestmark = pytest.mark.usefixtures("hermetic")
 
@@ -149,6 +150,43 @@ def test_installed_aarch64_torch_is_judged_by_its_record(server, tmp_path, holds
         assert found == ()
         [rejection] = finder.rejected("torch")
         assert rejection.installed and rejection.evidence == CpuOnly("", "aarch64", CUDA_MEMBER)
+
+
+@pytest.mark.parametrize("holds_cuda", [False, True])
+def test_the_doctor_says_an_installed_aarch64_cpu_only_torch_is_cpu_only(tmp_path, holds_cuda):
+    """The doctor reads an installed torch as the lock reads its wheel: a default aarch64 build whose
+    RECORD lacks libtorch_cuda.so is CPU-only: a warning saying so on a GPU host, and never "built
+    with CUDA 12.8" (before: a driver-floor warning naming CUDA 12.8 on driver 535)."""
+    import dataclasses
+
+    from test_env_distributions import make_dist_info
+
+    from cudaresolve.binary.loader import for_machine
+    from cudaresolve.checks import judge
+    from cudaresolve.env.interpreter import Target
+    from cudaresolve.env.scan import scan_environment
+    from cudaresolve.host.facts import HostFacts
+    from cudaresolve.output.findings import shown
+
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    members = ["torch/__init__.py", "torch/lib/libtorch_cpu.so"] + ([CUDA_MEMBER] if holds_cuda else [])
+    make_dist_info(site, "torch", "2.10.0", files=tuple(members))
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("")
+    env = scan_environment(Target(site_packages=(str(site),)), facts_for=lambda path: pytest.fail(f"read {path}"),
+                           loader=for_machine("aarch64"))
+    host = HostFacts.from_json(host_file(tmp_path, "aarch64").read_text())
+    host = dataclasses.replace(host, driver=dataclasses.replace(host.driver, release=DriverRelease.parse("535.104.05"),
+                                                                cuda=CudaVersion(12, 2)))
+    texts = [shown(f) for f in judge(env, host).findings]
+    if holds_cuda:
+        assert [(t.check, t.subject) for t in texts] == [("driver-floor", "torch 2.10.0")]
+        assert "torch 2.10.0 is the PyPI build, built with CUDA 12.8" in texts[0].evidence
+    else:
+        assert [(t.check, t.severity, t.subject, t.message) for t in texts] == [
+            ("environment", "warning", "torch 2.10.0",
+             "a CPU-only build for aarch64 (its wheel has no torch/lib/libtorch_cuda.so): it does not use the host's GPU")]
+        assert not any("CUDA 12.8" in " ".join(t.evidence) for t in texts)
 
 
 def test_x86_64_gpu_host_keeps_the_release_table(server, tmp_path, capsys):

@@ -19,15 +19,6 @@ from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.lock import PreRelease
 
 
-@pytest.fixture(scope="module")
-def empty_python(tmp_path_factory):
-    import venv
-
-    root = tmp_path_factory.mktemp("empty-venv")
-    venv.EnvBuilder(with_pip=False).create(root)
-    return str(root / "bin" / "python")
-
-
 @pytest.fixture
 def demo(server):
     """demo 1.0, 2.0 and 3.0rc1; app 1.0 needs dep, whose newest release is a dev release; solo has

@@ -13,15 +13,6 @@ from cudaresolve.cli import main
 from cudaresolve.resolve import resolver
 
 
-@pytest.fixture(scope="module")
-def empty_python(tmp_path_factory):
-    import venv
-
-    root = tmp_path_factory.mktemp("empty-venv")
-    venv.EnvBuilder(with_pip=False).create(root)
-    return str(root / "bin" / "python")
-
-
 def lock(index_url, python, *args):
     return main(["lock", "-q", "--python", python, "--index-url", index_url, "--driver", "550.144.03", *args])
 

@@ -42,14 +42,6 @@ RTX_4090 = ("--driver", "550.144.03", "--gpu", "8.9")
 # -- fixtures ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def empty_python(tmp_path_factory) -> str:
-    """The target interpreter: a venv with nothing installed (not even pip), one per session."""
-    root = tmp_path_factory.mktemp("empty-target") / "venv"
-    venv.create(root, with_pip=False)
-    return str(root / "bin" / "python")
-
-
 pytestmark = pytest.mark.usefixtures("hermetic")
 
 

@@ -28,14 +28,6 @@ pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the expe
 OWN = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-@pytest.fixture(scope="module")
-def empty_python(tmp_path_factory):
-    """The target interpreter: a venv with nothing installed."""
-    root = tmp_path_factory.mktemp("empty-venv")
-    venv.EnvBuilder(with_pip=False).create(root)
-    return str(root / "bin" / "python")
-
-
 @pytest.fixture
 def index(server):
     """app needs legacy below Python 3.11 and x86only on x86_64 (as torch's metadata gates its NVIDIA

@@ -19,6 +19,7 @@ from cudaresolve.checks.advisories import check_advisories
 from cudaresolve.checks.arch_coverage import check_arch_coverage, check_unreadable_device_code
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.compilers import check_run_time_compilers
+from cudaresolve.checks.cpu_only import check_cpu_only_builds
 from cudaresolve.checks.dlsym import check_dlsym_needs
 from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.duplicates import check_duplicate_libraries
@@ -88,6 +89,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_arch_coverage(env, builds, host)
     findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)
+    findings += check_cpu_only_builds(env, host)
     findings += check_run_time_compilers(env, builds, host)
     findings += check_dlsym_needs(env, builds)
     findings += check_mixed_majors(env, builds, host)

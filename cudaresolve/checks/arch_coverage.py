@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Tuple
 
-from cudaresolve.arch import ComputeCapability, Target
+from cudaresolve.arch import ComputeCapability
 from cudaresolve.binary.elf import NO_SECTIONS
 from cudaresolve.binary.facts import FatbinSummary
 from cudaresolve.checks import evidence as e
-from cudaresolve.checks.builds import CudaBuild, build_of, component_builds
+from cudaresolve.checks.builds import CudaBuild, build_of
 from cudaresolve.checks.dependencies import fold_into_requirers
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import (
@@ -31,7 +31,7 @@ from cudaresolve.checks.suggest import arch_fix
 from cudaresolve.compat import Verdict, can_run
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import components, toolkits
+from cudaresolve.knowledge import components
 from cudaresolve.knowledge.wheel_facts import Wheel
 
 
@@ -43,9 +43,9 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     default target) beside a library of the same package that runs on the GPU carries a stub, not
     kernels the package needs: it is not judged. Facts from the wheel-facts table (a planned
     environment) record targets but not entries (`entries` 0): there one target is one entry. A library that compiles its kernels at run time
-    (data/components.toml [run_time_compilers]) is judged by whether its NVRTC targets the GPU, and
-    files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12)
-    not at all. Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning
+    (data/components.toml [run_time_compilers]: its fatbin is a stub) is not judged here: the
+    run-time-compiler check judges its compiler's release, one finding for one cause; nor are
+    files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12). Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning
     per feature and GPU, apart from the package's error.
     """
     findings: list[Finding] = []
@@ -89,9 +89,8 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     return findings
 
 
-Why = Union[Verdict, e.CompilerCannotTarget]
-Failures = Dict[Tuple[Optional[str], ComputeCapability], List[Tuple[str, Why, int]]]  # (path, why, entries) per file
-OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str, Why, int]]]
+Failures = Dict[Tuple[Optional[str], ComputeCapability], List[Tuple[str, Verdict, int]]]  # (path, why, entries) per file
+OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str, Verdict, int]]]
 
 
 def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -> tuple[Failures, OptInFailures]:
@@ -108,8 +107,9 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -
         build = build_of(env, elf.owner, elf.path)
         if build is not None and not build.selected:
             continue  # a build the package does not import here
+        if components.compiles_at_run_time(os.path.basename(elf.path)):
+            continue  # its kernels are its compiler's (checks/compilers.py)
         owner = elf.owner
-        compiler = _run_time_compiler(env, elf) if components.compiles_at_run_time(os.path.basename(elf.path)) else None
         feature = components.opt_in_feature(elf.owner, os.path.basename(elf.path))
         if feature is not None:
             for cc in ccs:
@@ -118,13 +118,6 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -
                     opt_in[(feature, cc)].append((elf.path, verdict, _entries(fatbin)))
             continue
         for cc in ccs:
-            if compiler is not None:
-                reason = compiler(cc)
-                if reason is None:
-                    runs.add((owner, cc))
-                else:
-                    failures[(owner, cc)].append((elf.path, reason, 0))
-                continue
             verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)
             if verdict.runs:
                 runs.add((owner, cc))
@@ -152,27 +145,6 @@ def _entries(fatbin: FatbinSummary) -> int:
     """The fatbin's entry count; where it was not counted (0: the wheel-facts table keeps targets
     only), the number of targets, a lower bound that is exact for a lone stub."""
     return fatbin.entries or len(fatbin.sass) + len(fatbin.ptx)
-
-
-def _run_time_compiler(env: Environment, elf: ElfFile) -> Callable[[ComputeCapability], Optional[e.CompilerCannotTarget]]:
-    """For a library that compiles its kernels at run time: why the NVRTC it links cannot target a
-    GPU (None when it can, or when the tables cannot tell). Its own fatbin is a stub: not judged."""
-    assert elf.facts is not None  # only a file with device code is judged
-    majors = {row.cuda_major for needed in elf.facts.needed for row in components.for_soname(needed) if row.name == "nvrtc"}
-    nvrtc = [
-        build for build in component_builds(env.distributions)
-        if build.cuda.major in majors and any(row.name == "nvrtc" for row in components.for_dist(build.dist, build.version))
-    ]
-    toolkit = toolkits.get(nvrtc[0].cuda) if nvrtc and nvrtc[0].cuda.minor is not None else None
-
-    def reason(cc: ComputeCapability) -> Optional[e.CompilerCannotTarget]:
-        if toolkit is None or not toolkit.sass_targets:
-            return None  # NVRTC not installed (a missing library) or a toolkit the tables do not know
-        if any(Target.parse(target).runs_on(cc) for target in toolkit.sass_targets):
-            return None
-        return e.CompilerCannotTarget(toolkit.version, nvrtc[0].dist, nvrtc[0].version, cc)
-
-    return reason
 
 
 def check_unreadable_device_code(env: Environment) -> list[Finding]:

@@ -64,13 +64,16 @@ def component_builds(distributions: Iterable[Distribution]) -> tuple[CudaBuild, 
     return tuple(builds)
 
 
-def framework_build(dist: Distribution) -> Optional[CudaBuild]:
-    """CUDA of a framework wheel: torch from its local label or the PyPI default, CuPy from its name."""
+def framework_build(dist: Distribution, machine: Optional[str] = None) -> Optional[CudaBuild]:
+    """CUDA of a framework wheel: torch from its local label or the PyPI default, CuPy from its name.
+    On `machine`, a default torch build the wheel's own files show to be CPU-only has none."""
     version = str(dist.version)
     if dist.name == "torch":
         local = dist.version.local
         if local is not None and not local.startswith("cu"):
             return None  # +cpu, +rocm...: not a CUDA build
+        if machine is not None and cpu_only_default_build(dist, machine):
+            return None
         variant = torch.variant(dist.version.public, local)
         if variant is None:
             return None
@@ -84,10 +87,19 @@ def framework_build(dist: Distribution) -> Optional[CudaBuild]:
     return CudaBuild(dist.name, version, major, f"{dist.name} is CuPy's CUDA {major} wheel")
 
 
+def cpu_only_default_build(dist: Distribution, machine: str) -> bool:
+    """Whether `dist` is torch's default (PyPI) build for a machine whose builds the release rows do
+    not describe (aarch64: 2.0.0 ... 2.10.0 are CPU-only) and its RECORD lists files but not the
+    member every CUDA build carries (torch/lib/libtorch_cuda.so): what the lock reads from the wheel."""
+    member = torch.cuda_member()
+    return (dist.name == "torch" and dist.version.local is None and bool(dist.files)
+            and not torch.default_build_described(machine) and not any(path.endswith("/" + member) for path in dist.files))
+
+
 def cuda_builds(env: Environment) -> tuple[CudaBuild, ...]:
     """Every distribution of `env` whose CUDA build is known: frameworks and NVIDIA components from the
     tables, then any other package from the CUDA libraries its binaries link."""
-    frameworks = [b for b in (framework_build(d) for d in env.distributions) if b is not None]
+    frameworks = [b for b in (framework_build(d, env.loader.machine) for d in env.distributions) if b is not None]
     components_ = component_builds(env.distributions)
     known = {b.dist for b in frameworks} | {b.dist for b in components_}
     runtimes = runtime_builds(env, known)

@@ -53,7 +53,8 @@ from cudaresolve.versions import CudaVersion
 def check_run_time_compilers(env: Environment, builds: tuple[CudaBuild, ...], host: HostFacts) -> list[Finding]:
     """One error per package, compiler release and GPU it cannot target; one per package and
     compiler release whose PTX the driver cannot load. The subject is the compiler's wheel: that is
-    what a fix (or the lock) changes first."""
+    what a fix (or the lock) changes first. A linker (nvJitLink) that cannot target the GPU either
+    is no second error when the compiler's fix (the package's other CUDA route) replaces it too."""
     ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
     driver_isa = _driver_ptx_isa(host)
     built = {build.dist: build for build in builds}
@@ -74,6 +75,7 @@ def check_run_time_compilers(env: Environment, builds: tuple[CudaBuild, ...], ho
             linker = None  # cuda.core takes the driver's linker then
         to_driver = usage.sass_by == "driver" or (usage.sass_by == "nvjitlink-else-driver" and linker is None)
         makers = [(usage.compiler, compiler)] + ([("nvjitlink", linker)] if linker is not None else [])
+        fixed: list[tuple[ComputeCapability, f.Fix]] = []  # one cause, one finding: the linker's fix is the compiler's
         for kind, found in makers:
             if found is None:
                 continue
@@ -81,13 +83,17 @@ def check_run_time_compilers(env: Environment, builds: tuple[CudaBuild, ...], ho
             for cc in ccs:
                 if _targets(release, cc, to_driver):
                     continue
+                fix = _arch_fix(env, dist, kind, wheel, major, ccs, to_driver, host)
+                if (cc, fix) in fixed:
+                    continue
+                fixed.append((cc, fix))
                 gpus = tuple(GpuRef(g.index, g.name) for g in host.visible_gpus if g.compute_capability == cc)
                 findings.append(Finding(
                     Check.RUN_TIME_COMPILER, Severity.ERROR, subject(env, wheel.name),
                     CompilerCannotTargetGpu(dist.name, dist.version, kind, release.dist, release.version,
                                             cc, gpus, release.archs[0], release.archs[-1]),
                     (e.Said(usage.source, "data/compiler_users.toml"),),
-                    _arch_fix(env, dist, kind, wheel, major, ccs, to_driver, host),
+                    fix,
                 ))
         if compiler is not None and to_driver and driver_isa is not None:
             wheel, release = compiler

@@ -143,21 +143,11 @@ class CopyUse:
 
 
 @dataclass(frozen=True)
-class CompilerCannotTarget:
-    """A library that compiles at run time, with an NVRTC that has no code generator for the GPU."""
-
-    nvrtc: CudaVersion
-    dist: str
-    version: str
-    cc: ComputeCapability
-
-
-@dataclass(frozen=True)
 class NoCodeFor:
     """A file that cannot run on a GPU, and why."""
 
     path: str
-    why: Union[Verdict, CompilerCannotTarget]
+    why: Verdict
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,15 @@ class PluginHostMismatch:
 
 
 @dataclass(frozen=True)
+class CpuOnlyBuild:
+    """A framework's default build that is CPU-only on this machine (torch 2.10.0 for aarch64): its
+    wheel lacks the member every CUDA build carries, so it never uses the host's GPU."""
+
+    machine: str
+    missing: str  # "torch/lib/libtorch_cuda.so"
+
+
+@dataclass(frozen=True)
 class UnusedBridge:
     """An extension binding another distribution's symbols without linking it, that distribution absent."""
 
@@ -380,7 +389,8 @@ class BelowBuildFloor:
 Problem = Union[
     Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, NoSectionHeaders,
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
-    PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, UnusedBridge, Shadowed, DuplicateBuilds, PrivateCopies, NoKernelImage,
+    PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnlyBuild, UnusedBridge, Shadowed,
+    DuplicateBuilds, PrivateCopies, NoKernelImage,
     OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
     OwnedTwice,

@@ -124,7 +124,7 @@ def provider_requirement(
     wheels carry that soname (libcudnn.so.8: nvidia-cudnn-cu11<9). None when no wheel provides it."""
     major = None
     dist = env.distribution(consumer_dist) if consumer_dist else None
-    build = framework_build(dist) if dist else None
+    build = framework_build(dist, env.loader.machine) if dist else None
     if minimum:
         major = minimum.major
     elif build is not None:

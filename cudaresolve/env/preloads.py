@@ -8,13 +8,13 @@ found depends on which files exist, so the builder of an `Environment` answers i
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from cudaresolve.inputs import loads_json, read_bounded
 from cudaresolve.knowledge import components
 
 WHEEL_LIST_LIMIT = 64 * 1024  # CuPy 13.6.0's _wheel.json is 517 bytes
@@ -34,10 +34,8 @@ def read_wheel_list(path: str) -> Optional[WheelList]:
     CuPy's format: {"cuda": "12.x", "<library>": {"min_pypi_version": "2.16.5", ...}, ...}.
     """
     try:
-        with open(path, "rb") as f:
-            raw = f.read(WHEEL_LIST_LIMIT + 1)
-        data = json.loads(raw) if len(raw) <= WHEEL_LIST_LIMIT else None
-    except (OSError, ValueError):
+        data = loads_json(read_bounded(path, WHEEL_LIST_LIMIT, regular=True).decode("utf-8"))
+    except (OSError, ValueError):  # absent, not a regular file, too large, not UTF-8, not JSON, nested too deep
         return None
     if not isinstance(data, dict) or not isinstance(data.get("cuda"), str):
         return None
@@ -49,7 +47,7 @@ def read_wheel_list(path: str) -> Optional[WheelList]:
         if isinstance(entry, dict) and isinstance(entry.get("min_pypi_version"), str):
             try:
                 oldest[library] = Version(entry["min_pypi_version"])
-            except InvalidVersion:
+            except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits (a bare ValueError)
                 continue
     return WheelList(int(major), oldest)
 

@@ -321,6 +321,8 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.SymbolSkew: lambda problem: f"{_name(problem.named)}: {problem.loader_message}",
     p.FrameworkAbiMismatch: _framework_abi,
     p.PluginHostMismatch: _plugin_host,
+    p.CpuOnlyBuild: lambda problem: (f"a CPU-only build for {problem.machine} (its wheel has no {problem.missing}): "
+                                     "it does not use the host's GPU"),
     p.UnusedBridge: lambda problem: (f"bridge unused: {_name(problem.consumer)} binds {len(problem.symbols)} symbols "
                                      f"of {problem.provider}, which is not installed; it is imported only with "
                                      f"{problem.provider}"),
@@ -369,13 +371,6 @@ def render_verdict(verdict: Verdict) -> str:
             reason += (f"; {failure.target} PTX has ISA {failure.isa}, which driver {failure.driver} cannot JIT "
                        f"(needs >= {failure.needs}; CUDA_ERROR_UNSUPPORTED_PTX_VERSION)")
     return reason
-
-
-def _why_no_code(why: Any) -> str:
-    if isinstance(why, Verdict):
-        return render_verdict(why)
-    return (f"compiles its kernels at run time with NVRTC {why.nvrtc} ({why.dist} {why.version}), which cannot target "
-            f"compute capability {why.cc}")
 
 
 def _unfound(item: e.Unfound) -> str:
@@ -469,7 +464,7 @@ _EVIDENCE: dict[type, Callable[..., str]] = {
     e.EnvironmentCopy: lambda item: f"environment copy: {item.path}",
     e.LoadedBy: _loaded_by,
     e.CopyUse: _copy_use,
-    e.NoCodeFor: lambda item: f"{item.path}: {_why_no_code(item.why)}",
+    e.NoCodeFor: lambda item: f"{item.path}: {render_verdict(item.why)}",
     e.DependenciesFailToo: _dependencies,
     e.BuiltWith: lambda item: item.text,
     e.CudaRuntimeIn: _cuda_runtime_in,

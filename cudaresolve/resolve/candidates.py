@@ -20,7 +20,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.arch import PtxTarget
-from cudaresolve.checks.builds import CudaBuild, component_builds, framework_build
+from cudaresolve.checks.builds import CudaBuild, component_builds, cpu_only_default_build, framework_build
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.host.facts import HostFacts
@@ -257,13 +257,9 @@ class CandidateFinder:
     def _installed_cpu_only(self, dist: Distribution) -> Optional[CpuOnly]:
         """The installed torch's default build on a machine the release rows do not describe, as its
         wheel's: CPU-only when its RECORD lists files but not the member every CUDA build carries."""
-        member = torch.cuda_member()
-        if (dist.name != "torch" or dist.version.local is not None or not dist.files
-                or torch.default_build_described(self.machine) or cuda_build(dist.name, dist.version) is None):
+        if not cpu_only_default_build(dist, self.machine) or cuda_build(dist.name, dist.version) is None:
             return None
-        if any(path.endswith("/" + member) for path in dist.files):
-            return None
-        return CpuOnly("", self.machine, member)
+        return CpuOnly("", self.machine, torch.cuda_member())
 
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
