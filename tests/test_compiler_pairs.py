@@ -27,7 +27,7 @@ from cudaresolve.checks.problems import LinkerCannotRead
 from cudaresolve.output.findings import shown
 from cudaresolve.versions import CudaVersion
 
-empty_python, lock_cli = test_lock_scenarios.empty_python, test_lock_scenarios.lock_cli  # fixtures of the lock's tests
+lock_cli = test_lock_scenarios.lock_cli  # a fixture of the lock's tests
 RTX_3090 = ("575.57.08", "8.6")
 SURVEY = Path("/work/survey-stacks/cuda-core-cu12---then-nvJitLink-12.4")
 
