@@ -188,6 +188,38 @@ class _AlternativeBuilds:
     packages: tuple[AlternativeBuilds, ...]
 
 
+def _cuda_file(template: str) -> None:
+    if template.count("{major}") != 1 or template.count("{minor}") != 1 or "{major}{minor}" not in template:
+        raise UsageError(f"expected a file name with {{major}}{{minor}}, got {template!r}")
+
+
+@dataclass(frozen=True)
+class PerCudaLibraries:
+    """A package shipping one native library per CUDA release and loading, at import, the one the
+    CUDA of `selected_by`'s build picks (bitsandbytes: torch.version.cuda)."""
+
+    dist: str = field(metadata=records.check(_canonical))
+    applies_to: tuple[str, ...] = field(metadata=REQUIREMENT)
+    files: str  # glob under site-packages: every alternative (CUDA, CPU, other vendors')
+    cuda_file: str = field(metadata=records.check(_cuda_file))  # "libbitsandbytes_cuda{major}{minor}.so"
+    fallback: str  # the file loaded when `selected_by` is no CUDA build
+    selected_by: str = field(metadata=records.check(_canonical))
+    note: Optional[str] = None
+
+    def cuda_of(self, name: str) -> Optional[tuple[int, int]]:
+        """(major, minor) of one of the CUDA libraries' file names ("libbitsandbytes_cuda130.so": (13, 0))."""
+        head, _, tail = self.cuda_file.partition("{major}{minor}")
+        digits = name[len(head):len(name) - len(tail)] if name.startswith(head) and name.endswith(tail) else ""
+        if len(digits) < 3 or not digits.isdigit():
+            return None
+        return int(digits[:2]), int(digits[2:])
+
+
+@dataclass(frozen=True)
+class _PerCudaLibraries:
+    packages: tuple[PerCudaLibraries, ...]
+
+
 @dataclass(frozen=True)
 class _RunTimeCompilers:
     libraries: tuple[str, ...]  # shell-style patterns on file names
@@ -282,6 +314,7 @@ class Tables:
     sbsa_builds: _SbsaBuilds
     bridges: _Bridges
     alternative_builds: _AlternativeBuilds
+    per_cuda_libraries: _PerCudaLibraries
     run_time_compilers: _RunTimeCompilers
     optional_layers: _OptionalLayers
     opt_in: _OptIns
@@ -456,6 +489,11 @@ def bridge_provider(symbol: str) -> Optional[str]:
 def alternative_builds(dist: str) -> Optional[AlternativeBuilds]:
     """How `dist` (canonical name) ships and selects one build per CUDA major, if it does."""
     return next((row for row in load().alternative_builds.packages if row.dist == dist), None)
+
+
+def per_cuda_libraries(dist: str, version: Version) -> Optional[PerCudaLibraries]:
+    """How `dist` (canonical name) at `version` picks one of its per-CUDA-release libraries, if it does."""
+    return next((row for row in load().per_cuda_libraries.packages if _names(row.applies_to, dist, version)), None)
 
 
 def compiles_at_run_time(file_name: str) -> bool:
