@@ -221,6 +221,24 @@ class _PerCudaLibraries:
 
 
 @dataclass(frozen=True)
+class BuildRecord:
+    """A file a package ships recording what its build was compiled against, and the floor each field
+    sets: the CUDA major from `cuda`, and a floor per component from the fields of `floors`."""
+
+    applies_to: tuple[str, ...] = field(metadata=REQUIREMENT)
+    file: str  # under site-packages
+    variable: str  # the name the literal is assigned to
+    cuda: str  # the field holding the CUDA release ("12.5.1"): the major whose wheels are judged
+    floors: Mapping[str, str]  # component ("cudnn") -> the field holding the release it was built against
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _BuildRecords:
+    packages: tuple[BuildRecord, ...]
+
+
+@dataclass(frozen=True)
 class _RunTimeCompilers:
     libraries: tuple[str, ...]  # shell-style patterns on file names
 
@@ -315,6 +333,7 @@ class Tables:
     bridges: _Bridges
     alternative_builds: _AlternativeBuilds
     per_cuda_libraries: _PerCudaLibraries
+    build_records: _BuildRecords
     run_time_compilers: _RunTimeCompilers
     optional_layers: _OptionalLayers
     opt_in: _OptIns
@@ -327,6 +346,9 @@ class Tables:
 def load() -> Tables:
     tables = files.read("components.toml", Tables)
     known = {row.name for row in tables.component}
+    for record in tables.build_records.packages:
+        if not set(record.floors) <= set(tables.build_floors.components):
+            raise ValueError(f"components.toml [build_records]: {record.file}: a floor outside [build_floors]")
     for row in tables.undeclared_libraries.packages:
         unknown = sorted(set(row.components) - known)
         if unknown:
@@ -494,6 +516,11 @@ def alternative_builds(dist: str) -> Optional[AlternativeBuilds]:
 def per_cuda_libraries(dist: str, version: Version) -> Optional[PerCudaLibraries]:
     """How `dist` (canonical name) at `version` picks one of its per-CUDA-release libraries, if it does."""
     return next((row for row in load().per_cuda_libraries.packages if _names(row.applies_to, dist, version)), None)
+
+
+def build_record(dist: str, version: Version) -> Optional[BuildRecord]:
+    """Where `dist` (canonical name) at `version` records the releases it was built against, if it does."""
+    return next((row for row in load().build_records.packages if _names(row.applies_to, dist, version)), None)
 
 
 def compiles_at_run_time(file_name: str) -> bool:
