@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 from test_doctor import TORCH, doctor_json, errors_of, site_packages
+from test_env_distributions import make_dist_info
 
 from cudaresolve.checks.builds import pick_cuda_library
 from cudaresolve.knowledge import components
@@ -78,3 +79,39 @@ def test_bitsandbytes_is_judged_on_the_library_its_torch_picks(bitsandbytes_pyth
     assert ("libbitsandbytes_cuda130.so", True) in loads
     assert {build for build, selected in loads if selected} == {"libbitsandbytes_cuda130.so"}
     assert ("libbitsandbytes_cuda128.so", False) in loads and ("libbitsandbytes_rocm64.so", False) in loads
+
+
+def fake_bitsandbytes(elf_builder, tmp_path):
+    """torch 2.14.1 (CUDA 13.0) as dist-info, and bitsandbytes 0.50.2 with three of its CUDA
+    libraries and its CPU one, gcc-built; each CUDA one links a library of its own that is absent
+    here (libbnb_dep_cuda130.so.1 ...), so a file judged shows a missing library."""
+    site = elf_builder.root / "site"
+    names = ("libbitsandbytes_cuda124.so", "libbitsandbytes_cuda130.so", "libbitsandbytes_cuda132.so",
+             "libbitsandbytes_cpu.so")
+    for name in names:
+        cuda = name.startswith("libbitsandbytes_cuda")
+        dep = name.replace("libbitsandbytes_", "libbnb_dep_") + ".1"
+        needed = [elf_builder.build(dep, "int dep(void) { return 0; }\n", soname=dep, directory="elsewhere")] if cuda else []
+        source = "int dep(void);\nint bnb(void) { return dep(); }\n" if cuda else "int bnb(void) { return 1; }\n"
+        elf_builder.build(name, source, link=needed, directory="site/bitsandbytes")
+    make_dist_info(site, "torch", "2.14.1")
+    make_dist_info(site, "bitsandbytes", "0.50.2", files=tuple(f"bitsandbytes/{n}" for n in names), requires=("torch<3,>=2.4",))
+    return site
+
+
+def test_only_the_pick_is_judged_and_in_full(elf_builder, tmp_path):
+    from test_torch_abi import DRIVER_580
+
+    from cudaresolve.doctor import examine
+    from cudaresolve.env.interpreter import target_for_site_packages
+
+    site = fake_bitsandbytes(elf_builder, tmp_path)
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "c"), "LD_LIBRARY_PATH": "", "LD_PRELOAD": ""}
+    diagnosis = examine(target_for_site_packages(str(site)), DRIVER_580, environ)
+    selected = sorted(load.build.directory for load in diagnosis.loads
+                      if load.dist == "bitsandbytes" and load.build is not None and load.selected)
+    assert selected == ["libbitsandbytes_cuda130.so"]  # torch 2.14.1's CUDA 13.0
+    # the pick is judged in full: its missing library is an error, never an on-demand plugin's info;
+    # the files not picked are not loaded, so theirs are no finding at all
+    found = [(f.severity.value, str(f.problem)) for f in diagnosis.findings if f.subject.distribution == "bitsandbytes"]
+    assert [severity for severity, _ in found] == ["error"] and "libbnb_dep_cuda130.so.1" in found[0][1]
