@@ -404,7 +404,7 @@ def test_nvjitlink_and_nvrtc_release_tables():
 
 
 def test_preloaders_and_driver_libraries():
-    cupy, torch, onnxruntime, cupy_13, cccl = components.preloaders()
+    cupy, torch, onnxruntime, cupy_13, cccl, tensorflow = components.preloaders()
     assert onnxruntime.on_call == components.PythonCall("onnxruntime", "preload_dlls")
     assert str(onnxruntime.on_call) == "onnxruntime.preload_dlls()"
     assert cccl.libraries == ("nvrtc", "nvjitlink", "cudart")
@@ -420,6 +420,8 @@ def test_preloaders_and_driver_libraries():
     assert components.preloader_for("cupy-cuda12x", Version("13.6.0")) == cupy_13
     assert (cupy_13.libraries, cupy_13.wheel_list) == (("cutensor", "nccl"), "cupy/.data/_wheel.json")
     assert components.preloader_for("torch", Version("2.14.1+cu126")) == torch
+    # tensorflow's import loads its framework libraries for custom-op packages; it preloads nothing by path
+    assert (tensorflow.on_import, tensorflow.search) == (("tensorflow/python/_pywrap_tensorflow_internal.so",), ())
     drivers = components.driver_libraries()
     assert "libcuda.so.1" in drivers and "libnvidia-ml.so.1" in drivers
     assert not any(components.for_soname(s) for s in drivers)

@@ -9,9 +9,10 @@ lock's reasons read it); the rest is values.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Mapping, Optional
 
 from cudaresolve.binary.facts import CudaRuntime
 from cudaresolve.binary.runtime import runtime_cuda
@@ -181,16 +182,17 @@ def soname_major(soname: str) -> Optional[int]:
 
 @dataclass(frozen=True)
 class Build:
-    """Which of a package's per-CUDA-major builds a file belongs to, and whether the package imports it."""
+    """Which of a package's per-CUDA builds a file belongs to, and whether the package imports it."""
 
-    directory: str  # "cu12"
-    cuda_major: int
+    directory: str  # "cu12"; for a per-CUDA-release library, its file name ("libbitsandbytes_cuda130.so")
+    cuda_major: Optional[int]  # None for a library of no CUDA (bitsandbytes' CPU, ROCm and XPU ones)
     selected: bool
+    on_import: bool = False  # the package's import loads it by path (bitsandbytes' pick): judged in full
 
 
 def build_of(env: Environment, dist: Optional[str], path: str) -> Optional[Build]:
-    """The build of `dist` that `path` belongs to (data/components.toml [alternative_builds]); None for
-    files of a package with one build, or outside its build directories.
+    """The build of `dist` that `path` belongs to (data/components.toml [alternative_builds] and
+    [per_cuda_libraries]); None for files of a package with one build, or outside its build files.
 
     The selected build is the one whose major the `selected_by` distribution has (cuda-cccl imports
     cu13/ when cuda-bindings 13 is installed); without it, the one major of the environment's NVIDIA
@@ -198,8 +200,8 @@ def build_of(env: Environment, dist: Optional[str], path: str) -> Optional[Build
     """
     row = components.alternative_builds(dist) if dist else None
     if row is None:
-        return None
-    inside = next((path[len(sp):] for sp in env.target.site_packages if path.startswith(sp.rstrip("/") + "/")), path)
+        return _per_cuda_library(env, dist, path)
+    inside = _inside(env, path)
     directory = next((part for part in inside.split("/") if part in row.directories), None)
     if directory is None:
         return None
@@ -210,3 +212,51 @@ def build_of(env: Environment, dist: Optional[str], path: str) -> Optional[Build
     else:
         chosen = {build.cuda.major for build in component_builds(env.distributions)}
     return Build(directory, major, len(chosen) != 1 or major in chosen)
+
+
+def _inside(env: Environment, path: str) -> str:
+    """`path` relative to the site-packages directory holding it (itself when none does)."""
+    return next((path[len(sp.rstrip("/")) + 1:] for sp in env.target.site_packages if path.startswith(sp.rstrip("/") + "/")), path)
+
+
+def _per_cuda_library(env: Environment, dist: Optional[str], path: str) -> Optional[Build]:
+    """For one of the libraries a package ships per CUDA release (bitsandbytes'): selected when it is
+    the one the package's import picks for the CUDA of the `selected_by` build (torch's); every file
+    counts as selected, none as loaded at import, when that build is not installed or not known."""
+    installed = env.distribution(dist) if dist else None
+    row = components.per_cuda_libraries(installed.name, installed.version) if installed else None
+    if installed is None or row is None or not fnmatch.fnmatchcase(_inside(env, path), row.files):
+        return None
+    name = os.path.basename(path)
+    cuda = row.cuda_of(name)
+    chooser = env.distribution(row.selected_by)
+    build = framework_build(chooser) if chooser is not None else None
+    picked: Optional[str]
+    if build is not None:
+        shipped = {found: other for other in _files_of(env, row, installed.name) if (found := row.cuda_of(other))}
+        picked = pick_cuda_library(shipped, (build.cuda.major, build.cuda.minor or 0))
+    elif chooser is not None and chooser.version.local == "cpu":  # torch's CPU build
+        picked = row.fallback
+    else:
+        return Build(name, cuda[0] if cuda else None, True)
+    return Build(name, cuda[0] if cuda else None, name == picked, name == picked)
+
+
+def _files_of(env: Environment, row: components.PerCudaLibraries, dist: str) -> Iterator[str]:
+    """The names of `dist`'s files that are among `row`'s alternatives."""
+    for elf in env.elf_files:
+        if elf.owner == dist and fnmatch.fnmatchcase(_inside(env, elf.path), row.files):
+            yield os.path.basename(elf.path)
+
+
+def pick_cuda_library(shipped: Mapping[tuple[int, int], str], runtime: tuple[int, int]) -> Optional[str]:
+    """bitsandbytes' pick among its per-CUDA libraries ({(13, 0): file}) for a runtime CUDA: the same
+    release, else the newest of its major below it, else the oldest of its major above it; None when
+    none is of its major (the import then fails to find the library)."""
+    if runtime in shipped:
+        return shipped[runtime]
+    same = sorted(cuda for cuda in shipped if cuda[0] == runtime[0])
+    below = [cuda for cuda in same if cuda < runtime]
+    if below:
+        return shipped[below[-1]]
+    return shipped[same[0]] if same else None

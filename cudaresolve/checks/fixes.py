@@ -418,6 +418,15 @@ class PickedOther:
 
 
 @dataclass(frozen=True)
+class BuiltAgainst:
+    """The release `distribution` `version` was built against, as the file it ships (`record`) says."""
+
+    distribution: str
+    version: Version
+    record: str
+
+
+@dataclass(frozen=True)
 class ConsumersRange:
     """The range `distribution` `version` (with `extra`) requires, from its own metadata."""
 
@@ -451,7 +460,7 @@ Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
     NewestThatRuns, CompilerFits, PairsWith, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
-    PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, MadeFor, RightOwner,
+    PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, BuiltAgainst, MadeFor, RightOwner,
 ]
 
 

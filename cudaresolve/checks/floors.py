@@ -33,7 +33,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.fixes import ConsumersRange, Explained, PipInstall
+from cudaresolve.checks.fixes import BuiltAgainst, ConsumersRange, Explained, PipInstall
 from cudaresolve.checks.problems import BelowBuildFloor
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.env.distributions import Distribution
@@ -67,7 +67,53 @@ def check_build_floors(env: Environment) -> list[Finding]:
                     Explained(PipInstall((wanted,)), ConsumersRange(consumer.name, consumer.version, extra)),
                 )
             )
+    judged = {(f.subject.distribution, f.problem.provider) for f in findings if isinstance(f.problem, BelowBuildFloor)}
+    return findings + [f for f in recorded_floors(env)
+                       if isinstance(f.problem, BelowBuildFloor) and (f.subject.distribution, f.problem.provider) not in judged]
+
+
+def recorded_floors(env: Environment) -> list[Finding]:
+    """For each consumer whose build record (env.build_records) names the CUDA release and a
+    library's release it was compiled against: an error for an installed wheel of that library, of
+    that CUDA major, below it. The fix is the consumer's own range on it raised to the floor."""
+    findings = []
+    for consumer in env.distributions:
+        fields = env.build_records.get(consumer.name)
+        row = components.build_record(consumer.name, consumer.version) if fields else None
+        if fields is None or row is None:
+            continue
+        cuda = _release(fields.get(row.cuda, ""))
+        for library, name in sorted(row.floors.items()):
+            floor = _release(fields.get(name, ""))
+            if cuda is None or floor is None:
+                continue
+            for wheel in sorted({c.dist for c in components.for_component(library, cuda.release[0])}):
+                provider = env.distribution(canonicalize_name(wheel))
+                if provider is None or provider.version >= floor:
+                    continue
+                own = next((r.specifier for _, r in applicable_requirements(env, consumer)
+                            if canonicalize_name(r.name) == provider.name), None)
+                wanted = Requirement(f"{provider.name}{','.join(filter(None, (str(own or ''), f'>={floor}')))}")
+                findings.append(
+                    Finding(
+                        Check.BUILD_FLOOR, Severity.ERROR,
+                        Subject(distribution=NormalizedName(consumer.name), version=consumer.version),
+                        BelowBuildFloor(library, NormalizedName(provider.name), provider.version, None, wanted, floor,
+                                        (row.file, name, fields[name])),
+                        (),
+                        Explained(PipInstall((wanted,)), BuiltAgainst(consumer.name, consumer.version, row.file)),
+                    )
+                )
     return findings
+
+
+def _release(text: str) -> Optional[Version]:
+    """A recorded release ("12.5.1", "9"), or None for anything that is not a plain release."""
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        return None
+    return version if str(version) == text and not (version.pre or version.post or version.dev or version.local) else None
 
 
 def applicable_requirements(env: Environment, dist: Distribution) -> Iterator[tuple[Optional[str], Requirement]]:

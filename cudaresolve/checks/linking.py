@@ -74,15 +74,16 @@ def _library_problems(env: Environment, loads: Iterable[PackageLoad]) -> Iterato
 
 def is_plugin(env: Environment, load: PackageLoad, path: str) -> bool:
     """Not linked against by anything, not a Python extension module (`name.so`, `name.cpython-*.so`),
-    not loaded by its package's import (torch's libtorch_global_deps.so), and not its package's primary
-    plugin (data: onnxruntime-gpu's CUDA provider): those are judged in full. A file its host's loader
-    opens from a plugin directory (and what it loads) is a plugin whoever links it."""
+    not loaded by its package's import (torch's libtorch_global_deps.so, bitsandbytes' pick of its
+    per-CUDA libraries), and not its package's primary plugin (data: onnxruntime-gpu's CUDA provider):
+    those are judged in full. A file its host's loader opens from a plugin directory (and what it
+    loads) is a plugin whoever links it."""
     name = os.path.basename(path)
     extension = name.endswith(".so") and not name.startswith("lib")
     if load.host is not None:  # opened by its host's loader, which goes on without it (OpenMM's plugins)
         return components.primary_plugin(load.dist, name) is None
     return (not extension and name not in env.linked and components.primary_plugin(load.dist, name) is None
-            and not loaded_on_import(env, load, path))
+            and not loaded_on_import(env, load, path) and not (load.build is not None and load.build.on_import))
 
 
 def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host: HostFacts) -> list[Finding]:

@@ -16,7 +16,7 @@ from packaging.utils import NormalizedName
 from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import releases
-from cudaresolve.checks.builds import CudaBuild, major_needs
+from cudaresolve.checks.builds import CudaBuild, build_of, major_needs
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import CompanionMajors, MixedMajors
@@ -36,6 +36,9 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: Host
     for elf in env.elf_files:
         if elf.facts is None:
             continue
+        alternative = build_of(env, elf.owner, elf.path)
+        if alternative is not None and not alternative.selected:
+            continue  # a build its package does not load here (bitsandbytes' library for another CUDA)
         owner = elf.owner or elf.path
         for needed in elf.facts.needed:
             rows = components.for_soname(unmangled(needed))

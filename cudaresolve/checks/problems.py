@@ -384,6 +384,9 @@ class BelowBuildFloor:
     extra: Optional[str]  # the consumer's extra that requires it; None: required without one
     required: Requirement  # the consumer's requirement on the provider, without its marker
     floor: Version
+    # From the consumer's build record instead of its metadata: the file and the field that set the
+    # floor ("tensorflow/python/platform/build_info.py", "cudnn_version", "9.8")
+    record: Optional[tuple[str, str, str]] = None
 
 
 Problem = Union[

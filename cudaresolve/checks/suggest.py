@@ -188,7 +188,7 @@ def build_fix(dist: str, build: Build, host: HostFacts) -> Optional[Fix]:
     wheels): the extra that installs that build's libraries, or, when the driver cannot run that
     CUDA major, the route to a build it runs."""
     row = components.alternative_builds(dist)
-    if row is None:
+    if row is None or build.cuda_major is None:
         return None
     extra = row.extras.get(build.directory)
     if driver_runs(CudaVersion(build.cuda_major), host) and extra:

@@ -78,6 +78,8 @@ class Environment:
     conda: Optional[CondaPrefix] = None  # the target's conda prefix and all its records, when it is one
     preload_prefix: Optional[str] = None  # the conda prefix preloaders search (the target's, or CONDA_PREFIX)
     shared_files: tuple[SharedFile, ...] = ()  # paths several distributions install with different contents
+    # distribution -> what its build recorded it was compiled against (data/components.toml [build_records])
+    build_records: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def distribution(self, name: str) -> Optional[Distribution]:
         """The first installed distribution with this canonical name."""

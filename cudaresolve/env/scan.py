@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 from cudaresolve.binary.elf import head_of_regular_file
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv, with_program
+from cudaresolve.env.build_records import build_records
 from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
 from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
@@ -115,6 +116,7 @@ def scan_environment(
         conda=conda,
         preload_prefix=conda_prefix,
         shared_files=shared,
+        build_records=build_records(distributions, target.site_packages),
     )
 
 

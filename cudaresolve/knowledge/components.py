@@ -188,6 +188,56 @@ class _AlternativeBuilds:
     packages: tuple[AlternativeBuilds, ...]
 
 
+def _cuda_file(template: str) -> None:
+    if template.count("{major}") != 1 or template.count("{minor}") != 1 or "{major}{minor}" not in template:
+        raise UsageError(f"expected a file name with {{major}}{{minor}}, got {template!r}")
+
+
+@dataclass(frozen=True)
+class PerCudaLibraries:
+    """A package shipping one native library per CUDA release and loading, at import, the one the
+    CUDA of `selected_by`'s build picks (bitsandbytes: torch.version.cuda)."""
+
+    dist: str = field(metadata=records.check(_canonical))
+    applies_to: tuple[str, ...] = field(metadata=REQUIREMENT)
+    files: str  # glob under site-packages: every alternative (CUDA, CPU, other vendors')
+    cuda_file: str = field(metadata=records.check(_cuda_file))  # "libbitsandbytes_cuda{major}{minor}.so"
+    fallback: str  # the file loaded when `selected_by` is no CUDA build
+    selected_by: str = field(metadata=records.check(_canonical))
+    note: Optional[str] = None
+
+    def cuda_of(self, name: str) -> Optional[tuple[int, int]]:
+        """(major, minor) of one of the CUDA libraries' file names ("libbitsandbytes_cuda130.so": (13, 0))."""
+        head, _, tail = self.cuda_file.partition("{major}{minor}")
+        digits = name[len(head):len(name) - len(tail)] if name.startswith(head) and name.endswith(tail) else ""
+        if len(digits) < 3 or not digits.isdigit():
+            return None
+        return int(digits[:2]), int(digits[2:])
+
+
+@dataclass(frozen=True)
+class _PerCudaLibraries:
+    packages: tuple[PerCudaLibraries, ...]
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """A file a package ships recording what its build was compiled against, and the floor each field
+    sets: the CUDA major from `cuda`, and a floor per component from the fields of `floors`."""
+
+    applies_to: tuple[str, ...] = field(metadata=REQUIREMENT)
+    file: str  # under site-packages
+    variable: str  # the name the literal is assigned to
+    cuda: str  # the field holding the CUDA release ("12.5.1"): the major whose wheels are judged
+    floors: Mapping[str, str]  # component ("cudnn") -> the field holding the release it was built against
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _BuildRecords:
+    packages: tuple[BuildRecord, ...]
+
+
 @dataclass(frozen=True)
 class _RunTimeCompilers:
     libraries: tuple[str, ...]  # shell-style patterns on file names
@@ -304,6 +354,8 @@ class Tables:
     sbsa_builds: _SbsaBuilds
     bridges: _Bridges
     alternative_builds: _AlternativeBuilds
+    per_cuda_libraries: _PerCudaLibraries
+    build_records: _BuildRecords
     run_time_compilers: _RunTimeCompilers
     optional_layers: _OptionalLayers
     opt_in: _OptIns
@@ -317,6 +369,9 @@ class Tables:
 def load() -> Tables:
     tables = files.read("components.toml", Tables)
     known = {row.name for row in tables.component}
+    for record in tables.build_records.packages:
+        if not set(record.floors) <= set(tables.build_floors.components):
+            raise ValueError(f"components.toml [build_records]: {record.file}: a floor outside [build_floors]")
     for row in tables.undeclared_libraries.packages:
         unknown = sorted(set(row.components) - known)
         if unknown:
@@ -482,6 +537,16 @@ def bridge_provider(symbol: str) -> Optional[str]:
 def alternative_builds(dist: str) -> Optional[AlternativeBuilds]:
     """How `dist` (canonical name) ships and selects one build per CUDA major, if it does."""
     return next((row for row in load().alternative_builds.packages if row.dist == dist), None)
+
+
+def per_cuda_libraries(dist: str, version: Version) -> Optional[PerCudaLibraries]:
+    """How `dist` (canonical name) at `version` picks one of its per-CUDA-release libraries, if it does."""
+    return next((row for row in load().per_cuda_libraries.packages if _names(row.applies_to, dist, version)), None)
+
+
+def build_record(dist: str, version: Version) -> Optional[BuildRecord]:
+    """Where `dist` (canonical name) at `version` records the releases it was built against, if it does."""
+    return next((row for row in load().build_records.packages if _names(row.applies_to, dist, version)), None)
 
 
 def compiles_at_run_time(file_name: str) -> bool:

@@ -283,6 +283,10 @@ LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS", "nccl": "NCCL", "cusparse
 
 def _below_build_floor(problem: p.BelowBuildFloor) -> str:
     library = LIBRARY_NAMES.get(problem.library, problem.library)
+    if problem.record is not None:
+        file, name, value = problem.record
+        return (f"was built against {library} {problem.floor} ({file}: {name} {value!r}), but {problem.provider} "
+                f"{problem.installed} is installed; it refuses an older {library} than it was built against when it loads")
     extra = f" (its extra [{problem.extra}])" if problem.extra else ""
     return (f"requires {library} >= {problem.floor}{extra}: '{problem.required}', but {problem.provider} "
             f"{problem.installed} is installed; it refuses an older {library} than it was built against when it loads")

@@ -185,6 +185,8 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.NoKnownRelease: lambda why: ("", f": {_no_known_release(why)}"),
     f.ConsumersRange: lambda why: ("", f" (the range {why.distribution} {why.version}"
                                        f"{f' [{why.extra}]' if why.extra else ''} requires)"),
+    f.BuiltAgainst: lambda why: ("", f" (the release {why.distribution} {why.version} was built against, "
+                                     f"as its {why.record} records)"),
     f.MadeFor: lambda why: ("", f" (the {why.distribution} release made for {why.framework} {why.version})"),
     f.RightOwner: _right_owner,
 }
