@@ -481,3 +481,41 @@ def test_a_torch_variant_converges(world, cuda_index):
     assert isinstance(variant, f.TorchVariant) and variant.variant == "cu126"
     after = converges(world, coverage, before)
     assert [shown(x) for x in after.findings if x.severity == "error"] == []
+
+
+ORT = ["onnxruntime-gpu==1.31.1", "nvidia-cublas==13.1.1.3", "nvidia-cuda-runtime==13.0.96", "nvidia-curand==10.4.0.35"]
+
+
+def test_the_call_makes_the_provider_load_in_the_process_that_makes_it(cuda_venv, unpacked, tmp_path):
+    """onnxruntime-gpu 1.31.1's CUDA provider finds the wheels' libraries only after the program calls
+    onnxruntime.preload_dlls(): a warning whose fix is that call, which this release has. The doctor
+    cannot see a call a program makes, so the test makes it: in a fresh interpreter of the venv the
+    provider does not load without the call and loads after it (here, without a driver: it then
+    wants only libcuda.so.1)."""
+    root = cuda_venv(ORT)
+    host = HostFacts("Linux", "x86_64", Driver(DriverRelease.parse("580.65.06"), "override:--driver",
+                                               CudaVersion.parse("13.0"), "derived:branch-table"),
+                     (Gpu(ComputeCapability(8, 9), "override:--gpu", 0),))
+    before = examine(target_for_python(str(root / "bin" / "python")), host,
+                     {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache"), "LD_LIBRARY_PATH": ""})
+    [warning] = [x for x in before.findings if x.check == "missing-library" and x.severity == "warning"]
+    [call] = list(f.actions(warning.fix))
+    assert call == f.Call("onnxruntime", "preload_dlls")
+    assert satisfied_fixes(before.findings, before.environment) == []
+    [site] = target_for_python(str(root / "bin" / "python")).site_packages
+    provider = Path(site) / "onnxruntime/capi/libonnxruntime_providers_cuda.so"
+    numpy = unpacked("numpy==2.2.6")  # onnxruntime imports it; the venv holds the CUDA wheels only
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    env["PYTHONPATH"] = str(numpy)
+
+    def load(first: str) -> subprocess.CompletedProcess[str]:
+        code = f"import ctypes, sys\n{first}\nctypes.CDLL(sys.argv[1])\n"
+        return subprocess.run([str(root / "bin" / "python"), "-c", code, str(provider)], capture_output=True, text=True,
+                              env=env, cwd=tmp_path)
+
+    without = load("")
+    assert without.returncode != 0 and "libcublasLt.so.13: cannot open shared object file" in without.stderr
+    made = load(f"import {call.module}\n{call.module}.{call.function}()")
+    # what is left unfound is the driver's own library, which a machine without a GPU does not have
+    assert made.returncode == 0 or made.stderr.strip().endswith(
+        "OSError: libcuda.so.1: cannot open shared object file: No such file or directory"), made.stderr
