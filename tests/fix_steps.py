@@ -39,11 +39,14 @@ def pip_arguments(fix: Fix) -> list[list[str]]:
     return commands
 
 
+CHANGING = {"--upgrade", "-U", "--force-reinstall"}  # pip options that change what is met already
+
+
 def already_satisfied(fix: Fix, installed: Mapping[str, tuple[Version, frozenset[str]]]) -> list[PipInstall]:
     """The `pip install` steps anywhere in `fix` (every alternative, not only the first) whose
     requirements the environment meets already: applying one changes nothing. `installed` maps a
-    canonical name to its version and installed extras. A step that forces a reinstall, stands in for
-    other distributions, or follows the uninstall of a name it installs is not one of them."""
+    canonical name to its version and installed extras. A step that upgrades or reinstalls, stands
+    in for other distributions, or follows the uninstall of a name it installs is not one of them."""
     found: list[PipInstall] = []
 
     def walk(fix: Fix, uninstalled: frozenset[str]) -> None:
@@ -61,7 +64,7 @@ def already_satisfied(fix: Fix, installed: Mapping[str, tuple[Version, frozenset
                 walk(step, frozenset(gone))
                 if isinstance(fix, Steps):
                     gone |= {name for action in actions(step) if isinstance(action, PipUninstall) for name in action.names}
-        elif isinstance(fix, PipInstall) and not fix.replaces and "--force-reinstall" not in fix.options:
+        elif isinstance(fix, PipInstall) and not fix.replaces and not set(fix.options) & CHANGING:
             if all(_met(requirement, installed, uninstalled) for requirement in fix.requirements):
                 found.append(fix)
 

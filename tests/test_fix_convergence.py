@@ -519,3 +519,26 @@ def test_the_call_makes_the_provider_load_in_the_process_that_makes_it(cuda_venv
     # what is left unfound is the driver's own library, which a machine without a GPU does not have
     assert made.returncode == 0 or made.stderr.strip().endswith(
         "OSError: libcuda.so.1: cannot open shared object file: No such file or directory"), made.stderr
+
+
+def test_a_pip_install_the_environment_meets_is_found_in_any_alternative():
+    from fix_steps import already_satisfied
+    from packaging.version import Version
+
+    installed = {"torch": (Version("2.14.1"), frozenset()), "onnxruntime-gpu": (Version("1.26.0"), frozenset({"cuda"})),
+                 "nvidia-nccl-cu12": (Version("2.27.3"), frozenset())}
+
+    def install(*requirements: str, **kwargs) -> f.PipInstall:
+        return f.PipInstall(tuple(map(Requirement, requirements)), **kwargs)
+
+    met = install("torch==2.14.1")
+    assert already_satisfied(met, installed) == [met]
+    assert already_satisfied(f.Alternatives((install("torch>=2.15"), f.Explained(met, f.ToEnable()))), installed) == [met]
+    assert already_satisfied(f.OrElse(f.CondaUpdate("libnccl"), install("nvidia-nccl-cu12")), installed) != []
+    assert already_satisfied(install("onnxruntime-gpu[cuda]"), installed) != []
+    for changes in (install("torch>=2.15"), install("torch", "triton"), install("onnxruntime-gpu[cuda,cudnn]"),
+                    install("torch==2.14.1", options=("--upgrade",)),
+                    install("nvidia-nccl-cu12==2.27.3", options=("--force-reinstall", "--no-deps")),
+                    install("torch==2.14.1", replaces=("torch-nightly",)),
+                    f.Steps((f.PipUninstall(("nvidia-nccl-cu12",)), install("nvidia-nccl-cu12==2.27.3")))):
+        assert already_satisfied(changes, installed) == [], changes
