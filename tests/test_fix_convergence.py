@@ -542,3 +542,73 @@ def test_a_pip_install_the_environment_meets_is_found_in_any_alternative():
                     install("torch==2.14.1", replaces=("torch-nightly",)),
                     f.Steps((f.PipUninstall(("nvidia-nccl-cu12",)), install("nvidia-nccl-cu12==2.27.3")))):
         assert already_satisfied(changes, installed) == [], changes
+
+
+def conda_package(channel: Path, name: str, version: str, files: dict[str, bytes]) -> None:
+    """A linux-64 conda package (.tar.bz2) holding `files`, as test_conda_plugin.make_package lays them."""
+    import hashlib
+    import io
+    import json
+    import tarfile
+
+    index = {"name": name, "version": version, "build": "h0_0", "build_number": 0, "depends": [],
+             "license": "BSD-3-Clause", "subdir": "linux-64", "timestamp": 1760000000000}
+    paths = {"paths_version": 1, "paths": [{"_path": path, "path_type": "hardlink", "sha256": hashlib.sha256(data).hexdigest(),
+                                            "size_in_bytes": len(data)} for path, data in files.items()]}
+    members = {"info/index.json": json.dumps(index).encode(), "info/paths.json": json.dumps(paths).encode(),
+               "info/files": ("\n".join(files) + "\n").encode(), **files}
+    (channel / "linux-64").mkdir(parents=True, exist_ok=True)
+    with tarfile.open(channel / "linux-64" / f"{name}-{version}-h0_0.tar.bz2", "w:bz2") as archive:
+        for path, data in members.items():
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(data), 0o755 if path.endswith((".so", ".12")) else 0o644
+            archive.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.conda
+@pytest.mark.parametrize("calls", ["__nvJitLinkComplete_12_9()", "nvJitLinkDestroy()"])
+def test_a_conda_install_or_update_converges(conda_venv, elf_builder, tmp_path, calls):
+    """A conda prefix whose libnvjitlink 12.4 lacks what app's extension binds: symbol-skew whose fix
+    is `conda install "libnvjitlink>=12.9"` where the versioned name implies 12.9, else `conda update
+    libnvjitlink`; the real conda applies it from a file:// channel holding 12.4 and 12.9."""
+    from test_conda_plugin import Conda
+
+    conda = Conda(conda_venv, tmp_path / "conda")
+    for version in ("12.4.127", "12.9.86"):
+        library = nvjitlink(elf_builder, version, unversioned=("nvJitLinkDestroy",) if version.startswith("12.9") else ())
+        conda_package(conda.channel, "libnvjitlink", version, {"lib/libnvJitLink.so.12": library.read_bytes()})
+    subprocess.run([conda.python, "-m", "conda_index", str(conda.channel)], check=True, capture_output=True)
+    prefix = conda.root / "envs" / "app"
+    done = conda("create", "-p", str(prefix), "libnvjitlink==12.4.127")
+    assert done.returncode == 0, done.stderr
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
+    [site] = target_for_python(str(prefix / "bin" / "python")).site_packages
+    ext = extension(elf_builder, "app", calls, [nvjitlink(elf_builder, "12.9.86", unversioned=("nvJitLinkDestroy",))],
+                    "$ORIGIN/../../../../lib")
+    (Path(site) / "app").mkdir()
+    shutil.copy2(ext, Path(site) / "app" / ext.name)
+    from test_env_distributions import make_dist_info
+
+    make_dist_info(Path(site), "app", "1.0", files=(f"app/{ext.name}",))
+    host = replace(HOST_550, driver=replace(HOST_550.driver, release=DriverRelease.parse("575.57.08"),
+                                            cuda=CudaVersion.parse("12.9")))
+
+    def judge(n: int) -> Diagnosis:
+        return examine(target_for_python(str(prefix / "bin" / "python")), host,
+                       {"CUDARESOLVE_CACHE_DIR": str(tmp_path / f"cache-{n}"), "LD_LIBRARY_PATH": ""})
+
+    before = judge(1)
+    skew = found(before, "symbol-skew")
+    [step] = list(f.actions(skew.fix))
+    if calls.startswith("__"):
+        assert isinstance(step, f.CondaInstall)
+        [spec] = step.specs
+        assert (spec.name, spec.relation, str(spec.version)) == ("libnvjitlink", ">=", "12.9")
+        done = conda("install", "-p", str(prefix), f"{spec.name}{spec.relation}{spec.version}")
+    else:
+        assert step == f.CondaUpdate("libnvjitlink")
+        done = conda("update", "-p", str(prefix), "--override-channels", "-c", conda.channel.as_uri(), step.package)
+    assert done.returncode == 0, done.stderr
+    after = judge(2)
+    assert key(skew) not in {key(x) for x in after.findings} and errors(after) <= errors(before), \
+        [shown(x) for x in after.findings]
