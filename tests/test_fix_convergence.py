@@ -180,8 +180,9 @@ def converges(world: World, finding: Finding, before: Diagnosis, apply=None) -> 
 
 
 def found(diagnosis: Diagnosis, check: str) -> Finding:
-    [finding] = [finding for finding in diagnosis.findings if finding.check == check]
-    return finding
+    matching = [finding for finding in diagnosis.findings if finding.check == check]
+    assert len(matching) == 1, [shown(finding) for finding in diagnosis.findings]
+    return matching[0]
 
 
 # -- loader variables ----------------------------------------------------------------------------------
@@ -612,3 +613,48 @@ def test_a_conda_install_or_update_converges(conda_venv, elf_builder, tmp_path, 
     after = judge(2)
     assert key(skew) not in {key(x) for x in after.findings} and errors(after) <= errors(before), \
         [shown(x) for x in after.findings]
+
+
+def test_each_package_moved_to_the_drivers_major_converges(world, elf_builder):
+    """app links the CUDA 13 runtime; the cuRAND and cuFFT wheels beside it are CUDA 12 builds linking
+    the CUDA 12 runtime: one mixed-majors error whose fix is one `pip install` per wheel (each in place
+    of its CUDA 12 namesake), all of them applied."""
+    from cudaresolve.knowledge import components
+
+    def lib_dir(dist: str) -> str:
+        return components.for_dist(dist)[0].lib_dir
+
+    def library(soname: str, links: Optional[Path] = None) -> Path:
+        uses = "libcudart_id()" if links else "1"  # a call, so the link is kept (--as-needed)
+        source = f"int libcudart_id(void);\nint {soname.split('.')[0]}_id(void) {{ return {uses}; }}\n"
+        return elf_builder.build(soname, source, soname=soname,
+                                 link=[links] if links else [], runpath="$ORIGIN" if links else None,
+                                 directory=f"{soname}-{links.name if links else 'leaf'}")
+
+    cudart = {major: library(f"libcudart.so.{major}") for major in (12, 13)}
+    world.wheel("nvidia-cuda-runtime", "13.0.96", {f"{lib_dir('nvidia-cuda-runtime')}/libcudart.so.13": cudart[13]})
+    world.wheel("nvidia-cuda-runtime-cu12", "12.9.79", {f"{lib_dir('nvidia-cuda-runtime-cu12')}/libcudart.so.12": cudart[12]})
+    for name, version, soname in (("nvidia-curand-cu12", "10.3.10.19", "libcurand.so.10"),
+                                  ("nvidia-cufft-cu12", "11.4.1.4", "libcufft.so.11")):
+        built = library(soname, cudart[12])
+        world.wheel(name, version, {f"{lib_dir(name)}/{soname}": built})
+    ext = extension(elf_builder, "app", "libcudart_id()", [cudart[13]], f"$ORIGIN/../{lib_dir('nvidia-cuda-runtime')}")
+    world.wheel("app", "1.0", {f"app/_ext{EXT}": ext})
+    world.pip(["install", "app", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-curand-cu12",
+               "nvidia-cufft-cu12"])
+    world.host = replace(HOST_550, driver=replace(HOST_550.driver, release=DriverRelease.parse("580.65.06"),
+                                                  cuda=CudaVersion.parse("13.0")))
+    before = world.judge()
+    mixed = found(before, "mixed-majors")
+    assert isinstance(mixed.fix, f.Each)
+    installs = list(f.actions(mixed.fix))
+    assert sorted(step.replaces for step in installs if isinstance(step, f.PipInstall)) == [
+        ("nvidia-cufft-cu12",), ("nvidia-curand-cu12",)]
+    for step in installs:
+        assert isinstance(step, f.PipInstall)
+        [wanted] = step.requirements
+        row = components.for_dist(wanted.name)[0]
+        soname = row.sonames[0]  # libcurand.so.10, libcufft.so.12
+        world.wheel(wanted.name, str(wanted.specifier).lstrip("="), {f"{row.lib_dir}/{soname}": library(soname, cudart[13])})
+    after = converges(world, mixed, before)
+    assert [shown(x) for x in after.findings if x.severity == "error"] == []
