@@ -85,6 +85,25 @@ class ElfBuilder:
         return out
 
 
+@pytest.fixture(autouse=True)
+def no_fix_already_satisfied(monkeypatch):
+    """Every environment the doctor judges in a test (through `examine`, so the CLI's too): no fix it
+    gives is a `pip install` the environment meets already, which would change nothing (issue 26)."""
+    from fix_steps import satisfied_fixes
+
+    import cudaresolve.doctor as doctor
+
+    judge = doctor.judge
+
+    def judged(env, host):
+        judgement = judge(env, host)
+        satisfied = satisfied_fixes(judgement.findings, env)
+        assert not satisfied, f"a fix the environment meets already: {satisfied}"
+        return judgement
+
+    monkeypatch.setattr(doctor, "judge", judged)
+
+
 @pytest.fixture
 def elf_builder(tmp_path):
     """An ElfBuilder writing into the test's tmp_path; skips where gcc is missing (CI has it)."""

@@ -300,8 +300,8 @@ ROWS = [
         (f"{CUSPARSE}: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
          "the loader picks /nowhere/libnvJitLink.so.12 (default dir)"),
         f"nvidia-nvjitlink-cu12 12.8.93 ({NVJITLINK}) has what libcusparse.so.12 needs, but the loader picks "
-        "/nowhere/libnvJitLink.so.12 (default dir) first: remove that copy, or put "
-        f"{SP}/nvidia/nvjitlink/lib first on LD_LIBRARY_PATH",
+        # removing that copy would leave libcusparse.so.12 finding none: it does not look in the wheel's directory
+        f"/nowhere/libnvJitLink.so.12 (default dir) first: put {SP}/nvidia/nvjitlink/lib first on LD_LIBRARY_PATH",
     )], id="fix-never-installs-what-is-installed"),
 ]
 

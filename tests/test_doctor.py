@@ -89,8 +89,13 @@ def fixed_venv(cuda_venv) -> Path:
     return cuda_venv([CUSPARSE, NEW_NVJITLINK])
 
 
-def metadata_warning(site: Path) -> dict:
-    """cuSPARSE 12.3 binds __nvJitLink*_12_4 but its metadata requires nvidia-nvjitlink-cu12 unpinned."""
+CONSTRAIN = 'constrain it: pip install "nvidia-nvjitlink-cu12>=12.4" (or add it to your constraints file)'
+KEEP = 'keep the release installed: add "nvidia-nvjitlink-cu12>=12.4" to your constraints file (pip\'s -c FILE or PIP_CONSTRAINT)'
+
+
+def metadata_warning(site: Path, fix: str = CONSTRAIN) -> dict:
+    """cuSPARSE 12.3 binds __nvJitLink*_12_4 but its metadata requires nvidia-nvjitlink-cu12 unpinned:
+    the fix installs the floor, or keeps it where the installed release meets it (KEEP)."""
     cusparse = f"{site}/nvidia/cusparse/lib/libcusparse.so.12"
     return {
         "check": "metadata-vs-binary",
@@ -99,7 +104,7 @@ def metadata_warning(site: Path) -> dict:
         "message": "needs nvidia-nvjitlink-cu12 >= 12.4 (libcusparse.so.12 binds __nvJitLinkComplete_12_4) but "
         "declares 'nvidia-nvjitlink-cu12', which admits 12.0.76 … 12.3.101, 9 releases",
         "evidence": [f"{cusparse} needs __nvJitLinkComplete_12_4 from libnvJitLink.so.12"],
-        "fix": 'constrain it: pip install "nvidia-nvjitlink-cu12>=12.4" (or add it to your constraints file)',
+        "fix": fix,
     }
 
 
@@ -157,7 +162,8 @@ def test_cusparse_with_new_enough_nvjitlink_binds(fixed_venv, capsys):
     assert (driver_floor["check"], driver_floor["severity"], driver_floor["subject"]) == (
         "driver-floor", "warning", "nvidia-nvjitlink-cu12 12.8.93"
     )
-    assert worded(metadata) == metadata_warning(site_packages(fixed_venv))  # about the metadata: it stays
+    # about the metadata: it stays, and a `pip install` of what is installed would change nothing
+    assert worded(metadata) == metadata_warning(site_packages(fixed_venv), KEEP)
     assert doctor_json(capsys, "--python", python, "--strict", *AMPERE_ON_550)[0] == 1
 
 

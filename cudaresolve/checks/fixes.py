@@ -127,6 +127,14 @@ class KeepOneBuild:
 
 
 @dataclass(frozen=True)
+class AddConstraint:
+    """Keep `requirement` in the constraints file pip reads: the installed release meets it, but the
+    package's metadata admits older ones a later install may pick."""
+
+    requirement: Requirement
+
+
+@dataclass(frozen=True)
 class AdvisoryFix:
     """The fix data/advisories.toml gives for advisory `advisory`, in its words."""
 
@@ -474,7 +482,7 @@ class Explained:
 
 Fix = Union[
     PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath, RemoveFromPath,
-    RemoveStaleDirectory, RemoveCopy, KeepOneBuild, AdvisoryFix, StateHost, ReleaseThatFinds, FindWheelCopy,
+    RemoveStaleDirectory, RemoveCopy, KeepOneBuild, AddConstraint, AdvisoryFix, StateHost, ReleaseThatFinds, FindWheelCopy,
     BuildWithCuda, OlderReleaseMayCarry, NoKnownRelease, InstallBuild, InstallBuildsOf, InstallWheels, BuildOf,
     Alternatives, OrElse, Steps, Each, Explained,
 ]

@@ -245,7 +245,7 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             (owner_fix(env, shared.owners, None) if shared is not None else None)  # the bytes there fail it
             or _loader_cause_fix(env, first, soname)
             or _conda_provider_fix(env, load_of[(consumer, provider)], first, soname, owner, minimum)
-            or _installed_elsewhere_fix(env, first, soname, owner, minimum)
+            or _installed_elsewhere_fix(env, load_of[(consumer, provider)], first, soname, owner, minimum)
             or provider_fix(soname, env, owner, minimum),
         )
     return list(findings.values())
@@ -416,7 +416,7 @@ def _origin_expanded(entries: Iterable[str], path: str) -> list[str]:
 
 
 def _installed_elsewhere_fix(
-    env: Environment, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[CudaVersion]
+    env: Environment, load: PackageLoad, problem: Problem, soname: str, owner: Optional[str], minimum: Optional[CudaVersion]
 ) -> Optional[f.Fix]:
     """A wheel that would satisfy the consumer is installed, but the loader picked another file: say
     where the right copy is instead of asking to install it again."""
@@ -426,9 +426,12 @@ def _installed_elsewhere_fix(
         if dist is None or (minimum and dist.version < minimum.as_release()):
             continue
         copies = [elf.path for elf in env.elf_files if elf.owner == name and elf.facts and elf.facts.soname == soname]
+        first = f.AddToPath(LD_LIBRARY_PATH, os.path.dirname(copies[0]) if copies else None, first=True)
+        # Removing the picked copy helps only where the consumer looks in the right copy's directory next.
+        searched = {os.path.normpath(d) for d in _search_dirs(env, load, problem.consumer) + list(env.loader.ld_library_path) if d}
+        reached = bool(copies) and os.path.dirname(copies[0]) in searched
         return f.Explained(
-            f.Alternatives((f.RemoveCopy(problem.provider or ""),
-                            f.AddToPath(LD_LIBRARY_PATH, os.path.dirname(copies[0]) if copies else None, first=True))),
+            f.Alternatives((f.RemoveCopy(problem.provider or ""), first)) if reached else first,
             f.PickedOther(name, dist.version, copies[0] if copies else None, os.path.basename(problem.consumer),
                           problem.provider or "", problem.provider_step))
     return None

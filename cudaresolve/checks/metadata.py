@@ -17,7 +17,7 @@ from cudaresolve.binary.facts import Symbol
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.checks.evidence import SymbolNeed
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.fixes import Constrain, Explained, PipInstall
+from cudaresolve.checks.fixes import AddConstraint, Constrain, Explained, Fix, PipInstall
 from cudaresolve.checks.problems import MetadataAdmitsOlder
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.checks.suggest import provider_dists
@@ -52,10 +52,19 @@ def check_metadata_vs_binary(env: Environment) -> list[Finding]:
                         Subject(distribution=NormalizedName(dist.name), version=dist.version),
                         MetadataAdmitsOlder(provider, minimum, consumer, symbol_name, requirement, tuple(lower)),
                         (SymbolNeed(consumer, symbol_name, soname),),
-                        Explained(PipInstall((Requirement(f"{provider}>={minimum}"),)), Constrain()),
+                        _constrain(env, Requirement(f"{provider}>={minimum}")),
                     )
                 )
     return findings
+
+
+def _constrain(env: Environment, requirement: Requirement) -> Fix:
+    """Install the floor, or, where the installed release meets it already (a `pip install` would
+    change nothing), keep it with a constraints file."""
+    installed = env.distribution(canonicalize_name(requirement.name))
+    if installed is not None and requirement.specifier.contains(installed.version, prereleases=True):
+        return AddConstraint(requirement)
+    return Explained(PipInstall((requirement,)), Constrain())
 
 
 def versioned_needs(env: Environment) -> Iterator[tuple[ElfFile, Symbol, CudaVersion]]:

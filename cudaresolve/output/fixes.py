@@ -95,6 +95,8 @@ _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is f
     f.RemoveStaleDirectory: lambda fix: f"remove the stale directory from {fix.variable}",
     f.RemoveCopy: lambda fix: "remove that copy",
     f.KeepOneBuild: _keep_one_build,
+    f.AddConstraint: lambda fix: (f"keep the release installed: add {_quoted(fix.requirement)} to your constraints file "
+                                  "(pip's -c FILE or PIP_CONSTRAINT)"),
     f.AdvisoryFix: lambda fix: fix.text,
     f.StateHost: lambda fix: ("judge for a GPU machine with --host FILE (from `cudaresolve probe --json` there) "
                               "or --driver/--gpu"),
