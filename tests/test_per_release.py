@@ -1,8 +1,10 @@
 """Every release is judged by its own binaries: a release the knowledge table (data/wheel_facts.toml)
 lacks borrows nothing from the releases beside it; the lock reads its wheel (once, cached by sha256)
 and the doctor reads its installed files, so both reach the verdict the binary gives.
-onnxruntime-gpu is the case: the table holds one release per minor (1.31.1, 1.30.0, ...), and 1.31.0,
-absent from it, was locked for driver 535 though it is a CUDA 13 build like its neighbours.
+onnxruntime-gpu was the case: the table held one release per minor (1.31.1, 1.30.0, ...), and 1.31.0,
+absent from it, was locked for driver 535 though it is a CUDA 13 build like its neighbours. The table
+now holds a row of every x86_64 CPython 3.11 release of it (the generator's --every); a wheel it lacks
+(another Python's, another machine's) is still read on demand, as are warp-lang's and ale-py's.
 """
 
 from __future__ import annotations
@@ -56,16 +58,16 @@ def candidate(name: str, version: str, filename: str) -> Candidate:
     return Candidate(canonicalize_name(name), Version(version), file)
 
 
-def test_a_release_absent_from_the_table_gets_no_facts_from_a_neighbour():
-    """1.31.0 is not in the table, its neighbours 1.30.0 and 1.31.1 are CUDA 13 builds there. Nothing
-    says 1.31.0's CUDA without its wheel: no build by name, no row. Planned, its facts are its own
-    wheel's: here a provider that links libcublas.so.12, so it is a CUDA 12 build, whatever the
-    releases beside it are."""
-    assert wheel_facts.find("onnxruntime-gpu", "1.31.0") is None
+def test_a_wheel_absent_from_the_table_gets_no_facts_from_a_neighbour():
+    """1.31.0's CPython 3.12 wheel is not in the table; its CPython 3.11 wheel and its neighbours
+    1.30.0 and 1.31.1 are CUDA 13 builds there. Nothing says that wheel's CUDA without the wheel: no
+    build by name, no row. Planned, its facts are its own wheel's: here a provider that links
+    libcublas.so.12, so it is a CUDA 12 build, whatever the wheels beside it are."""
+    filename = "onnxruntime_gpu-1.31.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert wheel_facts.find("onnxruntime-gpu", "1.31.0", filename) is None
     neighbours = {w.version for w in wheel_facts.releases("onnxruntime-gpu", "x86_64")}
-    assert {"1.30.0", "1.31.1"} <= neighbours
+    assert {"1.30.0", "1.31.0", "1.31.1"} <= neighbours
     assert cuda_build("onnxruntime-gpu", Version("1.31.0")) is None
-    filename = "onnxruntime_gpu-1.31.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     provider = so(f"{filename}!{PROVIDER}", needed=("libcublas.so.12", "libcudart.so.12"))
     index = RecordedIndex({filename: WheelFacts(filename, (provider,))})
     empty = planned()
@@ -133,11 +135,11 @@ def registry_lock(hermetic, tmp_path, capsys, monkeypatch):
 @pytest.mark.registry
 def test_registry_lock_onnxruntime_on_driver_535_reads_the_release_the_table_lacks(registry_lock, tmp_path):
     """Before: `lock 'onnxruntime-gpu>=1.30,<1.32'` on driver 535 refused 1.31.1 (its row: CUDA 13)
-    and locked 1.31.0, which the table lacks. Now 1.31.0 is read from its wheel (its build: CUDA 13),
-    and refused for the same driver floor, which its CUDA 13 wheels meet first; readelf -d agrees that
-    its provider needs CUDA 13 libraries. Unpinned, with
+    and locked 1.31.0, which the table lacked. Now 1.31.0 is judged by its own row (read from its wheel
+    by the generator's --every; without the row, from the wheel itself: the same facts), its build
+    CUDA 13, and refused for the same driver floor, which its CUDA 13 wheels meet first; readelf -d
+    agrees that its provider needs CUDA 13 libraries. Unpinned, with
     the CUDA wheels of its extras, the lock chooses a release whose provider needs CUDA 12 ones."""
-    assert wheel_facts.find("onnxruntime-gpu", "1.31.0") is None
     code, out, versions = registry_lock("onnxruntime-gpu>=1.30,<1.32", *DRIVER_535)
     assert (code, versions) == (2, {}), out
     # its CUDA wheels ([cuda], added: the target has none) are CUDA 13's, which driver 535 cannot run
@@ -156,3 +158,4 @@ def test_registry_lock_onnxruntime_on_driver_535_reads_the_release_the_table_lac
     code, plain_out, plain = registry_lock("onnxruntime-gpu", *DRIVER_535)
     assert (code, plain) == (0, versions), plain_out
     assert "[cuda,cudnn] added: its CUDA 12 libraries are not on the target" in plain_out, plain_out
+
