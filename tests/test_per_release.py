@@ -9,6 +9,8 @@ now holds a row of every x86_64 CPython 3.11 release of it (the generator's --ev
 
 from __future__ import annotations
 
+import json
+import venv
 import zipfile
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from test_checks_planned import PLANNED, X86_64, planned, so
 from test_elf import needs_readelf, readelf_dynamic
-from wheel_cache import cache_dir, fetch_wheel
+from wheel_cache import build_venv, cache_dir, fetch_wheel
 
 from cudaresolve.binary.wheel import WheelFacts
 from cudaresolve.checks.builds import cuda_builds
@@ -159,3 +161,71 @@ def test_registry_lock_onnxruntime_on_driver_535_reads_the_release_the_table_lac
     assert (code, plain) == (0, versions), plain_out
     assert "[cuda,cudnn] added: its CUDA 12 libraries are not on the target" in plain_out, plain_out
 
+
+# -- doctor, lock and lock --check agree on releases the table lacks, from the wheel itself --------
+
+DRIVER_470 = ("--driver", "470.256.02", "--gpu", "8.0")
+DRIVER_550 = ("--driver", "550.144.03", "--gpu", "8.9")
+DRIVER_580 = ("--driver", "580.65.06", "--gpu", "8.9")
+# (requirement, the host, the verdict: exit code of doctor, lock and lock --check alike, the CUDA the binary gives)
+ABSENT = [
+    ("warp-lang==1.19.0", DRIVER_550, 2, "13.4"),  # warp.so links the CUDA 13.4 runtime statically
+    ("warp-lang==1.12.1", DRIVER_550, 0, "12.9"),  # CUDA 12.9 on a 12.4 driver: minor-version compatibility
+    ("ale-py==0.12.1", DRIVER_470, 2, "12.6"),  # a vendored libcudart-<hash>.so.12.6.77
+]
+
+
+@pytest.fixture
+def absent_links(tmp_path) -> Path:
+    """A --find-links directory with the real wheels of ABSENT (from the test cache) and a stand-in
+    numpy, which all of them require."""
+    from index_server import make_wheel
+
+    found = tmp_path / "links"
+    found.mkdir()
+    for requirement, *_ in ABSENT:
+        wheel = fetch_wheel(requirement)
+        (found / wheel.name).hardlink_to(wheel)
+    name, data = make_wheel("numpy", "2.0.0")
+    (found / name).write_bytes(data)
+    return found
+
+
+def driver_floor(capsys, argv: list[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+@needs_readelf
+@pytest.mark.parametrize("requirement, host, verdict, cuda", ABSENT, ids=[case[0] for case in ABSENT])
+def test_doctor_lock_and_check_reach_one_verdict_on_a_release_the_table_lacks(
+        hermetic, tmp_path, capsys, absent_links, requirement, host, verdict, cuda):
+    """A release without a row of its own (`wheel_facts.find` is None, and no table gives its build by
+    name): the doctor on a venv holding its real wheel, a fresh lock of it, and `lock --check` of a
+    lock written for a newer driver all judge the CUDA its own binary carries, and agree. Before,
+    `lock --check` read the tables only and passed every one of them (exit 0)."""
+    name, _, version = requirement.partition("==")
+    wheel = fetch_wheel(requirement)
+    assert wheel_facts.find(name, version, wheel.name) is None and cuda_build(name, Version(version)) is None
+    venv_root = build_venv([requirement])
+    code, out = driver_floor(capsys, ["doctor", "--json", "--python", str(venv_root / "bin" / "python"), *host])
+    [finding] = [f for f in json.loads(out)["findings"] if f["check"] == "driver-floor"]
+    assert (code, finding["problem"]["cuda"]) == (verdict, cuda), out
+    floor = finding["problem"].get("floor")  # the doctor's driver floor, for an error
+
+    target = tmp_path / "target"
+    venv.create(target, with_pip=False)
+    common = ["--python", str(target / "bin" / "python"), "--no-index", "--find-links", str(absent_links)]
+    code, out = driver_floor(capsys, ["lock", requirement, *common, "-o", str(tmp_path / "pylock.fresh.toml"), *host])
+    assert code == verdict, out
+    if verdict:
+        assert f"{name} {version}: driver-floor: built for CUDA {cuda}" in out, out
+
+    code, out = driver_floor(capsys, ["lock", requirement, *common, "-o", str(tmp_path / "pylock.toml"), *DRIVER_580])
+    assert code == 0, out
+    code, out = driver_floor(capsys, ["lock", "--check", str(tmp_path / "pylock.toml"), *common, *host])
+    assert code == verdict, out
+    if verdict:
+        assert f"{name} {version}: driver {host[1]} < {floor}" in out, out
