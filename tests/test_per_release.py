@@ -18,7 +18,7 @@ import pytest
 from conftest import registry_python
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from test_checks_planned import PLANNED, X86_64, planned, so
+from test_checks_planned import PLANNED, X86_64, on, planned, so
 from test_elf import needs_readelf, readelf_dynamic
 from wheel_cache import build_venv, cache_dir, fetch_wheel
 
@@ -30,7 +30,10 @@ from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import wheel_facts
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.candidates import Candidate, cuda_build
+from cudaresolve.resolve.check import misfits
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.planned import planned_environment
+from cudaresolve.resolve.reasons import DriverTooOld
 from cudaresolve.versions import CudaVersion
 
 PROVIDER = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
@@ -98,6 +101,38 @@ def test_a_table_release_is_its_row_and_an_unknown_component_release_joins_with_
     builds = {b.dist: b.cuda for b in cuda_builds(env)}
     assert builds == {"onnxruntime-gpu": CudaVersion(13), "nvidia-cublas-cu12": CudaVersion(12, 9)}
 
+
+
+def test_lock_check_reads_a_wheel_the_table_lacks_and_only_the_wheels_the_plan_reads():
+    """`lock --check` (resolve.check.misfits) on a lock naming 1.31.0's CPython 3.12 wheel, which the
+    table lacks: its build is read from the wheel (here a provider linking libcublas.so.13), so driver
+    535 is refused by the CUDA 13 floor, and driver 580 is not. numpy is not read (the plan reads no
+    wheel of a package the table does not cover), nor an NVIDIA component (its CUDA is its name and
+    version's), which refuses by that: nvidia-cublas-cu12 12.9.1.4 on driver 470."""
+    ort = "onnxruntime_gpu-1.31.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert wheel_facts.find("onnxruntime-gpu", "1.31.0", ort) is None
+    files = {"onnxruntime-gpu": ort, "numpy": "numpy-2.4.6-cp312-cp312-manylinux_2_28_x86_64.whl",
+             "nvidia-cublas-cu12": "nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl"}
+    versions = {"onnxruntime-gpu": "1.31.0", "numpy": "2.4.6", "nvidia-cublas-cu12": "12.9.1.4"}
+    packages = tuple(LockedPackage(canonicalize_name(name), Version(versions[name]), None,
+                                   (LockedWheel(filename, f"https://index.invalid/{filename}", "0" * 64, 1),), None, None)
+                     for name, filename in files.items())
+    lock = Lock(packages=packages, requires_python=None, hosts=(), host_labels=(), index_urls=(), decisions=(),
+                created_by="test")
+    read: list[str] = []
+
+    def reader(package, wheel):
+        read.append(wheel.filename)
+        return (so(f"{wheel.filename}!{PROVIDER}", needed=("libcublas.so.13", "libcudart.so.13")),)
+
+    refused = {r.candidate.name: r.evidence for r in misfits(lock, [("h", on("535.104.05", "8.6"))], reader)}
+    assert read == [ort]
+    assert set(refused) == {"onnxruntime-gpu"} and isinstance(refused["onnxruntime-gpu"], DriverTooOld)
+    assert refused["onnxruntime-gpu"].cuda == CudaVersion(13)
+    assert misfits(lock, [("h", on("580.65.06", "8.6"))], reader) == []
+    assert {r.candidate.name for r in misfits(lock, [("h", on("470.256.02", "8.6"))], reader)} == {
+        "onnxruntime-gpu", "nvidia-cublas-cu12"}
+    assert misfits(lock, [("h", on("535.104.05", "8.6"))]) == []  # without the reader: the tables alone (before)
 
 # -- the lock against the registry, on real wheels ---------------------------------------------------
 
