@@ -1,6 +1,6 @@
 """`lock --check`: does a lock still fit these hosts? Each locked build is judged by the same early
-pruning the resolver used (driver floor, arch coverage of every GPU), with no index and nothing
-resolved or rewritten: a driver downgrade or a new GPU in the fleet shows before an install does.
+pruning the resolver used (driver floor, arch coverage of every GPU), with nothing resolved or
+rewritten: a driver downgrade or a new GPU in the fleet shows before an install does.
 A build the tables do not give (onnxruntime-gpu, warp-lang) is read from the locked wheel's own
 binaries, as the lock's plan reads it (resolve/planned.py): its table row, else the wheel itself
 through `read` (cached by sha256); no release is judged by another's facts.
