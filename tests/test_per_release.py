@@ -264,3 +264,23 @@ def test_doctor_lock_and_check_reach_one_verdict_on_a_release_the_table_lacks(
     assert code == verdict, out
     if verdict:
         assert f"{name} {version}: driver {host[1]} < {floor}" in out, out
+
+
+def test_lock_check_offline_names_a_wheel_whose_facts_are_not_cached(hermetic, tmp_path, capsys, absent_links):
+    """A locked wheel the table lacks, at a URL not fetched yet: `--offline` is one line naming the
+    wheel, exit 3, not a pass; the same lock with the wheel on disk (file: URL) needs no index or pip
+    configuration and is judged (ale-py's vendored CUDA 12.6 runtime on driver 470: exit 2)."""
+    target = tmp_path / "target"
+    venv.create(target, with_pip=False)
+    python = ["--python", str(target / "bin" / "python")]
+    lock_file = tmp_path / "pylock.toml"
+    code, out = driver_floor(capsys, ["lock", "ale-py==0.12.1", *python, "--no-index", "--find-links", str(absent_links),
+                                      "-o", str(lock_file), *DRIVER_580])
+    assert code == 0, out
+    code, out = driver_floor(capsys, ["lock", "--check", str(lock_file), *python, *DRIVER_470])
+    assert code == 2 and "ale-py 0.12.1: driver 470.256.02 < 525.60.13" in out, out
+    remote = tmp_path / "pylock.remote.toml"
+    remote.write_text(lock_file.read_text().replace(absent_links.as_uri() + "/", "https://files.invalid/"))
+    code, out = driver_floor(capsys, ["lock", "--check", str(remote), *python, "--offline", *DRIVER_470])
+    assert code == 3 and out.strip().splitlines() == [
+        f"cudaresolve: error: --offline: the binary facts of {fetch_wheel('ale-py==0.12.1').name} are not in the cache"], out

@@ -19,12 +19,16 @@ from cudaresolve.commands.options import say
 from cudaresolve.doctor import scan
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.interpreter import Target
+from cudaresolve.env.store import default_cache_dir
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, open_index
+from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.config import IndexConfig, index_config
+from cudaresolve.index.http import Http
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.index.tags import host_platforms
+from cudaresolve.index.wheel_facts import wheel_binary_facts
 from cudaresolve.knowledge import components
 from cudaresolve.lockfile.select import Unfit, host_environment, host_tags, lock_pythons, select, selected_lock
 from cudaresolve.output.progress import download_progress, judging_progress
@@ -125,18 +129,25 @@ def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *
 class LockedWheels:
     """The binary facts of a lock's wheels, for `lock --check` and `install --lock`: each from its
     table row, else read from the wheel at the lock's URL (size bounded, sha256 checked, cached by
-    sha256 as the lock's own reads are). The indexes are opened at the first wheel read."""
+    sha256 as the lock's own reads are). The indexes (pip's configuration: proxy, certificates) are
+    opened only for a wheel to download: a row, a local file or facts already cached need none."""
 
     def __init__(self, target: Target, indexes: Indexes, environ: Mapping[str, str], *, quiet: bool = False):
         self._target, self._indexes, self._environ, self._quiet = target, indexes, environ, quiet
+        self._kept = IndexCache(os.path.join(default_cache_dir(environ), "index"), offline=True)
         self._index: Optional[PackageIndex] = None
 
     def __call__(self, package: LockedPackage, wheel: LockedWheel) -> tuple[BinaryFacts, ...]:
         assert package.version is not None
-        if self._index is None:
-            self._index = open_indexes(self._target, self._indexes, self._environ, quiet=self._quiet)
         file = ProjectFile(wheel.filename, wheel.url, package.name, package.version,
                            (("sha256", wheel.sha256),) if wheel.sha256 else (), None, None, None, wheel.size, wheel.url)
+        try:
+            return wheel_binary_facts(Http(), self._kept, file).members
+        except OfflineMiss:
+            if self._indexes.offline:
+                raise
+        if self._index is None:
+            self._index = open_indexes(self._target, self._indexes, self._environ, quiet=self._quiet)
         return self._index.binary_facts(file).members
 
     def __enter__(self) -> "LockedWheels":
