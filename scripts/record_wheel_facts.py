@@ -1,6 +1,7 @@
 """Regenerate data/wheel_facts.toml: what known NVIDIA CUDA component wheels' ELF files bind and carry.
 
 Usage: python scripts/record_wheel_facts.py [--cache DIR] [--add NAME==VERSION ...]
+       python scripts/record_wheel_facts.py --every NAME [--every NAME ...]
        python scripts/record_wheel_facts.py --machine aarch64 --only NAME==VERSION [--only ...] [--drop NAME==VERSION ...]
 
 Why a generated table: NVIDIA keeps .dynstr/.dynamic at the end of 300 MB libraries inside deflated
@@ -34,6 +35,12 @@ those rows as written; rerunning `--only` with the releases listed there refresh
 written before that defines what this run's reads bind gets its `defines` redone from the facts
 the cache keeps of its wheel (or is named, to rerun). `--machine M --drop NAME==VERSION` removes
 a row of that machine.
+
+`--every NAME` covers every release of NAME (x86_64, pre-releases excepted) one wheel at a time:
+each release without a row is read by range requests as `--only` reads (no wheel is stored), its
+facts kept in the cache directory as soon as read, so an interrupted run resumes where it stopped;
+NAME is listed in `[releases] every` and a full run keeps every release of it. A distribution not
+covered this way has rows for the releases above only: the rest are read from the wheel on demand.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ from packaging.version import InvalidVersion, Version
 from cudaresolve.binary.wheel import is_system_provider, read_wheel
 from cudaresolve.env.inspect import provider_needs
 from cudaresolve.index.http import Cap, Http
+from cudaresolve.knowledge import components
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -135,6 +143,11 @@ def newest_of_each_minor(requirement: Requirement, only_newest: bool = False) ->
     return [str(v) for v in (versions[:1] if only_newest else versions)]
 
 
+def every_release(name: str) -> List[str]:
+    """Every release of `name` the index has an x86_64 wheel of, pre-releases excepted, oldest first."""
+    return [str(v) for v in sorted(index_versions(canonicalize_name(name))) if not v.is_prerelease]
+
+
 def same_release(filename: str, requirement: str) -> bool:
     name, _, version = requirement.partition("==")
     dist, found, _, _ = parse_wheel_filename(filename)
@@ -206,7 +219,7 @@ def expand(dist: str, version: str, extras: Iterable[str], cache: Path, wheel: O
     return found
 
 
-def release_set(cache: Path, added: Iterable[str]) -> Dict[str, Set[str]]:
+def release_set(cache: Path, added: Iterable[str], every: Iterable[str] = ()) -> Dict[str, Set[str]]:
     """NAME==VERSION -> why it is in the table."""
     chosen: Dict[str, Set[str]] = defaultdict(set)
 
@@ -238,6 +251,9 @@ def release_set(cache: Path, added: Iterable[str]) -> Dict[str, Set[str]]:
         take(Requirement(dist), "newest", only_newest=True)
     for consumer in CONSUMERS:
         take(Requirement(consumer), "consumer, each minor")
+    for name in every:
+        for version in every_release(name):
+            chosen[f"{name}=={version}"].add("every release")
     for requirement in added:
         req = Requirement(requirement)
         (spec,) = req.specifier
@@ -456,7 +472,8 @@ HEADER = [
     "# components binding each other (nvjitlink, nvrtc, cusparse, cusolver, cufft, cublas; cu11, cu12",
     "# and CUDA 13), every minor of cuDNN for CUDA 13 and the newest for CUDA 12, every minor of the",
     "# CUDA consumers (onnxruntime-gpu >= 1.17: their binds list no symbols and they define none), and",
-    "# [releases] added; each wheel's `why` says which. Other machines: the releases [[releases.machine]]",
+    "# [releases] added, and every release of the names [releases] every lists; each wheel's `why` says",
+    "# which (a wheel without a row is read on demand). Other machines: the releases [[releases.machine]]",
     "# lists (--machine M --only NAME==VERSION). Binds to a file of the same wheel list no symbols.",
 ]
 
@@ -517,7 +534,8 @@ def render(rows: List[Tuple[str, str, dict]], reasons: Dict[str, List[str]], add
     source = source_with((previous or {}).get("source", ""), "x86_64", (
         f"scripts/record_wheel_facts.py, {datetime.date.today().isoformat()}: {len(rows)} Linux x86_64 wheels "
         f"({size} bytes) downloaded with pip and read with cudaresolve.binary.wheel.read_wheel"))
-    return write_table(source, added, machine_releases(previous or {}), blocks + list(others))
+    return write_table(source, added, machine_releases(previous or {}), blocks + list(others),
+                       (previous or {}).get("releases", {}).get("every", []))
 
 
 def table_parts(text: str) -> Tuple[dict, List[Tuple[Tuple[str, Version, str], str, str]]]:
@@ -532,17 +550,17 @@ def table_parts(text: str) -> Tuple[dict, List[Tuple[Tuple[str, Version, str], s
 
 
 def write_table(source: str, added: List[str], machine_added: Dict[str, List[str]],
-                blocks: List[Tuple[Tuple[str, Version, str], str, str]]) -> str:
+                blocks: List[Tuple[Tuple[str, Version, str], str, str]], every: Iterable[str] = ()) -> str:
     """The table from its parts: blocks in (name, version, machine) order."""
     lines = HEADER + [
         f"source = {q(source)}",
         'confidence = "H"',
         "",
         "[releases]",
-        'source = "scripts/record_wheel_facts.py --add NAME==VERSION (x86_64), --machine M --only NAME==VERSION (other machines)"',
+        'source = "scripts/record_wheel_facts.py --add NAME==VERSION (x86_64), --every NAME (x86_64), --machine M --only NAME==VERSION (other machines)"',
         'confidence = "H"',
         f"added = {strings(sorted(added))}",
-    ]
+    ] + ([f"every = {strings(sorted(set(every)))}"] if every else [])
     for machine, requirements in sorted(machine_added.items()):
         lines += ["[[releases.machine]]", f"machine = {q(machine)}", f"added = {strings(sorted(requirements))}"]
     text = "\n".join(lines) + "\n"
@@ -579,6 +597,8 @@ def main() -> int:
                         help="the machine whose wheels --only reads (default: %(default)s)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME==VERSION",
                         help="read only this release's wheel for --machine, by range requests, and replace or add its row")
+    parser.add_argument("--every", action="append", default=[], metavar="NAME",
+                        help="read every x86_64 release of NAME without a row, one at a time by range requests (resumable)")
     parser.add_argument("--drop", action="append", default=[], metavar="NAME==VERSION",
                         help="remove this release's --machine row (not x86_64's: a full run chooses those)")
     args = parser.parse_args()
@@ -588,6 +608,10 @@ def main() -> int:
         req = Requirement(requirement)
         if len(req.specifier) != 1 or next(iter(req.specifier)).operator != "==":
             parser.error(f"{requirement}: expected NAME==VERSION")
+    if args.every:
+        if args.machine != "x86_64" or args.only or args.drop:
+            parser.error("--every reads x86_64 releases, without --only or --drop")
+        return every(sorted({canonicalize_name(name) for name in args.every}), args.cache)
     if args.only or args.drop:
         return only(args.only, args.machine, args.cache, args.drop)
     parsed, existing = table_parts(OUT.read_text()) if OUT.exists() else ({}, [])
@@ -595,7 +619,7 @@ def main() -> int:
     added = sorted(set(previous) | set(args.add))
     started = time.monotonic()
     print("choosing releases ...", flush=True)
-    chosen = release_set(args.cache, added)
+    chosen = release_set(args.cache, added, parsed["releases"].get("every", []) if parsed else [])
     reasons = {requirement: sorted(why) for requirement, why in chosen.items()}
     print(f"{len(chosen)} releases", flush=True)
     reads: Dict[str, dict] = {}
@@ -687,6 +711,56 @@ def only(requirements: List[str], machine: str, cache: Path, drop: Iterable[str]
           f"{http.requests_made} range requests, {time.monotonic() - started:.1f} s"
           + (f"; `defines` of {len(refreshed)} rows written before redone from their kept facts: {', '.join(refreshed)}"
              if refreshed else ""))
+    return 0
+
+
+def every(names: List[str], cache: Path) -> int:
+    """Read every x86_64 release of `names` the table has no row of, one wheel at a time by range
+    requests, and add their rows; facts read before (the cache directory) are not read again, and the
+    table is written after each release, so a run stopped anywhere resumes where it stopped."""
+    carrying = [name for name in names if components.carries_own_runtime(name)]
+    if carrying:  # a row keeps no runtime's version: the plan reads such wheels, never their rows
+        raise SystemExit(f"{', '.join(carrying)}: carries its own CUDA runtime, which a row cannot hold; read on demand")
+    started = time.monotonic()
+    parsed, blocks = table_parts(OUT.read_text())
+    listed = sorted(set(parsed["releases"].get("every", [])) | set(names))
+    http = Http()
+    read = cached = skipped = 0
+    for name in names:
+        for version in every_release(name):
+            if any(key == (name, Version(version), "x86_64") for key, _, _ in blocks):
+                continue
+            requirement = f"{name}=={version}"
+            data = cached_read(requirement, cache)
+            if data is None or "sha256" not in data:
+                data = read_remote(requirement, "x86_64", http)
+                if data is None:
+                    skipped += 1
+                    continue
+                (cache / "facts").mkdir(parents=True, exist_ok=True)
+                (cache / "facts" / f"{data['filename']}.json").write_text(json.dumps(data))
+                read += 1
+            else:
+                cached += 1
+            written = [(w["name"], w["version"], {"filename": w["filename"], "members": [
+                {"soname": m.get("soname"), "path": m["path"],
+                 "binds": [{"file": b["file"], "symbols": b.get("symbols", [])} for b in m.get("binds", [])]}
+                for m in w.get("member", [])]})
+                for _, _, text in blocks for w in tomllib.loads(text)["wheel"] if w["machine"] == "x86_64"]
+            bound = bound_symbols([(name, version, data)] + written)
+            block = ((name, Version(version), "x86_64"), data["filename"],
+                     "\n".join(render_wheel(name, version, data, ["every release"], bound)))
+            blocks = [b for b in blocks if b[1] != data["filename"]] + [block]
+            rows = sum(1 for key, _, _ in blocks if key[0] in listed and key[2] == "x86_64")
+            segment = (f"every x86_64 release of {', '.join(listed)} ({rows} wheels), those without a row of the full run "
+                       f"read through HTTP range requests one at a time (sha256 as the index lists it), "
+                       f"{datetime.date.today().isoformat()}")
+            OUT.write_text(write_table(source_with(parsed["source"], "every", segment), parsed["releases"]["added"],
+                                       machine_releases(parsed), blocks, listed))
+            print(f"  {requirement} ({data['filename']}): {data.get('read_bytes', 0)} of {data['size']} bytes read, "
+                  f"{http.bytes_received} bytes in all, {time.monotonic() - started:.0f} s", flush=True)
+    print(f"wrote {OUT}: {read} releases read ({http.bytes_received} bytes by {http.requests_made} range requests), "
+          f"{cached} from kept facts, {skipped} without an x86_64 wheel for CPython 3.11, {time.monotonic() - started:.0f} s")
     return 0
 
 

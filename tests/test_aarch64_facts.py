@@ -261,10 +261,12 @@ def test_generator_keeps_the_rows_it_does_not_read_as_written():
     text = resources.files("cudaresolve.data").joinpath("wheel_facts.toml").read_text()
     parsed, blocks = script.table_parts(text)
     assert {block[0][2] for block in blocks} == {"x86_64", "aarch64"}
-    again = script.write_table(parsed["source"], parsed["releases"]["added"], script.machine_releases(parsed), blocks)
+    again = script.write_table(parsed["source"], parsed["releases"]["added"], script.machine_releases(parsed), blocks,
+                               parsed["releases"]["every"])
     assert again == text
     head = parsed["source"].split("; aarch64: ")[0]
-    assert script.source_with(parsed["source"], "aarch64", "X; Y") == head + "; aarch64: X; Y"
+    every = "; every: " + parsed["source"].split("; every: ")[1]  # the --every rows' segment stays
+    assert script.source_with(parsed["source"], "aarch64", "X; Y") == head + "; aarch64: X; Y" + every
     assert script.source_with(head + "; aarch64: X; Y", "aarch64", "Z") == head + "; aarch64: Z"  # the whole segment replaced
 
 

@@ -1,12 +1,16 @@
 """Every release is judged by its own binaries: a release the knowledge table (data/wheel_facts.toml)
 lacks borrows nothing from the releases beside it; the lock reads its wheel (once, cached by sha256)
 and the doctor reads its installed files, so both reach the verdict the binary gives.
-onnxruntime-gpu is the case: the table holds one release per minor (1.31.1, 1.30.0, ...), and 1.31.0,
-absent from it, was locked for driver 535 though it is a CUDA 13 build like its neighbours.
+onnxruntime-gpu was the case: the table held one release per minor (1.31.1, 1.30.0, ...), and 1.31.0,
+absent from it, was locked for driver 535 though it is a CUDA 13 build like its neighbours. The table
+now holds a row of every x86_64 CPython 3.11 release of it (the generator's --every); a wheel it lacks
+(another Python's, another machine's) is still read on demand, as are warp-lang's and ale-py's.
 """
 
 from __future__ import annotations
 
+import json
+import venv
 import zipfile
 from pathlib import Path
 
@@ -14,9 +18,9 @@ import pytest
 from conftest import registry_python
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from test_checks_planned import PLANNED, X86_64, planned, so
+from test_checks_planned import PLANNED, X86_64, on, planned, so
 from test_elf import needs_readelf, readelf_dynamic
-from wheel_cache import cache_dir, fetch_wheel
+from wheel_cache import build_venv, cache_dir, fetch_wheel
 
 from cudaresolve.binary.wheel import WheelFacts
 from cudaresolve.checks.builds import cuda_builds
@@ -26,7 +30,10 @@ from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import wheel_facts
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.candidates import Candidate, cuda_build
+from cudaresolve.resolve.check import misfits
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.planned import planned_environment
+from cudaresolve.resolve.reasons import DriverTooOld
 from cudaresolve.versions import CudaVersion
 
 PROVIDER = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
@@ -56,16 +63,16 @@ def candidate(name: str, version: str, filename: str) -> Candidate:
     return Candidate(canonicalize_name(name), Version(version), file)
 
 
-def test_a_release_absent_from_the_table_gets_no_facts_from_a_neighbour():
-    """1.31.0 is not in the table, its neighbours 1.30.0 and 1.31.1 are CUDA 13 builds there. Nothing
-    says 1.31.0's CUDA without its wheel: no build by name, no row. Planned, its facts are its own
-    wheel's: here a provider that links libcublas.so.12, so it is a CUDA 12 build, whatever the
-    releases beside it are."""
-    assert wheel_facts.find("onnxruntime-gpu", "1.31.0") is None
+def test_a_wheel_absent_from_the_table_gets_no_facts_from_a_neighbour():
+    """1.31.0's CPython 3.12 wheel is not in the table; its CPython 3.11 wheel and its neighbours
+    1.30.0 and 1.31.1 are CUDA 13 builds there. Nothing says that wheel's CUDA without the wheel: no
+    build by name, no row. Planned, its facts are its own wheel's: here a provider that links
+    libcublas.so.12, so it is a CUDA 12 build, whatever the wheels beside it are."""
+    filename = "onnxruntime_gpu-1.31.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert wheel_facts.find("onnxruntime-gpu", "1.31.0", filename) is None
     neighbours = {w.version for w in wheel_facts.releases("onnxruntime-gpu", "x86_64")}
-    assert {"1.30.0", "1.31.1"} <= neighbours
+    assert {"1.30.0", "1.31.0", "1.31.1"} <= neighbours
     assert cuda_build("onnxruntime-gpu", Version("1.31.0")) is None
-    filename = "onnxruntime_gpu-1.31.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     provider = so(f"{filename}!{PROVIDER}", needed=("libcublas.so.12", "libcudart.so.12"))
     index = RecordedIndex({filename: WheelFacts(filename, (provider,))})
     empty = planned()
@@ -94,6 +101,38 @@ def test_a_table_release_is_its_row_and_an_unknown_component_release_joins_with_
     builds = {b.dist: b.cuda for b in cuda_builds(env)}
     assert builds == {"onnxruntime-gpu": CudaVersion(13), "nvidia-cublas-cu12": CudaVersion(12, 9)}
 
+
+
+def test_lock_check_reads_a_wheel_the_table_lacks_and_only_the_wheels_the_plan_reads():
+    """`lock --check` (resolve.check.misfits) on a lock naming 1.31.0's CPython 3.12 wheel, which the
+    table lacks: its build is read from the wheel (here a provider linking libcublas.so.13), so driver
+    535 is refused by the CUDA 13 floor, and driver 580 is not. numpy is not read (the plan reads no
+    wheel of a package the table does not cover), nor an NVIDIA component (its CUDA is its name and
+    version's), which refuses by that: nvidia-cublas-cu12 12.9.1.4 on driver 470."""
+    ort = "onnxruntime_gpu-1.31.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert wheel_facts.find("onnxruntime-gpu", "1.31.0", ort) is None
+    files = {"onnxruntime-gpu": ort, "numpy": "numpy-2.4.6-cp312-cp312-manylinux_2_28_x86_64.whl",
+             "nvidia-cublas-cu12": "nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl"}
+    versions = {"onnxruntime-gpu": "1.31.0", "numpy": "2.4.6", "nvidia-cublas-cu12": "12.9.1.4"}
+    packages = tuple(LockedPackage(canonicalize_name(name), Version(versions[name]), None,
+                                   (LockedWheel(filename, f"https://index.invalid/{filename}", "0" * 64, 1),), None, None)
+                     for name, filename in files.items())
+    lock = Lock(packages=packages, requires_python=None, hosts=(), host_labels=(), index_urls=(), decisions=(),
+                created_by="test")
+    read: list[str] = []
+
+    def reader(package, wheel):
+        read.append(wheel.filename)
+        return (so(f"{wheel.filename}!{PROVIDER}", needed=("libcublas.so.13", "libcudart.so.13")),)
+
+    refused = {r.candidate.name: r.evidence for r in misfits(lock, [("h", on("535.104.05", "8.6"))], reader)}
+    assert read == [ort]
+    assert set(refused) == {"onnxruntime-gpu"} and isinstance(refused["onnxruntime-gpu"], DriverTooOld)
+    assert refused["onnxruntime-gpu"].cuda == CudaVersion(13)
+    assert misfits(lock, [("h", on("580.65.06", "8.6"))], reader) == []
+    assert {r.candidate.name for r in misfits(lock, [("h", on("470.256.02", "8.6"))], reader)} == {
+        "onnxruntime-gpu", "nvidia-cublas-cu12"}
+    assert misfits(lock, [("h", on("535.104.05", "8.6"))]) == []  # without the reader: the tables alone (before)
 
 # -- the lock against the registry, on real wheels ---------------------------------------------------
 
@@ -133,11 +172,11 @@ def registry_lock(hermetic, tmp_path, capsys, monkeypatch):
 @pytest.mark.registry
 def test_registry_lock_onnxruntime_on_driver_535_reads_the_release_the_table_lacks(registry_lock, tmp_path):
     """Before: `lock 'onnxruntime-gpu>=1.30,<1.32'` on driver 535 refused 1.31.1 (its row: CUDA 13)
-    and locked 1.31.0, which the table lacks. Now 1.31.0 is read from its wheel (its build: CUDA 13),
-    and refused for the same driver floor, which its CUDA 13 wheels meet first; readelf -d agrees that
-    its provider needs CUDA 13 libraries. Unpinned, with
+    and locked 1.31.0, which the table lacked. Now 1.31.0 is judged by its own row (read from its wheel
+    by the generator's --every; without the row, from the wheel itself: the same facts), its build
+    CUDA 13, and refused for the same driver floor, which its CUDA 13 wheels meet first; readelf -d
+    agrees that its provider needs CUDA 13 libraries. Unpinned, with
     the CUDA wheels of its extras, the lock chooses a release whose provider needs CUDA 12 ones."""
-    assert wheel_facts.find("onnxruntime-gpu", "1.31.0") is None
     code, out, versions = registry_lock("onnxruntime-gpu>=1.30,<1.32", *DRIVER_535)
     assert (code, versions) == (2, {}), out
     # its CUDA wheels ([cuda], added: the target has none) are CUDA 13's, which driver 535 cannot run
@@ -156,3 +195,92 @@ def test_registry_lock_onnxruntime_on_driver_535_reads_the_release_the_table_lac
     code, plain_out, plain = registry_lock("onnxruntime-gpu", *DRIVER_535)
     assert (code, plain) == (0, versions), plain_out
     assert "[cuda,cudnn] added: its CUDA 12 libraries are not on the target" in plain_out, plain_out
+
+
+# -- doctor, lock and lock --check agree on releases the table lacks, from the wheel itself --------
+
+DRIVER_470 = ("--driver", "470.256.02", "--gpu", "8.0")
+DRIVER_550 = ("--driver", "550.144.03", "--gpu", "8.9")
+DRIVER_580 = ("--driver", "580.65.06", "--gpu", "8.9")
+# (requirement, the host, the verdict: exit code of doctor, lock and lock --check alike, the CUDA the binary gives)
+ABSENT = [
+    ("warp-lang==1.19.0", DRIVER_550, 2, "13.4"),  # warp.so links the CUDA 13.4 runtime statically
+    ("warp-lang==1.12.1", DRIVER_550, 0, "12.9"),  # CUDA 12.9 on a 12.4 driver: minor-version compatibility
+    ("ale-py==0.12.1", DRIVER_470, 2, "12.6"),  # a vendored libcudart-<hash>.so.12.6.77
+]
+
+
+@pytest.fixture
+def absent_links(tmp_path) -> Path:
+    """A --find-links directory with the real wheels of ABSENT (from the test cache) and a stand-in
+    numpy, which all of them require."""
+    from index_server import make_wheel
+
+    found = tmp_path / "links"
+    found.mkdir()
+    for requirement, *_ in ABSENT:
+        wheel = fetch_wheel(requirement)
+        (found / wheel.name).hardlink_to(wheel)
+    name, data = make_wheel("numpy", "2.0.0")
+    (found / name).write_bytes(data)
+    return found
+
+
+def driver_floor(capsys, argv: list[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+@needs_readelf
+@pytest.mark.parametrize("requirement, host, verdict, cuda", ABSENT, ids=[case[0] for case in ABSENT])
+def test_doctor_lock_and_check_reach_one_verdict_on_a_release_the_table_lacks(
+        hermetic, tmp_path, capsys, absent_links, requirement, host, verdict, cuda):
+    """A release without a row of its own (`wheel_facts.find` is None, and no table gives its build by
+    name): the doctor on a venv holding its real wheel, a fresh lock of it, and `lock --check` of a
+    lock written for a newer driver all judge the CUDA its own binary carries, and agree. Before,
+    `lock --check` read the tables only and passed every one of them (exit 0)."""
+    name, _, version = requirement.partition("==")
+    wheel = fetch_wheel(requirement)
+    assert wheel_facts.find(name, version, wheel.name) is None and cuda_build(name, Version(version)) is None
+    venv_root = build_venv([requirement])
+    code, out = driver_floor(capsys, ["doctor", "--json", "--python", str(venv_root / "bin" / "python"), *host])
+    [finding] = [f for f in json.loads(out)["findings"] if f["check"] == "driver-floor"]
+    assert (code, finding["problem"]["cuda"]) == (verdict, cuda), out
+    floor = finding["problem"].get("floor")  # the doctor's driver floor, for an error
+
+    target = tmp_path / "target"
+    venv.create(target, with_pip=False)
+    common = ["--python", str(target / "bin" / "python"), "--no-index", "--find-links", str(absent_links)]
+    code, out = driver_floor(capsys, ["lock", requirement, *common, "-o", str(tmp_path / "pylock.fresh.toml"), *host])
+    assert code == verdict, out
+    if verdict:
+        assert f"{name} {version}: driver-floor: built for CUDA {cuda}" in out, out
+
+    code, out = driver_floor(capsys, ["lock", requirement, *common, "-o", str(tmp_path / "pylock.toml"), *DRIVER_580])
+    assert code == 0, out
+    code, out = driver_floor(capsys, ["lock", "--check", str(tmp_path / "pylock.toml"), *common, *host])
+    assert code == verdict, out
+    if verdict:
+        assert f"{name} {version}: driver {host[1]} < {floor}" in out, out
+
+
+def test_lock_check_offline_names_a_wheel_whose_facts_are_not_cached(hermetic, tmp_path, capsys, absent_links):
+    """A locked wheel the table lacks, at a URL not fetched yet: `--offline` is one line naming the
+    wheel, exit 3, not a pass; the same lock with the wheel on disk (file: URL) needs no index or pip
+    configuration and is judged (ale-py's vendored CUDA 12.6 runtime on driver 470: exit 2)."""
+    target = tmp_path / "target"
+    venv.create(target, with_pip=False)
+    python = ["--python", str(target / "bin" / "python")]
+    lock_file = tmp_path / "pylock.toml"
+    code, out = driver_floor(capsys, ["lock", "ale-py==0.12.1", *python, "--no-index", "--find-links", str(absent_links),
+                                      "-o", str(lock_file), *DRIVER_580])
+    assert code == 0, out
+    code, out = driver_floor(capsys, ["lock", "--check", str(lock_file), *python, *DRIVER_470])
+    assert code == 2 and "ale-py 0.12.1: driver 470.256.02 < 525.60.13" in out, out
+    remote = tmp_path / "pylock.remote.toml"
+    remote.write_text(lock_file.read_text().replace(absent_links.as_uri() + "/", "https://files.invalid/"))
+    code, out = driver_floor(capsys, ["lock", "--check", str(remote), *python, "--offline", *DRIVER_470])
+    assert code == 3 and out.strip().splitlines() == [
+        f"cudaresolve: error: --offline: the binary facts of {fetch_wheel('ale-py==0.12.1').name} are not in the cache"], out

@@ -12,9 +12,9 @@ from __future__ import annotations
 import fnmatch
 import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Optional
+from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
-from cudaresolve.binary.facts import CudaRuntime
+from cudaresolve.binary.facts import BinaryFacts, CudaRuntime
 from cudaresolve.binary.runtime import runtime_cuda
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment
@@ -127,14 +127,21 @@ def runtime_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
     builds = []
     for name, files in sorted(found.items()):
         dist = env.distribution(name)
-        if dist is None or len({cuda.major for cuda, _ in files}) != 1:
-            continue
-        cuda, newest = max(files, key=lambda pair: (pair[0], pair[1].path))
-        how = "linked in statically" if newest.runtime.linkage == "static" else "vendored"
-        builds.append(CudaBuild(name, str(dist.version), cuda,
-                                f"{name} {dist.version} carries its own CUDA {newest.runtime.release or cuda} runtime ({how}, "
-                                f"{os.path.basename(newest.path)})", newest))
+        carried = _runtime_build(name, str(dist.version), files) if dist is not None else None
+        if carried is not None:
+            builds.append(carried)
     return tuple(builds)
+
+
+def _runtime_build(name: str, version: str, files: Sequence[tuple[CudaVersion, RuntimeFile]]) -> Optional[CudaBuild]:
+    """The CUDA of a release from the runtimes its files carry: the newest, when all are of one major."""
+    if not files or len({cuda.major for cuda, _ in files}) != 1:
+        return None
+    cuda, newest = max(files, key=lambda pair: (pair[0], pair[1].path))
+    how = "linked in statically" if newest.runtime.linkage == "static" else "vendored"
+    return CudaBuild(name, version, cuda,
+                     f"{name} {version} carries its own CUDA {newest.runtime.release or cuda} runtime ({how}, "
+                     f"{os.path.basename(newest.path)})", newest)
 
 
 def binary_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
@@ -149,12 +156,37 @@ def binary_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
     builds = []
     for name, by_major in sorted(needs.items()):
         dist = env.distribution(name)
-        if dist is None or len(by_major) != 1:
-            continue
-        [(major, (path, soname))] = by_major.items()
-        builds.append(CudaBuild(name, str(dist.version), CudaVersion(major),
-                                f"{name} {dist.version} is a CUDA {major} build: {os.path.basename(path)} links {soname}"))
+        build = _linked_build(name, str(dist.version), by_major) if dist is not None else None
+        if build is not None:
+            builds.append(build)
     return tuple(builds)
+
+
+def _linked_build(name: str, version: str, by_major: dict[int, tuple[str, str]]) -> Optional[CudaBuild]:
+    """The CUDA major of a release from the sonames its files link (major -> (file, soname)): the one major, else None."""
+    if len(by_major) != 1:
+        return None
+    [(major, (path, soname))] = by_major.items()
+    return CudaBuild(name, version, CudaVersion(major), f"{name} {version} is a CUDA {major} build: {os.path.basename(path)} links {soname}")
+
+
+def wheel_build(name: str, version: str, files: Sequence[BinaryFacts]) -> Optional[CudaBuild]:
+    """The CUDA of one release read from its own files (a wheel's ELF members, from its table row or
+    the wheel): the doctor's rules for a package the tables do not know (runtime_builds, then
+    binary_builds), with every per-major build of the wheel counted (no installed distribution
+    chooses one). None when its files tell no single CUDA."""
+    runtimes = [(cuda, RuntimeFile(facts.path, facts.cuda_runtime)) for facts in files
+                if facts.cuda_runtime is not None and (cuda := runtime_cuda(facts.cuda_runtime)) is not None]
+    build = _runtime_build(name, version, runtimes)
+    if build is not None:
+        return build
+    by_major: dict[int, tuple[str, str]] = {}
+    for facts in files:
+        for soname in facts.needed:
+            major = soname_major(soname)
+            if major is not None:
+                by_major.setdefault(major, (facts.path, soname))
+    return _linked_build(name, version, by_major)
 
 
 def major_needs(env: Environment) -> Iterator[tuple[ElfFile, str, int]]:

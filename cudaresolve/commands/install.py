@@ -14,8 +14,8 @@ import tempfile
 from typing import Optional
 
 from cudaresolve.commands.hosts import hosts
-from cudaresolve.commands.locking import locked, misfits_on
-from cudaresolve.commands.options import lock_inputs
+from cudaresolve.commands.locking import LockedWheels, locked, misfits_on
+from cudaresolve.commands.options import indexes, lock_inputs
 from cudaresolve.env.distributions import Distribution, read_distributions
 from cudaresolve.env.interpreter import Target, target_for, target_for_site_packages
 from cudaresolve.errors import Exit, UsageError
@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         # archive source; a wheel without a sha256) is refused, naming it, before anything else.
         pinned = requirements_txt(lock, origin=args.lock)
         fleet = hosts(args)
-        found = misfits_on(lock, fleet)
+        with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
+            found = misfits_on(lock, fleet, read)
         if found or selection.unfit:
             sys.stdout.write(render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit))
             return Exit.PROBLEMS

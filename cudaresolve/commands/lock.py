@@ -12,8 +12,8 @@ import sys
 import time
 
 from cudaresolve.commands.hosts import hosts
-from cudaresolve.commands.locking import host_misfits, locked, targets_of
-from cudaresolve.commands.options import lock_inputs, say
+from cudaresolve.commands.locking import LockedWheels, host_misfits, locked, targets_of
+from cudaresolve.commands.options import indexes, lock_inputs, say
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import Exit
 from cudaresolve.lockfile.files import write_together
@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
     fleet = hosts(args)
-    base = target_for(python=args.python).marker_environment() or {}
-    found, unfit = host_misfits(read_pylock(args.check), fleet, base, args.check)
+    target = target_for(python=args.python)
+    base = target.marker_environment() or {}
+    with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
+        found, unfit = host_misfits(read_pylock(args.check), fleet, base, args.check, read)
     sys.stdout.write(render_fit(args.check, [label for label, _ in fleet], found, unfit))
     return Exit.PROBLEMS if found or unfit else Exit.OK

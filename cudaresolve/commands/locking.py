@@ -11,24 +11,30 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
+from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import for_machine
 from cudaresolve.commands.options import say
 from cudaresolve.doctor import scan
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.interpreter import Target
+from cudaresolve.env.store import default_cache_dir
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, open_index
+from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.config import IndexConfig, index_config
+from cudaresolve.index.http import Http
+from cudaresolve.index.pages import ProjectFile
 from cudaresolve.index.tags import host_platforms
+from cudaresolve.index.wheel_facts import wheel_binary_facts
 from cudaresolve.knowledge import components
 from cudaresolve.lockfile.select import Unfit, host_environment, host_tags, lock_pythons, select, selected_lock
 from cudaresolve.output.progress import download_progress, judging_progress
-from cudaresolve.resolve.check import misfits
+from cudaresolve.resolve.check import WheelReader, misfits
 from cudaresolve.resolve.inputs import Indexes, LockInputs
-from cudaresolve.resolve.lock import Lock
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.reasons import Rejection
 from cudaresolve.resolve.resolver import lock
 from cudaresolve.resolve.targets import (
@@ -120,13 +126,46 @@ def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *
     )
 
 
-def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]]) -> list[Rejection]:
+class LockedWheels:
+    """The binary facts of a lock's wheels, for `lock --check` and `install --lock`: each from its
+    table row, else read from the wheel at the lock's URL (size bounded, sha256 checked, cached by
+    sha256 as the lock's own reads are). The indexes (pip's configuration: proxy, certificates) are
+    opened only for a wheel to download: a row, a local file or facts already cached need none."""
+
+    def __init__(self, target: Target, indexes: Indexes, environ: Mapping[str, str], *, quiet: bool = False):
+        self._target, self._indexes, self._environ, self._quiet = target, indexes, environ, quiet
+        self._kept = IndexCache(os.path.join(default_cache_dir(environ), "index"), offline=True)
+        self._index: Optional[PackageIndex] = None
+
+    def __call__(self, package: LockedPackage, wheel: LockedWheel) -> tuple[BinaryFacts, ...]:
+        assert package.version is not None
+        file = ProjectFile(wheel.filename, wheel.url, package.name, package.version,
+                           (("sha256", wheel.sha256),) if wheel.sha256 else (), None, None, None, wheel.size, wheel.url)
+        try:
+            return wheel_binary_facts(Http(), self._kept, file).members
+        except OfflineMiss:
+            if self._indexes.offline:
+                raise
+        if self._index is None:
+            self._index = open_indexes(self._target, self._indexes, self._environ, quiet=self._quiet)
+        return self._index.binary_facts(file).members
+
+    def __enter__(self) -> "LockedWheels":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._index is not None:
+            self._index.close()
+
+
+def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]], read: Optional[WheelReader] = None) -> list[Rejection]:
     """Each locked build that does not run on one of `hosts` ([] when the lock fits), each host judged with its machine."""
-    return misfits(locked, hosts)
+    return misfits(locked, hosts, read)
 
 
 def host_misfits(
-    locked: Lock, hosts: Sequence[tuple[str, HostFacts]], base: Mapping[str, str], origin: str
+    locked: Lock, hosts: Sequence[tuple[str, HostFacts]], base: Mapping[str, str], origin: str,
+    read: Optional[WheelReader] = None,
 ) -> tuple[list[Rejection], list[Unfit]]:
     """`lock --check`: each host's part of the lock (lockfile/select.py) for every Python the lock's
     `environments` name for the host's machine (for a lock that names none, the interpreter's of
@@ -143,6 +182,6 @@ def host_misfits(
             target = label if len(pythons) == 1 else f"{label} (Python {python})"
             selection = select(locked, environment, host_tags(host.machine, host.glibc, python), target, origin)
             unfit += [u for u in selection.unfit if u not in unfit]
-            found = misfits(selected_lock(locked, selection, environment, origin), [(label, host)])
+            found = misfits(selected_lock(locked, selection, environment, origin), [(label, host)], read)
             rejections += [r for r in found if r not in rejections]
     return rejections, unfit

@@ -111,6 +111,7 @@ class _MachineReleases:
 class _Releases:
     added: tuple[str, ...]  # NAME==VERSION given to the generator's --add
     machine: tuple[_MachineReleases, ...] = ()
+    every: tuple[str, ...] = ()  # distributions with a row of every x86_64 release (the generator's --every)
 
 
 @dataclass(frozen=True)

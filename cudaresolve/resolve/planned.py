@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import AbstractSet, Iterable
 
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.wheel import WheelError
@@ -43,7 +44,8 @@ def planned_environment(
     distributions = [d for d in installed.distributions if d.name not in replaced]
     elf_files = [e for e in installed.elf_files if not (set(e.owners) & replaced)]
     read: dict[str, tuple[BinaryFacts, ...]] = {
-        c.name: index.binary_facts(c.file).members if deep or _covered(c, installed.loader.machine) or _own_runtime(c) else ()
+        c.name: index.binary_facts(c.file).members
+        if deep or judged_by_binaries(c.name, c.version, c.file.filename, installed.loader.machine) else ()
         for c in wheels if c.file is not None
     }
     if deep:
@@ -145,29 +147,27 @@ def _complete_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[C
                 pass  # its row stays: the loader blames no name the row may lack
 
 
-def _covered(candidate: Candidate, machine: str) -> bool:
-    """A consumer the knowledge table holds releases of (onnxruntime-gpu): only its binaries tell
-    its CUDA build (the libraries they link), so each release is judged by its own row, or by its
-    wheel where the table has none. An NVIDIA component's CUDA is data by name and version
-    (data/components.toml): it joins with the table's row for it, or its metadata alone. Other
-    wheels join the plan with their metadata alone (their files are judged by `doctor` after install),
-    but for plugins opened by path and their host."""
-    assert candidate.file is not None
-    if wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None:
+def judged_by_binaries(name: str, version: Version, filename: str, machine: str) -> bool:
+    """Whether a wheel's build is judged by its own binaries, read from its table row or the wheel:
+
+    - a consumer the knowledge table holds releases of (onnxruntime-gpu): only its binaries tell its
+      CUDA build (the libraries they link), so each release is judged by its own row, or by its
+      wheel where the table has none; no release borrows another's facts;
+    - a wheel that carries its own CUDA runtime (warp-lang, ale-py): its driver floor is in its
+      bytes alone (the table's rows do not keep a runtime's version), so it is always read;
+    - a host whose loader opens plugins by path, or a distribution of such plugins (openmm,
+      openmm-cuda-12; data/components.toml [plugin_hosts]): a plugin binds the names of its own
+      release of the host, so both wheels are read to judge the pair.
+
+    An NVIDIA component's CUDA is data by name and version (data/components.toml): it joins with
+    the table's row for it, or its metadata alone. Other wheels join the plan with their metadata
+    alone (their files are judged by `doctor` after install)."""
+    if components.carries_own_runtime(name) or _plugin_or_host(name):
         return True
-    if _plugin_or_host(candidate.name):
+    if wheel_facts.find(name, str(version), filename) is not None:
         return True
-    return bool(wheel_facts.releases(candidate.name, machine)) and not components.for_dist(candidate.name)
+    return bool(wheel_facts.releases(name, machine)) and not components.for_dist(name)
 
 
 def _plugin_or_host(name: str) -> bool:
-    """A host whose loader opens plugins by path, or a distribution of such plugins (openmm,
-    openmm-cuda-12; data/components.toml [plugin_hosts]): a plugin binds the names of its own
-    release of the host, so both wheels are read to judge the pair."""
     return components.plugin_host_of(name) is not None or any(row.host == name for row in components.plugin_hosts())
-
-
-def _own_runtime(candidate: Candidate) -> bool:
-    """A wheel that carries its own CUDA runtime (warp-lang, ale-py): its driver floor is in its
-    bytes alone, so the lock reads it rather than lock a build the driver cannot run."""
-    return components.carries_own_runtime(candidate.name)
