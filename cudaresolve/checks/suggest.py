@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from packaging.requirements import Requirement
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from cudaresolve.arch import ComputeCapability, Target
@@ -50,8 +51,13 @@ def driver_runs(cuda: CudaVersion, host: HostFacts) -> bool:
     return not (driver.release or driver.cuda) or driver_verdict(cuda, driver.release, driver.cuda) is not None
 
 
-def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional[Fix]:
-    """The newest variant of the installed torch release that this driver and every visible GPU can run."""
+def torch_variant_fix(dist: Optional[Distribution], host: HostFacts, env: Optional[Environment] = None) -> Optional[Fix]:
+    """The newest variant of the installed torch release that this driver and every visible GPU can run,
+    taking along the installed family members whose builds follow torch's variant (data/torch.toml's
+    labelled family). For such a member (torchvision), torch's variant fix too: its build is the one
+    that comes with torch's."""
+    if dist is not None and dist.name != "torch" and env is not None and dist.name in torch.labelled_family():
+        dist = env.distribution("torch")
     if dist is None or dist.name != "torch":
         return None
     public = dist.version.public
@@ -66,20 +72,32 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
             continue
         sass, ptx = variant.sass(host.machine), variant.ptx(host.machine)
         if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
-            return TorchVariant(Version(public), variant.name, torch.index_path(variant.name))
+            return TorchVariant(Version(public), variant.name, torch.index_path(variant.name), _companions(env))
     return None
+
+
+def _companions(env: Optional[Environment]) -> tuple[tuple[NormalizedName, Version], ...]:
+    """The installed labelled family members besides torch, at their public releases (CPU-only builds
+    stay as they are)."""
+    found = []
+    for name in torch.labelled_family():
+        member = env.distribution(name) if env is not None and name != "torch" else None
+        if member is not None and not torch.cpu_only(name, member.version):
+            found.append((NormalizedName(name), Version(member.version.public)))
+    return tuple(found)
 
 
 def arch_fix(
     dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None,
     runs: Optional[Callable[[Wheel], bool]] = None, install: Optional[Callable[[Wheel], Fix]] = None,
+    env: Optional[Environment] = None,
 ) -> Optional[Fix]:
     """Name a variant or release that runs on the host's GPUs with this driver, where the tables know
     one; never a description the installed build already meets (cuDNN built with CUDA 12 lacking
     sm_61 is not fixed by "a build made with CUDA <= 12.9", but by an older release that carries it).
     `runs` judges a release of the wheel-facts table as the check judges the installed files;
     `install` says how to install the release chosen (with its extras and companion wheels)."""
-    variant = torch_variant_fix(dist, host)
+    variant = torch_variant_fix(dist, host, env)
     if variant:
         return variant
     if dist is not None and runs is not None and install is not None and releases.known([dist.name], host.machine):
