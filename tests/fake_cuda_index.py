@@ -50,6 +50,9 @@ TORCH_BASE = {
     ">=2.14": ("filelock", "typing-extensions>=4.10.0", "setuptools>=77.0.3", "sympy>=1.13.3", "networkx>=2.5.1",
                "jinja2", "fsspec>=0.8.5"),
 }
+# torchvision releases built for these torch releases, one per variant the torch release has (real
+# torchvision pins torch==X exactly: 0.29.1 Requires-Dist torch==2.14.1).
+TORCHVISION = {"2.14.1": "0.29.1"}
 # Requirements pinned nowhere in those torch releases that scenarios need (the cuSPARSE 12.3 +
 # nvJitLink 12.1 skew; older and newer nvJitLinks).
 EXTRA_COMPONENTS = ("nvidia-nvjitlink-cu12==12.1.105", "nvidia-nvjitlink-cu12==12.4.127",
@@ -301,6 +304,14 @@ def _torch_library(variant: torch.TorchVariant) -> Library:
                    fatbin=_fatbin(variant))
 
 
+def _torchvision_library(variant: torch.TorchVariant) -> Library:
+    """torchvision/_C.so: the variant's fatbin, linking the variant's CUDA runtime (as real torchvision's
+    does, libcudart.so.13 for cu130), found through an RPATH to the runtime wheel's directory."""
+    row = components.for_component("cudart", variant.cuda.major)[0]
+    return Library("torchvision/_C.so", "_C.so", (), ((row.sonames[0], "cudaLaunchKernel"),),
+                   ("$ORIGIN/../" + row.lib_dir,), fatbin=_fatbin(variant))
+
+
 def _component_libraries(component: components.Component, cuda: tuple[int, int]) -> tuple[Library, ...]:
     """The libraries of an ELF-built component wheel; cuSPARSE binds nvJitLink of its CUDA release."""
     major, minor = cuda
@@ -364,6 +375,12 @@ def plan() -> tuple[Spec, ...]:
             for build_version, requires, indexes in builds:
                 specs[("torch", build_version)] = Spec("torch", build_version, cp_tag, base + requires, (), python,
                                                        (library,), indexes)
+            vision = TORCHVISION.get(version)
+            if vision is not None:
+                for build_version, indexes in [(f"{vision}+{variant.name}", (torch.index_path(variant.name),))] + (
+                        [(vision, (SIMPLE,))] if variant.pypi_default else []):
+                    specs[("torchvision", build_version)] = Spec("torchvision", build_version, cp_tag, (f"torch=={version}",),
+                                                                 (), python, (_torchvision_library(variant),), indexes)
     for requirement in EXTRA_COMPONENTS:
         name, _, version = requirement.partition("==")
         cuda = _major_minor(version) if components.versioned_by_cuda(_component_for(name, version).name) else None

@@ -111,9 +111,11 @@ INSUFFICIENT = '"CUDA driver version is insufficient for CUDA runtime version"'
 NO_KERNEL = '"no kernel image is available for execution on the device"'
 
 
-def cu126_fix(version: str) -> str:
-    return (f"install the cu126 variant: torch=={version}+cu126 from the PyTorch index (whl/cu126), "
-            "with its matching CUDA wheels")
+def cu126_fix(version: str, replaced: str = "") -> str:
+    """torch's cu126 variant; `replaced`: the other major's wheels torch pulls in, uninstalled first."""
+    return (f"pip uninstall {replaced}, then " if replaced else "") + (
+        f"install the cu126 variant: torch=={version}+cu126 from the PyTorch index (whl/cu126), "
+        "with its matching CUDA wheels")
 
 
 # -- driver-floor ------------------------------------------------------------------------------------
@@ -277,7 +279,9 @@ def test_driver_floor_folds_the_cuda_wheels_a_failing_package_requires():
         "host has driver 550.144.03, CUDA 12.4",
         "its CUDA dependencies need that driver too: nvidia-cublas, nvidia-cuda-runtime",
     )
-    assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix("2.14.1")
+    # pip would leave the CUDA 13 wheels beside the variant's CUDA 12 ones: uninstalled first
+    assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix(
+        "2.14.1", "nvidia-cublas nvidia-cuda-runtime (CUDA 13 wheels)")
     [cufft] = [f for f in found if f.subject == "nvidia-cufft 12.0.0.61"]
     # the newest CUDA 12 cuFFT that driver 550 (CUDA 12.4) runs natively: the one cuda-toolkit 12.4 pins
     assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12==11.2.1.3\" in place of nvidia-cufft"
@@ -417,7 +421,7 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
             "(has sm_90, sm_80)",
             "its CUDA dependencies lack code for 6.1 too: nvidia-cublas",
         ),
-        cu126_fix("2.14.1"),
+        cu126_fix("2.14.1", "nvidia-cublas (CUDA 13 wheels)"),
     )
     assert found[0].fix == ("use a build made with CUDA <= 12.9 (the newest toolkit that still targets 6.1 and this "
                             "driver runs)")

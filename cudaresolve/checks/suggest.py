@@ -2,7 +2,7 @@
 here, the wheel or conda package that provides a library, a per-major build the driver runs, a
 toolkit that still targets a GPU. Each returns a value of checks/fixes.py (None: nothing to name).
 
-May import: checks/builds, releases and fixes, compat, env/, host/ and knowledge/.
+May import: checks/builds, dependencies, releases and fixes, compat, env/, host/ and knowledge/.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from packaging.version import Version
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import Build, CudaBuild, framework_build
+from cudaresolve.checks.dependencies import pulled_in
 from cudaresolve.checks.fixes import (
     AlsoProvidedBy,
     BuildLibraries,
@@ -32,8 +33,11 @@ from cudaresolve.checks.fixes import (
     OlderReleaseMayCarry,
     PicksConda,
     PipInstall,
+    PipUninstall,
+    Steps,
     TakeRoute,
     TorchVariant,
+    WheelsOfMajors,
 )
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
@@ -72,8 +76,29 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts, env: Option
             continue
         sass, ptx = variant.sass(host.machine), variant.ptx(host.machine)
         if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
-            return TorchVariant(Version(public), variant.name, torch.index_path(variant.name), _companions(env))
+            fix = TorchVariant(Version(public), variant.name, torch.index_path(variant.name), _companions(env))
+            return _replacing(env, fix, variant.cuda.major)
     return None
+
+
+def _replacing(env: Optional[Environment], fix: TorchVariant, major: int) -> Fix:
+    """The variant, after uninstalling the NVIDIA wheels of another CUDA major that torch and its
+    companions pull in and nothing else installed requires: pip leaves them in place (nvidia-cublas
+    13 beside nvidia-cublas-cu12), and a driver that cannot run them still fails them."""
+    if env is None:
+        return fix
+    heads = {"torch", *(name for name, _ in fix.companions)}
+    pulled = set().union(*(pulled_in(env, name) for name in heads)) - heads
+    elsewhere = set().union(*(env.requires_names(d) for d in env.distributions if d.name not in pulled | heads))
+    replaced = []
+    for name in sorted(pulled - elsewhere):
+        dist = env.distribution(name)
+        rows = components.for_dist(name, str(dist.version)) if dist is not None else ()
+        if rows and rows[0].cuda_major != major:
+            replaced.append(NormalizedName(name))
+    if not replaced:
+        return fix
+    return Steps((Explained(PipUninstall(tuple(replaced)), WheelsOfMajors(releases.majors_of(env, replaced))), fix))
 
 
 def _companions(env: Optional[Environment]) -> tuple[tuple[NormalizedName, Version], ...]:
