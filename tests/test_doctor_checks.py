@@ -301,6 +301,74 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
 # -- mixed-majors ------------------------------------------------------------------------------------
 
 
+def family(torch_version: str = "2.14.1") -> Environment:
+    """torch with the CUDA 13 runtime wheel it pulls in, torchvision (pinning torch) and torchaudio (pinning
+    nothing), each extension linking libcudart.so.13, and xformers (pinning torch) linking libcudart.so.12."""
+    return environment(
+        dist("torch", torch_version, "cuda-toolkit[cudart]==13.0.3"),
+        dist("cuda-toolkit", "13.0.3", 'nvidia-cuda-runtime==13.0.96; extra == "cudart"'),
+        dist("nvidia-cuda-runtime", "13.0.96"),
+        dist("torchvision", "0.29.1", "torch==2.14.1"),
+        dist("torchaudio", "2.11.0"),
+        elf_files=(elf("torchvision/_C.so", "torchvision", needed=("libcudart.so.13",), fatbin=fatbin("sm_75", "sm_120")),
+                   elf("torchaudio/lib/_torchaudio.abi3.so", "torchaudio", needed=("libcudart.so.13",),
+                       fatbin=fatbin("sm_75", "sm_120")),
+                   elf("torch/lib/libtorch_cuda.so", "torch", fatbin=fatbin("sm_75", "sm_120"))),
+    )
+
+
+FAMILY_CU126 = ("pip uninstall nvidia-cuda-runtime (CUDA 13 wheels), then install the cu126 variant: torch==2.14.1+cu126 "
+                "torchvision==0.29.1+cu126 torchaudio==2.11.0+cu126 from the PyTorch index (whl/cu126), with their "
+                "matching CUDA wheels")
+
+
+def test_torch_extensions_failing_with_torch_fold_into_torch_and_move_with_its_variant():
+    """torchvision and torchaudio builds follow torch's variant: one finding, torch's, and one fix that
+    moves all three (the extensions as subjects named no release: "a build of torchvision for CUDA 12.9")."""
+    [error] = driver_floor(family(), host("575.57.08", "8.6"))
+    assert error.subject == "torch 2.14.1"
+    assert error.evidence[-2:] == ("its CUDA dependencies need that driver too: nvidia-cuda-runtime",
+                                   "the packages built for its variant need that driver too: torchaudio, torchvision")
+    assert error.fix == "upgrade the driver to >= 580.65.06, or " + FAMILY_CU126
+    [error] = [f for f in check_arch_coverage(family(), cuda_builds(family()), host("580.65.06", "6.1")) if f.severity == "error"]
+    assert error.subject == "torch 2.14.1"
+    assert error.evidence[-1] == "the packages built for its variant lack code for 6.1 too: torchaudio, torchvision"
+    assert error.fix == FAMILY_CU126
+
+
+def test_a_torch_extension_failing_alone_gets_torchs_variant_fix():
+    """torch's cu126 build runs on driver 575, torchvision's default (CUDA 13) build does not: torchvision
+    is the subject, and its fix is the family's variant (torch's own requirement already met)."""
+    env = environment(
+        dist("torch", "2.14.1+cu126"),
+        dist("torchvision", "0.29.1", "torch==2.14.1"),
+        elf_files=(elf("torchvision/_C.so", "torchvision", needed=("libcudart.so.13",)),),
+    )
+    [error] = driver_floor(env, host("575.57.08", "8.6"))
+    assert error.subject == "torchvision 0.29.1"
+    assert error.fix == ("upgrade the driver to >= 580.65.06, or install the cu126 variant: torch==2.14.1+cu126 "
+                         "torchvision==0.29.1+cu126 from the PyTorch index (whl/cu126), with their matching CUDA wheels")
+
+
+def test_torch_is_not_folded_into_an_extension_built_on_it():
+    """xformers requires torch; both lack code for 6.1. torch's cause has a fix (its variant), xformers'
+    has not: one finding each, torch's CUDA wheels in torch's."""
+    env = environment(
+        dist("torch", "2.14.1", "cuda-toolkit[cudart]==13.0.3"),
+        dist("cuda-toolkit", "13.0.3", 'nvidia-cuda-runtime==13.0.96; extra == "cudart"'),
+        dist("nvidia-cuda-runtime", "13.0.96"),
+        dist("xformers", "0.0.35", "torch==2.14.1"),
+        elf_files=(elf("torch/lib/libtorch_cuda.so", "torch", fatbin=fatbin("sm_75", "sm_120")),
+                   elf("nvidia/cu13/lib/libcudart.so.13", "nvidia-cuda-runtime", fatbin=fatbin("sm_75")),
+                   elf("xformers/_C.so", "xformers", needed=("libcudart.so.12",), fatbin=fatbin("sm_75", "sm_80"))),
+    )
+    found = {f.subject: f for f in check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1")) if f.severity == "error"}
+    assert set(found) == {"torch 2.14.1", "xformers 0.0.35"}
+    assert found["torch 2.14.1"].evidence[-1] == "its CUDA dependencies lack code for 6.1 too: nvidia-cuda-runtime"
+    assert found["torch 2.14.1"].fix == cu126_fix("2.14.1", "nvidia-cuda-runtime (CUDA 13 wheels)")
+    assert not any("torch" in line for line in found["xformers 0.0.35"].evidence)
+
+
 def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
     env = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.14.1"))
     assert check_mixed_majors(env, cuda_builds(env), host()) == [
@@ -315,10 +383,11 @@ def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
             "for CUDA 13; only one CuPy may be installed)",
         )
     ]
-    # CuPy 13.0.0 had no CUDA 13 build (cupy-cuda13x starts at 13.6.0): the package is named
+    # CuPy 13.0.0 had no CUDA 13 build (cupy-cuda13x starts at 13.6.0): rather than naming the package
+    # to find a build of, torch moves to CUDA 12 through its variant (a release and an index)
     env = environment(dist("cupy-cuda12x", "13.0.0"), dist("torch", "2.14.1"))
     [finding] = check_mixed_majors(env, cuda_builds(env), host())
-    assert finding.fix == "install the CUDA 13 builds of: cupy-cuda12x"
+    assert finding.fix == cu126_fix("2.14.1")
 
 
 def test_mixed_majors_counts_extension_modules_linking_a_cudart():
@@ -329,6 +398,15 @@ def test_mixed_majors_counts_extension_modules_linking_a_cudart():
     )
     [finding] = check_mixed_majors(env, cuda_builds(env), host())
     assert finding.evidence == ("CUDA 12: my-ext", "CUDA 13: torch")
+    assert finding.fix == cu126_fix("2.14.1")  # not "install the CUDA 13 builds of: my-ext": no release, no index
+    # where neither move names a release, the packages of the other majors than the newest are named
+    env = environment(
+        dist("other-ext", "1.0"),
+        dist("my-ext", "1.0"),
+        elf_files=(elf("my_ext/_C.so", "my-ext", needed=("libcudart.so.12", "libc.so.6")),
+                   elf("other_ext/_C.so", "other-ext", needed=("libcudart.so.13", "libc.so.6"))),
+    )
+    [finding] = check_mixed_majors(env, cuda_builds(env), host())
     assert finding.fix == "install the CUDA 13 builds of: my-ext"
     one_major = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.8.0"))
     assert check_mixed_majors(one_major, cuda_builds(one_major), host()) == []

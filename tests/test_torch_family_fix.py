@@ -80,3 +80,65 @@ def test_the_family_variant_fix_converges(family_python, cuda_index, tmp_path, f
     now = installed(family_python)
     assert (now["torch"], now["torchvision"]) == (f"{TORCH}+cu126", f"{VISION}+cu126")
     assert [shown(finding) for finding in errors(family_python, facts, tmp_path)] == []
+
+
+@pytest.fixture
+def xformers_python(cuda_index, tmp_path) -> Path:
+    """torch 2.14.1 (CUDA 13.0) and xformers 0.0.35 (a CUDA 12 build) as plain pip installs them."""
+    root = tmp_path / "venv"
+    venv.create(root, with_pip=True)
+    python = root / "bin" / "python"
+    pip(python, "install", f"torch=={TORCH}", "xformers==0.0.35", "--index-url", cuda_index.index_url)
+    return python
+
+
+def by_check(found: list) -> dict[tuple[str, str], object]:
+    return {(finding.check.value, str(finding.subject.distribution or finding.subject.scope.value)): finding
+            for finding in found}
+
+
+def cu126(fix) -> f.TorchVariant:
+    """The torch variant a fix installs (after uninstalling the CUDA 13 wheels)."""
+    steps = list(f.actions(fix))
+    assert isinstance(steps[0], f.PipUninstall) and "nvidia-cuda-runtime" in steps[0].names
+    assert steps[1:] == [f.TorchVariant(Version(TORCH), "cu126", "whl/cu126")]
+    return steps[1]
+
+
+def test_xformers_beside_cuda_13_torch_moves_to_torchs_cuda_12_variant(xformers_python, cuda_index, tmp_path):
+    """xformers' _C.so links libcudart.so.12 beside torch's CUDA 13. Swapping nvidia-cuda-runtime for the
+    CUDA 12 wheel (the fix printed before) removes torch's libcudart.so.13; torch's cu126 variant puts
+    the whole process on CUDA 12, and xformers (pinning torch==2.14.1) stays as it is."""
+    facts = host("575.57.08", "8.6")
+    found = by_check(errors(xformers_python, facts, tmp_path))
+    assert set(found) == {("driver-floor", "torch"), ("mixed-majors", "environment"), ("mixed-majors", "xformers")}
+    environment, extension = found[("mixed-majors", "environment")], found[("mixed-majors", "xformers")]
+    cu126(environment.fix)
+    assert isinstance(extension.fix, f.Alternatives)
+    cu126(extension.fix.options[0])
+    assert extension.fix.options[1:] == (f.BuildOf("xformers", 13),)
+    assert "in place of" not in shown(extension).fix
+
+    for arguments in pip_arguments(environment.fix, cuda_index.torch_index_base):
+        pip(xformers_python, *arguments)
+    assert (installed(xformers_python)["torch"], installed(xformers_python)["xformers"]) == (f"{TORCH}+cu126", "0.0.35")
+    assert [shown(finding) for finding in errors(xformers_python, facts, tmp_path)] == []
+
+
+def test_on_a_gtx_1080_torch_keeps_its_own_finding_and_fix_beside_xformers(xformers_python, cuda_index, tmp_path):
+    """On compute capability 6.1 both lack code: torch is not folded into xformers (which requires it),
+    so its cu126 fix is kept; the environment's two majors move to CUDA 12 through that variant
+    rather than to "the CUDA 13 builds of xformers" (no release, no index). After it, xformers'
+    own missing sm_61 is the one error left, as it is on the real wheel."""
+    facts = host("580.65.06", "6.1")
+    found = by_check(errors(xformers_python, facts, tmp_path))
+    assert {("arch-coverage", "torch"), ("arch-coverage", "xformers"), ("mixed-majors", "environment")} <= set(found)
+    torch_error, xformers_error = found[("arch-coverage", "torch")], found[("arch-coverage", "xformers")]
+    cu126(torch_error.fix)
+    cu126(found[("mixed-majors", "environment")].fix)
+    assert not any(isinstance(item, e.DependenciesFailToo) and "torch" in item.names for item in xformers_error.evidence)
+
+    for arguments in pip_arguments(torch_error.fix, cuda_index.torch_index_base):
+        pip(xformers_python, *arguments)
+    assert [(finding.check.value, str(finding.subject.distribution)) for finding in errors(xformers_python, facts, tmp_path)] == [
+        ("arch-coverage", "xformers")]

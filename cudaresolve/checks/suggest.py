@@ -55,11 +55,13 @@ def driver_runs(cuda: CudaVersion, host: HostFacts) -> bool:
     return not (driver.release or driver.cuda) or driver_verdict(cuda, driver.release, driver.cuda) is not None
 
 
-def torch_variant_fix(dist: Optional[Distribution], host: HostFacts, env: Optional[Environment] = None) -> Optional[Fix]:
-    """The newest variant of the installed torch release that this driver and every visible GPU can run,
-    taking along the installed family members whose builds follow torch's variant (data/torch.toml's
-    labelled family). For such a member (torchvision), torch's variant fix too: its build is the one
-    that comes with torch's."""
+def torch_variant_fix(
+    dist: Optional[Distribution], host: HostFacts, env: Optional[Environment] = None, major: Optional[int] = None,
+) -> Optional[Fix]:
+    """The newest variant of the installed torch release that this driver and every visible GPU can run
+    (of CUDA `major` when given), taking along the installed family members whose builds follow
+    torch's variant (data/torch.toml's labelled family). For such a member (torchvision), torch's
+    variant fix too: its build is the one that comes with torch's."""
     if dist is not None and dist.name != "torch" and env is not None and dist.name in torch.labelled_family():
         dist = env.distribution("torch")
     if dist is None or dist.name != "torch":
@@ -71,6 +73,8 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts, env: Option
     driver = host.driver
     for variant in reversed(release.variants):
         if public not in variant.versions or variant.arch_list_for(host.machine) is None:
+            continue
+        if major is not None and variant.cuda.major != major:
             continue
         if not driver_runs(variant.cuda, host):
             continue
