@@ -50,6 +50,13 @@ TORCH_BASE = {
     ">=2.14": ("filelock", "typing-extensions>=4.10.0", "setuptools>=77.0.3", "sympy>=1.13.3", "networkx>=2.5.1",
                "jinja2", "fsspec>=0.8.5"),
 }
+# torchvision releases built for these torch releases, one per variant the torch release has (real
+# torchvision pins torch==X exactly: 0.29.1 Requires-Dist torch==2.14.1).
+TORCHVISION = {"2.14.1": "0.29.1"}
+# xformers 0.0.35 as plain pip installs it beside torch 2.14.1: pins torch==2.14.1 and its _C.so is a
+# CUDA 12 build (links libcudart.so.12; sm_75, sm_80, sm_90a and compute_80, read from the real wheel)
+# although torch 2.14.1's default build is CUDA 13.0.
+XFORMERS = ("0.0.35", "2.14.1", 12, (75, 80, 90), 80)
 # Requirements pinned nowhere in those torch releases that scenarios need (the cuSPARSE 12.3 +
 # nvJitLink 12.1 skew; older and newer nvJitLinks).
 EXTRA_COMPONENTS = ("nvidia-nvjitlink-cu12==12.1.105", "nvidia-nvjitlink-cu12==12.4.127",
@@ -305,6 +312,25 @@ def _torch_library(variant: torch.TorchVariant) -> Library:
                    fatbin=_fatbin(variant))
 
 
+def _torchvision_library(variant: torch.TorchVariant) -> Library:
+    """torchvision/_C.so: the variant's fatbin, linking the variant's CUDA runtime (as real torchvision's
+    does, libcudart.so.13 for cu130), found through an RPATH to the runtime wheel's directory."""
+    row = components.for_component("cudart", variant.cuda.major)[0]
+    return Library("torchvision/_C.so", "_C.so", (), ((row.sonames[0], "cudaLaunchKernel"),),
+                   ("$ORIGIN/../" + row.lib_dir,), fatbin=_fatbin(variant))
+
+
+def _xformers_library() -> Library:
+    """xformers/_C.so: CUDA 12 device code linking libcudart.so.12, with an RPATH to the CUDA 12 runtime
+    wheel's directory (so a CUDA 12 torch variant's runtime is the one it finds)."""
+    _, _, major, sass, ptx_arch = XFORMERS
+    row = components.for_component("cudart", major)[0]
+    entries = [entry(2, sm, cubin(sm), version=(1, 7)) for sm in sass]
+    entries.append(entry(1, ptx_arch, ptx(f"sm_{ptx_arch}", "8.0"), version=(8, 0), header_size=80))
+    return Library("xformers/_C.so", "_C.so", (), ((row.sonames[0], "cudaLaunchKernel"),),
+                   ("$ORIGIN/../" + row.lib_dir,), fatbin=container(*entries))
+
+
 def _component_libraries(component: components.Component, cuda: tuple[int, int]) -> tuple[Library, ...]:
     """The libraries of an ELF-built component wheel; cuSPARSE binds nvJitLink of its CUDA release."""
     major, minor = cuda
@@ -368,6 +394,12 @@ def plan() -> tuple[Spec, ...]:
             for build_version, requires, indexes in builds:
                 specs[("torch", build_version)] = Spec("torch", build_version, cp_tag, base + requires, (), python,
                                                        (library,), indexes)
+            vision = TORCHVISION.get(version)
+            if vision is not None:
+                for build_version, indexes in [(f"{vision}+{variant.name}", (torch.index_path(variant.name),))] + (
+                        [(vision, (SIMPLE,))] if variant.pypi_default else []):
+                    specs[("torchvision", build_version)] = Spec("torchvision", build_version, cp_tag, (f"torch=={version}",),
+                                                                 (), python, (_torchvision_library(variant),), indexes)
     for requirement in EXTRA_COMPONENTS:
         name, _, version = requirement.partition("==")
         cuda = _major_minor(version) if components.versioned_by_cuda(_component_for(name, version).name) else None
@@ -410,6 +442,9 @@ def plan() -> tuple[Spec, ...]:
         cuda_major = max(cuda.major for cuda in row.cuda)
         specs[(dist, version)] = Spec(dist, version, cp_tag, requires, extras, python, _cupy_modules(cuda_major))
 
+    version, torch_version, _, _, _ = XFORMERS
+    specs[("xformers", version)] = Spec("xformers", version, cp_tag, (f"torch=={torch_version}",), (), ">=3.10",
+                                        (_xformers_library(),))
     for name, version, requires, extras, python, binary in OTHERS:
         specs[(name, version)] = Spec(name, version, cp_tag if binary else any_tag, requires, extras, python)
     return _mirrored(tuple(specs.values()))

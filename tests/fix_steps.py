@@ -10,22 +10,39 @@ already: such a fix changes nothing, and no test should accept one.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.checks.findings import Finding
-from cudaresolve.checks.fixes import Alternatives, Each, Explained, Fix, OrElse, PipInstall, PipUninstall, Steps, actions
+from cudaresolve.checks.fixes import (
+    Alternatives,
+    Each,
+    Explained,
+    Fix,
+    OrElse,
+    PipInstall,
+    PipUninstall,
+    Steps,
+    TorchVariant,
+    actions,
+)
 from cudaresolve.env.environment import Environment
 
 
-def pip_arguments(fix: Fix) -> list[list[str]]:
+def pip_arguments(fix: Fix, torch_index_base: Optional[str] = None) -> list[list[str]]:
     """[["uninstall", "-y", ...], ["install", ...]]: the pip commands of `fix`, taking the first of
-    any alternatives. A PipInstall that stands in for other distributions uninstalls them first."""
+    any alternatives. A PipInstall that stands in for other distributions uninstalls them first. A
+    torch variant installs its requirements from its index path under `torch_index_base` (the PyTorch
+    index the test serves), as the PyTorch install instructions do (`--index-url`)."""
     commands: list[list[str]] = []
     for step in actions(fix):
+        if isinstance(step, TorchVariant) and torch_index_base is not None:
+            commands.append(["install", *(str(r) for r in step.requirements), "--index-url",
+                             f"{torch_index_base.rstrip('/')}/{step.index_path}"])
+            continue
         if isinstance(step, PipUninstall):
             commands.append(["uninstall", "-y", *step.names])
         elif isinstance(step, PipInstall):

@@ -248,7 +248,11 @@ def torch_python() -> str:
 
 
 NO_KERNEL = '"no kernel image is available for execution on the device"'
-CU126 = ("install the cu126 variant: torch==2.14.1+cu126 from the PyTorch index (whl/cu126), "
+# the CUDA 13 wheels torch 2.14.1 pulls in go first: pip would leave them beside the variant's CUDA 12 ones
+CU126 = ("pip uninstall nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13 "
+         "nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 "
+         "nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx (CUDA 13 wheels), then "
+         "install the cu126 variant: torch==2.14.1+cu126 from the PyTorch index (whl/cu126), "
          "with its matching CUDA wheels")
 
 

@@ -111,9 +111,11 @@ INSUFFICIENT = '"CUDA driver version is insufficient for CUDA runtime version"'
 NO_KERNEL = '"no kernel image is available for execution on the device"'
 
 
-def cu126_fix(version: str) -> str:
-    return (f"install the cu126 variant: torch=={version}+cu126 from the PyTorch index (whl/cu126), "
-            "with its matching CUDA wheels")
+def cu126_fix(version: str, replaced: str = "") -> str:
+    """torch's cu126 variant; `replaced`: the other major's wheels torch pulls in, uninstalled first."""
+    return (f"pip uninstall {replaced}, then " if replaced else "") + (
+        f"install the cu126 variant: torch=={version}+cu126 from the PyTorch index (whl/cu126), "
+        "with its matching CUDA wheels")
 
 
 # -- driver-floor ------------------------------------------------------------------------------------
@@ -277,7 +279,9 @@ def test_driver_floor_folds_the_cuda_wheels_a_failing_package_requires():
         "host has driver 550.144.03, CUDA 12.4",
         "its CUDA dependencies need that driver too: nvidia-cublas, nvidia-cuda-runtime",
     )
-    assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix("2.14.1")
+    # pip would leave the CUDA 13 wheels beside the variant's CUDA 12 ones: uninstalled first
+    assert torch.fix == "upgrade the driver to >= 580.65.06, or " + cu126_fix(
+        "2.14.1", "nvidia-cublas nvidia-cuda-runtime (CUDA 13 wheels)")
     [cufft] = [f for f in found if f.subject == "nvidia-cufft 12.0.0.61"]
     # the newest CUDA 12 cuFFT that driver 550 (CUDA 12.4) runs natively: the one cuda-toolkit 12.4 pins
     assert cufft.fix == "upgrade the driver to >= 580.65.06, or use the CUDA 12 build instead: pip install \"nvidia-cufft-cu12==11.2.1.3\" in place of nvidia-cufft"
@@ -297,6 +301,74 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
 # -- mixed-majors ------------------------------------------------------------------------------------
 
 
+def family(torch_version: str = "2.14.1") -> Environment:
+    """torch with the CUDA 13 runtime wheel it pulls in, torchvision (pinning torch) and torchaudio (pinning
+    nothing), each extension linking libcudart.so.13, and xformers (pinning torch) linking libcudart.so.12."""
+    return environment(
+        dist("torch", torch_version, "cuda-toolkit[cudart]==13.0.3"),
+        dist("cuda-toolkit", "13.0.3", 'nvidia-cuda-runtime==13.0.96; extra == "cudart"'),
+        dist("nvidia-cuda-runtime", "13.0.96"),
+        dist("torchvision", "0.29.1", "torch==2.14.1"),
+        dist("torchaudio", "2.11.0"),
+        elf_files=(elf("torchvision/_C.so", "torchvision", needed=("libcudart.so.13",), fatbin=fatbin("sm_75", "sm_120")),
+                   elf("torchaudio/lib/_torchaudio.abi3.so", "torchaudio", needed=("libcudart.so.13",),
+                       fatbin=fatbin("sm_75", "sm_120")),
+                   elf("torch/lib/libtorch_cuda.so", "torch", fatbin=fatbin("sm_75", "sm_120"))),
+    )
+
+
+FAMILY_CU126 = ("pip uninstall nvidia-cuda-runtime (CUDA 13 wheels), then install the cu126 variant: torch==2.14.1+cu126 "
+                "torchvision==0.29.1+cu126 torchaudio==2.11.0+cu126 from the PyTorch index (whl/cu126), with their "
+                "matching CUDA wheels")
+
+
+def test_torch_extensions_failing_with_torch_fold_into_torch_and_move_with_its_variant():
+    """torchvision and torchaudio builds follow torch's variant: one finding, torch's, and one fix that
+    moves all three (the extensions as subjects named no release: "a build of torchvision for CUDA 12.9")."""
+    [error] = driver_floor(family(), host("575.57.08", "8.6"))
+    assert error.subject == "torch 2.14.1"
+    assert error.evidence[-2:] == ("its CUDA dependencies need that driver too: nvidia-cuda-runtime",
+                                   "the packages built for its variant need that driver too: torchaudio, torchvision")
+    assert error.fix == "upgrade the driver to >= 580.65.06, or " + FAMILY_CU126
+    [error] = [f for f in check_arch_coverage(family(), cuda_builds(family()), host("580.65.06", "6.1")) if f.severity == "error"]
+    assert error.subject == "torch 2.14.1"
+    assert error.evidence[-1] == "the packages built for its variant lack code for 6.1 too: torchaudio, torchvision"
+    assert error.fix == FAMILY_CU126
+
+
+def test_a_torch_extension_failing_alone_gets_torchs_variant_fix():
+    """torch's cu126 build runs on driver 575, torchvision's default (CUDA 13) build does not: torchvision
+    is the subject, and its fix is the family's variant (torch's own requirement already met)."""
+    env = environment(
+        dist("torch", "2.14.1+cu126"),
+        dist("torchvision", "0.29.1", "torch==2.14.1"),
+        elf_files=(elf("torchvision/_C.so", "torchvision", needed=("libcudart.so.13",)),),
+    )
+    [error] = driver_floor(env, host("575.57.08", "8.6"))
+    assert error.subject == "torchvision 0.29.1"
+    assert error.fix == ("upgrade the driver to >= 580.65.06, or install the cu126 variant: torch==2.14.1+cu126 "
+                         "torchvision==0.29.1+cu126 from the PyTorch index (whl/cu126), with their matching CUDA wheels")
+
+
+def test_torch_is_not_folded_into_an_extension_built_on_it():
+    """xformers requires torch; both lack code for 6.1. torch's cause has a fix (its variant), xformers'
+    has not: one finding each, torch's CUDA wheels in torch's."""
+    env = environment(
+        dist("torch", "2.14.1", "cuda-toolkit[cudart]==13.0.3"),
+        dist("cuda-toolkit", "13.0.3", 'nvidia-cuda-runtime==13.0.96; extra == "cudart"'),
+        dist("nvidia-cuda-runtime", "13.0.96"),
+        dist("xformers", "0.0.35", "torch==2.14.1"),
+        elf_files=(elf("torch/lib/libtorch_cuda.so", "torch", fatbin=fatbin("sm_75", "sm_120")),
+                   elf("nvidia/cu13/lib/libcudart.so.13", "nvidia-cuda-runtime", fatbin=fatbin("sm_75")),
+                   elf("xformers/_C.so", "xformers", needed=("libcudart.so.12",), fatbin=fatbin("sm_75", "sm_80"))),
+    )
+    found = {f.subject: f for f in check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1")) if f.severity == "error"}
+    assert set(found) == {"torch 2.14.1", "xformers 0.0.35"}
+    assert found["torch 2.14.1"].evidence[-1] == "its CUDA dependencies lack code for 6.1 too: nvidia-cuda-runtime"
+    assert found["torch 2.14.1"].fix == cu126_fix("2.14.1", "nvidia-cuda-runtime (CUDA 13 wheels)")
+    assert not any("torch" in line for line in found["xformers 0.0.35"].evidence)
+
+
 def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
     env = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.14.1"))
     assert check_mixed_majors(env, cuda_builds(env), host()) == [
@@ -311,10 +383,11 @@ def test_mixed_majors_cupy_cuda12x_beside_torch_cu13():
             "for CUDA 13; only one CuPy may be installed)",
         )
     ]
-    # CuPy 13.0.0 had no CUDA 13 build (cupy-cuda13x starts at 13.6.0): the package is named
+    # CuPy 13.0.0 had no CUDA 13 build (cupy-cuda13x starts at 13.6.0): rather than naming the package
+    # to find a build of, torch moves to CUDA 12 through its variant (a release and an index)
     env = environment(dist("cupy-cuda12x", "13.0.0"), dist("torch", "2.14.1"))
     [finding] = check_mixed_majors(env, cuda_builds(env), host())
-    assert finding.fix == "install the CUDA 13 builds of: cupy-cuda12x"
+    assert finding.fix == cu126_fix("2.14.1")
 
 
 def test_mixed_majors_counts_extension_modules_linking_a_cudart():
@@ -325,6 +398,15 @@ def test_mixed_majors_counts_extension_modules_linking_a_cudart():
     )
     [finding] = check_mixed_majors(env, cuda_builds(env), host())
     assert finding.evidence == ("CUDA 12: my-ext", "CUDA 13: torch")
+    assert finding.fix == cu126_fix("2.14.1")  # not "install the CUDA 13 builds of: my-ext": no release, no index
+    # where neither move names a release, the packages of the other majors than the newest are named
+    env = environment(
+        dist("other-ext", "1.0"),
+        dist("my-ext", "1.0"),
+        elf_files=(elf("my_ext/_C.so", "my-ext", needed=("libcudart.so.12", "libc.so.6")),
+                   elf("other_ext/_C.so", "other-ext", needed=("libcudart.so.13", "libc.so.6"))),
+    )
+    [finding] = check_mixed_majors(env, cuda_builds(env), host())
     assert finding.fix == "install the CUDA 13 builds of: my-ext"
     one_major = environment(dist("cupy-cuda12x", "14.0.0"), dist("torch", "2.8.0"))
     assert check_mixed_majors(one_major, cuda_builds(one_major), host()) == []
@@ -417,7 +499,7 @@ def test_arch_coverage_folds_the_cuda_wheels_into_the_package_that_requires_them
             "(has sm_90, sm_80)",
             "its CUDA dependencies lack code for 6.1 too: nvidia-cublas",
         ),
-        cu126_fix("2.14.1"),
+        cu126_fix("2.14.1", "nvidia-cublas (CUDA 13 wheels)"),
     )
     assert found[0].fix == ("use a build made with CUDA <= 12.9 (the newest toolkit that still targets 6.1 and this "
                             "driver runs)")

@@ -16,7 +16,7 @@ from cudaresolve.binary.elf import NO_SECTIONS
 from cudaresolve.binary.facts import FatbinSummary
 from cudaresolve.checks import evidence as e
 from cudaresolve.checks.builds import CudaBuild, build_of
-from cudaresolve.checks.dependencies import fold_into_requirers
+from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import (
     DeviceCodePartlyUnreadable,
@@ -67,14 +67,17 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
         evidence: tuple[e.Evidence, ...] = tuple(e.NoCodeFor(path, reason) for path, reason, _ in files[:3])
         if len(files) > 3:
             evidence += (e.MoreOf(len(files) - 3, owner),)
-        dependencies = tuple(sorted(d for d in folded[owner] if (d, cc) in failures))
+        family = following_torch({d for d in folded[owner] if (d, cc) in failures})
+        dependencies = tuple(sorted(d for d in folded[owner] if (d, cc) in failures and d not in family))
         if dependencies:
             evidence += (e.DependenciesFailToo(dependencies, cc),)
+        if family:
+            evidence += (e.FamilyFailsToo(tuple(sorted(family)), cc),)
         findings.append(
             Finding(
                 Check.ARCH_COVERAGE, Severity.ERROR, subject(env, owner), NoKernelImage(cc, gpus), evidence,
                 arch_fix(dist, cc, host, built.get(owner) if owner is not None else None, runs,
-                         lambda wheel: install(env, wheel, newest_that_runs)),
+                         lambda wheel: install(env, wheel, newest_that_runs), env),
             )
         )
     for (feature, cc), files in sorted(opt_in.items(), key=lambda item: (item[0][0].feature, item[0][1])):

@@ -1,10 +1,16 @@
-"""Following Requires-Dist through an environment, as it applies there (markers, installed extras)."""
+"""Following Requires-Dist through an environment, as it applies there (markers, installed extras).
+
+May import: env/ and knowledge/.
+"""
 
 from __future__ import annotations
 
 from typing import AbstractSet, Optional, TypeVar
 
 from cudaresolve.env.environment import Environment
+from cudaresolve.knowledge import torch
+
+TORCH = "torch"  # the distribution whose CUDA variants data/torch.toml lists
 
 _Name = TypeVar("_Name", bound=Optional[str])  # a distribution's name; None: files no distribution owns
 
@@ -18,10 +24,25 @@ def fold_into_requirers(env: Environment, failing: AbstractSet[_Name]) -> dict[_
     for the target interpreter.
     """
     requires = {d.name: env.requires_names(d) for d in env.distributions}
-    pulled = {name: _closure(requires, name) & failing if name is not None else set() for name in failing}
-    roots = {name for name in failing if not any(name in deps for other, deps in pulled.items() if other != name)}
-    return {name: pulled[name] for name in roots}
+    pulled: dict[Optional[str], set[str]] = {
+        name: _closure(requires, name) & failing if name is not None else set() for name in failing}
+    if TORCH in failing:
+        # torch's own fix is its variant: it is never folded into a package built on it (xformers), and
+        # the family members whose builds follow its variant (torchvision) are folded into it, their
+        # fix being the same move
+        own = pulled[TORCH] | {TORCH}
+        for other in failing:
+            if other is not None and other != TORCH and TORCH in pulled[other]:
+                pulled[other] -= own
+        for member in following_torch(failing):
+            pulled[TORCH] |= {member} | pulled.pop(member)
+    roots = {name for name in pulled if not any(name in deps for other, deps in pulled.items() if other != name)}
+    return {name: pulled[name] for name in failing if name in roots}
 
+
+def following_torch(names: AbstractSet[Optional[str]]) -> set[str]:
+    """Those of `names` whose builds follow torch's variant (data/torch.toml's labelled family), torch aside."""
+    return {name for name in names if name is not None and name != TORCH and name in torch.labelled_family()}
 
 
 def pulled_in(env: Environment, name: str) -> set[str]:

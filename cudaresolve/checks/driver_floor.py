@@ -17,7 +17,7 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild
-from cudaresolve.checks.dependencies import fold_into_requirers
+from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.metadata import versioned_needs
 from cudaresolve.checks.problems import DriverTooOld, MinorVersionCompatibility
@@ -45,12 +45,15 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
     errors = {dist for dist, (_, verdict) in verdicts.items() if verdict is None}
     findings = []
     for severity, failing in ((Severity.ERROR, errors), (Severity.WARNING, set(verdicts) - errors)):
-        for dist, dependencies in sorted(fold_into_requirers(env, failing).items()):
-            findings.append(_finding(env, verdicts[dist][0], severity, [verdicts[d][0] for d in sorted(dependencies)], host))
+        for dist, folded in sorted(fold_into_requirers(env, failing).items()):
+            family = following_torch(folded)
+            findings.append(_finding(env, verdicts[dist][0], severity,
+                                     [verdicts[d][0] for d in sorted(folded - family)], host, tuple(sorted(family))))
     return findings
 
 
-def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[CudaBuild], host: HostFacts) -> Finding:
+def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[CudaBuild], host: HostFacts,
+             family: tuple[str, ...] = ()) -> Finding:
     driver = host.driver
     about = Subject(distribution=NormalizedName(build.dist), version=Version(build.version))
     evidence: tuple[e.Evidence, ...] = (e.BuiltWith(build.evidence),)
@@ -61,6 +64,8 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
     evidence += (e.HostDriver(driver.release, driver.cuda),)
     if dependencies:
         evidence += (e.DependenciesFailToo(tuple(d.dist for d in dependencies)),)
+    if family:
+        evidence += (e.FamilyFailsToo(family),)
     if severity == Severity.WARNING:
         needed = toolkits.get(build.cuda) if build.cuda.minor is not None else None
         fixes: list[f.Fix] = [f.Explained(f.DriverUpgrade(needed.ga_driver), f.ForNativeSupport())] if needed else []
@@ -86,7 +91,7 @@ def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optio
     nothing installed requires this one), or that the table holds none; another of the package's
     per-major builds (cuda-cccl's CUDA 12 route); else a description of the build to look for."""
     upgrade = f.DriverUpgrade(floor)
-    alternative = torch_variant_fix(env.distribution(build.dist), host)
+    alternative = torch_variant_fix(env.distribution(build.dist), host, env)
     names = components.same_component(build.dist) or (build.dist,)
     table = [] if alternative or _requirers(env, build.dist) else releases.known(names, host.machine)
     if table:

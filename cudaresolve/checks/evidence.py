@@ -159,6 +159,15 @@ class DependenciesFailToo:
 
 
 @dataclass(frozen=True)
+class FamilyFailsToo:
+    """The installed packages whose builds follow torch's variant (torchvision, torchaudio) that fail
+    the same way, folded into torch's finding: its variant fix moves them along."""
+
+    names: tuple[str, ...]
+    cc: Optional[ComputeCapability] = None  # lacking code for this GPU; None: needing the same driver
+
+
+@dataclass(frozen=True)
 class BuiltWith:
     """How the CUDA a package is built for is known (checks/builds.py's words)."""
 
@@ -234,6 +243,6 @@ class SharedBy:
 
 Evidence = Union[
     Said, File, Owned, More, MoreOf, InstalledBy, LoaderError, Unfound, LoadedByCall, Needs, LoaderPicks, BridgeSymbols, Chosen,
-    EnvironmentCopy, LoadedBy, CopyUse, NoCodeFor, DependenciesFailToo, BuiltWith, CudaRuntimeIn, HostDriver, MajorUsers,
+    EnvironmentCopy, LoadedBy, CopyUse, NoCodeFor, DependenciesFailToo, FamilyFailsToo, BuiltWith, CudaRuntimeIn, HostDriver, MajorUsers,
     LinksOtherMajor, References, SymbolNeed, FileBytes, SharedBy,
 ]

@@ -40,15 +40,24 @@ class PipUninstall:
 
 @dataclass(frozen=True)
 class TorchVariant:
-    """torch's build for CUDA variant `variant` ("cu126") from the PyTorch index's `index_path`."""
+    """torch's build for CUDA variant `variant` ("cu126") from the PyTorch index's `index_path`, with
+    the installed family members whose builds follow torch's variant (torchvision, torchaudio) at
+    their installed public releases: torch moved alone leaves them on the old variant's CUDA."""
 
     version: Version  # the public release, 2.8.0
     variant: str
     index_path: str  # relative to the PyTorch index base ("whl/cu126")
+    companions: tuple[tuple[NormalizedName, Version], ...] = ()  # (torchvision, 0.29.1): public releases
 
     @property
     def requirement(self) -> Requirement:
         return Requirement(f"torch=={self.version}+{self.variant}")
+
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        """torch's and each companion's build of this variant, from the same index path."""
+        return (self.requirement,) + tuple(Requirement(f"{name}=={version}+{self.variant}")
+                                           for name, version in self.companions)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """mixed-majors: consumers needing different CUDA runtime majors in one environment (one process
 imports both, and two CUDA runtimes do not share contexts, memory or streams).
 
-May import: checks/ (builds, duplicates, releases, suggestions, findings), env/, host/ and
+May import: checks/ (builds, dependencies, duplicates, releases, suggestions, findings), env/, host/ and
 knowledge/; the findings are values, output/ words them.
 """
 
@@ -17,11 +17,12 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild, build_of, major_needs
+from cudaresolve.checks.dependencies import TORCH, following_torch, pulled_in
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import CompanionMajors, MixedMajors
 from cudaresolve.checks.subjects import Scope, Subject, subject
-from cudaresolve.checks.suggest import driver_runs
+from cudaresolve.checks.suggest import driver_runs, torch_variant_fix
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, cupy
@@ -51,22 +52,38 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: Host
     if len(needs) < 2:
         return []
     evidence = tuple(e.MajorUsers(major, tuple(sorted(owners))) for major, owners in sorted(needs.items()))
-    target = max([major for major in needs if driver_runs(CudaVersion(major), host)] or needs)
+    runs = sorted((major for major in needs if driver_runs(CudaVersion(major), host)), reverse=True) or [max(needs)]
+    # the newest major the driver runs whose move names every build (torch's variant), else the newest
+    moves = [_move_to(env, sorted(set().union(*(owners for m, owners in needs.items() if m != target))), target, host)
+             for target in runs]
     return [
         Finding(
             Check.MIXED_MAJORS, Severity.ERROR, Subject(scope=Scope.ENVIRONMENT), MixedMajors(tuple(sorted(needs))),
-            evidence,
-            _move_to(env, sorted(set().union(*(owners for m, owners in needs.items() if m != target))), target, host),
+            evidence, next((move for move in moves if not _names_a_build(move)), moves[0]),
         )
     ]
 
 
+def _names_a_build(fix: f.Fix) -> bool:
+    """Whether a move only names packages to find builds of (no release, no index)."""
+    if isinstance(fix, f.Each):
+        return any(_names_a_build(each) for each in fix.fixes)
+    return isinstance(fix, f.InstallBuildsOf)
+
+
 def _move_to(env: Environment, owners: list[str], major: int, host: HostFacts) -> f.Fix:
-    """Each owner's build for CUDA `major`: CuPy's distribution for that major, the newest release of
-    the wheel-facts table built for it that the driver runs for a component wheel (nvidia-curand ->
-    "nvidia-curand-cu12==...") or a package whose releases it holds (onnxruntime-gpu, with its
-    companion wheels), else the package named."""
-    named, pins = [], []
+    """Each owner's build for CUDA `major`: torch's variant for that major (with the family members
+    that follow it), CuPy's distribution for that major, the newest release of the wheel-facts table
+    built for it that the driver runs for a component wheel (nvidia-curand -> "nvidia-curand-cu12==...")
+    or a package whose releases it holds (onnxruntime-gpu, with its companion wheels), else the
+    package named."""
+    named: list[str] = []
+    pins: list[f.Fix] = []
+    moved = {TORCH, *following_torch(set(owners))} if TORCH in owners else set()
+    variant = torch_variant_fix(env.distribution(TORCH), host, env, major) if moved else None
+    if variant is not None:
+        pins.append(variant)
+        owners = [owner for owner in owners if owner not in moved]
     for owner in owners:
         pin = _release_for_major(env, owner, major, host)
         if pin is None:
@@ -146,11 +163,29 @@ def check_companion_majors(env: Environment, host: HostFacts) -> list[Finding]:
                 Check.MIXED_MAJORS, Severity.ERROR, subject(env, owner), CompanionMajors(needs, have),
                 tuple(e.LinksOtherMajor(path, needed, tuple(sorted(wheels.values())))
                       for path, needed, _, wheels in found[:5]),
-                f.Alternatives((_wheels_for(found, needs[-1], host),
-                                _release_for_major(env, owner, have[-1], host) or f.BuildOf(owner, have[-1]))),
+                _either(_swap_or_torch(env, found, needs[-1], host)
+                        + (_release_for_major(env, owner, have[-1], host) or f.BuildOf(owner, have[-1]),)),
             )
         )
     return findings
+
+
+def _either(options: tuple[f.Fix, ...]) -> f.Fix:
+    return options[0] if len(options) == 1 else f.Alternatives(options)
+
+
+def _swap_or_torch(env: Environment, found: list[tuple[str, str, int, dict[int, str]]], major: int,
+                   host: HostFacts) -> tuple[f.Fix, ...]:
+    """The side of the choice that gives the package its major: the installed wheels swapped for that
+    major's, unless another package needs them (xformers links libcudart.so.12 beside torch's CUDA 13:
+    swapping nvidia-cuda-runtime out breaks torch's import). Where torch pulls them in, torch's
+    variant for that major (with its family) moves the whole process to it; else nothing is named."""
+    installed = {name for _, _, _, wheels in found for name in wheels.values()}
+    users = {d.name for d in env.distributions if d.name not in installed and pulled_in(env, d.name) & installed}
+    if not users:
+        return (_wheels_for(found, major, host),)
+    variant = torch_variant_fix(env.distribution(TORCH), host, env, major) if TORCH in users else None
+    return (variant,) if variant is not None else ()
 
 
 def _wheels_for(found: list[tuple[str, str, int, dict[int, str]]], major: int, host: HostFacts) -> f.Fix:

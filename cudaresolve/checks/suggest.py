@@ -2,7 +2,7 @@
 here, the wheel or conda package that provides a library, a per-major build the driver runs, a
 toolkit that still targets a GPU. Each returns a value of checks/fixes.py (None: nothing to name).
 
-May import: checks/builds, releases and fixes, compat, env/, host/ and knowledge/.
+May import: checks/builds, dependencies, releases and fixes, compat, env/, host/ and knowledge/.
 """
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from packaging.requirements import Requirement
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import Build, CudaBuild, framework_build
+from cudaresolve.checks.dependencies import pulled_in
 from cudaresolve.checks.fixes import (
     AlsoProvidedBy,
     BuildLibraries,
@@ -31,8 +33,11 @@ from cudaresolve.checks.fixes import (
     OlderReleaseMayCarry,
     PicksConda,
     PipInstall,
+    PipUninstall,
+    Steps,
     TakeRoute,
     TorchVariant,
+    WheelsOfMajors,
 )
 from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
@@ -50,8 +55,15 @@ def driver_runs(cuda: CudaVersion, host: HostFacts) -> bool:
     return not (driver.release or driver.cuda) or driver_verdict(cuda, driver.release, driver.cuda) is not None
 
 
-def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional[Fix]:
-    """The newest variant of the installed torch release that this driver and every visible GPU can run."""
+def torch_variant_fix(
+    dist: Optional[Distribution], host: HostFacts, env: Optional[Environment] = None, major: Optional[int] = None,
+) -> Optional[Fix]:
+    """The newest variant of the installed torch release that this driver and every visible GPU can run
+    (of CUDA `major` when given), taking along the installed family members whose builds follow
+    torch's variant (data/torch.toml's labelled family). For such a member (torchvision), torch's
+    variant fix too: its build is the one that comes with torch's."""
+    if dist is not None and dist.name != "torch" and env is not None and dist.name in torch.labelled_family():
+        dist = env.distribution("torch")
     if dist is None or dist.name != "torch":
         return None
     public = dist.version.public
@@ -62,24 +74,59 @@ def torch_variant_fix(dist: Optional[Distribution], host: HostFacts) -> Optional
     for variant in reversed(release.variants):
         if public not in variant.versions or variant.arch_list_for(host.machine) is None:
             continue
+        if major is not None and variant.cuda.major != major:
+            continue
         if not driver_runs(variant.cuda, host):
             continue
         sass, ptx = variant.sass(host.machine), variant.ptx(host.machine)
         if all(can_run(gpu.compute_capability, sass, ptx, driver.release).runs for gpu in host.visible_gpus):
-            return TorchVariant(Version(public), variant.name, torch.index_path(variant.name))
+            fix = TorchVariant(Version(public), variant.name, torch.index_path(variant.name), _companions(env))
+            return _replacing(env, fix, variant.cuda.major)
     return None
+
+
+def _replacing(env: Optional[Environment], fix: TorchVariant, major: int) -> Fix:
+    """The variant, after uninstalling the NVIDIA wheels of another CUDA major that torch and its
+    companions pull in and nothing else installed requires: pip leaves them in place (nvidia-cublas
+    13 beside nvidia-cublas-cu12), and a driver that cannot run them still fails them."""
+    if env is None:
+        return fix
+    heads = {"torch", *(name for name, _ in fix.companions)}
+    pulled = set().union(*(pulled_in(env, name) for name in heads)) - heads
+    elsewhere = set().union(*(env.requires_names(d) for d in env.distributions if d.name not in pulled | heads))
+    replaced = []
+    for name in sorted(pulled - elsewhere):
+        dist = env.distribution(name)
+        rows = components.for_dist(name, str(dist.version)) if dist is not None else ()
+        if rows and rows[0].cuda_major != major:
+            replaced.append(NormalizedName(name))
+    if not replaced:
+        return fix
+    return Steps((Explained(PipUninstall(tuple(replaced)), WheelsOfMajors(releases.majors_of(env, replaced))), fix))
+
+
+def _companions(env: Optional[Environment]) -> tuple[tuple[NormalizedName, Version], ...]:
+    """The installed labelled family members besides torch, at their public releases (CPU-only builds
+    stay as they are)."""
+    found = []
+    for name in torch.labelled_family():
+        member = env.distribution(name) if env is not None and name != "torch" else None
+        if member is not None and not torch.cpu_only(name, member.version):
+            found.append((NormalizedName(name), Version(member.version.public)))
+    return tuple(found)
 
 
 def arch_fix(
     dist: Optional[Distribution], cc: ComputeCapability, host: HostFacts, build: Optional[CudaBuild] = None,
     runs: Optional[Callable[[Wheel], bool]] = None, install: Optional[Callable[[Wheel], Fix]] = None,
+    env: Optional[Environment] = None,
 ) -> Optional[Fix]:
     """Name a variant or release that runs on the host's GPUs with this driver, where the tables know
     one; never a description the installed build already meets (cuDNN built with CUDA 12 lacking
     sm_61 is not fixed by "a build made with CUDA <= 12.9", but by an older release that carries it).
     `runs` judges a release of the wheel-facts table as the check judges the installed files;
     `install` says how to install the release chosen (with its extras and companion wheels)."""
-    variant = torch_variant_fix(dist, host)
+    variant = torch_variant_fix(dist, host, env)
     if variant:
         return variant
     if dist is not None and runs is not None and install is not None and releases.known([dist.name], host.machine):

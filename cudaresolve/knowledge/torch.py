@@ -132,6 +132,7 @@ def _canonical(name: str) -> None:
 class _FamilyDist:
     name: str = field(metadata=records.check(_canonical))
     confidence: str = field(metadata=CONFIDENCE)
+    labelled: bool = False
     note: Optional[str] = None
 
 
@@ -167,6 +168,7 @@ class _File:
 class Tables:
     index_path: str
     family: tuple[str, ...]  # canonical names, file order
+    labelled: tuple[str, ...]  # the family names whose variant builds carry the variant's local label
     releases: tuple[TorchRelease, ...]  # oldest first
     cpu_labels: tuple[str, ...] = ()  # first parts of the local labels of CPU-only builds: "cpu"
     cuda_member: str = ""  # the wheel member every CUDA build carries: "torch/lib/libtorch_cuda.so"
@@ -224,7 +226,8 @@ def load() -> Tables:
             )
         )
     family = tuple(d.name for d in raw.family.dists)
-    return Tables(raw.index_path, family, tuple(sorted(releases, key=lambda r: Version(r.series))), raw.cpu_builds.local_labels,
+    labelled = tuple(d.name for d in raw.family.dists if d.labelled)
+    return Tables(raw.index_path, family, labelled, tuple(sorted(releases, key=lambda r: Version(r.series))), raw.cpu_builds.local_labels,
                   raw.cuda_member.member, raw.cuda_member.described)
 
 
@@ -274,6 +277,12 @@ def index_path(variant_name: str) -> str:
 def family() -> tuple[str, ...]:
     """The canonical names whose builds a chosen CUDA variant takes from the variant index only."""
     return load().family
+
+
+def labelled_family() -> tuple[str, ...]:
+    """The family names whose variant builds carry the variant's local label (torch, torchvision,
+    torchaudio): the ones a move to another variant takes along at their installed public release."""
+    return load().labelled
 
 
 def cpu_only(name: str, version: Version) -> bool:

@@ -423,6 +423,12 @@ def _dependencies(item: e.DependenciesFailToo) -> str:
     return f"its CUDA dependencies need that driver too: {', '.join(item.names)}"
 
 
+def _family(item: e.FamilyFailsToo) -> str:
+    if item.cc is not None:
+        return f"the packages built for its variant lack code for {item.cc} too: {', '.join(item.names)}"
+    return f"the packages built for its variant need that driver too: {', '.join(item.names)}"
+
+
 def _cuda_runtime_in(item: e.CudaRuntimeIn) -> str:
     if item.linkage == "static":
         what = f"{item.file} links the CUDA {item.release or item.major} runtime in statically"
@@ -470,6 +476,7 @@ _EVIDENCE: dict[type, Callable[..., str]] = {
     e.CopyUse: _copy_use,
     e.NoCodeFor: lambda item: f"{item.path}: {render_verdict(item.why)}",
     e.DependenciesFailToo: _dependencies,
+    e.FamilyFailsToo: _family,
     e.BuiltWith: lambda item: item.text,
     e.CudaRuntimeIn: _cuda_runtime_in,
     e.HostDriver: lambda item: host_has(item.release, item.cuda),

@@ -32,8 +32,8 @@ def _pip_install(fix: f.PipInstall) -> str:
 
 
 def _torch_variant(fix: f.TorchVariant) -> str:
-    return (f"install the {fix.variant} variant: {fix.requirement} from the PyTorch index ({fix.index_path}), "
-            "with its matching CUDA wheels")
+    return (f"install the {fix.variant} variant: {' '.join(map(str, fix.requirements))} from the PyTorch index "
+            f"({fix.index_path}), with {'their' if fix.companions else 'its'} matching CUDA wheels")
 
 
 def _conda_install(fix: f.CondaInstall) -> str:
