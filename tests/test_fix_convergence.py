@@ -468,8 +468,8 @@ def test_a_constraint_keeps_what_the_metadata_leaves_open(world, elf_builder):
 
 def test_a_torch_variant_converges(world, cuda_index):
     """torch 2.14.1 as the regular index builds it (CUDA 13, no code for compute capability 6.1) on a GTX
-    1080: the fix is torch's cu126 variant from the PyTorch-style index; installed with pip from
-    there, the arch-coverage error is gone and no new error appears."""
+    1080: the fix uninstalls torch's CUDA 13 wheels, then installs torch's cu126 variant from the
+    PyTorch-style index; applied with pip, the arch-coverage error is gone and no new error appears."""
     world.pip_online(["install", "torch==2.14.1"], cuda_index.index_url)
     world.torch_index_base = cuda_index.torch_index_base
     world.host = HostFacts("Linux", "x86_64",
@@ -478,7 +478,8 @@ def test_a_torch_variant_converges(world, cuda_index):
                            (Gpu(ComputeCapability(6, 1), "override:--gpu", 0),))
     before = world.judge()
     [coverage] = [x for x in before.findings if x.check == "arch-coverage" and x.severity == "error"]
-    [variant] = list(f.actions(coverage.fix))
+    uninstall, variant = list(f.actions(coverage.fix))  # torch's CUDA 13 wheels go first: pip would keep them
+    assert isinstance(uninstall, f.PipUninstall) and "nvidia-cuda-runtime" in uninstall.names
     assert isinstance(variant, f.TorchVariant) and variant.variant == "cu126"
     after = converges(world, coverage, before)
     assert [shown(x) for x in after.findings if x.severity == "error"] == []
