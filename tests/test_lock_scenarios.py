@@ -374,6 +374,10 @@ def test_cupy_alone_on_a_host_given_by_flags_gets_its_ctk_extra(lock_cli, tmp_pa
     assert {"nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cufft-cu12", "nvidia-curand-cu12",
             "nvidia-cusolver-cu12", "nvidia-cusparse-cu12", "nvidia-cuda-nvrtc-cu12"} <= set(versions)
     assert_one_major(versions, 12)
+    # the index's cuSPARSE wheel has no row in the table (another file name): the lock reads it, finds
+    # it binds __nvJitLinkComplete_12_9 and takes nvJitLink 12.9, as the row gives on the registry
+    # (before, it paired it with the driver's nvJitLink 12.4.127, whose library lacks that name)
+    assert Version(versions["nvidia-nvjitlink-cu12"]) >= Version("12.9")
 
 
 def test_cupy_beside_torch_takes_torchs_libraries_and_no_extra(lock_cli):

@@ -284,3 +284,18 @@ def test_lock_check_offline_names_a_wheel_whose_facts_are_not_cached(hermetic, t
     code, out = driver_floor(capsys, ["lock", "--check", str(remote), *python, "--offline", *DRIVER_470])
     assert code == 3 and out.strip().splitlines() == [
         f"cudaresolve: error: --offline: the binary facts of {fetch_wheel('ale-py==0.12.1').name} are not in the cache"], out
+
+
+def test_a_component_release_without_a_row_is_read_when_its_component_binds_versioned_symbols():
+    """cuSPARSE binds nvJitLink's versioned names (`__nvJitLinkGetErrorLogSize_12_9`), which only a
+    release's own bytes tell: one the table lacks is read; the CUDA runtime binds none, so its CUDA
+    (by name and version) is all the plan needs of it."""
+    from cudaresolve.resolve.planned import judged_by_binaries
+
+    [row] = [w for w in wheel_facts.releases("nvidia-cusparse-cu12", "x86_64") if w.version == "12.5.10.65"]
+    assert judged_by_binaries(row.name, Version(row.version), row.filename, "x86_64")  # its row
+    absent = "nvidia_cusparse_cu12-12.9.99.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    assert wheel_facts.find("nvidia-cusparse-cu12", "12.9.99.1", absent) is None
+    assert judged_by_binaries("nvidia-cusparse-cu12", Version("12.9.99.1"), absent, "x86_64")
+    runtime = "nvidia_cuda_runtime_cu12-12.99.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    assert not judged_by_binaries("nvidia-cuda-runtime-cu12", Version("12.99.1"), runtime, "x86_64")

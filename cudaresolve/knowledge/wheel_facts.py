@@ -181,6 +181,12 @@ def machines() -> tuple[str, ...]:
     return tuple(sorted({w.machine for w in load()}))
 
 
+def binds_versioned(name: str, machine: str) -> bool:
+    """Whether any release of `name` the table holds binds another wheel's versioned symbols (cuSPARSE
+    binds nvJitLink's `__nvJitLink*_12_9`): a release of it without a row is read, not assumed free of them."""
+    return any(bind.min_version for row in releases(name, machine) for member in row.member for bind in member.binds)
+
+
 def min_provider_release(name: str, version: str, filename: Optional[str] = None, machine: Optional[str] = None) -> Mapping[str, str]:
     """Provider file -> the newest release any member's versioned symbol names imply ({} when none or unknown)."""
     row = find(name, version, filename, machine)

@@ -23,7 +23,7 @@ from packaging.version import Version
 
 from cudaresolve.binary.facts import Symbol
 from cudaresolve.binary.loader import min_provider_version
-from cudaresolve.binary.wheel import split_symbol
+from cudaresolve.binary.wheel import WheelFacts, split_symbol
 from cudaresolve.env.environment import Environment, extras_named
 from cudaresolve.knowledge import components, wheel_facts
 from cudaresolve.resolve.candidates import Candidate
@@ -46,6 +46,28 @@ def binary_requirements(name: str, version: Version, filename: Optional[str], ma
             (None, None),
         )
         origin = BinaryNeed(consumer, False, soname, floor, file=binding[0], symbol=binding[1])
+        yield from _as_needs(origin, exclude=name)
+
+
+def read_needed(name: str, version: Version, filename: str, machine: str) -> bool:
+    """A release of an NVIDIA component the table has no row for, of a component whose releases bind
+    another wheel's versioned symbols (cuSPARSE binds nvJitLink's): only its own bytes give the floor,
+    so its wheel is read (`wheel_binary_requirements`), not assumed to bind nothing."""
+    return (bool(components.for_dist(name)) and wheel_facts.find(name, str(version), filename) is None
+            and wheel_facts.binds_versioned(name, machine))
+
+
+def wheel_binary_requirements(name: str, version: Version, facts: WheelFacts) -> Iterator[Need]:
+    """What a wheel's own ELF files bind by versioned symbol name: per provider soname, the newest release."""
+    consumer = CandidateRef(canonicalize_name(name), version)
+    newest: dict[str, BinaryNeed] = {}
+    for member in facts.members:
+        for symbol in member.undefined:
+            floor = min_provider_version(symbol)
+            if floor is not None and symbol.file and (symbol.file not in newest or floor > newest[symbol.file].floor):
+                newest[symbol.file] = BinaryNeed(consumer, False, symbol.file, floor, file=member.path.split("!", 1)[-1],
+                                                 symbol=symbol.name)
+    for _, origin in sorted(newest.items()):
         yield from _as_needs(origin, exclude=name)
 
 

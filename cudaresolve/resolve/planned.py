@@ -25,6 +25,7 @@ from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
 from cudaresolve.knowledge import components, wheel_facts
 from cudaresolve.resolve.candidates import Candidate
+from cudaresolve.resolve.needs import read_needed
 
 PLANNED = "cudaresolve (planned)"  # the INSTALLER a planned distribution reports
 
@@ -160,13 +161,17 @@ def judged_by_binaries(name: str, version: Version, filename: str, machine: str)
       release of the host, so both wheels are read to judge the pair.
 
     An NVIDIA component's CUDA is data by name and version (data/components.toml): it joins with
-    the table's row for it, or its metadata alone. Other wheels join the plan with their metadata
-    alone (their files are judged by `doctor` after install)."""
+    the table's row for it; a release without a row is read when the component binds another
+    wheel's versioned symbols (cuSPARSE: nvJitLink's), whose floor only its own bytes give, and
+    otherwise joins with its metadata alone. Other wheels join the plan with their metadata alone
+    (their files are judged by `doctor` after install)."""
     if components.carries_own_runtime(name) or _plugin_or_host(name):
         return True
     if wheel_facts.find(name, str(version), filename) is not None:
         return True
-    return bool(wheel_facts.releases(name, machine)) and not components.for_dist(name)
+    if components.for_dist(name):
+        return read_needed(name, version, filename, machine)
+    return bool(wheel_facts.releases(name, machine))
 
 
 def _plugin_or_host(name: str) -> bool:

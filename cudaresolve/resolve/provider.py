@@ -32,11 +32,13 @@ from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from resolvelib import AbstractProvider
 
+from cudaresolve.binary.wheel import WheelError
 from cudaresolve.env.environment import extras_named
 from cudaresolve.index.access import PackageIndex
+from cudaresolve.index.cache import OfflineMiss
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.lock import PreRelease
-from cudaresolve.resolve.needs import binary_requirements
+from cudaresolve.resolve.needs import binary_requirements, read_needed, wheel_binary_requirements
 from cudaresolve.resolve.reasons import ExtrasOf, Need, NoExtra, PreReleaseNotAllowed, Rejection, RequiredBy
 
 if TYPE_CHECKING:
@@ -164,6 +166,12 @@ class Provider(_ProviderBase):
                 if extra is not None:  # an installed extra that counts as chosen keeps its needs
                     needs.append(Need(requirement, RequiredBy(parent, extra)))
         filename = candidate.file.filename if candidate.file else None
+        if candidate.file is not None and read_needed(candidate.name, candidate.version, candidate.file.filename, self.finder.machine):
+            try:
+                facts = self.index.binary_facts(candidate.file)
+            except (WheelError, OfflineMiss):
+                return needs  # unread: the plan's judge reads it again and says why
+            return needs + list(wheel_binary_requirements(candidate.name, candidate.version, facts))
         return needs + list(binary_requirements(candidate.name, candidate.version, filename, self.finder.machine))
 
     def _requires(self, candidate: Candidate) -> Sequence[Requirement]:
