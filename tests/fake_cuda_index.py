@@ -321,14 +321,16 @@ def _torchvision_library(variant: torch.TorchVariant) -> Library:
 
 
 def _xformers_library() -> Library:
-    """xformers/_C.so: CUDA 12 device code linking libcudart.so.12, with an RPATH to the CUDA 12 runtime
-    wheel's directory (so a CUDA 12 torch variant's runtime is the one it finds)."""
+    """xformers/_C.so: CUDA 12 device code linking libcudart.so.12 with no path to it, as the real
+    0.0.35 _C.so (readelf -d: no RPATH/RUNPATH): it finds the runtime torch's import has loaded, a
+    CUDA 12 torch variant's own or, beside CUDA 13 torch, nvidia/cuda_runtime/lib/libcudart.so.12
+    that torch's sys.path preload loads when nvidia-cuda-runtime-cu12 is installed."""
     _, _, major, sass, ptx_arch = XFORMERS
     row = components.for_component("cudart", major)[0]
     entries = [entry(2, sm, cubin(sm), version=(1, 7)) for sm in sass]
     entries.append(entry(1, ptx_arch, ptx(f"sm_{ptx_arch}", "8.0"), version=(8, 0), header_size=80))
-    return Library("xformers/_C.so", "_C.so", (), ((row.sonames[0], "cudaLaunchKernel"),),
-                   ("$ORIGIN/../" + row.lib_dir,), fatbin=container(*entries))
+    return Library("xformers/_C.so", "_C.so", (), ((row.sonames[0], "cudaLaunchKernel"),), (),
+                   fatbin=container(*entries))
 
 
 def _component_libraries(component: components.Component, cuda: tuple[int, int]) -> tuple[Library, ...]:

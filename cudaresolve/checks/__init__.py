@@ -36,7 +36,7 @@ from cudaresolve.checks.linking import (
 )
 from cudaresolve.checks.loading import PackageLoad, load_packages
 from cudaresolve.checks.metadata import check_metadata_vs_binary
-from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors
+from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors, check_preloaded_majors
 from cudaresolve.checks.ownership import check_owned_twice
 from cudaresolve.checks.plugin_hosts import check_plugin_hosts
 from cudaresolve.checks.problems import BinaryFactsUnreadable, HostUnknown, Unreadable
@@ -94,6 +94,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_dlsym_needs(env, builds)
     findings += check_mixed_majors(env, builds, host)
     findings += check_companion_majors(env, host)
+    findings += check_preloaded_majors(env, host)
     findings += check_advisories(env, host, builds)
     findings += check_metadata_vs_binary(env)
     findings += check_build_floors(env)

@@ -241,8 +241,21 @@ class SharedBy:
     on_disk: Optional[str]
 
 
+@dataclass(frozen=True)
+class SearchPicks:
+    """A library a package's own sys.path search loads by path, found in `directory` before its build's
+    own copy (`own`, None when it has none) in `own_directory`."""
+
+    soname: str
+    picked: str
+    owner: str  # the wheel that installed it
+    directory: str  # relative to the sys.path entry ("nvidia/cusparse/lib")
+    own_directory: Optional[str]  # the build's own major's directory ("nvidia/cu13/lib"), if it has one
+    own: Optional[str]
+
+
 Evidence = Union[
     Said, File, Owned, More, MoreOf, InstalledBy, LoaderError, Unfound, LoadedByCall, Needs, LoaderPicks, BridgeSymbols, Chosen,
     EnvironmentCopy, LoadedBy, CopyUse, NoCodeFor, DependenciesFailToo, FamilyFailsToo, BuiltWith, CudaRuntimeIn, HostDriver, MajorUsers,
-    LinksOtherMajor, References, SymbolNeed, FileBytes, SharedBy,
+    LinksOtherMajor, References, SymbolNeed, FileBytes, SharedBy, SearchPicks,
 ]

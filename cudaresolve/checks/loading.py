@@ -11,7 +11,9 @@ libcudart.so.13 with no path to them, and find them because `import torch` has l
 package whose preloader lists `on_import` files is loaded before the others, and every library
 those files load counts as already loaded, by soname, for the packages that require it
 (Requires-Dist, transitively) or import it undeclared (`imported_by`): no search path is consulted
-for them, so nothing can shadow them.
+for them, so nothing can shadow them. So does every library torch's own sys.path search loads
+(`sys_path` of its row: nvidia/cuda_runtime/lib/libcudart.so.12 of a CUDA 12 wheel beside torch's
+CUDA 13 serves xformers' CUDA 12 extension), whatever torch's own files need.
 
 A package whose own loader opens plugins by path from a directory (OpenMM's plugin directory,
 data/components.toml [plugin_hosts]) has those files loaded after its import, one dlopen each in
@@ -92,9 +94,14 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
         for root in by_owner[owner]:
             builds.setdefault(build_of(env, owner, root), []).append(root)
         preloaded = dict(loader.preloaded)
+        searched: dict[str, str] = {}  # what its own sys.path search loads, every library of it (torch)
         if preloader is not None and preloader.on_call is None:  # a call-dependent preload is not assumed
             found = env.preloads.get(owner or "", {})
-            preloaded.update(_preloaded(preloader, found, needed[owner]))
+            if dist is not None and components.sys_path_preload(dist.name, dist.version) is not None:
+                searched = dict(found)
+                preloaded.update(searched)
+            else:
+                preloaded.update(_preloaded(preloader, found, needed[owner]))
         first = tuple(required for required in _required(env, owner) if required in imported)
         for required in first:  # imported before this package's extensions
             preloaded.update(imported[required])
@@ -105,7 +112,7 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
                 loads.append(PackageLoad(owner, tuple(roots), result, preloader,
                                          tuple(foreign[owner]) if build is None else (), build, first))
                 if build is None and preloader is not None and preloader.on_import and owner:
-                    imported[owner] = _loaded_by_import(env, result, preloader.on_import)
+                    imported[owner] = {**searched, **_loaded_by_import(env, result, preloader.on_import)}
     hosts = {row.host: row for row in hosted.values()}
     for name, row in sorted(hosts.items()):
         host_load = next((load for load in loads if load.dist == name and load.build is None), None)

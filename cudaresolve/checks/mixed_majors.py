@@ -7,6 +7,8 @@ knowledge/; the findings are values, output/ words them.
 
 from __future__ import annotations
 
+import fnmatch
+import os
 from collections import defaultdict
 from typing import Iterable, Optional
 
@@ -20,10 +22,12 @@ from cudaresolve.checks.builds import CudaBuild, build_of, major_needs
 from cudaresolve.checks.dependencies import TORCH, following_torch, pulled_in
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.problems import CompanionMajors, MixedMajors
+from cudaresolve.checks.problems import CompanionMajors, Installed, MixedMajors, PreloadedOtherMajor
 from cudaresolve.checks.subjects import Scope, Subject, subject
 from cudaresolve.checks.suggest import driver_runs, torch_variant_fix
+from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.preloads import runtime_major
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, cupy
 from cudaresolve.knowledge.wheel_facts import Wheel
@@ -168,6 +172,73 @@ def check_companion_majors(env: Environment, host: HostFacts) -> list[Finding]:
             )
         )
     return findings
+
+
+def check_preloaded_majors(env: Environment, host: HostFacts) -> list[Finding]:
+    """Libraries a package's own sys.path search loads (torch 2.14's _preload_cuda_deps: `sys_path` of
+    its row) from another CUDA major's wheel, under sonames the package's files link: the search takes
+    nvidia/<folder>/lib before nvidia/cu<major>/lib, so beside JAX's CUDA 12 wheels torch's CUDA 13
+    build binds nvidia-cusparse-cu12's libcusparse.so.12. A file two wheels install is left to
+    owned-twice. One finding per package and major; the fix: uninstall those wheels where nothing else
+    installed requires them, or move torch to the variant of that major, whose libraries they serve."""
+    findings = []
+    for dist in env.distributions:
+        preload = components.sys_path_preload(dist.name, dist.version)
+        picked = env.preloads.get(dist.name, {})
+        if preload is None or not picked:
+            continue
+        links = {elf.path: elf.facts.needed for elf in env.elf_files if elf.owner == dist.name and elf.facts is not None}
+        needed = {name for names in links.values() for name in names}
+        major = runtime_major(needed)
+        if major is None:
+            continue
+        by_major: dict[int, list[tuple[str, str, Distribution]]] = defaultdict(list)
+        for soname, path in picked.items():
+            elf = env.elf_file(path)
+            if soname not in needed or elf is None or len(elf.owners) != 1 or elf.owner is None:
+                continue
+            owner = env.distribution(elf.owner)
+            rows = components.for_dist(elf.owner, str(owner.version)) if owner is not None else ()
+            if owner is not None and rows and rows[0].cuda_major != major:
+                by_major[rows[0].cuda_major].append((soname, path, owner))
+        for other, found in sorted(by_major.items()):
+            evidence: list[e.Evidence] = []
+            for soname, path, owner in found:
+                library = next(lib for lib in preload.libraries if fnmatch.fnmatchcase(soname, lib.file))
+                own = next((copy.path for copy in env.with_soname(soname) if copy.owner
+                            and any(row.cuda_major == major for row in components.for_dist(copy.owner))), None)
+                evidence.append(e.SearchPicks(
+                    soname, path, owner.name, os.path.relpath(os.path.dirname(path), _entry_of(env, path)),
+                    next((part.format(folder=library.folder, major=major) for part in preload.dirs if "{major}" in part),
+                         None), own))
+                evidence += [e.Needs(file, (soname,)) for file, names in links.items() if soname in names][:2]
+            wheels = sorted({owner.name: owner for _, _, owner in found}.values(), key=lambda d: d.name)
+            findings.append(Finding(
+                Check.MIXED_MAJORS, Severity.ERROR, subject(env, dist.name),
+                PreloadedOtherMajor(tuple(soname for soname, _, _ in found),
+                                    tuple(Installed(w.name, w.version) for w in wheels), other, major),
+                tuple(evidence),
+                _preload_fix(env, dist.name, [w.name for w in wheels], other, host),
+            ))
+    return findings
+
+
+def _entry_of(env: Environment, path: str) -> str:
+    """The site-packages directory `path` lies under (its sys.path entry)."""
+    return next((site for site in env.target.site_packages if path.startswith(site.rstrip("/") + "/")),
+                os.path.dirname(path))
+
+
+def _preload_fix(env: Environment, consumer: str, wheels: list[str], major: int, host: HostFacts) -> Optional[f.Fix]:
+    """Uninstalling the other major's wheels where nothing else installed requires them; else (or also)
+    the consumer's variant of that major (torch's), whose build the picked libraries serve."""
+    options: list[f.Fix] = []
+    if not any(set(wheels) & env.requires_names(d) for d in env.distributions if d.name not in {*wheels, consumer}):
+        options.append(f.PipUninstall(tuple(NormalizedName(wheel) for wheel in wheels)))
+    variant = torch_variant_fix(env.distribution(consumer), host, env, major) if consumer == TORCH else None
+    if variant is not None:
+        options.append(variant)
+    return _either(tuple(options)) if options else None
 
 
 def _either(options: tuple[f.Fix, ...]) -> f.Fix:

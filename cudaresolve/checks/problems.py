@@ -282,6 +282,17 @@ class CompanionMajors:
 
 
 @dataclass(frozen=True)
+class PreloadedOtherMajor:
+    """A package's own sys.path search (torch's _preload_cuda_deps) loads another CUDA major's wheel
+    copies of libraries its files link by soname: they bind those copies, not their own major's."""
+
+    sonames: tuple[str, ...]  # in load order
+    wheels: tuple[Installed, ...]  # the wheels that installed them, sorted by name
+    picked_major: int
+    major: int  # the CUDA major of the package's build
+
+
+@dataclass(frozen=True)
 class CompilerCannotTargetGpu:
     """A package compiles its kernels at run time with a compiler release (data/compilers.toml) whose
     arch list lacks a visible GPU's (NVRTC 13 on compute capability 6.1: NVRTC_ERROR_INVALID_OPTION)."""
@@ -394,7 +405,7 @@ Problem = Union[
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnlyBuild, UnusedBridge, Shadowed,
     DuplicateBuilds, PrivateCopies, NoKernelImage,
-    OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, KnownBadRelease,
+    OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
     OwnedTwice,
 ]

@@ -8,6 +8,7 @@ found depends on which files exist, so the builder of an `Environment` answers i
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional
@@ -109,5 +110,44 @@ def preloaded_libraries(
                 )
             if path:
                 found[soname] = path
+                break
+    return found
+
+
+def runtime_major(needed: Iterable[str]) -> Optional[int]:
+    """The CUDA major of the runtime these files link (libcudart.so.13: 13); None when they link none
+    or several."""
+    majors = {row.cuda_major for soname in needed for row in components.for_soname(soname) if row.name == "cudart"}
+    return next(iter(majors)) if len(majors) == 1 else None
+
+
+def sys_path_libraries(
+    preload: components.SysPathPreload,
+    cuda_major: int,
+    entries: Iterable[str],
+    files_in: Callable[[str], Iterable[str]],
+) -> dict[str, str]:
+    """file name -> path of each library `preload` loads, in its load order: for each library, the
+    first of `entries` (sys.path, in order) with a match in one of the preload's directories, and there
+    the first directory in the preload's order (torch 2.14's _get_cuda_dep_paths): so another CUDA
+    major's wheel in nvidia/<folder>/lib is taken before the build's own nvidia/cu<major>/lib.
+    `files_in` lists a directory's file names. glob's order within one directory is the file
+    system's; the names are taken sorted."""
+    found: dict[str, str] = {}
+    entries = tuple(entries)
+    for library in preload.libraries:
+        for entry in entries:
+            path = next(
+                (
+                    os.path.join(entry, directory, name)
+                    for template in preload.dirs
+                    for directory in (template.format(folder=library.folder, major=cuda_major),)
+                    for name in sorted(files_in(os.path.join(entry, directory)))
+                    if fnmatch.fnmatchcase(name, library.file)
+                ),
+                None,
+            )
+            if path is not None:
+                found.setdefault(os.path.basename(path), path)
                 break
     return found

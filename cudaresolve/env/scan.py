@@ -23,7 +23,7 @@ from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, 
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.ownership import shared_files
-from cudaresolve.env.preloads import preloaded_libraries, read_wheel_list
+from cudaresolve.env.preloads import preloaded_libraries, read_wheel_list, runtime_major, sys_path_libraries
 from cudaresolve.env.tree import distinct_directories, shared_object_entries
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.knowledge import components
@@ -134,9 +134,12 @@ def preloads_of(
     distributions: Iterable[Distribution], elf_files: Iterable[ElfFile], site_packages: tuple[str, ...],
     conda_prefix: Optional[str],
     exists: Callable[[str], bool] = os.path.isfile,
+    files_in: Optional[Callable[[str], Iterable[str]]] = None,
 ) -> dict[str, dict[str, str]]:
     """For each distribution with a preloader: where it finds each CUDA library its files need
-    (`exists` says where a file is: the disk for an installed environment, the plan for a lock)."""
+    (`exists` says where a file is: the disk for an installed environment, the plan for a lock), or,
+    for a package whose own code searches sys.path (torch), every library that search loads
+    (`files_in` lists a directory's file names, the disk's by default)."""
     needed: dict[str, set[str]] = {}
     for elf in elf_files:
         if elf.facts is not None and elf.owner is not None:
@@ -145,6 +148,12 @@ def preloads_of(
     installed = {d.name: d.version for d in distributions}
     for dist in distributions:
         preloader = components.preloader_for(dist.name, dist.version)
+        sys_path = components.sys_path_preload(dist.name, dist.version)
+        if sys_path is not None and dist.name in needed:
+            major = runtime_major(needed[dist.name])
+            if major is not None:  # a CUDA build: its import loads libcudart first, then preloads
+                preloads[dist.name] = sys_path_libraries(sys_path, major, site_packages, files_in or listdir)
+            continue
         if preloader is not None and dist.name in needed:
             listed = None
             if preloader.wheel_list is not None:  # read from the disk: a planned wheel's list is not there
@@ -155,6 +164,14 @@ def preloads_of(
                 needed[dist.name], preloader, site_packages, conda_prefix, exists, listed
             )
     return preloads
+
+
+def listdir(directory: str) -> list[str]:
+    """The names in `directory`; none when it is absent or unreadable."""
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
 
 
 def owners_by_path(distributions: Iterable[Distribution]) -> dict[str, tuple[str, ...]]:

@@ -83,6 +83,34 @@ class PythonCall:
         return f"{self.module}.{self.function}()"
 
 
+def _sys_path_dir(template: str) -> None:
+    if template.startswith("/") or ".." in template.split("/") or not set(template) - set("/"):
+        raise UsageError(f"expected a directory under a sys.path entry, got {template!r}")
+    try:
+        template.format(folder="f", major=0)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise UsageError(f"{template!r}: only {{folder}} and {{major}} may be filled in ({exc})") from None
+
+
+@dataclass(frozen=True)
+class SysPathLibrary:
+    folder: str  # the component's folder name ("cusparse": nvidia/cusparse/lib)
+    file: str  # a glob of the file name ("libcusparse.so.*[0-9]")
+
+
+@dataclass(frozen=True)
+class SysPathPreload:
+    """Libraries a package's own Python code loads by path, each from the first sys.path entry that
+    holds a match (torch's `_preload_cuda_deps`): whichever CUDA major's wheel that file belongs to."""
+
+    versions: str = field(metadata=SPECIFIER)  # the releases of the package that do it this way
+    # Under each sys.path entry, in order: {folder} is the library's folder, {major} the CUDA major of
+    # the runtime the package's build links (torch.version.cuda)
+    dirs: tuple[str, ...] = field(metadata=records.check(_sys_path_dir))
+    libraries: tuple[SysPathLibrary, ...]  # in load order
+    when: str  # the condition, as read
+
+
 @dataclass(frozen=True)
 class Preloader:
     """A package that loads CUDA libraries by absolute path before its extension modules."""
@@ -103,6 +131,7 @@ class Preloader:
     # The package's own list of what it preloads, under site-packages (CuPy 13's cupy/.data/_wheel.json):
     # of `libraries`, only those it lists are loaded, from a wheel of its CUDA major no older than listed
     wheel_list: Optional[str] = None
+    sys_path: Optional[SysPathPreload] = None  # what its Python code loads from sys.path at import
     note: Optional[str] = None
 
 
@@ -462,6 +491,14 @@ def imports_undeclared(preloader: Preloader, dist: str, version: Version) -> boo
 def preloader_for(dist: str, version: Version) -> Optional[Preloader]:
     """The preloader whose `applies_to` names this distribution (canonical name) at this version."""
     return next((p for p in preloaders() if _names(p.applies_to, dist, version)), None)
+
+
+def sys_path_preload(dist: str, version: Version) -> Optional[SysPathPreload]:
+    """What this distribution's import loads from sys.path by its own search, at this release."""
+    row = preloader_for(dist, version)
+    if row is None or row.sys_path is None or not SpecifierSet(row.sys_path.versions).contains(version, prereleases=True):
+        return None
+    return row.sys_path
 
 
 def conda_prefix_dirs(component: str) -> tuple[str, ...]:

@@ -344,6 +344,10 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
                                     "two CUDA runtimes in one process do not share contexts, memory or streams"),
     p.CompanionMajors: lambda problem: (f"links CUDA {', '.join(map(str, problem.needs))} libraries, but the "
                                         f"environment's wheels of them are CUDA {', '.join(map(str, problem.installed))}"),
+    p.PreloadedOtherMajor: lambda problem: (
+        f"its import loads CUDA {problem.picked_major} builds of {', '.join(problem.sonames)} "
+        f"({', '.join(f'{w.name} {w.version}' for w in problem.wheels)}), which its CUDA {problem.major} build "
+        f"links: its own search for CUDA libraries finds them first, and its libraries bind them"),
     p.KnownBadRelease: lambda problem: f"known problem {problem.advisory}: {problem.symptom}",
     p.MetadataAdmitsOlder: _metadata_admits_older,
     p.BelowBuildFloor: _below_build_floor,
@@ -468,6 +472,9 @@ _EVIDENCE: dict[type, Callable[..., str]] = {
     e.Unfound: _unfound,
     e.LoadedByCall: lambda item: f"{item.consumer} needs {item.needed}; {item.module}.{item.function}() loads {item.path}",
     e.Needs: lambda item: f"{item.file} needs {', '.join(item.names)}",
+    e.SearchPicks: lambda item: (f"{item.picked} (from {item.owner}) is loaded for {item.soname}: the search looks in "
+                                 f"{item.directory} first" + (f", before {item.own_directory}" if item.own_directory else "")
+                                 + (f", where its own {item.own} is" if item.own else "")),
     e.LoaderPicks: _loader_picks,
     e.BridgeSymbols: _bridge_symbols,
     e.Chosen: lambda item: f"{item.consumer} needs {item.needed}: chosen {item.path} ({item.step})",

@@ -20,7 +20,7 @@ from cudaresolve.binary.wheel import WheelError
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.ownership import Claim, SharedFile
-from cudaresolve.env.scan import preloads_of
+from cudaresolve.env.scan import listdir, preloads_of
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
 from cudaresolve.knowledge import components, wheel_facts
@@ -84,6 +84,9 @@ def planned_environment(
     )
     elf_files.sort(key=lambda e: e.path)
     planned_paths = {e.path for e in elf_files}
+    planned_names: dict[str, set[str]] = {}  # directory -> the plan's file names there, for a search by listing
+    for path in planned_paths:
+        planned_names.setdefault(os.path.dirname(path), set()).add(os.path.basename(path))
     return replace(
         installed,
         distributions=tuple(distributions),
@@ -92,6 +95,7 @@ def planned_environment(
         preloads=preloads_of(
             distributions, elf_files, installed.target.site_packages, installed.preload_prefix,
             lambda path: path in planned_paths or os.path.isfile(path),
+            lambda directory: {*planned_names.get(directory, ()), *listdir(directory)},
         ),
     )
 
