@@ -84,6 +84,36 @@ def test_cudnn_below_the_active_extras_floor_is_an_error_naming_both(tmp_path, c
     assert floor["problem"]["type"] == "below-build-floor"
 
 
+def test_on_a_gpu_the_newest_cudnn_lacks_the_fix_names_the_release_in_range_that_runs(tmp_path, capsys):
+    """On a GTX 1080 (6.1) pip's pick from the plugin's range, cuDNN 9.28, has no sm_61 code: the
+    printed range would trade this error for "no kernel image". The fix names the newest release in
+    the range whose device code the wheel-facts table says runs there (9.10.2.21 carries sm_61);
+    a GPU the newest one covers keeps the range (the test above)."""
+    capsys.readouterr()
+    code = main(["doctor", "--site-packages", str(site(tmp_path, "9.5.1.17")), "--json",
+                 "--driver", "580.65.06", "--gpu", "6.1"])
+    [floor] = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["check"] == "build-floor"]
+    assert code == 2
+    assert floor["fix"] == ('pip install "nvidia-cudnn-cu12==9.10.2.21" (in the range jax-cuda12-plugin 0.7.2 '
+                            "[with-cuda] requires, the newest release in cudaresolve's table whose device code "
+                            "runs on compute capability 6.1)")
+
+
+def test_a_driver_pin_keeps_to_the_floors_of_an_extra_the_downgrade_broke(tmp_path, capsys):
+    """On driver 535 (CUDA 12.2) the CUDA 12.8/12.9 wheels run by minor-version compatibility and
+    the warning offers pins to CUDA 12.2. The plugin's [with-cuda] holds nvcc at >= 12.6.85 although
+    the cuDNN downgrade left that extra unmet: no pin below it (12.2.140) is offered; cuBLAS, whose
+    floor 12.1.3.1 admits CUDA 12.2's 12.2.5.6, is still pinned."""
+    capsys.readouterr()
+    code = main(["doctor", "--site-packages", str(site(tmp_path, "9.5.1.17")), "--json",
+                 "--driver", "535.104.05", "--gpu", "8.0"])
+    fixes = {f["subject"]: f["fix"] for f in json.loads(capsys.readouterr().out)["findings"]
+             if f["check"] == "driver-floor"}
+    assert code == 2
+    assert fixes["nvidia-cuda-nvcc-cu12 12.8.93"] == "upgrade the driver to >= 570.26 for native support"
+    assert 'pip install "nvidia-cublas-cu12==12.2.5.6"' in fixes["nvidia-cublas-cu12 12.8.4.1"]
+
+
 def test_the_human_report_names_cudnn_the_consumer_and_the_floor(tmp_path, capsys):
     capsys.readouterr()
     code = main(["doctor", "--site-packages", str(site(tmp_path, "9.5.1.17")), *GPU])

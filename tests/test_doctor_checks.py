@@ -526,6 +526,22 @@ def test_libraries_of_an_opt_in_feature_lacking_a_gpu_are_one_warning_naming_the
         f"{SP}/nvidia/nvshmem/lib/libnvshmem_host.so.3", f"{SP}/torch/lib/libtorch_nvshmem.so"]
 
 
+def test_an_opt_in_feature_is_the_installed_package_s():
+    """NVSHMEM beside JAX without torch (jax[cuda12] on a GTX 1080) serves XLA's opt-in collectives,
+    not torch's symmetric memory: the warning names the plugin, never a torch that is not installed.
+    With no package installed that uses it as an opt-in, the library is judged as any other."""
+    nvshmem = elf("nvidia/nvshmem/lib/libnvshmem_host.so.3", "nvidia-nvshmem-cu12", fatbin=fatbin("sm_70", "sm_90"))
+    env = environment(dist("jax-cuda12-plugin", "0.10.2", "nvidia-nvshmem-cu12"), dist("nvidia-nvshmem-cu12", "3.8.0"),
+                      elf_files=(nvshmem,))
+    [finding] = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1"))
+    assert (finding.severity, finding.subject) == ("warning", "jax-cuda12-plugin 0.10.2")
+    assert finding.message == ("opt-in feature unavailable on compute capability 6.1: NVSHMEM collectives "
+                               "(XLA flag --xla_gpu_experimental_enable_nvshmem) has no kernel image for it")
+    env = environment(dist("nvidia-nvshmem-cu12", "3.8.0"), elf_files=(nvshmem,))
+    [finding] = check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1"))
+    assert (finding.severity, finding.subject) == ("error", "nvidia-nvshmem-cu12 3.8.0")
+
+
 def test_unreadable_device_code_is_said_not_taken_for_none():
     note = ".nv_fatbin: device code unreadable from container 7 (offset 0x1a2b0) on: entry chain overruns fat_size"
     damaged = FatbinSummary(sass=("sm_80",), entries=6, containers=6, sections=(".nv_fatbin",), damage=(note,))

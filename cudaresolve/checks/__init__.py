@@ -97,7 +97,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_preloaded_majors(env, host)
     findings += check_advisories(env, host, builds)
     findings += check_metadata_vs_binary(env)
-    findings += check_build_floors(env)
+    findings += check_build_floors(env, host)
     if host.driver.release is None and host.driver.cuda is None and not host.gpus:
         findings.append(
             Finding(

@@ -103,6 +103,7 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -
     failures: Failures = defaultdict(list)
     runs: set[tuple[Optional[str], ComputeCapability]] = set()
     opt_in: OptInFailures = defaultdict(list)
+    installed = {dist.name for dist in env.distributions}
     for elf in elf_files:
         fatbin = elf.facts.fatbin if elf.facts else None
         if fatbin is None or not (fatbin.sass or fatbin.ptx):
@@ -113,7 +114,7 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -
         if components.compiles_at_run_time(os.path.basename(elf.path)):
             continue  # its kernels are its compiler's (checks/compilers.py)
         owner = elf.owner
-        feature = components.opt_in_feature(elf.owner, os.path.basename(elf.path))
+        feature = components.opt_in_feature(elf.owner, os.path.basename(elf.path), installed)
         if feature is not None:
             for cc in ccs:
                 verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)

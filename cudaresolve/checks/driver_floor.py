@@ -1,8 +1,8 @@
 """driver-floor: a package built for a CUDA newer than the driver runs natively, by minor-version
 compatibility, or not at all ("CUDA driver version is insufficient for CUDA runtime version").
 
-May import: checks/ (builds, dependencies, metadata, releases, suggestions, findings), compat, env/,
-host/ and knowledge/; the findings are values, output/ words them.
+May import: checks/ (builds, dependencies, floors, metadata, releases, suggestions, findings), compat,
+env/, host/ and knowledge/; the findings are values, output/ words them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
 from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.floors import applicable_requirements
 from cudaresolve.checks.metadata import versioned_needs
 from cudaresolve.checks.problems import DriverTooOld, MinorVersionCompatibility
 from cudaresolve.checks.subjects import Subject
@@ -141,7 +142,9 @@ def _component_for_driver(env: Environment, build: CudaBuild, driver_cuda: Optio
 def _release_for_driver(env: Environment, build: CudaBuild, have: Optional[CudaVersion]) -> Optional[str]:
     """The newest release of the component of the driver's CUDA minor (nvJitLink and NVRTC by their
     CUDA-like versions, the others by the cuda-toolkit releases that pin them) that every installed
-    requirement on it admits and every binary of the environment can bind."""
+    requirement on it admits and every binary of the environment can bind. The requirements are those
+    the build-floor check applies, with the extras present: an extra broken by a downgrade
+    (jax-cuda12-plugin[with-cuda] beside cuDNN 9.5) still holds its nvcc at >= 12.6.85."""
     if not have:
         return None
     rows = components.for_dist(build.dist, build.version)
@@ -153,7 +156,7 @@ def _release_for_driver(env: Environment, build: CudaBuild, have: Optional[CudaV
     sonames = {s for row in rows for s in row.sonames}
     needed = [minimum for _, symbol, minimum in versioned_needs(env) if symbol.file in sonames]
     requirements = [
-        r for dist in env.distributions for r in env.requirements(dist) if canonicalize_name(r.name) == build.dist
+        r for dist in env.distributions for _, r in applicable_requirements(env, dist) if canonicalize_name(r.name) == build.dist
     ]
     for version in sorted(set(candidates), key=Version, reverse=True):
         if all(r.specifier.contains(version, prereleases=True) for r in requirements) and all(n <= have for n in needed):

@@ -445,11 +445,13 @@ class BuiltAgainst:
 
 @dataclass(frozen=True)
 class ConsumersRange:
-    """The range `distribution` `version` (with `extra`) requires, from its own metadata."""
+    """The range `distribution` `version` (with `extra`) requires, from its own metadata; with
+    `runs_on`, the newest release in it of the table whose device code runs on those GPUs."""
 
     distribution: str
     version: Version
     extra: Optional[str]
+    runs_on: tuple[ComputeCapability, ...] = ()
 
 
 @dataclass(frozen=True)

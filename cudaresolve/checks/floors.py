@@ -20,11 +20,17 @@ only requirement is the library below the floor looks the same whether it was as
 (jax-cuda12-plugin installed plain beside cuDNN 9.5), and the lock then treats it as not asked for
 too. A planned environment's extras (asked for in the lock) are active as they are.
 
-May import: checks/ (findings), env/ and knowledge/; the findings are values, output/ words them.
+The fix is the consumer's range, unless the newest release of it in the wheel-facts table lacks
+device code for the host's GPUs while an older one in the range has it (cuDNN 9.28 has no sm_61,
+9.10 has): then that release, or pip's pick from the range trades this error for no kernel image.
+
+May import: checks/ (findings, fixes, arch_coverage), env/, host/ and knowledge/; the findings are
+values, output/ words them.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator, Optional
 
 from packaging.requirements import Requirement
@@ -32,18 +38,20 @@ from packaging.specifiers import Specifier
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudaresolve.checks.arch_coverage import runs_on_host
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.fixes import BuiltAgainst, ConsumersRange, Explained, PipInstall
+from cudaresolve.checks.fixes import BuiltAgainst, ConsumersRange, Explained, Fix, PipInstall
 from cudaresolve.checks.problems import BelowBuildFloor
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment, extras_named
-from cudaresolve.knowledge import components
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import components, wheel_facts
 
 _LOWER = (">=", ">", "==", "~=")  # the operators that set a floor
 
 
-def check_build_floors(env: Environment) -> list[Finding]:
+def check_build_floors(env: Environment, host: Optional[HostFacts] = None) -> list[Finding]:
     """For each consumer and each CUDA library wheel its applicable requirements name: an error when
     the installed release is below the requirement's floor."""
     findings = []
@@ -64,7 +72,7 @@ def check_build_floors(env: Environment) -> list[Finding]:
                     Subject(distribution=NormalizedName(consumer.name), version=consumer.version),
                     BelowBuildFloor(library, NormalizedName(provider.name), provider.version, extra, wanted, floor),
                     (),
-                    Explained(PipInstall((wanted,)), ConsumersRange(consumer.name, consumer.version, extra)),
+                    in_range_that_runs(env, wanted, ConsumersRange(consumer.name, consumer.version, extra), host),
                 )
             )
     judged = {(f.subject.distribution, f.problem.provider) for f in findings if isinstance(f.problem, BelowBuildFloor)}
@@ -105,6 +113,23 @@ def recorded_floors(env: Environment) -> list[Finding]:
                     )
                 )
     return findings
+
+
+def in_range_that_runs(env: Environment, wanted: Requirement, why: ConsumersRange, host: Optional[HostFacts]) -> Fix:
+    """`pip install` of the consumer's range; where the table's newest release in it has no device
+    code for the host's GPUs but an older one in it has, that release instead."""
+    ranged = Explained(PipInstall((wanted,)), why)
+    if host is None or not host.visible_gpus:
+        return ranged
+    admitted = [w for w in wheel_facts.releases(wanted.name, host.machine)
+                if wanted.specifier.contains(w.version, prereleases=True)]
+    if not admitted or runs_on_host(env, admitted[0], host):
+        return ranged
+    chosen = next((w for w in admitted[1:] if runs_on_host(env, w, host)), None)
+    if chosen is None:
+        return ranged
+    ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
+    return Explained(PipInstall((Requirement(f"{chosen.name}=={chosen.version}"),)), replace(why, runs_on=ccs))
 
 
 def _release(text: str) -> Optional[Version]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Collection, Mapping, Optional
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -597,9 +597,11 @@ def optional_layer(dist: str, version: Version, soname: str) -> Optional[Optiona
                  if soname in layer.sonames and _names(layer.dists, dist, version)), None)
 
 
-def opt_in_feature(owner: Optional[str], file_name: str) -> Optional[OptIn]:
-    """The opt-in feature a library serves: owned by one of its distributions, or one of its files."""
-    return next((row for row in load().opt_in.features if owner in row.dists or file_name in row.files), None)
+def opt_in_feature(owner: Optional[str], file_name: str, installed: Collection[str]) -> Optional[OptIn]:
+    """The opt-in feature a library serves (owned by one of its distributions, or one of its files)
+    for a package in `installed`: NVSHMEM beside JAX alone serves JAX's collectives, not torch's."""
+    return next((row for row in load().opt_in.features
+                 if (owner in row.dists or file_name in row.files) and row.of in installed), None)
 
 
 def primary_plugin(owner: Optional[str], file_name: str) -> Optional[PrimaryPlugin]:

@@ -185,8 +185,10 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.PreloadServes: lambda why: ("", f": it is loaded before everything and serves {why.soname}"),
     f.PickedOther: _picked_other,
     f.NoKnownRelease: lambda why: ("", f": {_no_known_release(why)}"),
-    f.ConsumersRange: lambda why: ("", f" (the range {why.distribution} {why.version}"
-                                       f"{f' [{why.extra}]' if why.extra else ''} requires)"),
+    f.ConsumersRange: lambda why: ("", f" ({'in ' if why.runs_on else ''}the range {why.distribution} {why.version}"
+                                       f"{f' [{why.extra}]' if why.extra else ''} requires"
+                                       + (f", the newest release in {TABLE} whose device code runs on {_gpus(why.runs_on)})"
+                                          if why.runs_on else ")")),
     f.BuiltAgainst: lambda why: ("", f" (the release {why.distribution} {why.version} was built against, "
                                      f"as its {why.record} records)"),
     f.MadeFor: lambda why: ("", f" (the {why.distribution} release made for {why.framework} {why.version})"),
