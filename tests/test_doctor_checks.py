@@ -336,6 +336,27 @@ def test_torch_extensions_failing_with_torch_fold_into_torch_and_move_with_its_v
     assert error.fix == FAMILY_CU126
 
 
+def test_the_variant_fix_reinstalls_a_twin_whose_files_its_uninstall_deletes():
+    """jax[cuda12], then torch: nvidia-cudnn-cu12 (JAX's) and -cu13 (torch's) install one libcudnn.so.9.
+    Uninstalling the cu13 wheel deletes that file, and pip counts the cu12 wheel as installed: the fix
+    reinstalls it after the variant (applied in the survey's stack: JAX's cuDNN files are back)."""
+    from cudaresolve.env.ownership import Claim, SharedFile
+
+    env = environment(
+        dist("torch", "2.14.1", "nvidia-cudnn-cu13==9.24.0.43"),
+        dist("nvidia-cudnn-cu13", "9.24.0.43"),
+        dist("nvidia-cudnn-cu12", "9.28.0.42"),
+        dist("jax-cuda12-plugin", "0.10.2", "nvidia-cudnn-cu12>=9.8"),
+        elf_files=(elf("torch/lib/libtorch_cuda.so", "torch", needed=("libcudart.so.13",), fatbin=fatbin("sm_75", "sm_120")),),
+    )
+    env = replace(env, shared_files=(SharedFile(f"{SP}/nvidia/cudnn/lib/libcudnn.so.9", (
+        Claim("nvidia-cudnn-cu12", Version("9.28.0.42"), "sha256=a"), Claim("nvidia-cudnn-cu13", Version("9.24.0.43"), "sha256=b"))),))
+    [error] = [f for f in check_arch_coverage(env, cuda_builds(env), host("580.65.06", "6.1")) if f.severity == "error"]
+    assert error.subject == "torch 2.14.1"
+    assert error.fix.startswith("pip uninstall nvidia-cudnn-cu13 (CUDA 13 wheels), then install the cu126 variant: ")
+    assert error.fix.endswith(', then pip install --force-reinstall --no-deps "nvidia-cudnn-cu12==9.28.0.42"')
+
+
 def test_a_torch_extension_failing_alone_gets_torchs_variant_fix():
     """torch's cu126 build runs on driver 575, torchvision's default (CUDA 13) build does not: torchvision
     is the subject, and its fix is the family's variant (torch's own requirement already met)."""

@@ -102,7 +102,22 @@ def _replacing(env: Optional[Environment], fix: TorchVariant, major: int) -> Fix
             replaced.append(NormalizedName(name))
     if not replaced:
         return fix
-    return Steps((Explained(PipUninstall(tuple(replaced)), WheelsOfMajors(releases.majors_of(env, replaced))), fix))
+    uninstall = Explained(PipUninstall(tuple(replaced)), WheelsOfMajors(releases.majors_of(env, replaced)))
+    restored = _restored(env, set(replaced))
+    return Steps((uninstall, fix, *([restored] if restored is not None else [])))
+
+
+def _restored(env: Environment, uninstalled: set[str]) -> Optional[Fix]:
+    """Uninstalling a wheel deletes the files it shares with another owner that stays (nvidia-cudnn-cu13
+    and -cu12 both install nvidia/cudnn/lib/libcudnn.so.9), and pip, which counts that owner as
+    installed, does not put them back: reinstall each such owner over what the uninstall leaves."""
+    owners = sorted({claim.distribution for shared in env.shared_files if uninstalled & set(shared.owners)
+                     for claim in shared.claims if claim.distribution not in uninstalled})
+    kept = [dist for dist in (env.distribution(name) for name in owners) if dist is not None]
+    if not kept:
+        return None
+    return PipInstall(tuple(Requirement(f"{dist.name}=={dist.version}") for dist in kept),
+                      options=("--force-reinstall", "--no-deps"))
 
 
 def _companions(env: Optional[Environment]) -> tuple[tuple[NormalizedName, Version], ...]:
