@@ -10,6 +10,8 @@ already: such a fix changes nothing, and no test should accept one.
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from packaging.requirements import Requirement
@@ -103,3 +105,12 @@ def satisfied_fixes(findings: Iterable[Finding], environment: Environment) -> li
     installed = {dist.name: (dist.version, dist.extras) for dist in environment.distributions if dist.kind == "python"}
     return [(finding, step) for finding in findings if finding.fix is not None
             for step in already_satisfied(finding.fix, installed)]
+
+
+def offline_pip(python: Path, wheels: Path, arguments: list[str]) -> None:
+    """A venv's pip, offline: the wheels in the --find-links directory `wheels` only, no configuration,
+    no cache (how the tests that apply a fix install its steps)."""
+    offline = ["--no-index", "--find-links", str(wheels)] if arguments[0] == "install" else []
+    done = subprocess.run([str(python), "-m", "pip", *arguments, *offline, "--disable-pip-version-check",
+                           "--no-cache-dir", "--isolated"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import test_lock_scenarios
+from fix_steps import offline_pip
 from index_server import make_wheel
 from test_checks_compilers import compiler_findings, host
 from test_checks_planned import dist
@@ -140,12 +141,6 @@ def wheels(tmp_path_factory) -> Path:
     return found
 
 
-def pip(python: Path, wheels: Path, arguments: list[str]) -> None:
-    offline = ["--no-index", "--find-links", str(wheels)] if arguments[0] == "install" else []
-    done = subprocess.run([str(python), "-m", "pip", *arguments, *offline, "--disable-pip-version-check",
-                           "--no-cache-dir", "--isolated"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-
 
 def doctor(python: Path, cache: Path) -> tuple[int, dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "cudaresolve", "doctor", "--python", str(python), "--json",
@@ -164,9 +159,9 @@ def test_either_printed_fix_converges_with_real_pip(wheels, tmp_path, option):
     root = tmp_path / "venv"
     venv.create(root, with_pip=True)
     python = root / "bin" / "python"
-    pip(python, wheels, ["install", "cuda-core==1.2.2", "cuda-bindings==12.9.10", "nvidia-cuda-nvrtc-cu12==12.9.86",
+    offline_pip(python, wheels, ["install", "cuda-core==1.2.2", "cuda-bindings==12.9.10", "nvidia-cuda-nvrtc-cu12==12.9.86",
                          "nvidia-nvjitlink-cu12==12.9.86"])
-    pip(python, wheels, ["install", "nvidia-nvjitlink-cu12==12.4.127"])  # pip is content: >=12.3
+    offline_pip(python, wheels, ["install", "nvidia-nvjitlink-cu12==12.4.127"])  # pip is content: >=12.3
     status, report = doctor(python, tmp_path / "cache")
     [finding] = pair_findings(report)
     assert status == 2 and finding["severity"] == "error"
@@ -174,7 +169,7 @@ def test_either_printed_fix_converges_with_real_pip(wheels, tmp_path, option):
     assert alternatives["type"] == "alternatives"
     chosen = alternatives["options"][option]["fix"]
     assert chosen["type"] == "pip-install"
-    pip(python, wheels, ["install", *chosen["options"], *chosen["requirements"]])
+    offline_pip(python, wheels, ["install", *chosen["options"], *chosen["requirements"]])
 
     status, after = doctor(python, tmp_path / "cache")
     assert pair_findings(after) == [] and [f for f in after["findings"] if f["severity"] == "error"] == []

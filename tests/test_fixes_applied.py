@@ -16,7 +16,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from fix_steps import pip_arguments
+from fix_steps import offline_pip, pip_arguments
 from index_server import make_wheel
 from packaging.requirements import Requirement
 from test_conda_env import EXT, HOST_570, TAG, build_nvjitlink, extension_source
@@ -58,13 +58,6 @@ def wheels(tmp_path_factory) -> Path:
     return found
 
 
-def pip(python: Path, wheels: Path, arguments: list[str]) -> None:
-    """This venv's pip, offline: the wheels above only, no configuration, no cache."""
-    offline = ["--no-index", "--find-links", str(wheels)] if arguments[0] == "install" else []
-    done = subprocess.run([str(python), "-m", "pip", *arguments, *offline, "--disable-pip-version-check",
-                           "--no-cache-dir", "--isolated"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-
 
 def installed(python: Path) -> dict[str, str]:
     done = subprocess.run([str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check",
@@ -76,7 +69,7 @@ def test_the_printed_fix_and_its_value_apply_the_same(wheels, tmp_path):
     template = tmp_path / "template"
     venv.create(template, with_pip=True)
     python = template / "bin" / "python"
-    pip(python, wheels, ["install", "--no-deps", "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105"])
+    offline_pip(python, wheels, ["install", "--no-deps", "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105"])
     by_text, by_value = tmp_path / "by-text", tmp_path / "by-value"
     for copy in (by_text, by_value):
         shutil.copytree(template, copy, symlinks=True)
@@ -92,9 +85,9 @@ def test_the_printed_fix_and_its_value_apply_the_same(wheels, tmp_path):
 
     command = shlex.split(printed)  # what a person pastes into a shell
     assert command[0] == "pip"
-    pip(by_text / "bin" / "python", wheels, command[1:])
+    offline_pip(by_text / "bin" / "python", wheels, command[1:])
     for arguments in pip_arguments(skew.fix):
-        pip(by_value / "bin" / "python", wheels, arguments)
+        offline_pip(by_value / "bin" / "python", wheels, arguments)
 
     assert installed(by_text / "bin" / "python") == installed(by_value / "bin" / "python") == {
         "nvidia-nvjitlink-cu12": "12.8.93", "skewpkg": "1.0"}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fix_steps import offline_pip
 from index_server import make_wheel
 from packaging.version import Version
 
@@ -70,13 +71,6 @@ def wheels(tmp_path_factory) -> Path:
     return found
 
 
-def pip(python: Path, wheels: Path, arguments: list[str]) -> None:
-    """This venv's pip, offline: the wheels above only, no configuration, no cache."""
-    offline = ["--no-index", "--find-links", str(wheels)] if arguments[0] == "install" else []
-    done = subprocess.run([str(python), "-m", "pip", *arguments, *offline, "--disable-pip-version-check",
-                           "--no-cache-dir", "--isolated"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-
 
 def doctor(python: Path, cache: Path) -> tuple[int, dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "cudaresolve", "doctor", "--python", str(python), "--json", *HOST],
@@ -108,8 +102,8 @@ def test_two_owners_of_one_file_are_one_error_and_its_fix_converges(wheels, tmp_
     root = tmp_path / "venv"
     venv.create(root, with_pip=True)
     python = root / "bin" / "python"
-    pip(python, wheels, ["install", "--no-deps", "ncclpkg==1.0", "nvidia-nccl-cu12==2.27.3"])
-    pip(python, wheels, ["install", "--no-deps", "nvidia-nccl-cu11==2.21.5"])  # installed last: its bytes win
+    offline_pip(python, wheels, ["install", "--no-deps", "ncclpkg==1.0", "nvidia-nccl-cu12==2.27.3"])
+    offline_pip(python, wheels, ["install", "--no-deps", "nvidia-nccl-cu11==2.21.5"])  # installed last: its bytes win
 
     status, report = doctor(python, tmp_path / "cache")
     assert status == 2
@@ -139,7 +133,7 @@ def test_two_owners_of_one_file_are_one_error_and_its_fix_converges(wheels, tmp_
     assert commands == [["uninstall", "-y", "nvidia-nccl-cu11"],
                         ["install", "--force-reinstall", "--no-deps", "nvidia-nccl-cu12==2.27.3"]]
     for arguments in commands:
-        pip(python, wheels, arguments)
+        offline_pip(python, wheels, arguments)
 
     status, report = doctor(python, tmp_path / "cache")
     assert errors(report) == [] and status == 0
@@ -152,12 +146,12 @@ def test_the_plain_reinstall_the_doctor_printed_before_does_not_converge(wheels,
     root = tmp_path / "venv"
     venv.create(root, with_pip=True)
     python = root / "bin" / "python"
-    pip(python, wheels, ["install", "--no-deps", "ncclpkg==1.0", "nvidia-nccl-cu12==2.27.3"])
-    pip(python, wheels, ["install", "--no-deps", "nvidia-nccl-cu11==2.21.5"])
-    pip(python, wheels, ["install", "--no-deps", "nvidia-nccl-cu12==2.27.3"])  # "already satisfied"
+    offline_pip(python, wheels, ["install", "--no-deps", "ncclpkg==1.0", "nvidia-nccl-cu12==2.27.3"])
+    offline_pip(python, wheels, ["install", "--no-deps", "nvidia-nccl-cu11==2.21.5"])
+    offline_pip(python, wheels, ["install", "--no-deps", "nvidia-nccl-cu12==2.27.3"])  # "already satisfied"
     _, report = doctor(python, tmp_path / "cache")
     assert {finding["check"] for finding in errors(report)} == {"owned-twice", "symbol-skew"}
-    pip(python, wheels, ["uninstall", "-y", "nvidia-nccl-cu11"])
+    offline_pip(python, wheels, ["uninstall", "-y", "nvidia-nccl-cu11"])
     _, report = doctor(python, tmp_path / "cache")
     assert [finding["check"] for finding in errors(report)] == ["missing-library"]  # cu12's file is gone too
 
