@@ -23,6 +23,7 @@ from cudaresolve.knowledge import (  # noqa: F401
     cupy,
     files,
     gpus,
+    own_runtime,
     toolkit_pins,
     toolkits,
     torch,
@@ -62,7 +63,7 @@ def data_dir(tmp_path, monkeypatch):
 def test_every_table_loads_from_its_entry_as_parsed(environ):
     assert {load.__module__ for _, load in compiled.LOADERS} >= {
         f"cudaresolve.knowledge.{m}" for m in ("advisories", "compiler_users", "compilers", "components", "cupy", "gpus",
-                                               "toolkit_pins", "toolkits", "torch", "wheel_facts")}
+                                               "own_runtime", "toolkit_pins", "toolkits", "torch", "wheel_facts")}
     for names, load in compiled.LOADERS:
         parsed = load()
         counting, calls = counted(load)

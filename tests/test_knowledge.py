@@ -25,6 +25,7 @@ from cudaresolve.knowledge import (
     cupy,
     files,
     gpus,
+    own_runtime,
     toolkit_pins,
     toolkits,
     torch,
@@ -38,7 +39,7 @@ else:
     import tomli as tomllib
 
 
-TABLES = (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins, compilers, compiler_users)
+TABLES = (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins, compilers, compiler_users, own_runtime)
 NAMES = sorted(p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml"))
 
 

@@ -23,7 +23,7 @@ from cudaresolve.checks.floors import applicable_requirements
 from cudaresolve.checks.metadata import versioned_needs
 from cudaresolve.checks.problems import DriverTooOld, MinorVersionCompatibility
 from cudaresolve.checks.subjects import Subject
-from cudaresolve.checks.suggest import other_route, torch_variant_fix
+from cudaresolve.checks.suggest import other_route, own_runtime_fix, torch_variant_fix
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
@@ -87,11 +87,19 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
 
 
 def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optional[DriverRelease]) -> f.Fix:
-    """The driver the build needs, or a build this driver runs: a torch variant; the newest release of
+    """The driver the build needs, or a build this driver runs: for a package carrying its own
+    runtime, the newest release of data/own_runtime.toml whose runtime the driver runs (or that none
+    does); a torch variant; the newest release of
     the package or of the same component the wheel-facts table knows (another major's wheel, when
     nothing installed requires this one), or that the table holds none; another of the package's
     per-major builds (cuda-cccl's CUDA 12 route); else a description of the build to look for."""
     upgrade = f.DriverUpgrade(floor)
+    installed = env.distribution(build.dist)
+    own = own_runtime_fix(installed, host) if installed is not None else None
+    if isinstance(own, f.NoKnownRelease):
+        return f.Explained(upgrade, own)
+    if own is not None:
+        return f.Alternatives((upgrade, own))
     alternative = torch_variant_fix(env.distribution(build.dist), host, env)
     names = components.same_component(build.dist) or (build.dist,)
     table = [] if alternative or _requirers(env, build.dist) else releases.known(names, host.machine)

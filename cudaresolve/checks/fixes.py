@@ -336,6 +336,18 @@ class PairsWith:
 
 
 @dataclass(frozen=True)
+class NewestOwnRuntime:
+    """The newest release (of data/own_runtime.toml) whose own CUDA runtime, `cuda`, the `driver`
+    runs (`compatibility`: only by minor-version compatibility) and, when `ccs` are given, whose
+    device code runs on those GPUs."""
+
+    cuda: CudaVersion
+    driver: Optional[DriverRelease]
+    ccs: tuple[ComputeCapability, ...] = ()
+    compatibility: bool = False
+
+
+@dataclass(frozen=True)
 class NewestForDriver:
     """The table's newest release built for a CUDA the driver runs (that CUDA, when known)."""
 
@@ -477,7 +489,7 @@ class RightOwner:
 
 Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
-    NewestThatRuns, CompilerFits, PairsWith, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
+    NewestThatRuns, CompilerFits, PairsWith, NewestOwnRuntime, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
     PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, BuiltAgainst, MadeFor, RightOwner,
 ]

@@ -28,6 +28,7 @@ from cudaresolve.checks.fixes import (
     Explained,
     Fix,
     NewestCudaForArch,
+    NewestOwnRuntime,
     NewestThatRuns,
     NoKnownRelease,
     OlderReleaseMayCarry,
@@ -43,7 +44,7 @@ from cudaresolve.compat import can_run, driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import components, toolkits, torch
+from cudaresolve.knowledge import components, own_runtime, toolkits, torch
 from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
@@ -144,6 +145,9 @@ def arch_fix(
     variant = torch_variant_fix(dist, host, env)
     if variant:
         return variant
+    own = own_runtime_fix(dist, host, tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}) or {cc})) if dist else None
+    if own is not None:
+        return own
     if dist is not None and runs is not None and install is not None and releases.known([dist.name], host.machine):
         ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
         chosen = releases.newest([dist.name], runs, host.machine, installed=dist.version)
@@ -167,6 +171,32 @@ def arch_fix(
     if build is not None and build.cuda.major <= newest.major and dist is not None:
         return OlderReleaseMayCarry(dist.name, dist.version, build.cuda, cc)
     return BuildWithCuda(newest, cc, driver_known)
+
+
+def own_runtime_fix(dist: Distribution, host: HostFacts, ccs: tuple[ComputeCapability, ...] = ()) -> Optional[Fix]:
+    """For a package that carries its own CUDA runtime (warp-lang, ale-py), the newest release of
+    data/own_runtime.toml other than the installed one whose runtime the driver runs (natively,
+    else by minor-version compatibility) and whose runtime-carrying files' device code runs on
+    `ccs`; that no release does; None when the table holds no release of it."""
+    rows = [r for r in own_runtime.releases(dist.name, host.machine)
+            if Version(r.version) != dist.version and r.cuda is not None]
+    if not components.carries_own_runtime(dist.name) or not rows:
+        return None
+    driver = host.driver
+
+    def runs(row: own_runtime.Release, natively: bool) -> bool:
+        assert row.cuda is not None  # rows without a runtime are left out above
+        verdict = driver_verdict(row.cuda, driver.release, driver.cuda) if driver.release or driver.cuda else "native"
+        return (verdict == "native" if natively else verdict is not None) and all(
+            can_run(cc, file.sass, file.ptx_targets, driver.release).runs for cc in ccs for file in row.file)
+
+    chosen = next(((r, natively) for natively in (True, False) for r in rows if runs(r, natively)), None)
+    if chosen is None:
+        return NoKnownRelease((dist.name,), runs_on=ccs)
+    row, natively = chosen
+    assert row.cuda is not None
+    return Explained(PipInstall((Requirement(f"{dist.name}=={row.version}"),)),
+                     NewestOwnRuntime(row.cuda, driver.release, ccs, compatibility=not natively))
 
 
 def provider_dists(soname: str, major: Optional[int]) -> list[str]:

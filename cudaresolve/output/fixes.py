@@ -170,6 +170,10 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.PairsWith: _pairs_with,
     f.NewestForDriver: lambda why: ("", f" (the newest release in {TABLE} built for a CUDA this driver runs"
                                         + (f": CUDA {why.cuda})" if why.cuda else ")")),
+    f.NewestOwnRuntime: lambda why: ("", f" (the newest release whose own CUDA runtime, {why.cuda}, "
+                                         f"{f'driver {why.driver}' if why.driver else 'the driver'} runs"
+                                         + (" by minor-version compatibility" if why.compatibility else "")
+                                         + (f" and whose device code runs on {_gpus(why.ccs)})" if why.ccs else ")")),
     f.NewestBuildOf: lambda why: ("", f" (the newest CUDA {why.major} build of {why.name} in {TABLE})"),
     f.NewestCudaForArch: _newest_cuda_for_arch,
     f.ForNativeSupport: lambda why: ("", " for native support"),
