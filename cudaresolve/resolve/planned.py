@@ -49,6 +49,7 @@ def planned_environment(
         if deep or judged_by_binaries(c.name, c.version, c.file.filename, installed.loader.machine) else ()
         for c in wheels if c.file is not None
     }
+    _read_providers(read, wheels, index)
     if deep:
         _complete_providers(read, wheels, index)
     for candidate in wheels:
@@ -129,6 +130,27 @@ def _shared_files(
         kept.append(SharedFile(path, tuple(Claim(owner, versions[owner], None) for owner in owners),
                                unjudged="planned"))
     return tuple(sorted(kept, key=lambda shared: shared.path))
+
+
+def _read_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:
+    """A wheel read for its binaries links libraries of NVIDIA component wheels the plan holds unread
+    (cuSPARSE read, nvJitLink not): those are read too (their row, else the wheel), until none is
+    missing, so the loader finds what a read library links where the plan installs it. Which sonames
+    a component wheel installs is data (components.toml), not a read."""
+    tried: set[str] = set()
+    while True:
+        needed = {name for members in read.values() for facts in members for name in facts.needed}
+        missing = [c for c in wheels if not read[c.name] and c.name not in tried
+                   and any(soname in needed for row in components.for_dist(c.name, str(c.version)) for soname in row.sonames)]
+        if not missing:
+            return
+        for candidate in missing:
+            assert candidate.file is not None
+            tried.add(candidate.name)
+            try:
+                read[candidate.name] = index.binary_facts(candidate.file).members
+            except (WheelError, OfflineMiss):
+                pass  # unread: the loader then says the library is not found, and why
 
 
 def _complete_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:
