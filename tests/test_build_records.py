@@ -7,6 +7,7 @@ range raised to the floor."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,9 @@ def test_a_record_too_large_or_absent_is_none(tmp_path):
     assert read_build_record(str(tmp_path / "absent.py"), "build_info") is None
     path.write_text("build_info = {'cuda_version': '12.5.1', 'cudnn_version': '9.8.0'}\n")
     assert read_build_record(str(path), "build_info") == {"cuda_version": "12.5.1", "cudnn_version": "9.8.0"}
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)  # never opened for a blocking read: a FIFO at the record's path would hang the doctor
+    assert read_build_record(str(fifo), "build_info") is None
 
 
 def site(tmp_path: Path, cudnn: str, record: str, requires: tuple[str, ...] = ()) -> Path:

@@ -7,7 +7,7 @@ are read, parsed with `ast`, and only a literal assigned to the named variable i
 the list of pairs given to `OrderedDict(...)`/`dict(...)`), through `ast.literal_eval`; of it, only
 string keys with string values. Anything else reads as no record.
 
-May import: env/distributions and knowledge/ (components).
+May import: env/distributions, inputs and knowledge/ (components).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 from typing import Iterable, Mapping, Optional
 
 from cudaresolve.env.distributions import Distribution
+from cudaresolve.inputs import read_bounded
 from cudaresolve.knowledge import components
 
 RECORD_LIMIT = 64 * 1024  # tensorflow 2.21.0's build_info.py is 1,145 bytes
@@ -26,10 +27,7 @@ def read_build_record(path: str, variable: str) -> Optional[dict[str, str]]:
     """The string fields of the literal `variable` is assigned in the file at `path`; None when the
     file is absent, too large or not Python, or assigns no such literal."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(RECORD_LIMIT + 1)
-        if len(raw) > RECORD_LIMIT:
-            return None
+        raw = read_bounded(path, RECORD_LIMIT, regular=True)  # a FIFO there would block a plain read
         tree = ast.parse(raw, filename=os.path.basename(path))
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
