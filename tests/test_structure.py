@@ -198,6 +198,7 @@ PARSING_EDGES = {
     "cudaresolve.host.sources": "what NVML, sysfs, procfs, libcuda and nvidia-smi print",
     "cudaresolve.knowledge.toolkits": "data/toolkits.toml (a GA driver may be a branch alone)",
     "cudaresolve.knowledge.components": "data/components.toml's CUDA update releases",
+    "cudaresolve.knowledge.own_runtime": "data/own_runtime.toml's runtime releases (12.9.86, kept whole as read)",
     "cudaresolve.env.conda": "a conda prefix's cuda-version record",
     "cudaresolve.binary.runtime": "the toolkit a fatbin's note names",
     "cudaresolve.resolve.needs": "not yet: the lock's binary needs, carried as text there",

@@ -194,10 +194,10 @@ def test_each_alternative_of_the_fix_converges(elf_builder, tmp_path):
     venv: the torch-abi error is gone and no other error appears."""
     import venv
 
-    from fix_steps import pip_arguments
+    from fix_steps import offline_pip, pip_arguments
     from index_server import make_wheel
     from test_conda_env import TAG
-    from test_fixes_applied import installed, pip
+    from test_fixes_applied import installed
 
     from cudaresolve.env.interpreter import target_for_python
 
@@ -224,7 +224,7 @@ def test_each_alternative_of_the_fix_converges(elf_builder, tmp_path):
 
     template = tmp_path / "template"
     venv.create(template, with_pip=True)
-    pip(template / "bin" / "python", found, ["install", "--no-deps", "torch==2.14.1", "vision-ext==0.20.0"])
+    offline_pip(template / "bin" / "python", found, ["install", "--no-deps", "torch==2.14.1", "vision-ext==0.20.0"])
 
     def errors(root: Path) -> list:
         return [f for f in examine(target_for_python(str(root / "bin" / "python")), DRIVER_580,
@@ -237,7 +237,7 @@ def test_each_alternative_of_the_fix_converges(elf_builder, tmp_path):
         copy = tmp_path / f"option-{number}"
         shutil.copytree(template, copy, symlinks=True)
         for arguments in pip_arguments(option):
-            pip(copy / "bin" / "python", found, arguments)
+            offline_pip(copy / "bin" / "python", found, arguments)
         assert installed(copy / "bin" / "python") == {"torch": pair[0], "vision-ext": pair[1]}
         assert errors(copy) == []
 

@@ -11,7 +11,6 @@ May import: records, versions, errors, arch and knowledge/files and compiled.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -23,6 +22,7 @@ from cudaresolve.arch import Target
 from cudaresolve.errors import UsageError
 from cudaresolve.knowledge import compiled, files
 from cudaresolve.knowledge.files import CONFIDENCE, VERSION
+from cudaresolve.knowledge.wheel_facts import ptx_target
 from cudaresolve.versions import CudaVersion
 
 FILE = "own_runtime.toml"
@@ -34,19 +34,13 @@ def _canonical(value: str) -> None:
 
 
 def _runtime(value: str) -> None:
-    if not re.fullmatch(r"\d+\.\d+(\.\d+)?", value):
+    if CudaVersion.parse(value).minor is None:  # a UsageError names what is not a CUDA version
         raise UsageError(f"expected a CUDA release MAJOR.MINOR[.PATCH], got {value!r}")
 
 
 def _sass(value: str) -> None:
     if Target.parse(value).kind != "sass":
         raise UsageError(f"not a SASS target: {value!r}")
-
-
-def _ptx(value: str) -> None:
-    target, colon, isa = value.partition(":")
-    if Target.parse(target).kind != "ptx" or not colon or (isa and not re.fullmatch(r"\d+\.\d+", isa)):
-        raise UsageError(f"expected compute_XY:ISA (ISA may be empty), got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -56,12 +50,11 @@ class RuntimeFile:
     path: str  # "warp/bin/warp.so"
     runtime: str = field(metadata=records.check(_runtime))  # "12.9.86"
     sass: tuple[str, ...] = field(default=(), metadata=records.check(_sass))
-    ptx: tuple[str, ...] = field(default=(), metadata=records.check(_ptx))  # "compute_75:8.8"
+    ptx: tuple[str, ...] = field(default=(), metadata=records.check(ptx_target))  # "compute_75:8.8"
 
     @property
     def cuda(self) -> CudaVersion:
-        major, minor = Version(self.runtime).release[:2]
-        return CudaVersion(major, minor)
+        return CudaVersion.parse(self.runtime)
 
     @property
     def ptx_targets(self) -> tuple[tuple[str, Optional[str]], ...]:

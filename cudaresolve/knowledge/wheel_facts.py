@@ -31,7 +31,8 @@ def _versioned_symbol(value: str) -> None:
         raise UsageError(f"expected NAME@VERSION or NAME@@VERSION, got {value!r}")
 
 
-def _ptx(value: str) -> None:
+def ptx_target(value: str) -> None:
+    """Check a PTX entry of a generated table: `compute_XY:ISA` (the ISA may be empty)."""
     target, colon, isa = value.partition(":")
     if Target.parse(target).kind != "ptx" or not colon or (isa and not re.fullmatch(r"\d+\.\d+", isa)):
         raise UsageError(f"expected compute_XY:ISA (ISA may be empty), got {value!r}")
@@ -78,7 +79,7 @@ class Member:
     binds: tuple[Bind, ...] = ()
     defines: tuple[str, ...] = field(default=(), metadata=_SYMBOLS)  # NAME@@VERSION (default) or NAME@VERSION
     sass: Optional[tuple[str, ...]] = field(default=None, metadata=records.check(_sass))  # None: no fatbin
-    ptx: Optional[tuple[str, ...]] = field(default=None, metadata=records.check(_ptx))  # TARGET:ISA
+    ptx: Optional[tuple[str, ...]] = field(default=None, metadata=records.check(ptx_target))  # TARGET:ISA
     undetermined: tuple[str, ...] = ()
     damage: tuple[str, ...] = ()
     # true: `defines` lists every dynamic definition of the member, so a name absent there is absent
