@@ -149,11 +149,12 @@ def _paths(value, prefix=()):
         yield from _paths(item, prefix + (key,))
 
 
-def host_document(rng: random.Random) -> str:
-    """The documented host JSON with its text mutated, or fields replaced by other JSON values."""
+def mutated_json(rng: random.Random, value, texts: list[bytes]) -> str:
+    """A JSON document given as `value` (and its `texts`): one text mutated, or 1 to 4 of its fields,
+    at any depth, replaced by other JSON values."""
     if rng.random() < 0.5:
-        return _text(mutate(rng.choice(HOST_TEXTS), rng))
-    document = copy.deepcopy(HOST)
+        return _text(mutate(rng.choice(texts), rng))
+    document = copy.deepcopy(value)
     for _ in range(rng.randint(1, 4)):
         path = rng.choice(list(_paths(document)))
         parent = document
@@ -161,6 +162,11 @@ def host_document(rng: random.Random) -> str:
             parent = parent[key]
         parent[path[-1]] = json_value(rng)
     return dumps(document)
+
+
+def host_document(rng: random.Random) -> str:
+    """The documented host JSON, mutated."""
+    return mutated_json(rng, HOST, HOST_TEXTS)
 
 
 @FUZZ
@@ -182,17 +188,8 @@ NODE_TEXTS = [json.dumps(NODES).encode(), json.dumps(NODES, indent=1).encode()]
 
 
 def node_document(rng: random.Random) -> str:
-    """The recorded mixed cluster with its text mutated, or labels and fields replaced by other JSON values."""
-    if rng.random() < 0.5:
-        return _text(mutate(rng.choice(NODE_TEXTS), rng))
-    document = copy.deepcopy(NODES)
-    for _ in range(rng.randint(1, 4)):
-        path = rng.choice(list(_paths(document)))
-        parent = document
-        for key in path[:-1]:
-            parent = parent[key]
-        parent[path[-1]] = json_value(rng)
-    return dumps(document)
+    """The recorded mixed cluster, mutated (its labels and fields among what is replaced)."""
+    return mutated_json(rng, NODES, NODE_TEXTS)
 
 
 @FUZZ
