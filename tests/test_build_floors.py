@@ -261,15 +261,21 @@ def test_the_printed_fix_clears_the_floor_in_a_real_venv(find_links, tmp_path):
     python = root / "bin" / "python"
     pip(python, find_links, ["install", f"{PLUGIN}[with-cuda]"])
     pip(python, find_links, ["install", "nvidia-cudnn-cu12==9.5.1.17"])
+    assert_the_pasted_floor_fix_clears(python, find_links, tmp_path / "c", 'pip install "nvidia-cudnn-cu12<10.0,>=9.8"')
+
+
+def assert_the_pasted_floor_fix_clears(python: Path, find_links: Path, cache: Path, printed_start: str) -> None:
+    """The venv's one error is a build floor whose printed fix starts `printed_start`; the command a
+    person pastes is the fix's value, and applied with pip it leaves nothing at error."""
 
     def errors() -> list:
-        findings = examine(target_for_python(str(python)), HOST, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "c")}).findings
+        findings = examine(target_for_python(str(python)), HOST, {"CUDARESOLVE_CACHE_DIR": str(cache)}).findings
         return [f for f in findings if f.severity == Severity.ERROR]
 
     [floor] = errors()
     assert floor.check == Check.BUILD_FLOOR
     printed = shown(floor).fix
-    assert printed is not None and printed.startswith('pip install "nvidia-cudnn-cu12<10.0,>=9.8"')
+    assert printed is not None and printed.startswith(printed_start)
     command = shlex.split(printed.split(" (")[0])  # what a person pastes: the command before the why
     assert [command[1:]] == pip_arguments(floor.fix)
     pip(python, find_links, command[1:])

@@ -117,18 +117,10 @@ def test_a_record_of_no_cuda_or_a_non_release_sets_no_floor(tmp_path, capsys):
 def test_the_printed_fix_clears_the_recorded_floor_in_a_real_venv(tmp_path):
     """tensorflow 2.21.0 (its build record saying cuDNN 9.8) installed with pip beside cuDNN 9.5:
     the doctor names the floor, and the printed command, pasted, clears it with nothing left at error."""
-    import shlex
     import venv
 
-    from fix_steps import pip_arguments
     from index_server import make_wheel
-    from test_build_floors import pip
-    from test_doctor_synthetic import HOST
-
-    from cudaresolve.checks.findings import Check, Severity
-    from cudaresolve.doctor import examine
-    from cudaresolve.env.interpreter import target_for_python
-    from cudaresolve.output.findings import shown
+    from test_build_floors import assert_the_pasted_floor_fix_clears, pip
 
     found = tmp_path / "wheels"
     found.mkdir()
@@ -140,16 +132,4 @@ def test_the_printed_fix_clears_the_recorded_floor_in_a_real_venv(tmp_path):
     venv.create(root)
     python = root / "bin" / "python"
     pip(python, found, ["install", "tensorflow==2.21.0", "nvidia-cudnn-cu12==9.5.1.17"])
-
-    def errors() -> list:
-        findings = examine(target_for_python(str(python)), HOST, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "c")}).findings
-        return [f for f in findings if f.severity == Severity.ERROR]
-
-    [floor] = errors()
-    assert floor.check == Check.BUILD_FLOOR
-    printed = shown(floor).fix
-    assert printed is not None and printed.startswith('pip install "nvidia-cudnn-cu12>=9.8"')
-    command = shlex.split(printed.split(" (")[0])
-    assert [command[1:]] == pip_arguments(floor.fix)
-    pip(python, found, command[1:])
-    assert errors() == []
+    assert_the_pasted_floor_fix_clears(python, found, tmp_path / "c", 'pip install "nvidia-cudnn-cu12>=9.8"')
