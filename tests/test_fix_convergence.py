@@ -43,6 +43,8 @@ HOST_550 = HostFacts(
     Driver(DriverRelease.parse("550.144.03"), "override:--driver", CudaVersion.parse("12.4"), "derived:branch-table"),
     (Gpu(ComputeCapability(8, 6), "override:--gpu", 0),),
 )
+HOST_570 = replace(HOST_550, driver=replace(HOST_550.driver, release=DriverRelease.parse("570.86.15"),
+                                            cuda=CudaVersion.parse("12.8")))  # runs CUDA 12.8 natively
 FOO_V1 = "int foo_old(void) { return 1; }\n"
 FOO_V2 = FOO_V1 + "int foo_new(void) { return 2; }\n"
 MAP_V1 = "FOO_1.0 { global: foo_old; local: *; };\n"
@@ -272,18 +274,23 @@ def extension(builder, package: str, calls: str, link: list[Path], runpath: Opti
                          extra=["-I" + sysconfig.get_paths()["include"]])
 
 
-def test_remove_copy_converges_where_the_consumer_looks_for_the_wheel_next(world, elf_builder):
-    """skewpkg ships an old libnvJitLink.so.12 beside its extension, found first ($ORIGIN), and looks in
-    the nvJitLink wheel's directory next; nvidia-nvjitlink-cu12 12.8 is installed. Removing the copy
-    converges; so does the other alternative, the wheel's directory first on LD_LIBRARY_PATH."""
+def install_skewpkg_with_an_old_copy(world, elf_builder, runpath: str) -> None:
+    """skewpkg's extension binds __nvJitLinkComplete_12_8 and ships nvJitLink 12.1 beside itself,
+    with `runpath`; nvidia-nvjitlink-cu12 12.8.93 is installed too; the host runs CUDA 12.8."""
     old, new = nvjitlink(elf_builder, "12.1.105"), nvjitlink(elf_builder, "12.8.93")
-    ext = extension(elf_builder, "skewpkg", "__nvJitLinkComplete_12_8()", [new], f"$ORIGIN:$ORIGIN/../{NVJITLINK_DIR}")
+    ext = extension(elf_builder, "skewpkg", "__nvJitLinkComplete_12_8()", [new], runpath)
     world.wheel("skewpkg", "1.0", {f"skewpkg/_ext{EXT}": ext, "skewpkg/libnvJitLink.so.12": old},
                 requires=("nvidia-nvjitlink-cu12",))
     world.wheel("nvidia-nvjitlink-cu12", "12.8.93", {f"{NVJITLINK_DIR}/libnvJitLink.so.12": new})
     world.pip(["install", "skewpkg", "nvidia-nvjitlink-cu12"])
-    world.host = replace(HOST_550, driver=replace(HOST_550.driver, release=DriverRelease.parse("570.86.15"),
-                                                  cuda=CudaVersion.parse("12.8")))
+    world.host = HOST_570
+
+
+def test_remove_copy_converges_where_the_consumer_looks_for_the_wheel_next(world, elf_builder):
+    """skewpkg ships an old libnvJitLink.so.12 beside its extension, found first ($ORIGIN), and looks in
+    the nvJitLink wheel's directory next; nvidia-nvjitlink-cu12 12.8 is installed. Removing the copy
+    converges; so does the other alternative, the wheel's directory first on LD_LIBRARY_PATH."""
+    install_skewpkg_with_an_old_copy(world, elf_builder, f"$ORIGIN:$ORIGIN/../{NVJITLINK_DIR}")
     template = world.root.parent / "template"
     shutil.copytree(world.root, template, symlinks=True)
     before = world.judge()
@@ -303,14 +310,7 @@ def test_remove_copy_where_the_consumer_looks_nowhere_else(world, elf_builder):
     """The same copy, but the extension's RUNPATH is $ORIGIN alone: removing the copy leaves
     libnvJitLink.so.12 unfound, so that alternative must not be offered first; the wheel's
     directory first on LD_LIBRARY_PATH converges."""
-    old, new = nvjitlink(elf_builder, "12.1.105"), nvjitlink(elf_builder, "12.8.93")
-    ext = extension(elf_builder, "skewpkg", "__nvJitLinkComplete_12_8()", [new], "$ORIGIN")
-    world.wheel("skewpkg", "1.0", {f"skewpkg/_ext{EXT}": ext, "skewpkg/libnvJitLink.so.12": old},
-                requires=("nvidia-nvjitlink-cu12",))
-    world.wheel("nvidia-nvjitlink-cu12", "12.8.93", {f"{NVJITLINK_DIR}/libnvJitLink.so.12": new})
-    world.pip(["install", "skewpkg", "nvidia-nvjitlink-cu12"])
-    world.host = replace(HOST_550, driver=replace(HOST_550.driver, release=DriverRelease.parse("570.86.15"),
-                                                  cuda=CudaVersion.parse("12.8")))
+    install_skewpkg_with_an_old_copy(world, elf_builder, "$ORIGIN")
     before = world.judge()
     skew = found(before, "symbol-skew")
     options = [step for step in f.actions(skew.fix)]
@@ -326,8 +326,7 @@ def test_a_pip_install_then_add_to_path_converges(world, elf_builder):
     ext = extension(elf_builder, "needy", "__nvJitLinkComplete_12_0()", [built_against], None)
     world.wheel("needy", "1.0", {f"needy/_ext{EXT}": ext})
     world.pip(["install", "needy"])
-    world.host = replace(HOST_550, driver=replace(HOST_550.driver, release=DriverRelease.parse("570.86.15"),
-                                                  cuda=CudaVersion.parse("12.8")))
+    world.host = HOST_570
     before = world.judge()
     missing = found(before, "missing-library")
     steps = list(f.actions(missing.fix))
@@ -405,8 +404,7 @@ def test_keep_one_build_converges(world, elf_builder):
     world.wheel("cupy-cuda12x", "14.2.0", {f"cupy/cuda/nccl{EXT}": cupy}, requires=("nvidia-nccl-cu12",))
     world.wheel("other-pkg", "1.0", {f"other_pkg/_ext{EXT}": other, "other_pkg/lib/libnccl.so.2": own_nccl})
     world.pip(["install", "nvidia-nccl-cu12", "cupy-cuda12x", "other-pkg"])
-    world.host = replace(HOST_550, driver=replace(HOST_550.driver, release=DriverRelease.parse("570.86.15"),
-                                                  cuda=CudaVersion.parse("12.8")))
+    world.host = HOST_570
     before = world.judge()
     [clash] = [x for x in before.findings if x.check == "duplicate-library" and x.severity == "error"]
     assert clash.fix == f.KeepOneBuild("other-pkg")
@@ -452,8 +450,7 @@ def test_a_constraint_keeps_what_the_metadata_leaves_open(world, elf_builder):
         world.wheel("nvidia-nvjitlink-cu12", version,
                     {f"{NVJITLINK_DIR}/libnvJitLink.so.12": nvjitlink(elf_builder, version)})
     world.pip(["install", "skewpkg", "nvidia-nvjitlink-cu12==12.8.93"])
-    world.host = replace(HOST_550, driver=replace(HOST_550.driver, release=DriverRelease.parse("570.86.15"),
-                                                  cuda=CudaVersion.parse("12.8")))
+    world.host = HOST_570
     before = world.judge()
     warning = found(before, "metadata-vs-binary")
     assert warning.fix == f.AddConstraint(Requirement("nvidia-nvjitlink-cu12>=12.8"))
