@@ -22,6 +22,7 @@ import os
 import random
 import tempfile
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -547,3 +548,44 @@ def test_the_seeds_are_read_whole(tmp_path, wheel_bytes):
     (tmp_path / "w.whl").write_bytes(wheel_bytes)
     assert [i.path.rsplit("/", 1)[-1] for i in inspect_names([str(tmp_path / "w.whl")], Target(site_packages=()))
             if i.facts is not None] == ["libw.so", "libstored.so.1"]
+
+
+# -- a build's own record (tensorflow/python/platform/build_info.py) -----------------------------------
+
+BUILD_INFO = (Path(__file__).parent / "data" / "tensorflow-2.21.0-build_info.py").read_bytes()
+
+
+def build_info_document(rng: random.Random) -> bytes:
+    """tensorflow 2.21.0's real build_info.py with its text mutated, or its CUDA and cuDNN fields
+    given other values (words, numbers, code), so the floor derived from them is exercised too."""
+    if rng.random() < 0.5:
+        return mutate(BUILD_INFO, rng)
+    text = BUILD_INFO
+    for field_name, value in ((b"cuda_version", b"'12.5.1'"), (b"cudnn_version", b"'9'")):
+        if rng.random() < 0.7:
+            other = repr(rng.choice([*WORDS, "9.8", "12.9", "99999999999999999999.1", "1e9", ""])).encode("utf-8", "surrogateescape")
+            text = text.replace(b"('" + field_name + b"', " + value + b")", b"('" + field_name + b"', " + other + b")")
+    return text
+
+
+@FUZZ
+@given(number=NUMBERS)
+def test_build_records(scratch, number):
+    """The record is read as the doctor reads it (never run), then judged as the doctor judges it:
+    tensorflow 2.21.0 beside cuDNN 9.5.1.17, each finding worded."""
+    from test_doctor_checks import dist, environment
+
+    from cudaresolve.checks.floors import recorded_floors
+    from cudaresolve.env.build_records import read_build_record
+    from cudaresolve.output.findings import shown
+
+    path = scratch / "build_info.py"
+    path.write_bytes(build_info_document(random.Random(number)))
+    fields = read_build_record(str(path), "build_info")
+    if fields is None:
+        return
+    assert all(isinstance(key, str) and isinstance(value, str) for key, value in fields.items())
+    env = replace(environment(dist("tensorflow", "2.21.0"), dist("nvidia-cudnn-cu12", "9.5.1.17")),
+                  build_records={"tensorflow": fields})
+    for finding in recorded_floors(env):
+        shown(finding)

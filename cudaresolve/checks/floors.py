@@ -136,7 +136,7 @@ def _release(text: str) -> Optional[Version]:
     """A recorded release ("12.5.1", "9"), or None for anything that is not a plain release."""
     try:
         version = Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
         return None
     return version if str(version) == text and not (version.pre or version.post or version.dev or version.local) else None
 
