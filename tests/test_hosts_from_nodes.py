@@ -55,15 +55,15 @@ def test_identical_gpu_nodes_collapse_into_classes_with_counts_and_names():
     table = {
         (node_class.nodes, node_class.count): (
             node_class.facts.machine, str(node_class.facts.driver.release), str(node_class.facts.driver.cuda),
-            [str(gpu.compute_capability) for gpu in node_class.facts.gpus], node_class.facts.gpus[0].name,
+            [str(gpu.compute_capability) for gpu in node_class.facts.gpus],
         )
         for node_class in cluster.classes
     }
-    assert table == {
-        (("gh200-1", "gh200-2"), 2): ("aarch64", "570.124.06", "12.8", ["9.0"], "NVIDIA-GH200-480GB"),
-        (("gpu-a100-1", "gpu-a100-2", "gpu-a100-3"), 3): ("x86_64", "550.90.07", "12.4", ["8.0"] * 8, "NVIDIA-A100-SXM4-80GB"),
-        (("gpu-h100-1",), 1): ("x86_64", "570.124.06", "12.8", ["9.0"] * 8, "NVIDIA-H100-80GB-HBM3"),
-        (("gpu-l4-1", "gpu-l4-2"), 2): ("x86_64", "535.183.01", "12.2", ["8.9"], "NVIDIA-L4"),
+    assert table == {  # a node's eight identical GPUs are one kind: what the judge reads (host/fleet.py)
+        (("gh200-1", "gh200-2"), 2): ("aarch64", "570.124.06", "12.8", ["9.0"]),
+        (("gpu-a100-1", "gpu-a100-2", "gpu-a100-3"), 3): ("x86_64", "550.90.07", "12.4", ["8.0"]),
+        (("gpu-h100-1",), 1): ("x86_64", "570.124.06", "12.8", ["9.0"]),
+        (("gpu-l4-1", "gpu-l4-2"), 2): ("x86_64", "535.183.01", "12.2", ["8.9"]),
     }
     assert cluster.without_gpu == ("control-plane-1", "cpu-1")
     assert [class_label(c) for c in cluster.classes] == [
@@ -77,7 +77,7 @@ def test_a_class_holds_the_facts_a_host_file_would_state():
     assert a100.driver.release == DriverRelease.parse("550.90.07") and a100.driver.cuda == CudaVersion.parse("12.4")
     assert a100.driver.release_source == a100.driver.cuda_source == SOURCE
     assert a100.min_compute_capability == ComputeCapability.parse("8.0")
-    assert [gpu.index for gpu in a100.gpus] == list(range(8)) and {gpu.memory_mib for gpu in a100.gpus} == {81920}
+    assert [(gpu.index, gpu.name, gpu.memory_mib) for gpu in a100.gpus] == [(0, None, None)]  # words only: not judged
     assert not any(gpu.stated for gpu in a100.gpus)  # the driver's word, as a probe's
     # and the facts go through the host JSON unchanged
     assert type(a100).from_json(a100.to_json()) == a100
@@ -105,8 +105,11 @@ def test_cli_reads_the_list_from_stdin_and_names_the_skipped_nodes(monkeypatch, 
     fleet = hosts(args)
     assert [label for label, _ in fleet][1] == "nodes gpu-a100-1..3 (3)"
     err = capsys.readouterr().err
-    assert err == ("--hosts-from-nodes -: skipped 2 nodes with no NVIDIA GPU (no GPU Feature Discovery label): "
-                   "control-plane-1, cpu-1\n")
+    assert err.splitlines() == [
+        "--hosts-from-nodes -: skipped 2 nodes with no NVIDIA GPU (no GPU Feature Discovery label): control-plane-1, cpu-1",
+        "8 hosts fold into 4 classes by what the judge reads (system, machine, glibc, driver, CUDA version, distinct "
+        "compute capabilities): each class is resolved and recorded once",
+    ]
 
 
 def test_host_files_and_node_classes_join_one_fleet_and_overrides_apply_to_both(tmp_path, capsys):

@@ -1,8 +1,8 @@
 """The hosts a command judges against, from its options: probed, read from --host files or from a
 Kubernetes node list (--hosts-from-nodes), overridden by --driver, --cuda, --gpu and the host variables.
 
-Light on purpose (the doctor's cached path imports it): may import host/probe; host/nodes and
-output/host only for --hosts-from-nodes.
+Light on purpose (the doctor's cached path imports it): may import host/probe and host/fleet;
+host/nodes and output/host only for --hosts-from-nodes or hosts that folded.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.host.fleet import HostClass, class_label, fold, folding, judged
 from cudaresolve.host.probe import host_for, stated_over
 
 THIS_HOST = "this host"
@@ -25,32 +26,47 @@ def host(args: argparse.Namespace) -> HostFacts:
 
 
 def hosts(args: argparse.Namespace) -> tuple[tuple[str, HostFacts], ...]:
-    """(label, facts) of every host a lock must fit: each --host file and each class of identical
-    GPU nodes of --hosts-from-nodes, or else this machine."""
+    """(label, facts) of every class of hosts a lock must fit (`host_classes`)."""
+    return tuple((class_label(c), c.facts) for c in host_classes(args))
+
+
+def host_classes(args: argparse.Namespace) -> tuple[HostClass, ...]:
+    """Every host a lock must fit — each --host file and each GPU node of --hosts-from-nodes, or else
+    this machine — folded into classes by the facts the judge reads (host/fleet.py), before anything
+    is resolved; how many hosts made how many classes is said on stderr (unless -q) when some folded."""
     nodes: Optional[str] = getattr(args, "hosts_from_nodes", None)
     if nodes == "-" and "-" in (args.host or []):
         raise UsageError("--host - and --hosts-from-nodes - cannot both read stdin")
     files: Sequence[Optional[str]] = args.host or ([] if nodes is not None else [None])
-    fleet = tuple(
-        (path or THIS_HOST, host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ))
+    members = [
+        (path or THIS_HOST, judged(host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ),
+                                   THIS_HOST if path is None else f"--host {path}"), 1)
         for path in files
-    )
-    return fleet + (_node_classes(nodes, args) if nodes is not None else ())
+    ]
+    classes = fold(members + (_node_classes(nodes, args) if nodes is not None else []))
+    made = folding(classes)
+    if made.hosts > made.classes and not getattr(args, "quiet", False):
+        from cudaresolve.output.host import render_folding
+
+        print(render_folding(made), file=sys.stderr, flush=True)
+    return classes
 
 
-def _node_classes(path: str, args: argparse.Namespace) -> tuple[tuple[str, HostFacts], ...]:
-    """The classes of a node list's GPU nodes, the overrides on top; the nodes skipped for having no
-    GPU are named on stderr (unless -q)."""
-    from cudaresolve.host.nodes import class_label, load_cluster
+def _node_classes(path: str, args: argparse.Namespace) -> list[tuple[str, HostFacts, int]]:
+    """(label, facts, how many nodes) of each class of a node list's GPU nodes, the overrides on top
+    (classes they make alike are one); the nodes skipped for having no GPU are named on stderr (unless -q)."""
+    from cudaresolve.host.nodes import NodeClass, class_label as node_class_label, load_cluster, regrouped
     from cudaresolve.output.host import render_nodes_without_gpu
 
     cluster = load_cluster(path, sys.stdin)
     if cluster.without_gpu and not getattr(args, "quiet", False):
         print(render_nodes_without_gpu(path, cluster.without_gpu), file=sys.stderr, flush=True)
-    return tuple(
-        (class_label(node_class), stated_over(node_class.facts, args.driver, args.cuda, args.gpu, os.environ))
-        for node_class in cluster.classes
-    )
+    stated = [
+        NodeClass(judged(stated_over(c.facts, args.driver, args.cuda, args.gpu, os.environ),
+                         f"--hosts-from-nodes {path}: node {c.nodes[0]}"), c.nodes)
+        for c in cluster.classes
+    ]
+    return [(node_class_label(c), c.facts, c.count) for c in regrouped(stated)]
 
 
 def probed_here(fleet: Sequence[tuple[str, HostFacts]]) -> bool:

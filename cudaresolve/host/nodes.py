@@ -1,25 +1,30 @@
 """Host classes from a Kubernetes node list (`kubectl get nodes -o json`), read from the labels
 NVIDIA's GPU Feature Discovery (GFD) puts on every GPU node, so one lock fits a whole cluster.
 
-Nodes with the same facts collapse into one class with their names. A node with no sign of an NVIDIA
+Nodes the judge cannot tell apart (the facts host/fleet.py's `judged` keeps: GPU memory and product
+names do not count) collapse into one class with their names. A node with no sign of an NVIDIA
 GPU (a CPU-only worker, the control plane) is skipped and named; a GPU node whose labels do not say
 its driver, its CUDA version, its GPUs or its machine is an error naming the node and the labels it
 lacks: nothing is guessed. The list is hostile input: its size is bounded, its shape checked, and
-every label key and value checked before use (docs/host-json.md, "Hosts from Kubernetes nodes").
+every label key and value checked before use: no control, format (bidi such as U+202E) or
+line-separator character (U+2028) in any, and a compute capability of a known major
+(docs/host-json.md, "Hosts from Kubernetes nodes").
 
-May import: the base values (errors, versions, arch, inputs) and host/facts.
+May import: the base values (errors, versions, arch, inputs), host/facts and host/fleet.
 """
 
 from __future__ import annotations
 
 import errno
 import re
+import unicodedata
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, TextIO
+from typing import Any, Iterable, Mapping, Optional, TextIO
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver, Gpu, HostFacts
+from cudaresolve.host.facts import Driver, Gpu, HostFacts, check_known
+from cudaresolve.host.fleet import judged
 from cudaresolve.inputs import MAX_INPUT_FILE, loads_json, read_bounded
 from cudaresolve.versions import CudaVersion, DriverRelease
 
@@ -57,6 +62,9 @@ MAX_LABEL_VALUE = 63
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # a DNS subdomain, as the API server requires
 _NUMBER = re.compile(r"[0-9]{1,6}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Unicode's control, format (U+202E and the other bidi controls), surrogate, line and paragraph
+# separator characters: none belongs in a label, and each can forge or hide text where it is shown
+_REFUSED = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -132,16 +140,25 @@ def cluster_from_json(text: str, origin: str) -> Cluster:
             continue
         stated = tuple(labels.get(key) for key in _STATING) + (info.get("architecture"), info.get("operatingSystem"))
         if stated not in known:  # nodes of one kind state the same labels: read them once
-            known[stated] = _facts(labels, info, where)
+            known[stated] = judged(_facts(labels, info, where), where)
         by_facts.setdefault(known[stated], []).append(name)
     if lacking:
         shown = "; ".join(lacking[:5]) + (f"; and {len(lacking) - 5} more node(s)" if len(lacking) > 5 else "")
         raise UsageError(f"{origin}: GPU nodes without GPU Feature Discovery's labels (nothing is guessed): {shown}")
     if not by_facts:
         raise UsageError(f"{origin}: no node has an NVIDIA GPU ({len(items)} node(s) listed, none labelled by GPU Feature Discovery)")
-    classes = sorted((NodeClass(facts, tuple(sorted(nodes, key=_natural))) for facts, nodes in by_facts.items()),
-                     key=lambda c: _natural(c.nodes[0]))
-    return Cluster(tuple(classes), tuple(sorted(without_gpu, key=_natural)))
+    classes = regrouped(NodeClass(facts, tuple(nodes)) for facts, nodes in by_facts.items())
+    return Cluster(classes, tuple(sorted(without_gpu, key=_natural)))
+
+
+def regrouped(classes: Iterable[NodeClass]) -> tuple[NodeClass, ...]:
+    """Classes of the same facts as one (overrides can make them alike), each's nodes sorted,
+    ordered by their first node."""
+    by_facts: dict[HostFacts, list[str]] = {}
+    for node_class in classes:
+        by_facts.setdefault(node_class.facts, []).extend(node_class.nodes)
+    return tuple(sorted((NodeClass(facts, tuple(sorted(nodes, key=_natural))) for facts, nodes in by_facts.items()),
+                        key=lambda c: _natural(c.nodes[0])))
 
 
 def class_label(node_class: NodeClass) -> str:
@@ -204,7 +221,7 @@ def _node(item: Any, where: str) -> tuple[str, dict[str, str], Optional[str], Ma
     info = _object(status.get("nodeInfo"), f"{where}.status.nodeInfo")
     for key in ("architecture", "operatingSystem"):
         value = info.get(key)
-        if value is not None and (not isinstance(value, str) or len(value) > MAX_LABEL_VALUE or _CONTROL.search(value)):
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_LABEL_VALUE or _unsafe(value)):
             raise UsageError(f"{where}.status.nodeInfo.{key} must be a short line of text, got {_shown(value)}")
     capacity = _object(status.get("capacity"), f"{where}.status.capacity")
     gpus = capacity.get(GPU_RESOURCE)
@@ -220,17 +237,24 @@ def _all_label_text(labels: Mapping[str, Any]) -> bool:
         return False
     if max(map(len, labels), default=0) > MAX_LABEL_KEY or max(map(len, values), default=0) > MAX_LABEL_VALUE:
         return False
-    return not _CONTROL.search("".join(labels)) and not _CONTROL.search("".join(values))
+    return not _unsafe("".join(labels)) and not _unsafe("".join(values))
+
+
+def _unsafe(text: str) -> bool:
+    """Whether `text` holds a character of the _REFUSED categories (ASCII text: one regex scan)."""
+    if text.isascii():
+        return _CONTROL.search(text) is not None
+    return any(unicodedata.category(char) in _REFUSED for char in text)
 
 
 def _name_bad_label(labels: Mapping[str, Any], where: str) -> None:
     """The error naming the first label that is not label text."""
     for key, value in labels.items():
-        if len(key) > MAX_LABEL_KEY or _CONTROL.search(key):
+        if len(key) > MAX_LABEL_KEY or _unsafe(key):
             raise UsageError(f"{where}: label key {_shown(key)} is not a label key")
-        if not isinstance(value, str) or len(value) > MAX_LABEL_VALUE or _CONTROL.search(value):
+        if not isinstance(value, str) or len(value) > MAX_LABEL_VALUE or _unsafe(value):
             raise UsageError(f"{where}: label {key} must be a label value (text of at most 63 characters, "
-                             f"no control character), got {_shown(value)}")
+                             f"no control, format or line-separator character), got {_shown(value)}")
 
 
 def _object(value: Any, where: str, required: bool = False) -> dict[str, Any]:
@@ -264,6 +288,10 @@ def _facts(labels: Mapping[str, str], info: Mapping[str, Any], where: str) -> Ho
         cc = ComputeCapability.parse(f"{_number(labels, COMPUTE_MAJOR, where)}.{_number(labels, COMPUTE_MINOR, where)}")
     except UsageError as exc:
         raise UsageError(f"{where}: {exc}") from None
+    try:
+        check_known(cc)  # a label is no driver's answer: major 99 is a forged or broken label
+    except UsageError as exc:
+        raise UsageError(f"{where}: {COMPUTE_MAJOR[0]}: {exc}") from None
     count = int(_number(labels, GPU_COUNT, where) or 0)
     if not 1 <= count <= MAX_GPUS:
         raise UsageError(f"{where}: {GPU_COUNT[0]} must be 1 to {MAX_GPUS}, got {count}")

@@ -1,6 +1,6 @@
 """`cudaresolve probe` for people: the driver, one row per GPU, and what each source said.
 
-May import: host/ values (host/nodes to shorten node names); never the doctor's edge.
+May import: host/ values (host/nodes to shorten node names, host/fleet's Folding); never the doctor's edge.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from cudaresolve.host.facts import Gpu, HostFacts
+from cudaresolve.host.fleet import Folding
 from cudaresolve.host.nodes import shortened
 
 _COLUMNS = ("GPU", "NAME", "CC", "MEMORY", "UUID", "VISIBLE", "MIG", "SOURCE")
@@ -81,3 +82,10 @@ def render_nodes_without_gpu(path: str, names: tuple[str, ...]) -> str:
     """The one line naming the nodes of a --hosts-from-nodes list that no lock host stands for."""
     count = f"{len(names)} node{'s' if len(names) != 1 else ''}"
     return f"--hosts-from-nodes {path}: skipped {count} with no NVIDIA GPU (no GPU Feature Discovery label): {shortened(names)}"
+
+
+def render_folding(made: Folding) -> str:
+    """The line saying how many hosts folded into how many classes, each judged once."""
+    classes = f"{made.classes} class{'es' if made.classes != 1 else ''}"
+    return (f"{made.hosts} hosts fold into {classes} by what the judge reads (system, machine, glibc, driver, "
+            f"CUDA version, distinct compute capabilities): each class is resolved and recorded once")
