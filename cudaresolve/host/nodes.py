@@ -41,12 +41,11 @@ CUDA_MINOR = ("nvidia.com/cuda.runtime.minor", "nvidia.com/cuda.runtime-version.
 COMPUTE_MAJOR = ("nvidia.com/gpu.compute.major",)
 COMPUTE_MINOR = ("nvidia.com/gpu.compute.minor",)
 GPU_COUNT = ("nvidia.com/gpu.count",)
-GPU_PRODUCT = "nvidia.com/gpu.product"
-GPU_MEMORY = "nvidia.com/gpu.memory"
 ARCH = ("kubernetes.io/arch", "beta.kubernetes.io/arch")
 OS = ("kubernetes.io/os", "beta.kubernetes.io/os")
 REQUIRED = (DRIVER_MAJOR, DRIVER_MINOR, DRIVER_REV, CUDA_MAJOR, CUDA_MINOR, COMPUTE_MAJOR, COMPUTE_MINOR, GPU_COUNT)
-_STATING = tuple(key for keys in (*REQUIRED, ARCH, OS) for key in keys) + (DRIVER_FULL, GPU_PRODUCT, GPU_MEMORY)
+# the labels a class is read from: GPU memory and product name are words the judge does not read
+_STATING = tuple(key for keys in (*REQUIRED, ARCH, OS) for key in keys) + (DRIVER_FULL,)
 # Signs of an NVIDIA GPU without GFD's labels: the GPU operator's label, NFD's PCI vendor label, the
 # device plugin's resource. A node with one of them and partial labels is named, not skipped.
 GPU_SIGNS = {"nvidia.com/gpu.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true"}
@@ -295,19 +294,11 @@ def _facts(labels: Mapping[str, str], info: Mapping[str, Any], where: str) -> Ho
     count = int(_number(labels, GPU_COUNT, where) or 0)
     if not 1 <= count <= MAX_GPUS:
         raise UsageError(f"{where}: {GPU_COUNT[0]} must be 1 to {MAX_GPUS}, got {count}")
-    memory = labels.get(GPU_MEMORY)
-    if memory is not None and not _NUMBER.fullmatch(memory):
-        raise UsageError(f"{where}: {GPU_MEMORY} must be a number of MiB, got {_shown(memory)}")
-    product = labels.get(GPU_PRODUCT) or None
-    gpus = tuple(
-        Gpu(compute_capability=cc, source=SOURCE, index=i, name=product, memory_mib=None if memory is None else int(memory))
-        for i in range(count)
-    )
     return HostFacts(
         system=_system(labels, info, where),
         machine=_machine(labels, info, where),
         driver=Driver(release=release, release_source=SOURCE, cuda=cuda, cuda_source=SOURCE),
-        gpus=gpus,
+        gpus=(Gpu(compute_capability=cc, source=SOURCE, index=0),),  # `count` GPUs of one kind, judged as one
         glibc=None,  # the node's own glibc is not the container's, and no label says either
         tegra=False,  # GFD labels a Jetson with the same names and nothing that tells it is one
     )
