@@ -85,7 +85,7 @@ def test_an_aarch64_host_gets_aarch64_wheels_and_no_x86_only_dependency(capsys, 
     assert "x86only" not in chosen
     assert chosen["native"] == "native-2.0-py3-none-manylinux_2_28_aarch64.whl"
     assert not any("x86_64" in filename for filename in chosen.values())
-    assert report["targets"] == [{"machine": "aarch64", "tegra": False, "python": OWN, "glibc": "2.28", "hosts": [gh200],
+    assert report["targets"] == [{"machine": "aarch64", "tegra": False, "python": OWN, "glibc": "2.28", "hosts": [gh200], "host_count": 1,
                                   "marker": f'platform_machine == "aarch64" and python_version == "{OWN}"'}]
     assert report["requires_python"] == f"=={OWN}.*"
     # a lock for another machine names it, so an installer here refuses it (uv: "not supported by the lockfile")

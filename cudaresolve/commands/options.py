@@ -1,7 +1,7 @@
 """What parsed options say, as typed values: the index settings, the wheel tags, and the
 LockInputs of `lock` and `install`. Each value is parsed here, at the edge.
 
-May import: env/interpreter, host/probe (the fleet's host files), index/ (config, choices, tags),
+May import: env/interpreter, host/probe and host/fleet (the fleet's host files), index/ (config, choices, tags),
 resolve/ (inputs, requirements, targets), errors, commands/hosts.
 """
 
@@ -13,9 +13,10 @@ import os
 import sys
 from typing import Mapping, Optional, Sequence, cast
 
-from cudaresolve.commands.hosts import hosts, probed_here
+from cudaresolve.commands.hosts import host_classes, probed_here
 from cudaresolve.env.interpreter import Target
 from cudaresolve.errors import UsageError
+from cudaresolve.host.fleet import class_label, judged
 from cudaresolve.host.probe import host_for
 from cudaresolve.index.choices import PipChoices, pip_choices
 from cudaresolve.index.config import IndexSettings, ProjectSettings, pip_config_paths, pip_number, read_pip_files
@@ -118,7 +119,7 @@ def lock_hosts(args: argparse.Namespace, target: Target) -> tuple[HostPythons, .
         if project is not None and project.fleet is not None:
             return fleet_hosts(project, target, args)
     own = pythons or (interpreter_python(target),)
-    return tuple(HostPythons(label, facts, own) for label, facts in hosts(args))
+    return tuple(HostPythons(class_label(c), c.facts, own, c.hosts) for c in host_classes(args))
 
 
 def fleet_hosts(project: ProjectSettings, target: Target, args: argparse.Namespace) -> tuple[HostPythons, ...]:
@@ -138,7 +139,8 @@ def fleet_hosts(project: ProjectSettings, target: Target, args: argparse.Namespa
             raise UsageError(f"{where}[{number}].host: is empty (give a host file, e.g. hosts/h100.json)")
         path = os.path.join(base, entry.host)
         try:
-            facts = host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ)
+            facts = judged(host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ),
+                           f"--host {path}")
         except UsageError as exc:
             raise UsageError(f"{where}[{number}].host: {exc}") from None
         found.append(HostPythons(entry.host, facts, pythons or (interpreter_python(target),)))

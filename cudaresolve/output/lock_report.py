@@ -64,7 +64,11 @@ def target_words(target: LockTarget) -> str:
     major, minor = target.python
     kind = f"{target.machine} (Jetson)" if target.tegra else target.machine
     glibc = "glibc %d.%d" % target.glibc if target.glibc else "glibc not known (manylinux2014 wheels, unless it is this machine)"
-    return f"{kind}, Python {major}.{minor}, {glibc}: {', '.join(label for label, _ in target.hosts)}"
+    hosts = ", ".join(label for label, _ in target.hosts)
+    if target.host_count > len(target.hosts):
+        classes = f"{len(target.hosts)} class{'es' if len(target.hosts) != 1 else ''}"
+        hosts += f" ({target.host_count} hosts folded into {classes}, each resolved once)"
+    return f"{kind}, Python {major}.{minor}, {glibc}: {hosts}"
 
 
 def target_json(target: LockTarget) -> dict[str, Any]:
@@ -74,6 +78,7 @@ def target_json(target: LockTarget) -> dict[str, Any]:
         "python": "%d.%d" % target.python,
         "glibc": None if target.glibc is None else "%d.%d" % target.glibc,
         "hosts": [label for label, _ in target.hosts],
+        "host_count": target.host_count,
         "marker": target_marker(target),
     }
 

@@ -1,6 +1,7 @@
 """The targets of a lock: a host class (machine, tegra) x a Python version. Hosts that share a class
-and a Python are resolved together (the lock must fit every one); each target is resolved alone,
-with its own wheel tags, marker environment and requires-python, and the targets' locks are merged.
+and a Python are resolved together (the lock must fit every one), those the judge cannot tell apart
+folded into one (host/fleet.py); each target is resolved alone, with its own wheel tags, marker
+environment and requires-python, and the targets' locks are merged.
 
 A target's marker environment starts from the target interpreter's (`--python`) and replaces what
 the target decides: `platform_machine`, `python_version` and `python_full_version` (X.Y.0 for a
@@ -9,7 +10,7 @@ Python other than the interpreter's own, whose micro is unknown). The implementa
 kernel and OS fields (`platform_release`, `sys_platform`, ...) stay the interpreter's: a host file
 does not say them, and a Linux host is all a lock is made for.
 
-Pure values and functions. May import: env/interpreter (Target), host facts, errors.
+Pure values and functions. May import: env/interpreter (Target), host facts and host/fleet, errors.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Optional, Sequence
 from cudaresolve.env.interpreter import Target
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.host.fleet import class_label, fold
 
 PythonVersion = tuple[int, int]  # (3, 12)
 
@@ -35,6 +37,7 @@ class HostPythons:
     label: str
     facts: HostFacts
     pythons: tuple[PythonVersion, ...]
+    count: int = 1  # how many hosts the label stands for (a class of nodes, of folded hosts)
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,8 @@ class LockTarget:
     tegra: bool  # Jetson: its own CUDA, a class apart from server Arm
     python: PythonVersion
     glibc: Optional[tuple[int, int]]  # the oldest glibc of the hosts; None when no host says it
-    hosts: tuple[tuple[str, HostFacts], ...]  # (label, facts), in the order given
+    hosts: tuple[tuple[str, HostFacts], ...]  # (label, facts) of each class of hosts, in the order given
+    host_count: int = 0  # how many hosts the classes stand for
 
 
 def python_version(text: str, where: str) -> PythonVersion:
@@ -76,15 +80,18 @@ def glibc_version(facts: HostFacts, label: str) -> Optional[tuple[int, int]]:
 
 def lock_targets(hosts: Sequence[HostPythons]) -> tuple[LockTarget, ...]:
     """The targets `hosts` make: one per (machine, tegra, Python), holding every host of that class
-    that runs that Python; ordered by machine, Jetson last, then Python."""
-    grouped: dict[tuple[str, bool, PythonVersion], list[tuple[str, HostFacts]]] = {}
+    that runs that Python, hosts of the same facts folded into one; ordered by machine, Jetson last,
+    then Python."""
+    grouped: dict[tuple[str, bool, PythonVersion], list[tuple[str, HostFacts, int]]] = {}
     for host in hosts:
         for python in dict.fromkeys(host.pythons):
-            grouped.setdefault((host.facts.machine, host.facts.tegra, python), []).append((host.label, host.facts))
+            grouped.setdefault((host.facts.machine, host.facts.tegra, python), []).append((host.label, host.facts, host.count))
     targets = []
     for (machine, tegra, python), members in sorted(grouped.items(), key=lambda item: item[0]):
-        known = [g for g in (glibc_version(facts, label) for label, facts in members) if g is not None]
-        targets.append(LockTarget(machine, tegra, python, min(known) if known else None, tuple(members)))
+        known = [g for g in (glibc_version(facts, label) for label, facts, _ in members) if g is not None]
+        classes = fold(members)
+        targets.append(LockTarget(machine, tegra, python, min(known) if known else None,
+                                  tuple((class_label(c), c.facts) for c in classes), sum(c.hosts for c in classes)))
     return tuple(targets)
 
 
