@@ -1,5 +1,6 @@
 """`--hosts-from-nodes`: a `kubectl get nodes -o json` read into host classes from GPU Feature
-Discovery's labels, and a lock for them that equals the lock for the same hosts given as --host files.
+Discovery's labels, and a lock for them that equals the lock for the same hosts given as --host files;
+fleets folded into classes by what the judge reads before anything is resolved (host/fleet.py).
 
 tests/data/nodes-mixed-cluster.json is a recorded-style node list of a mixed cluster: a control-plane
 node and a CPU worker, three A100 nodes with driver 550 (identical but for their timestamps), two L4
@@ -12,6 +13,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,9 @@ from cudaresolve.cli import main
 from cudaresolve.commands.hosts import hosts
 from cudaresolve.commands.parser import build_parser
 from cudaresolve.errors import UsageError
+from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note
+from cudaresolve.host.fleet import MAX_KINDS, HostClass, fold, judged
+from cudaresolve.host.fleet import class_label as fleet_label
 from cudaresolve.host.nodes import SOURCE, NodeClass, class_label, cluster_from_json, load_cluster, shortened
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.versions import CudaVersion, DriverRelease
@@ -186,6 +191,15 @@ def test_a_cluster_without_gpu_nodes_is_refused():
         (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.product": "x" * 64}), "at most 63 characters"),
         (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.count": 8}), "got 8"),
         (lambda d: d["items"][3]["metadata"]["labels"].update({"note\x1b[2J": "x"}), "is not a label key"),
+        (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.product": "A100\u2028exit 0"}), "gpu.product must be a label value"),
+        (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.family": "ampere\u202egnp.exe"}), "gpu.family must be a label value"),
+        (lambda d: d["items"][3]["metadata"]["labels"].update({"example.com/z\u200f": "x"}), "is not a label key"),
+        (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.product": "A100\u2029"}), "gpu.product must be a label value"),
+        (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.product": "A100\ud800"}), "gpu.product must be a label value"),
+        (lambda d: d["items"][3]["status"]["nodeInfo"].update({"architecture": "amd64\u202e"}), "short line of text"),
+        (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.compute.major": "99"}),
+         "node gpu-a100-2: nvidia.com/gpu.compute.major: unknown compute capability 99.0"),
+        (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.compute.major": "0"}), "unknown compute capability 0.0"),
         (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/cuda.driver.major": "55 0"}), "must be a number"),
         (lambda d: d["items"][3]["metadata"]["labels"].update({"nvidia.com/gpu.count": "0"}), "must be 1 to 1024"),
         (lambda d: [d["items"][3]["metadata"]["labels"].update({"kubernetes.io/arch": "s390x", "beta.kubernetes.io/arch": "s390x"}),
@@ -239,6 +253,8 @@ def x86_subset(tmp_path: Path) -> tuple[Path, list[tuple[str, str, list[str]]]]:
     kind of GPU node, by name: one host file each is what a user who probes them would write."""
     data = node_list()
     data["items"] = [item for item in data["items"] if item["metadata"]["labels"]["kubernetes.io/arch"] == "amd64"]
+    for number, item in enumerate(data["items"]):  # words the judge does not read: they split no class
+        item["metadata"]["labels"].update({"nvidia.com/gpu.memory": str(40000 + number), "nvidia.com/gpu.product": f"GPU-{number}"})
     path = tmp_path / "x86-nodes.json"
     path.write_text(json.dumps(data))
     kinds: dict[tuple[str, tuple[str, ...]], str] = {}
@@ -345,3 +361,112 @@ def test_a_mixed_cluster_locks_as_its_host_files_one_target_per_machine(server, 
     assert next(p.marker for p in by_nodes.packages if p.name == "x86only") == 'platform_machine == "x86_64"'
     capsys.readouterr()
     assert main(["lock", "--check", str(from_nodes), "--hosts-from-nodes", str(CLUSTER), "-q"]) == 0, capsys.readouterr().out
+
+
+# -- fleets fold first -----------------------------------------------------------------------------
+
+
+def gpu(cc: str, index: int, **words: Any) -> Gpu:
+    return Gpu(ComputeCapability.parse(cc), source="nvml", index=index, **words)
+
+
+def test_a_hosts_gpus_fold_to_the_kinds_the_judge_reads_and_words_do_not_split_classes():
+    driver = Driver(DriverRelease.parse("550.90.07"), "nvml", CudaVersion.parse("12.4"), "nvml")
+    first = HostFacts("Linux", "x86_64", driver, gpus=(
+        gpu("8.0", 0, name="A100-40GB", memory_mib=40960, uuid="GPU-1"), gpu("8.0", 1, name="A100-80GB", memory_mib=81920),
+        gpu("8.6", 2), replace(gpu("8.0", 3), visible=False),
+    ), cuda_visible_devices="0,1,2", notes=(Note("nvml", "slow"),))
+    folded = judged(first, "--host a.json")
+    assert [(str(g.compute_capability), g.index, g.visible, g.name, g.memory_mib) for g in folded.gpus] == [
+        ("8.0", 0, True, None, None), ("8.6", 2, True, None, None), ("8.0", 3, False, None, None)]
+    assert folded.min_compute_capability == first.min_compute_capability and folded.notes == () and folded.cuda_visible_devices is None
+    other = replace(first, gpus=tuple(replace(g, memory_mib=1, uuid=None) for g in first.gpus))
+    (both,) = fold([("a.json", folded, 1), ("b.json", judged(other, "--host b.json"), 1), ("nodes x-1..3 (3)", folded, 3)])
+    assert (both.labels, both.hosts, fleet_label(both)) == (("a.json", "b.json", "nodes x-1..3 (3)"), 5, "a.json, b.json, nodes x-1..3 (3)")
+    newer = replace(first, driver=replace(driver, release=DriverRelease.parse("550.144.03")))
+    assert len(fold([("a", folded, 1), ("b", judged(newer, "b"), 1)])) == 2  # the release is judged: no fold
+    # a host the judge knows nothing of keeps what its sources said, as the judge quotes it
+    unknown = HostFacts("Linux", "x86_64", notes=tuple(Note("nvml", f"absent {i}") for i in range(50)))
+    assert len(judged(unknown, "this host").notes) == 5
+    many = HostFacts("Linux", "x86_64", gpus=tuple(gpu(f"{major}.{minor}", i) for i, (major, minor)
+                                                   in enumerate((m, n) for m in range(1, 11) for n in range(10))))
+    with pytest.raises(UsageError, match=rf"^--host many.json: 100 GPUs of 100 kinds .*more than the {MAX_KINDS}"):
+        judged(many, "--host many.json")
+    long = HostClass(folded, tuple(f"hosts/h{i:04}.json" for i in range(300)), 300)
+    assert fleet_label(long).endswith("hosts/h0021.json, +278 more") and len(fleet_label(long)) < 450
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_ten_thousand_nodes_differing_in_memory_lock_as_one_class_and_check(server, empty_python, tmp_path, capsys):
+    """10,000 nodes that differ only in their GPU memory: one class, resolved once; the lock records
+    it once, and `lock --check` takes what `lock` wrote (RSS and time: scripts/bench_fleet.py)."""
+    from index_server import make_wheel
+
+    server.add(*make_wheel("app", "1.0"))
+    labels = node(node_list(), "gpu-a100-1")["metadata"]["labels"]  # a whole recorded node is 3 kB: 16 MiB holds 5,000
+    items = [{"kind": "Node", "metadata": {"name": f"gpu-{number}", "labels": {**labels, "nvidia.com/gpu.memory": str(40000 + number)}}}
+             for number in range(1, 10_001)]
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps({"kind": "List", "items": items}))
+    out = tmp_path / "pylock.toml"
+    assert main(["lock", "app", "--python", empty_python, "--index-url", server.url + "/simple", "--hosts-from-nodes", str(nodes),
+                 "-o", str(out), "--explain"]) == 0
+    captured = capsys.readouterr()
+    assert "10000 hosts fold into 1 class by what the judge reads" in captured.err
+    assert "nodes gpu-1..10000 (10000)" in captured.out and "(10000 hosts folded into 1 class, each resolved once)" in captured.out
+    assert "judging 1 distributions on 1 host(s)" in captured.err
+    locked = read_pylock(str(out))
+    assert locked.host_labels == ("nodes gpu-1..10000 (10000)",) and len(locked.hosts) == 1
+    assert [gpu["compute_capability"] for gpu in locked.hosts[0]["gpus"]] == ["8.0"]
+    assert out.stat().st_size < 4096, out.stat().st_size
+    assert main(["lock", "--check", str(out), "--hosts-from-nodes", str(nodes), "-q"]) == 0
+    assert "nodes gpu-1..10000 (10000)" in capsys.readouterr().out
+
+
+def host_of_gpus(tmp_path: Path, capsys: Any, ccs: list[str]) -> Path:
+    """A --host file as a probe writes it, of one GPU per entry of `ccs` (each with its own UUID and memory)."""
+    assert main(["probe", "--json", "--driver", "550.90.07", "--gpu", "8.0"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    facts["driver"]["release_source"] = facts["driver"]["cuda_source"] = "nvml"
+    (one,) = facts["gpus"]
+    facts["gpus"] = [{**one, "index": i, "compute_capability": cc, "source": "nvml", "uuid": f"GPU-{i:04}", "memory_mib": 81920 + i,
+                      "mig_devices": [{"uuid": f"MIG-{i}-{m}", "name": "1g.10gb", "memory_mib": 9856} for m in range(7)]}
+                     for i, cc in enumerate(ccs)]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(facts))
+    return path
+
+
+@pytest.mark.usefixtures("hermetic")
+def test_a_host_of_700_gpus_locks_as_one_kind_and_700_kinds_are_refused_on_read(server, empty_python, tmp_path, capsys):
+    from index_server import make_wheel
+
+    server.add(*make_wheel("app", "1.0"))
+    host = host_of_gpus(tmp_path, capsys, ["8.0"] * 700)
+    out = tmp_path / "pylock.toml"
+    common = ["lock", "app", "--python", empty_python, "--index-url", server.url + "/simple", "-q"]
+    assert main([*common, "--host", str(host), "-o", str(out)]) == 0, capsys.readouterr().err
+    (facts,) = read_pylock(str(out)).hosts
+    assert [(gpu["compute_capability"], gpu["index"]) for gpu in facts["gpus"]] == [("8.0", 0)]
+    assert main(["lock", "--check", str(out), "--host", str(host), "-q"]) == 0
+    capsys.readouterr()
+    kinds = host_of_gpus(tmp_path, capsys, [f"{major}.{minor}" for major in range(1, 71) for minor in range(10)][:700])
+    assert main([*common, "--host", str(kinds), "-o", str(out)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"cudaresolve: error: --host {kinds}: 700 GPUs of 700 kinds"), captured.err
+    assert read_pylock(str(out)).hosts == (facts,)  # the lock written before is as it was
+
+
+def test_unicode_separators_and_an_unknown_major_on_the_command_line_are_exit_3_naming_the_node(tmp_path, capsys):
+    for label, value in (("nvidia.com/gpu.product", "A100\u2028exit 0"), ("nvidia.com/gpu.machine", "\u202eDGX"),
+                         ("nvidia.com/gpu.compute.major", "99")):
+        data = node_list()
+        node(data, "gpu-l4-2")["metadata"]["labels"][label] = value
+        bad = tmp_path / "nodes.json"
+        bad.write_text(json.dumps(data))
+        assert main(["lock", "app", "--hosts-from-nodes", str(bad)]) == 3
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+        assert "(gpu-l4-2)" in captured.err or "node gpu-l4-2" in captured.err, captured.err
+        assert label in captured.err, captured.err
