@@ -55,7 +55,8 @@ def host_classes(args: argparse.Namespace) -> tuple[HostClass, ...]:
 def _node_classes(path: str, args: argparse.Namespace) -> list[tuple[str, HostFacts, int]]:
     """(label, facts, how many nodes) of each class of a node list's GPU nodes, the overrides on top
     (classes they make alike are one); the nodes skipped for having no GPU are named on stderr (unless -q)."""
-    from cudaresolve.host.nodes import NodeClass, class_label as node_class_label, load_cluster, regrouped
+    from cudaresolve.host.nodes import NodeClass, load_cluster, regrouped
+    from cudaresolve.host.nodes import class_label as node_class_label
     from cudaresolve.output.host import render_nodes_without_gpu
 
     cluster = load_cluster(path, sys.stdin)
