@@ -60,7 +60,7 @@ MAX_LABEL_KEY = 317  # Kubernetes: a 253-character prefix, "/", a 63-character n
 MAX_LABEL_VALUE = 63
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # a DNS subdomain, as the API server requires
 _NUMBER = re.compile(r"[0-9]{1,6}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # ASCII's controls; beyond ASCII, _REFUSED's categories
 # Unicode's control, format (U+202E and the other bidi controls), surrogate, line and paragraph
 # separator characters: none belongs in a label, and each can forge or hide text where it is shown
 _REFUSED = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
