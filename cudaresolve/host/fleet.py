@@ -61,15 +61,16 @@ def judged(facts: HostFacts, label: str) -> HostFacts:
 def fold(members: Sequence[tuple[str, HostFacts, int]]) -> tuple[HostClass, ...]:
     """(label, judged facts, how many hosts the label stands for) folded by their facts, in the
     order each class first appears."""
-    classes: dict[HostFacts, tuple[dict[str, None], list[int]]] = {}
+    labels: dict[HostFacts, dict[str, None]] = {}
+    counts: dict[HostFacts, int] = {}
     for label, facts, count in members:
-        labels, hosts = classes.setdefault(facts, ({}, [0]))
-        labels[label] = None
-        hosts[0] += count
-    return tuple(HostClass(facts, tuple(labels), hosts[0]) for facts, (labels, hosts) in classes.items())
+        labels.setdefault(facts, {})[label] = None
+        counts[facts] = counts.get(facts, 0) + count
+    return tuple(HostClass(facts, tuple(names), counts[facts]) for facts, names in labels.items())
 
 
 def folding(classes: Sequence[HostClass]) -> Folding:
+    """How many hosts `classes` stand for, and how many classes they are."""
     return Folding(sum(c.hosts for c in classes), len(classes))
 
 
