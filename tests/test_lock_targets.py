@@ -21,6 +21,7 @@ from cudaresolve.cli import main
 from cudaresolve.env.interpreter import running_target
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.tags import TagOverrides, host_platforms, target_tags
+from cudaresolve.output.lock_report import target_words
 from cudaresolve.resolve.targets import HostPythons, lock_targets, target_interpreter, target_marker
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the expectations name this machine x86_64")
@@ -262,6 +263,21 @@ def test_hosts_of_one_machine_and_python_are_one_target_with_the_oldest_glibc():
         ("x86_64", False, (3, 12), (2, 28), ["a", "b"]),
     ]
     assert target_marker(made[0]) == 'platform_machine == "aarch64" and python_version == "3.12"'
+
+
+def test_hosts_of_one_target_with_the_same_facts_fold_into_one_class_with_their_count():
+    """The project's fleet: two host files of one kind, each with its Pythons, and a class of nodes."""
+    made = lock_targets([
+        HostPythons("hosts/a.json", _host("x86_64", "2.35"), ((3, 11), (3, 12))),
+        HostPythons("hosts/b.json", _host("x86_64", "2.35"), ((3, 12),)),
+        HostPythons("nodes gpu-1..40 (40)", _host("x86_64", "2.35"), ((3, 12),), 40),
+        HostPythons("hosts/old.json", _host("x86_64", "2.28"), ((3, 12),)),
+    ])
+    assert [(t.python, [label for label, _ in t.hosts], t.host_count) for t in made] == [
+        ((3, 11), ["hosts/a.json"], 1),
+        ((3, 12), ["hosts/a.json, hosts/b.json, nodes gpu-1..40 (40)", "hosts/old.json"], 43),
+    ]
+    assert "(43 hosts folded into 2 classes, each resolved once)" in target_words(made[1])
 
 
 def test_a_host_glibc_that_is_not_a_version_is_refused():
