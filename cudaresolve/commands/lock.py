@@ -20,7 +20,7 @@ from cudaresolve.commands.locking import LockedWheels, host_misfits, locked, tar
 from cudaresolve.commands.options import indexes, lock_inputs, say
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import CudaresolveError, Exit, UsageError
-from cudaresolve.lockfile.files import write_together
+from cudaresolve.lockfile.files import replaceable, write_together
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
 from cudaresolve.lockfile.writer import pylock_toml
@@ -52,13 +52,17 @@ def json_errors(asked: bool) -> Iterator[None]:
 def _lock(args: argparse.Namespace) -> int:
     if args.output not in (None, "-"):
         lock_file_name_ok(args.output)
+    paths = [args.output or os.path.join(args.project or "", "pylock.toml"), args.write_constraints, args.write_requirements]
+    for path in paths:
+        if path not in (None, "-"):
+            replaceable(path)  # a user's file named by a mistyped flag: refused before any work
     started = time.perf_counter()
     inputs = lock_inputs(args, target_for(python=args.python))
     result, _ = locked(inputs, os.environ, quiet=args.quiet)
     targets = targets_of(inputs)
     # Everything is rendered before anything is written, and the files are written together:
     # a refused value or a failed write leaves every output as it was, stdout included.
-    outputs = [(args.output or os.path.join(args.project or "", "pylock.toml"), pylock_toml(result, lock_words))]
+    outputs = [(paths[0], pylock_toml(result, lock_words))]
     if args.write_constraints:
         outputs.append((args.write_constraints, constraints_txt(result)))
     if args.write_requirements:
