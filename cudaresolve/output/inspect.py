@@ -71,8 +71,9 @@ def summary_lines(found: Summary) -> list[str]:
 
 
 def render_text(items: list[Inspected]) -> str:
-    """The summary first (a wheel's detail runs to hundreds of lines), then each library."""
-    lines = summary_lines(summary(items)) if items else []
+    """The summary first (a wheel's detail runs to hundreds of lines) when a library was read, then each library."""
+    found = summary(items)
+    lines = summary_lines(found) if found.read else []
     for item in items:
         lines.append(item.path)
         if item.facts is None:
