@@ -151,6 +151,12 @@ def test_install_dry_run_json_plan_and_refusal(cuda_index, empty_python, hermeti
     code, out, err = run(capfd, cuda_index, empty_python, "numba==0.59.1", *HOST, "--json", command="install")
     assert (code, out, err.count("\n")) == (3, "", 1) and "--dry-run" in err
     assert files(hermetic) == {}
+    assert run(capfd, cuda_index, empty_python, "cupy", *HOST)[0] == 0  # a CUDA 12 lock, installed on a CUDA 11 driver:
+    code, out, err = run(capfd, cuda_index, empty_python, "--lock", "pylock.toml", "--driver", "470.256.02", "--gpu", "8.6",
+                         "--dry-run", "--json", command="install")
+    document = json.loads(out)
+    assert code == 2 and document["exit_code"] == 2 and document["error"]["message"].startswith("pylock.toml does not fit this host:")
+    assert err.startswith("cudaresolve: error: pylock.toml does not fit this host:")
 
 
 # -- 3. the constraints file says what to install with it --------------------------------------------
@@ -257,3 +263,22 @@ def test_inspect_prints_a_summary_first(elf_builder, capsys, wheel):
     assert out.startswith("summary: 1 library read\n  CUDA libraries needed: libnvJitLink.so.12\n"
                           "  SASS: sm_50 to sm_90 (10 targets); PTX: compute_52 to compute_90 (3 targets)\n"), out
     assert out.index("detail:") < out.index("soname:  libcusparse.so.12")
+
+
+def test_refusal_json_types_each_cause():
+    """The JSON of causes the fake index does not easily make: a conflict, and a bound met on one."""
+    from packaging.requirements import Requirement
+
+    from cudaresolve.output.lock_report import render_error_json
+    from cudaresolve.resolve.causes import Attempt, Bound, Conflict, NoSolution, TooDeep
+    from cudaresolve.resolve.reasons import Asked, Constrained, Need
+
+    conflict = Conflict("c", (Need(Requirement("c==1.0"), Asked("command line")), Need(Requirement("c==2.0"), Asked("r.txt:2"))),
+                        constraints=(Need(Requirement("c<3"), Constrained("c.txt:1")),))
+    document = json.loads(render_error_json(NoSolution((Attempt(None, (conflict, TooDeep(200, Bound.SECONDS, (conflict,)))),))))
+    first, second = document["refused"]["attempts"][0]["causes"]
+    assert first["type"] == "Conflict" and first["name"] == "c" and first["reason"].startswith("no release of c fits both")
+    assert first["needs"] == [{"requirement": "c==1.0", "origin": {"kind": "asked", "where": "command line"}},
+                              {"requirement": "c==2.0", "origin": {"kind": "asked", "where": "r.txt:2"}}]
+    assert first["constraints"] == [{"requirement": "c<3", "origin": {"kind": "constraint", "where": "c.txt:1"}}]
+    assert (second["type"], second["limit"], second["bound"], second["conflict"]) == ("TooDeep", 200, "seconds", [first])

@@ -83,9 +83,10 @@ def _install(args: argparse.Namespace) -> int:
         with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
             found = misfits_on(lock, fleet, read)
         if found or selection.unfit:
+            fit = render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit)
             if args.json:
-                raise LockUnfit(render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit).rstrip("\n"))
-            sys.stdout.write(render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit))
+                raise LockUnfit(fit.rstrip("\n"))
+            sys.stdout.write(fit)
             return Exit.PROBLEMS
         installed = _installed(target, site)
     else:
