@@ -22,7 +22,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from cudaresolve.commands import pip
 
             return pip.main(words[1:])
-        args = build_parser().parse_args(words)
+        parser = build_parser()
+        args = parser.parse_args(words)
+        if args.command is None:  # bare `cudaresolve`: the help, as pip gives it
+            parser.print_help()
+            return Exit.OK
         code: int = importlib.import_module(f"cudaresolve.commands.{args.command}").run(args)
         return code
     except CudaresolveError as exc:

@@ -51,7 +51,6 @@ def test_an_unknown_flag_could_not_run(capsys, commands, command):
         (["probe", "--gpu"], "argument --gpu: expected one argument (see 'cudaresolve probe --help')"),
         (["inspect"], "the following arguments are required: NAME (see 'cudaresolve inspect --help')"),
         (["doctor", "--python"], "argument --python: expected one argument (see 'cudaresolve doctor --help')"),
-        ([], "the following arguments are required: COMMAND (see 'cudaresolve --help')"),
         (["uninstall"], "argument COMMAND: invalid choice: 'uninstall' (choose from 'probe', 'inspect', 'doctor', "
                         "'lock', 'install', 'pip', 'why') (see 'cudaresolve --help')"),
     ],

@@ -847,7 +847,7 @@ def test_the_lock_takes_condas_library_for_the_wheel_it_stands_for_and_install_k
     the lock plans no wheel over it, and install leaves conda's library the one the loader picks."""
     prefix = make_prefix(conda, payloads, "lock-new", "libnvjitlink=12.8.93", "cuda-version=12.8")
     done = lock_in(prefix, tmp_path, payloads.wheels, "lock", "skewpkg", "-o", "pylock.toml",
-                   "--constraints", "constraints.txt", "--json", "-q")
+                   "--write-constraints", "constraints.txt", "--json", "-q")
     assert done.returncode == 0, done.stderr
     packages = {p["name"]: p for p in json.loads(done.stdout)["packages"]}
     assert set(packages) == {"skewpkg", "nvidia-nvjitlink-cu12"}

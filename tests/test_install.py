@@ -569,7 +569,7 @@ def test_bad_hash_shows_pips_error_passes_its_status_and_says_nothing_changed(cl
     assert "Expected sha256 " + "0" * 64 in run.err
     # pip's status, as pip itself gives it for the same hashed requirements
     requirements = tmp_path / "requirements.txt"
-    made = cli("lock", CUSPARSE, "--python", python, "-o", str(tmp_path / "pylock.toml"), "--requirements", str(requirements),
+    made = cli("lock", CUSPARSE, "--python", python, "-o", str(tmp_path / "pylock.toml"), "--write-requirements", str(requirements),
                "-q", *RTX_4090, *index_flags(lying_index))
     assert made.code == 0, made.err
     alone = pip(python, "install", "--require-hashes", "--no-deps", "-r", str(requirements), check=False)

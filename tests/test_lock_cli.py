@@ -11,6 +11,8 @@ import pytest
 
 from cudaresolve.cli import main
 
+OLDER_LOCK = 'lock-version = "1.0"\ncreated-by = "cudaresolve 0.0.1"\npackages = []\n'  # one it wrote: it may replace it
+
 
 def lock(cuda_index, empty_python, *args):
     return main(
@@ -21,7 +23,7 @@ def lock(cuda_index, empty_python, *args):
 
 def test_writes_the_lock_and_the_pip_files_and_reports_on_stdout(cuda_index, empty_python, hermetic, capsys):
     code = lock(cuda_index, empty_python, "nvidia-cusparse-cu12==12.3.1.170", "--driver", "550.144.03", "--gpu", "8.6",
-                "--constraints", "constraints.txt", "--requirements", "requirements.txt", "--explain")
+                "--write-constraints", "constraints.txt", "--write-requirements", "requirements.txt", "--explain")
     out = capsys.readouterr().out
     assert code == 0
     # driver 550 is CUDA 12.4: the nvJitLink it runs natively (12.9.86 would be minor-version compatibility)
@@ -60,31 +62,31 @@ def test_json_report(cuda_index, empty_python, hermetic, capsys):
 
 
 def test_no_set_fits_exits_2_and_writes_nothing(cuda_index, empty_python, hermetic, capsys):
-    (hermetic / "pylock.toml").write_text("an older lock\n")
-    assert lock(cuda_index, empty_python, "numba==0.59.0", "--driver", "550.144.03", "--constraints", "c.txt") == 2
+    (hermetic / "pylock.toml").write_text(OLDER_LOCK)
+    assert lock(cuda_index, empty_python, "numba==0.59.0", "--driver", "550.144.03", "--write-constraints", "c.txt") == 2
     err = capsys.readouterr().err
     assert "numba-0.59.0-cg-cache" in err and "Traceback" not in err
-    assert (hermetic / "pylock.toml").read_text() == "an older lock\n" and not (hermetic / "c.txt").exists()
+    assert (hermetic / "pylock.toml").read_text() == OLDER_LOCK and not (hermetic / "c.txt").exists()
 
 
 @pytest.mark.parametrize("output", ["pylock.toml", "-"])
 def test_a_failed_write_replaces_no_output_and_prints_no_lock(cuda_index, empty_python, hermetic, capfd, output):
-    """--requirements cannot be written (its directory is missing): -o is not replaced (or, for -o -,
-    the lock is not printed), --constraints is not written, no temporary file stays."""
-    (hermetic / "pylock.toml").write_text("an older lock\n")
+    """--write-requirements cannot be written (its directory is missing): -o is not replaced (or, for -o -,
+    the lock is not printed), --write-constraints is not written, no temporary file stays."""
+    (hermetic / "pylock.toml").write_text(OLDER_LOCK)
     code = lock(cuda_index, empty_python, "numba>=0.59,<0.60", "--driver", "550.144.03", "-o", output,
-                "--constraints", "c.txt", "--requirements", "missing/r.txt")
+                "--write-constraints", "c.txt", "--write-requirements", "missing/r.txt")
     captured = capfd.readouterr()
     assert code == 3
     assert captured.err.startswith("cudaresolve: error: cannot write missing/r.txt") and len(captured.err.splitlines()) == 1
     assert captured.out == ""
-    assert sorted(os.listdir(hermetic)) == ["cudaresolve-cache", "pylock.toml"] and (hermetic / "pylock.toml").read_text() == "an older lock\n"
+    assert sorted(os.listdir(hermetic)) == ["cudaresolve-cache", "pylock.toml"] and (hermetic / "pylock.toml").read_text() == OLDER_LOCK
     assert lock(cuda_index, empty_python, "numba>=0.59,<0.60", "--driver", "550.144.03", "-o", output,
-                "--constraints", "c.txt", "--requirements", "r.txt") == 0  # the same, writable: all written
+                "--write-constraints", "c.txt", "--write-requirements", "r.txt") == 0  # the same, writable: all written
     captured = capfd.readouterr()
     assert (hermetic / "c.txt").is_file() and (hermetic / "r.txt").is_file()
     if output == "-":
-        assert captured.out.startswith('lock-version = "1.0"') and (hermetic / "pylock.toml").read_text() == "an older lock\n"
+        assert captured.out.startswith('lock-version = "1.0"') and (hermetic / "pylock.toml").read_text() == OLDER_LOCK
     else:
         assert (hermetic / "pylock.toml").read_text().startswith('lock-version = "1.0"')
 

@@ -575,8 +575,8 @@ def test_lock_file_names_refused(name):
 
 def test_write_together(tmp_path):
     path = tmp_path / "pylock.toml"
-    write_together([(str(path), "first\n")])
-    assert path.read_text() == "first\n"
+    write_together([(str(path), 'created-by = "cudaresolve 1"\n')])
+    assert path.read_text() == 'created-by = "cudaresolve 1"\n'
     path.chmod(0o640)
     write_together([(str(path), "second ü\n"), (str(tmp_path / "c.txt"), "c\n")])
     assert path.read_text(encoding="utf-8") == "second ü\n" and (tmp_path / "c.txt").read_text() == "c\n"
@@ -588,15 +588,40 @@ def test_write_together(tmp_path):
 
 def test_write_together_replaces_nothing_when_one_cannot_be_written(tmp_path):
     """The third output's directory is missing: the first two stay as they were, no temporary file stays."""
-    (tmp_path / "pylock.toml").write_text("old lock\n")
+    (tmp_path / "pylock.toml").write_text('lock-version = "1.0"\ncreated-by = "cudaresolve 1"\n')
     outputs = [(str(tmp_path / "pylock.toml"), "new lock\n"), (str(tmp_path / "c.txt"), "c\n"),
                (str(tmp_path / "missing" / "r.txt"), "r\n")]
     with pytest.raises(UsageError, match="cannot write .*missing/r.txt"):
         write_together(outputs)
-    assert os.listdir(tmp_path) == ["pylock.toml"] and (tmp_path / "pylock.toml").read_text() == "old lock\n"
+    old = 'lock-version = "1.0"\ncreated-by = "cudaresolve 1"\n'
+    assert os.listdir(tmp_path) == ["pylock.toml"] and (tmp_path / "pylock.toml").read_text() == old
     with pytest.raises(UsageError, match="named for two of the outputs"):
         write_together([(str(tmp_path / "pylock.toml"), "a"), (str(tmp_path / "." / "pylock.toml"), "b")])
-    assert (tmp_path / "pylock.toml").read_text() == "old lock\n"
+    assert (tmp_path / "pylock.toml").read_text() == old
+
+
+@pytest.mark.parametrize("text", [
+    "numpy<2.3\n",  # a user's constraints file
+    'lock-version = "1.0"\ncreated-by = "uv"\n',  # another tool's pylock.toml
+    "# a comment\n# cudaresolve 0.1: pip install -c THIS-FILE\n",  # the header not at the top
+    'x = 1\n' + "#" * 5000 + '\ncreated-by = "cudaresolve 1"\n',  # past the head read
+])
+def test_write_together_replaces_no_file_it_did_not_write(tmp_path, text):
+    """A file without cudaresolve's marker at its top is refused, naming it, and nothing is written."""
+    mine, other = tmp_path / "c.txt", tmp_path / "r.txt"
+    mine.write_text(text)
+    with pytest.raises(UsageError, match=rf"{mine}: not replaced: it exists and cudaresolve did not write it"):
+        write_together([(str(other), "# cudaresolve 1\n"), (str(mine), "# cudaresolve 1\n")])
+    assert mine.read_text() == text and sorted(os.listdir(tmp_path)) == ["c.txt"]
+
+
+def test_write_together_replaces_its_own_and_empty_files(tmp_path):
+    own = {"c.txt": "# cudaresolve 0.1: pip install -c THIS-FILE cupy-cuda12x\nnumpy==2.2.6\n",
+           "pylock.toml": 'lock-version = "1.0"\nrequires-python = ">=3.9"\ncreated-by = "cudaresolve 0.1"\n', "empty.txt": ""}
+    for name, text in own.items():
+        (tmp_path / name).write_text(text)
+    write_together([(str(tmp_path / name), "new\n") for name in own])
+    assert all((tmp_path / name).read_text() == "new\n" for name in own)
 
 
 def test_new_file_gets_the_umask_mode(tmp_path):

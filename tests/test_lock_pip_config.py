@@ -54,7 +54,7 @@ def pip_picks(tmp_path, environ: dict[str, str], *arguments: str) -> dict[str, s
 def test_pip_constraint_variable_binds_the_lock_and_pip_installs_it(demo, empty_python, hermetic, monkeypatch, capsys):
     (hermetic / "c.txt").write_text("demo<2\n")
     monkeypatch.setenv("PIP_CONSTRAINT", str(hermetic / "c.txt"))
-    assert lock(demo, empty_python, "demo", "--constraints", "locked.txt") == 0
+    assert lock(demo, empty_python, "demo", "--write-constraints", "locked.txt") == 0
     chosen = report(capsys)["demo"]
     assert chosen["version"] == "1.0"
     assert {"kind": "constraint", "where": f"{hermetic / 'c.txt'}:1", "via": "PIP_CONSTRAINT"} in chosen["why"]["origins"]
@@ -67,7 +67,7 @@ def test_pip_config_constraint_binds_the_lock_and_pip_installs_it(demo, empty_py
     (hermetic / "c.txt").write_text("demo<2\n")
     (hermetic / "pip.conf").write_text(f"[global]\nconstraint = {hermetic / 'c.txt'}\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(hermetic / "pip.conf"))
-    assert lock(demo, empty_python, "demo", "-o", "pylock.toml", "--constraints", "locked.txt") == 0
+    assert lock(demo, empty_python, "demo", "-o", "pylock.toml", "--write-constraints", "locked.txt") == 0
     assert report(capsys)["demo"]["version"] == "1.0"
     origins = read_pylock(str(hermetic / "pylock.toml")).packages[0].reason.origins
     assert [(o.where, o.via) for o in origins if o.kind.value == "constraint"] == [

@@ -72,7 +72,7 @@ def lock_cli(cuda_index, empty_python, tmp_path, capsys):
         out_dir.mkdir()
         pylock, constraints = out_dir / "pylock.toml", out_dir / "constraints.txt"
         argv = ["lock", *requirements, "--python", python or empty_python, "--index-url", cuda_index.index_url,
-                "--torch-index-base", cuda_index.torch_index_base, "-o", str(pylock), "--constraints", str(constraints),
+                "--torch-index-base", cuda_index.torch_index_base, "-o", str(pylock), "--write-constraints", str(constraints),
                 "-q", *flags]
         capsys.readouterr()
         code = main(argv)

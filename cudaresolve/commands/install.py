@@ -14,11 +14,12 @@ import tempfile
 from typing import Optional
 
 from cudaresolve.commands.hosts import hosts
+from cudaresolve.commands.lock import json_errors
 from cudaresolve.commands.locking import LockedWheels, locked, misfits_on
 from cudaresolve.commands.options import indexes, lock_inputs
 from cudaresolve.env.distributions import Distribution, read_distributions
 from cudaresolve.env.interpreter import Target, target_for, target_for_site_packages
-from cudaresolve.errors import Exit, UsageError
+from cudaresolve.errors import CudaresolveError, Exit, UsageError
 from cudaresolve.index.tags import target_tags
 from cudaresolve.integrations.pip import (
     externally_managed,
@@ -34,12 +35,25 @@ from cudaresolve.lockfile.pip import requirements_txt
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.lockfile.select import select, selected_lock
 from cudaresolve.output.lock_report import render_fit
-from cudaresolve.output.plan import render_plan, render_state
+from cudaresolve.output.plan import render_plan, render_plan_json, render_state
 from cudaresolve.resolve.plan import install_plan
+
+
+class LockUnfit(CudaresolveError):
+    """install --lock --json: the lock does not fit the hosts (exit 2), said in the JSON document."""
+
+    exit_code = Exit.PROBLEMS
 
 
 def run(args: argparse.Namespace) -> int:
     """Lock, show the plan, then run the target's own pip on exactly the lock; doctor after."""
+    if args.json and not args.dry_run:
+        raise UsageError("--json prints the plan of a dry run: give --dry-run with it (pip's own output is not JSON)")
+    with json_errors(args.json):
+        return _install(args)
+
+
+def _install(args: argparse.Namespace) -> int:
     if args.target_dir and args.prefix:
         raise UsageError("give --target or --prefix, not both")
     target = target_for(python=args.python)
@@ -69,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
         with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
             found = misfits_on(lock, fleet, read)
         if found or selection.unfit:
-            sys.stdout.write(render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit))
+            fit = render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit)
+            if args.json:
+                raise LockUnfit(fit.rstrip("\n"))
+            sys.stdout.write(fit)
             return Exit.PROBLEMS
         installed = _installed(target, site)
     else:
@@ -82,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
         with open(requirements, "w", encoding="utf-8") as f:
             f.write(pinned)
         command = pip_install_command(target.python, requirements, target_dir=args.target_dir, prefix=args.prefix)
+        if args.json:
+            sys.stdout.write(render_plan_json(changes, command, pinned))
+            return Exit.OK
         sys.stdout.write(render_plan(changes, command if args.dry_run else None, pinned))
         sys.stdout.flush()
         if args.dry_run or not any(change.touches for change in changes):

@@ -1,45 +1,72 @@
 """`cudaresolve lock`: resolve LockInputs into a lock and write its files together, with the report;
 `lock --check FILE`: whether a lock still fits the hosts.
 
-May import: env/interpreter, lockfile/, output/ (lock_report, lock_words), commands/.
+With --json, stdout holds one JSON document, whatever happens after the command line is read.
+
+May import: errors, env/interpreter, lockfile/, output/ (lock_report, lock_words), commands/.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from typing import Iterator
 
 from cudaresolve.commands.hosts import hosts
 from cudaresolve.commands.locking import LockedWheels, host_misfits, locked, targets_of
 from cudaresolve.commands.options import indexes, lock_inputs, say
 from cudaresolve.env.interpreter import target_for
-from cudaresolve.errors import Exit
-from cudaresolve.lockfile.files import write_together
+from cudaresolve.errors import CudaresolveError, Exit, UsageError
+from cudaresolve.lockfile.files import replaceable, write_together
 from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
 from cudaresolve.lockfile.writer import pylock_toml
 from cudaresolve.output import lock_words
-from cudaresolve.output.lock_report import render_fit, render_json, render_text
+from cudaresolve.output.lock_report import render_error_json, render_fit, render_json, render_text
 
 
 def run(args: argparse.Namespace) -> int:
     if args.check is not None:
         return check(args)
+    if args.json and args.output == "-":
+        raise UsageError("--json prints the decisions on stdout, where -o - would print the lock: give -o FILE with --json")
+    with json_errors(args.json):
+        return _lock(args)
+
+
+@contextlib.contextmanager
+def json_errors(asked: bool) -> Iterator[None]:
+    """With --json, a command that stops still prints one JSON document on stdout (the refusal's
+    typed causes, or the error), and its one line on stderr as ever."""
+    try:
+        yield
+    except CudaresolveError as exc:
+        if asked:
+            sys.stdout.write(render_error_json(exc))
+        raise
+
+
+def _lock(args: argparse.Namespace) -> int:
     if args.output not in (None, "-"):
         lock_file_name_ok(args.output)
+    paths = [args.output or os.path.join(args.project or "", "pylock.toml"), args.write_constraints, args.write_requirements]
+    for path in paths:
+        if path not in (None, "-"):
+            replaceable(path)  # a user's file named by a mistyped flag: refused before any work
     started = time.perf_counter()
     inputs = lock_inputs(args, target_for(python=args.python))
     result, _ = locked(inputs, os.environ, quiet=args.quiet)
     targets = targets_of(inputs)
     # Everything is rendered before anything is written, and the files are written together:
     # a refused value or a failed write leaves every output as it was, stdout included.
-    outputs = [(args.output or "pylock.toml", pylock_toml(result, lock_words))]
-    if args.constraints:
-        outputs.append((args.constraints, constraints_txt(result)))
-    if args.requirements_out:
-        outputs.append((args.requirements_out, requirements_txt(result)))
+    outputs = [(paths[0], pylock_toml(result, lock_words))]
+    if args.write_constraints:
+        outputs.append((args.write_constraints, constraints_txt(result)))
+    if args.write_requirements:
+        outputs.append((args.write_requirements, requirements_txt(result)))
     report = (render_json(result, time.perf_counter() - started, targets) if args.json
               else render_text(result, explain=args.explain, targets=targets))
     files = [(path, text) for path, text in outputs if path != "-"]
@@ -48,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         say(args.quiet, f"wrote {path}")
     if args.output == "-":
         sys.stdout.write(outputs[0][1])
-    (sys.stderr if args.output == "-" and not args.json else sys.stdout).write(report)
+    (sys.stderr if args.output == "-" else sys.stdout).write(report)
     return Exit.OK
 
 

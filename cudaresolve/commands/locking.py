@@ -36,7 +36,7 @@ from cudaresolve.resolve.check import WheelReader, misfits
 from cudaresolve.resolve.inputs import Indexes, LockInputs
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.reasons import Rejection
-from cudaresolve.resolve.resolver import lock
+from cudaresolve.resolve.resolver import Judging, lock
 from cudaresolve.resolve.targets import (
     HostPythons,
     LockTarget,
@@ -102,8 +102,15 @@ def _locked_for(one: LockTarget, inputs: LockInputs, installed: Environment, env
         inputs, hosts=one.hosts, target=interpreter, indexes=replace(inputs.indexes, tags=tags),
         system_libraries=inputs.system_libraries and one.machine == inputs.target.machine,
     )
+    said: list[Judging] = []  # the resolver judges a set per try; the first is said, once per target
+
+    def progress(judging: Judging) -> None:
+        if not said:
+            said.append(judging)
+            say(quiet, judging_progress(judging, one))
+
     with open_indexes(interpreter, asked.indexes, environ, quiet=quiet) as index:
-        return lock(asked, environment, index, progress=lambda judging: say(quiet, judging_progress(judging)))
+        return lock(asked, environment, index, progress=progress)
 
 
 def config_for(target: Target, indexes: Indexes, environ: Mapping[str, str]) -> IndexConfig:

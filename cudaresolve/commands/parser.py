@@ -1,24 +1,32 @@
 """argparse's parser for every command: the options, their help, and the exit-code epilog.
 
-A parsed namespace carries `command` (the module of commands/ that runs it). May import: errors.
+A parsed namespace carries `command` (the module of commands/ that runs it). No parser takes a prefix
+of a flag for the flag (allow_abbrev=False): `--constraint` must not become another flag, least of all
+one that writes a file. May import: errors, output/docs.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from cudaresolve import __version__
 from cudaresolve.errors import UsageError
+from cudaresolve.output.docs import docs_url
 
 EXIT_CODES = (
     "exit status: 0 ok; 1 warnings only (doctor --strict); 2 problems found; 3 could not run "
-    "(bad input, missing interpreter; see docs/cli.md)"
+    f"(bad input, missing interpreter; see {docs_url('cli.md')})"
 )
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's own exit status 2 would read as "problems found": a bad command line is bad input."""
+    """argparse's own exit status 2 would read as "problems found": a bad command line is bad input.
+    Every parser and subparser is one of these, none taking a flag's prefix for the flag."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -27,8 +35,14 @@ class _Parser(argparse.ArgumentParser):
 def _add_lock_inputs(parser: argparse.ArgumentParser) -> None:
     """What lock and install resolve: requirements, their files, the project, the target, the choices."""
     parser.add_argument("requirements", nargs="*", metavar="REQ", help="a PEP 508 requirement (cupy means the right cupy-cudaXXx)")
-    parser.add_argument("-r", "--requirement", metavar="FILE", action="append", default=[], help="a pip requirements file")
-    parser.add_argument("-c", "--constraint", metavar="FILE", action="append", default=[], help="a pip constraints file")
+    parser.add_argument(
+        "-r", "--requirement", "--requirements", dest="requirement", metavar="FILE", action="append", default=[],
+        help="read a pip requirements file (an input, as in pip and uv)",
+    )
+    parser.add_argument(
+        "-c", "--constraint", "--constraints", dest="constraint", metavar="FILE", action="append", default=[],
+        help="read a pip constraints file (an input, as in pip and uv)",
+    )
     parser.add_argument("--project", metavar="DIR", help="lock pyproject.toml's [project].dependencies")
     parser.add_argument("--extra", metavar="NAME", action="append", default=[], help="with this optional-dependencies extra")
     parser.add_argument("--group", metavar="NAME", action="append", default=[], help="with this PEP 735 dependency group")
@@ -134,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"cudaresolve {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     probe = commands.add_parser(
         "probe",
@@ -144,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
     )
     _add_host_options(probe)
-    probe.add_argument("--json", action="store_true", help="print the host JSON (docs/host-json.md)")
+    probe.add_argument("--json", action="store_true", help=f"print the host JSON ({docs_url('host-json.md')})")
 
     inspect = commands.add_parser(
         "inspect",
@@ -167,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="read a remote wheel itself (downloaded once, cached) even when the knowledge table knows it",
     )
     inspect.add_argument("--python", metavar="PATH", help="where to look up distribution names (default: this one)")
-    inspect.add_argument("--json", action="store_true", help="print JSON (docs/inspect.md)")
+    inspect.add_argument("--json", action="store_true", help=f"print JSON ({docs_url('inspect.md')})")
     _add_index_options(inspect)
 
     doctor = commands.add_parser(
@@ -186,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="diagnose the built-in example (cuSPARSE 12.3 beside nvJitLink 12.1, as planned, nothing installed)",
     )
     doctor.add_argument("--strict", action="store_true", help="exit 1 when there are warnings but no errors")
-    doctor.add_argument("--json", action="store_true", help="print the findings as JSON (docs/doctor.md)")
+    doctor.add_argument("--json", action="store_true", help=f"print the findings as JSON ({docs_url('doctor.md')})")
     _add_host_options(doctor)
 
     lock = commands.add_parser(
@@ -198,10 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
     )
     _add_lock_inputs(lock)
-    lock.add_argument("-o", "--output", metavar="FILE", help="the lock file: pylock.toml or pylock.NAME.toml (default pylock.toml; - for stdout)")
-    lock.add_argument("--constraints", metavar="FILE", help="also write a pip constraints file (pip install -c FILE REQ)")
-    lock.add_argument("--requirements", dest="requirements_out", metavar="FILE", help="also write pinned requirements with --hash lines")
-    lock.add_argument("--json", action="store_true", help="print the decisions as JSON (docs/lock.md)")
+    lock.add_argument("-o", "--output", metavar="FILE", help="the lock file: pylock.toml or pylock.NAME.toml (default: pylock.toml beside --project's pyproject.toml, "
+                      "else here; - for stdout)")
+    lock.add_argument(
+        "--write-constraints", metavar="FILE",
+        help="also write a pip constraints file (pip install -c FILE with the requirements its header names)",
+    )
+    lock.add_argument("--write-requirements", metavar="FILE", help="also write pinned requirements with --hash lines")
+    lock.add_argument("--json", action="store_true", help=f"print the decisions, or the refusal, as one JSON document ({docs_url('lock.md')})")
     lock.add_argument("--explain", action="store_true", help="print every candidate set aside and why")
     lock.add_argument(
         "--check", metavar="FILE", help="only say whether the lock FILE still fits the host(s): exit 0 or 2, nothing resolved or written"
@@ -221,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lock_inputs(install)
     install.add_argument("--lock", metavar="FILE", help="install this pylock.toml as it is (after checking it fits the host)")
     install.add_argument("--dry-run", action="store_true", help="print the plan and the pip command, change nothing")
+    install.add_argument(
+        "--json", action="store_true",
+        help=f"with --dry-run: print the plan, or the refusal, as one JSON document ({docs_url('install.md')})",
+    )
     install.add_argument("--no-verify", action="store_true", help="do not run the doctor after pip")
     install.add_argument("--target", dest="target_dir", metavar="DIR", help="install into DIR (pip --target)")
     install.add_argument("--prefix", metavar="DIR", help="install under DIR (pip --prefix)")

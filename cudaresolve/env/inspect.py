@@ -7,7 +7,11 @@ RECORD says which files are its own).
 A name that cannot be read or found is reported like a file that cannot be read, an `Inspected`
 with its error, so the other names are still read and the CLI exits 2 ("problems found").
 
-May import: binary/, env/ and the base values; never checks/ or output/.
+`summary` is what a report says first: the CUDA libraries needed from outside, the device-code
+range, the CUDA runtimes carried.
+
+May import: binary/, knowledge/components (which sonames are CUDA's), env/ and the base values;
+never checks/ or output/.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from typing import Optional
 
 from packaging.utils import canonicalize_name
 
+from cudaresolve.arch import Target as DeviceTarget
 from cudaresolve.binary.elf import is_elf, read_binary_facts
-from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.facts import BinaryFacts, CudaRuntime
 from cudaresolve.binary.loader import min_provider_version
 from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.binary.wheel import WheelError, WheelFacts, read_wheel
@@ -28,6 +33,7 @@ from cudaresolve.env.distributions import read_distributions
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import find_elf_files
 from cudaresolve.errors import CudaresolveError
+from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
 
 
@@ -49,6 +55,33 @@ class ProviderNeeds:
     versions: tuple[str, ...]
     symbols: tuple[str, ...]  # versioned undefined symbols bound to this file
     min_version: Optional[CudaVersion]  # 12.4 when the symbol names encode it
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What many inspected libraries come to: how many were read, the CUDA libraries they need that
+    none of them is, the lowest and highest SASS and PTX targets, and the CUDA runtimes carried."""
+
+    read: int
+    unread: int
+    cuda_needed: tuple[str, ...]  # sonames the knowledge table or the driver's list names
+    sass: tuple[DeviceTarget, ...]  # every SASS target, sorted by compute capability
+    ptx: tuple[DeviceTarget, ...]
+    runtimes: tuple[tuple[str, CudaRuntime], ...]  # (path, runtime)
+
+
+def summary(items: list[Inspected]) -> Summary:
+    facts = [item.facts for item in items if item.facts is not None]
+    own = {f.soname for f in facts if f.soname} | {os.path.basename(item.path.split("!")[-1]) for item in items}
+    cuda = set(components.driver_libraries())
+    needed = sorted({n for f in facts for n in f.needed if n not in own and (n in cuda or components.for_soname(n))})
+    sass = {DeviceTarget.parse(t) for f in facts if f.fatbin for t in f.fatbin.sass}
+    ptx = {DeviceTarget.parse(p.target) for f in facts if f.fatbin for p in f.fatbin.ptx}
+    return Summary(
+        read=len(facts), unread=len(items) - len(facts), cuda_needed=tuple(needed),
+        sass=tuple(sorted(sass, key=lambda t: (t.cc, t.suffix))), ptx=tuple(sorted(ptx, key=lambda t: (t.cc, t.suffix))),
+        runtimes=tuple((item.path, item.facts.cuda_runtime) for item in items if item.facts and item.facts.cuda_runtime),
+    )
 
 
 def inspect_names(names: list[str], target: Target) -> list[Inspected]:

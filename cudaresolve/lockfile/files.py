@@ -1,20 +1,58 @@
-"""Putting a command's lock files on disk: all of them or none.
+"""Putting a command's lock files on disk: all of them or none, and never over a file a user wrote.
 
-`lock -o pylock.toml --constraints c.txt --requirements r.txt` renders every text first; here each
-is written to a temporary file beside its destination and flushed to disk, and only when all are
-written are they moved into place (os.replace), so a reader sees the old files or the new ones,
-and a failure on the third file leaves the first one as it was.
+`lock -o pylock.toml --write-constraints c.txt --write-requirements r.txt` renders every text first;
+here each is written to a temporary file beside its destination and flushed to disk, and only when
+all are written are they moved into place (os.replace), so a reader sees the old files or the new
+ones, and a failure on the third file leaves the first one as it was.
 
-May import: errors.
+Before any of that, each destination that exists must be one cudaresolve wrote (its generator
+marker at the top: the pip files' `# cudaresolve ...` header line, pylock.toml's
+`created-by = "cudaresolve ..."`) or empty: a requirements or constraints file of the user's, or
+another tool's pylock.toml, named by a mistyped flag, is refused, not replaced.
+
+May import: errors, lockfile/pylock (the tool's name).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 import tempfile
 from typing import Optional, Sequence
 
 from cudaresolve.errors import UsageError
+from cudaresolve.lockfile.pylock import TOOL
+
+HEAD = 4096  # bytes read of a file to replace: the markers are on its first lines
+_MARKER = re.compile(rf'\A# {TOOL} |^created-by = "{TOOL} ', re.MULTILINE)
+
+
+def replaceable(path: str) -> None:
+    """Refuse, naming `path`, to replace a file cudaresolve did not write (an absent or empty one
+    may be written); only a bounded head of a regular file is read."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(status.st_mode):
+        raise UsageError(f"cannot write {path}: it is a directory")
+    if not stat.S_ISREG(status.st_mode):
+        raise UsageError(f"cannot write {path}: it is not a regular file")
+    if status.st_size == 0:
+        return
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(HEAD).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    if not _MARKER.search(head):
+        raise UsageError(
+            f"{path}: not replaced: it exists and {TOOL} did not write it (no {TOOL} header at its top); "
+            "name another file, or remove it first"
+        )
 
 
 def _mode(path: str) -> int:
@@ -57,7 +95,10 @@ def _remove(temp: Optional[str]) -> None:
 
 
 def write_together(outputs: Sequence[tuple[str, str]]) -> None:
-    """Write every (path, text); none is replaced unless all were written."""
+    """Write every (path, text); none is replaced unless all were written, and none at all when
+    one of them is a file cudaresolve did not write."""
+    for path, _ in outputs:
+        replaceable(path)
     paths = [os.path.realpath(path) for path, _ in outputs]
     twice = next((path for path, real in zip((p for p, _ in outputs), paths) if paths.count(real) > 1), None)
     if twice is not None:

@@ -5,7 +5,7 @@ markers pip's line reader cannot act on, lowercase digests, URLs in RFC 3986's c
 requirement or option per line, and each line is refused if it carries a control character, so no
 value of a lock, read or built in code, can make a line or an option for pip.
 
-May import: resolve/lock.py (the model), lockfile/.
+May import: resolve/lock.py and resolve/reasons.py (the model), lockfile/.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import BREAKING, LockFileError
 from cudaresolve.lockfile.writer import sha256_of, wheel_entries
 from cudaresolve.resolve.lock import Lock, LockedPackage
+from cudaresolve.resolve.reasons import OriginKind
 
 
 def _parent_url(url: str) -> str:
@@ -96,8 +97,21 @@ def _conda_comments(lock: Lock) -> list[str]:
     ]
 
 
+def _asked(lock: Lock) -> list[str]:
+    """The locked top-level requirements as resolved, e.g. `"cupy-cuda12x[ctk]"` for `cupy`: what pip
+    must be asked for with the constraints (asked for `cupy`, pip would build the cupy sdist, which
+    no constraint pins). Names and extras are checked, so only brackets need the shell's quotes."""
+    asked = []
+    for package in sorted(lock.packages, key=lambda p: p.name):
+        if package.provided_by is None and any(o.kind is OriginKind.ASKED for o in package.reason.origins):
+            extras = package.reason.extras or ()
+            asked.append(f'"{package.name}[{",".join(extras)}]"' if extras else package.name)
+    return list(dict.fromkeys(asked))
+
+
 def constraints_txt(lock: Lock, origin: str = "the lock to write", *, indexes: bool = True) -> str:
-    """A pip constraints file: `pip install -c FILE REQ...` installs exactly the lock. Without
+    """A pip constraints file: `pip install -c FILE REQ...` installs exactly the lock, REQ being the
+    top-level requirements as locked, which its header names. Without
     `indexes`, only the pins (the pip wrapper gives pip the indexes on its command line).
 
     A conda package standing for a wheel cannot be said in pip's terms (a constraint limits what pip
@@ -105,7 +119,8 @@ def constraints_txt(lock: Lock, origin: str = "the lock to write", *, indexes: b
     lock = checked(lock, origin)
     _wheels_only(lock, origin)
     pins = sorted({_pin(package) for package in lock.packages if package.provided_by is None})
-    header = f"# {lock.created_by}: pip install -c THIS-FILE REQUIREMENT...; installs exactly this lock"
+    asked = " ".join(_asked(lock)) or "REQUIREMENT..."
+    header = f"# {lock.created_by}: pip install -c THIS-FILE {asked}; installs exactly this lock"
     return _text([header] + (_index_lines(lock) if indexes else []) + pins + _conda_comments(lock), origin)
 
 

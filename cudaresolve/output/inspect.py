@@ -1,15 +1,18 @@
-"""Rendering `cudaresolve inspect`: per library, what it needs and what it carries.
+"""Rendering `cudaresolve inspect`: what many libraries come to first, then per library what it needs and what it carries.
 
-May import: env/inspect's values and binary/ facts; never the doctor's edge.
+May import: env/inspect's values, binary/ facts, arch, output/progress (counting words); never the doctor's edge.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Iterable
 
+from cudaresolve.arch import Target
 from cudaresolve.binary.facts import BinaryFacts, CudaRuntime
-from cudaresolve.env.inspect import Inspected, provider_needs
+from cudaresolve.env.inspect import Inspected, Summary, provider_needs, summary
+from cudaresolve.output.progress import counted
 
 SCHEMA = 1
 
@@ -44,8 +47,33 @@ def _cuda_runtime(runtime: CudaRuntime) -> str:
     return f"{how}, release unknown (see the PTX ISA of its device code)"
 
 
-def render_text(items: Iterable[Inspected]) -> str:
-    lines = []
+def _span(targets: tuple[Target, ...]) -> str:
+    if not targets:
+        return "none"
+    if len(targets) == 1:
+        return str(targets[0])
+    return f"{targets[0]} to {targets[-1]} ({counted(len(targets), 'target')})"
+
+
+def summary_lines(found: Summary) -> list[str]:
+    """The report's first lines: what the libraries below come to."""
+    unread = f", {found.unread} could not be read" if found.unread else ""
+    lines = [f"summary: {counted(found.read, 'library', 'libraries')} read{unread}"]
+    lines.append(f"  CUDA libraries needed: {', '.join(found.cuda_needed) or 'none'}")
+    lines.append(f"  SASS: {_span(found.sass)}; PTX: {_span(found.ptx)}")
+    carried: dict[str, list[str]] = {}  # the runtime in words -> the files that carry it
+    for path, runtime in found.runtimes:
+        carried.setdefault(_cuda_runtime(runtime), []).append(os.path.basename(path.split("!")[-1]))
+    lines += [f"  CUDA runtime carried: {words} in {', '.join(files)}" for words, files in carried.items()]
+    if not carried:
+        lines.append("  CUDA runtime carried: none")
+    return lines + ["", "detail:"]
+
+
+def render_text(items: list[Inspected]) -> str:
+    """The summary first (a wheel's detail runs to hundreds of lines) when a library was read, then each library."""
+    found = summary(items)
+    lines = summary_lines(found) if found.read else []
     for item in items:
         lines.append(item.path)
         if item.facts is None:

@@ -1,9 +1,10 @@
 """What `cudaresolve lock` prints: the packages chosen with the one line that says why, and with
 `--explain` every candidate set aside and its reason; the same as JSON (docs/lock.md); and what
-`cudaresolve why NAME` reads back from a lock. The words are output/lock_words.py's.
+`cudaresolve why NAME` reads back from a lock; with --json, a refusal and an error as one JSON
+document too (the causes typed, as the doctor's findings are). The words are output/lock_words.py's.
 
-May import: packaging, resolve/lock.py, resolve/targets.py, lockfile/reasons.py (the records' tables),
-lockfile/select.py (its refusals), output/lock_words.py.
+May import: packaging, errors, resolve/ (lock, targets, causes, reasons), lockfile/reasons.py (the
+records' tables), lockfile/select.py (its refusals), output/ (lock_words, findings, fixes).
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ from typing import Any, Optional, Sequence
 
 from packaging.utils import canonicalize_name
 
+from cudaresolve.errors import CudaresolveError
 from cudaresolve.lockfile.reasons import major_rejection_table, plain, rejection_table
 from cudaresolve.lockfile.select import NoFittingWheel, Unfit
 from cudaresolve.output import lock_words
+from cudaresolve.output.findings import finding_dict
+from cudaresolve.output.fixes import render_fix
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
+from cudaresolve.resolve.causes import Cause, Conflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.lock import Fork, Lock, LockedWheel
-from cudaresolve.resolve.reasons import Rejection
+from cudaresolve.resolve.reasons import MajorRejection, Need, Origin, Rejection
 from cudaresolve.resolve.targets import LockTarget, target_marker
 
 SCHEMA = 1
@@ -133,6 +138,69 @@ def render_json(lock: Lock, seconds: float, targets: Sequence[LockTarget] = ()) 
         "decisions": decisions,
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def render_error_json(exc: CudaresolveError) -> str:
+    """`lock --json` and `install --dry-run --json` that stop: one document still, `refused` with
+    the typed causes when no set fits (exit 2), `error` with the message when the command could not
+    run (exit 3)."""
+    document: dict[str, Any] = {"schema": SCHEMA, "exit_code": exc.exit_code}
+    if isinstance(exc, NoSolution):
+        document["refused"] = {
+            "message": lock_words.no_solution(exc),
+            "attempts": [{"cuda_major": a.major, "causes": [_cause_json(c) for c in a.causes]} for a in exc.attempts],
+            "fleet_conflict": None if exc.conflict is None else [
+                {"host": h.host, "runs": list(h.runs), "refused": [_major_json(r) for r in h.refused]}
+                for h in exc.conflict.hosts
+            ],
+            "untried": [_major_json(r) for r in exc.untried],
+        }
+    else:
+        document["error"] = {"message": str(exc)}
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _cause_json(cause: Cause) -> dict[str, Any]:
+    """One cause: `type` names its dataclass, `reason` is the line the text report prints."""
+    found: dict[str, Any] = {"type": type(cause).__name__, "reason": lock_words.cause(cause)}
+    if isinstance(cause, Unsatisfiable):
+        found.update(
+            requirement=str(cause.requirement), origin=_origin_json(cause.origin),
+            rejections=[_rejection_json(r) for r in cause.rejections],
+            conda=None if cause.conda is None else {
+                "package": cause.conda.package, "specifier": cause.conda.specifier,
+                "fix": None if cause.conda.fix is None else render_fix(cause.conda.fix),
+            },
+            constraints=[_need_json(n) for n in cause.constraints],
+        )
+    elif isinstance(cause, Conflict):
+        found.update(name=cause.name, needs=[_need_json(n) for n in cause.needs],
+                     constraints=[_need_json(n) for n in cause.constraints])
+    elif isinstance(cause, Refused):
+        found.update(host=cause.host, finding=finding_dict(cause.finding))
+    elif isinstance(cause, GaveUp):
+        found.update(sets=cause.sets, last=finding_dict(cause.last))
+    else:
+        assert isinstance(cause, TooDeep)
+        found.update(limit=cause.limit, bound=cause.bound.value, conflict=[_cause_json(c) for c in cause.conflict])
+    return found
+
+
+def _need_json(need: Need) -> dict[str, Any]:
+    return {"requirement": str(need.requirement), "origin": _origin_json(need.origin)}
+
+
+def _origin_json(origin: Origin) -> dict[str, Any]:
+    return {"kind": origin.kind.value, **plain(origin, dashes=False)}
+
+
+def _rejection_json(rejection: Rejection) -> dict[str, Any]:
+    return {"candidate": candidate(rejection.candidate), "reason": lock_words.rejection(rejection),
+            **rejection_table(rejection, dashes=False)}
+
+
+def _major_json(rejection: MajorRejection) -> dict[str, Any]:
+    return {"reason": lock_words.major_rejection(rejection), **major_rejection_table(rejection, dashes=False)}
 
 
 def _wheel_json(wheel: LockedWheel) -> dict[str, Any]:

@@ -1,16 +1,18 @@
 """What `cudaresolve install` shows: the plan before pip runs, and, when pip fails, the state pip left.
 
-May import: packaging, resolve/plan.py, output/ (lock_words, progress).
+May import: packaging, resolve/plan.py, lockfile/reasons.py (the records' tables), output/ (lock_words, progress).
 """
 
 from __future__ import annotations
 
+import json
 import shlex
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from packaging.version import Version
 
-from cudaresolve.output.lock_words import evidence, reason
+from cudaresolve.lockfile.reasons import plain, rejection_table
+from cudaresolve.output.lock_words import evidence, reason, rejection
 from cudaresolve.output.progress import megabytes
 from cudaresolve.resolve.plan import Change
 
@@ -35,6 +37,30 @@ def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], req
         lines.append("with the requirements file:")
         lines += [f"    {line}" for line in requirements.splitlines()]
     return "\n".join(lines) + "\n"
+
+
+SCHEMA = 1
+
+
+def render_plan_json(changes: Sequence[Change], command: Sequence[str], requirements: str) -> str:
+    """`install --dry-run --json`: the plan as one JSON document (docs/install.md), the same facts as
+    render_plan's lines."""
+    document: dict[str, Any] = {
+        "schema": SCHEMA,
+        "changes": [
+            {
+                "name": c.name, "kind": c.kind, "installed": None if c.installed is None else str(c.installed),
+                "locked": str(c.locked), "index": c.package.index, "download": c.download,
+                "reason": reason(c.package), "why": plain(c.package.reason, dashes=False),
+                "breaks_installed": [{"reason": rejection(r), **rejection_table(r, dashes=False)} for r in c.breaks_installed],
+            }
+            for c in changes
+        ],
+        "download": sum(c.download for c in changes),
+        "pip_command": list(command),
+        "requirements": requirements,
+    }
+    return json.dumps(document, indent=2) + "\n"
 
 
 def render_state(changes: Sequence[Change], after: Mapping[str, Version], code: int) -> str:

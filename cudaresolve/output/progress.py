@@ -1,7 +1,8 @@
 """Progress on stderr: downloads (the size first, then a bar on a terminal, one line per file
 elsewhere), the doctor reading a file, and the lock judging a resolved set.
 
-May import: resolve/resolver.py (its progress event, for types only: inspect needs no resolver).
+May import: resolve/resolver.py and resolve/targets.py (the progress event and its target, for types
+only: inspect needs no resolver).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Optional, TextIO
 
 if TYPE_CHECKING:
     from cudaresolve.resolve.resolver import Judging
+    from cudaresolve.resolve.targets import LockTarget
 
 WIDTH = 30
 
@@ -45,8 +47,15 @@ def megabytes(size: Optional[int]) -> str:
     return "?" if size is None else f"{size / 1e6:,.1f} MB"
 
 
-def judging_progress(judging: Judging) -> str:
-    return f"judging {judging.distributions} distributions on {judging.hosts} host(s)"
+def judging_progress(judging: Judging, target: LockTarget) -> str:
+    """`judging 13 distributions on 2 hosts for x86_64, Python 3.12, glibc 2.35`: said once per target."""
+    return (f"judging {counted(judging.distributions, 'distribution')} on {counted(judging.hosts, 'host')} "
+            f"for {target.machine}, Python {'%d.%d' % target.python}" + (", glibc %d.%d" % target.glibc if target.glibc else ""))
+
+
+def counted(number: int, noun: str, plural: str = "") -> str:
+    """`1 distribution`, `2 distributions` (`plural` when it is not the noun with an s)."""
+    return f"{number} {noun}" if number == 1 else f"{number} {plural or noun + 's'}"
 
 
 def reading_progress(stream: TextIO) -> Callable[[str], None]:
