@@ -21,7 +21,8 @@ from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
 from cudaresolve.lockfile.writer import pylock_toml
 from cudaresolve.output import lock_words
-from cudaresolve.output.lock_report import render_fit, render_json, render_text
+from cudaresolve.output.lock_report import render_fit, render_fit_json, render_json, render_text
+from cudaresolve.resolve.check import skipped
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,11 +54,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
+    """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits (and, with
+    --require-host, when a check was skipped for a host that does not state its driver or GPUs)."""
     fleet = hosts(args)
     target = target_for(python=args.python)
     base = target.marker_environment() or {}
     with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
-        found, unfit = host_misfits(read_pylock(args.check), fleet, base, args.check, read)
-    sys.stdout.write(render_fit(args.check, [label for label, _ in fleet], found, unfit))
-    return Exit.PROBLEMS if found or unfit else Exit.OK
+        found, unfit, majors = host_misfits(read_pylock(args.check), fleet, base, args.check, read)
+    unchecked = [(label, skipped(host)) for label, host in fleet]
+    unchecked = [(label, checks) for label, checks in unchecked if checks]
+    labels = [label for label, _ in fleet]
+    sys.stdout.write(render_fit_json(args.check, labels, found, unfit, majors, unchecked) if args.json
+                     else render_fit(args.check, labels, found, unfit, majors, unchecked))
+    return Exit.PROBLEMS if found or unfit or majors or (args.require_host and unchecked) else Exit.OK

@@ -32,10 +32,10 @@ from cudaresolve.index.wheel_facts import wheel_binary_facts
 from cudaresolve.knowledge import components
 from cudaresolve.lockfile.select import Unfit, host_environment, host_tags, lock_pythons, select, selected_lock
 from cudaresolve.output.progress import download_progress, judging_progress
-from cudaresolve.resolve.check import WheelReader, misfits
+from cudaresolve.resolve.check import WheelReader, major_misfits, misfits
 from cudaresolve.resolve.inputs import Indexes, LockInputs
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
-from cudaresolve.resolve.reasons import Rejection
+from cudaresolve.resolve.reasons import MajorRejection, Rejection
 from cudaresolve.resolve.resolver import lock
 from cudaresolve.resolve.targets import (
     HostPythons,
@@ -166,14 +166,15 @@ def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]], read: Optio
 def host_misfits(
     locked: Lock, hosts: Sequence[tuple[str, HostFacts]], base: Mapping[str, str], origin: str,
     read: Optional[WheelReader] = None,
-) -> tuple[list[Rejection], list[Unfit]]:
+) -> tuple[list[Rejection], list[Unfit], list[MajorRejection]]:
     """`lock --check`: each host's part of the lock (lockfile/select.py) for every Python the lock's
     `environments` name for the host's machine (for a lock that names none, the interpreter's of
     `base` or the one its requires-python allows), its wheels matched to the host's machine and
-    glibc and its builds judged on the host. The builds that do not run, and what the lock cannot
-    install there; both empty when it fits."""
+    glibc, its builds and its CUDA majors judged on the host. The builds that do not run, what the
+    lock cannot install there, and the majors the host cannot run; all empty when it fits."""
     rejections: list[Rejection] = []
     unfit: list[Unfit] = []
+    majors: list[MajorRejection] = []
     for label, host in hosts:
         # a universal lock for other machines only: select() says so, with the interpreter's Python
         pythons = lock_pythons(locked, base, host.machine) or (base.get("python_version", ""),)
@@ -182,6 +183,7 @@ def host_misfits(
             target = label if len(pythons) == 1 else f"{label} (Python {python})"
             selection = select(locked, environment, host_tags(host.machine, host.glibc, python), target, origin)
             unfit += [u for u in selection.unfit if u not in unfit]
-            found = misfits(selected_lock(locked, selection, environment, origin), [(label, host)], read)
-            rejections += [r for r in found if r not in rejections]
-    return rejections, unfit
+            part = selected_lock(locked, selection, environment, origin)
+            rejections += [r for r in misfits(part, [(label, host)], read) if r not in rejections]
+            majors += [m for m in major_misfits(part, [(label, host)]) if m.major not in {k.major for k in majors}]
+    return rejections, unfit, majors

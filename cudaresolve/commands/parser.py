@@ -201,10 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     lock.add_argument("-o", "--output", metavar="FILE", help="the lock file: pylock.toml or pylock.NAME.toml (default pylock.toml; - for stdout)")
     lock.add_argument("--constraints", metavar="FILE", help="also write a pip constraints file (pip install -c FILE REQ)")
     lock.add_argument("--requirements", dest="requirements_out", metavar="FILE", help="also write pinned requirements with --hash lines")
-    lock.add_argument("--json", action="store_true", help="print the decisions as JSON (docs/lock.md)")
+    lock.add_argument("--json", action="store_true", help="print the decisions (with --check: the answer) as JSON (docs/lock.md)")
     lock.add_argument("--explain", action="store_true", help="print every candidate set aside and why")
     lock.add_argument(
         "--check", metavar="FILE", help="only say whether the lock FILE still fits the host(s): exit 0 or 2, nothing resolved or written"
+    )
+    lock.add_argument(
+        "--require-host", action="store_true",
+        help="with --check: exit 2 when a check is skipped because a host states no driver or no GPU",
     )
     _add_host_options(lock, fleet=True)
     _add_index_options(lock)

@@ -2,7 +2,7 @@
 `--explain` every candidate set aside and its reason; the same as JSON (docs/lock.md); and what
 `cudaresolve why NAME` reads back from a lock. The words are output/lock_words.py's.
 
-May import: packaging, resolve/lock.py, resolve/targets.py, lockfile/reasons.py (the records' tables),
+May import: packaging, resolve/lock.py, resolve/targets.py, resolve/check.py (the checks skipped), lockfile/reasons.py (the records' tables),
 lockfile/select.py (its refusals), output/lock_words.py.
 """
 
@@ -18,7 +18,8 @@ from cudaresolve.lockfile.select import NoFittingWheel, Unfit
 from cudaresolve.output import lock_words
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
 from cudaresolve.resolve.lock import Fork, Lock, LockedWheel
-from cudaresolve.resolve.reasons import Rejection
+from cudaresolve.resolve.check import Skipped
+from cudaresolve.resolve.reasons import MajorRejection, Rejection
 from cudaresolve.resolve.targets import LockTarget, target_marker
 
 SCHEMA = 1
@@ -163,14 +164,64 @@ def render_why(lock: Lock, name: str) -> Optional[str]:
     return "\n".join(lines) + "\n"
 
 
-def render_fit(path: str, labels: Sequence[str], misfits: Sequence[Rejection], unfit: Sequence[Unfit] = ()) -> str:
+def render_fit(
+    path: str, labels: Sequence[str], misfits: Sequence[Rejection], unfit: Sequence[Unfit] = (),
+    majors: Sequence[MajorRejection] = (), skipped: Sequence[tuple[str, Sequence[Skipped]]] = (),
+) -> str:
     """`lock --check` and `install --lock`: whether the lock at `path` fits the hosts, one line per
-    misfit: a build that does not run, a wheel the target cannot install, a target the lock is not for."""
+    misfit: a build that does not run, a CUDA major a host cannot run, a wheel the target cannot
+    install, a target the lock is not for; then each check skipped for a host that does not state
+    what it judges."""
     hosts = ", ".join(labels)
-    if misfits or unfit:
-        lines = [unfit_line(u) for u in unfit] + [lock_words.rejection_line(r) for r in misfits]
-        return f"{path} does not fit {hosts}:\n" + "".join(f"  {line}\n" for line in lines)
+    lines = skipped_lines(skipped)
+    if misfits or unfit or majors:
+        found = ([unfit_line(u) for u in unfit] + [f"CUDA {m.major}: {lock_words.major_rejection(m)}" for m in majors]
+                 + [lock_words.rejection_line(r) for r in misfits])
+        return f"{path} does not fit {hosts}:\n" + "".join(f"  {line}\n" for line in found + [f"not checked: {x}" for x in lines])
+    if lines:
+        return (f"{path} fits {hosts} as far as it states: every entry has a wheel for its tags, and every check "
+                "it allows passed; not checked:\n" + "".join(f"  {line}\n" for line in lines))
     return f"{path} fits {hosts}: every entry has a wheel for its tags, and every locked CUDA build runs on its driver and GPUs\n"
+
+
+_SKIPPED = {
+    Skipped.DRIVER: "the driver floors (no driver known: give --driver or --cuda)",
+    Skipped.GPUS: "the device code for its GPUs (no GPU known: give --gpu)",
+}
+
+
+def skipped_lines(skipped: Sequence[tuple[str, Sequence[Skipped]]]) -> list[str]:
+    """One line per check skipped, with the hosts it was skipped for when several are judged."""
+    several = len(skipped) > 1
+    by_check: dict[Skipped, list[str]] = {}
+    for label, checks in skipped:
+        for check in checks:
+            by_check.setdefault(check, []).append(label)
+    return [_SKIPPED[check] + (f" for {', '.join(labels)}" if several else "") for check, labels in by_check.items()]
+
+
+def render_fit_json(
+    path: str, labels: Sequence[str], misfits: Sequence[Rejection], unfit: Sequence[Unfit],
+    majors: Sequence[MajorRejection], skipped: Sequence[tuple[str, Sequence[Skipped]]],
+) -> str:
+    """`lock --check --json`: the same answer as one JSON document (docs/lock.md)."""
+    document = {
+        "schema": SCHEMA,
+        "lock": path,
+        "hosts": list(labels),
+        "fits": not (misfits or unfit or majors),
+        "misfits": [
+            {"candidate": candidate(r.candidate), "reason": lock_words.rejection(r), **rejection_table(r, dashes=False)}
+            for r in misfits
+        ],
+        "majors": [
+            {"candidate": f"CUDA {m.major}", "reason": lock_words.major_rejection(m), **major_rejection_table(m, dashes=False)}
+            for m in majors
+        ],
+        "unfit": [unfit_line(u) for u in unfit],
+        "skipped": [{"host": label, "checks": [check.value for check in checks]} for label, checks in skipped if checks],
+    }
+    return json.dumps(document, indent=2) + "\n"
 
 
 _TAGS_SHOWN = 3  # the target's most preferred tags, named in a refusal

@@ -142,7 +142,7 @@ def lock(
     finder.prefetch([r.name for r in requested + binary])
     for need in requested:
         _check_pinned_extras(need, finder, index)
-    baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
+    baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if refuses(f)}
     installed_majors = {b.cuda.major for b in component_builds(installed.distributions)}
     prefix_major = pin.major if pin else None
     ordered = sorted(environment_majors(hosts), key=lambda m: (m != prefix_major, m not in installed_majors, -m))
@@ -276,7 +276,7 @@ def _lock_once(
             (label, finding)
             for label, host in hosts
             for finding in judge(plan, host).findings
-            if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, inputs.policy.allow_advisories)
+            if refuses(finding) and _key(finding) not in baseline and not _allowed(finding, inputs.policy.allow_advisories)
         ]
         if not problems:
             for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
@@ -289,7 +289,7 @@ def _lock_once(
                 raise NoSolution((Attempt(finder.major, (Refused(finding, where),)),))
             excluded.add((culprit.name, str(culprit.version)))
             refused.append(finding)
-            finder.rejections.add(Rejection(culprit.ref, _judged(finding)))
+            finder.rejections.add(Rejection(culprit.ref, judged(finding)))
     raise NoSolution((Attempt(finder.major, (GaveUp(MAX_JUDGED, refused[-1]),)),))
 
 
@@ -471,13 +471,13 @@ def _conda_mismatch(requirement: Requirement, finder: CandidateFinder, installed
     return CondaMismatch(provider.label, str(requirement.specifier), command)
 
 
-def _judged(finding: Finding) -> Judged:
+def judged(finding: Finding) -> Judged:
     """The finding as a rejection's evidence: its check, what it concerns, and its kind of problem."""
     subject = finding.subject.distribution or finding.subject.file or ""
     return Judged(finding.check.value, subject, type(finding.problem).__name__, finding)
 
 
-def _refuses(finding: Finding) -> bool:
+def refuses(finding: Finding) -> bool:
     """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory)."""
     return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY
 
