@@ -35,6 +35,7 @@ from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.lockfile.select import select, selected_lock
 from cudaresolve.output.lock_report import render_fit
 from cudaresolve.output.plan import render_plan, render_state
+from cudaresolve.resolve.check import major_misfits
 from cudaresolve.resolve.plan import install_plan
 
 
@@ -68,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
         fleet = hosts(args)
         with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
             found = misfits_on(lock, fleet, read)
-        if found or selection.unfit:
-            sys.stdout.write(render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit))
+        majors = major_misfits(lock, fleet)
+        if found or selection.unfit or majors:
+            sys.stdout.write(render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit, majors))
             return Exit.PROBLEMS
         installed = _installed(target, site)
     else:

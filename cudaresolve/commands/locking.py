@@ -3,7 +3,7 @@ installed environment, open the indexes and resolve (resolve/resolver.py does th
 whether a lock read from a file still fits the hosts.
 
 May import: doctor (the environment scan), binary/loader (an empty target's loader), env/, index/, resolve/,
-lockfile/select, output/progress, commands/options.
+lockfile/select, output/ (progress, lock_words), commands/options.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from cudaresolve.index.http import Http
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.index.tags import host_platforms
 from cudaresolve.index.wheel_facts import wheel_binary_facts
-from cudaresolve.knowledge import components
+from cudaresolve.knowledge import components, toolkits
 from cudaresolve.lockfile.select import Unfit, host_environment, host_tags, lock_pythons, select, selected_lock
+from cudaresolve.output import lock_words
 from cudaresolve.output.progress import download_progress, judging_progress
-from cudaresolve.resolve.check import WheelReader, major_misfits, misfits
+from cudaresolve.resolve.check import WheelReader, major_misfits, misfits, skipped
 from cudaresolve.resolve.inputs import Indexes, LockInputs
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.reasons import MajorRejection, Rejection
@@ -55,13 +56,21 @@ def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = Fals
     one target's lock as it is, several merged into one."""
     if not inputs.requirements:
         raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
-    if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in inputs.hosts):
-        say(quiet, "no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
+    unstated = [(label, checks) for label, host in inputs.hosts if (checks := skipped(host))]
+    several = len(inputs.hosts) > 1
+    for label, checks in unstated:
+        if len(checks) == 2:
+            say(quiet, lock_words.assumed(label, checks, None, None, several))
     target = inputs.target
     where = target if inputs.installed_at is None else replace(target, site_packages=(inputs.installed_at,))
     installed, _ = scan(where, environ)
     targets = targets_of(inputs)
     parts = [Part(target_marker(one), _locked_for(one, inputs, installed, environ, quiet=quiet)) for one in targets]
+    majors = {p.reason.build.cuda.major for part in parts for p in part.lock.packages if p.reason.build is not None}
+    newest = max(majors, default=None)
+    for label, checks in unstated:
+        if len(checks) == 1:
+            say(quiet, lock_words.assumed(label, checks, newest, None if newest is None else toolkits.family_floor(newest), several))
     if len(parts) == 1:
         if targets[0].machine == inputs.target.machine:
             return parts[0].lock, installed

@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 
 from cudaresolve.arch import Target
 from cudaresolve.output.findings import kebab, shown
+from cudaresolve.resolve.check import Skipped
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.resolve.causes import Bound, Cause, Conflict, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.lock import ExtraFor, LockedPackage, PreRelease, Reason, ReasonKind
@@ -52,6 +53,7 @@ from cudaresolve.resolve.reasons import (
     Yanked,
     parent_of,
 )
+from cudaresolve.versions import DriverRelease
 
 ENVIRONMENT = "CUDA major"  # the --explain and `why` entry for the environment's one CUDA major
 MAX_REASONS = 4  # candidates set aside named on one line of a refusal
@@ -353,3 +355,15 @@ def fleet_conflict(conflict: FleetConflict) -> str:
         why = "; ".join(f"not {r.major}: {refusal(r.evidence)}" for r in host.refused)
         parts.append(f"{host.host} runs CUDA {', '.join(map(str, host.runs)) or 'no major'} ({why})")
     return "no CUDA major runs on every host: " + "; ".join(parts)
+
+
+def assumed(label: str, unstated: Sequence[Skipped], major: Optional[int], floor: Optional[DriverRelease], several: bool) -> str:
+    """What a lock assumed of a host that states only some of its driver and GPUs, and how to pin it.
+    `major` is the newest CUDA major the lock's builds are of, `floor` its driver floor."""
+    where = f"{label}: " if several else ""
+    if Skipped.DRIVER in unstated and Skipped.GPUS in unstated:
+        return f"{where}no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default"
+    if Skipped.DRIVER in unstated:
+        runs = "" if major is None else f" one that runs CUDA {major}" + (f" (driver >= {floor})" if floor else "")
+        return f"{where}no driver known (no --driver/--cuda): assumed{runs or ' any driver'}; give --driver or --cuda to lock for yours"
+    return f"{where}no GPU known (no --gpu): the device code of the locked builds was not checked for any GPU; give --gpu to lock for yours"
