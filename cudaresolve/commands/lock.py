@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 
 from cudaresolve.commands.hosts import hosts
 from cudaresolve.commands.locking import LockedWheels, host_misfits, locked, targets_of
@@ -31,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output not in (None, "-"):
         lock_file_name_ok(args.output)
     started = time.perf_counter()
-    inputs = lock_inputs(args, target_for(python=args.python))
+    # Without --python the target is the interpreter running cudaresolve, whose installed set is
+    # cudaresolve's own (its venv): the lock is made fresh for its tags and markers.
+    inputs = replace(lock_inputs(args, target_for(python=args.python)), keep_installed=args.python is not None)
+    say(args.quiet, lock_words.lock_basis(args.python))
     result, _ = locked(inputs, os.environ, quiet=args.quiet)
     targets = targets_of(inputs)
     # Everything is rendered before anything is written, and the files are written together:

@@ -69,7 +69,7 @@ def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = Fals
     majors = {p.reason.build.cuda.major for part in parts for p in part.lock.packages if p.reason.build is not None}
     newest = max(majors, default=None)
     for label, checks in unstated:
-        if len(checks) == 1:
+        if len(checks) == 1 and newest is not None:  # a lock of no CUDA build assumed nothing
             say(quiet, lock_words.assumed(label, checks, newest, None if newest is None else toolkits.family_floor(newest), several))
     if len(parts) == 1:
         if targets[0].machine == inputs.target.machine:
@@ -92,10 +92,10 @@ def targets_of(inputs: LockInputs) -> tuple[LockTarget, ...]:
 
 def _locked_for(one: LockTarget, inputs: LockInputs, installed: Environment, environ: Mapping[str, str], *, quiet: bool) -> Lock:
     """The lock of one target: its interpreter's markers, its tags, its hosts, and the installed set
-    only where the target is the interpreter itself."""
+    only where the target is the interpreter itself and the inputs keep it."""
     interpreter = target_interpreter(one, inputs.target)
     scanned = target_interpreter(one, installed.target)  # where the plan installs (pip --target's directory)
-    if runs_installed(one, inputs.target):
+    if inputs.keep_installed and runs_installed(one, inputs.target):
         environment = replace(installed, target=scanned)
     elif installed.loader.machine == one.machine:  # nothing installed; this machine's loader and system files
         environment = Environment(target=scanned, distributions=(), elf_files=(), loader=installed.loader,

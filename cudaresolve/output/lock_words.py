@@ -367,3 +367,11 @@ def assumed(label: str, unstated: Sequence[Skipped], major: Optional[int], floor
         runs = "" if major is None else f" one that runs CUDA {major}" + (f" (driver >= {floor})" if floor else "")
         return f"{where}no driver known (no --driver/--cuda): assumed{runs or ' any driver'}; give --driver or --cuda to lock for yours"
     return f"{where}no GPU known (no --gpu): the device code of the locked builds was not checked for any GPU; give --gpu to lock for yours"
+
+
+def lock_basis(python: Optional[str]) -> str:
+    """Whether `lock` keeps the target's installed set (--python) or locks fresh."""
+    if python is None:
+        return ("locking fresh for this interpreter's tags and markers, keeping nothing installed "
+                "(give --python PY to keep what PY has installed)")
+    return f"keeping what {python} has installed where it fits (--upgrade to choose anew)"
