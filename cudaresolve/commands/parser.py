@@ -248,11 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
     why = commands.add_parser(
         "why",
         help="why a lock holds a distribution at its version and build",
-        description="Print what a lock file records about one distribution: its pin, the reason, and every "
-        "candidate set aside with why (what `lock --explain` printed for it).",
+        description="Print what a lock file records about one distribution: its pin, the reason, the path from "
+        "what was asked for to it (each parent and the requirement it holds), and every candidate set aside "
+        "with why (what `lock --explain` printed for it). NAME may be the name asked for (cupy for cupy-cuda12x).",
         epilog=EXIT_CODES,
     )
-    why.add_argument("name", metavar="NAME", help="a distribution name, e.g. torch")
+    why.add_argument("name", metavar="NAME", help="a distribution name, e.g. torch, or the name asked for, e.g. cupy")
     why.add_argument("--lock", metavar="FILE", default="pylock.toml", help="the lock file (default: pylock.toml)")
+    why.add_argument("--json", action="store_true", help="print the answer as JSON (docs/lock.md)")
 
     return parser

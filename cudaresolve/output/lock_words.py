@@ -14,9 +14,9 @@ from packaging.utils import canonicalize_name
 
 from cudaresolve.arch import Target
 from cudaresolve.output.findings import kebab, shown
-from cudaresolve.resolve.check import Skipped
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.resolve.causes import Bound, Cause, Conflict, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
+from cudaresolve.resolve.check import Skipped
 from cudaresolve.resolve.lock import ExtraFor, LockedPackage, PreRelease, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
     Asked,
@@ -375,3 +375,21 @@ def lock_basis(python: Optional[str]) -> str:
         return ("locking fresh for this interpreter's tags and markers, keeping nothing installed "
                 "(give --python PY to keep what PY has installed)")
     return f"keeping what {python} has installed where it fits (--upgrade to choose anew)"
+
+
+def origin_step(origin: Origin, entry: LockedPackage) -> str:
+    """One step of `why`'s path: who brought `entry` there, and with which requirement."""
+    if isinstance(origin, Asked):
+        asked = f" as {entry.reason.asked_as}" if entry.reason.asked_as else ""
+        return f"asked for{asked} ({origin.where})"
+    if isinstance(origin, Constrained):
+        return f"within pip's constraint at {constrained_at(origin)}"
+    if isinstance(origin, BinaryNeed):
+        return f"needed: {binary_need(origin)}"
+    if isinstance(origin, RequiredBy):
+        held = f": {origin.requirement}" if origin.requirement else ""
+        if origin.installed:
+            return f"required by {installed_consumer(origin)}{held}"
+        extra = f" [{origin.extra}]" if origin.extra else ""
+        return f"required by {candidate(origin.parent)}{extra}{held}"
+    return f"with the extras of {candidate(origin.parent)}"
