@@ -272,6 +272,10 @@ def grouped(rejections: Sequence[Rejection]) -> list[str]:
 def cause(found: Cause) -> str:
     if isinstance(found, Unsatisfiable):
         by = required_by(found.origin)
+        if found.unlisted:
+            line = f"no project named {canonicalize_name(found.requirement.name)} on any index"
+            line += (f" (required by {by})" if by else "") + (f"; the nearest CUDA name known: {found.nearest}" if found.nearest else "")
+            return line
         line = f"nothing fits {found.requirement}" + (f" (required by {by})" if by else "")
         line += "".join(f" under {constraint(c)}" for c in found.constraints)
         reasons = grouped(sorted(found.rejections, key=lambda r: r.rule in INDEX_RULES))

@@ -12,6 +12,7 @@ resolve/. No I/O of its own beyond the index it is given.
 
 from __future__ import annotations
 
+import difflib
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
@@ -449,8 +450,19 @@ def _causes(
             requirement = need.requirement
             rejections = tuple(r for r in finder.rejected(name) if requirement.specifier.contains(r.candidate.version, prereleases=True))
             conda = _conda_mismatch(requirement, finder, installed)
-            causes[Unsatisfiable(requirement, need.origin, rejections, conda, on_name)] = None
+            unlisted = not rejections and conda is None and not finder.all_candidates(name) and not finder.listed(name)
+            causes[Unsatisfiable(requirement, need.origin, rejections, conda, on_name, unlisted,
+                                 nearest_known(name) if unlisted else None)] = None
     return tuple(causes)
+
+
+def nearest_known(name: str) -> Optional[str]:
+    """The name of the knowledge tables (CuPy's, the torch family's, the NVIDIA components') closest
+    to `name`, when one is close: what a misspelt request most likely meant."""
+    known = {"cupy", *(canonicalize_name(row.name) for major in cupy.load() for row in major.dists),
+             *torch.family(), *(canonicalize_name(row.dist) for row in components.load().component)}
+    close = difflib.get_close_matches(canonicalize_name(name), sorted(known), n=1, cutoff=0.8)
+    return close[0] if close and close[0] != canonicalize_name(name) else None
 
 
 def _admits_any(need: Need, constraints: tuple[Need, ...], finder: CandidateFinder) -> bool:
