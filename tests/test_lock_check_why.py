@@ -83,6 +83,8 @@ def test_check_judges_advisories_with_driver_conditions(user):
         "pylock.toml does not fit this host:\n"
         "  numba 0.60.0: advisory: known problem numba-driver-580: segfault / access violation / IndexError on device "
         "enumeration with numba's built-in numba.cuda (e.g. 0.61.2, 0.62.x) on driver 580 and later\n"), "")
+    # accepted as `lock --allow-advisory` accepts it
+    assert user("lock", "--check", "pylock.toml", "--driver", "580.65.06", "--gpu", "8.6", "--allow-advisory", "numba-driver-580")[0] == 0
 
 
 def test_lock_says_what_it_assumed_of_a_host_it_half_knows(user):

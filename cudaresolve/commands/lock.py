@@ -64,7 +64,7 @@ def check(args: argparse.Namespace) -> int:
     target = target_for(python=args.python)
     base = target.marker_environment() or {}
     with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
-        found, unfit, majors = host_misfits(read_pylock(args.check), fleet, base, args.check, read)
+        found, unfit, majors = host_misfits(read_pylock(args.check), fleet, base, args.check, read, args.allow_advisory)
     unchecked = [(label, skipped(host)) for label, host in fleet]
     unchecked = [(label, checks) for label, checks in unchecked if checks]
     labels = [label for label, _ in fleet]

@@ -174,7 +174,7 @@ def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]], read: Optio
 
 def host_misfits(
     locked: Lock, hosts: Sequence[tuple[str, HostFacts]], base: Mapping[str, str], origin: str,
-    read: Optional[WheelReader] = None,
+    read: Optional[WheelReader] = None, advisories: Sequence[str] = (),
 ) -> tuple[list[Rejection], list[Unfit], list[MajorRejection]]:
     """`lock --check`: each host's part of the lock (lockfile/select.py) for every Python the lock's
     `environments` name for the host's machine (for a lock that names none, the interpreter's of
@@ -193,6 +193,6 @@ def host_misfits(
             selection = select(locked, environment, host_tags(host.machine, host.glibc, python), target, origin)
             unfit += [u for u in selection.unfit if u not in unfit]
             part = selected_lock(locked, selection, environment, origin)
-            rejections += [r for r in misfits(part, [(label, host)], read) if r not in rejections]
+            rejections += [r for r in misfits(part, [(label, host)], read, advisories) if r not in rejections]
             majors += [m for m in major_misfits(part, [(label, host)]) if m.major not in {k.major for k in majors}]
     return rejections, unfit, majors

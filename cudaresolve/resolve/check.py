@@ -32,16 +32,19 @@ from cudaresolve.resolve.fit import major_rejection
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.planned import PLANNED, judged_by_binaries
 from cudaresolve.resolve.reasons import CandidateRef, MajorRejection, Rejection
-from cudaresolve.resolve.resolver import judged, refuses
+from cudaresolve.resolve.resolver import allowed, judged, refuses
 
 # The ELF members of a locked wheel of a package: its table row's, else read from the wheel (an
 # error when they cannot be had, as in the lock: --offline and not cached, a damaged wheel)
 WheelReader = Callable[[LockedPackage, LockedWheel], tuple[BinaryFacts, ...]]
 
 
-def misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]], read: Optional[WheelReader] = None) -> list[Rejection]:
+def misfits(
+    lock: Lock, hosts: Sequence[tuple[str, HostFacts]], read: Optional[WheelReader] = None, advisories: Sequence[str] = (),
+) -> list[Rejection]:
     """Each locked package that does not run on one of `hosts`; [] when the lock fits. Each host is
-    judged with its own machine (torch's aarch64 builds have their own arch lists)."""
+    judged with its own machine (torch's aarch64 builds have their own arch lists); the known-bad
+    releases `advisories` names are accepted, as `lock --allow-advisory` accepts them."""
     by_machine: dict[str, list[tuple[str, HostFacts]]] = {}
     for label, host in hosts:
         by_machine.setdefault(host.machine, []).append((label, host))
@@ -55,7 +58,7 @@ def misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]], read: Optional[W
                                                   build or _own_build(package, machine, read), group, machine))), None)
         if reason:
             found.append(Rejection(CandidateRef(package.name, package.version), reason))
-    return found + _judged_misfits(lock, hosts, {r.candidate.name for r in found})
+    return found + _judged_misfits(lock, hosts, {r.candidate.name for r in found}, advisories)
 
 
 def major_misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]]) -> list[MajorRejection]:
@@ -91,7 +94,9 @@ def skipped(host: HostFacts) -> tuple[Skipped, ...]:
 _SITE = "/planned/site-packages"  # where the judged distributions are said to be: no file is read there
 
 
-def _judged_misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]], known: set[str]) -> list[Rejection]:
+def _judged_misfits(
+    lock: Lock, hosts: Sequence[tuple[str, HostFacts]], known: set[str], advisories: Sequence[str],
+) -> list[Rejection]:
     """The doctor's refusals (errors, advisories) of the locked distributions on each host, as the
     lock judges its plan; judged by name and version, as their files are not installed (the checks
     of files ran when the lock was made and do not depend on the host). One per distribution not
@@ -109,7 +114,7 @@ def _judged_misfits(lock: Lock, hosts: Sequence[tuple[str, HostFacts]], known: s
                 continue
             for finding in judge(environment, host).findings:
                 dist = finding.subject.distribution
-                if refuses(finding) and dist and dist not in known and dist not in found:
+                if refuses(finding) and not allowed(finding, advisories) and dist and dist not in known and dist not in found:
                     version = next(d.version for d in distributions if d.name == dist)
                     found[dist] = Rejection(CandidateRef(dist, version), judged(finding))
     return list(found.values())

@@ -277,7 +277,7 @@ def _lock_once(
             (label, finding)
             for label, host in hosts
             for finding in judge(plan, host).findings
-            if refuses(finding) and _key(finding) not in baseline and not _allowed(finding, inputs.policy.allow_advisories)
+            if refuses(finding) and _key(finding) not in baseline and not allowed(finding, inputs.policy.allow_advisories)
         ]
         if not problems:
             for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
@@ -498,7 +498,7 @@ def _key(finding: Finding) -> FindingKey:
     return (finding.check, finding.subject, finding.problem)
 
 
-def _allowed(finding: Finding, allowed: Sequence[str]) -> bool:
+def allowed(finding: Finding, allowed: Sequence[str]) -> bool:
     return isinstance(finding.problem, KnownBadRelease) and finding.problem.advisory in allowed
 
 
