@@ -98,9 +98,9 @@ def _judged_misfits(
     lock: Lock, hosts: Sequence[tuple[str, HostFacts]], known: set[str], advisories: Sequence[str],
 ) -> list[Rejection]:
     """The doctor's refusals (errors, advisories) of the locked distributions on each host, as the
-    lock judges its plan; judged by name and version, as their files are not installed (the checks
-    of files ran when the lock was made and do not depend on the host). One per distribution not
-    already in `known`."""
+    lock judges its plan, those a host's driver or GPUs bring; judged by name and version, as their
+    files are not installed (the checks of files ran when the lock was made and do not depend on the
+    host). One per distribution not already in `known`."""
     distributions = tuple(sorted(
         (Distribution(p.name, p.version, (), PLANNED, os.path.join(_SITE, f"{p.name.replace('-', '_')}-{p.version}.dist-info"), ())
          for p in lock.packages if p.version is not None),
@@ -109,12 +109,15 @@ def _judged_misfits(
     found: dict[str, Rejection] = {}
     for machine in dict.fromkeys(host.machine for _, host in hosts):
         environment = Environment(Target(site_packages=(_SITE,)), distributions, (), loader=LoaderEnv(machine=machine))
+        # what the checks say with no driver and no GPU known is not the host's doing: the lock kept it
+        anywhere = {(f.check, f.subject, f.problem) for f in judge(environment, HostFacts("Linux", machine)).findings}
         for _, host in hosts:
             if host.machine != machine:
                 continue
             for finding in judge(environment, host).findings:
                 dist = finding.subject.distribution
-                if refuses(finding) and not allowed(finding, advisories) and dist and dist not in known and dist not in found:
+                if (refuses(finding) and not allowed(finding, advisories) and (finding.check, finding.subject, finding.problem) not in anywhere
+                        and dist and dist not in known and dist not in found):
                     version = next(d.version for d in distributions if d.name == dist)
                     found[dist] = Rejection(CandidateRef(dist, version), judged(finding))
     return list(found.values())
