@@ -1,7 +1,7 @@
 """`cudaresolve install`: lock (or read --lock), show the plan, run the target's own pip on exactly
 the lock, then the doctor. What pip's configuration would make it do elsewhere is refused first.
 
-May import: env/, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/plan, results,
+May import: env/, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/ (plan, check), results,
 commands/.
 """
 
