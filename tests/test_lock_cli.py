@@ -171,7 +171,9 @@ def test_abstract_requests_are_recorded_as_asked_and_made_concrete_from_the_reco
     assert (cccl["why"]["added_extras"], cccl["reason"].split(";")[0]) == (["cu12"], "asked for without a CUDA extra: [cu12] for the environment's CUDA 12")
     assert {"kind": "asked", "where": "command line"} in cupy["why"]["origins"]
     parent = {"kind": "requires-dist", "parent": {"name": "cuda-cccl", "version": cccl["version"]}, "extra": "cu12"}
-    assert any(origin == parent for p in report.values() for origin in p["why"]["origins"])
+    # each requires-dist origin holds the parent's requirement too, for `why`
+    assert any({k: v for k, v in origin.items() if k != "requirement"} == parent and origin["requirement"]
+               for p in report.values() for origin in p["why"]["origins"])
     locked = read_pylock(str(hermetic / "pylock.toml"))
     # cuda-cccl[cu12] brings three of CuPy's seven CUDA libraries: the lock asks for CuPy's [ctk] too
     assert (cupy["why"]["added_extras"], cupy["why"]["extra_for"], cccl["why"]["extra_for"]) == (["ctk"], "libraries", "cuda-major")

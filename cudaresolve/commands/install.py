@@ -1,7 +1,7 @@
 """`cudaresolve install`: lock (or read --lock), show the plan, run the target's own pip on exactly
 the lock, then the doctor. What pip's configuration would make it do elsewhere is refused first.
 
-May import: env/, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/plan, results,
+May import: env/, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/ (plan, check), results,
 commands/.
 """
 
@@ -36,6 +36,7 @@ from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.lockfile.select import select, selected_lock
 from cudaresolve.output.lock_report import render_fit
 from cudaresolve.output.plan import render_plan, render_plan_json, render_state
+from cudaresolve.resolve.check import major_misfits
 from cudaresolve.resolve.plan import install_plan
 
 
@@ -82,8 +83,9 @@ def _install(args: argparse.Namespace) -> int:
         fleet = hosts(args)
         with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
             found = misfits_on(lock, fleet, read)
-        if found or selection.unfit:
-            fit = render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit)
+        majors = major_misfits(lock, fleet)
+        if found or selection.unfit or majors:
+            fit = render_fit(args.lock, [label for label, _ in fleet], found, selection.unfit, majors)
             if args.json:
                 raise LockUnfit(fit.rstrip("\n"))
             sys.stdout.write(fit)

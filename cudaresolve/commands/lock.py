@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 import time
+from dataclasses import replace
 from typing import Iterator
 
 from cudaresolve.commands.hosts import hosts
@@ -25,12 +26,14 @@ from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
 from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
 from cudaresolve.lockfile.writer import pylock_toml
 from cudaresolve.output import lock_words
-from cudaresolve.output.lock_report import render_error_json, render_fit, render_json, render_text
+from cudaresolve.output.lock_report import render_error_json, render_fit, render_fit_json, render_json, render_text
+from cudaresolve.resolve.check import skipped
 
 
 def run(args: argparse.Namespace) -> int:
     if args.check is not None:
-        return check(args)
+        with json_errors(args.json):
+            return check(args)
     if args.json and args.output == "-":
         raise UsageError("--json prints the decisions on stdout, where -o - would print the lock: give -o FILE with --json")
     with json_errors(args.json):
@@ -57,7 +60,10 @@ def _lock(args: argparse.Namespace) -> int:
         if path not in (None, "-"):
             replaceable(path)  # a user's file named by a mistyped flag: refused before any work
     started = time.perf_counter()
-    inputs = lock_inputs(args, target_for(python=args.python))
+    # Without --python the target is the interpreter running cudaresolve, whose installed set is
+    # cudaresolve's own (its venv): the lock is made fresh for its tags and markers.
+    inputs = replace(lock_inputs(args, target_for(python=args.python)), keep_installed=args.python is not None)
+    say(args.quiet, lock_words.lock_basis(args.python))
     result, _ = locked(inputs, os.environ, quiet=args.quiet)
     targets = targets_of(inputs)
     # Everything is rendered before anything is written, and the files are written together:
@@ -80,11 +86,16 @@ def _lock(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits."""
+    """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits (and, with
+    --require-host, when a check was skipped for a host that does not state its driver or GPUs)."""
     fleet = hosts(args)
     target = target_for(python=args.python)
     base = target.marker_environment() or {}
     with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
-        found, unfit = host_misfits(read_pylock(args.check), fleet, base, args.check, read)
-    sys.stdout.write(render_fit(args.check, [label for label, _ in fleet], found, unfit))
-    return Exit.PROBLEMS if found or unfit else Exit.OK
+        found, unfit, majors = host_misfits(read_pylock(args.check), fleet, base, args.check, read, args.allow_advisory)
+    unchecked = [(label, skipped(host)) for label, host in fleet]
+    unchecked = [(label, checks) for label, checks in unchecked if checks]
+    labels = [label for label, _ in fleet]
+    sys.stdout.write(render_fit_json(args.check, labels, found, unfit, majors, unchecked) if args.json
+                     else render_fit(args.check, labels, found, unfit, majors, unchecked))
+    return Exit.PROBLEMS if found or unfit or majors or (args.require_host and unchecked) else Exit.OK

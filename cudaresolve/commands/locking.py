@@ -3,7 +3,7 @@ installed environment, open the indexes and resolve (resolve/resolver.py does th
 whether a lock read from a file still fits the hosts.
 
 May import: doctor (the environment scan), binary/loader (an empty target's loader), env/, index/, resolve/,
-lockfile/select, output/progress, commands/options.
+lockfile/select, output/ (progress, lock_words), commands/options.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from cudaresolve.index.http import Http
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.index.tags import host_platforms
 from cudaresolve.index.wheel_facts import wheel_binary_facts
-from cudaresolve.knowledge import components
+from cudaresolve.knowledge import components, toolkits
 from cudaresolve.lockfile.select import Unfit, host_environment, host_tags, lock_pythons, select, selected_lock
+from cudaresolve.output import lock_words
 from cudaresolve.output.progress import download_progress, judging_progress
-from cudaresolve.resolve.check import WheelReader, misfits
+from cudaresolve.resolve.check import WheelReader, major_misfits, misfits, skipped
 from cudaresolve.resolve.inputs import Indexes, LockInputs
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
-from cudaresolve.resolve.reasons import Rejection
+from cudaresolve.resolve.reasons import MajorRejection, Rejection
 from cudaresolve.resolve.resolver import Judging, lock
 from cudaresolve.resolve.targets import (
     HostPythons,
@@ -55,13 +56,21 @@ def locked(inputs: LockInputs, environ: Mapping[str, str], *, quiet: bool = Fals
     one target's lock as it is, several merged into one."""
     if not inputs.requirements:
         raise UsageError("nothing to lock: give requirements, -r FILE or --project DIR")
-    if not any(h.driver.release or h.driver.cuda or h.visible_gpus for _, h in inputs.hosts):
-        say(quiet, "no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default")
+    unstated = [(label, checks) for label, host in inputs.hosts if (checks := skipped(host))]
+    several = len(inputs.hosts) > 1
+    for label, checks in unstated:
+        if len(checks) == 2:
+            say(quiet, lock_words.assumed(label, checks, None, None, several))
     target = inputs.target
     where = target if inputs.installed_at is None else replace(target, site_packages=(inputs.installed_at,))
     installed, _ = scan(where, environ)
     targets = targets_of(inputs)
     parts = [Part(target_marker(one), _locked_for(one, inputs, installed, environ, quiet=quiet)) for one in targets]
+    majors = {p.reason.build.cuda.major for part in parts for p in part.lock.packages if p.reason.build is not None}
+    newest = max(majors, default=None)
+    for label, checks in unstated:
+        if len(checks) == 1 and newest is not None:  # a lock of no CUDA build assumed nothing
+            say(quiet, lock_words.assumed(label, checks, newest, None if newest is None else toolkits.family_floor(newest), several))
     if len(parts) == 1:
         if targets[0].machine == inputs.target.machine:
             return parts[0].lock, installed
@@ -83,10 +92,10 @@ def targets_of(inputs: LockInputs) -> tuple[LockTarget, ...]:
 
 def _locked_for(one: LockTarget, inputs: LockInputs, installed: Environment, environ: Mapping[str, str], *, quiet: bool) -> Lock:
     """The lock of one target: its interpreter's markers, its tags, its hosts, and the installed set
-    only where the target is the interpreter itself."""
+    only where the target is the interpreter itself and the inputs keep it."""
     interpreter = target_interpreter(one, inputs.target)
     scanned = target_interpreter(one, installed.target)  # where the plan installs (pip --target's directory)
-    if runs_installed(one, inputs.target):
+    if inputs.keep_installed and runs_installed(one, inputs.target):
         environment = replace(installed, target=scanned)
     elif installed.loader.machine == one.machine:  # nothing installed; this machine's loader and system files
         environment = Environment(target=scanned, distributions=(), elf_files=(), loader=installed.loader,
@@ -172,15 +181,16 @@ def misfits_on(locked: Lock, hosts: Sequence[tuple[str, HostFacts]], read: Optio
 
 def host_misfits(
     locked: Lock, hosts: Sequence[tuple[str, HostFacts]], base: Mapping[str, str], origin: str,
-    read: Optional[WheelReader] = None,
-) -> tuple[list[Rejection], list[Unfit]]:
+    read: Optional[WheelReader] = None, advisories: Sequence[str] = (),
+) -> tuple[list[Rejection], list[Unfit], list[MajorRejection]]:
     """`lock --check`: each host's part of the lock (lockfile/select.py) for every Python the lock's
     `environments` name for the host's machine (for a lock that names none, the interpreter's of
     `base` or the one its requires-python allows), its wheels matched to the host's machine and
-    glibc and its builds judged on the host. The builds that do not run, and what the lock cannot
-    install there; both empty when it fits."""
+    glibc, its builds and its CUDA majors judged on the host. The builds that do not run, what the
+    lock cannot install there, and the majors the host cannot run; all empty when it fits."""
     rejections: list[Rejection] = []
     unfit: list[Unfit] = []
+    majors: list[MajorRejection] = []
     for label, host in hosts:
         # a universal lock for other machines only: select() says so, with the interpreter's Python
         pythons = lock_pythons(locked, base, host.machine) or (base.get("python_version", ""),)
@@ -189,6 +199,7 @@ def host_misfits(
             target = label if len(pythons) == 1 else f"{label} (Python {python})"
             selection = select(locked, environment, host_tags(host.machine, host.glibc, python), target, origin)
             unfit += [u for u in selection.unfit if u not in unfit]
-            found = misfits(selected_lock(locked, selection, environment, origin), [(label, host)], read)
-            rejections += [r for r in found if r not in rejections]
-    return rejections, unfit
+            part = selected_lock(locked, selection, environment, origin)
+            rejections += [r for r in misfits(part, [(label, host)], read, advisories) if r not in rejections]
+            majors += [m for m in major_misfits(part, [(label, host)]) if m.major not in {k.major for k in majors}]
+    return rejections, unfit, majors

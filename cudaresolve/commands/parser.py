@@ -219,10 +219,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write a pip constraints file (pip install -c FILE with the requirements its header names)",
     )
     lock.add_argument("--write-requirements", metavar="FILE", help="also write pinned requirements with --hash lines")
-    lock.add_argument("--json", action="store_true", help=f"print the decisions, or the refusal, as one JSON document ({docs_url('lock.md')})")
+    lock.add_argument("--json", action="store_true", help=f"print the decisions, or the refusal (with --check: the answer), as one JSON document ({docs_url('lock.md')})")
     lock.add_argument("--explain", action="store_true", help="print every candidate set aside and why")
     lock.add_argument(
         "--check", metavar="FILE", help="only say whether the lock FILE still fits the host(s): exit 0 or 2, nothing resolved or written"
+    )
+    lock.add_argument(
+        "--require-host", action="store_true",
+        help="with --check: exit 2 when a check is skipped because a host states no driver or no GPU",
     )
     _add_host_options(lock, fleet=True)
     _add_index_options(lock)
@@ -266,11 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
     why = commands.add_parser(
         "why",
         help="why a lock holds a distribution at its version and build",
-        description="Print what a lock file records about one distribution: its pin, the reason, and every "
-        "candidate set aside with why (what `lock --explain` printed for it).",
+        description="Print what a lock file records about one distribution: its pin, the reason, the path from "
+        "what was asked for to it (each parent and the requirement it holds), and every candidate set aside "
+        "with why (what `lock --explain` printed for it). NAME may be the name asked for (cupy for cupy-cuda12x).",
         epilog=EXIT_CODES,
     )
-    why.add_argument("name", metavar="NAME", help="a distribution name, e.g. torch")
+    why.add_argument("name", metavar="NAME", help="a distribution name, e.g. torch, or the name asked for, e.g. cupy")
     why.add_argument("--lock", metavar="FILE", default="pylock.toml", help="the lock file (default: pylock.toml)")
+    why.add_argument("--json", action="store_true", help=f"print the answer as one JSON document ({docs_url('lock.md')})")
 
     return parser

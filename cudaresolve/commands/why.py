@@ -1,4 +1,5 @@
-"""`cudaresolve why NAME`: what a lock file records about one distribution.
+"""`cudaresolve why NAME`: what a lock file records about one distribution, and the path from what
+was asked for to it.
 
 May import: lockfile/pylock, output/lock_report, errors.
 """
@@ -10,12 +11,13 @@ import sys
 
 from cudaresolve.errors import Exit, UsageError
 from cudaresolve.lockfile.pylock import read_pylock
-from cudaresolve.output.lock_report import render_why
+from cudaresolve.output.lock_report import render_why, render_why_json
 
 
 def run(args: argparse.Namespace) -> int:
-    text = render_why(read_pylock(args.lock), args.name)
+    lock = read_pylock(args.lock)
+    text = render_why_json(lock, args.name, args.lock) if args.json else render_why(lock, args.name)
     if text is None:
-        raise UsageError(f"{args.name} is not in {args.lock}")
+        raise UsageError(f"{args.name} is not in {args.lock}, nor asked for as {args.name}")
     sys.stdout.write(text)
     return Exit.OK

@@ -7,9 +7,11 @@ Per fact, the first source present wins:
                   (conda's __cuda_arch: one capability standing for every GPU)
 A variable set to the empty string states "none" (conda's convention: an empty CONDA_OVERRIDE_CUDA
 means no CUDA driver), so a CPU-only CI job can say so without a GPU being probed.
-Overriding either driver fact replaces the whole probed driver, since the two describe one driver.
+Overriding either driver fact replaces the whole probed driver, since the two describe one driver;
+stated together, the CUDA version must be one the release can report (550 reports at most 12.4).
 
-Each value is read here, once, by its value type's parser. May import: host/facts, arch, versions.
+Each value is read here, once, by its value type's parser. May import: host/facts, arch, versions,
+knowledge/toolkits (the CUDA each driver branch reports).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Mapping, Optional, Sequence
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, check_known
+from cudaresolve.knowledge import toolkits
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 RELEASE_VARIABLES = ("CUDARESOLVE_DRIVER", "UV_CUDA_DRIVER_VERSION")
@@ -48,7 +51,20 @@ def overrides_from(
             cuda=_cuda(*cuda_pick) if cuda_pick else None,
             cuda_source=f"override:{cuda_pick[0]}" if cuda_pick else None,
         )
+        _one_driver(stated_driver, release_pick, cuda_pick)
     return Overrides(driver=stated_driver, gpus=_gpus(gpus, environ))
+
+
+def _one_driver(driver: Driver, release_pick: Optional[tuple[str, str]], cuda_pick: Optional[tuple[str, str]]) -> None:
+    """A CUDA version newer than the driver release reports states a driver that does not exist."""
+    if driver.release is None or driver.cuda is None or release_pick is None or cuda_pick is None:
+        return
+    top = toolkits.max_cuda_for_driver(driver.release)
+    if top is not None and top < driver.cuda:
+        raise UsageError(
+            f"{cuda_pick[0]} {cuda_pick[1]}: driver {driver.release} ({release_pick[0]}) runs CUDA up to {top}, "
+            f"not {driver.cuda}; give the CUDA version that driver reports, or only one of the two"
+        )
 
 
 def _pick(*candidates: tuple[str, Optional[str]]) -> Optional[tuple[str, str]]:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from cudaresolve.binary.wheel import WheelFacts
@@ -30,8 +30,11 @@ from cudaresolve.index.metadata import CoreMetadata, core_metadata, wheel_member
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
 from cudaresolve.index.tags import TagOverrides, target_tags
 from cudaresolve.index.wheel_facts import wheel_binary_facts
+from cudaresolve.knowledge import torch
 
 WORKERS = 8  # concurrent requests: enough to hide round trips, few enough to be polite to an index
+
+_VARIANT_INDEX = "\0variant-index\0"  # where a variant index's URL stood in an error's words
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -84,20 +87,38 @@ class PackageIndex:
         fetches = [(position, fetch) for position, (name, variant) in enumerate(wanted) for fetch in self._sources(name, variant)]
         futures = [self._pool.submit(fetch) for _, fetch in fetches]
         seen: list[dict[str, ProjectFile]] = [{} for _ in wanted]
-        failed: list[IndexAccessError] = []
+        failed: list[tuple[str, Optional[str], IndexAccessError]] = []  # (name, variant, why)
         for (position, _), future in zip(fetches, futures):
             try:
                 listed = future.result()
             except IndexAccessError as exc:
-                failed.append(exc)
+                failed.append((*wanted[position], exc))
                 continue
             for file in listed:
                 seen[position].setdefault(file.url, file)
         if len(failed) == 1:
-            raise failed[0]
+            raise failed[0][2]
         if failed:
-            raise IndexAccessError("; ".join(dict.fromkeys(str(exc) for exc in failed)))
+            raise IndexAccessError("\n".join(self._unreachable(failed)))
         return [tuple(found.values()) for found in seen]
+
+    def _unreachable(self, failed: Sequence[tuple[str, Optional[str], IndexAccessError]]) -> list[str]:
+        """One line per index that could not be read, with the setting that moves it: the PyTorch
+        variant indexes that failed alike as one line under --torch-index-base."""
+        config = self.config
+        variants: dict[str, list[str]] = {}  # the words, with the variant index's URL taken out -> the variants
+        lines: list[str] = []
+        for name, variant, exc in failed:
+            if variant is not None and canonicalize_name(name) in torch.family():
+                words = str(exc).replace(config.torch_variant_index(variant), _VARIANT_INDEX)
+                variants.setdefault(words, []).append(variant)
+                continue
+            lines.append(f"{exc} ({_setting(config, str(exc))})")
+        for words, names in variants.items():
+            listed = names[0] if len(names) == 1 else "{" + ",".join(dict.fromkeys(names)) + "}"
+            lines.append(f"{words.replace(_VARIANT_INDEX, config.torch_variant_index(listed))} "
+                         "(the PyTorch indexes: --torch-index-base moves them)")
+        return list(dict.fromkeys(lines))
 
     def _sources(self, name: str, variant: Optional[str]) -> list[Callable[[], tuple[ProjectFile, ...]]]:
         """One fetch per index and find-links location that may list `name`."""
@@ -205,3 +226,14 @@ def open_index(
     )
     python_version = tag_overrides.python_version or target.version
     return PackageIndex(config, cache, http, target_tags(target, tag_overrides), python_version, progress)
+
+
+def _setting(config: IndexConfig, words: str) -> str:
+    """The setting that moves the index or location an error's words name."""
+    if config.index_url and config.index_url.rstrip("/") in words:
+        return "--index-url moves it"
+    if any(url.rstrip("/") in words for url in config.extra_index_urls):
+        return "--extra-index-url moves it"
+    if any(link.rstrip("/") in words for link in config.find_links):
+        return "--find-links moves it"
+    return "pip's index settings move it"

@@ -3,8 +3,9 @@
 `cudaresolve why NAME` reads back from a lock; with --json, a refusal and an error as one JSON
 document too (the causes typed, as the doctor's findings are). The words are output/lock_words.py's.
 
-May import: packaging, errors, resolve/ (lock, targets, causes, reasons), lockfile/reasons.py (the
-records' tables), lockfile/select.py (its refusals), output/ (lock_words, findings, fixes).
+May import: packaging, errors, resolve/ (lock, targets, causes, reasons, check: the checks skipped),
+lockfile/reasons.py (the records' tables), lockfile/select.py (its refusals), lockfile/explain.py
+(why's paths), output/ (lock_words, findings, fixes).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Optional, Sequence
 from packaging.utils import canonicalize_name
 
 from cudaresolve.errors import CudaresolveError
+from cudaresolve.lockfile import explain
 from cudaresolve.lockfile.reasons import major_rejection_table, plain, rejection_table
 from cudaresolve.lockfile.select import NoFittingWheel, Unfit
 from cudaresolve.output import lock_words
@@ -22,7 +24,8 @@ from cudaresolve.output.findings import finding_dict
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
 from cudaresolve.resolve.causes import Cause, Conflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
-from cudaresolve.resolve.lock import Fork, Lock, LockedWheel
+from cudaresolve.resolve.check import Skipped
+from cudaresolve.resolve.lock import Fork, Lock, LockedPackage, LockedWheel, Reason, ReasonKind
 from cudaresolve.resolve.reasons import MajorRejection, Need, Origin, Rejection
 from cudaresolve.resolve.targets import LockTarget, target_marker
 
@@ -208,9 +211,10 @@ def _wheel_json(wheel: LockedWheel) -> dict[str, Any]:
 
 
 def render_why(lock: Lock, name: str) -> Optional[str]:
-    """`cudaresolve why NAME`: the package's pin and reason, then its decision; None when absent. In
-    a universal lock, each entry of the name with its marker, each decision with its targets', and
-    the fork."""
+    """`cudaresolve why NAME`: each entry NAME means (the distribution, or those asked for as NAME)
+    with its pin and reason, the path from what was asked for to it, then the candidates set aside;
+    None when absent. In a universal lock, each entry with its marker, each decision with its
+    targets', and the fork."""
     if lock_words.is_environment(name):
         majors = (lock.major,) if lock.major is not None else lock.majors
         if not majors:
@@ -219,31 +223,153 @@ def render_why(lock: Lock, name: str) -> Optional[str]:
             (f"CUDA {m.chosen} for {m.marker}:\n" if m.marker else "") + "".join(f"  CUDA {r.major}: {lock_words.major_rejection(r)}\n" for r in m.rejected)
             for m in majors
         )
-    wanted = canonicalize_name(name)
-    packages = [p for p in lock.packages if p.name == wanted]
-    decisions = [d for d in lock.decisions if d.name == wanted]
+    packages = explain.entries(lock, name)
+    names = {p.name for p in packages} or {canonicalize_name(name)}
+    decisions = [d for d in lock.decisions if d.name in names]
     if not packages and not decisions:
         return None
     lines = []
     for package in packages:
         where = f" ; {package.marker}" if package.marker and lock.environments else ""
         lines.append(f"{package.name}=={package.version}{where}: {lock_words.reason(package)}")
+        lines += _branch_lines(explain.paths(lock, package), package, 1)
+    if any(d.rejected for d in decisions):
+        lines.append("set aside:")
     for decision in decisions:
         if decision.marker:
             lines.append(f"  for {decision.marker}:")
         lines += [f"  {lock_words.rejection_line(r)}" for r in decision.rejected]
-    lines += [fork_line(fork) for fork in lock.forks if fork.name == wanted]
+    lines += [fork_line(fork) for fork in lock.forks if fork.name in names]
     return "\n".join(lines) + "\n"
 
 
-def render_fit(path: str, labels: Sequence[str], misfits: Sequence[Rejection], unfit: Sequence[Unfit] = ()) -> str:
+def _branch_lines(branches: Sequence[explain.Branch], entry: LockedPackage, depth: int) -> list[str]:
+    lines = []
+    for branch in branches:
+        cut = " (followed no further)" if branch.cut else ""
+        lines.append("  " * depth + lock_words.origin_step(branch.origin, entry) + cut)
+        if branch.parent is not None:
+            lines += _branch_lines(branch.up, branch.parent, depth + 1)
+    return lines
+
+
+def render_why_json(lock: Lock, name: str, path: str) -> Optional[str]:
+    """`why NAME --json`: the same answer as one JSON document (docs/lock.md); None when absent."""
+    if lock_words.is_environment(name):
+        majors = (lock.major,) if lock.major is not None else lock.majors
+        if not majors:
+            return None
+        document: dict[str, Any] = {"schema": SCHEMA, "lock": path, "asked": name, "majors": [
+            {"chosen": m.chosen, "marker": m.marker, "rejected": [
+                {"candidate": f"CUDA {r.major}", "reason": lock_words.major_rejection(r), **major_rejection_table(r, dashes=False)}
+                for r in m.rejected]}
+            for m in majors]}
+        return json.dumps(document, indent=2) + "\n"
+    packages = explain.entries(lock, name)
+    names = {p.name for p in packages} or {canonicalize_name(name)}
+    decisions = [d for d in lock.decisions if d.name in names]
+    if not packages and not decisions:
+        return None
+    document = {
+        "schema": SCHEMA,
+        "lock": path,
+        "asked": name,
+        "packages": [
+            {
+                "name": p.name,
+                "version": None if p.version is None else str(p.version),
+                "marker": p.marker,
+                "reason": lock_words.reason(p),
+                "why": plain(p.reason, dashes=False),
+                "paths": [_branch_json(b, p) for b in explain.paths(lock, p)],
+            }
+            for p in packages
+        ],
+        "decisions": [
+            {
+                "name": d.name,
+                "marker": d.marker,
+                "chosen": candidate(d.chosen) if d.chosen else None,
+                "rejected": [
+                    {"candidate": candidate(r.candidate), "reason": lock_words.rejection(r), **rejection_table(r, dashes=False)}
+                    for r in d.rejected
+                ],
+            }
+            for d in decisions
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _branch_json(branch: explain.Branch, entry: LockedPackage) -> dict[str, Any]:
+    parent = branch.parent
+    return {
+        "step": lock_words.origin_step(branch.origin, entry),
+        "origin": plain(Reason(ReasonKind.INDEX, (branch.origin,)), dashes=False)["origins"][0],
+        "parent": None if parent is None else {"name": parent.name, "version": None if parent.version is None else str(parent.version)},
+        "cut": branch.cut,
+        "up": [] if parent is None else [_branch_json(b, parent) for b in branch.up],
+    }
+
+
+def render_fit(
+    path: str, labels: Sequence[str], misfits: Sequence[Rejection], unfit: Sequence[Unfit] = (),
+    majors: Sequence[MajorRejection] = (), skipped: Sequence[tuple[str, Sequence[Skipped]]] = (),
+) -> str:
     """`lock --check` and `install --lock`: whether the lock at `path` fits the hosts, one line per
-    misfit: a build that does not run, a wheel the target cannot install, a target the lock is not for."""
+    misfit: a build that does not run, a CUDA major a host cannot run, a wheel the target cannot
+    install, a target the lock is not for; then each check skipped for a host that does not state
+    what it judges."""
     hosts = ", ".join(labels)
-    if misfits or unfit:
-        lines = [unfit_line(u) for u in unfit] + [lock_words.rejection_line(r) for r in misfits]
-        return f"{path} does not fit {hosts}:\n" + "".join(f"  {line}\n" for line in lines)
+    lines = skipped_lines(skipped)
+    if misfits or unfit or majors:
+        found = ([unfit_line(u) for u in unfit] + [f"CUDA {m.major}: {lock_words.major_rejection(m)}" for m in majors]
+                 + [lock_words.rejection_line(r) for r in misfits])
+        return f"{path} does not fit {hosts}:\n" + "".join(f"  {line}\n" for line in found + [f"not checked: {x}" for x in lines])
+    if lines:
+        return (f"{path} fits {hosts} as far as it states: every entry has a wheel for its tags, and every check "
+                "it allows passed; not checked:\n" + "".join(f"  {line}\n" for line in lines))
     return f"{path} fits {hosts}: every entry has a wheel for its tags, and every locked CUDA build runs on its driver and GPUs\n"
+
+
+_SKIPPED = {
+    Skipped.DRIVER: "the driver floors (no driver known: give --driver or --cuda)",
+    Skipped.GPUS: "the device code for its GPUs (no GPU known: give --gpu)",
+}
+
+
+def skipped_lines(skipped: Sequence[tuple[str, Sequence[Skipped]]]) -> list[str]:
+    """One line per check skipped, with the hosts it was skipped for when several are judged."""
+    several = len(skipped) > 1
+    by_check: dict[Skipped, list[str]] = {}
+    for label, checks in skipped:
+        for check in checks:
+            by_check.setdefault(check, []).append(label)
+    return [_SKIPPED[check] + (f" for {', '.join(labels)}" if several else "") for check, labels in by_check.items()]
+
+
+def render_fit_json(
+    path: str, labels: Sequence[str], misfits: Sequence[Rejection], unfit: Sequence[Unfit],
+    majors: Sequence[MajorRejection], skipped: Sequence[tuple[str, Sequence[Skipped]]],
+) -> str:
+    """`lock --check --json`: the same answer as one JSON document (docs/lock.md)."""
+    document = {
+        "schema": SCHEMA,
+        "lock": path,
+        "hosts": list(labels),
+        "fits": not (misfits or unfit or majors),
+        "misfits": [
+            {"candidate": candidate(r.candidate), "reason": lock_words.rejection(r), **rejection_table(r, dashes=False)}
+            for r in misfits
+        ],
+        "majors": [
+            {"candidate": f"CUDA {m.major}", "reason": lock_words.major_rejection(m), **major_rejection_table(m, dashes=False)}
+            for m in majors
+        ],
+        "unfit": [unfit_line(u) for u in unfit],
+        "skipped": [{"host": label, "checks": [check.value for check in checks]} for label, checks in skipped if checks],
+    }
+    return json.dumps(document, indent=2) + "\n"
 
 
 _TAGS_SHOWN = 3  # the target's most preferred tags, named in a refusal

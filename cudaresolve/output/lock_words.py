@@ -16,6 +16,7 @@ from cudaresolve.arch import Target
 from cudaresolve.output.findings import kebab, shown
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.resolve.causes import Bound, Cause, Conflict, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
+from cudaresolve.resolve.check import Skipped
 from cudaresolve.resolve.lock import ExtraFor, LockedPackage, PreRelease, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
     Asked,
@@ -52,6 +53,7 @@ from cudaresolve.resolve.reasons import (
     Yanked,
     parent_of,
 )
+from cudaresolve.versions import DriverRelease
 
 ENVIRONMENT = "CUDA major"  # the --explain and `why` entry for the environment's one CUDA major
 MAX_REASONS = 4  # candidates set aside named on one line of a refusal
@@ -270,6 +272,10 @@ def grouped(rejections: Sequence[Rejection]) -> list[str]:
 def cause(found: Cause) -> str:
     if isinstance(found, Unsatisfiable):
         by = required_by(found.origin)
+        if found.unlisted:
+            line = f"no project named {canonicalize_name(found.requirement.name)} on any index"
+            line += (f" (required by {by})" if by else "") + (f"; the nearest CUDA name known: {found.nearest}" if found.nearest else "")
+            return line
         line = f"nothing fits {found.requirement}" + (f" (required by {by})" if by else "")
         line += "".join(f" under {constraint(c)}" for c in found.constraints)
         reasons = grouped(sorted(found.rejections, key=lambda r: r.rule in INDEX_RULES))
@@ -353,3 +359,41 @@ def fleet_conflict(conflict: FleetConflict) -> str:
         why = "; ".join(f"not {r.major}: {refusal(r.evidence)}" for r in host.refused)
         parts.append(f"{host.host} runs CUDA {', '.join(map(str, host.runs)) or 'no major'} ({why})")
     return "no CUDA major runs on every host: " + "; ".join(parts)
+
+
+def assumed(label: str, unstated: Sequence[Skipped], major: Optional[int], floor: Optional[DriverRelease], several: bool) -> str:
+    """What a lock assumed of a host that states only some of its driver and GPUs, and how to pin it.
+    `major` is the newest CUDA major the lock's builds are of, `floor` its driver floor."""
+    where = f"{label}: " if several else ""
+    if Skipped.DRIVER in unstated and Skipped.GPUS in unstated:
+        return f"{where}no driver and no GPU known (no --driver/--gpu/--host): locking the CUDA builds the regular index serves by default"
+    if Skipped.DRIVER in unstated:
+        runs = "" if major is None else f" one that runs CUDA {major}" + (f" (driver >= {floor})" if floor else "")
+        return f"{where}no driver known (no --driver/--cuda): assumed{runs or ' any driver'}; give --driver or --cuda to lock for yours"
+    return f"{where}no GPU known (no --gpu): the device code of the locked builds was not checked for any GPU; give --gpu to lock for yours"
+
+
+def lock_basis(python: Optional[str]) -> str:
+    """Whether `lock` keeps the target's installed set (--python) or locks fresh."""
+    if python is None:
+        return ("locking fresh for this interpreter's tags and markers, keeping nothing installed "
+                "(give --python PY to keep what PY has installed)")
+    return f"keeping what {python} has installed where it fits (--upgrade to choose anew)"
+
+
+def origin_step(origin: Origin, entry: LockedPackage) -> str:
+    """One step of `why`'s path: who brought `entry` there, and with which requirement."""
+    if isinstance(origin, Asked):
+        asked = f" as {entry.reason.asked_as}" if entry.reason.asked_as else ""
+        return f"asked for{asked} ({origin.where})"
+    if isinstance(origin, Constrained):
+        return f"within pip's constraint at {constrained_at(origin)}"
+    if isinstance(origin, BinaryNeed):
+        return f"needed: {binary_need(origin)}"
+    if isinstance(origin, RequiredBy):
+        held = f": {origin.requirement}" if origin.requirement else ""
+        if origin.installed:
+            return f"required by {installed_consumer(origin)}{held}"
+        extra = f" [{origin.extra}]" if origin.extra else ""
+        return f"required by {candidate(origin.parent)}{extra}{held}"
+    return f"with the extras of {candidate(origin.parent)}"

@@ -141,6 +141,13 @@ class CandidateFinder:
         name = canonicalize_name(name)
         return self.rejections.by_name.get(name, []) + self._major_rejections.by_name.get(name, [])
 
+    def listed(self, name: str) -> bool:
+        """Whether any index lists a file of `name` (a name none lists is no project there)."""
+        name = canonicalize_name(name)
+        if name not in self._pages:
+            self.prefetch([name])
+        return any(self._pages[name].values())
+
     def candidates(self, name: str) -> tuple[Candidate, ...]:
         """Every usable candidate of `name`, best first (yanked files included: the provider admits
         them only for an exact pin)."""

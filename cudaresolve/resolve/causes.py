@@ -35,6 +35,8 @@ class Unsatisfiable:
     rejections: tuple[Rejection, ...]  # candidates of the name its specifier admits, set aside, in the order met
     conda: Optional[CondaMismatch] = None
     constraints: tuple[Need, ...] = ()  # pip constraints on the name: they limit what fits too
+    unlisted: bool = False  # no index lists a file of the name: no such project there
+    nearest: Optional[str] = None  # when unlisted, the closest name the knowledge tables hold (cupyy -> cupy)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,9 @@ class LockInputs:
     indexes: Indexes = field(default_factory=Indexes)
     policy: Policy = field(default_factory=Policy)
     installed_at: Optional[str] = None  # read the installed set here instead of the target's site-packages (pip --target)
+    # Keep the target's installed versions (install, lock --python); False: lock fresh for its tags and
+    # markers, as `lock` run by the interpreter cudaresolve itself is installed in must not keep that set.
+    keep_installed: bool = True
     # The target is this machine as probed: its own CUDA libraries (a system toolkit ld.so finds) count
     # for a package that loads them undeclared. False for hosts given by flags or files.
     system_libraries: bool = False

@@ -154,17 +154,17 @@ class Provider(_ProviderBase):
             for requirement in self._requires(candidate):
                 extra = _extra_of(requirement, candidate.extras, self.markers)
                 if extra is not None:
-                    needs.append(Need(requirement, RequiredBy(parent, extra)))
+                    needs.append(Need(requirement, RequiredBy(parent, extra, requirement=held(requirement))))
             return needs
         kept = candidate.installed.extras if candidate.file is None and candidate.installed is not None else frozenset()
         needs = []
         for requirement in self._requires(candidate):
             if _applies(requirement, self.markers):
-                needs.append(Need(requirement, RequiredBy(parent)))
+                needs.append(Need(requirement, RequiredBy(parent, requirement=held(requirement))))
             elif kept:
                 extra = _extra_of(requirement, kept, self.markers)
                 if extra is not None:  # an installed extra that counts as chosen keeps its needs
-                    needs.append(Need(requirement, RequiredBy(parent, extra)))
+                    needs.append(Need(requirement, RequiredBy(parent, extra, requirement=held(requirement))))
         filename = candidate.file.filename if candidate.file else None
         if candidate.file is not None and read_needed(candidate.name, candidate.version, candidate.file.filename, self.finder.machine):
             try:
@@ -215,3 +215,10 @@ def _extra_of(requirement: Requirement, extras: frozenset[str], markers: Mapping
 def root_requirements(needs: Iterable[Need], markers: Mapping[str, str]) -> list[Need]:
     """The requested requirements whose markers hold on the target."""
     return [need for need in needs if _applies(need.requirement, markers)]
+
+
+def held(requirement: Requirement) -> str:
+    """A parent's requirement as `why` shows it: without its marker, which held where it was locked."""
+    bare = Requirement(str(requirement))
+    bare.marker = None
+    return str(bare)

@@ -317,6 +317,9 @@ class RequiredBy:
     extra: Optional[str] = None
     # lock files write it only when true: the origins of every lock written before it read the same
     installed: bool = field(default=False, metadata={"unwritten-default": True})
+    # the requirement the parent holds, without its marker ("cuda-toolkit[cublas]==12.*"), for `why`;
+    # not compared: one parent bringing a name is one origin; None in locks written before it was kept
+    requirement: Optional[str] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ resolve/. No I/O of its own beyond the index it is given.
 
 from __future__ import annotations
 
+import difflib
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
@@ -142,7 +143,7 @@ def lock(
     finder.prefetch([r.name for r in requested + binary])
     for need in requested:
         _check_pinned_extras(need, finder, index)
-    baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if _refuses(f)}
+    baseline = {_key(f) for _, host in hosts for f in judge(installed, host).findings if refuses(f)}
     installed_majors = {b.cuda.major for b in component_builds(installed.distributions)}
     prefix_major = pin.major if pin else None
     ordered = sorted(environment_majors(hosts), key=lambda m: (m != prefix_major, m not in installed_majors, -m))
@@ -276,7 +277,7 @@ def _lock_once(
             (label, finding)
             for label, host in hosts
             for finding in judge(plan, host).findings
-            if _refuses(finding) and _key(finding) not in baseline and not _allowed(finding, inputs.policy.allow_advisories)
+            if refuses(finding) and _key(finding) not in baseline and not allowed(finding, inputs.policy.allow_advisories)
         ]
         if not problems:
             for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
@@ -289,7 +290,7 @@ def _lock_once(
                 raise NoSolution((Attempt(finder.major, (Refused(finding, where),)),))
             excluded.add((culprit.name, str(culprit.version)))
             refused.append(finding)
-            finder.rejections.add(Rejection(culprit.ref, _judged(finding)))
+            finder.rejections.add(Rejection(culprit.ref, judged(finding)))
     raise NoSolution((Attempt(finder.major, (GaveUp(MAX_JUDGED, refused[-1]),)),))
 
 
@@ -449,8 +450,19 @@ def _causes(
             requirement = need.requirement
             rejections = tuple(r for r in finder.rejected(name) if requirement.specifier.contains(r.candidate.version, prereleases=True))
             conda = _conda_mismatch(requirement, finder, installed)
-            causes[Unsatisfiable(requirement, need.origin, rejections, conda, on_name)] = None
+            unlisted = not rejections and conda is None and not finder.all_candidates(name) and not finder.listed(name)
+            causes[Unsatisfiable(requirement, need.origin, rejections, conda, on_name, unlisted,
+                                 nearest_known(name) if unlisted else None)] = None
     return tuple(causes)
+
+
+def nearest_known(name: str) -> Optional[str]:
+    """The name of the knowledge tables (CuPy's, the torch family's, the NVIDIA components') closest
+    to `name`, when one is close: what a misspelt request most likely meant."""
+    known = {"cupy", *(canonicalize_name(row.name) for major in cupy.load() for row in major.dists),
+             *torch.family(), *(canonicalize_name(row.dist) for row in components.load().component)}
+    close = difflib.get_close_matches(canonicalize_name(name), sorted(known), n=1, cutoff=0.8)
+    return close[0] if close and close[0] != canonicalize_name(name) else None
 
 
 def _admits_any(need: Need, constraints: tuple[Need, ...], finder: CandidateFinder) -> bool:
@@ -471,13 +483,13 @@ def _conda_mismatch(requirement: Requirement, finder: CandidateFinder, installed
     return CondaMismatch(provider.label, str(requirement.specifier), command)
 
 
-def _judged(finding: Finding) -> Judged:
+def judged(finding: Finding) -> Judged:
     """The finding as a rejection's evidence: its check, what it concerns, and its kind of problem."""
     subject = finding.subject.distribution or finding.subject.file or ""
     return Judged(finding.check.value, subject, type(finding.problem).__name__, finding)
 
 
-def _refuses(finding: Finding) -> bool:
+def refuses(finding: Finding) -> bool:
     """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory)."""
     return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY
 
@@ -486,7 +498,7 @@ def _key(finding: Finding) -> FindingKey:
     return (finding.check, finding.subject, finding.problem)
 
 
-def _allowed(finding: Finding, allowed: Sequence[str]) -> bool:
+def allowed(finding: Finding, allowed: Sequence[str]) -> bool:
     return isinstance(finding.problem, KnownBadRelease) and finding.problem.advisory in allowed
 
 
