@@ -214,7 +214,7 @@ def test_progress_names_each_target_once_in_words(cuda_index, empty_python, herm
                        "-o", "pylock.fleet.toml", quiet=False)
     assert code == 0, err
     judging = [re.sub(r", glibc \d+\.\d+", "", line) for line in err.splitlines() if line.startswith("judging ")]
-    assert judging == ["judging 3 distributions on 2 hosts for x86_64, Python %d.%d" % sys.version_info[:2]], err
+    assert judging == ["judging 3 distributions on 1 class of 2 hosts for x86_64, Python %d.%d" % sys.version_info[:2]], err
 
 
 def test_counted_in_words():

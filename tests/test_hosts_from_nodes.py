@@ -414,7 +414,7 @@ def test_ten_thousand_nodes_differing_in_memory_lock_as_one_class_and_check(serv
     captured = capsys.readouterr()
     assert "10000 hosts fold into 1 class by what the judge reads" in captured.err
     assert "nodes gpu-1..10000 (10000)" in captured.out and "(10000 hosts folded into 1 class, each resolved once)" in captured.out
-    assert "judging 1 distributions on 1 host(s)" in captured.err
+    assert "judging 1 distribution on 1 class of 10,000 hosts" in captured.err
     locked = read_pylock(str(out))
     assert locked.host_labels == ("nodes gpu-1..10000 (10000)",) and len(locked.hosts) == 1
     assert [gpu["compute_capability"] for gpu in locked.hosts[0]["gpus"]] == ["8.0"]

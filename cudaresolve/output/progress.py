@@ -48,8 +48,12 @@ def megabytes(size: Optional[int]) -> str:
 
 
 def judging_progress(judging: Judging, target: LockTarget) -> str:
-    """`judging 13 distributions on 2 hosts for x86_64, Python 3.12, glibc 2.35`: said once per target."""
-    return (f"judging {counted(judging.distributions, 'distribution')} on {counted(judging.hosts, 'host')} "
+    """`judging 13 distributions on 2 hosts for x86_64, Python 3.12, glibc 2.35` (`on 1 class of 2,000
+    hosts` when the fleet folded): said once per target."""
+    hosts = counted(judging.hosts, "host")
+    if target.host_count > judging.hosts:
+        hosts = f"{counted(judging.hosts, 'class', 'classes')} of {target.host_count:,} hosts"
+    return (f"judging {counted(judging.distributions, 'distribution')} on {hosts} "
             f"for {target.machine}, Python {'%d.%d' % target.python}" + (", glibc %d.%d" % target.glibc if target.glibc else ""))
 
 
