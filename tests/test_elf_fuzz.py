@@ -158,6 +158,6 @@ def test_mutated_fatbin_is_read_whole_or_reported_damaged(fatbin_image, data):
         value = data.draw(st.one_of(SPECIAL, st.integers(0, 2**64 - 1)), label="value") % (1 << (8 * width))
         mutated[position : position + width] = value.to_bytes(width, "little")
     summary = read_binary_facts_from_buffer(bytes(mutated), "fuzz.so").fatbin
-    assert summary is not None and (summary.entries or summary.damage)  # never "no device code" unnoted
-    if not summary.damage:  # then the corruption left every container readable
+    assert summary is not None and (summary.entries or summary.damage or summary.skipped)  # never "no device code" unnoted
+    if not summary.damage and not summary.skipped:  # then the corruption left every container readable
         assert summary.containers == len(CONTAINERS)
