@@ -130,6 +130,7 @@ RELEASE_BYTES = 32 << 20
 # Work bounds per file (docs/security.md, "Work budgets"). The steps are counted by _Budget.
 MAX_STEPS = 1_000_000
 PAYLOAD_STEPS = 16
+HIT_STEPS = 4
 MAX_HEADER_KEYS = 4096  # distinct entry headers kept per file
 ARCH_NUMBERS = range(10, 1000)  # the arch numbers a target names (arch.Target: sm_10 to sm_999)
 
@@ -321,15 +322,6 @@ def _version_key(isa: Optional[str]) -> Tuple[int, ...]:
     return tuple(int(part) for part in isa.split(".")) if isa else ()
 
 
-class _Unreadable(Exception):
-    """Raised with the reason the bytes where a container should start are not one, and the offset
-    a scan goes on from (`_container` says which)."""
-
-    def __init__(self, why: str, resume: int):
-        super().__init__(why)
-        self.resume = resume
-
-
 class _Skip(Exception):
     """Raised with the reason a file's device code is refused whole."""
 
@@ -339,8 +331,9 @@ class _Skip(Exception):
 
 
 class _Budget:
-    """The steps a file's parse may take: each section, magic hit, zero run, container header and
-    entry header looked at is one, each payload prefix decompressed PAYLOAD_STEPS."""
+    """The steps a file's parse may take: each section, zero run, container walked to and entry
+    header looked at is one, each magic hit of a scan HIT_STEPS, each payload prefix decompressed
+    PAYLOAD_STEPS (weights near what each costs next to an entry header)."""
 
     __slots__ = ("left", "limit")
 
@@ -394,12 +387,12 @@ class _Walk:
                     break
                 pos = found
             budget.spend()
-            try:
-                if data[pos : pos + 4] != MAGIC:
-                    raise _Unreadable("no container magic", pos)
-                first, stop = _container(data, pos, end, budget)
-            except _Unreadable as why:
-                self.stop = f"from container {count + 1} (offset {pos:#x}) on: {why}"
+            why = ["no container magic"]
+            if data[pos : pos + 4] == MAGIC:
+                why.clear()
+                first, stop = _container(data, pos, end, budget, why)
+            if why:
+                self.stop = f"from container {count + 1} (offset {pos:#x}) on: {why[0]}"
                 return
             count += 1
             yield first, stop
@@ -435,13 +428,12 @@ def _scan(data: Buffer, start: int, end: int, budget: _Budget, extents: _Extents
                     break
                 pos += window - len(MAGIC) + 1  # a magic across the window's edge is found in the next
                 continue
-            budget.spend()
-            try:
-                first, stop = _container(data, hit.start(), end, budget)
-            except _Unreadable as why:
+            budget.spend(HIT_STEPS)
+            first, stop = _container(data, hit.start(), end, budget)
+            if stop < 0:
                 # Not damage: outside the fatbin sections nothing says a container is there, and any
                 # four bytes of data (a constant, a hash, compressed bytes) can equal the magic.
-                pos = why.resume
+                pos = first
                 continue
             yield first, stop
             pos = stop
@@ -468,39 +460,45 @@ class _Release:
                 self.due = stop + RELEASE_BYTES
 
 
-def _container(data: Buffer, at: int, end: int, budget: _Budget) -> Tuple[int, int]:
-    """The offset of the first entry of the container at `at` and the offset after it;
-    `_Unreadable` unless every entry header fits and the entries fill fat_size exactly. Only the
-    sizes are read here: the entries are read by `_entries` once the chain checks out."""
+def _container(data: Buffer, at: int, end: int, budget: _Budget, why: Optional[List[str]] = None) -> Tuple[int, int]:
+    """(offset of the first entry, offset after the container) for the container at `at`, when
+    every entry header fits and the entries fill fat_size exactly; else (where a scan goes on, -1),
+    with the reason appended to `why` when given (the walk reports it; the scan, which meets a
+    false magic at every turn in some files, does not pay for the words). Only the sizes are read
+    here: the entries are read by `_entries` once the chain checks out."""
     if at + _HEADER.size > end:
-        raise _Unreadable("container header runs past the section end", at + 1)
+        return _failed(at + 1, why, "container header runs past the section end")
     _, _, header_size, fat_size = _HEADER.unpack_from(data, at)
     first = pos = at + header_size
     stop = pos + fat_size
-    if header_size < _HEADER.size:
-        raise _Unreadable(f"container header_size {header_size} is below {_HEADER.size}", at + 1)
-    if fat_size < _ENTRY_MIN:
-        raise _Unreadable(f"fat_size {fat_size:#x} cannot hold an entry", at + 1)
-    if stop > end:
-        raise _Unreadable(f"fat_size {fat_size:#x} runs past the section end", at + 1)
+    if header_size < _HEADER.size or fat_size < _ENTRY_MIN or stop > end:
+        return _failed(at + 1, why, f"container header_size {header_size} is below {_HEADER.size}" if header_size < _HEADER.size
+                       else f"fat_size {fat_size:#x} cannot hold an entry" if fat_size < _ENTRY_MIN
+                       else f"fat_size {fat_size:#x} runs past the section end")
     # A scan goes on from `resume` after a failure: the start of the last entry header read once the
     # chain has passed a whole entry (each costs one step and spans at least _ENTRY_MIN bytes, so
     # steps stay within bytes / _ENTRY_MIN however the chains overlap), else the byte after the magic.
     unpack, last, number, resume = _SIZES.unpack_from, stop - _ENTRY_MIN, 0, at + 1
     while pos < stop:
         if pos > last:
-            raise _Unreadable("entry chain overruns fat_size", resume)
+            return _failed(resume, why, "entry chain overruns fat_size")
         budget.spend()
         number += 1
         if number > 1:
             resume = pos
         entry_header_size, size = unpack(data, pos)
         if entry_header_size < _ENTRY_MIN:
-            raise _Unreadable(f"entry {number} header_size {entry_header_size} is below {_ENTRY_MIN}", resume)
+            return _failed(resume, why, f"entry {number} header_size {entry_header_size} is below {_ENTRY_MIN}")
         pos += entry_header_size + size
         if pos > stop:
-            raise _Unreadable("entry chain overruns fat_size", resume)
+            return _failed(resume, why, "entry chain overruns fat_size")
     return first, stop
+
+
+def _failed(resume: int, why: Optional[List[str]], reason: str) -> Tuple[int, int]:
+    if why is not None:
+        why.append(reason)
+    return resume, -1
 
 
 def _entries(data: Buffer, pos: int, stop: int) -> Iterator[_Entry]:
