@@ -19,7 +19,7 @@ from hostile_binaries import chained_fakes, library_with, many_entries
 from test_env_distributions import make_dist_info
 from test_fatbin import ALLOC, PROGBITS, fatbin_library, layout
 
-from cudaresolve.binary import fatbin
+from cudaresolve.binary import fatbin, wheel
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import SKIP_BAD_ARCH, SKIP_STEPS, SKIP_TARGETS, DeviceCodeSkip, FatbinSummary
 from cudaresolve.binary.fatbin import summarize_fatbins
@@ -106,8 +106,12 @@ def test_eight_gib_of_holes_are_not_read(elf_builder):
     assert summary.sass == ("sm_86",) and summary.damage  # the headers after the section's start are not containers
 
 
+@pytest.mark.parametrize("spilled", [False, True])
 @budgeted
-def test_a_wheel_member_with_fifty_thousand_entries(elf_builder):
+def test_a_wheel_member_with_fifty_thousand_entries(elf_builder, monkeypatch, spilled):
+    """Spilled: a member past SPILL_MEMBER is inflated into a temporary file and mapped, not held."""
+    if spilled:
+        monkeypatch.setattr(wheel, "SPILL_MEMBER", 1 << 20)
     library = library_with(elf_builder, many_entries(50_000), section=".nv_fatbin")
     stream = io.BytesIO()
     with zipfile.ZipFile(stream, "w", zipfile.ZIP_DEFLATED) as archive:
