@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from elftools.elf.elffile import ELFFile
 from fatbin_bytes import MAGIC, container, entry
 
 CHAIN_LINK = 80  # bytes per fake container of `chained_fakes`
@@ -47,3 +48,19 @@ def library_with(elf_builder, content: bytes, section: str = ".rodata", name: st
     data[at : at + size] = content.ljust(size, b"\0")
     path.write_bytes(bytes(data))
     return path
+
+
+def sparse_fatbin(path: Path, content: bytes, holes: int) -> None:
+    """Point the `.nv_fatbin` of the library at `path` at `content` written past its end, followed by
+    `holes` bytes the file system keeps as a hole: a walk that reads zero padding reads them all."""
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".nv_fatbin")
+        shoff = elf["e_shoff"]
+    offset = -(-path.stat().st_size // 4096) * 4096
+    with open(path, "r+b") as f:
+        f.seek(shoff + index * 64 + 24)  # sh_offset, sh_size
+        f.write(struct.pack("<QQ", offset, len(content) + holes))
+        f.seek(offset)
+        f.write(content)
+        f.truncate(offset + len(content) + holes)

@@ -8,7 +8,6 @@ May import: checks/builds, dependencies, releases and fixes, compat, env/, host/
 from __future__ import annotations
 
 import functools
-
 from typing import Callable, Optional
 
 from packaging.requirements import Requirement
