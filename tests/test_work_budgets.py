@@ -24,6 +24,7 @@ from cudaresolve.binary.facts import SKIP_BAD_ARCH, SKIP_STEPS, SKIP_TARGETS, De
 from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.binary.wheel import read_wheel
 from cudaresolve.cli import main
+from cudaresolve.env.cache import dumps_facts, loads_facts
 from cudaresolve.env.distributions import MAX_METADATA_FILE, MAX_REQUIRES, read_distributions
 
 FOUR_MB = 4 << 20
@@ -166,3 +167,9 @@ def test_four_thousand_missing_libraries_are_searched_for_a_fix_once_each(elf_bu
     code = run(["doctor", "--site-packages", str(site), "--json", "--driver", "550.144.03", "--gpu", "8.6"])
     findings = json.loads(capsys.readouterr().out)["findings"]
     assert code == 2 and sum(f["check"] == "missing-library" for f in findings) == count
+
+
+def test_a_skipped_summary_is_kept_in_the_facts_cache():
+    """A skipped file is not parsed again on the next run: the cache unpickles its reason."""
+    summary = FatbinSummary(skipped=DeviceCodeSkip(SKIP_BAD_ARCH, 0))
+    assert loads_facts(dumps_facts(summary)) == summary
