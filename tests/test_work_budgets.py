@@ -18,8 +18,8 @@ from hostile_binaries import chained_fakes, library_with, many_entries, sparse_f
 from test_env_distributions import make_dist_info
 from test_fatbin import ALLOC, PROGBITS, fatbin_library, layout
 
-from cudaresolve.binary import fatbin, wheel
-from cudaresolve.binary.elf import read_binary_facts
+from cudaresolve.binary import elf, fatbin, wheel
+from cudaresolve.binary.elf import ElfError, read_binary_facts
 from cudaresolve.binary.facts import SKIP_BAD_ARCH, SKIP_STEPS, SKIP_TARGETS, DeviceCodeSkip, FatbinSummary
 from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.binary.wheel import read_wheel
@@ -173,3 +173,13 @@ def test_a_skipped_summary_is_kept_in_the_facts_cache():
     """A skipped file is not parsed again on the next run: the cache unpickles its reason."""
     summary = FatbinSummary(skipped=DeviceCodeSkip(SKIP_BAD_ARCH, 0))
     assert loads_facts(dumps_facts(summary)) == summary
+
+
+def test_version_tables_past_their_step_budget_are_one_error_naming_the_file(elf_builder, monkeypatch):
+    """Version records can point back at one another (every need re-walking one long chain of
+    names): their walk counts steps, and a file past the budget is an ElfError naming it."""
+    library = elf_builder.build("libneeds.so", '#include <stdio.h>\nvoid f(void) { puts("x"); }\n')
+    assert read_binary_facts(library).version_needs
+    monkeypatch.setattr(elf, "MAX_TABLE_STEPS", 1)
+    with pytest.raises(ElfError, match=f"^{library}: .gnu.version_r did not parse within 1 steps$"):
+        read_binary_facts(library)

@@ -79,6 +79,7 @@ NT_GNU_BUILD_ID = 3
 VER_FLG_BASE = 1
 SHN_UNDEF, SHN_XINDEX, PN_XNUM = 0, 0xFFFF, 0xFFFF
 _TAG_NAMES = {DT_NEEDED: "DT_NEEDED", DT_SONAME: "DT_SONAME", DT_RPATH: "DT_RPATH", DT_RUNPATH: "DT_RUNPATH"}
+MAX_TABLE_STEPS = 1_000_000  # version records read per file (libtorch_cpu.so: a few hundred)
 MAX_EXTENTS = 4096  # data ranges of a sparse file listed (each is a block or more of data on disk)
 # The damage note of a file without usable section headers: "no device code" would be a guess.
 NO_SECTIONS = "no section header table: device code could not be looked for"
@@ -201,6 +202,7 @@ class _Reader:
         self.size = len(data) if not isinstance(data, memoryview) else data.nbytes
         self.path = path
         self.extents = extents
+        self.steps = 0
         self._string_blobs: Dict[Tuple[int, int], bytes] = {}
 
     def error(self, message: str) -> ElfError:
@@ -215,6 +217,13 @@ class _Reader:
     def unpack(self, fmt: struct.Struct, offset: int, what: str) -> Tuple[Any, ...]:
         self.check(offset, fmt.size, what)
         return fmt.unpack_from(self.data, offset)
+
+    def step(self, what: str) -> None:
+        """Count one record of a chained table read: records may point back at each other (each
+        version need re-walking one long chain of names), so their walk has a budget per file."""
+        self.steps += 1
+        if self.steps > MAX_TABLE_STEPS:
+            raise self.error(f"{what} did not parse within {MAX_TABLE_STEPS:,} steps")
 
     def check_data(self, offset: int, size: int, what: str) -> None:
         """`check`, and for a sparse file that the range holds data: a table is copied whole, so one
@@ -451,6 +460,7 @@ class _Reader:
             for _ in range(count):
                 if offset + _VERDEF.size > end:
                     raise self.error(f"version definition at {offset:#x} runs past .gnu.version_d")
+                self.step(".gnu.version_d")
                 _, flags, ndx, aux_count, _, aux, next_ = self.unpack(_VERDEF, offset, ".gnu.version_d entry")
                 if aux_count == 0:
                     raise self.error(f"version definition at {offset:#x} has no name")
@@ -470,6 +480,7 @@ class _Reader:
             for _ in range(count):
                 if offset + _VERNEED.size > end:
                     raise self.error(f"version need at {offset:#x} runs past .gnu.version_r")
+                self.step(".gnu.version_r")
                 _, aux_count, file_name, aux, next_ = self.unpack(_VERNEED, offset, ".gnu.version_r entry")
                 file = strings.get(file_name)
                 versions: List[str] = []
@@ -477,6 +488,7 @@ class _Reader:
                 for _ in range(aux_count):
                     if aux_offset + _VERNAUX.size > end:
                         raise self.error(f"version need of {file} at {aux_offset:#x} runs past .gnu.version_r")
+                    self.step(".gnu.version_r")
                     _, _, other, name_offset, aux_next = self.unpack(_VERNAUX, aux_offset, ".gnu.version_r entry")
                     name = strings.get(name_offset)
                     versions.append(name)
