@@ -44,6 +44,13 @@ bytes to 6 KB, zstd) and a CUDA 12.9 one (9 files, LZ4) the note was found in ev
 milliseconds in all (docs/performance.md). The PTX ISA of PTX entries says the toolkit minor too
 (8.8 is CUDA 12.9), through knowledge.toolkits.
 
+Bounded work. Every file is hostile input: a scan never walks a byte range twice (a failed entry
+chain is not walked again from the next byte, `_container` says where it goes on), a sparse file's
+holes are skipped (`extents`), entries are streamed and folded into their distinct headers, and a
+file past MAX_STEPS steps or MAX_HEADER_KEYS distinct headers, or naming an arch no target has, is
+skipped whole (FatbinSummary.skipped), so one bad library never stops a run (docs/security.md,
+"Work budgets").
+
 Why not cuobjdump: it is part of the CUDA toolkit (not on a user's machine), takes seconds per large
 library, and lists neither `.ldata` nor `__nv_relfatbin`. What `summarize_fatbins` costs, per file
 and for a whole environment, is in docs/performance.md (scripts/bench_fatbin.py measures it).
