@@ -14,13 +14,17 @@ from datetime import timedelta
 from typing import Dict, Tuple
 
 import pytest
+from budget import budgeted
 from elftools.elf.elffile import ELFFile
+from hostile_binaries import chained_fakes, many_entries
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fatbin import container, cubin, entry, fatbin_library, ptx, zstd_entry
+from test_fatbin import ALLOC, PROGBITS, container, cubin, entry, fatbin_library, layout, ptx, zstd_entry
 
 from cudaresolve.binary.elf import ElfError, read_binary_facts_from_buffer
-from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.facts import SKIP_STEPS, BinaryFacts, FatbinSummary
+from cudaresolve.binary.fatbin import MAGIC as MAGIC_BYTES
+from cudaresolve.binary.fatbin import summarize_fatbins
 from cudaresolve.env.inspect import Inspected, provider_needs
 from cudaresolve.output.inspect import render_text
 
@@ -96,6 +100,7 @@ def test_unmodified_images_read(images):
 @settings(max_examples=1600, deadline=timedelta(seconds=5), derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
+@budgeted
 def test_mutated_headers_give_facts_or_elf_error(images, data):
     with_sections = data.draw(st.booleans(), label="with section headers")
     image, regions = images[with_sections]
@@ -148,6 +153,7 @@ def test_unmodified_fatbin_image_reads_whole(fatbin_image):
 @settings(max_examples=400, deadline=timedelta(seconds=5), derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
+@budgeted
 def test_mutated_fatbin_is_read_whole_or_reported_damaged(fatbin_image, data):
     image, regions = fatbin_image
     mutated = bytearray(image)
@@ -158,6 +164,34 @@ def test_mutated_fatbin_is_read_whole_or_reported_damaged(fatbin_image, data):
         value = data.draw(st.one_of(SPECIAL, st.integers(0, 2**64 - 1)), label="value") % (1 << (8 * width))
         mutated[position : position + width] = value.to_bytes(width, "little")
     summary = read_binary_facts_from_buffer(bytes(mutated), "fuzz.so").fatbin
-    assert summary is not None and (summary.entries or summary.damage)  # never "no device code" unnoted
-    if not summary.damage:  # then the corruption left every container readable
+    assert summary is not None and (summary.entries or summary.damage or summary.skipped)  # never "no device code" unnoted
+    if not summary.damage and not summary.skipped:  # then the corruption left every container readable
         assert summary.containers == len(CONTAINERS)
+
+
+def _hostile(kind: str, count: int, arch: int) -> bytes:
+    if kind == "chained fakes":
+        return chained_fakes(count)
+    if kind == "entries":
+        return many_entries(count, arch)
+    if kind == "magic after magic":
+        return MAGIC_BYTES * count
+    return container(*(entry(8, 80, b"", version=(i % 256, i // 256)) for i in range(count)))  # distinct headers
+
+
+# The work-budget attacks (tests/hostile_binaries.py) at random sizes, behind random bytes, in a
+# scanned or a walked section: none may run past the step budget at these sizes (a quadratic scan
+# of 2,000 chained fakes takes 2 million steps), and none may read as "no device code".
+@settings(max_examples=1000, deadline=None, derandomize=True, database=None)
+@given(kind=st.sampled_from(["chained fakes", "entries", "magic after magic", "headers"]),
+       count=st.integers(1, 2000), arch=st.one_of(st.integers(0, 1200), SPECIAL.map(lambda v: v % 2**32)),
+       before=st.binary(max_size=64), section=st.sampled_from([".rodata", ".nv_fatbin"]))
+@budgeted
+def test_hostile_fatbin_classes_stay_within_the_budget(kind, count, arch, before, section):
+    content = before + _hostile(kind, count, arch)
+    summary = summarize_fatbins(*layout((section, content, ALLOC, PROGBITS)))
+    assert summary is None or summary.skipped is None or summary.skipped.reason != SKIP_STEPS
+    if summary is not None and summary.skipped is not None:
+        assert summary == FatbinSummary(skipped=summary.skipped)
+    elif section == ".nv_fatbin":
+        assert summary is not None and (summary.entries or summary.damage)

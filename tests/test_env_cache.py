@@ -162,7 +162,7 @@ def test_schema_change_makes_old_entries_stale():
     assert HEADER.startswith(b"cudaresolve-facts 1 ")
     assert HEADER.split()[3].decode() == cache_module._schema()
     assert set(cache_module._FACT_CLASSES) == {
-        "BinaryFacts", "Symbol", "SymbolTable", "PtxTarget", "FatbinSummary", "VersionNeed", "CudaRuntime"
+        "BinaryFacts", "Symbol", "SymbolTable", "PtxTarget", "FatbinSummary", "DeviceCodeSkip", "VersionNeed", "CudaRuntime"
     }
 
 

@@ -23,6 +23,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import pytest
 import zstandard
+from budget import budgeted
 from conftest import FIXTURES
 from fatbin_bytes import MAGIC, container, cubin, entry, ptx
 from hypothesis import given, settings
@@ -380,6 +381,7 @@ def test_lz4_malformed_blocks_raise_lz_error(block):
 
 @given(st.binary(max_size=300), st.integers(min_value=0, max_value=2000))
 @settings(max_examples=300, deadline=None)
+@budgeted
 def test_lz4_random_input_decodes_or_raises_lz_error_within_the_limit(block, limit):
     try:
         out = lz.decode_prefix(block, limit)
@@ -444,6 +446,7 @@ def test_bytes_bytearray_memoryview_and_mmap_agree(tmp_path):
 
 @given(st.binary(max_size=2000))
 @settings(max_examples=300, deadline=None)
+@budgeted
 def test_random_bytes_never_raise(blob):
     for content in (blob, struct.pack("<IHHQ", MAGIC, 1, 16, len(blob)) + blob):
         data, table = layout((".nv_fatbin", content, ALLOC, PROGBITS), (".ldata", content, ALLOC | WRITE, PROGBITS))
@@ -464,6 +467,7 @@ ENTRY_SPECS = st.lists(
 
 @given(st.lists(ENTRY_SPECS, min_size=1, max_size=4), st.lists(st.sampled_from([0, 8, 16]), min_size=4, max_size=4))
 @settings(max_examples=100, deadline=None)
+@budgeted
 def test_summary_matches_a_model_of_the_containers(specs, paddings):
     blob = b"".join(
         container(*[entry(kind, arch, ptx(f"sm_{arch}") if kind == 1 else cubin(arch, abi=8), flags=flags,

@@ -44,11 +44,13 @@ def test_pages_passed_are_handed_back(tmp_path, monkeypatch, how):
     monkeypatch.setattr(fatbin, "_container", measured)
     with open(tmp_path / "data", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         before = resident_kb()
+        budget, extents = fatbin._Budget(fatbin.MAX_STEPS), fatbin._Extents(None, len(data))
         if how == "scanned":
-            found = fatbin._scan(data, 0, len(data))
+            found = list(fatbin._scan(data, 0, len(data), budget, extents))
         else:
-            found, stop = fatbin._walk(data, 0, len(data))
-            assert stop is None
+            walk = fatbin._Walk(data, 0, len(data), budget, extents)
+            found = list(walk)
+            assert walk.stop is None
         grown.append(resident_kb() - before)
     assert len(found) == (1 if how == "scanned" else SIZE // MB)
     assert max(grown) < 2 * fatbin.RELEASE_BYTES // 1024, max(grown)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from budget import budgeted
 
 from cudaresolve.cli import main
 
@@ -28,6 +29,7 @@ def no_overrides(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@budgeted
 def test_a_host_file_nested_thousands_deep(capsys, tmp_path, no_overrides):
     (tmp_path / "host.json").write_text("[" * 100_000 + "]" * 100_000)
     for command in (["probe"], ["doctor", "--example"], ["lock", "x", "--index-url", str(tmp_path)]):
@@ -36,6 +38,7 @@ def test_a_host_file_nested_thousands_deep(capsys, tmp_path, no_overrides):
 
 
 @pytest.mark.parametrize("where", ["host JSON", "pyproject", "tool.cudaresolve"])
+@budgeted
 def test_an_integer_past_pythons_4300_digit_limit(capsys, tmp_path, monkeypatch, no_overrides, where):
     huge = "9" * 5000
     monkeypatch.chdir(tmp_path)
@@ -52,6 +55,7 @@ def test_an_integer_past_pythons_4300_digit_limit(capsys, tmp_path, monkeypatch,
 
 
 @pytest.mark.parametrize("table", ["project", "tool.cudaresolve"])
+@budgeted
 def test_toml_nested_past_the_parsers_depth(capsys, tmp_path, monkeypatch, table):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text(f"[{table}]\nx = " + "[" * 5000 + "]" * 5000 + "\n")
@@ -68,11 +72,13 @@ def test_toml_nested_past_the_parsers_depth(capsys, tmp_path, monkeypatch, table
         (b"# coding: latin-1\npkg\xff\n", "r.txt:2: not a valid requirement"),
     ],
 )
+@budgeted
 def test_a_requirements_file_that_does_not_decode(capsys, tmp_path, data, reason):
     (tmp_path / "r.txt").write_bytes(data)
     assert reason in could_not_run(capsys, ["lock", "-r", str(tmp_path / "r.txt"), *HOST])
 
 
+@budgeted
 def test_a_requirement_chain_1200_deep_and_a_cycle(capsys, tmp_path):
     for i in range(1200):
         (tmp_path / f"r{i}.txt").write_text(f"-r r{i + 1}.txt\n")
@@ -84,6 +90,7 @@ def test_a_requirement_chain_1200_deep_and_a_cycle(capsys, tmp_path):
     assert "files include each other" in could_not_run(capsys, ["lock", "-r", str(tmp_path / "a.txt"), *HOST])
 
 
+@budgeted
 def test_a_file_url_that_does_not_exist_in_inspect(capsys, tmp_path):
     url = (tmp_path / "gone" / "pkg-1.0-py3-none-any.whl").as_uri()
     assert main(["inspect", url]) == 2
@@ -91,6 +98,7 @@ def test_a_file_url_that_does_not_exist_in_inspect(capsys, tmp_path):
     assert (out, err) == (f"{url}\n  error: cannot read '{tmp_path}/gone/pkg-1.0-py3-none-any.whl': No such file or directory\n", "")
 
 
+@budgeted
 def test_a_version_that_is_not_pep_440_deep_in_the_plan(capsys, tmp_path):
     """`install --lock` compares each locked version with the installed one; a lock from elsewhere may say anything."""
     (tmp_path / "pylock.toml").write_text(
@@ -124,6 +132,7 @@ def _claims(data: bytearray, info, size: int) -> None:
         (0x7FFF_0000, "not a readable wheel (x/libx.so: "),  # under the member limit: read, never allocated
     ],
 )
+@budgeted
 def test_a_wheel_member_claiming_gigabytes_is_not_allocated(capsys, tmp_path, elf_builder, method, claim, error):
     """inspect reads a wheel in place: a member whose headers claim gigabytes is an error, refused by
     the member limit or found short while inflating, and memory stays small either way."""
@@ -149,6 +158,7 @@ def test_a_wheel_member_claiming_gigabytes_is_not_allocated(capsys, tmp_path, el
     assert peak < 50 * 1024 * 1024
 
 
+@budgeted
 def test_a_fifo_for_a_pyproject_is_refused_not_waited_on(capsys, tmp_path, monkeypatch):
     """Every command that uses an index reads the current directory's pyproject.toml ([tool.cudaresolve])."""
     import os
@@ -164,6 +174,7 @@ def test_a_fifo_for_a_pyproject_is_refused_not_waited_on(capsys, tmp_path, monke
     assert done == [f"{tmp_path}/pyproject.toml: cannot be read: not a regular file"]
 
 
+@budgeted
 def test_a_fifo_for_a_pip_configuration_file_is_refused_not_waited_on(capsys, tmp_path, monkeypatch):
     """The target's prefix holds a pip.conf pip reads (site configuration): an environment may plant a FIFO there."""
     import os
@@ -180,6 +191,7 @@ def test_a_fifo_for_a_pip_configuration_file_is_refused_not_waited_on(capsys, tm
 
 
 @pytest.mark.parametrize("escape", ["\x1b]0;owned\x07", "\r", "\x9b2J", "\x00"])
+@budgeted
 def test_a_host_file_string_with_a_terminal_control_is_refused_not_printed(capsys, tmp_path, no_overrides, escape):
     """A GPU name (or any string) in a host file holding a control character is an input error
     naming the key, and the character never reaches the terminal."""

@@ -14,6 +14,7 @@ import io
 import json
 from datetime import timedelta
 
+from budget import budgeted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_server import IndexServer, make_wheel
@@ -134,12 +135,14 @@ def _parses_or_refuses(body: bytes, content_type: str) -> None:
 
 @CASES
 @given(st.one_of(JSON_DOCUMENT.map(lambda d: json.dumps(d).encode()), _mutated(_real_page(True)), st.binary(max_size=200)))
+@budgeted
 def test_json_pages(body):
     _parses_or_refuses(body, JSON_TYPE)
 
 
 @CASES
 @given(st.one_of(HTML_DOCUMENT.map(str.encode), _mutated(_real_page(False)), st.binary(max_size=200)))
+@budgeted
 def test_html_pages(body):
     _parses_or_refuses(body, "text/html")
 
@@ -162,6 +165,7 @@ REAL_METADATA = b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nRequires-Dist
     _mutated(REAL_METADATA),
     st.binary(max_size=300),
 ))
+@budgeted
 def test_metadata(raw):
     try:
         metadata = parse_metadata(raw, DEMO, "fuzz")
@@ -175,6 +179,7 @@ WHEEL = make_wheel("demo", "1.0", requires=["numpy"])[1]
 
 @CASES
 @given(_mutated(WHEEL))
+@budgeted
 def test_wheels(data):
     try:
         raw = _from_archive(io.BytesIO(data), DEMO, Limits())

@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from budget import budgeted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -172,6 +173,7 @@ def host_document(rng: random.Random) -> str:
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_host_files(number):
     rng = random.Random(number)
     text, gpus = host_document(rng), rng.choice([[], [], ["8.6"], ["9.0", "x"]])
@@ -195,6 +197,7 @@ def node_document(rng: random.Random) -> str:
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_node_lists(number):
     from cudaresolve.host.nodes import class_label, cluster_from_json
     from cudaresolve.output.host import render_nodes_without_gpu
@@ -264,6 +267,7 @@ def judged(facts: HostFacts) -> None:
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_host_variables(two_gpus, number):
     rng = random.Random(number)
     flag = rng.choice([None, None, None, "driver", "cuda", "gpus"])  # the flag with the hostile value, if any
@@ -299,6 +303,7 @@ def requirements_file(rng: random.Random, extra: list[bytes]) -> bytes:
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_requirements_files(scratch, number):
     from packaging.requirements import Requirement
 
@@ -359,6 +364,7 @@ def pyproject(rng: random.Random) -> bytes:
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_pyproject(scratch, number):
     from cudaresolve.index.config import read_project as read_settings
     from cudaresolve.resolve.requirements import read_project
@@ -404,6 +410,7 @@ PIP_VARIABLES = {
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_pip_configuration(scratch, number):
     from cudaresolve.env.interpreter import Target
     from cudaresolve.index.config import IndexSettings, merge, pip_settings, read_pip_files
@@ -452,6 +459,7 @@ def wheel_list_document(rng: random.Random) -> bytes:
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_wheel_lists(scratch, number):
     """The list is read as the doctor reads it (None: nothing preloaded from it), then used as the
     scan uses it: whether each NCCL, cuTENSOR and cuDNN wheel row is taken at an installed release."""
@@ -509,6 +517,7 @@ def damage(data: bytes, rng: random.Random) -> bytes:
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_wheels_read_in_place(scratch, wheel_bytes, number):
     from cudaresolve.env.inspect import inspect_names
     from cudaresolve.env.interpreter import Target
@@ -570,6 +579,7 @@ def build_info_document(rng: random.Random) -> bytes:
 
 @FUZZ
 @given(number=NUMBERS)
+@budgeted
 def test_build_records(scratch, number):
     """The record is read as the doctor reads it (never run), then judged as the doctor judges it:
     tensorflow 2.21.0 beside cuDNN 9.5.1.17, each finding worded."""

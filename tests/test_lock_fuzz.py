@@ -14,6 +14,7 @@ import re
 import sys
 
 import pytest
+from budget import budgeted
 from hostile_locks import toml_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -202,17 +203,20 @@ def test_the_seeds_read_and_go_through_the_writers():
 
 @settings(FAST, max_examples=1200)
 @given(structured())
+@budgeted
 def test_structured_mutations(data):
     _check(data)
 
 
 @settings(FAST, max_examples=800)
 @given(damaged())
+@budgeted
 def test_damaged_bytes(data):
     _check(data)
 
 
 @settings(FAST, max_examples=400)
 @given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+@budgeted
 def test_bytes_from_nothing(data):
     _check(data)

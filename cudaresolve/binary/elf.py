@@ -22,12 +22,14 @@ Figures: docs/performance.md ("Single files"), measured by scripts/bench_elf.py.
 
 from __future__ import annotations
 
+import bisect
+import errno
 import mmap
 import os
 import stat
 import struct
 from array import array
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from cudaresolve.binary.facts import (
     ELF_MAGIC,
@@ -38,7 +40,7 @@ from cudaresolve.binary.facts import (
     little_endian,
     native_array,
 )
-from cudaresolve.binary.fatbin import summarize_fatbins
+from cudaresolve.binary.fatbin import Extent, summarize_fatbins
 from cudaresolve.binary.runtime import cuda_runtime
 from cudaresolve.errors import CudaresolveError
 
@@ -77,6 +79,8 @@ NT_GNU_BUILD_ID = 3
 VER_FLG_BASE = 1
 SHN_UNDEF, SHN_XINDEX, PN_XNUM = 0, 0xFFFF, 0xFFFF
 _TAG_NAMES = {DT_NEEDED: "DT_NEEDED", DT_SONAME: "DT_SONAME", DT_RPATH: "DT_RPATH", DT_RUNPATH: "DT_RUNPATH"}
+MAX_TABLE_STEPS = 1_000_000  # version records read per file (the most of 938 real files: 66, libtorch_cpu.so)
+MAX_EXTENTS = 4096  # data ranges of a sparse file listed (each is a block or more of data on disk)
 # The damage note of a file without usable section headers: "no device code" would be a guess.
 NO_SECTIONS = "no section header table: device code could not be looked for"
 
@@ -108,15 +112,42 @@ def read_binary_facts(path: Union[str, os.PathLike[str]]) -> BinaryFacts:
         with open(name, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
                 raise ElfError(f"{name}: empty file, not an ELF object")
+            extents = data_extents(f.fileno())
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return read_binary_facts_from_buffer(data, name)
+                return read_binary_facts_from_buffer(data, name, extents)
     except OSError as exc:
         raise ElfError(f"{name}: cannot read: {exc.strerror or exc}") from exc
 
 
-def read_binary_facts_from_buffer(data: Buffer, path: str) -> BinaryFacts:
-    """Read the facts of an ELF image already in memory (e.g. a wheel member); `path` names it in facts and errors."""
-    return _Reader(data, path).facts()
+def read_binary_facts_from_buffer(data: Buffer, path: str, extents: Optional[Sequence[Extent]] = None) -> BinaryFacts:
+    """Read the facts of an ELF image already in memory (e.g. a wheel member); `path` names it in
+    facts and errors; `extents`, for a sparse file, the ranges that hold data (data_extents)."""
+    return _Reader(data, path, extents).facts()
+
+
+def data_extents(fd: int) -> Optional[Tuple[Extent, ...]]:
+    """The (start, end) ranges of a sparse file that hold data, None for a file without holes.
+
+    A file whose blocks cover its size has no hole worth skipping; otherwise SEEK_DATA/SEEK_HOLE
+    list the ranges, at most MAX_EXTENTS of them (the rest counts as data). A 16 KB file can claim
+    gigabytes of holes: they read as zeros, and reading them costs what gigabytes cost."""
+    info = os.fstat(fd)
+    if info.st_blocks * 512 >= info.st_size or not hasattr(os, "SEEK_DATA"):
+        return None
+    extents: List[Extent] = []
+    pos = 0
+    try:
+        while pos < info.st_size:
+            if len(extents) == MAX_EXTENTS:
+                extents.append((pos, info.st_size))
+                break
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            pos = os.lseek(fd, start, os.SEEK_HOLE)
+            extents.append((start, pos))
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data past `pos`
+            return None  # the file system cannot say: all of it is data
+    return tuple(extents)
 
 
 class _Section(NamedTuple):
@@ -166,10 +197,12 @@ class _Strings:
 class _Reader:
     """One pass over one image: checks bounds, then reads headers, dynamic section, symbols, versions, notes."""
 
-    def __init__(self, data: Buffer, path: str):
+    def __init__(self, data: Buffer, path: str, extents: Optional[Sequence[Extent]] = None):
         self.data = data
         self.size = len(data) if not isinstance(data, memoryview) else data.nbytes
         self.path = path
+        self.extents = extents
+        self.steps = 0
         self._string_blobs: Dict[Tuple[int, int], bytes] = {}
 
     def error(self, message: str) -> ElfError:
@@ -185,8 +218,29 @@ class _Reader:
         self.check(offset, fmt.size, what)
         return fmt.unpack_from(self.data, offset)
 
-    def block(self, offset: int, size: int, what: str) -> bytes:
+    def step(self, what: str) -> None:
+        """Count one record of a chained table read: records may point back at each other (each
+        version need re-walking one long chain of names), so their walk has a budget per file."""
+        self.steps += 1
+        if self.steps > MAX_TABLE_STEPS:
+            raise self.error(f"{what} did not parse within {MAX_TABLE_STEPS:,} steps")
+
+    def check_data(self, offset: int, size: int, what: str) -> None:
+        """`check`, and for a sparse file that the range holds data: a table is copied whole, so one
+        lying in a hole would cost its apparent size for nothing but zeros."""
         self.check(offset, size, what)
+        if not self.holds_data(offset, size):
+            raise self.error(f"{what} (offset {offset:#x}, size {size:#x}) lies in a hole of the sparse file")
+
+    def holds_data(self, offset: int, size: int) -> bool:
+        """Whether [offset, offset + size) lies within one data range (always, for a file without holes)."""
+        if self.extents is None or size <= 0:
+            return True
+        index = bisect.bisect_right(self.extents, (offset, float("inf"))) - 1
+        return index >= 0 and offset + size <= self.extents[index][1]
+
+    def block(self, offset: int, size: int, what: str) -> bytes:
+        self.check_data(offset, size, what)
         return bytes(self.data[offset : offset + size])
 
     def strings(self, offset: int, size: int, what: str) -> _Strings:
@@ -241,7 +295,7 @@ class _Reader:
         """The device code, found by section; without sections a note, so the file does not read as CPU-only."""
         if not self.sections:
             return FatbinSummary(damage=(NO_SECTIONS,))
-        return summarize_fatbins(self.data, [(s.name, s.offset, s.size, s.flags, s.type) for s in self.sections])
+        return summarize_fatbins(self.data, [(s.name, s.offset, s.size, s.flags, s.type) for s in self.sections], self.extents)
 
     def _read_header(self) -> None:
         if self.size == 0:
@@ -285,7 +339,7 @@ class _Reader:
             count = self._section_zero().info
         if self.phentsize != _PHDR.size:
             raise self.error(f"program header entry size {self.phentsize}, expected {_PHDR.size}")
-        self.check(self.phoff, count * _PHDR.size, "program header table")
+        self.check_data(self.phoff, count * _PHDR.size, "program header table")
         for p_type, _, offset, vaddr, _, filesz, _, align in _PHDR.iter_unpack(
             self.data[self.phoff : self.phoff + count * _PHDR.size]
         ):
@@ -310,7 +364,7 @@ class _Reader:
             zero = self._section_zero()
             count = count or zero.size
             shstrndx = zero.link if shstrndx == SHN_XINDEX else shstrndx
-        self.check(self.shoff, count * _SHDR.size, "section header table")
+        self.check_data(self.shoff, count * _SHDR.size, "section header table")
         raw = list(_SHDR.iter_unpack(self.data[self.shoff : self.shoff + count * _SHDR.size]))
         for index, (_, sh_type, _, _, offset, size, _, _, _, _) in enumerate(raw):
             if sh_type != SHT_NOBITS and index != 0:
@@ -351,7 +405,7 @@ class _Reader:
             if not found:
                 return {}
             offset, size = found[0].offset, found[0].size
-        self.check(offset, size, "dynamic section")
+        self.check_data(offset, size, "dynamic section")
         end = offset + size - size % _DYN.size
         tags: Dict[int, List[int]] = {}
         for tag, value in _DYN.iter_unpack(self.data[offset:end]):
@@ -406,6 +460,7 @@ class _Reader:
             for _ in range(count):
                 if offset + _VERDEF.size > end:
                     raise self.error(f"version definition at {offset:#x} runs past .gnu.version_d")
+                self.step(".gnu.version_d")
                 _, flags, ndx, aux_count, _, aux, next_ = self.unpack(_VERDEF, offset, ".gnu.version_d entry")
                 if aux_count == 0:
                     raise self.error(f"version definition at {offset:#x} has no name")
@@ -425,6 +480,7 @@ class _Reader:
             for _ in range(count):
                 if offset + _VERNEED.size > end:
                     raise self.error(f"version need at {offset:#x} runs past .gnu.version_r")
+                self.step(".gnu.version_r")
                 _, aux_count, file_name, aux, next_ = self.unpack(_VERNEED, offset, ".gnu.version_r entry")
                 file = strings.get(file_name)
                 versions: List[str] = []
@@ -432,6 +488,7 @@ class _Reader:
                 for _ in range(aux_count):
                     if aux_offset + _VERNAUX.size > end:
                         raise self.error(f"version need of {file} at {aux_offset:#x} runs past .gnu.version_r")
+                    self.step(".gnu.version_r")
                     _, _, other, name_offset, aux_next = self.unpack(_VERNAUX, aux_offset, ".gnu.version_r entry")
                     name = strings.get(name_offset)
                     versions.append(name)
@@ -538,6 +595,8 @@ class _Reader:
         else:
             areas = self.note_segments
         for offset, size, align in areas:
+            if not self.holds_data(offset, size):
+                continue  # a note area in a hole holds zeros: no build-id, and walking them costs its size
             step = 8 if align == 8 else 4  # 8-byte notes (.note.gnu.property) pad name and desc to 8
             position = 0
             while position + _NOTE.size <= size:

@@ -196,6 +196,24 @@ def _names(strings: bytes, offsets: Iterable[int]) -> List[str]:
     return [strings[offset : find_bytes(b"\0", offset)].decode("utf-8", "backslashreplace") for offset in offsets]
 
 
+# Why the fatbin reader gave up on a whole file's device code (DeviceCodeSkip.reason); plain
+# strings, not an enum, because the facts cache unpickles facts dataclasses and nothing else.
+SKIP_BAD_ARCH = "bad arch"  # an entry names an arch number no target has (sm_0, sm_1000000000)
+SKIP_STEPS = "steps"  # the parse ran past its step budget
+SKIP_TARGETS = "targets"  # more distinct entry headers than the reader keeps
+
+
+@dataclass(frozen=True)
+class DeviceCodeSkip:
+    """A file whose device code was not judged at all, and why: one bad file must not stop the run,
+    nor read as a file without device code. `value` is the arch number (BAD_ARCH, with `ptx` telling
+    compute_ from sm_) or the bound that was passed (STEPS, TARGETS)."""
+
+    reason: str  # SKIP_BAD_ARCH, SKIP_STEPS or SKIP_TARGETS
+    value: int
+    ptx: bool = False
+
+
 @dataclass(frozen=True)
 class FatbinSummary:
     """The device code a library carries, from every fatbin container found in it.
@@ -209,6 +227,7 @@ class FatbinSummary:
     `damage` has one line per place where device code could not be read, e.g. ".nv_fatbin: device
     code unreadable from container 7 (offset 0x1a2b0) on: entry chain overruns fat_size": the other
     fields then cover only what was read, and a summary may hold damage alone.
+    `skipped` is set when the file's device code was refused whole: every other field is then empty.
     """
 
     sass: tuple[str, ...] = ()  # sorted, unique: "sm_75", "sm_90a", "sm_100"
@@ -220,6 +239,7 @@ class FatbinSummary:
     sections: tuple[str, ...] = ()  # sections the containers were found in
     damage: tuple[str, ...] = ()
     toolkit: Optional[str] = None  # "13.0.88"; None when no ABI 8 cubin names one (CUDA <= 12.7, or unreadable)
+    skipped: Optional[DeviceCodeSkip] = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,13 @@ bytes to 6 KB, zstd) and a CUDA 12.9 one (9 files, LZ4) the note was found in ev
 milliseconds in all (docs/performance.md). The PTX ISA of PTX entries says the toolkit minor too
 (8.8 is CUDA 12.9), through knowledge.toolkits.
 
+Bounded work. Every file is hostile input: a scan never walks a byte range twice (a failed entry
+chain is not walked again from the next byte, `_container` says where it goes on), a sparse file's
+holes are skipped (`extents`), entries are streamed and folded into their distinct headers, and a
+file past MAX_STEPS steps or MAX_HEADER_KEYS distinct headers, or naming an arch no target has, is
+skipped whole (FatbinSummary.skipped), so one bad library never stops a run (docs/security.md,
+"Work budgets").
+
 Why not cuobjdump: it is part of the CUDA toolkit (not on a user's machine), takes seconds per large
 library, and lists neither `.ldata` nor `__nv_relfatbin`. What `summarize_fatbins` costs, per file
 and for a whole environment, is in docs/performance.md (scripts/bench_fatbin.py measures it).
@@ -51,17 +58,26 @@ and for a whole environment, is in docs/performance.md (scripts/bench_fatbin.py 
 
 from __future__ import annotations
 
+import bisect
 import enum
 import mmap
 import re
 import struct
+import sys
 from collections import Counter
 from types import ModuleType
 from typing import Any, Dict, Final, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from cudaresolve.arch import PtxTarget
 from cudaresolve.binary import lz
-from cudaresolve.binary.facts import ELF_MAGIC, FatbinSummary
+from cudaresolve.binary.facts import (
+    ELF_MAGIC,
+    SKIP_BAD_ARCH,
+    SKIP_STEPS,
+    SKIP_TARGETS,
+    DeviceCodeSkip,
+    FatbinSummary,
+)
 
 zstandard: Optional[ModuleType]
 try:
@@ -72,7 +88,8 @@ except ImportError:  # optional: without it some zstd-compressed entries stay un
 Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 # (sh_name, sh_offset, sh_size, sh_flags, sh_type), as the ELF reader passes them.
 Section = Tuple[str, int, int, int, int]
-_HeaderKey = Tuple[int, int, int, int, int]  # an entry's kind, arch, major, minor, flags
+_HeaderKey = Tuple[int, int, int, int, int]  # an entry's kind, arch, major, minor, flags (the bits read: _KEY_FLAGS)
+Extent = Tuple[int, int]  # (start, end) of a range of the file that holds data
 
 MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50 little-endian
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
@@ -86,10 +103,12 @@ TOOLCHAIN_SECTIONS = frozenset(
 KIND_PTX, KIND_ELF, KIND_OLD_CUBIN = 1, 2, 4
 FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
+_KEY_FLAGS = FLAG_LZ4 | FLAG_ZSTD | FLAG_ARCH_SPECIFIC | FLAG_FAMILY
 SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
 SHT_PROGBITS = 1
 
 _HEADER = struct.Struct("<IHHQ")  # magic, version, header_size, fat_size
+_SIZES = struct.Struct("<4xIQ")  # an entry's header_size and size
 _ENTRY = struct.Struct("<H2xIQI4xHHI8xQ")  # kind, header_size, size, compressed_size, minor, major, arch, flags
 _ENTRY_MIN = 64
 _FIRST_SUFFIXED_ARCH = 90  # sm_90a (CUDA 12.0) is the first arch-specific target
@@ -115,6 +134,12 @@ _UNDECIDED: Final = _Undecided.UNDECIDED  # a header key not met yet (None is a 
 # a mapping's pages count in the process's memory once touched, and a torch venv's largest files
 # have hundreds of MB of sections to look through (docs/performance.md).
 RELEASE_BYTES = 32 << 20
+# Work bounds per file (docs/security.md, "Work budgets"). The steps are counted by _Budget.
+MAX_STEPS = 1_000_000
+PAYLOAD_STEPS = 16
+HIT_STEPS = 4
+MAX_HEADER_KEYS = 4096  # distinct entry headers kept per file
+ARCH_NUMBERS = range(10, 1000)  # the arch numbers a target names (arch.Target: sm_10 to sm_999)
 
 
 class _Entry(NamedTuple):
@@ -151,30 +176,45 @@ class FatbinEntry(NamedTuple):
         return None
 
 
-def summarize_fatbins(data: Buffer, sections: Sequence[Section]) -> Optional[FatbinSummary]:
+def summarize_fatbins(
+    data: Buffer, sections: Sequence[Section], extents: Optional[Sequence[Extent]] = None, *, max_steps: int = MAX_STEPS
+) -> Optional[FatbinSummary]:
     """The device code in one ELF file, from its section table; None when it carries no fatbin and
     no damage was met (with damage, a summary carrying it, so "unreadable" never reads as "CPU-only").
 
-    `data` is the whole file (bytes, memoryview or mmap); no reference to it is kept. Entries whose
-    headers are equal are judged once (all 112 files of a torch 2.14.1 venv: 47,716 entries).
+    `data` is the whole file (bytes, memoryview or mmap); no reference to it is kept. `extents` are
+    the (start, end) byte ranges that hold data when the file is sparse (None: all of it): holes
+    read as zeros, so they are skipped, never read. Entries whose headers are equal are judged once
+    (all 112 files of a torch 2.14.1 venv: 47,716 entries); only the distinct headers are kept. A
+    file past `max_steps` or MAX_HEADER_KEYS, or naming an arch no target has, gives a summary
+    with `skipped` alone: its device code is not judged, and nothing else stops.
     """
     fold = _Fold()
     header_suffixes: Dict[_HeaderKey, Optional[str]] = {}  # the suffixes the entry header alone decides
+    keys: Set[_HeaderKey] = set()  # every distinct header met, checked once
     payloads = _Payloads(data)
+    budget = _Budget(max_steps)
     smallest: Optional[_Entry] = None  # the smallest ELF ABI 8 cubin, whose note names the toolkit
     counted: Counter[Tuple[str, _HeaderKey, Optional[str]]] = Counter()  # (section, header key, suffix) -> entries: folded once each, below
-    for section, container in _containers(data, sections, fold.damage):
-        fold.containers += 1
-        for raw in container:
-            key = raw[:5]  # kind, arch, major, minor, flags
-            if raw.kind == KIND_ELF and key[2:4] >= _ELF_ABI_8 and (smallest is None or raw.size < smallest.size):
-                smallest = raw
-            suffix = header_suffixes.get(key, _UNDECIDED)
-            if suffix is _UNDECIDED:
-                suffix = _suffix(payloads, raw)
-                if not _reads_payload(raw):
-                    header_suffixes[key] = suffix
-            counted[section, key, suffix] += 1
+    try:
+        for section, container in _containers(data, sections, fold.damage, budget, _Extents(extents, len(data))):
+            fold.containers += 1
+            for raw in container:
+                key = (raw.kind, raw.arch, raw.major, raw.minor, raw.flags & _KEY_FLAGS)
+                if raw.kind == KIND_ELF and key[2:4] >= _ELF_ABI_8 and (smallest is None or raw.size < smallest.size):
+                    smallest = raw
+                suffix = header_suffixes.get(key, _UNDECIDED)
+                if suffix is _UNDECIDED:
+                    if key not in keys:
+                        _check_key(key, keys)
+                    if _reads_payload(raw):
+                        budget.spend(PAYLOAD_STEPS)
+                        suffix = _suffix(payloads, raw)
+                    else:
+                        suffix = header_suffixes[key] = _suffix(payloads, raw)
+                counted[section, key, suffix] += 1
+    except _Skip as skip:
+        return FatbinSummary(skipped=skip.why)
     for (section, (kind, arch, major, minor, _), suffix), count in counted.items():
         fold.add(section, kind, arch, suffix, _isa(kind, major, minor), count)
     if smallest is not None:
@@ -182,12 +222,24 @@ def summarize_fatbins(data: Buffer, sections: Sequence[Section]) -> Optional[Fat
     return fold.summary()
 
 
+def _check_key(key: _HeaderKey, keys: Set[_HeaderKey]) -> None:
+    """Admit a header not met before: its arch must be one a target can name (what arch.Target
+    parses), and the distinct headers kept stay within MAX_HEADER_KEYS."""
+    kind, arch = key[0], key[1]
+    if kind in (KIND_PTX, KIND_ELF, KIND_OLD_CUBIN) and arch not in ARCH_NUMBERS:
+        raise _Skip(DeviceCodeSkip(SKIP_BAD_ARCH, arch, kind == KIND_PTX))
+    if len(keys) >= MAX_HEADER_KEYS:
+        raise _Skip(DeviceCodeSkip(SKIP_TARGETS, MAX_HEADER_KEYS))
+    keys.add(key)
+
+
 def read_fatbin_entries(data: Buffer, sections: Sequence[Section]) -> List[FatbinEntry]:
     """Every entry of every container found in the file, in section and file order (damage is
-    reported by `summarize_fatbins` only)."""
+    reported by `summarize_fatbins` only; no budget: the tests' oracle)."""
     payloads = _Payloads(data)
     entries: List[FatbinEntry] = []
-    for index, (section, container) in enumerate(_containers(data, sections, [])):
+    found = _containers(data, sections, [], _Budget(sys.maxsize), _Extents(None, len(data)))
+    for index, (section, container) in enumerate(found):
         for raw in container:
             suffix = _suffix(payloads, raw)
             entries.append(FatbinEntry(section, index, raw.kind, raw.arch, suffix or "", _isa(raw.kind, raw.major, raw.minor),
@@ -204,25 +256,28 @@ def summarize_entries(entries: Sequence[FatbinEntry]) -> Optional[FatbinSummary]
     return fold.summary()
 
 
-def _containers(data: Buffer, sections: Sequence[Section], damage: List[str]) -> Iterator[Tuple[str, List[_Entry]]]:
-    """(section name, entries) of every container, in section and file order; where a fatbin
+def _containers(
+    data: Buffer, sections: Sequence[Section], damage: List[str], budget: "_Budget", extents: "_Extents"
+) -> Iterator[Tuple[str, Iterator[_Entry]]]:
+    """(section name, its entries) of every container, in section and file order; where a fatbin
     section cannot be read to its end, a note appended to `damage`."""
     length = len(data)
     for name, offset, size, flags, sh_type in sections:
         if sh_type != SHT_PROGBITS:
             continue
+        budget.spend()
         if name in FATBIN_SECTIONS:
-            found, stop = _walk(data, offset, min(offset + size, length))
-            if stop is None and offset + size > length:
-                stop = f"past the end of the file ({length:#x} bytes)"
-            if stop is not None:
-                damage.append(f"{name}: device code unreadable {stop}")
+            walked = _Walk(data, offset, min(offset + size, length), budget, extents)
+            for first, stop in walked:
+                yield name, _entries(data, first, stop)
+            problem = walked.stop
+            if problem is None and offset + size > length:
+                problem = f"past the end of the file ({length:#x} bytes)"
+            if problem is not None:
+                damage.append(f"{name}: device code unreadable {problem}")
         elif flags & SHF_ALLOC and not flags & SHF_EXECINSTR and name not in TOOLCHAIN_SECTIONS:
-            found = _scan(data, offset, min(offset + size, length))
-        else:
-            continue
-        for container in found:
-            yield name, container
+            for first, stop in _scan(data, offset, min(offset + size, length), budget, extents):
+                yield name, _entries(data, first, stop)
 
 
 class _Fold:
@@ -274,59 +329,122 @@ def _version_key(isa: Optional[str]) -> Tuple[int, ...]:
     return tuple(int(part) for part in isa.split(".")) if isa else ()
 
 
-class _Unreadable(Exception):
-    """Raised with the reason the bytes where a container should start are not one."""
+class _Skip(Exception):
+    """Raised with the reason a file's device code is refused whole."""
+
+    def __init__(self, why: DeviceCodeSkip):
+        super().__init__(why)
+        self.why = why
 
 
-def _walk(data: Buffer, start: int, end: int) -> Tuple[List[List[_Entry]], Optional[str]]:
-    """Containers laid back to back from `start`, with zero padding between them, and where and why
-    the walk stopped short of `end` (None when it reached it)."""
-    found: List[List[_Entry]] = []
-    pos = start
-    release = _Release(data, start)
-    while pos < end:
-        if pos >= release.due:
-            release.upto(pos)
-        if data[pos] == 0:
-            nonzero = _NONZERO_RE.search(data, pos, end)
-            if nonzero is None:
-                break
-            pos = nonzero.start()
-        try:
-            if data[pos : pos + 4] != MAGIC:
-                raise _Unreadable("no container magic")
-            entries, pos = _container(data, pos, end)
-        except _Unreadable as why:
-            return found, f"from container {len(found) + 1} (offset {pos:#x}) on: {why}"
-        found.append(entries)
-    release.upto(end, final=True)
-    return found, None
+class _Budget:
+    """The steps a file's parse may take: each section, zero run, container walked to and entry
+    header looked at is one, each magic hit of a scan HIT_STEPS, each payload prefix decompressed
+    PAYLOAD_STEPS (weights near what each costs next to an entry header)."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int):
+        self.left = self.limit = limit
+
+    def spend(self, steps: int = 1) -> None:
+        self.left -= steps
+        if self.left < 0:
+            raise _Skip(DeviceCodeSkip(SKIP_STEPS, self.limit))
 
 
-def _scan(data: Buffer, start: int, end: int) -> List[List[_Entry]]:
-    """Containers anywhere in [start, end): every magic hit whose entry chain checks out."""
-    found: List[List[_Entry]] = []
+class _Extents:
+    """The byte ranges of a file that hold data; a sparse file's holes are neither searched nor paged in."""
+
+    def __init__(self, extents: Optional[Sequence[Extent]], length: int):
+        self.ranges = list(extents) if extents is not None else [(0, length)]
+        self.starts = [start for start, _ in self.ranges]
+
+    def within(self, start: int, end: int) -> Iterator[Extent]:
+        """The data ranges that meet [start, end), clipped to it, in order."""
+        first = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        for lo, hi in self.ranges[first:]:
+            if lo >= end:
+                return
+            if hi > start:
+                yield max(lo, start), min(hi, end)
+
+
+class _Walk:
+    """Iterates the (first entry, stop) of containers laid back to back from `start`, with zero
+    padding between them; afterwards `stop` says where and why the walk stopped short of `end`
+    (None when it reached it)."""
+
+    def __init__(self, data: Buffer, start: int, end: int, budget: _Budget, extents: _Extents):
+        self.data, self.start, self.end, self.budget, self.extents = data, start, end, budget, extents
+        self.stop: Optional[str] = None
+
+    def __iter__(self) -> Iterator[Tuple[int, int]]:
+        data, end, budget = self.data, self.end, self.budget
+        pos = self.start
+        count = 0
+        release = _Release(data, pos)
+        while pos < end:
+            if pos >= release.due:
+                release.upto(pos)
+            if data[pos] == 0:
+                budget.spend()
+                found = _next_nonzero(data, pos, end, self.extents)
+                if found is None:
+                    break
+                pos = found
+            budget.spend()
+            why = ["no container magic"]
+            if data[pos : pos + 4] == MAGIC:
+                why.clear()
+                first, stop = _container(data, pos, end, budget, why)
+            if why:
+                self.stop = f"from container {count + 1} (offset {pos:#x}) on: {why[0]}"
+                return
+            count += 1
+            yield first, stop
+            pos = stop
+        release.upto(end, final=True)
+
+
+
+def _next_nonzero(data: Buffer, pos: int, end: int, extents: _Extents) -> Optional[int]:
+    """The offset of the first nonzero byte in [pos, end), looked for in the data ranges only."""
+    for lo, hi in extents.within(pos, end):
+        found = _NONZERO_RE.search(data, lo, hi)
+        if found is not None:
+            return found.start()
+    return None
+
+
+def _scan(data: Buffer, start: int, end: int, budget: _Budget, extents: _Extents) -> Iterator[Tuple[int, int]]:
+    """(first entry, stop) of containers anywhere in [start, end): every magic hit whose entry chain
+    checks out. Linear: after a hit that fails, the search goes on past the entries its check
+    passed, and the magic, which has no zero byte, is looked for in the data ranges only."""
     pos = start
     release = _Release(data, start)
     window = RELEASE_BYTES if release.active else end - start  # searched at once
-    while True:
-        if pos >= release.due:
-            release.upto(pos)
-        hit = _MAGIC_RE.search(data, pos, min(end, pos + window))
-        if hit is None:
-            if pos + window < end:
+    for lo, hi in extents.within(start, end):
+        pos = max(pos, lo)
+        while pos < hi:
+            if pos >= release.due:
+                release.upto(pos)
+            hit = _MAGIC_RE.search(data, pos, min(hi, pos + window))
+            if hit is None:
+                if pos + window >= hi:
+                    break
                 pos += window - len(MAGIC) + 1  # a magic across the window's edge is found in the next
                 continue
-            release.upto(end, final=True)
-            return found
-        try:
-            entries, pos = _container(data, hit.start(), end)
-        except _Unreadable:
-            # Not damage: outside the fatbin sections nothing says a container is there, and any
-            # four bytes of data (a constant, a hash, compressed bytes) can equal the magic.
-            pos = hit.start() + 1
-            continue
-        found.append(entries)
+            budget.spend(HIT_STEPS)
+            first, stop = _container(data, hit.start(), end, budget)
+            if stop < 0:
+                # Not damage: outside the fatbin sections nothing says a container is there, and any
+                # four bytes of data (a constant, a hash, compressed bytes) can equal the magic.
+                pos = first
+                continue
+            yield first, stop
+            pos = stop
+    release.upto(end, final=True)
 
 
 class _Release:
@@ -349,34 +467,55 @@ class _Release:
                 self.due = stop + RELEASE_BYTES
 
 
-def _container(data: Buffer, at: int, end: int) -> Tuple[List[_Entry], int]:
-    """The entries of the container at `at` and the offset after it; `_Unreadable` unless every entry
-    header fits and the entries fill fat_size exactly."""
+def _container(data: Buffer, at: int, end: int, budget: _Budget, why: Optional[List[str]] = None) -> Tuple[int, int]:
+    """(offset of the first entry, offset after the container) for the container at `at`, when
+    every entry header fits and the entries fill fat_size exactly; else (where a scan goes on, -1),
+    with the reason appended to `why` when given (the walk reports it; the scan, which meets a
+    false magic at every turn in some files, does not pay for the words). Only the sizes are read
+    here: the entries are read by `_entries` once the chain checks out."""
     if at + _HEADER.size > end:
-        raise _Unreadable("container header runs past the section end")
+        return _failed(at + 1, why, "container header runs past the section end")
     _, _, header_size, fat_size = _HEADER.unpack_from(data, at)
-    pos = at + header_size
+    first = pos = at + header_size
     stop = pos + fat_size
-    if header_size < _HEADER.size:
-        raise _Unreadable(f"container header_size {header_size} is below {_HEADER.size}")
-    if fat_size < _ENTRY_MIN:
-        raise _Unreadable(f"fat_size {fat_size:#x} cannot hold an entry")
-    if stop > end:
-        raise _Unreadable(f"fat_size {fat_size:#x} runs past the section end")
-    entries: List[_Entry] = []
-    unpack, make, last = _ENTRY.unpack_from, _Entry._make, stop - _ENTRY_MIN  # once per container: 31k of them in a torch venv
+    if header_size < _HEADER.size or fat_size < _ENTRY_MIN or stop > end:
+        return _failed(at + 1, why, f"container header_size {header_size} is below {_HEADER.size}" if header_size < _HEADER.size
+                       else f"fat_size {fat_size:#x} cannot hold an entry" if fat_size < _ENTRY_MIN
+                       else f"fat_size {fat_size:#x} runs past the section end")
+    # A scan goes on from `resume` after a failure: the start of the last entry header read once the
+    # chain has passed a whole entry (each costs one step and spans at least _ENTRY_MIN bytes, so
+    # steps stay within bytes / _ENTRY_MIN however the chains overlap), else the byte after the magic.
+    unpack, last, number, resume = _SIZES.unpack_from, stop - _ENTRY_MIN, 0, at + 1
     while pos < stop:
         if pos > last:
-            raise _Unreadable("entry chain overruns fat_size")
+            return _failed(resume, why, "entry chain overruns fat_size")
+        budget.spend()
+        number += 1
+        if number > 1:
+            resume = pos
+        entry_header_size, size = unpack(data, pos)
+        if entry_header_size < _ENTRY_MIN:
+            return _failed(resume, why, f"entry {number} header_size {entry_header_size} is below {_ENTRY_MIN}")
+        pos += entry_header_size + size
+        if pos > stop:
+            return _failed(resume, why, "entry chain overruns fat_size")
+    return first, stop
+
+
+def _failed(resume: int, why: Optional[List[str]], reason: str) -> Tuple[int, int]:
+    if why is not None:
+        why.append(reason)
+    return resume, -1
+
+
+def _entries(data: Buffer, pos: int, stop: int) -> Iterator[_Entry]:
+    """The entries of a container `_container` checked, one at a time (a file can hold millions)."""
+    unpack, make = _ENTRY.unpack_from, _Entry._make
+    while pos < stop:
         kind, entry_header_size, size, compressed_size, minor, major, arch, flags = unpack(data, pos)
         payload = pos + entry_header_size
-        if entry_header_size < _ENTRY_MIN:
-            raise _Unreadable(f"entry {len(entries) + 1} header_size {entry_header_size} is below {_ENTRY_MIN}")
         pos = payload + size
-        if pos > stop:
-            raise _Unreadable("entry chain overruns fat_size")
-        entries.append(make((kind, arch, major, minor, flags, payload, size, compressed_size)))
-    return entries, stop
+        yield make((kind, arch, major, minor, flags, payload, size, compressed_size))
 
 
 def _isa(kind: int, major: int, minor: int) -> Optional[str]:

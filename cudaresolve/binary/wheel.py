@@ -3,7 +3,9 @@
 Why a reader of the whole wheel: NVIDIA keeps .dynstr/.dynamic at the end of 300 MB libraries inside
 deflated zip members, so no partial read of a remote wheel can give them. `read_wheel` takes any
 seekable file object (a wheel on disk, or a download in memory or in a temporary file) and inflates
-one shared-object member at a time into memory; nothing is extracted to disk.
+one shared-object member at a time: into memory, or, past SPILL_MEMBER, into an unnamed temporary
+file that is mapped and gone once read (libtorch_cuda.so is ~1 GB); nothing is extracted where a
+name could be seen.
 
 `knowledge.wheel_facts` builds the same WheelFacts from a row of data/wheel_facts.toml, so a planned
 environment is built from table entries exactly as from a read wheel. Those facts are partial: only
@@ -12,13 +14,16 @@ the symbols that cross components are kept, which `WheelFacts.complete` says.
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import re
 import struct
+import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Optional
+from typing import IO, BinaryIO, Callable, Iterable, Optional, Union
 
 from cudaresolve.binary.elf import read_binary_facts_from_buffer
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
@@ -29,11 +34,14 @@ from cudaresolve.errors import CudaresolveError
 # libgcc_s): a provider whose versions all belong to these families is the system's, not a wheel's.
 _SYSTEM_VERSION = re.compile(r"^(GLIBC|GLIBCXX|CXXABI|GCC)_")
 
+Buffer = Union[bytearray, mmap.mmap]
+
 # Bounds on what a zip may make us hold (index/limits.py explains them beside the index's own):
 # zipfile reads the whole central directory at once and keeps a ZipInfo per member, and an ELF
 # member is inflated into memory whole.
 MAX_CENTRAL_DIRECTORY = 8 << 20
 MAX_ELF_MEMBER = 2 << 30
+SPILL_MEMBER = 64 << 20  # a member past this is inflated into a temporary file, not memory
 _INFLATE_CHUNK = 8 << 20
 
 
@@ -84,18 +92,19 @@ def read_wheel(
             where = f"{label}!{info.filename}"
             if info.file_size > max_member:
                 raise WheelError(label, f"{info.filename} claims {info.file_size:,} bytes, over the limit of {max_member:,} for one member")
-            try:
-                data = _elf_member(archive, info)
-            except _ZIP_FAILURES as exc:
-                raise WheelError(label, f"not a readable wheel ({info.filename}: {exc})") from None
-            if data is None:
-                not_elf.append(info.filename)
-                continue
-            try:
-                members.append(read_binary_facts_from_buffer(data, where))
-            except CudaresolveError as exc:
-                unreadable.append((info.filename, str(exc)))
-            del data  # one member in memory at a time
+            with contextlib.ExitStack() as held:  # one member at a time: its buffer, or its spilled file and mapping
+                try:
+                    data = _elf_member(archive, info, held)
+                except _ZIP_FAILURES as exc:
+                    raise WheelError(label, f"not a readable wheel ({info.filename}: {exc})") from None
+                if data is None:
+                    not_elf.append(info.filename)
+                    continue
+                try:
+                    members.append(read_binary_facts_from_buffer(data, where))
+                except CudaresolveError as exc:
+                    unreadable.append((info.filename, str(exc)))
+                del data
     return WheelFacts(label, tuple(members), tuple(unreadable), tuple(not_elf))
 
 
@@ -118,22 +127,37 @@ def _zip_failures() -> tuple[type[BaseException], ...]:
 _ZIP_FAILURES = _zip_failures()
 
 
-def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Optional[bytearray]:
-    """The member inflated into one buffer, or None when it does not start with the ELF magic.
+def _elf_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, held: contextlib.ExitStack) -> Optional[Buffer]:
+    """The member inflated, or None when it does not start with the ELF magic: into memory up to
+    SPILL_MEMBER bytes, past that into an unnamed temporary file mapped read-only (entered into
+    `held`), whose pages the readers hand back as they pass them (fatbin.RELEASE_BYTES), so a
+    library of gigabytes costs its headers in memory, not its size.
 
-    The buffer grows with what actually inflates, so a directory entry that claims a huge size costs
-    nothing until the bytes exist (zipfile stops at the claimed size and checks the CRC)."""
+    What is written grows with what actually inflates, so a directory entry that claims a huge
+    size costs nothing until the bytes exist (zipfile stops at the claimed size and checks the CRC)."""
     with archive.open(info) as member:
         magic = member.read(4)
         if magic != ELF_MAGIC:
             return None
-        data = bytearray(magic)
-        while len(data) < info.file_size:
-            chunk = member.read(min(_INFLATE_CHUNK, info.file_size - len(data)))
-            if not chunk:
-                raise EOFError(f"{info.filename}: member ends after {len(data)} of {info.file_size} bytes")
-            data += chunk
-        return data
+        if info.file_size <= SPILL_MEMBER:
+            data = bytearray(magic)
+            _inflate(member, info, data.extend, len(data))
+            return data
+        spill = held.enter_context(tempfile.TemporaryFile())
+        spill.write(magic)
+        _inflate(member, info, spill.write, len(magic))
+        spill.flush()
+        return held.enter_context(mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+def _inflate(member: IO[bytes], info: zipfile.ZipInfo, write: Callable[[bytes], object], done: int) -> None:
+    """The rest of `member` to `write`, in chunks; EOFError when it ends before its stated size."""
+    while done < info.file_size:
+        chunk = member.read(min(_INFLATE_CHUNK, info.file_size - done))
+        if not chunk:
+            raise EOFError(f"{info.filename}: member ends after {done} of {info.file_size} bytes")
+        write(chunk)
+        done += len(chunk)
 
 
 def open_zip(stream: BinaryIO, max_directory: int = MAX_CENTRAL_DIRECTORY) -> zipfile.ZipFile:

@@ -20,6 +20,7 @@ from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import (
     DeviceCodePartlyUnreadable,
+    DeviceCodeSkipped,
     GpuRef,
     NoKernelImage,
     NoSectionHeaders,
@@ -153,13 +154,21 @@ def _entries(fatbin: FatbinSummary) -> int:
 
 def check_unreadable_device_code(env: Environment) -> list[Finding]:
     """Device code the reader could not walk is said, never taken for "no device code": a warning per
-    damaged file (its GPU coverage is judged on the part read), and one info per package for files
+    damaged file (its GPU coverage is judged on the part read) or skipped one (not judged), and one info per package for files
     without section headers, where device code cannot be looked for at all (sstripped libraries)."""
     findings = []
     headerless: dict[Optional[str], list[str]] = defaultdict(list)
     for elf in env.elf_files:
-        damage = elf.facts.fatbin.damage if elf.facts and elf.facts.fatbin else ()
-        if damage == (NO_SECTIONS,):
+        fatbin = elf.facts.fatbin if elf.facts else None
+        damage = fatbin.damage if fatbin else ()
+        if fatbin is not None and fatbin.skipped is not None:
+            findings.append(
+                Finding(
+                    Check.ENVIRONMENT, Severity.WARNING, Subject(file=elf.path), DeviceCodeSkipped(fatbin.skipped),
+                    (e.InstalledBy(subject(env, elf.owner)),) if elf.owner else (),
+                )
+            )
+        elif damage == (NO_SECTIONS,):
             headerless[elf.owner].append(elf.path)
         elif damage:
             findings.append(

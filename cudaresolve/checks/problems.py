@@ -5,7 +5,7 @@ of findings (the resolver, a test, a JSON consumer) recognises a problem by its 
 never by a sentence. Texts kept here are other programs' words, carried as they were said: glibc's
 message for a binding failure, a table's symptom or feature name, a reader's reason.
 
-May import: the value types (versions, arch), checks/subjects.py, packaging; nothing that judges.
+May import: the value types (versions, arch, binary.facts), checks/subjects.py, packaging; nothing that judges.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from cudaresolve.arch import ComputeCapability
+from cudaresolve.binary.facts import DeviceCodeSkip
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.versions import CudaVersion, DriverRelease
 
@@ -50,6 +51,14 @@ class DeviceCodePartlyUnreadable:
     """A fatbin the reader could walk only in part; `damage` is the reader's first note."""
 
     damage: str
+
+
+@dataclass(frozen=True)
+class DeviceCodeSkipped:
+    """A file whose device code the reader refused whole (binary.facts.DeviceCodeSkip): not judged,
+    and the rest of the environment is."""
+
+    skip: DeviceCodeSkip
 
 
 @dataclass(frozen=True)
@@ -401,7 +410,7 @@ class BelowBuildFloor:
 
 
 Problem = Union[
-    Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, NoSectionHeaders,
+    Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, DeviceCodeSkipped, NoSectionHeaders,
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnlyBuild, UnusedBridge, Shadowed,
     DuplicateBuilds, PrivateCopies, NoKernelImage,

@@ -7,6 +7,7 @@ May import: checks/builds, dependencies, releases and fixes, compat, env/, host/
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Optional
 
 from packaging.requirements import Requirement
@@ -239,7 +240,14 @@ def _needed_major(env: Environment, path: str) -> Optional[int]:
     elf = env.elf_file(path)
     if elf is None or elf.facts is None:
         return None
-    majors = {row.cuda_major for needed in elf.facts.needed for row in components.for_soname(needed)
+    return _one_major(elf.facts.needed, id(components.load()))
+
+
+@functools.lru_cache(maxsize=64)
+def _one_major(needed: tuple[str, ...], tables: int) -> Optional[int]:
+    """`_needed_major` of one file's DT_NEEDED list, kept per table load (`tables`: its identity):
+    it is asked once per library the file misses, and a module can miss thousands."""
+    majors = {row.cuda_major for soname in needed for row in components.for_soname(soname)
               if components.versioned_by_cuda(row.name)}
     return majors.pop() if len(majors) == 1 else None
 

@@ -26,6 +26,11 @@ from cudaresolve.records import shown
 
 # A METADATA or RECORD file is kB (torch's RECORD: 3 MB); a bound above any real one.
 MAX_DIST_INFO_FILE = 64 * 1024 * 1024
+# METADATA is parsed as an email message, which costs far more per byte than RECORD's CSV: its own
+# bounds (a description in the file is rarely past 100 kB; apache-airflow's lists ~800 Requires-Dist),
+# docs/security.md "Work budgets".
+MAX_METADATA_FILE = 4 * 1024 * 1024
+MAX_REQUIRES = 5000
 
 UNOWNED_FILES = "; its files count as unowned"  # what an unusable RECORD costs, said in its problem
 
@@ -103,9 +108,12 @@ def parse_metadata(text: str) -> Metadata:
         version = Version(raw_version.strip())
     except ValueError:  # InvalidVersion, or a number past int()'s 4,300 digits
         raise MetadataError(f"invalid version {shown(raw_version.strip())} in METADATA") from None
+    values = headers.get_all("Requires-Dist") or ()
+    if len(values) > MAX_REQUIRES:
+        raise MetadataError(f"METADATA has {len(values):,} Requires-Dist fields, more than {MAX_REQUIRES:,}")
     requires = []
     bad = []
-    for value in headers.get_all("Requires-Dist") or ():
+    for value in values:
         try:
             requires.append(parse_requirement(value))
         except InvalidRequirement:
@@ -161,7 +169,7 @@ def read_distributions(site_packages: str) -> tuple[tuple[Distribution, ...], tu
 def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optional[Distribution]:
     metadata_path = os.path.join(dist_info, "METADATA")
     try:
-        metadata = parse_metadata(_read_text(metadata_path))
+        metadata = parse_metadata(_read_text(metadata_path, MAX_METADATA_FILE))
     except (OSError, UnicodeDecodeError, MetadataError) as exc:
         problems.append(Problem(dist_info, _reason("METADATA", exc)))
         return None
@@ -193,8 +201,8 @@ def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optio
     )
 
 
-def _read_text(path: str) -> str:
-    return read_bounded(path, MAX_DIST_INFO_FILE, regular=True).decode("utf-8")
+def _read_text(path: str, limit: int = MAX_DIST_INFO_FILE) -> str:
+    return read_bounded(path, limit, regular=True).decode("utf-8")
 
 
 def _reason(what: str, exc: Exception) -> str:

@@ -416,7 +416,18 @@ def load() -> Tables:
 
 def for_soname(soname: str) -> tuple[Component, ...]:
     """The wheels that provide `soname`, across CUDA majors (libcurand.so.10 is in cu11, cu12 and 13)."""
-    return tuple(c for c in load().component if soname in c.sonames)
+    return _by_soname().get(soname, ())
+
+
+@compiled.derived(load)
+def _by_soname(tables: Tables) -> Mapping[str, tuple[Component, ...]]:
+    """The component rows by soname, in table order: indexed once, since the doctor asks once per
+    missing library and a module can need thousands."""
+    found: dict[str, list[Component]] = {}
+    for row in tables.component:
+        for soname in dict.fromkeys(row.sonames):
+            found.setdefault(soname, []).append(row)
+    return {soname: tuple(rows) for soname, rows in found.items()}
 
 
 @compiled.derived(load)

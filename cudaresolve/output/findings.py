@@ -23,6 +23,7 @@ from cudaresolve.checks.findings import SEVERITIES, Finding
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.compat import Verdict
 from cudaresolve.output.fixes import render_fix
+from cudaresolve.output.inspect import skipped_because
 
 UNOWNED = "(unowned files)"  # what findings call files no distribution's RECORD lists
 SEVERITY_ORDER = tuple(severity.value for severity in SEVERITIES)
@@ -264,6 +265,10 @@ def _driver_too_old(problem: p.DriverTooOld) -> str:
             "\"CUDA driver version is insufficient for CUDA runtime version\"")
 
 
+def _device_code_skipped(problem: p.DeviceCodeSkipped) -> str:
+    return f"device code skipped: {skipped_because(problem.skip)}; its GPU coverage is not judged"
+
+
 def _no_section_headers(problem: p.NoSectionHeaders) -> str:
     one = len(problem.files) == 1
     return (f"{len(problem.files)} librar{'y has' if one else 'ies have'} no section header table: "
@@ -315,6 +320,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
                                        "not checked"),
     p.DeviceCodePartlyUnreadable: lambda problem: (f"device code partly unreadable ({problem.damage}): its GPU coverage "
                                                    "is judged on what could be read"),
+    p.DeviceCodeSkipped: _device_code_skipped,
     p.NoSectionHeaders: _no_section_headers,
     p.CacheUnwritable: lambda problem: problem.reason,
     p.HostUnknown: lambda problem: "no NVIDIA driver or GPU found: driver and GPU checks were skipped",

@@ -10,17 +10,28 @@ import os
 from typing import Any, Iterable
 
 from cudaresolve.arch import Target
-from cudaresolve.binary.facts import BinaryFacts, CudaRuntime
+from cudaresolve.binary.facts import SKIP_BAD_ARCH, SKIP_STEPS, BinaryFacts, CudaRuntime, DeviceCodeSkip
 from cudaresolve.env.inspect import Inspected, Summary, provider_needs, summary
 from cudaresolve.output.progress import counted
 
 SCHEMA = 1
 
 
+def skipped_because(skip: DeviceCodeSkip) -> str:
+    """Why the reader refused a file's device code, in words ("its fatbin names sm_0, which is no CUDA target")."""
+    if skip.reason == SKIP_BAD_ARCH:
+        return f"its fatbin names {'compute' if skip.ptx else 'sm'}_{skip.value}, which is no CUDA target"
+    if skip.reason == SKIP_STEPS:
+        return f"its fatbin did not parse within {skip.value:,} steps"
+    return f"its fatbin has more than {skip.value:,} distinct entry headers"
+
+
 def _device_code(facts: BinaryFacts) -> str:
     fatbin = facts.fatbin
     if fatbin is None:
         return "none"
+    if fatbin.skipped is not None:
+        return f"skipped: {skipped_because(fatbin.skipped)}"
     if not fatbin.entries and fatbin.damage:
         return "unknown, none could be read"
     parts = []
@@ -138,6 +149,7 @@ def render_json(items: Iterable[Inspected]) -> str:
                         "sections": list(fatbin.sections),
                         "damage": list(fatbin.damage),
                         "toolkit": fatbin.toolkit,
+                        "skipped": None if fatbin.skipped is None else skipped_because(fatbin.skipped),
                     },
                     "cuda_runtime": None
                     if facts.cuda_runtime is None
