@@ -13,7 +13,7 @@ import os
 import subprocess
 from typing import Mapping, Optional, Sequence
 
-from cudaresolve.env.interpreter import Target
+from cudaresolve.env.interpreter import Target, pip_command
 from cudaresolve.index.config import pip_bool, pip_config_paths, pip_settings, read_pip_files
 from cudaresolve.inputs import TooMuchOutput, run_bounded
 
@@ -79,14 +79,16 @@ def externally_managed(target: Target, settings: Mapping[str, tuple[str, str]]) 
     return marker if os.path.isfile(marker) else None
 
 
-def pips_refusal(python: str) -> tuple[int, str]:
-    """pip's own words for an externally-managed interpreter: a dry run pip refuses before resolving
-    (bounded like any answer of the target: it is that interpreter's pip)."""
-    command = [python, "-m", "pip", "install", "--dry-run", "--no-index", "--no-deps", "cudaresolve-pep668-check"]
+def pips_refusal(target: Target) -> tuple[int, str]:
+    """pip's own words for an externally-managed interpreter: a dry run pip refuses before resolving,
+    run without site (none of the target's .pth files or sitecustomize runs) and bounded like any
+    answer of the target."""
+    assert target.python is not None  # an interpreter's target
+    command = pip_command(target.python, target.site_packages, ["install", "--dry-run", "--no-index", "--no-deps", "cudaresolve-pep668-check"])
     try:
         status, out, err = run_bounded(command, b"", PIP_TIMEOUT, PIP_OUTPUT_LIMIT)
     except (OSError, subprocess.TimeoutExpired, TooMuchOutput) as exc:
-        return 1, f"cudaresolve: {python} is externally managed (PEP 668), and its pip did not say so in time ({exc})"
+        return 1, f"cudaresolve: {target.python} is externally managed (PEP 668), and its pip did not say so ({exc})"
     return status or 1, (err or out).decode("utf-8", "replace").strip()
 
 
