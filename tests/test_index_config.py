@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pip
 import pytest
+from conftest import plant
 
 from cudaresolve.cli import main
 from cudaresolve.commands.locking import config_for
@@ -421,6 +422,21 @@ def test_the_default_index_is_cached_per_interpreter_and_pip_version(env, tmp_pa
         entry.write_text("garbage")
     default_index("/py", [str(site)], env, pip_help)
     assert len(calls) == 6
+
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_directory_for_the_default_index_is_asked_again_and_healed(env, tmp_path, kind):
+    def pip_help(python, site_packages, environ):
+        return "  -i, --index-url <url>   Base URL (default https://index.invalid/simple).\n"
+
+    site = tmp_path / "site"
+    (site / "pip-23.2.1.dist-info").mkdir(parents=True)
+    default_index("/py", [str(site)], env, pip_help)
+    (entry,) = (tmp_path / "cache" / "pip-default-index").iterdir()
+    plant(entry, kind)
+    assert default_index("/py", [str(site)], env, pip_help) == "https://index.invalid/simple"  # not a wait
+    assert entry.read_text() == "https://index.invalid/simple\n"
 
 
 def test_index_config_asks_pip_once(env, venv, tmp_path):

@@ -38,7 +38,6 @@ import os
 import pathlib
 import re
 import subprocess
-import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -47,7 +46,7 @@ from packaging.utils import canonicalize_name
 
 from cudaresolve import records
 from cudaresolve.env.interpreter import pip_command
-from cudaresolve.env.store import default_cache_dir
+from cudaresolve.env.store import default_cache_dir, store_entry
 from cudaresolve.errors import UsageError
 from cudaresolve.inputs import TooMuchOutput, loads_toml, read_bounded, run_bounded
 from cudaresolve.knowledge import torch
@@ -371,15 +370,7 @@ def _default_index_entry(python: str, site_packages: Sequence[str], environ: Map
 def _write_quietly(entry: str, text: str) -> None:
     """Write a cache entry whole or not at all; a cache that cannot be written only costs time."""
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(entry), mode=0o700, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
-            os.replace(temporary, entry)
-        except OSError:
-            os.unlink(temporary)
-            raise
+        store_entry(entry, (text + "\n").encode("utf-8"))
 
 
 # -- the merge: plain data in, IndexConfig out ------------------------------------------------------
