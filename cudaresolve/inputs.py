@@ -37,8 +37,8 @@ def read_bounded(path: str, limit: int = MAX_INPUT_FILE, *, regular: bool = Fals
     """The bytes of `path`; an OSError (with strerror) when it cannot be read or is larger than `limit`.
 
     With `regular`, only a regular file is read: a file an environment or a checkout holds (a dist-info's
-    METADATA, a pyproject.toml) that is a FIFO would otherwise block the read forever. Without it, a
-    pipe the user gives (`--host <(...)`, `-r /dev/stdin`) is read like a file.
+    METADATA, a pyproject.toml) or a requirements file names that is a FIFO would otherwise block the
+    read forever. Without it, a pipe the user gives (`--host <(...)`) is read like a file.
     """
     try:
         fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if regular else 0) | getattr(os, "O_CLOEXEC", 0))
