@@ -52,7 +52,8 @@ def read_entry(entry: str, limit: Optional[int] = None) -> Optional[bytes]:
 
 def store_entry(entry: str, data: bytes) -> None:
     """Write `data` to the file `entry` through a temporary file in its directory and os.replace;
-    OSError when the directory cannot be written."""
+    OSError when the directory cannot be written. Whatever stood at `entry` is replaced, a directory
+    too (os.replace cannot move a file over one), so an entry read_entry refused heals."""
     import tempfile  # a run that only reads the caches does without it
 
     directory = os.path.dirname(entry)
@@ -61,7 +62,13 @@ def store_entry(entry: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(temporary, entry)
+        try:
+            os.replace(temporary, entry)
+        except IsADirectoryError:
+            import shutil
+
+            shutil.rmtree(entry)
+            os.replace(temporary, entry)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)

@@ -255,3 +255,14 @@ def build_conda_venv() -> Path:
 def conda_venv():
     """The root of the cached venv running the real conda with cudaresolve's plugin installed."""
     return build_conda_venv()
+
+
+def plant(entry: Path, kind: str) -> None:
+    """Put a FIFO (no writer: a blocking open waits forever) or a directory (with a file in it) where
+    the cache file `entry` is; a cache must read neither, and write its entry again in its place."""
+    os.unlink(entry)
+    if kind == "fifo":
+        os.mkfifo(entry)
+    else:
+        os.mkdir(entry)
+        (entry / "inside").write_bytes(b"x")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
+from conftest import plant
 
 from cudaresolve import caches
 from cudaresolve.binary.elf import read_binary_facts
@@ -51,12 +53,12 @@ def test_what_is_not_a_regular_file_is_a_miss_not_a_wait(tmp_path, alarm, kind):
     assert caches.read_entry(path) is None
 
 
-def test_a_fifo_planted_for_a_facts_entry_is_rebuilt_not_waited_on(tmp_path, alarm, elf_builder):
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_directory_planted_for_a_facts_entry_is_rebuilt_not_waited_on(tmp_path, alarm, elf_builder, kind):
     lib = elf_builder.build("libplanted.so", "int f(void) { return 1; }\n")
     cache = FactsCache(str(tmp_path / "cache"))
     first = cache.facts_for(str(lib), read=read_binary_facts)
     (entry,) = [os.path.join(root, name) for root, _, names in os.walk(cache.directory) for name in names]
-    os.unlink(entry)
-    os.mkfifo(entry)
+    plant(Path(entry), kind)
     assert cache.facts_for(str(lib), read=read_binary_facts) == first
     assert os.path.isfile(entry)  # written again in its place

@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from conftest import plant
 
 from cudaresolve.errors import DataError
 
@@ -100,13 +101,18 @@ def test_an_entry_follows_every_table_its_checks_read(environ, data_dir):
     assert len(calls) == 2
 
 
-@pytest.mark.parametrize("how", ["truncated", "a byte changed", "empty", "another header", "trailing bytes"])
+@pytest.mark.parametrize("how", ["truncated", "a byte changed", "empty", "another header", "trailing bytes", "fifo", "directory"])
 def test_a_damaged_entry_is_a_miss_and_is_rewritten(how, environ):
     load = gpus.load.__wrapped__
     counting, calls = counted(load)
     parsed = compiled.compiled(("gpus.toml",), counting, environ)
     entry = compiled.entry_path(load, environ)
     data = open(entry, "rb").read()
+    if how in ("fifo", "directory"):
+        plant(Path(entry), how)
+        assert compiled.compiled(("gpus.toml",), counting, environ) == parsed
+        assert len(calls) == 2 and open(entry, "rb").read() == data
+        return
     damaged = {
         "truncated": data[: len(data) // 2],
         "a byte changed": data[:-10] + bytes([data[-10] ^ 1]) + data[-9:],

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import plant
 from test_env_distributions import make_dist_info
 
 from cudaresolve import doctor, results
@@ -251,6 +252,8 @@ def test_another_host_misses_and_keeps_its_own_entry(env, capsys, examined, tmp_
     "trailing",
     "foreign",
     "other key",
+    "fifo",
+    "directory",
 ])
 def test_a_damaged_or_foreign_entry_misses_and_is_rewritten(env, capsys, examined, tmp_path, damage):
     first = doctor_run(capsys, env)
@@ -265,12 +268,17 @@ def test_a_damaged_or_foreign_entry_misses_and_is_rewritten(env, capsys, examine
     elif damage == "other key":
         stored = pickle.loads(good[len(results.HEADER):])
         data = results.HEADER + pickle.dumps(("another key",) + stored[1:])
+    elif damage in ("fifo", "directory"):
+        data = b""
     else:
         data = damage
-    entry.write_bytes(data)
+    if damage in ("fifo", "directory"):
+        plant(entry, damage)
+    else:
+        entry.write_bytes(data)
     assert doctor_run(capsys, env) == first
     assert len(examined) == 2
-    assert entry.read_bytes() != data  # rewritten: the next run hits
+    assert entry.is_file() and entry.read_bytes() != data  # rewritten: the next run hits
     assert doctor_run(capsys, env) == first
     assert len(examined) == 2
 

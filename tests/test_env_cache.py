@@ -305,6 +305,45 @@ def test_fill_reads_the_misses_in_worker_processes(tmp_path, cache):
         cache.facts_for(paths[3], read=read_in_worker)
 
 
+# A scan whose reads never end, in a process of its own: fill's workers write their pids, then wait.
+_ENDLESS_FILL = """
+import os, sys, time
+from cudaresolve.env import cache
+
+def read(path):
+    open(os.path.join(sys.argv[2], str(os.getpid())), "w").close()
+    time.sleep(1000)
+
+cache._usable_cpus = lambda: 2
+cache.FactsCache(sys.argv[1]).fill(sys.argv[3:], read=read)
+"""
+
+
+def test_fill_workers_die_with_a_scan_killed_by_sigkill(tmp_path):
+    """kill -9 of the scan gives the pool no chance to stop its workers: they end with it anyway."""
+    import signal
+    import time
+
+    from test_host_readers import wait_gone
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    paths = []
+    for name in ("liba.so", "libb.so"):
+        (tmp_path / name).write_bytes(b"\x7fELF" + name.encode())
+        paths.append(str(tmp_path / name))
+    scan = subprocess.Popen([sys.executable, "-c", _ENDLESS_FILL, str(tmp_path / "cache"), str(pids), *paths])
+    for _ in range(600):
+        if len(os.listdir(pids)) == 2 or scan.poll() is not None:
+            break
+        time.sleep(0.05)
+    workers = [int(name) for name in os.listdir(pids)]
+    assert len(workers) == 2, scan.poll()
+    scan.send_signal(signal.SIGKILL)
+    scan.wait()
+    assert all(wait_gone(pid) for pid in workers)
+
+
 def test_fill_leaves_a_single_miss_to_facts_for(lib, cache):
     cache.fill([str(lib)], read=read_in_worker)
     assert not os.path.isdir(cache.directory)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -210,3 +211,48 @@ def test_probe_runs_no_nvidia_smi_from_path_only_the_named_one(tmp_path, monkeyp
     data = json.loads(capsys.readouterr().out)
     assert (data["driver"]["release"], data["driver"]["release_source"]) == ("510.06", "nvidia-smi")
     assert [g["source"] for g in data["gpus"]] == ["nvidia-smi"]
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie no parent reaped yet counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pid: int) -> bool:
+    """Whether `pid` ends within 10 s of a SIGKILL sent to it (the kernel needs a moment to tear it down)."""
+    for _ in range(200):
+        if gone(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("program", ["ends", "hangs"])
+def test_a_grandchild_that_leaves_the_process_group_is_killed_too(tmp_path, monkeypatch, program):
+    """A fake nvidia-smi starts a grandchild that calls setsid (out of the process group the probe
+    kills) and keeps the output pipe open: the probe still ends, with nvidia-smi's output when it
+    ended or "no answer" when it hung, and the grandchild is killed."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("no /proc to find what holds a pipe")
+    pidfile = tmp_path / "grandchild.pid"
+    escape = f"import os, time; os.setsid(); open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(1000)"
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\n{sys.executable} -c \"{escape}\" &\necho partial\n"
+                      + ("exec sleep 1000\n" if program == "hangs" else "exit 0\n"))
+    script.chmod(0o755)
+    monkeypatch.setenv("CUDARESOLVE_NVIDIA_SMI", str(script))
+    if program == "ends":
+        result = run_command([locate_nvidia_smi(os.environ), "-q"], 30, name="nvidia-smi")
+        assert (result.returncode, result.stdout) == (0, "partial\n")
+    else:
+        with pytest.raises(SourceUnavailable, match="nvidia-smi gave no answer within 3 s"):
+            run_command([locate_nvidia_smi(os.environ), "-q"], 3, name="nvidia-smi")
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.05)
+    assert wait_gone(int(pidfile.read_text()))

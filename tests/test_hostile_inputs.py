@@ -190,6 +190,29 @@ def test_a_fifo_for_a_pip_configuration_file_is_refused_not_waited_on(capsys, tm
     assert done == [f"pip configuration file {tmp_path}/pip.conf: not a regular file"]
 
 
+@pytest.mark.parametrize("where", ["command line", "nested"])
+@pytest.mark.parametrize("option", ["-r", "-c"])
+def test_a_fifo_for_a_requirements_or_constraints_file_is_refused_not_waited_on(capsys, tmp_path, monkeypatch, where, option):
+    """pip waits on a FIFO named by -r or -c; cudaresolve reads regular files only, on its command line
+    and inside a requirements file."""
+    import os
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "fifo.txt")
+    if where == "nested":
+        (tmp_path / "requirements.txt").write_text(f"{option} fifo.txt\nsix\n")
+        given = ["-r", str(tmp_path / "requirements.txt")]
+    else:
+        given = [option, str(tmp_path / "fifo.txt"), "six"]
+    done = []
+    command = threading.Thread(target=lambda: done.append(could_not_run(capsys, ["lock", *given, "--no-index", *HOST])),
+                               daemon=True)
+    command.start()
+    command.join(10)
+    assert done == [f"cannot read {tmp_path / 'fifo.txt'}: not a regular file"]
+
+
 @pytest.mark.parametrize("escape", ["\x1b]0;owned\x07", "\r", "\x9b2J", "\x00"])
 @budgeted
 def test_a_host_file_string_with_a_terminal_control_is_refused_not_printed(capsys, tmp_path, no_overrides, escape):

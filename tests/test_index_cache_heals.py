@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+from pathlib import Path
 
 import pytest
+from conftest import plant
 from index_server import make_wheel
 
 import cudaresolve.index.cache as cache_module
@@ -64,6 +66,9 @@ def first_page_requests(requests: list) -> dict:
 
 
 def damage(path: str, how: str) -> None:
+    if how in ("fifo", "directory"):
+        plant(Path(path), how)
+        return
     with open(path, "rb") as f:
         data = f.read()
     if how == "truncated":
@@ -76,7 +81,7 @@ def damage(path: str, how: str) -> None:
         f.write(data)
 
 
-@pytest.mark.parametrize("how", ["truncated", "random bytes", "empty"])
+@pytest.mark.parametrize("how", ["truncated", "random bytes", "empty", "fifo", "directory"])
 @pytest.mark.parametrize("kind", ["pages", "metadata", "sha256"])
 def test_a_damaged_entry_is_fetched_again_and_the_lock_is_the_same(kind, how, index, empty_python, clean, capsys, monkeypatch):
     first = lock(index, empty_python, capsys)
@@ -89,7 +94,7 @@ def test_a_damaged_entry_is_fetched_again_and_the_lock_is_the_same(kind, how, in
     asked = len(index.requests)
     assert lock(index, empty_python, capsys) == first
     for path, whole in wholes.items():  # healed: the same entries again (pages: with a new fetch time)
-        assert os.path.exists(path)
+        assert os.path.isfile(path)
         if kind != "pages":
             assert open(path, "rb").read() == whole
     first_asked = first_page_requests(index.requests[asked:])
@@ -133,7 +138,7 @@ def test_files_listed_without_a_hash_are_hashed_once(index, empty_python, clean,
     assert index.paths().count("/files/extra-1.0-py3-none-any.whl") == downloads
 
 
-@pytest.mark.parametrize("how", ["truncated", "random bytes", "not facts"])
+@pytest.mark.parametrize("how", ["truncated", "random bytes", "not facts", "fifo", "directory"])
 def test_damaged_wheel_facts_are_read_again(how, server, tmp_path):
     server.add(*make_wheel("demo", "1.0", files={"demo/libdemo.so": b"not an ELF file"}))
     cache = IndexCache(str(tmp_path))

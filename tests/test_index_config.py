@@ -16,7 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pip
 import pytest
+from conftest import plant
 
 from cudaresolve.cli import main
 from cudaresolve.commands.locking import config_for
@@ -52,6 +54,9 @@ PIP_OPTIONS = (
     "options, _ = create_command(sys.argv[1]).parse_args([])\n"
     f"print(json.dumps({{k: getattr(options, k) for k in {KEYS!r}}}))\n"
 )
+
+
+PIP_HOME = os.path.dirname(os.path.dirname(pip.__file__))  # the site-packages directory holding this pip
 
 
 def never() -> str:
@@ -386,7 +391,7 @@ def test_torch_base_from_env_project_flag_and_default(tmp_path):
 def test_the_default_index_comes_from_pip_and_not_from_its_configuration(env, venv):
     env["PIP_INDEX_URL"] = "file:///configured/simple"
     write(Path(env["HOME"]) / ".config/pip/pip.conf", "[install]\nindex-url = file:///configured-in-a-file/simple\n")
-    text = pip_install_help(str(venv / "bin" / "python"), env)
+    text = pip_install_help(str(venv / "bin" / "python"), [PIP_HOME], env)
     url = parse_default_index(text, "python")
     assert url.startswith("https://") and url.endswith("/simple") and "configured" not in url
     assert url in " ".join(text.split())
@@ -395,7 +400,7 @@ def test_the_default_index_comes_from_pip_and_not_from_its_configuration(env, ve
 def test_the_default_index_is_cached_per_interpreter_and_pip_version(env, tmp_path):
     calls = []
 
-    def pip_help(python, environ):
+    def pip_help(python, site_packages, environ):
         calls.append(python)
         return "  -i, --index-url <url>   Base URL (default\n                  https://index.invalid/simple). More.\n  --extra-index-url <url>\n"
 
@@ -419,12 +424,27 @@ def test_the_default_index_is_cached_per_interpreter_and_pip_version(env, tmp_pa
     assert len(calls) == 6
 
 
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_directory_for_the_default_index_is_asked_again_and_healed(env, tmp_path, kind):
+    def pip_help(python, site_packages, environ):
+        return "  -i, --index-url <url>   Base URL (default https://index.invalid/simple).\n"
+
+    site = tmp_path / "site"
+    (site / "pip-23.2.1.dist-info").mkdir(parents=True)
+    default_index("/py", [str(site)], env, pip_help)
+    (entry,) = (tmp_path / "cache" / "pip-default-index").iterdir()
+    plant(entry, kind)
+    assert default_index("/py", [str(site)], env, pip_help) == "https://index.invalid/simple"  # not a wait
+    assert entry.read_text() == "https://index.invalid/simple\n"
+
+
 def test_index_config_asks_pip_once(env, venv, tmp_path):
     calls = []
 
-    def pip_help(python, environ):
+    def pip_help(python, site_packages, environ):
         calls.append(python)
-        return pip_install_help(python, environ)
+        return pip_install_help(python, [PIP_HOME], environ)
 
     python = str(venv / "bin" / "python")
     site = tmp_path / "site"
@@ -441,7 +461,7 @@ def test_a_target_without_pip_says_to_pass_index_url(env, tmp_path):
     with pytest.raises(UsageError) as raised:
         index_config(python, str(bare), env, None, IndexSettings())
     message = str(raised.value)
-    assert message.startswith(f"{python} cannot run pip (") and message.endswith("pass --index-url") and "No module named pip" in message
+    assert message.startswith(f"{python} cannot run pip (pip is not installed in ") and message.endswith("pass --index-url")
     assert index_config(python, str(bare), env, None, IndexSettings(no_index=True)).index_urls() == ()
 
 

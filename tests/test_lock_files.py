@@ -915,3 +915,19 @@ def test_the_release_a_request_with_extras_stands_on_is_not_required_by_itself()
     assert lock_words.cause(base) == "nothing fits cuda-bindings==12.9.9"
     needed = Unsatisfiable(Requirement("cuda-pathfinder>=1.1"), RequiredBy(_ref("cuda-bindings", "12.9.9")), ())
     assert lock_words.cause(needed) == "nothing fits cuda-pathfinder>=1.1 (required by cuda-bindings 12.9.9)"
+
+
+def test_pips_files_name_each_index_once_in_order_and_count_a_forks_entries():
+    """The index lines and the one-target check read a lock in one pass each (a lock may hold 50,000
+    entries): each package's index once, in the order of the lock's own then by package name, and a
+    universal lock's forks with their number of entries."""
+    many = tuple(_package(f"p{i:03d}", "1.0", f"https://i{i % 7}.example.invalid/simple", _wheel(f"p{i:03d}", "1.0"), None)
+                 for i in range(40))
+    lock = _lock(packages=many, index_urls=("https://i3.example.invalid/simple", "https://i5.example.invalid/simple"))
+    lines = [line for line in requirements_txt(lock).splitlines() if line.startswith("--")]
+    assert lines == ["--index-url https://i3.example.invalid/simple", "--extra-index-url https://i5.example.invalid/simple"] + [
+        f"--extra-index-url https://i{i}.example.invalid/simple" for i in (0, 1, 2, 4, 6)]
+    forks = tuple(replace(many[1], marker=f'python_version == "3.{minor}"') for minor in (10, 11, 12))
+    forked = _lock(packages=many[:1] + forks + many[2:])
+    with pytest.raises(LockFileError, match=r"package p001\): a universal lock with 3 entries of p001;"):
+        requirements_txt(forked)

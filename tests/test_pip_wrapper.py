@@ -10,6 +10,7 @@ import pytest
 
 from cudaresolve.cli import main
 from cudaresolve.commands import pip as pip_command
+from cudaresolve.errors import UsageError
 from cudaresolve.integrations.pip import split_install_arguments
 
 
@@ -18,7 +19,31 @@ def test_install_arguments_are_told_from_option_values():
         ["-r", "req.txt", "torch", "--index-url=http://x/simple", "-cconstraints.txt", "--upgrade", "cupy[ctk]>=14", "--target", "dir"]
     )
     assert requirements == [(2, "torch"), (6, "cupy[ctk]>=14")]
-    assert options == {"-r": ["req.txt"], "--index-url": ["http://x/simple"], "-c": ["constraints.txt"], "--upgrade": [""], "--target": ["dir"]}
+    assert options == {"--requirement": ["req.txt"], "--index-url": ["http://x/simple"], "--constraint": ["constraints.txt"],
+                       "--upgrade": [""], "--target": ["dir"]}
+
+
+def test_options_are_read_as_pips_parser_reads_them():
+    """A unique prefix of a long option is that option (optparse's rule, which pip uses); short
+    options cluster; aliases are one option."""
+    _, options = split_install_arguments(["--prefi=DIR", "--index-u", "http://x/simple", "-Uqt/t", "--no-dependencies", "--pypi-url=u"])
+    assert options == {"--prefix": ["DIR"], "--index-url": ["http://x/simple", "u"], "--upgrade": [""], "--quiet": [""],
+                       "--target": ["/t"], "--no-deps": [""]}
+    for words, words_said in ((["--pr", "x"], "is ambiguous"), (["--no-dep"], "is ambiguous"), (["--no-such-option"], "is not one"),
+                              (["--no-deps=1"], "takes no value"), (["--requirement"], "needs a value"), (["-Z"], "is not one")):
+        with pytest.raises(UsageError, match=words_said):
+            split_install_arguments(words)
+
+
+def test_the_option_table_is_pips():
+    """Every spelling this pip's install parser takes is in the table, taking a value as pip's does."""
+    from pip._internal.commands import create_command
+
+    from cudaresolve.integrations.pip import _SPELLINGS
+
+    for option in create_command("install").parser._get_all_options():
+        for spelling in option._short_opts + option._long_opts:
+            assert _SPELLINGS[spelling][1] == option.takes_value(), spelling
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +82,7 @@ def test_install_adds_the_lock_and_makes_cupy_concrete(cuda_index, pip_venv, cle
 def test_install_of_an_editable_goes_to_pip_unchanged(pip_venv, clean, tmp_path, capfd):
     code = main(["pip", "--python", pip_venv, "install", "--dry-run", "-e", str(tmp_path / "missing-project")])
     assert code != 0  # pip's own refusal, passed through
-    assert "passing to pip unchanged (-e)" in capfd.readouterr().err
+    assert "passing to pip unchanged (--editable)" in capfd.readouterr().err
 
 
 def test_pips_arguments_are_the_same_lock_inputs_with_every_index_option(tmp_path, clean, monkeypatch):
@@ -88,7 +113,7 @@ def test_pips_arguments_are_the_same_lock_inputs_with_every_index_option(tmp_pat
     assert [label for label, _ in inputs.hosts] == ["this host"] and str(inputs.hosts[0][1].driver.release) == "550.144.03"
 
 
-@pytest.mark.parametrize("given", [["--user"], ["--prefix", "{tmp}/p"], ["--root", "{tmp}/r"],
+@pytest.mark.parametrize("given", [["--user"], ["--prefix", "{tmp}/p"], ["--root", "{tmp}/r"], ["--prefi={tmp}/p"], ["--us"],
                                    "PIP_PREFIX={tmp}/p", "PIP_ROOT={tmp}/r", "PIP_USER=yes"])
 def test_an_install_elsewhere_than_the_locked_site_packages_is_refused_before_anything(
         pip_venv, clean, tmp_path, monkeypatch, capsys, given):
@@ -103,6 +128,20 @@ def test_an_install_elsewhere_than_the_locked_site_packages_is_refused_before_an
     assert main(["pip", "--python", pip_venv, "install", *options, "cupy"]) == 3
     err = capsys.readouterr().err
     assert err.startswith("cudaresolve: error: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "p").exists()
+
+
+def test_an_abbreviated_index_option_is_the_index_the_lock_reads(pip_venv, clean, monkeypatch):
+    seen = []
+
+    def locked(inputs, environ, quiet):
+        seen.append(inputs.indexes.settings.index_url)
+        raise Stop
+
+    monkeypatch.setattr(pip_command, "locked", locked)
+    with pytest.raises(Stop):
+        main(["pip", "--python", pip_venv, "install", "--index-u=http://127.0.0.1:9/simple", "cupy"])
+    assert seen == ["http://127.0.0.1:9/simple"]
 
 
 class Stop(Exception):

@@ -64,7 +64,7 @@ def _install(args: argparse.Namespace) -> int:
     if elsewhere:
         raise UsageError(f"{elsewhere}: unset it, and give cudaresolve install --target or --prefix instead")
     if externally_managed(target, settings) and not args.target_dir and not args.prefix:
-        code, words = pips_refusal(target.python)
+        code, words = pips_refusal(target)
         sys.stderr.write(words + "\n")
         return code
     site = args.target_dir or (_prefix_site_packages(target, args.prefix) if args.prefix else None)

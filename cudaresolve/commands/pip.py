@@ -38,7 +38,7 @@ from cudaresolve.resolve.requirements import from_command_line, merge, read_requ
 
 PIP_COMMAND_LINE = "pip's command line"
 # pip install's options that leave nothing to lock: pip gets the command as it was.
-UNLOCKABLE = ("-e", "--editable", "--no-deps", "--no-index")
+UNLOCKABLE = ("--editable", "--no-deps", "--no-index")
 # pip install's options that install somewhere the lock does not read: refused rather than planned wrong.
 ELSEWHERE = ("--prefix", "--root", "--user")
 
@@ -87,7 +87,7 @@ def main(words: Sequence[str]) -> int:
     arguments = list(command.arguments[1:])
     positions, options = split_install_arguments(arguments)
     unlockable = [o for o in UNLOCKABLE if o in options]
-    if unlockable or any(_is_direct(text) for _, text in positions) or "--help" in options or "-h" in options:
+    if unlockable or any(_is_direct(text) for _, text in positions) or "--help" in options:
         say(command.quiet, f"cudaresolve: passing to pip unchanged ({', '.join(unlockable) or 'nothing to lock'})")
         return run_pip(pip + list(command.arguments))
     elsewhere = [o for o in ELSEWHERE if o in options]
@@ -108,7 +108,7 @@ def main(words: Sequence[str]) -> int:
         if replacement != text:
             rewritten[position] = replacement
             say(command.quiet, f"cudaresolve: {text} -> {replacement}")
-    given = set(_values(options, "-i", "--index-url", "--extra-index-url"))
+    given = set(_values(options, "--index-url", "--extra-index-url"))
     extra = [url for url in lock.index_urls if url not in given]
     with tempfile.TemporaryDirectory(prefix="cudaresolve-pip-") as scratch:
         constraints = os.path.join(scratch, "constraints.txt")
@@ -135,15 +135,15 @@ def pip_lock_inputs(
     environ = dict(os.environ)
     choices, configured = pip_configured(target, environ)
     sets = [from_command_line([text for _, text in positions], PIP_COMMAND_LINE)]
-    sets += [read_requirements_file(path, environ) for path in _values(options, "-r", "--requirement")]
+    sets += [read_requirements_file(path, environ) for path in _values(options, "--requirement")]
     sets += configured
-    sets += [read_requirements_file(path, environ, constraint=True) for path in _values(options, "-c", "--constraint")]
+    sets += [read_requirements_file(path, environ, constraint=True) for path in _values(options, "--constraint")]
     asked = merge(sets)
     timeout, retries = _last(options, "--timeout"), _last(options, "--retries")
     settings = IndexSettings(
-        index_url=_last(options, "-i", "--index-url"),
+        index_url=_last(options, "--index-url"),
         extra_index_urls=tuple(_values(options, "--extra-index-url")) or None,
-        find_links=tuple(_values(options, "-f", "--find-links")) or None,
+        find_links=tuple(_values(options, "--find-links")) or None,
         trusted_hosts=tuple(_values(options, "--trusted-host")) or None,
         cert=_last(options, "--cert"),
         client_cert=_last(options, "--client-cert"),
@@ -160,8 +160,8 @@ def pip_lock_inputs(
         hosts=fleet,
         target=target,
         indexes=Indexes(settings=settings.over(asked.index_options)),
-        policy=policy(choices, upgrade=bool(_values(options, "-U", "--upgrade")), pre="--pre" in options),
-        installed_at=_last(options, "-t", "--target"),
+        policy=policy(choices, upgrade=bool(_values(options, "--upgrade")), pre="--pre" in options),
+        installed_at=_last(options, "--target"),
         system_libraries=probed_here(fleet),
     )
 

@@ -117,7 +117,7 @@ class FactsCache:
         global _fill_read
         _fill_read = read  # reaches the workers by fork, so `read` need not be picklable
         try:
-            with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            with ProcessPoolExecutor(workers, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
                 futures = {pool.submit(_fill_one, self, path): path for _, path in missing}
                 for future in as_completed(futures):
                     future.result()
@@ -168,6 +168,23 @@ def _fork_context() -> Optional[BaseContext]:
     if sys.platform == "darwin" or "fork" not in multiprocessing.get_all_start_methods():
         return None
     return multiprocessing.get_context("fork")
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker's first step: end when the scan that forked it ends, even by SIGKILL, which gives
+    the pool no chance to stop it and leaves it waiting on its task queue for ever. Linux's
+    PR_SET_PDEATHSIG has the kernel kill it then; a parent gone before that took effect is seen here."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _fill_one(cache: FactsCache, path: str) -> None:

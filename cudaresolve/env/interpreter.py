@@ -6,7 +6,9 @@ Another interpreter is asked for its paths once, in a subprocess, because its sy
 (`-I -S`), so neither its .pth files nor a sitecustomize run: the question sets a venv's prefixes
 as site.py would (PEP 405's pyvenv.cfg) and nothing else, which is all sysconfig needs for the
 paths. Its answer is bounded in size and time, and frozen in a `Target` so the rest of the scan
-never runs foreign code again.
+never runs foreign code again. Its pip, when only pip can answer (its default index, its PEP 668
+refusal), runs the same way with pip's own package as the one thing imported from site-packages
+(`pip_command`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from cudaresolve.env.errors import EnvError
 from cudaresolve.errors import UsageError
@@ -114,6 +116,35 @@ def enter_venv():
 enter_venv()
 """
 
+# Runs pip's command line, arguments after argv[1], from the first site-packages directory holding
+# it: those argv[1] lists (os.pathsep between), then the ones site.py would add (Debian's
+# dist-packages; a venv's base when pyvenv.cfg includes the system's). pip is loaded by its
+# location, so nothing else there (a module shadowing the standard library) is importable.
+_RUN_PIP = """
+import importlib.util, os, runpy, site, sys
+
+def places():
+    found = [place for place in sys.argv[1].split(os.pathsep) if place] + site.getsitepackages()
+    try:
+        with open(os.path.join(sys.prefix, "pyvenv.cfg")) as f:
+            config = f.read().replace(" ", "").lower()
+    except OSError:
+        config = ""
+    if "include-system-site-packages=true" in config.splitlines():
+        found += site.getsitepackages([sys.base_prefix])
+    return found
+
+home = next((os.path.join(place, "pip") for place in places() if os.path.isfile(os.path.join(place, "pip", "__init__.py"))), None)
+if home is None:
+    sys.exit("pip is not installed in " + os.pathsep.join(places()))
+spec = importlib.util.spec_from_file_location("pip", os.path.join(home, "__init__.py"), submodule_search_locations=[home])
+module = importlib.util.module_from_spec(spec)
+sys.modules["pip"] = module
+spec.loader.exec_module(module)
+sys.argv = ["pip"] + sys.argv[2:]
+runpy.run_module("pip", run_name="__main__", alter_sys=True)
+"""
+
 _ASK = _ENTER_VENV + _DESCRIBE + "import json, sys\nsys.stdout.write(json.dumps(describe()))\n"
 # The answer is a few kB; an interpreter that prints more, or takes longer, is not answering.
 ANSWER_LIMIT = 1024 * 1024
@@ -196,6 +227,13 @@ def target_for_python(python: str, *, timeout: float = 30.0) -> Target:
     except ValueError:
         raise EnvError(f"{executable} did not answer like a Python interpreter") from None
     return _target_from_answer(executable, answer)
+
+
+def pip_command(python: str, site_packages: Sequence[str], arguments: Sequence[str]) -> list[str]:
+    """The command running `python -m pip ARGUMENTS` without site (`-I -S`: no .pth file or
+    sitecustomize runs), pip's package the one thing imported from `site_packages` or the
+    directories site.py would add; it exits 1 saying so when none holds pip."""
+    return [python, "-I", "-S", "-c", _ENTER_VENV + _RUN_PIP, os.pathsep.join(site_packages), *arguments]
 
 
 def target_for_site_packages(directory: str) -> Target:

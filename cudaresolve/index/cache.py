@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from cudaresolve.caches import read_entry
 from cudaresolve.env.store import store_entry
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.index.limits import DEFAULT, Limits
@@ -207,10 +208,8 @@ class IndexCache:
     def _read(self, path: str, max_bytes: int) -> Optional[bytes]:
         """The entry's content when the file is whole: its first line is the sha256 of the rest.
         A damaged entry is deleted."""
-        try:
-            with open(path, "rb") as f:
-                data = f.read(65 + max_bytes + 1)
-        except OSError:
+        data = read_entry(path, 65 + max_bytes)  # a regular file only: a FIFO there is a miss, not a wait
+        if data is None:
             return None
         digest, newline, content = data[:64], data[64:65], data[65:]
         if newline != b"\n" or len(content) > max_bytes or hashlib.sha256(content).hexdigest().encode() != digest:

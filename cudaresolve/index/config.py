@@ -13,15 +13,16 @@ are small and stable (pip 23.0 ... 24.2 read the same files in the same order), 
 subprocess costs a whole interpreter start and pip's imports (figures: docs/performance.md, "Index
 configuration", measured by scripts/bench_index_config.py, medians of 9 runs: reading and merging
 0.16 ms, the whole `index_config` 0.41 ms, `pip config list` 293 ms). The one thing only pip knows is its default index, which changes with
-pip, not with the configuration: it is read from `python -m pip install --help` once per interpreter
-and pip version and cached.
+pip, not with the configuration: it is read from `python -m pip install --help`, run without site
+(`-I -S`, pip's package the one thing imported from site-packages), once per interpreter and pip
+version and cached.
 
 The I/O stays at the edge (`pip_config_paths`, `read_pip_files`, `read_project`, `default_index`);
 `merge` is a pure function of plain data. What a command line, pip's own arguments or a
 requirements file set is an `IndexSettings`, with every option pip has for its indexes.
 
 May import: packaging, records, errors, inputs (bounded reads and runs), env/store (the cache
-directory), knowledge/torch (the variant indexes).
+directory), env/interpreter (running the target's pip without site), knowledge/torch (the variant indexes).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import os
 import pathlib
 import re
 import subprocess
-import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -45,7 +45,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from packaging.utils import canonicalize_name
 
 from cudaresolve import records
-from cudaresolve.env.store import default_cache_dir
+from cudaresolve.env.interpreter import pip_command
+from cudaresolve.env.store import default_cache_dir, store_entry
 from cudaresolve.errors import UsageError
 from cudaresolve.inputs import TooMuchOutput, loads_toml, read_bounded, run_bounded
 from cudaresolve.knowledge import torch
@@ -187,7 +188,7 @@ def index_config(
     command: str = "install",
     *,
     site_packages: Sequence[str] = (),
-    pip_help: Optional[Callable[[str, Mapping[str, str]], str]] = None,
+    pip_help: Optional[Callable[[str, Sequence[str], Mapping[str, str]], str]] = None,
 ) -> IndexConfig:
     """The index configuration for the target interpreter `python` (whose sys.prefix is `prefix`).
 
@@ -292,7 +293,7 @@ def default_index(
     python: str,
     site_packages: Sequence[str],
     environ: Mapping[str, str],
-    pip_help: Callable[[str, Mapping[str, str]], str],
+    pip_help: Callable[[str, Sequence[str], Mapping[str, str]], str],
 ) -> str:
     """pip's own default index, as the target's pip states it in `pip install --help`.
 
@@ -302,25 +303,25 @@ def default_index(
     entry = _default_index_entry(python, site_packages, environ)
     if entry is not None:
         with contextlib.suppress(OSError, UnicodeDecodeError):
-            with open(entry, encoding="utf-8") as f:
-                cached = f.read().strip()
+            cached = read_bounded(entry, 64 * 1024, regular=True).decode("utf-8").strip()
             if _scheme(cached) in ("http", "https"):
                 return cached
-    url = parse_default_index(pip_help(python, environ), python)
+    url = parse_default_index(pip_help(python, site_packages, environ), python)
     if entry is not None:
         _write_quietly(entry, url)
     return url
 
 
-def pip_install_help(python: str, environ: Mapping[str, str]) -> str:
-    """`python -m pip install --help`, run so that no configuration shows through its defaults.
+def pip_install_help(python: str, site_packages: Sequence[str], environ: Mapping[str, str]) -> str:
+    """`python -m pip install --help`, run without site (env/interpreter.py's `pip_command`: none of the
+    target's .pth files or sitecustomize runs) and so that no configuration shows through its defaults.
 
     pip prints its option defaults after applying its configuration, so every `PIP_*` variable is
     dropped and PIP_CONFIG_FILE is os.devnull (no file is read).
     """
     env = {name: value for name, value in environ.items() if not name.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull
-    command = [python, "-m", "pip", "install", "--help"]
+    command = pip_command(python, site_packages, ["install", "--help"])
     try:
         status, out, err = run_bounded(command, b"", 120, 1024 * 1024, env=env)  # the help is 10 kB
     except OSError as exc:
@@ -369,15 +370,7 @@ def _default_index_entry(python: str, site_packages: Sequence[str], environ: Map
 def _write_quietly(entry: str, text: str) -> None:
     """Write a cache entry whole or not at all; a cache that cannot be written only costs time."""
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(entry), mode=0o700, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
-            os.replace(temporary, entry)
-        except OSError:
-            os.unlink(temporary)
-            raise
+        store_entry(entry, (text + "\n").encode("utf-8"))
 
 
 # -- the merge: plain data in, IndexConfig out ------------------------------------------------------

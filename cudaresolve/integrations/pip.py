@@ -4,7 +4,7 @@ status is the caller's to return. What the lock decided reaches pip only as file
 (pinned requirements with hashes, constraints) and index options. The wrapper's reading of pip's
 own arguments is here too (`split_install_arguments`).
 
-May import: env/interpreter, index/config (pip's configuration), inputs (bounded runs).
+May import: env/interpreter, errors, index/config (pip's configuration), inputs (bounded runs).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import os
 import subprocess
 from typing import Mapping, Optional, Sequence
 
-from cudaresolve.env.interpreter import Target
+from cudaresolve.env.interpreter import Target, pip_command
+from cudaresolve.errors import UsageError
 from cudaresolve.index.config import pip_bool, pip_config_paths, pip_settings, read_pip_files
 from cudaresolve.inputs import TooMuchOutput, run_bounded
 
@@ -79,51 +80,116 @@ def externally_managed(target: Target, settings: Mapping[str, tuple[str, str]]) 
     return marker if os.path.isfile(marker) else None
 
 
-def pips_refusal(python: str) -> tuple[int, str]:
-    """pip's own words for an externally-managed interpreter: a dry run pip refuses before resolving
-    (bounded like any answer of the target: it is that interpreter's pip)."""
-    command = [python, "-m", "pip", "install", "--dry-run", "--no-index", "--no-deps", "cudaresolve-pep668-check"]
+def pips_refusal(target: Target) -> tuple[int, str]:
+    """pip's own words for an externally-managed interpreter: a dry run pip refuses before resolving,
+    run without site (none of the target's .pth files or sitecustomize runs) and bounded like any
+    answer of the target."""
+    assert target.python is not None  # an interpreter's target
+    command = pip_command(target.python, target.site_packages, ["install", "--dry-run", "--no-index", "--no-deps", "cudaresolve-pep668-check"])
     try:
         status, out, err = run_bounded(command, b"", PIP_TIMEOUT, PIP_OUTPUT_LIMIT)
     except (OSError, subprocess.TimeoutExpired, TooMuchOutput) as exc:
-        return 1, f"cudaresolve: {python} is externally managed (PEP 668), and its pip did not say so in time ({exc})"
+        return 1, f"cudaresolve: {target.python} is externally managed (PEP 668), and its pip did not say so ({exc})"
     return status or 1, (err or out).decode("utf-8", "replace").strip()
 
 
-# pip install's options that carry a value, by every spelling pip documents: the wrapper must know
-# them to tell a requirement from an option's value; any other option passes through untouched.
-VALUE_OPTIONS = frozenset({
-    "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t", "--target", "--platform",
-    "--python-version", "--implementation", "--abi", "--root", "--prefix", "--src", "--upgrade-strategy",
-    "-C", "--config-settings", "--global-option", "--no-binary", "--only-binary", "--progress-bar",
-    "--root-user-action", "--report", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
-    "--log", "--proxy", "--retries", "--timeout", "--exists-action", "--trusted-host", "--cert",
-    "--client-cert", "--cache-dir", "--use-feature", "--use-deprecated", "--python", "--keyring-provider",
-    "--resume-retries", "--group",
-})
+# Every option `pip install` takes (its own and pip's general ones), each as its spellings (the first
+# long one is the name the wrapper uses) and whether it takes a value; from pip 23.0 to 25.1's
+# option parser (`pip install --help`, and the aliases it hides). pip's parser (optparse) takes any
+# unique prefix of a long option for it (`--prefi=DIR` is `--prefix`), so the wrapper reads them the
+# same way; a long option not in this table is refused rather than guessed at.
+_INSTALL_OPTIONS: tuple[tuple[tuple[str, ...], bool], ...] = (
+    # pip install's own
+    (("-r", "--requirement"), True), (("-c", "--constraint"), True), (("-e", "--editable"), True),
+    (("-t", "--target"), True), (("--platform",), True), (("--python-version",), True),
+    (("--implementation",), True), (("--abi",), True), (("--root",), True), (("--prefix",), True),
+    (("--src", "--source", "--source-dir", "--source-directory"), True), (("--upgrade-strategy",), True),
+    (("-C", "--config-settings"), True), (("--global-option",), True), (("--install-option",), True),
+    (("--no-binary",), True), (("--only-binary",), True), (("--progress-bar",), True),
+    (("--root-user-action",), True), (("--report",), True), (("--group",), True),
+    (("-i", "--index-url", "--pypi-url"), True), (("--extra-index-url",), True), (("-f", "--find-links"), True),
+    (("--dry-run",), False), (("--user",), False), (("--no-user",), False), (("-U", "--upgrade"), False),
+    (("--force-reinstall",), False), (("-I", "--ignore-installed"), False), (("--ignore-requires-python",), False),
+    (("--no-build-isolation",), False), (("--use-pep517",), False), (("--no-use-pep517",), False),
+    (("--check-build-dependencies",), False), (("--break-system-packages",), False), (("--compile",), False),
+    (("--no-compile",), False), (("--no-warn-script-location",), False), (("--no-warn-conflicts",), False),
+    (("--prefer-binary",), False), (("--require-hashes",), False), (("--no-clean",), False),
+    (("--no-index",), False), (("--pre",), False), (("--no-deps", "--no-dependencies"), False),
+    # pip's general options, which every command takes
+    (("--python",), True), (("--log", "--log-file", "--local-log"), True), (("--keyring-provider",), True),
+    (("--proxy",), True), (("--retries",), True), (("--resume-retries",), True),
+    (("--timeout", "--default-timeout"), True), (("--exists-action",), True), (("--trusted-host",), True),
+    (("--cert",), True), (("--client-cert",), True), (("--cache-dir",), True), (("--use-feature",), True),
+    (("--use-deprecated",), True), (("-h", "--help"), False), (("--debug",), False), (("--isolated",), False),
+    (("--require-virtualenv", "--require-venv"), False), (("-v", "--verbose"), False), (("-V", "--version"), False),
+    (("-q", "--quiet"), False), (("--no-input",), False), (("--no-cache-dir",), False),
+    (("--disable-pip-version-check",), False), (("--no-color",), False), (("--no-python-version-warning",), False),
+)
+# spelling -> (the wrapper's name for it, takes a value)
+_SPELLINGS = {
+    spelling: (next(s for s in spellings if s.startswith("--")), takes_value)
+    for spellings, takes_value in _INSTALL_OPTIONS
+    for spelling in spellings
+}
+_LONG = sorted(spelling for spelling in _SPELLINGS if spelling.startswith("--"))
+
+
+def long_option(given: str) -> str:
+    """The long option `given` names as pip's parser reads it: itself, or the one long option it is a
+    prefix of; a UsageError when it names none or several."""
+    if given in _SPELLINGS:
+        return given
+    matches = [spelling for spelling in _LONG if spelling.startswith(given)]
+    if len(matches) == 1:  # optparse's rule: two spellings of one option are ambiguous too
+        return matches[0]
+    if matches:
+        raise UsageError(f"pip install option {given} is ambiguous ({', '.join(matches)}): spell it out")
+    raise UsageError(f"pip install option {given} is not one cudaresolve knows: spell it out, or run pip itself")
 
 
 def split_install_arguments(arguments: Sequence[str]) -> tuple[list[tuple[int, str]], dict[str, list[str]]]:
-    """pip install's arguments as (position, requirement) pairs and {option: values}, following
-    pip's spellings (`-r FILE`, `--requirement=FILE`, `-rFILE`)."""
+    """pip install's arguments as (position, requirement) pairs and {option: values}, read as pip's
+    parser reads them: `-r FILE`, `--requirement=FILE`, `-rFILE`, `-Ur FILE`, `--req FILE`. Each
+    option is keyed by its long name (`--requirement`), a flag's value is ""; an option pip would
+    not take (unknown, ambiguous, a value missing or given to a flag) is a UsageError."""
     requirements: list[tuple[int, str]] = []
     options: dict[str, list[str]] = {}
     position = 0
+
+    def value_at(name: str, position: int) -> str:
+        if position >= len(arguments):
+            raise UsageError(f"pip install option {name} needs a value")
+        return arguments[position]
+
     while position < len(arguments):
         word = arguments[position]
         if word == "--":
             requirements += [(i, w) for i, w in enumerate(arguments[position + 1 :], position + 1)]
             break
-        if word.startswith("--") and "=" in word:
-            name, _, value = word.partition("=")
+        if word.startswith("--"):
+            given, equals, value = word.partition("=")
+            name, takes_value = _SPELLINGS[long_option(given)]
+            if takes_value and not equals:
+                position += 1
+                value = value_at(name, position)
+            elif equals and not takes_value:
+                raise UsageError(f"pip install option {name} takes no value ({word})")
             options.setdefault(name, []).append(value)
-        elif word in VALUE_OPTIONS and position + 1 < len(arguments):
-            options.setdefault(word, []).append(arguments[position + 1])
-            position += 1
-        elif len(word) > 2 and word[:2] in VALUE_OPTIONS and not word.startswith("--"):
-            options.setdefault(word[:2], []).append(word[2:])
-        elif word.startswith("-"):
-            options.setdefault(word, []).append("")
+        elif word.startswith("-") and word != "-":
+            for at in range(1, len(word)):  # a cluster of short options: -Uq, -rFILE, -Ur FILE
+                if "-" + word[at] not in _SPELLINGS:
+                    raise UsageError(f"pip install option -{word[at]} (in {word}) is not one cudaresolve knows")
+                name, takes_value = _SPELLINGS["-" + word[at]]
+                if not takes_value:
+                    options.setdefault(name, []).append("")
+                    continue
+                if at + 1 < len(word):
+                    value = word[at + 1 :]
+                else:
+                    position += 1
+                    value = value_at(name, position)
+                options.setdefault(name, []).append(value)
+                break
         else:
             requirements.append((position, word))
         position += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import urllib.parse
+from collections import Counter
 
 from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import BREAKING, LockFileError
@@ -30,10 +31,10 @@ def _parent_url(url: str) -> str:
 def _index_lines(lock: Lock) -> list[str]:
     """pip options that reach every file of the lock: its indexes (variant indexes included), the
     directories of wheels it found by location, and --no-index when it used no index at all."""
-    extra = list(lock.index_urls[1:])
+    extra = dict.fromkeys(lock.index_urls[1:])  # ordered, and a lookup per package that does not grow with them
     for package in sorted(lock.packages, key=lambda p: p.name):
-        if package.index and package.index not in lock.index_urls and package.index not in extra:
-            extra.append(package.index)
+        if package.index and package.index not in lock.index_urls[:1]:
+            extra.setdefault(package.index)
     lines = [f"--index-url {lock.index_urls[0]}"] if lock.index_urls else []
     lines += [f"--extra-index-url {url}" for url in extra]
     if not lines:
@@ -57,11 +58,11 @@ def _pin(package: LockedPackage) -> str:
 def _one_target(lock: Lock, origin: str) -> None:
     """pip's files hold one version per name: a universal lock's forks (several entries of one name,
     each with its marker) are selected for one target first (lockfile/select.py), not written."""
-    names = [package.name for package in lock.packages]
-    forked = sorted({name for name in names if names.count(name) > 1})
+    entries = Counter(package.name for package in lock.packages)  # one pass: a lock may hold 50,000 entries
+    forked = sorted(name for name, count in entries.items() if count > 1)
     if forked:
         raise LockFileError(
-            f"{origin}: packages (package {forked[0]}): a universal lock with {names.count(forked[0])} entries of "
+            f"{origin}: packages (package {forked[0]}): a universal lock with {entries[forked[0]]} entries of "
             f"{forked[0]}; a pip requirements or constraints file holds one version per name: "
             "write it for one target (install --lock selects the entries of its interpreter)"
         )

@@ -284,7 +284,7 @@ def _options(tokens: list[str], where: str) -> list[tuple[str, Optional[str], st
 
 def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected: _Collected, environ: Mapping[str, str]) -> None:
     try:
-        data = inputs.read_bounded(path)
+        data = inputs.read_bounded(path, regular=True)  # a FIFO (`-r fifo`, here or in a file) would wait for ever
         real = _realpath(path)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
