@@ -8,6 +8,7 @@ extracted wheel members made of hard links to that one copy.
     <cache>/wheels/                    every wheel fetched, linked from the store; wheels/sets/ records
                                        which files a fetch of requirements that are not all exact got
     <cache>/wheels.lock                held shared by every session using the wheels
+    <cache>/fetched.log                a line for every fetch from the registry (a warm run adds none)
     <cache>/downloads/<session>/       pip's and uv's scratch for this session; gone when it ends
 
 Every wheel comes through `fetch_wheels` (pip download or pip wheel, pip's own index
@@ -32,6 +33,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -151,6 +153,7 @@ def fetch_wheels(requirements: Sequence[str], *, deps: bool = False, platform: O
         return recorded
     if deps:
         _may_fetch(requirements)
+        _log_fetch(requirements)
         target = downloads() / key
         done = subprocess.run(PIP + ["wheel", "-w", str(target), *requirements], capture_output=True, text=True)
         fetched = [_keep(w) for w in sorted(target.glob("*.whl"))]
@@ -160,6 +163,7 @@ def fetch_wheels(requirements: Sequence[str], *, deps: bool = False, platform: O
         if not wanted:
             return [_used(w) for w in found.values() if w is not None]
         _may_fetch(wanted)
+        _log_fetch(wanted)
         target = downloads() / key
         tag = ["--platform", platform] if platform else []
         done = subprocess.run(PIP + ["download", "--only-binary=:all:", "--no-deps", *tag, "-d", str(target), *wanted],
@@ -178,6 +182,47 @@ def fetch_wheel(requirement: str, platform: Optional[str] = None) -> Path:
     assert _exact(requirement), f"not an exact requirement: {requirement}"
     [found] = fetch_wheels([requirement], platform=platform)
     return found
+
+
+def fetch_locked(lock_file: Path) -> Path:
+    """The kept wheels' folder, holding every wheel of a PEP 751 lock that this interpreter installs:
+    each found by its sha256 in the store, else fetched once by pip from the lock's URL and checked
+    against that sha256. `pip install --no-index --find-links FOLDER` then installs the lock's wheels
+    without asking the registry (pip checks the hashes again)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+
+    with open(lock_file, "rb") as f:
+        locked = [w for p in tomllib.load(f).get("packages", []) for w in p.get("wheels", [])]
+    for listed in locked:
+        name, url, digest = listed.get("name") or "", listed.get("url") or "", listed.get("hashes", {}).get("sha256") or ""
+        if not name or "/" in name or not _fits(Path(name), None):
+            continue
+        kept = kept_wheels() / name
+        stored = _entry(digest, 0o644)
+        if kept.exists() and stored.exists() and os.path.samefile(kept, stored):
+            _used(kept)
+            continue
+        _may_fetch([url])
+        target = downloads() / digest[:16]
+        _log_fetch([url])
+        done = subprocess.run(PIP + ["download", "--no-deps", "-d", str(target), url], capture_output=True, text=True)
+        fetched = target / name
+        if done.returncode != 0 or not fetched.is_file():
+            pytest.skip(f"cannot fetch {url}: {done.stderr.splitlines()[-1:]}")
+        if _sha256(fetched) != digest:
+            pytest.fail(f"{url} does not have the sha256 the lock names")
+        kept.unlink(missing_ok=True)
+        _keep(fetched)
+    return kept_wheels()
+
+
+def _log_fetch(requirements: Sequence[str]) -> None:
+    """One line in the cache's fetched.log per fetch from the registry: a warm run adds none."""
+    with open(cache_dir() / "fetched.log", "a") as log:
+        log.write(f"{int(time.time())} {os.getpid()} {' '.join(requirements)}\n")
 
 
 # -- the kept wheels -----------------------------------------------------------------------------
