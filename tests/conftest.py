@@ -15,8 +15,18 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import pytest
-from wheel_cache import (allow_fetching, build_venv, build_venv_on, cached_venv, end_session, fetch_wheel, fetch_wheels, link_installed,
-                         run_or_fail, unpack)
+from wheel_cache import (
+    allow_fetching,
+    build_venv,
+    build_venv_on,
+    cached_venv,
+    end_session,
+    fetch_wheel,
+    fetch_wheels,
+    link_installed,
+    run_or_fail,
+    unpack,
+)
 
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "fixtures"

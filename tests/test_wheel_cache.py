@@ -5,6 +5,8 @@ mark follows the marks, fixtures and helpers a test uses. pip fetches from an in
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -124,3 +126,20 @@ def test_the_network_mark_follows_marks_and_fixtures():
     assert needs_network(_item(sample["plain"], ["registry"]), helpers, {})
     assert needs_network(_item(sample["plain"], fixtures={"unpacked": sample["plain"]}), helpers, {})
     assert needs_network(_item(sample["plain"], fixtures={"mine": sample["through_a_helper"]}), helpers, {})
+
+
+def test_prune_wheels_frees_the_kept_wheels_once_no_session_holds_them(own_cache, server):
+    server.add(*make_wheel("gamma", "1.0"))
+    [kept] = wheel_cache.fetch_wheels(["gamma==1.0"])
+    stored = _stored(own_cache, kept)
+    script = [sys.executable, str(TESTS.parent / "scripts" / "test_cache.py"), "--prune-wheels", str(own_cache)]
+
+    held = subprocess.run(script, capture_output=True, text=True)
+    assert (held.returncode, kept.exists()) == (0, True), held.stderr
+    assert "in use by a test session" in held.stderr
+
+    wheel_cache.end_session()  # this session lets go of wheels.lock
+    freed = subprocess.run(script, capture_output=True, text=True)
+    assert freed.returncode == 0, freed.stderr
+    assert not kept.exists() and stored and not any(p.exists() for p in stored)
+    assert not list((own_cache / "wheels" / "sets").iterdir())
