@@ -4,6 +4,7 @@ mark follows the marks, fixtures and helpers a test uses. pip fetches from an in
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -143,3 +144,24 @@ def test_prune_wheels_frees_the_kept_wheels_once_no_session_holds_them(own_cache
     assert freed.returncode == 0, freed.stderr
     assert not kept.exists() and stored and not any(p.exists() for p in stored)
     assert not list((own_cache / "wheels" / "sets").iterdir())
+
+
+def test_a_locks_wheels_are_fetched_once_by_their_sha256(own_cache, server, tmp_path):
+    """The `--deep` install tests' path: the wheels a PEP 751 lock names, fetched from its URLs once
+    and checked against its sha256; a lock naming other bytes under the same name is refused."""
+    filename, data = make_wheel("delta", "1.0")
+    server.add(filename, data)
+    digest = hashlib.sha256(data).hexdigest()
+
+    def lock(sha256: str) -> Path:
+        path = tmp_path / f"pylock-{sha256[:8]}.toml"
+        path.write_text(f'lock-version = "1.0"\ncreated-by = "tests"\n[[packages]]\nname = "delta"\nversion = "1.0"\n'
+                        f'wheels = [{{ name = "{filename}", url = "{server.url}/files/{filename}", hashes = {{ sha256 = "{sha256}" }} }}]\n')
+        return path
+
+    folder = wheel_cache.fetch_locked(lock(digest))
+    assert (folder / filename).read_bytes() == data and any(p.startswith("/files/") for p, _ in server.requests)
+    server.requests.clear()
+    assert wheel_cache.fetch_locked(lock(digest)) == folder and server.requests == []
+    with pytest.raises(pytest.fail.Exception, match="does not have the sha256 the lock names"):
+        wheel_cache.fetch_locked(lock("0" * 64))

@@ -201,8 +201,7 @@ def fetch_locked(lock_file: Path) -> Path:
         if not name or "/" in name or not _fits(Path(name), None):
             continue
         kept = kept_wheels() / name
-        stored = _entry(digest, 0o644)
-        if kept.exists() and stored.exists() and os.path.samefile(kept, stored):
+        if kept.exists() and os.path.exists(stored := _entry(digest, kept.stat().st_mode)) and os.path.samefile(kept, stored):
             _used(kept)
             continue
         _may_fetch([url])
