@@ -1,6 +1,6 @@
 """Print the test cache's disk use by entry, counting a hard-linked file once; optionally prune it.
 
-Usage: python scripts/test_cache.py [--prune] [CACHE]
+Usage: python scripts/test_cache.py [--prune] [--prune-wheels] [CACHE]
 
 CACHE is $CUDARESOLVE_TEST_CACHE, else ~/.cache/cudaresolve-tests (tests/wheel_cache.py describes
 the layout). One line per entry: each venv, each extracted wheel, the store, the kept wheels, ...
@@ -9,7 +9,9 @@ the layout). One line per entry: each venv, each extracted wheel, the store, the
 The store holds one copy of each file that venvs and extracted wheels link to, so its `own` is what
 nothing links to any more. Any entry can be deleted (rm -r); the next test run rebuilds what it
 needs. --prune deletes the store's files nothing links to and the downloads of sessions that ended
-without removing them; run it while no test session uses the cache.
+without removing them; run it while no test session uses the cache. --prune-wheels also deletes
+the kept wheels (every wheel the tests fetched, kept so that the next run fetches none), unless a
+test session holds wheels.lock; the next run fetches again those it needs.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 
 # Top-level folders made by the tests; those whose subfolders are entries of their own.
-KNOWN = ("store", "venvs", "unpacked", "wheels", "downloads", "conda", "fake-cuda-index", "nvcc", "pip-cache")
+KNOWN = ("store", "venvs", "unpacked", "wheels", "wheels.lock", "downloads", "conda", "fake-cuda-index", "nvcc", "pip-cache",
+         "lock-registry-cache")
 SPLIT = ("venvs", "unpacked", "conda", "downloads")
 
 
@@ -65,7 +68,7 @@ def describe(label: str, path: Path) -> str:
     if label == "store":
         return "one copy of each file the entries below link to"
     if label == "wheels":
-        return f"{sum(1 for _ in path.glob('*.whl'))} wheels tests read as files"
+        return f"{sum(1 for _ in path.glob('*.whl'))} wheels fetched, kept for the next run"
     if label.split("/")[0] not in KNOWN:
         return "not made by these tests"
     return ""
@@ -108,6 +111,19 @@ def report(cache: Path) -> None:
         print(f"(of which {mib(outside)} MiB is also linked from outside the cache)")
 
 
+def prune_wheels(cache: Path) -> None:
+    """Unlink every kept wheel and the record of the sets fetched, holding wheels.lock alone; the
+    store's copies, linked from nowhere then, go with prune()."""
+    with open(cache / "wheels.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("the kept wheels are in use by a test session; not pruned", file=sys.stderr)
+            return
+        for path in [*(cache / "wheels").glob("*.whl"), *(cache / "wheels" / "sets").glob("*")]:
+            path.unlink()
+
+
 def prune(cache: Path) -> None:
     freed = 0
     store = cache / "store"
@@ -136,8 +152,9 @@ def prune(cache: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    do_prune = "--prune" in argv
-    rest = [a for a in argv if a != "--prune"]
+    do_wheels = "--prune-wheels" in argv
+    do_prune = "--prune" in argv or do_wheels
+    rest = [a for a in argv if a not in ("--prune", "--prune-wheels")]
     if len(rest) > 1 or any(a.startswith("-") for a in rest):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
@@ -146,6 +163,8 @@ def main(argv: list[str]) -> int:
     if not cache.is_dir():
         print(f"no test cache at {cache}", file=sys.stderr)
         return 1
+    if do_wheels:
+        prune_wheels(cache)
     if do_prune:
         prune(cache)
     report(cache)

@@ -3,16 +3,30 @@ files built with gcc, local indexes, and a hermetic environment for the commands
 
 from __future__ import annotations
 
+import dis
+import inspect
 import os
 import shutil
 import subprocess
 import sys
+import types
 import venv
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import pytest
-from wheel_cache import build_venv, cached_venv, end_session, fetch_wheel, fetch_wheels, link_installed, run_or_fail, unpack
+from wheel_cache import (
+    allow_fetching,
+    build_venv,
+    build_venv_on,
+    cached_venv,
+    end_session,
+    fetch_wheel,
+    fetch_wheels,
+    link_installed,
+    run_or_fail,
+    unpack,
+)
 
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "fixtures"
@@ -20,6 +34,104 @@ FIXTURES = TESTS / "fixtures"
 
 def pytest_sessionfinish(session):
     end_session()
+
+
+# -- the network tier -----------------------------------------------------------------------------
+# A test is marked `network` when it reaches the package registry or needs wheels fetched from it:
+# it carries one of NETWORK_MARKS, uses one of NETWORK_FIXTURES (pytest's fixture closure counts the
+# fixtures its fixtures use), or its code, its fixtures' code or a test-suite function they call calls
+# one of the fetching helpers below; unless it is marked `offline` (it fetches from 127.0.0.1 only).
+# `-m 'not network'` is the tier that runs with the network off.
+NETWORK_MARKS = frozenset({"registry", "torch_venv", "conda"})
+NETWORK_FIXTURES = frozenset({"wheel", "unpacked", "cuda_venv", "conda_venv"})
+
+
+def _network_helpers() -> frozenset:
+    return frozenset({fetch_wheel, fetch_wheels, unpack, build_venv, build_venv_on, cached_venv, registry_python, build_conda_venv})
+
+
+def _codes(code: types.CodeType):
+    """A code object and every one nested in it (inner functions, lambdas, comprehensions)."""
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _codes(constant)
+
+
+def _suite_function(value: Any) -> Optional[Callable]:
+    """`value` as a function of this test suite (tests/), else None."""
+    function = inspect.unwrap(value) if callable(value) else None
+    code = getattr(function, "__code__", None)
+    return function if code is not None and Path(code.co_filename).parent == TESTS else None
+
+
+def _reaches_network(function: Callable, helpers: frozenset, seen: dict) -> bool:
+    """Whether `function` calls a fetching helper: a global name bound to one, one taken from the
+    module wheel_cache or conftest (`from wheel_cache import ...` inside it, `wheel_cache.unpack`),
+    or a suite function (or a suite class's method) that does."""
+    key = function.__code__
+    if key in seen:
+        return seen[key]
+    seen[key] = False  # a cycle adds nothing
+    names = {helper.__name__ for helper in helpers}
+    scope = getattr(function, "__globals__", {})
+    found = False
+    for code in _codes(function.__code__):
+        instructions = list(dis.get_instructions(code))
+        modules = {i.argval for i in instructions if i.opname == "IMPORT_NAME"}
+        modules |= {i.argval for i in instructions
+                    if i.opname in ("LOAD_GLOBAL", "LOAD_NAME") and getattr(scope.get(i.argval), "__name__", None) in ("wheel_cache", "conftest")}
+        if modules & {"wheel_cache", "conftest"} and any(i.opname in ("IMPORT_FROM", "LOAD_ATTR", "LOAD_METHOD") and i.argval in names for i in instructions):
+            found = True
+            break
+        for name in {i.argval for i in instructions if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}:
+            value = scope.get(name)
+            if value is None:
+                continue
+            if any(value is helper for helper in helpers):
+                found = True
+            elif isinstance(value, type):
+                methods = [_suite_function(getattr(member, "__func__", member)) for member in vars(value).values()]
+                found = any(_reaches_network(method, helpers, seen) for method in methods if method is not None)
+            elif (inner := _suite_function(value)) is not None:
+                found = _reaches_network(inner, helpers, seen)
+            if found:
+                break
+        if found:
+            break
+    seen[key] = found
+    return found
+
+
+def needs_network(item: pytest.Item, helpers: frozenset, seen: dict) -> bool:
+    """Whether a collected test reaches the registry (the rules above NETWORK_MARKS)."""
+    marks = {mark.name for mark in item.iter_markers()}
+    if "offline" in marks:
+        return False
+    if marks & NETWORK_MARKS:
+        return True
+    names = set(getattr(item, "fixturenames", ()))
+    if names & NETWORK_FIXTURES:
+        return True
+    functions = [getattr(item, "function", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for name in names:
+        functions += [definition.func for definition in (info.name2fixturedefs.get(name, ()) if info else ())]
+    return any(_reaches_network(inner, helpers, seen) for f in functions if f is not None and (inner := _suite_function(f)))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
+def pytest_collection_modifyitems(config, items):
+    helpers, seen = _network_helpers(), {}
+    for item in items:
+        if needs_network(item, helpers, seen):
+            item.add_marker(pytest.mark.network)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test outside the network tier that fetches a wheel fails, saying so (its mark is wrong)."""
+    allow_fetching(item.get_closest_marker("network") is not None)
 
 
 @pytest.fixture(scope="session")

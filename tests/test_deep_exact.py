@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import hermetic_environ, registry_python
 from test_loader import ENV, so, world
-from wheel_cache import cache_dir
+from wheel_cache import cache_dir, fetch_locked
 
 from cudaresolve.binary.facts import Symbol
 from cudaresolve.binary.loader import UNDEFINED_SYMBOL, resolve
@@ -151,11 +151,10 @@ def ldd_undefined(site: Path) -> tuple[list[str], list[str]]:
 def test_registry_deep_lock_installs_imports_and_passes_the_doctor(requirements, imports, binder, hermetic, tmp_path, capsys, monkeypatch):
     """Issue 25: each set is locked with --deep, the lock installed by real pip into a throwaway venv,
     its modules imported, every shared library checked with `ldd -r` (the oracle), and the doctor on
-    the venv for the same host finds no symbol problem and no error. pip's cache directory is under
-    the test cache (pip keeps there what the registry lets it cache); the venv (3 GB for CuPy's
-    toolkit) is removed at the end."""
+    the venv for the same host finds no symbol problem and no error. pip installs the lock's wheels
+    from the test cache's kept wheels (fetched from the lock's URLs on the first run, by sha256);
+    the venv (3 GB for CuPy's toolkit) is removed at the end."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    monkeypatch.setenv("PIP_CACHE_DIR", str(cache_dir() / "pip-cache"))
     python = registry_python(tmp_path, re.split(r"[\[=]", requirements[0])[0])  # its pip names the default index
     target = Path(python).parent.parent
     try:
@@ -166,6 +165,8 @@ def test_registry_deep_lock_installs_imports_and_passes_the_doctor(requirements,
         assert code == 0, out + err
         assert "symbol-skew" not in out + err and "undefined symbol" not in out + err
 
+        monkeypatch.setenv("PIP_NO_INDEX", "1")
+        monkeypatch.setenv("PIP_FIND_LINKS", str(fetch_locked(lock_file)))
         assert main(["install", "--lock", str(lock_file), "--python", python, "-q", "--no-verify", *HOST]) == 0
         capsys.readouterr()
         imported = subprocess.run([python, "-c", "import " + ", ".join(imports)], capture_output=True, text=True, env=hermetic_environ())

@@ -1,17 +1,22 @@
-"""The test cache: real wheels fetched through pip, each file kept once, venvs and extracted wheel
-members made of hard links to that one copy.
+"""The test cache: real wheels fetched through pip once per machine, each file kept once, venvs and
+extracted wheel members made of hard links to that one copy.
 
-    <cache>/store/ab/<sha256>-<mode>   every file installed or extracted here, once per content and mode
+    <cache>/store/ab/<sha256>-<mode>   every file installed, extracted or fetched here, once per content and mode
     <cache>/venvs/<key>/               venvs keyed by their requirements (and Python), installed by uv, files
                                        linked from the store
     <cache>/unpacked/<name>/           wheel members as site-packages holds them, linked from the store
-    <cache>/wheels/                    the wheels tests read as files
-    <cache>/downloads/<session>/       wheels fetched for a build or an extraction; gone when the session ends
+    <cache>/wheels/                    every wheel fetched, linked from the store; wheels/sets/ records
+                                       which files a fetch of requirements that are not all exact got
+    <cache>/wheels.lock                held shared by every session using the wheels
+    <cache>/fetched.log                a line for every fetch from the registry (a warm run adds none)
+    <cache>/downloads/<session>/       pip's and uv's scratch for this session; gone when it ends
 
 Every wheel comes through `fetch_wheels` (pip download or pip wheel, pip's own index
-configuration, pip's cache off). A venv or an extraction does not need its wheels again once built,
-so only the wheels tests read stay. Every entry can be deleted on its own: the next run rebuilds it
-(scripts/test_cache.py prints the sizes, counting linked files once).
+configuration, pip's cache off) and is kept: a second run asks the registry for none of them.
+The kept wheels weigh at most CUDARESOLVE_TEST_WHEELS_GIB (30 GiB unless set): the last session
+to end removes the least recently used past it. Every entry can be deleted on its own: the next
+run rebuilds it (scripts/test_cache.py prints the sizes, counting linked files once, and
+`--prune-wheels` frees the kept wheels).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -55,14 +61,27 @@ def cache_dir() -> Path:
 
 class _Session:
     """This session's download directory, made on first use and removed by `end_session`. Its lock
-    is held while the session lives, so a later session removes only the directories of dead ones."""
+    is held while the session lives, so a later session removes only the directories of dead ones.
+    `fetching` says whether the running test may fetch (it is marked `network`)."""
 
     directory: Optional[Path] = None
     lock: Optional[io.TextIOWrapper] = None
+    fetching = True
+
+
+def allow_fetching(allowed: bool) -> None:
+    """Whether the test about to run may fetch from the registry (conftest: it is marked `network`)."""
+    _Session.fetching = allowed
+
+
+def _may_fetch(requirements: Sequence[str]) -> None:
+    if not _Session.fetching:
+        pytest.fail(f"this test fetches {' '.join(requirements)} but is not marked network: "
+                    "tests/conftest.py marks a test by the fixtures and helpers it uses")
 
 
 def downloads() -> Path:
-    """This session's download directory (the wheels it fetched, uv's cache)."""
+    """This session's download directory (pip's downloads before they are kept, uv's cache)."""
     if _Session.directory is None:
         root = cache_dir() / "downloads"
         root.mkdir(exist_ok=True)
@@ -83,7 +102,11 @@ def downloads() -> Path:
 
 
 def end_session() -> None:
-    """Remove this session's downloads (pytest_sessionfinish)."""
+    """Remove this session's downloads and bound the kept wheels (pytest_sessionfinish)."""
+    if _Kept.lock is not None:
+        _bound_kept_wheels()
+        _Kept.lock.close()
+        _Kept.lock = None
     if _Session.directory is not None:
         shutil.rmtree(_Session.directory, ignore_errors=True)
         Path(f"{_Session.directory}.lock").unlink(missing_ok=True)
@@ -117,61 +140,187 @@ def _here() -> frozenset:
 
 
 def fetch_wheels(requirements: Sequence[str], *, deps: bool = False, platform: Optional[str] = None) -> list[Path]:
-    """The wheels of `requirements` into this session's downloads: with `deps`, those of what pip
+    """The wheels of `requirements`, kept in the cache's wheels/: with `deps`, those of what pip
     resolves for them too (`pip wheel`: a release the index has only as source is built, as pip
     install would), else exactly the index's wheels (`pip download --only-binary :all: --no-deps`);
-    an exact `name==version` wheel already in the cache is not fetched again; with `platform`, the
-    wheels for that platform tag (another machine's). Skips the test with pip's last words when pip
-    cannot fetch them (the registry is not reachable)."""
+    with `platform`, the wheels for that platform tag (another machine's). Fetched once per machine:
+    an exact `name==version` wheel already kept, or a set fetched before for the same requirements
+    and Python (its file names recorded in wheels/sets/), is not fetched again. Skips the test with
+    pip's last words when pip cannot fetch them (the registry is not reachable)."""
+    key = hashlib.sha256("\n".join([sys.version, str(platform), str(deps), *requirements]).encode()).hexdigest()[:16]
+    recorded = _recorded_set(key)
+    if recorded is not None:
+        return recorded
     if deps:
-        target = downloads() / hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:16]
+        _may_fetch(requirements)
+        _log_fetch(requirements)
+        target = downloads() / key
         done = subprocess.run(PIP + ["wheel", "-w", str(target), *requirements], capture_output=True, text=True)
-        fetched = sorted(target.glob("*.whl"))
+        fetched = [_keep(w) for w in sorted(target.glob("*.whl"))]
     else:
-        found = {r: _found_anywhere(r, platform) for r in requirements}
+        found = {r: _found_kept(r, platform) for r in requirements}
         wanted = [r for r, w in found.items() if w is None]
         if not wanted:
-            return [w for w in found.values() if w is not None]
-        target = ["--platform", platform] if platform else []
-        done = subprocess.run(PIP + ["download", "--only-binary=:all:", "--no-deps", *target, "-d", str(downloads()), *wanted],
+            return [_used(w) for w in found.values() if w is not None]
+        _may_fetch(wanted)
+        _log_fetch(wanted)
+        target = downloads() / key
+        tag = ["--platform", platform] if platform else []
+        done = subprocess.run(PIP + ["download", "--only-binary=:all:", "--no-deps", *tag, "-d", str(target), *wanted],
                               capture_output=True, text=True)
-        said = [line.strip() for line in done.stdout.splitlines()]
-        saved = [line.split(" ", 1)[1] if line.startswith("Saved ") else line[len("File was already downloaded "):]
-                 for line in said if line.startswith(("Saved ", "File was already downloaded "))]
-        fetched = [w for w in found.values() if w is not None] + [Path.cwd() / path for path in saved]
+        fetched = [w for w in found.values() if w is not None] + [_keep(w) for w in sorted(target.glob("*.whl"))]
     if done.returncode != 0 or not fetched:
         last = [line for line in done.stderr.splitlines() if line.startswith("ERROR")][-1:] or done.stderr.splitlines()[-1:]
         pytest.skip(f"cannot fetch {' '.join(requirements)}: {last}")
+    _record_set(key, requirements, fetched)
     return fetched
-
-
-def _found_anywhere(requirement: str, platform: Optional[str] = None) -> Optional[Path]:
-    """The wheel of an exact requirement (for `platform`, else for this interpreter) already in the
-    kept wheels or this session's downloads."""
-    prefix = _exact(requirement)
-    if prefix is None:
-        return None
-    for place in (cache_dir() / "wheels", downloads()):
-        wheels = sorted([*place.glob("*.whl"), *place.glob("*/*.whl")])  # fetch_wheels(deps=True) fetches into a folder
-        found = next((w for w in wheels if w.name.lower().startswith(prefix) and _fits(w, platform)), None)
-        if found is not None:
-            return found
-    return None
 
 
 def fetch_wheel(requirement: str, platform: Optional[str] = None) -> Path:
     """One exact wheel (`name==version`) kept in the cache's wheels/, for tests that read the file:
     this interpreter's, or with `platform` (manylinux2014_aarch64) that platform's."""
-    kept = cache_dir() / "wheels"
-    prefix = _exact(requirement)
-    assert prefix, f"not an exact requirement: {requirement}"
-    kept.mkdir(exist_ok=True)
-    found = next((w for w in kept.glob("*.whl") if w.name.lower().startswith(prefix) and _fits(w, platform)), None)
-    if found is None:
-        [fetched] = fetch_wheels([requirement], platform=platform)
-        found = kept / fetched.name
-        _link_or_copy(fetched, found)
+    assert _exact(requirement), f"not an exact requirement: {requirement}"
+    [found] = fetch_wheels([requirement], platform=platform)
     return found
+
+
+def fetch_locked(lock_file: Path) -> Path:
+    """The kept wheels' folder, holding every wheel of a PEP 751 lock that this interpreter installs:
+    each found by its sha256 in the store, else fetched once by pip from the lock's URL and checked
+    against that sha256. `pip install --no-index --find-links FOLDER` then installs the lock's wheels
+    without asking the registry (pip checks the hashes again)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+
+    with open(lock_file, "rb") as f:
+        locked = [w for p in tomllib.load(f).get("packages", []) for w in p.get("wheels", [])]
+    for listed in locked:
+        name, url, digest = listed.get("name") or "", listed.get("url") or "", listed.get("hashes", {}).get("sha256") or ""
+        if not name or "/" in name or not _fits(Path(name), None):
+            continue
+        kept = kept_wheels() / name
+        if kept.exists() and os.path.exists(stored := _entry(digest, kept.stat().st_mode)) and os.path.samefile(kept, stored):
+            _used(kept)
+            continue
+        _may_fetch([url])
+        target = downloads() / digest[:16]
+        _log_fetch([url])
+        done = subprocess.run(PIP + ["download", "--no-deps", "-d", str(target), url], capture_output=True, text=True)
+        fetched = target / name
+        if done.returncode != 0 or not fetched.is_file():
+            pytest.skip(f"cannot fetch {url}: {done.stderr.splitlines()[-1:]}")
+        if _sha256(fetched) != digest:
+            pytest.fail(f"{url} does not have the sha256 the lock names")
+        kept.unlink(missing_ok=True)
+        _keep(fetched)
+    return kept_wheels()
+
+
+def _log_fetch(requirements: Sequence[str]) -> None:
+    """One line in the cache's fetched.log per fetch from the registry: a warm run adds none."""
+    with open(cache_dir() / "fetched.log", "a") as log:
+        log.write(f"{int(time.time())} {os.getpid()} {' '.join(requirements)}\n")
+
+
+# -- the kept wheels -----------------------------------------------------------------------------
+# Every fetched wheel is a store entry (its bytes once, by sha256) linked as wheels/<file name>.
+# Sessions hold wheels.lock shared while they live; the last one to end, holding it alone, removes
+# the least recently used wheels until the kept ones weigh at most WHEELS_BOUND bytes.
+
+WHEELS_BOUND = int(float(os.environ.get("CUDARESOLVE_TEST_WHEELS_GIB") or 30) * 2**30)
+
+
+class _Kept:
+    lock: Optional[io.TextIOWrapper] = None
+
+
+def kept_wheels() -> Path:
+    """The kept wheels' folder, this session holding wheels.lock shared from its first use on."""
+    kept = cache_dir() / "wheels"
+    (kept / "sets").mkdir(parents=True, exist_ok=True)
+    if _Kept.lock is None:
+        _Kept.lock = open(cache_dir() / "wheels.lock", "a")
+        fcntl.flock(_Kept.lock, fcntl.LOCK_SH)
+    return kept
+
+
+def _used(wheel: Path) -> Path:
+    """`wheel`, its time of last use now (the bound removes the least recently used first)."""
+    try:
+        os.utime(wheel)
+    except OSError:
+        pass  # read-only cache: the order is only a preference
+    return wheel
+
+
+def _keep(fetched: Path) -> Path:
+    """A fetched wheel into the store and linked as wheels/<its name>; that link."""
+    kept = kept_wheels() / fetched.name
+    if not kept.exists():
+        _link_or_copy(_into_store(fetched, _sha256(fetched)), kept)
+    fetched.unlink()
+    return _used(kept)
+
+
+def _found_kept(requirement: str, platform: Optional[str] = None) -> Optional[Path]:
+    """The kept wheel of an exact requirement, for `platform` or else for this interpreter."""
+    prefix = _exact(requirement)
+    if prefix is None:
+        return None
+    wheels = sorted(kept_wheels().glob("*.whl"))
+    return next((w for w in wheels if w.name.lower().startswith(prefix) and _fits(w, platform)), None)
+
+
+def _recorded_set(key: str) -> Optional[list[Path]]:
+    """The kept wheels a fetch with this key got before, if every one is still kept."""
+    record = kept_wheels() / "sets" / key
+    try:
+        names = record.read_text().splitlines()[1:]
+    except OSError:
+        return None
+    wheels = [kept_wheels() / name for name in names]
+    if not names or not all(w.is_file() for w in wheels):
+        return None
+    return [_used(w) for w in wheels]
+
+
+def _record_set(key: str, requirements: Sequence[str], wheels: Sequence[Path]) -> None:
+    record = kept_wheels() / "sets" / key
+    part = record.with_name(f".{key}.{secrets.token_hex(4)}")
+    part.write_text(" ".join(requirements) + "\n" + "".join(f"{w.name}\n" for w in wheels))
+    os.replace(part, record)
+
+
+def _bound_kept_wheels() -> None:
+    """Remove the least recently used kept wheels (and their store copies) past WHEELS_BOUND, when
+    no other session holds wheels.lock; a set record naming a removed wheel no longer answers."""
+    assert _Kept.lock is not None
+    try:
+        fcntl.flock(_Kept.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return  # another session uses the wheels: the last one to end bounds them
+    evict_wheels(cache_dir(), WHEELS_BOUND)
+
+
+def evict_wheels(cache: Path, bound: int) -> int:
+    """Remove the least recently used wheels under `cache`/wheels until the rest weigh at most
+    `bound` bytes, with their store copies; the bytes removed. The caller holds wheels.lock alone."""
+    wheels = sorted((w.stat().st_mtime, w) for w in (cache / "wheels").glob("*.whl"))
+    total = sum(w.stat().st_size for _, w in wheels)
+    freed = 0
+    for _, wheel in wheels:
+        if total <= bound:
+            break
+        size = wheel.stat().st_size
+        stored = _entry(_sha256(wheel), wheel.stat().st_mode, cache)
+        wheel.unlink()
+        if stored.exists() and stored.stat().st_nlink == 1:
+            stored.unlink()
+        total -= size
+        freed += size
+    return freed
 
 
 # -- the store -----------------------------------------------------------------------------------
@@ -185,8 +334,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _entry(digest: str, mode: int) -> Path:
-    return cache_dir() / "store" / digest[:2] / f"{digest}-{mode & 0o777:o}"
+def _entry(digest: str, mode: int, cache: Optional[Path] = None) -> Path:
+    return (cache or cache_dir()) / "store" / digest[:2] / f"{digest}-{mode & 0o777:o}"
 
 
 def _link_or_copy(source: Path, dest: Path) -> None:
@@ -263,7 +412,7 @@ def link_installed(venv: Path) -> None:
 
 def unpack(requirement: str, members: Optional[Sequence[str]] = None) -> Path:
     """A directory holding the files of the wheel for `requirement` (`name==version`), or only
-    `members`, as site-packages would: linked from the store, extracted once; the wheel is not kept."""
+    `members`, as site-packages would: linked from the store, extracted once."""
     prefix = _exact(requirement) if isinstance(requirement, str) else None
     if prefix is None:
         pytest.fail(f"unpacked() takes an exact requirement (name==version), not {requirement!r}")
