@@ -291,6 +291,21 @@ def test_inspect_prints_a_summary_first(elf_builder, capsys, wheel):
     assert out.index("detail:") < out.index("soname:  libcusparse.so.12")
 
 
+
+def test_inspect_summary_counts_the_libraries_whose_device_code_was_skipped(elf_builder, hermetic, capsys):
+    """A fatbin naming sm_0 is skipped whole: the summary's span leaves it out, and says so rather
+    than read as a library without device code ("SASS: none")."""
+    from fatbin_bytes import container, entry
+    from hostile_binaries import library_with
+
+    bad = library_with(elf_builder, container(entry(2, 0, b"", version=(1, 7))), section=".nv_fatbin", name="libsm0.so")
+    good = library_with(elf_builder, container(entry(2, 80, b"", version=(1, 7))), section=".nv_fatbin", name="libsm80.so")
+    assert main(["inspect", str(bad), str(good)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("summary: 2 libraries read\n  CUDA libraries needed: none\n"
+                          "  SASS: sm_80; PTX: none (device code of 1 library skipped: see below)\n"), out
+    assert "device code: skipped: its fatbin names sm_0, which is no CUDA target" in out
+
 def test_refusal_json_types_each_cause():
     """The JSON of causes the fake index does not easily make: a conflict, and a bound met on one."""
     from packaging.requirements import Requirement
