@@ -306,6 +306,13 @@ def test_inspect_summary_counts_the_libraries_whose_device_code_was_skipped(elf_
                           "  SASS: sm_80; PTX: none (device code of 1 library skipped: see below)\n"), out
     assert "device code: skipped: its fatbin names sm_0, which is no CUDA target" in out
 
+
+def test_lock_report_counts_one_in_the_singular(cuda_index, empty_python, hermetic, capfd):
+    """Before: "locked 1 distributions for this host"."""
+    code, out, err = run(capfd, cuda_index, empty_python, "numpy", *HOST)
+    assert code == 0, err
+    assert out.splitlines()[0] == "locked 1 distribution for this host:"
+
 def test_refusal_json_types_each_cause():
     """The JSON of causes the fake index does not easily make: a conflict, and a bound met on one."""
     from packaging.requirements import Requirement
