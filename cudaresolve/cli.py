@@ -6,9 +6,10 @@ May import: errors, commands/, output/errors (only to word an error).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
-from typing import Optional, Sequence, cast
+from typing import ContextManager, Optional, Sequence, cast
 
 from cudaresolve.commands.parser import build_parser
 from cudaresolve.errors import CudaresolveError, Exit
@@ -23,7 +24,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             return pip.main(words[1:])
         parser = build_parser()
-        args = parser.parse_args(words)
+        with _json_errors(words):
+            args = parser.parse_args(words)
         if args.command is None:  # bare `cudaresolve`: the help, as pip gives it
             parser.print_help()
             return Exit.OK
@@ -44,3 +46,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # `cudaresolve ... | head`: the reader left; nothing to report.
         sys.stderr.close()
         return Exit.OK
+
+
+def _json_errors(words: list[str]) -> ContextManager[None]:
+    """A command line that does not parse still gives the one JSON document --json promises, for
+    the commands that promise it (lock, lock --check, install --dry-run, why)."""
+    asked = "--json" in words and (words[:1] in (["lock"], ["why"]) or words[:1] == ["install"] and "--dry-run" in words)
+    if not asked:
+        return contextlib.nullcontext()
+    from cudaresolve.commands.lock import json_errors
+
+    return json_errors(True)

@@ -135,8 +135,34 @@ def test_lock_json_error_is_a_document_too(cuda_index, empty_python, hermetic, c
 def test_lock_json_with_the_lock_on_stdout_is_refused(cuda_index, empty_python, hermetic, capfd):
     """Before: --json -o - wrote the TOML, then the JSON, on stdout."""
     code, out, err = run(capfd, cuda_index, empty_python, "numba==0.59.1", *HOST, "--json", "-o", "-")
-    assert (code, out, err.count("\n")) == (3, "", 1) and "--json" in err and "-o -" in err
+    assert (code, err.count("\n")) == (3, 1) and "--json" in err and "-o -" in err
+    assert json.loads(out) == {"schema": 1, "exit_code": 3, "error": {"message": err[len("cudaresolve: error: "):-1]}}
     assert files(hermetic) == {}
+
+
+@pytest.mark.parametrize("argv", [
+    ["why", "cupy", "--json", "--lock", "pylock.bad.toml"],  # a lock that does not parse
+    ["why", "cupy", "--json", "--lock", "missing.toml"],
+    ["why", "cupy", "--json"],  # no pylock.toml here
+    ["why", "numpyy", "--json", "--lock", "pylock.toml"],  # a name the lock does not hold
+    ["why", "cupy", "--json", "--frob"],  # a command line that does not parse
+    ["lock", "cupy", "--json", "--frob"],
+    ["lock", "--check", "pylock.toml", "--json", "--gpu"],
+    ["install", "--dry-run", "cupy", "--json", "--frob"],
+])
+def test_every_json_error_is_one_document(hermetic, capsys, argv):
+    """Before: these printed their error on stderr and nothing on stdout, although --json was given."""
+    (hermetic / "pylock.bad.toml").write_text("garbage = [\n")
+    (hermetic / "pylock.toml").write_text('lock-version = "1.0"\ncreated-by = "cudaresolve"\npackages = []\n')
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 3 and err.startswith("cudaresolve: error: ") and err.count("\n") == 1
+    assert json.loads(out) == {"schema": 1, "exit_code": 3, "error": {"message": err[len("cudaresolve: error: "):-1]}}
+
+
+def test_a_parse_error_without_json_prints_nothing_on_stdout(capsys):
+    assert main(["install", "cupy", "--json", "--frob"]) == 3  # --json promises a document only with --dry-run
+    assert capsys.readouterr().out == ""
 
 
 def test_install_dry_run_json_plan_and_refusal(cuda_index, empty_python, hermetic, capfd):
@@ -264,6 +290,28 @@ def test_inspect_prints_a_summary_first(elf_builder, capsys, wheel):
                           "  SASS: sm_50 to sm_90 (10 targets); PTX: compute_52 to compute_90 (3 targets)\n"), out
     assert out.index("detail:") < out.index("soname:  libcusparse.so.12")
 
+
+
+def test_inspect_summary_counts_the_libraries_whose_device_code_was_skipped(elf_builder, hermetic, capsys):
+    """A fatbin naming sm_0 is skipped whole: the summary's span leaves it out, and says so rather
+    than read as a library without device code ("SASS: none")."""
+    from fatbin_bytes import container, entry
+    from hostile_binaries import library_with
+
+    bad = library_with(elf_builder, container(entry(2, 0, b"", version=(1, 7))), section=".nv_fatbin", name="libsm0.so")
+    good = library_with(elf_builder, container(entry(2, 80, b"", version=(1, 7))), section=".nv_fatbin", name="libsm80.so")
+    assert main(["inspect", str(bad), str(good)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("summary: 2 libraries read\n  CUDA libraries needed: none\n"
+                          "  SASS: sm_80; PTX: none (device code of 1 library skipped: see below)\n"), out
+    assert "device code: skipped: its fatbin names sm_0, which is no CUDA target" in out
+
+
+def test_lock_report_counts_one_in_the_singular(cuda_index, empty_python, hermetic, capfd):
+    """Before: "locked 1 distributions for this host"."""
+    code, out, err = run(capfd, cuda_index, empty_python, "numpy", *HOST)
+    assert code == 0, err
+    assert out.splitlines()[0] == "locked 1 distribution for this host:"
 
 def test_refusal_json_types_each_cause():
     """The JSON of causes the fake index does not easily make: a conflict, and a bound met on one."""

@@ -11,7 +11,7 @@ import pytest
 from conftest import hermetic_environ
 
 # cudaresolve, cudaresolve.cli, .errors, .commands, .commands.parser, and .output with .output.docs
-# (the documentation's address the help texts name)
+# (the docs' URL every help text names)
 HELP_BUDGET = 7
 # probe for a stated host: the host's readers and facts, the GPU and toolkit tables, output/host;
 # none of the resolver, the index, the checks or the lock files

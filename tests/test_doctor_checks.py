@@ -790,6 +790,14 @@ def sample_diagnosis() -> Diagnosis:
     return Diagnosis(host("550.144.03", "8.9", "8.6"), env, (), findings)
 
 
+
+def test_render_text_counts_one_in_the_singular():
+    """Before: "1 distributions, 1 ELF files"."""
+    env = environment(dist("numba", "0.61.2"))
+    env = replace(env, elf_files=(ElfFile(f"{SP}/x/libx.so", (), None, None),))
+    text = render_text(Diagnosis(host("550.144.03", "8.6"), env, (), ()))
+    assert text.splitlines()[1] == f"env:  site-packages — 1 distribution, 1 ELF file, {SP}"
+
 def test_render_text_summary_first_then_findings_grouped_by_severity():
     assert render_text(sample_diagnosis()) == "\n".join([
         "host: 550.144.03 (CUDA 12.4); GPU (8.9), GPU (8.6)",

@@ -220,6 +220,15 @@ def test_bad_values_are_one_line_errors(mutate, expected):
     assert expected in refused(data)
 
 
+
+@pytest.mark.parametrize("label", ["nvidia.com/gpu.compute.minor", "nvidia.com/cuda.runtime.major"])
+def test_a_bad_number_names_its_node_once(label):
+    """Before: "... node gpu-a100-2: ... node gpu-a100-2: nvidia.com/gpu.compute.minor must be a number"."""
+    data = node_list()
+    data["items"][3]["metadata"]["labels"][label] = "-1"
+    message = refused(data)
+    assert message.count("node gpu-a100-2") == 1 and message.endswith(f"node gpu-a100-2: {label} must be a number, got '-1'"), message
+
 def test_not_json_and_the_wrong_shape_are_one_line_errors():
     assert "not valid JSON" in refused("NAME STATUS ROLES\ngpu-1 Ready <none>\n")
     assert "top level must be an object" in refused([])

@@ -458,10 +458,12 @@ def test_a_target_without_pip_says_to_pass_index_url(env, tmp_path):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     python = str(bare / "bin" / "python")
-    with pytest.raises(UsageError) as raised:
-        index_config(python, str(bare), env, None, IndexSettings())
+    site_packages = next(bare.glob("lib/python*/site-packages"))
+    with pytest.raises(UsageError) as raised:  # the site-packages given, as `lock --python` gives them
+        index_config(python, str(bare), env, None, IndexSettings(), site_packages=[str(site_packages)])
     message = str(raised.value)
-    assert message.startswith(f"{python} cannot run pip (pip is not installed in ") and message.endswith("pass --index-url")
+    assert message == (f"{python} cannot run pip (pip is not installed in {site_packages}), so pip's default index is "
+                       "unknown; pass --index-url")  # each place once (before: the venv's site-packages twice)
     assert index_config(python, str(bare), env, None, IndexSettings(no_index=True)).index_urls() == ()
 
 

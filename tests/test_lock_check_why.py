@@ -167,3 +167,10 @@ def test_a_name_no_index_has_says_so(user):
         2, "", "cudaresolve: error: no project named cupyy on any index; the nearest CUDA name known: cupy\n")
     assert user("lock", "-q", "zzz-nothing", "--driver", "550.144.03") == (
         2, "", "cudaresolve: error: no project named zzz-nothing on any index\n")
+
+
+def test_cupy_with_no_build_for_the_gpu_is_not_called_unknown(user):
+    """No CUDA major builds for compute 3.0, so `cupy` is never rewritten to a wheel's name; it is
+    a project all the same (before: "no project named cupy on any index")."""
+    code, out, err = user("lock", "-q", "cupy", "--driver", "550.144.03", "--gpu", "3.0")
+    assert (code, out) == (2, "") and err.startswith("cudaresolve: error: nothing fits cupy") and "no project" not in err

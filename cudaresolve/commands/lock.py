@@ -1,7 +1,7 @@
 """`cudaresolve lock`: resolve LockInputs into a lock and write its files together, with the report;
 `lock --check FILE`: whether a lock still fits the hosts.
 
-With --json, stdout holds one JSON document, whatever happens after the command line is read.
+With --json, stdout holds one JSON document, whatever happens (a command line that does not parse included).
 
 May import: errors, env/interpreter, lockfile/, output/ (lock_report, lock_words), commands/.
 """
@@ -34,9 +34,9 @@ def run(args: argparse.Namespace) -> int:
     if args.check is not None:
         with json_errors(args.json):
             return check(args)
-    if args.json and args.output == "-":
-        raise UsageError("--json prints the decisions on stdout, where -o - would print the lock: give -o FILE with --json")
     with json_errors(args.json):
+        if args.json and args.output == "-":
+            raise UsageError("--json prints the decisions on stdout, where -o - would print the lock: give -o FILE with --json")
         return _lock(args)
 
 

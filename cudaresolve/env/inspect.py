@@ -68,6 +68,7 @@ class Summary:
     sass: tuple[DeviceTarget, ...]  # every SASS target, sorted by compute capability
     ptx: tuple[DeviceTarget, ...]
     runtimes: tuple[tuple[str, CudaRuntime], ...]  # (path, runtime)
+    device_code_skipped: int = 0  # libraries whose device code the reader refused whole: the span leaves them out
 
 
 def summary(items: list[Inspected]) -> Summary:
@@ -81,6 +82,7 @@ def summary(items: list[Inspected]) -> Summary:
         read=len(facts), unread=len(items) - len(facts), cuda_needed=tuple(needed),
         sass=tuple(sorted(sass, key=lambda t: (t.cc, t.suffix))), ptx=tuple(sorted(ptx, key=lambda t: (t.cc, t.suffix))),
         runtimes=tuple((item.path, item.facts.cuda_runtime) for item in items if item.facts and item.facts.cuda_runtime),
+        device_code_skipped=sum(1 for f in facts if f.fatbin and f.fatbin.skipped),
     )
 
 

@@ -132,7 +132,7 @@ def places():
         config = ""
     if "include-system-site-packages=true" in config.splitlines():
         found += site.getsitepackages([sys.base_prefix])
-    return found
+    return list(dict.fromkeys(found))
 
 home = next((os.path.join(place, "pip") for place in places() if os.path.isfile(os.path.join(place, "pip", "__init__.py"))), None)
 if home is None:

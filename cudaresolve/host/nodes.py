@@ -281,10 +281,12 @@ def _facts(labels: Mapping[str, str], info: Mapping[str, Any], where: str) -> Ho
     full = labels.get(DRIVER_FULL)
     if full is not None and full != release_text:
         raise UsageError(f"{where}: {DRIVER_FULL} {full!r} disagrees with {DRIVER_MAJOR[0]}/minor/rev ({release_text})")
+    cuda_text = f"{_number(labels, CUDA_MAJOR, where)}.{_number(labels, CUDA_MINOR, where)}"  # each names `where` itself
+    cc_text = f"{_number(labels, COMPUTE_MAJOR, where)}.{_number(labels, COMPUTE_MINOR, where)}"
     try:
         release = DriverRelease.parse(release_text)
-        cuda = CudaVersion.parse(f"{_number(labels, CUDA_MAJOR, where)}.{_number(labels, CUDA_MINOR, where)}")
-        cc = ComputeCapability.parse(f"{_number(labels, COMPUTE_MAJOR, where)}.{_number(labels, COMPUTE_MINOR, where)}")
+        cuda = CudaVersion.parse(cuda_text)
+        cc = ComputeCapability.parse(cc_text)
     except UsageError as exc:
         raise UsageError(f"{where}: {exc}") from None
     try:

@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Mapping
 
+from cudaresolve.output.progress import counted
+
 if TYPE_CHECKING:
     from cudaresolve.binary.loader import LoadedObject
     from cudaresolve.checks import Diagnosis
@@ -71,9 +73,9 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
     conda = sum(d.kind == "conda" for d in env.distributions)
     lines = [
         f"host: {driver}; {gpus}",
-        f"env:  {python} — {len(env.distributions)} distributions"
+        f"env:  {python} — {counted(len(env.distributions), 'distribution')}"
         + (f" ({conda} of them conda packages with libraries)" if conda else "")
-        + f", {len(env.elf_files)} ELF files, {', '.join(env.target.site_packages)}"
+        + f", {counted(len(env.elf_files), 'ELF file')}, {', '.join(env.target.site_packages)}"
         + (f"; conda prefix {env.conda.path} ({len(env.conda.records)} packages)" if env.conda else ""),
         "result: " + ", ".join(paint(s, f"{counts.get(s, 0)} {s}{'s' if counts.get(s, 0) != 1 else ''}")
                                for s in SEVERITIES),

@@ -71,7 +71,8 @@ def summary_lines(found: Summary) -> list[str]:
     unread = f", {found.unread} could not be read" if found.unread else ""
     lines = [f"summary: {counted(found.read, 'library', 'libraries')} read{unread}"]
     lines.append(f"  CUDA libraries needed: {', '.join(found.cuda_needed) or 'none'}")
-    lines.append(f"  SASS: {_span(found.sass)}; PTX: {_span(found.ptx)}")
+    skipped = f" (device code of {counted(found.device_code_skipped, 'library', 'libraries')} skipped: see below)" if found.device_code_skipped else ""
+    lines.append(f"  SASS: {_span(found.sass)}; PTX: {_span(found.ptx)}{skipped}")
     carried: dict[str, list[str]] = {}  # the runtime in words -> the files that carry it
     for path, runtime in found.runtimes:
         carried.setdefault(_cuda_runtime(runtime), []).append(os.path.basename(path.split("!")[-1]))

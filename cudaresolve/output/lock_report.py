@@ -5,7 +5,7 @@ document too (the causes typed, as the doctor's findings are). The words are out
 
 May import: packaging, errors, resolve/ (lock, targets, causes, reasons, check: the checks skipped),
 lockfile/reasons.py (the records' tables), lockfile/select.py (its refusals), lockfile/explain.py
-(why's paths), output/ (lock_words, findings, fixes).
+(why's paths), output/ (lock_words, findings, fixes, progress: counted).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from cudaresolve.output import lock_words
 from cudaresolve.output.findings import finding_dict
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
+from cudaresolve.output.progress import counted
 from cudaresolve.resolve.causes import Cause, Conflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.check import Skipped
 from cudaresolve.resolve.lock import Fork, Lock, LockedPackage, LockedWheel, Reason, ReasonKind
@@ -34,9 +35,9 @@ SCHEMA = 1
 
 def render_text(lock: Lock, *, explain: bool, targets: Sequence[LockTarget] = ()) -> str:
     hosts = ", ".join(lock.host_labels)
-    lines = [f"locked {len(lock.packages)} distributions for {hosts}:"]
+    lines = [f"locked {counted(len(lock.packages), 'distribution')} for {hosts}:"]
     if len(targets) > 1:
-        lines[0] = f"locked {len(lock.packages)} distributions for {len(targets)} targets:"
+        lines[0] = f"locked {counted(len(lock.packages), 'distribution')} for {len(targets)} targets:"
     if len(targets) > 1 or explain:
         lines[1:1] = [f"  target {target_words(t)}" for t in targets]
     pins = [f"{p.name}=={p.version}" + (f" ; {p.marker}" if p.marker and lock.environments else "") for p in lock.packages]

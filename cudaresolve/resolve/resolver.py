@@ -450,18 +450,24 @@ def _causes(
             requirement = need.requirement
             rejections = tuple(r for r in finder.rejected(name) if requirement.specifier.contains(r.candidate.version, prereleases=True))
             conda = _conda_mismatch(requirement, finder, installed)
-            unlisted = not rejections and conda is None and not finder.all_candidates(name) and not finder.listed(name)
+            unlisted = (not rejections and conda is None and name not in known_names() and not finder.all_candidates(name)
+                        and not finder.listed(name))
             causes[Unsatisfiable(requirement, need.origin, rejections, conda, on_name, unlisted,
                                  nearest_known(name) if unlisted else None)] = None
     return tuple(causes)
 
 
+def known_names() -> frozenset[str]:
+    """The names the knowledge tables hold (CuPy's, the torch family's, the NVIDIA components'): a
+    project even when no index lists it under that name (`cupy` is asked for as a CUDA wheel's name)."""
+    return frozenset({"cupy", *(canonicalize_name(row.name) for major in cupy.load() for row in major.dists),
+                      *torch.family(), *(canonicalize_name(row.dist) for row in components.load().component)})
+
+
 def nearest_known(name: str) -> Optional[str]:
-    """The name of the knowledge tables (CuPy's, the torch family's, the NVIDIA components') closest
-    to `name`, when one is close: what a misspelt request most likely meant."""
-    known = {"cupy", *(canonicalize_name(row.name) for major in cupy.load() for row in major.dists),
-             *torch.family(), *(canonicalize_name(row.dist) for row in components.load().component)}
-    close = difflib.get_close_matches(canonicalize_name(name), sorted(known), n=1, cutoff=0.8)
+    """The name of the knowledge tables closest to `name`, when one is close: what a misspelt
+    request most likely meant."""
+    close = difflib.get_close_matches(canonicalize_name(name), sorted(known_names()), n=1, cutoff=0.8)
     return close[0] if close and close[0] != canonicalize_name(name) else None
 
 
