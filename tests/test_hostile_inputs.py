@@ -213,6 +213,22 @@ def test_a_fifo_for_a_requirements_or_constraints_file_is_refused_not_waited_on(
     assert done == [f"cannot read {tmp_path / 'fifo.txt'}: not a regular file"]
 
 
+@pytest.mark.parametrize("command", [["lock", "--check"], ["install", "--dry-run", "--lock"], ["why", "six", "--lock"]])
+def test_a_fifo_for_a_lock_file_is_refused_not_waited_on(capsys, tmp_path, command):
+    """A lock file is read only when it is a regular file: a FIFO with no writer would block
+    `lock --check`, `install --lock` and `why` forever."""
+    import os
+    import threading
+
+    os.mkfifo(tmp_path / "pylock.toml")
+    done = []
+    argv = [*command, str(tmp_path / "pylock.toml")] + (list(HOST) if command[0] != "why" else [])
+    runner = threading.Thread(target=lambda: done.append(could_not_run(capsys, argv)), daemon=True)
+    runner.start()
+    runner.join(10)
+    assert done == [f"cannot read {tmp_path / 'pylock.toml'}: not a regular file"]
+
+
 @pytest.mark.parametrize("escape", ["\x1b]0;owned\x07", "\r", "\x9b2J", "\x00"])
 @budgeted
 def test_a_host_file_string_with_a_terminal_control_is_refused_not_printed(capsys, tmp_path, no_overrides, escape):

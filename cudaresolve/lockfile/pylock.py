@@ -22,6 +22,7 @@ resolve/reasons.py (the model), lockfile/.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -36,6 +37,7 @@ from packaging.version import Version
 
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
+from cudaresolve.inputs import read_bounded
 from cudaresolve.lockfile import fields, reasons
 from cudaresolve.lockfile.check import one_per_environment
 from cudaresolve.lockfile.fields import LockFileError
@@ -150,25 +152,31 @@ _KINDS = {str: "a string", int: "an integer", list: "an array", dict: "a table"}
 
 def read_pylock(path: str) -> Lock:
     """A pylock.toml back as a Lock, every value validated: ours in full, another tool's with what
-    it does not record left empty. Read up to the size limit, so a device or a huge file costs nothing.
+    it does not record left empty. Read up to the size limit, and only from a regular file, so a
+    device, a FIFO with no writer or a huge file costs nothing.
 
     Each [[packages]] entry becomes one LockedPackage with all its wheels; several entries of one
     name (a universal lock) each need their own marker. An entry without wheels is read with the
     kind of source it has instead (`other_source`).
     """
     try:
-        with open(path, "rb") as stream:
-            raw = stream.read(fields.MAX_FILE_BYTES + 1)
+        raw = read_bounded(path, fields.MAX_FILE_BYTES, regular=True)
     except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise _too_large(path) from None
         raise LockFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     return parse_pylock(raw, path)
+
+
+def _too_large(path: str) -> LockFileError:
+    return LockFileError(f"{path}: larger than {fields.MAX_FILE_BYTES >> 20} MiB, more than any lock file needs")
 
 
 def parse_pylock(raw: bytes, path: str) -> Lock:
     """The bytes of the lock file `path` as a Lock (what read_pylock does once it has read them);
     every way they can fail is one LockFileError line."""
     if len(raw) > fields.MAX_FILE_BYTES:
-        raise LockFileError(f"{path}: larger than {fields.MAX_FILE_BYTES >> 20} MiB, more than any lock file needs")
+        raise _too_large(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
