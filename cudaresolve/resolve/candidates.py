@@ -27,7 +27,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, wheel_tags
 from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
-from cudaresolve.knowledge import components, torch
+from cudaresolve.knowledge import components, torch, wheel_facts
 from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import jetson_rejection, rejection
 from cudaresolve.resolve.reasons import (
@@ -117,6 +117,7 @@ class CandidateFinder:
         # family names whose CPU-only builds are asked for (--cpu, or an exact pin of one); for the
         # others, hosts with a GPU or a driver set CPU-only builds aside
         self.cpu_wanted = cpu_wanted
+        self.gpus = any(h.visible_gpus for _, h in self.hosts)  # a GPU stated: device code decides
 
     def prefetch(self, names: Iterable[str]) -> None:
         """Fetch the pages of several names at once (the resolver's next round needs them)."""
@@ -221,7 +222,8 @@ class CandidateFinder:
                 self.rejections.add(Rejection(candidate.ref, reason))
                 continue
             found.append(candidate)
-        found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted, native=self._native(c)), reverse=True)
+        found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted, native=self._native(c),
+                                             known=self.device_code_known(c)), reverse=True)
         if conda is not None and conda.same_component:
             package = conda.package
             found.insert(0, Candidate(name, package.version, None, package, build=cuda_build(name, package.version)))
@@ -263,6 +265,14 @@ class CandidateFinder:
 
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
+
+    def device_code_known(self, candidate: Candidate) -> bool:
+        """False for a release whose device code a stated GPU needs and the table does not give (a
+        cuDNN without a row): ranked below every release whose device code is known, so a release
+        known to run is tried before one the plan must read to judge."""
+        if not self.gpus or candidate.file is None or not wheel_facts.carries_device_code(candidate.name, self.machine):
+            return True
+        return wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None
 
     def _native(self, candidate: Candidate) -> bool:
         return self.minor_compat(candidate) is None
@@ -335,11 +345,13 @@ def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
 
 
 def _preference(
-    candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False, *, native: bool = True
-) -> tuple[bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
+    candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False, *, native: bool = True,
+    known: bool = True,
+) -> tuple[bool, bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
     """An NVIDIA component the hosts' drivers run natively before a newer one they run only by
     minor-version compatibility (nvJitLink 13.0 before 13.2 for a driver of CUDA 13.0: the doctor
-    warns about the newer); then newer public version first; among one version's builds, the
+    warns about the newer); then a release whose device code is `known` before one the plan must
+    read for it; then newer public version first; among one version's builds, the
     CPU-only one when CPU builds are asked for (`cpu`), then one for no newer CUDA than the conda
     prefix's `cuda_pin` (its libraries are that CUDA's), then one the drivers run natively, then the
     newest CUDA (every build left has passed the hosts' driver and GPUs), a known build before an
@@ -348,7 +360,7 @@ def _preference(
     fits_pin = cuda_pin is None or cuda is None or (cuda.major == cuda_pin.major and not cuda_pin < cuda)
     cpu_first = cpu and (candidate.cpu_only is not None or torch.cpu_only(candidate.name, candidate.version))
     component_native = native or not components.for_dist(candidate.name, str(candidate.version))
-    return (component_native, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
+    return (component_native, known, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
             _cuda_key(cuda), candidate.version)
 
 

@@ -263,7 +263,8 @@ def _lock_once(
             kept_needs.update(unmet)
         if progress:
             progress(Judging(len(chosen), len(hosts)))
-        plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
+        plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep,
+                                   gpus=any(host.visible_gpus for _, host in hosts))
         missing = [m for m in missing_libraries(plan, chosen.values(), system=inputs.system_libraries)
                    if m.name not in with_libraries and missing_extra(index, chosen[m.name], m.extras) is None]
         # a release without that extra (a build of another origin) is judged as it is
