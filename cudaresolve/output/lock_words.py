@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from cudaresolve.arch import Target
@@ -55,6 +56,10 @@ from cudaresolve.resolve.reasons import (
 
 ENVIRONMENT = "CUDA major"  # the --explain and `why` entry for the environment's one CUDA major
 MAX_REASONS = 4  # candidates set aside named on one line of a refusal
+# A refusal a person reads: at most MAX_LINES lines of at most WIDTH characters (room left on the first
+# for "cudaresolve: error: " within 200); --explain and --json keep the whole record.
+MAX_LINES = 5
+WIDTH = 180
 # Rules about the index's files and the interpreter rather than the hosts: a refusal names them after
 # the others, so "torch 2.10.0: a CPU-only build for aarch64" is not hidden behind "torch 1.13.1: no wheel".
 INDEX_RULES = frozenset({Rule.NO_WHEEL, Rule.SDIST_ONLY, Rule.REQUIRES_PYTHON, Rule.YANKED, Rule.PRE_RELEASE})
@@ -232,26 +237,60 @@ def span(sass: Sequence[Target], ptx: Sequence[Target]) -> str:
 # -- no set fits -----------------------------------------------------------------------------------
 
 
-def no_solution(failed: NoSolution) -> str:
-    """One line per requirement in conflict (per CUDA major tried, when they failed differently)."""
-    untried = "".join(f"\nCUDA {r.major} is not tried: {refusal(r.evidence)}" for r in failed.untried)
+def no_solution(failed: NoSolution, *, whole: bool = False) -> str:
+    """The cause first and once (a CUDA major the hosts refuse: the GPU or the driver; hosts that
+    share no major), then a line per requirement in conflict (per CUDA major tried, when they failed
+    differently). At most MAX_LINES lines of WIDTH characters, the rest counted; `whole`: every line
+    in full, every candidate set aside named (--explain)."""
+    first = [f"CUDA {r.major} is not tried: {refusal(r.evidence)}" for r in failed.untried]
+    if failed.conflict:
+        first.insert(0, fleet_conflict(failed.conflict))
     if len(failed.attempts) == 1:
-        text = causes(failed.attempts[0].causes) + untried
-        return f"{fleet_conflict(failed.conflict)}\n{text}" if failed.conflict else text
-    return "\n".join(f"with CUDA {attempt.major}: {causes(attempt.causes)}" for attempt in failed.attempts) + untried
+        rest = [cause(one, whole=whole) for one in failed.attempts[0].causes]
+    else:
+        rest = [f"with CUDA {attempt.major}: {cause(one, whole=whole)}" for attempt in failed.attempts for one in attempt.causes]
+    lines = list(dict.fromkeys(first + rest))
+    if whole:
+        return "\n".join(lines)
+    if len(lines) > MAX_LINES:
+        lines = lines[:MAX_LINES - 1] + [f"and {len(lines) - MAX_LINES + 1} more (--explain or --json: every one)"]
+    return "\n".join(_cut(line) for line in lines)
 
 
-def causes(found: Sequence[Cause]) -> str:
-    return "\n".join(dict.fromkeys(cause(one) for one in found))
+def _cut(line: str) -> str:
+    return line if len(line) <= WIDTH else line[:WIDTH - 3] + "..."
 
 
-def grouped(rejections: Sequence[Rejection]) -> list[str]:
-    """A line per rejection, those of a rule in ONE_LINE_RULES with the same words joined into one
-    line in the place of the first, newest first: "cupy-cuda12x 14.2.0, 14.1.1 and 16 more: a server-Arm ..."."""
+def _joined(head: str, parts: Sequence[str], whole: bool) -> str:
+    """`head; part; part; and N more`: every part with `whole`, else as many as fit WIDTH (at most MAX_REASONS)."""
+    if whole:
+        return "; ".join([head, *parts])
+    line, shown_parts = head, 0
+    for part in parts[:MAX_REASONS]:
+        left = len(parts) - shown_parts - 1
+        tail = f"; and {left} more" if left else ""
+        if len(line) + 2 + len(part) + len(tail) > WIDTH and shown_parts:
+            break
+        line += "; " + part
+        shown_parts += 1
+    more = len(parts) - shown_parts
+    return line + (f"; and {more} more" if more > 0 else "")
+
+
+def requirement(found: Requirement) -> str:
+    """A requirement as it applies: name, extras and specifier, its marker already evaluated for the target."""
+    extras = f"[{','.join(sorted(found.extras))}]" if found.extras else ""
+    return found.name + extras + (f" @ {found.url}" if found.url else str(found.specifier))
+
+
+def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> list[str]:
+    """A line per rejection, those of a rule in ONE_LINE_RULES (of any rule, with `every_rule`) with
+    the same words joined into one line in the place of the first, newest first: "cupy-cuda12x
+    14.2.0, 14.1.1 and 16 more: a server-Arm ..."."""
     lines: list[str] = []
     joined: dict[str, tuple[int, list[Rejection]]] = {}  # words -> (its line, the releases)
     for rejection in rejections:
-        if rejection.rule not in ONE_LINE_RULES:
+        if rejection.rule not in ONE_LINE_RULES and not every_rule:
             lines.append(rejection_line(rejection))
             continue
         why = evidence(rejection.evidence, rejection.candidate)
@@ -267,22 +306,20 @@ def grouped(rejections: Sequence[Rejection]) -> list[str]:
     return lines
 
 
-def cause(found: Cause) -> str:
+def cause(found: Cause, *, whole: bool = True) -> str:
+    """One cause in one line; short (`whole` False): as many candidates set aside as fit WIDTH."""
     if isinstance(found, Unsatisfiable):
         by = required_by(found.origin)
-        line = f"nothing fits {found.requirement}" + (f" (required by {by})" if by else "")
+        line = f"nothing fits {requirement(found.requirement)}" + (f" (required by {by})" if by else "")
         line += "".join(f" under {constraint(c)}" for c in found.constraints)
-        reasons = grouped(sorted(found.rejections, key=lambda r: r.rule in INDEX_RULES))
+        reasons = grouped(sorted(found.rejections, key=lambda r: r.rule in INDEX_RULES), every_rule=not whole)
         if found.conda is not None:
             conda = f"{found.conda.package} does not satisfy {found.conda.specifier}"
             reasons.insert(0, conda + (f": {render_fix(found.conda.fix)}" if found.conda.fix else ""))
-        if reasons:
-            more = len(reasons) - MAX_REASONS
-            line += "; " + "; ".join(reasons[:MAX_REASONS]) + (f"; and {more} more" if more > 0 else "")
-        return line
+        return _joined(line, reasons, whole)
     if isinstance(found, Conflict):
         which = "both" if len(found.needs) == 2 else "them all"
-        sides = ", ".join(f"{who(need.origin)} needs {need.requirement}" for need in found.needs)
+        sides = ", ".join(f"{who(need.origin)} needs {requirement(need.requirement)}" for need in found.needs)
         return f"no release of {found.name} fits {which}: {sides}" + "".join(f" under {constraint(c)}" for c in found.constraints)
     if isinstance(found, Refused):
         text = shown(found.finding)
@@ -291,7 +328,7 @@ def cause(found: Cause) -> str:
         return f"gave up after {found.sets} sets refused by the checks; the last: {shown(found.last).message}"
     assert isinstance(found, TooDeep)
     bound = f"{found.limit} resolution rounds" if found.bound is Bound.ROUNDS else f"{found.limit} s of resolution"
-    met = "; the conflict met most: " + "; ".join(cause(c) for c in found.conflict) if found.conflict else ""
+    met = "; the conflict met most: " + "; ".join(cause(c, whole=whole) for c in found.conflict) if found.conflict else ""
     return f"no set found within {bound}{met}"
 
 
@@ -344,7 +381,7 @@ def _owner(origin: BinaryNeed) -> str:
 def constraint(need: Need) -> str:
     """`pip's constraint demo<2 (c.txt:1, named by PIP_CONSTRAINT)`."""
     where = f" ({constrained_at(need.origin)})" if isinstance(need.origin, Constrained) else ""
-    return f"pip's constraint {need.requirement}{where}"
+    return f"pip's constraint {requirement(need.requirement)}{where}"
 
 
 def fleet_conflict(conflict: FleetConflict) -> str:
