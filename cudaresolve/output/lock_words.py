@@ -245,11 +245,11 @@ def no_solution(failed: NoSolution, *, whole: bool = False) -> str:
     first = [f"CUDA {r.major} is not tried: {refusal(r.evidence)}" for r in failed.untried]
     if failed.conflict:
         first.insert(0, fleet_conflict(failed.conflict))
-    if len(failed.attempts) == 1:
-        rest = [cause(one, whole=whole) for one in failed.attempts[0].causes]
-    else:
-        rest = [f"with CUDA {attempt.major}: {cause(one, whole=whole)}" for attempt in failed.attempts for one in attempt.causes]
-    lines = list(dict.fromkeys(first + rest))
+    pairs = [(attempt, one) for attempt in failed.attempts for one in attempt.causes]
+    room = MAX_LINES - len(first) if len(pairs) == 1 else 1  # one cause may take the lines left
+    rest = [("" if len(failed.attempts) == 1 else f"with CUDA {attempt.major}: ") + cause(one, whole=whole, room=room)
+            for attempt, one in pairs]
+    lines = list(dict.fromkeys(line for text in first + rest for line in text.splitlines()))
     if whole:
         return "\n".join(lines)
     if len(lines) > MAX_LINES:
@@ -261,20 +261,24 @@ def _cut(line: str) -> str:
     return line if len(line) <= WIDTH else line[:WIDTH - 3] + "..."
 
 
-def _joined(head: str, parts: Sequence[str], whole: bool) -> str:
-    """`head; part; part; and N more`: every part with `whole`, else as many as fit WIDTH (at most MAX_REASONS)."""
+def _joined(head: str, parts: Sequence[str], whole: bool, room: int = 1) -> str:
+    """`head; part; part; and N more`: every part with `whole`; else at most MAX_REASONS, as many as
+    fit `room` lines of WIDTH (a part that does not fit the line goes on the next, indented)."""
     if whole:
         return "; ".join([head, *parts])
-    line, shown_parts = head, 0
+    lines, count = [head], 0
     for part in parts[:MAX_REASONS]:
-        left = len(parts) - shown_parts - 1
+        left = len(parts) - count - 1
         tail = f"; and {left} more" if left else ""
-        if len(line) + 2 + len(part) + len(tail) > WIDTH and shown_parts:
+        if len(lines[-1]) + 2 + len(part) + len(tail) <= WIDTH or (count == 0 and len(lines) == room):
+            lines[-1] += "; " + part
+        elif len(lines) < room:
+            lines.append("  " + part)
+        else:
             break
-        line += "; " + part
-        shown_parts += 1
-    more = len(parts) - shown_parts
-    return line + (f"; and {more} more" if more > 0 else "")
+        count += 1
+    more = len(parts) - count
+    return "\n".join(lines) + (f"; and {more} more" if more > 0 else "")
 
 
 def requirement(found: Requirement) -> str:
@@ -306,8 +310,8 @@ def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> lis
     return lines
 
 
-def cause(found: Cause, *, whole: bool = True) -> str:
-    """One cause in one line; short (`whole` False): as many candidates set aside as fit WIDTH."""
+def cause(found: Cause, *, whole: bool = True, room: int = 1) -> str:
+    """One cause in one line; short (`whole` False): as many candidates set aside as fit `room` lines of WIDTH."""
     if isinstance(found, Unsatisfiable):
         by = required_by(found.origin)
         line = f"nothing fits {requirement(found.requirement)}" + (f" (required by {by})" if by else "")
@@ -316,7 +320,7 @@ def cause(found: Cause, *, whole: bool = True) -> str:
         if found.conda is not None:
             conda = f"{found.conda.package} does not satisfy {found.conda.specifier}"
             reasons.insert(0, conda + (f": {render_fix(found.conda.fix)}" if found.conda.fix else ""))
-        return _joined(line, reasons, whole)
+        return _joined(line, reasons, whole, room)
     if isinstance(found, Conflict):
         which = "both" if len(found.needs) == 2 else "them all"
         sides = ", ".join(f"{who(need.origin)} needs {requirement(need.requirement)}" for need in found.needs)

@@ -7,7 +7,7 @@ set aside and why, as Rejection records (requires-python and tags are the index'
 yanked, a build that does not run on a host, an sdist that is not locked).
 
 May import: arch, checks/builds (which CUDA a release is built for), compat, env distributions, host
-facts, index/, knowledge/ (components, torch), versions, resolve/ (conda, fit, reasons).
+facts, index/, knowledge/ (components, toolkit_pins, torch, wheel_facts), versions, resolve/ (conda, fit, reasons).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, wheel_tags
 from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
-from cudaresolve.knowledge import components, torch, wheel_facts
+from cudaresolve.knowledge import components, toolkit_pins, torch, wheel_facts
 from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import jetson_rejection, rejection
 from cudaresolve.resolve.reasons import (
@@ -280,14 +280,15 @@ class CandidateFinder:
     def minor_compat(self, candidate: Candidate) -> Optional[MinorCompat]:
         """The first host whose driver runs the build only by minor-version compatibility, which the
         doctor warns about (and `--strict` fails on); None when every driver runs it natively. A host
-        without a driver stated decides nothing."""
-        build = candidate.build
-        if build is None:
+        without a driver stated decides nothing. The toolkit metapackage counts by the CUDA its
+        release pins its components to (cuda-toolkit 12.9.1: 12.9), so the set it pins follows."""
+        cuda = candidate.build.cuda if candidate.build else toolkit_pins.release_cuda(candidate.name, str(candidate.version))
+        if cuda is None:
             return None
         for label, host in self.hosts:
             driver = host.driver
-            if driver_verdict(build.cuda, driver.release, driver.cuda) == "minor-compat":
-                return MinorCompat(build.cuda, driver.release, driver.cuda, label if len(self.hosts) > 1 else None)
+            if driver_verdict(cuda, driver.release, driver.cuda) == "minor-compat":
+                return MinorCompat(cuda, driver.release, driver.cuda, label if len(self.hosts) > 1 else None)
         return None
 
     def _cpu_set_aside(self, candidate: Candidate) -> Optional[CpuOnly]:
@@ -348,9 +349,9 @@ def _preference(
     candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False, *, native: bool = True,
     known: bool = True,
 ) -> tuple[bool, bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
-    """An NVIDIA component the hosts' drivers run natively before a newer one they run only by
-    minor-version compatibility (nvJitLink 13.0 before 13.2 for a driver of CUDA 13.0: the doctor
-    warns about the newer); then a release whose device code is `known` before one the plan must
+    """An NVIDIA component, or a toolkit metapackage release (which pins a set of them), the hosts'
+    drivers run natively before a newer one they run only by minor-version compatibility (nvJitLink
+    13.0 before 13.2 for a driver of CUDA 13.0: the doctor warns about the newer); then a release whose device code is `known` before one the plan must
     read for it; then newer public version first; among one version's builds, the
     CPU-only one when CPU builds are asked for (`cpu`), then one for no newer CUDA than the conda
     prefix's `cuda_pin` (its libraries are that CUDA's), then one the drivers run natively, then the
@@ -359,7 +360,8 @@ def _preference(
     cuda = candidate.build.cuda if candidate.build else None
     fits_pin = cuda_pin is None or cuda is None or (cuda.major == cuda_pin.major and not cuda_pin < cuda)
     cpu_first = cpu and (candidate.cpu_only is not None or torch.cpu_only(candidate.name, candidate.version))
-    component_native = native or not components.for_dist(candidate.name, str(candidate.version))
+    pins_set = components.for_dist(candidate.name, str(candidate.version)) or toolkit_pins.release_cuda(candidate.name, str(candidate.version))
+    component_native = native or not pins_set
     return (component_native, known, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
             _cuda_key(cuda), candidate.version)
 
