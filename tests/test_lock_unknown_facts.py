@@ -82,3 +82,25 @@ def test_a_release_of_unknown_device_code_is_read_and_refused_naming_the_gpu(cud
     assert code == 2, err
     assert "6.1" in err and UNKNOWN in err, err
     assert not (tmp_path / "pylock.toml").exists()
+
+
+def test_a_release_whose_wheel_cannot_be_read_is_refused_as_not_known(cudnn_links, empty_python, tmp_path, capsys, monkeypatch):
+    """The release without a row cannot be read (as --offline without it cached): it is set aside as
+    not known, never joined to the plan unread."""
+    from cudaresolve.index.access import PackageIndex
+    from cudaresolve.index.cache import OfflineMiss
+
+    read = PackageIndex.binary_facts
+
+    def unreadable(self, file, **options):
+        if str(file.version) == UNKNOWN:
+            raise OfflineMiss(f"--offline: the binary facts of {file.filename} are not in the cache")
+        return read(self, file, **options)
+
+    monkeypatch.setattr(PackageIndex, "binary_facts", unreadable)
+    code, _, err = lock(capsys, cudnn_links, empty_python, tmp_path / "pylock.toml", f"nvidia-cudnn-cu12=={UNKNOWN}")
+    assert code == 2, err
+    assert err.startswith(f"cudaresolve: error: nothing fits nvidia-cudnn-cu12=={UNKNOWN}"), err
+    assert (f"nvidia-cudnn-cu12 {UNKNOWN}: its binaries are not known (no table row) and its wheel could not be read: "
+            "--offline") in err
+    assert not (tmp_path / "pylock.toml").exists()

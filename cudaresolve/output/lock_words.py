@@ -28,6 +28,7 @@ from cudaresolve.resolve.reasons import (
     DriverTooOld,
     Evidence,
     ExtrasOf,
+    FactsUnknown,
     Judged,
     MajorRefusal,
     MajorRejection,
@@ -192,6 +193,8 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     if isinstance(found, SbsaOnJetson):
         return (f"a server-Arm (SBSA) CUDA build; {found.host or 'the host'} is a Jetson (tegra), which runs the CUDA of "
                 "its JetPack release: install the JetPack wheels NVIDIA publishes for your JetPack release")
+    if isinstance(found, FactsUnknown):
+        return f"its binaries are not known (no table row) and its wheel could not be read: {found.why}"
     if isinstance(found, NoExtra):
         return f"has no extra [{found.extra}]"
     if isinstance(found, MinorCompat):

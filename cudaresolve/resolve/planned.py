@@ -30,6 +30,15 @@ from cudaresolve.resolve.needs import read_needed
 PLANNED = "cudaresolve (planned)"  # the INSTALLER a planned distribution reports
 
 
+class Unread(Exception):
+    """A chosen wheel whose binaries the plan must read to judge it could not be read: the lock sets
+    it aside as not known (never joins it unread)."""
+
+    def __init__(self, candidate: Candidate, why: str):
+        super().__init__(why)
+        self.candidate, self.why = candidate, why
+
+
 def planned_environment(
     installed: Environment, chosen: Iterable[Candidate], index: PackageIndex, *, deep: bool = False, gpus: bool = False
 ) -> Environment:
@@ -45,11 +54,14 @@ def planned_environment(
     replaced = {c.name for c in wheels} - {d.name for d in installed.distributions if d.kind == "conda"}
     distributions = [d for d in installed.distributions if d.name not in replaced]
     elf_files = [e for e in installed.elf_files if not (set(e.owners) & replaced)]
-    read: dict[str, tuple[BinaryFacts, ...]] = {
-        c.name: index.binary_facts(c.file).members
-        if deep or judged_by_binaries(c.name, c.version, c.file.filename, installed.loader.machine, gpus=gpus) else ()
-        for c in wheels if c.file is not None
-    }
+    read: dict[str, tuple[BinaryFacts, ...]] = {}
+    for c in wheels:
+        assert c.file is not None
+        needed = deep or judged_by_binaries(c.name, c.version, c.file.filename, installed.loader.machine, gpus=gpus)
+        try:
+            read[c.name] = index.binary_facts(c.file).members if needed else ()
+        except (WheelError, OfflineMiss) as exc:
+            raise Unread(c, str(exc)) from None
     _read_providers(read, wheels, index)
     if deep:
         _complete_providers(read, wheels, index)
