@@ -13,7 +13,6 @@ from index_server import make_wheel
 from cudaresolve.cli import main
 from cudaresolve.resolve import resolver
 
-
 pytestmark = pytest.mark.usefixtures("short_refusals")
 
 
