@@ -8,6 +8,7 @@ May import: packaging, arch, resolve/ (its records), output/findings and fixes (
 
 from __future__ import annotations
 
+import textwrap
 from typing import Optional, Sequence
 
 from packaging.requirements import Requirement
@@ -243,45 +244,34 @@ def span(sass: Sequence[Target], ptx: Sequence[Target]) -> str:
 def no_solution(failed: NoSolution, *, whole: bool = False) -> str:
     """The cause first and once (a CUDA major the hosts refuse: the GPU or the driver; hosts that
     share no major), then a line per requirement in conflict (per CUDA major tried, when they failed
-    differently). At most MAX_LINES lines of WIDTH characters, the rest counted; `whole`: every line
-    in full, every candidate set aside named (--explain)."""
+    differently), each naming at most MAX_REASONS candidates set aside. Lines wrap at WIDTH (at
+    spaces, so no name is split) within MAX_LINES in all, the first lines whole and the rest
+    counted; `whole`: every line unwrapped, every candidate set aside named (--explain, --json)."""
     first = [f"CUDA {r.major} is not tried: {refusal(r.evidence)}" for r in failed.untried]
     if failed.conflict:
         first.insert(0, fleet_conflict(failed.conflict))
-    pairs = [(attempt, one) for attempt in failed.attempts for one in attempt.causes]
-    room = MAX_LINES - len(first) if len(pairs) == 1 else 1  # one cause may take the lines left
-    rest = [("" if len(failed.attempts) == 1 else f"with CUDA {attempt.major}: ") + cause(one, whole=whole, room=room)
-            for attempt, one in pairs]
-    lines = list(dict.fromkeys(line for text in first + rest for line in text.splitlines()))
+    major = len(failed.attempts) > 1
+    rest = [(f"with CUDA {attempt.major}: " if major else "") + cause(one, whole=whole)
+            for attempt in failed.attempts for one in attempt.causes]
+    lines = list(dict.fromkeys(first + rest))
     if whole:
         return "\n".join(lines)
-    if len(lines) > MAX_LINES:
-        lines = lines[:MAX_LINES - 1] + [f"and {len(lines) - MAX_LINES + 1} more (--explain or --json: every one)"]
-    return "\n".join(_cut(line) for line in lines)
+    said: list[str] = []
+    for number, line in enumerate(lines):
+        left = len(lines) - number - 1
+        room = MAX_LINES - len(said) - (1 if left else 0)
+        pieces = textwrap.wrap(line, WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) or [line]
+        if room <= 0:
+            said.append(f"and {left + 1} more (--explain or --json: every one)")
+            break
+        if len(pieces) > room:
+            pieces = pieces[:room - 1] + [_cut(" ".join(pieces[room - 1:]))]
+        said += [_cut(piece) for piece in pieces]
+    return "\n".join(said)
 
 
 def _cut(line: str) -> str:
     return line if len(line) <= WIDTH else line[:WIDTH - 3] + "..."
-
-
-def _joined(head: str, parts: Sequence[str], whole: bool, room: int = 1) -> str:
-    """`head; part; part; and N more`: every part with `whole`; else at most MAX_REASONS, as many as
-    fit `room` lines of WIDTH (a part that does not fit the line goes on the next, indented)."""
-    if whole:
-        return "; ".join([head, *parts])
-    lines, count = [head], 0
-    for part in parts[:MAX_REASONS]:
-        left = len(parts) - count - 1
-        tail = f"; and {left} more" if left else ""
-        if len(lines[-1]) + 2 + len(part) + len(tail) <= WIDTH or (count == 0 and len(lines) == room):
-            lines[-1] += "; " + part
-        elif len(lines) < room:
-            lines.append("  " + part)
-        else:
-            break
-        count += 1
-    more = len(parts) - count
-    return "\n".join(lines) + (f"; and {more} more" if more > 0 else "")
 
 
 def requirement(found: Requirement) -> str:
@@ -313,8 +303,8 @@ def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> lis
     return lines
 
 
-def cause(found: Cause, *, whole: bool = True, room: int = 1) -> str:
-    """One cause in one line; short (`whole` False): as many candidates set aside as fit `room` lines of WIDTH."""
+def cause(found: Cause, *, whole: bool = True) -> str:
+    """One cause in one line; short (`whole` False): at most MAX_REASONS candidates set aside, the rest counted."""
     if isinstance(found, Unsatisfiable):
         by = required_by(found.origin)
         line = f"nothing fits {requirement(found.requirement)}" + (f" (required by {by})" if by else "")
@@ -323,7 +313,9 @@ def cause(found: Cause, *, whole: bool = True, room: int = 1) -> str:
         if found.conda is not None:
             conda = f"{found.conda.package} does not satisfy {found.conda.specifier}"
             reasons.insert(0, conda + (f": {render_fix(found.conda.fix)}" if found.conda.fix else ""))
-        return _joined(line, reasons, whole, room)
+        named = reasons if whole else reasons[:MAX_REASONS]
+        more = len(reasons) - len(named)
+        return "; ".join([line, *named]) + (f"; and {more} more" if more else "")
     if isinstance(found, Conflict):
         which = "both" if len(found.needs) == 2 else "them all"
         sides = ", ".join(f"{who(need.origin)} needs {requirement(need.requirement)}" for need in found.needs)
