@@ -351,8 +351,9 @@ def _preference(
 ) -> tuple[bool, bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
     """An NVIDIA component, or a toolkit metapackage release (which pins a set of them), the hosts'
     drivers run natively before a newer one they run only by minor-version compatibility (nvJitLink
-    13.0 before 13.2 for a driver of CUDA 13.0: the doctor warns about the newer); then a release whose device code is `known` before one the plan must
-    read for it; then newer public version first; among one version's builds, the
+    13.0 before 13.2 for a driver of CUDA 13.0: the doctor warns about the newer); then a release
+    whose device code is `known` before one the plan must read for it; then newer public version
+    first; among one version's builds, the
     CPU-only one when CPU builds are asked for (`cpu`), then one for no newer CUDA than the conda
     prefix's `cuda_pin` (its libraries are that CUDA's), then one the drivers run natively, then the
     newest CUDA (every build left has passed the hosts' driver and GPUs), a known build before an
@@ -360,8 +361,9 @@ def _preference(
     cuda = candidate.build.cuda if candidate.build else None
     fits_pin = cuda_pin is None or cuda is None or (cuda.major == cuda_pin.major and not cuda_pin < cuda)
     cpu_first = cpu and (candidate.cpu_only is not None or torch.cpu_only(candidate.name, candidate.version))
-    pins_set = components.for_dist(candidate.name, str(candidate.version)) or toolkit_pins.release_cuda(candidate.name, str(candidate.version))
-    component_native = native or not pins_set
+    of_a_toolkit = components.for_dist(candidate.name, str(candidate.version)) or toolkit_pins.release_cuda(
+        candidate.name, str(candidate.version))
+    component_native = native or not of_a_toolkit
     return (component_native, known, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
             _cuda_key(cuda), candidate.version)
 
