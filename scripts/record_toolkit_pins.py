@@ -117,6 +117,7 @@ def main() -> int:
         f'source = "scripts/record_toolkit_pins.py, {datetime.date.today().isoformat()}: METADATA of {len(rows)} '
         'cuda-toolkit wheels downloaded with pip"',
         'confidence = "H"',
+        'metapackage = "cuda-toolkit"  # the distribution whose releases pin these (the name the script asks the index for)',
     ]
     for version, pins in rows:
         lines += ["", "[[release]]", f'version = "{version}"',

@@ -378,3 +378,33 @@ def plant(entry: Path, kind: str) -> None:
     else:
         os.mkdir(entry)
         (entry / "inside").write_bytes(b"x")
+
+
+REFUSAL_LINES, REFUSAL_WIDTH = 5, 200  # a refusal a person reads: lines, and characters a line
+
+
+@pytest.fixture
+def short_refusals(monkeypatch):
+    """Every refusal (no set fits) a test prints is checked as it is shown: at most REFUSAL_LINES
+    lines of at most REFUSAL_WIDTH characters, its cause first (a CUDA major the hosts refuse, or
+    hosts sharing none, before the conflicts that follow). Returns the refusals seen."""
+    from cudaresolve.output import errors
+
+    seen: list[str] = []
+    words = errors.no_solution
+
+    def checked(failed, **options):
+        text = words(failed, **options)
+        if options.get("whole"):
+            return text
+        lines = f"cudaresolve: error: {text}".splitlines()
+        assert len(lines) <= REFUSAL_LINES and all(len(line) <= REFUSAL_WIDTH for line in lines), text
+        if failed.conflict is not None:
+            assert lines[0].startswith("cudaresolve: error: no CUDA major runs on every host"), text
+        elif failed.untried:
+            assert lines[0].startswith(f"cudaresolve: error: CUDA {failed.untried[0].major} is not tried"), text
+        seen.append(text)
+        return text
+
+    monkeypatch.setattr(errors, "no_solution", checked)
+    return seen

@@ -68,6 +68,14 @@ EXTRA_COMPONENTS = ("nvidia-nvjitlink-cu12==12.1.105", "nvidia-nvjitlink-cu12==1
 _CT12 = "sys_platform == 'linux' or sys_platform == 'win32'"
 _CT13 = "sys_platform == 'linux' and platform_machine == 'x86_64' or sys_platform == 'linux' and platform_machine == 'aarch64'"
 CUDA_TOOLKIT: dict[str, tuple[str, dict[str, tuple[str, ...]]]] = {
+    "12.4.1": (_CT12, {  # the pins data/toolkit_pins.toml records for 12.4.1
+        "cublas": ("nvidia-cublas-cu12==12.4.5.8.*",), "cudart": ("nvidia-cuda-runtime-cu12==12.4.127.*",),
+        "cufft": ("nvidia-cufft-cu12==11.2.1.3.*",), "cupti": ("nvidia-cuda-cupti-cu12==12.4.127.*",),
+        "curand": ("nvidia-curand-cu12==10.3.5.147.*",), "cusolver": ("nvidia-cusolver-cu12==11.6.1.9.*",),
+        "cusparse": ("nvidia-cusparse-cu12==12.3.1.170.*",), "nvjitlink": ("nvidia-nvjitlink-cu12==12.4.127.*",),
+        "nvrtc": ("nvidia-cuda-nvrtc-cu12==12.4.127.*",), "nvtx": ("nvidia-nvtx-cu12==12.4.127.*",),
+        "nvcc": ("nvidia-cuda-nvcc-cu12==12.4.131.*",),
+    }),
     "12.6.3": (_CT12, {
         "cublas": ("nvidia-cublas-cu12==12.6.4.1.*",), "cudart": ("nvidia-cuda-runtime-cu12==12.6.77.*",),
         "cufft": ("nvidia-cufft-cu12==11.3.0.4.*",), "cufile": ("nvidia-cufile-cu12==1.11.1.6.*",),

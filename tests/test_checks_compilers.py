@@ -164,11 +164,11 @@ def test_lock_of_cccl_on_pascal_chooses_the_cu12_build(lock_cli):
 
 @pytest.mark.usefixtures("hermetic")
 def test_lock_of_cccl_cu13_on_pascal_is_refused_naming_the_gpu(lock_cli):
-    """An explicit [cu13] only CUDA 13 wheels meet: exit 2, saying why CUDA 13 is not tried here."""
+    """An explicit [cu13] only CUDA 13 wheels meet: exit 2, saying first why CUDA 13 is not tried here."""
     run = lock_cli(["cuda-cccl[cu13]"], "--driver", "580.65.06", "--gpu", GTX_1080)
     assert run.code == 2
     newest = [t.version for t in toolkits.known() if t.major == 13 and t.sass_targets][-1]
-    assert run.err.splitlines()[-1] == f"CUDA 13 is not tried: CUDA {newest} builds no code for GPU 0 (6.1)"
+    assert run.err.splitlines()[0] == f"cudaresolve: error: CUDA 13 is not tried: CUDA {newest} builds no code for GPU 0 (6.1)"
 
 
 @pytest.mark.usefixtures("hermetic")

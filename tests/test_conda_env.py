@@ -889,7 +889,7 @@ def test_the_lock_sets_aside_a_wheel_over_an_older_conda_library_unless_it_is_na
     assert ("nothing fits nvidia-nvjitlink-cu12>=12.8 (required by skewpkg 1.0); libnvjitlink 12.4.127 (conda) does "
             'not satisfy >=12.8: conda install "libnvjitlink>=12.8" "cuda-version>=12.8"; nvidia-nvjitlink-cu12 12.8.93: '
             "would shadow libnvJitLink.so.12 of libnvjitlink 12.4.127 (conda): pip must not replace conda's library; "
-            "update it with conda, or name nvidia-nvjitlink-cu12 in the requirements") in refused.stderr
+            "update it with conda, or name nvidia-nvjitlink-cu12 in the requirements") in refused.stderr.replace("\n  ", " ")
     asked = lock_in(prefix, tmp_path, payloads.wheels, "lock", "skewpkg", "nvidia-nvjitlink-cu12", "--json", "-q",
                     "-o", "pylock.toml")
     assert asked.returncode == 0, asked.stderr

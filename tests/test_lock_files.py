@@ -811,7 +811,8 @@ def test_uv_reads_the_marker_and_our_tool_table(tmp_path, indexes, uv):
 
 def test_a_refusal_is_worded_from_its_causes():
     """NoSolution carries records; output/ words them: the requirement, who asked (a parent candidate,
-    or none for a root), the first four candidates set aside, and the majors when they failed apart."""
+    or none for a root), the candidates set aside (all in the whole record; as many as fit a line in
+    the short one), and the majors when they failed apart."""
     from packaging.requirements import Requirement
 
     from cudaresolve.resolve.causes import Attempt, CondaMismatch, FleetConflict, HostMajors, NoSolution, TooDeep, Unsatisfiable
@@ -829,23 +830,27 @@ def test_a_refusal_is_worded_from_its_causes():
         Unsatisfiable(nvjitlink, wheel, set_aside),
         Unsatisfiable(Requirement("cuda-bindings==12.9.9"), ExtrasOf(_ref("cuda-bindings", "12.9.9")), ()),
     )
-    assert lock_words.no_solution(NoSolution((Attempt(12, causes),))) == (
+    assert lock_words.no_solution(NoSolution((Attempt(12, causes),)), whole=True) == (
         "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by /v/nvext/_link.so (nvext 1.0), which binds __nvJitLinkCreate_12_9); "
         "libnvjitlink 12.4.127 (conda) does not satisfy >=12.9: "
         'conda install "libnvjitlink>=12.9"; nvidia-nvjitlink-cu12 12.9.0: no wheel for this interpreter, only an sdist (cudaresolve builds none)\n'
         "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by nvidia-cusparse-cu12 12.3.1.170); "
-        + "; ".join(f"nvidia-nvjitlink-cu12 12.9.{n}: no wheel for this interpreter, only an sdist (cudaresolve builds none)" for n in range(4))
-        + "; and 1 more\n"
+        + "; ".join(f"nvidia-nvjitlink-cu12 12.9.{n}: no wheel for this interpreter, only an sdist (cudaresolve builds none)" for n in range(5))
+        + "\n"
         "nothing fits cuda-bindings==12.9.9"
     )
+    short = lock_words.no_solution(NoSolution((Attempt(12, causes),)))  # wrapped at spaces: a person's few lines
+    assert len(short.splitlines()) <= lock_words.MAX_LINES and all(len(line) <= lock_words.WIDTH for line in short.splitlines())
+    assert ("nothing fits nvidia-nvjitlink-cu12>=12.9 (required by nvidia-cusparse-cu12 12.3.1.170); nvidia-nvjitlink-cu12 "
+            "12.9.4, 12.9.3 and 3 more: no wheel") in " ".join(short.split())
     other = Unsatisfiable(Requirement("torch"), Asked("command line"), (Rejection(_ref("torch", "2.9.0+cu130"), OtherMajor(13, 12)),))
-    assert lock_words.no_solution(NoSolution((Attempt(13, (TooDeep(2000),)), Attempt(12, (other,))))) == (
+    assert lock_words.no_solution(NoSolution((Attempt(13, (TooDeep(2000),)), Attempt(12, (other,)))), whole=True) == (
         "with CUDA 13: no set found within 2000 resolution rounds\n"
         "with CUDA 12: nothing fits torch; torch 2.9.0+cu130: a CUDA 13 build; the environment is CUDA 12"
     )
     pascal = HostMajors("old.json", (12,), (MajorRejection(13, ToolkitTargets(CudaVersion(13, 0), 0, ComputeCapability.parse("6.1"))),))
     fleet = FleetConflict((pascal, HostMajors("new.json", (), ())))
-    assert lock_words.no_solution(NoSolution((Attempt(None, (TooDeep(5),)),), fleet)) == (
+    assert lock_words.no_solution(NoSolution((Attempt(None, (TooDeep(5),)),), fleet), whole=True) == (
         "no CUDA major runs on every host: old.json runs CUDA 12 (not 13: CUDA 13.0 builds no code for GPU 0 (6.1)); "
         "new.json runs CUDA no major ()\nno set found within 5 resolution rounds"
     )

@@ -1,6 +1,7 @@
 """Refusals name their cause (issue 24): requirements on one name that each fit alone but not
 together name both sides with their origins, and a resolution that backtracks past its bound of
-time or rounds stops with the conflict it met most. Hermetic indexes on 127.0.0.1."""
+time or rounds stops with the conflict it met most. Every refusal here is a few short lines, its
+cause first (conftest.short_refusals). Hermetic indexes on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from index_server import make_wheel
 
 from cudaresolve.cli import main
 from cudaresolve.resolve import resolver
+
+pytestmark = pytest.mark.usefixtures("short_refusals")
 
 
 def lock(index_url, python, *args):
@@ -62,3 +65,49 @@ def test_without_a_bound_met_the_same_set_is_refused_naming_both_sides(backtrack
     assert lock(backtracking, empty_python, "x", "y") == 2
     err = capsys.readouterr().err
     assert re.search(r"no release of z fits both: (x [\d.]+ needs z==1\.0, y 1\.0 needs z==2\.0|y 1\.0 needs z==2\.0, x [\d.]+ needs z==1\.0)", err), err
+
+
+# -- a refusal a person reads ------------------------------------------------------------------------
+
+
+def test_cccl_cu13_on_pascal_says_the_gpu_first_in_a_few_short_lines(cuda_index, empty_python, hermetic, capsys, short_refusals):
+    """CUDA 13 builds no code for Pascal: the refusal says so first and once, then the conflicts that
+    follow, each requirement as it applies (no raw marker); --explain prints the whole record on stdout."""
+    from cudaresolve.knowledge import toolkits
+
+    code = main(["lock", "-q", "cuda-cccl[cu13]", "--python", empty_python, "--index-url", cuda_index.index_url,
+                 "--torch-index-base", cuda_index.torch_index_base, "--driver", "580.65.06", "--gpu", "6.1", "--explain"])
+    assert code == 2
+    captured = capsys.readouterr()
+    newest = [t.version for t in toolkits.known() if t.major == 13 and t.sass_targets][-1]
+    lines = captured.err.splitlines()
+    assert lines[0] == f"cudaresolve: error: CUDA 13 is not tried: CUDA {newest} builds no code for GPU 0 (6.1)"
+    assert len(short_refusals) == 1 and all("is not tried" not in line for line in lines[1:])
+    assert "platform_machine" not in captured.err + captured.out and "extra ==" not in captured.err + captured.out
+    assert captured.out.startswith(lines[0].removeprefix("cudaresolve: error: ") + "\n")
+    assert "nothing fits nvidia-cuda-runtime==13.2.86.* (required by cuda-toolkit 13.2.2)" in captured.out
+
+
+def test_a_refusal_of_many_causes_is_five_short_lines_and_explain_keeps_them_all():
+    """Eight requirements in conflict, each with long reasons: four lines and a count; the whole
+    record has every line and every reason in full."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    from cudaresolve.output.lock_words import no_solution
+    from cudaresolve.resolve.causes import Attempt, NoSolution, Unsatisfiable
+    from cudaresolve.resolve.reasons import Asked, CandidateRef, Rejection, RequiresPython
+
+    def unsatisfiable(n: int) -> Unsatisfiable:
+        name = f"package-with-a-rather-long-name-{n}"
+        set_aside = tuple(Rejection(CandidateRef(canonicalize_name(name), Version(f"{m}.0")), RequiresPython(">=3.99,<4")) for m in range(9))
+        return Unsatisfiable(Requirement(f'{name}>=1; python_version >= "3"'), Asked("command line"), set_aside)
+
+    failed = NoSolution((Attempt(12, tuple(unsatisfiable(n) for n in range(8))),))
+    short = f"cudaresolve: error: {no_solution(failed)}".splitlines()
+    assert len(short) == 5 and all(len(line) <= 200 for line in short), short
+    assert short[-1] == "and 4 more (--explain or --json: every one)"
+    assert 'python_version' not in "\n".join(short)
+    whole = no_solution(failed, whole=True).splitlines()
+    assert len(whole) == 8 and all(line.count("requires Python >=3.99,<4") == 9 for line in whole)

@@ -267,7 +267,7 @@ def test_the_extensions_need_is_a_constraint_not_a_preference(lock_cli, extensio
     # both sides of the conflict, the extension's with its file and the symbol it binds
     assert re.search(r"no release of nvidia-nvjitlink-cu12 fits both: the request \(command line\) needs nvidia-nvjitlink-cu12<12\.9, "
                      rf"{re.escape(str(extension))}/python[\d.]+/site-packages/nvext/_link\.so \(nvext 1\.0, binding "
-                     r"__nvJitLink(Create|Complete)_12_9\) needs nvidia-nvjitlink-cu12>=12\.9", refused.err), refused.err
+                     r"__nvJitLink(Create|Complete)_12_9\) needs nvidia-nvjitlink-cu12>=12\.9", refused.err.replace("\n  ", " ")), refused.err
     assert not refused.pylock.exists() and not refused.constraints.exists()
 
 
@@ -278,7 +278,8 @@ def test_a_binary_need_nothing_fits_names_the_installed_file_and_its_symbol(lock
     refused = lock_cli(["torch==2.8.0"], "--driver", "575.57.08", "--gpu", "8.9", "-c", str(tmp_path / "c.txt"), python=extension_python)
     assert refused.code == 2, refused.err
     assert re.search(r"nothing fits nvidia-nvjitlink-cu12>=12\.9 \(required by /\S+/site-packages/nvext/_link\.so \(nvext 1\.0\), "
-                     r"which binds __nvJitLink(Create|Complete)_12_9\) under pip's constraint nvidia-nvjitlink-cu12<12\.9", refused.err), refused.err
+                     r"which binds __nvJitLink(Create|Complete)_12_9\) under pip's constraint nvidia-nvjitlink-cu12<12\.9",
+                     refused.err.replace("\n  ", " ")), refused.err
 
 
 # -- the lock prefers what the doctor will not warn about -------------------------------------------
@@ -374,10 +375,14 @@ def test_cupy_alone_on_a_host_given_by_flags_gets_its_ctk_extra(lock_cli, tmp_pa
     assert {"nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cufft-cu12", "nvidia-curand-cu12",
             "nvidia-cusolver-cu12", "nvidia-cusparse-cu12", "nvidia-cuda-nvrtc-cu12"} <= set(versions)
     assert_one_major(versions, 12)
-    # the index's cuSPARSE wheel has no row in the table (another file name): the lock reads it, finds
-    # it binds __nvJitLinkComplete_12_9 and takes nvJitLink 12.9, as the row gives on the registry
-    # (before, it paired it with the driver's nvJitLink 12.4.127, whose library lacks that name)
-    assert Version(versions["nvidia-nvjitlink-cu12"]) >= Version("12.9")
+    # driver 550 is CUDA 12.4: the toolkit set it runs natively (cuSPARSE 12.3.1.170 binds nvJitLink 12.4)
+    assert (versions["cuda-toolkit"], versions["nvidia-nvjitlink-cu12"]) == ("12.4.1", "12.4.127")
+    # on driver 575 (CUDA 12.9) the 12.9 set: the index's cuSPARSE wheel has no row in the table
+    # (another file name): the lock reads it, finds it binds __nvJitLinkComplete_12_9 and takes
+    # nvJitLink 12.9, as the row gives on the registry (not an nvJitLink whose library lacks that name)
+    newer = lock_cli(["cupy"], "--driver", "575.57.08", "--gpu", "8.6", name="b")
+    assert newer.code == 0, newer.err
+    assert Version(newer.versions["nvidia-nvjitlink-cu12"]) >= Version("12.9")
 
 
 def test_cupy_beside_torch_takes_torchs_libraries_and_no_extra(lock_cli):
@@ -413,7 +418,7 @@ def test_fleet_that_shares_no_cuda_major_names_both_hosts_and_their_facts(lock_c
     blackwell = host_file("blackwell.json", "575.57.08", "12.0")
     run = lock_cli(["torch"], "--host", old, "--host", blackwell)
     assert run.code == 2, run.err
-    first = run.err.splitlines()[0]
+    first = run.err.replace("\n  ", " ").splitlines()[0]  # the cause, its wrapped lines joined
     for fact in (old, "470.82.01", blackwell, "(12.0)"):
         assert fact in first, first
     assert not run.pylock.exists()

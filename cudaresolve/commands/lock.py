@@ -27,6 +27,7 @@ from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
 from cudaresolve.lockfile.writer import pylock_toml
 from cudaresolve.output import lock_words
 from cudaresolve.output.lock_report import render_error_json, render_fit, render_fit_json, render_json, render_text
+from cudaresolve.resolve.causes import NoSolution
 from cudaresolve.resolve.check import skipped
 
 
@@ -34,10 +35,22 @@ def run(args: argparse.Namespace) -> int:
     if args.check is not None:
         with json_errors(args.json):
             return check(args)
-    with json_errors(args.json):
+    with json_errors(args.json), whole_refusal(args.explain and not args.json):
         if args.json and args.output == "-":
             raise UsageError("--json prints the decisions on stdout, where -o - would print the lock: give -o FILE with --json")
         return _lock(args)
+
+
+@contextlib.contextmanager
+def whole_refusal(asked: bool) -> Iterator[None]:
+    """With --explain, a refusal prints its whole record on stdout (every cause in full, every
+    candidate set aside), and its few short lines on stderr as ever."""
+    try:
+        yield
+    except NoSolution as exc:
+        if asked:
+            sys.stdout.write(lock_words.no_solution(exc, whole=True) + "\n")
+        raise
 
 
 @contextlib.contextmanager

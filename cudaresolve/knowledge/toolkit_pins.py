@@ -49,6 +49,7 @@ class Release:
 @dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
+    metapackage: str  # "cuda-toolkit"
     release: tuple[Release, ...] = ()
 
 
@@ -56,6 +57,24 @@ class _File:
 def load() -> tuple[Release, ...]:
     """Every cuda-toolkit release in the table, oldest first."""
     return tuple(sorted(files.read(FILE, _File).release, key=lambda r: Version(r.version)))
+
+
+@compiled.table(FILE)
+def metapackage() -> str:
+    """The distribution whose releases pin the component releases (cuda-toolkit)."""
+    return canonicalize_name(files.read(FILE, _File).metapackage)
+
+
+def release_cuda(name: str, version: str) -> Optional[CudaVersion]:
+    """The CUDA minor a release of the metapackage pins its components to (cuda-toolkit 12.9.1:
+    12.9), by its version as the table's releases are; None for another distribution."""
+    if canonicalize_name(name) != metapackage():
+        return None
+    try:
+        major, minor = Version(version).release[:2]
+    except ValueError:
+        return None
+    return CudaVersion(major, minor)
 
 
 @functools.lru_cache(maxsize=None)

@@ -188,6 +188,12 @@ def binds_versioned(name: str, machine: str) -> bool:
     return any(bind.min_version for row in releases(name, machine) for member in row.member for bind in member.binds)
 
 
+def carries_device_code(name: str, machine: str) -> bool:
+    """Whether any release of `name` the table holds carries device code (cuDNN's fatbins): a release
+    of it without a row is read for a stated GPU, not assumed to run there."""
+    return any(member.sass is not None or member.ptx is not None for row in releases(name, machine) for member in row.member)
+
+
 def min_provider_release(name: str, version: str, filename: Optional[str] = None, machine: Optional[str] = None) -> Mapping[str, str]:
     """Provider file -> the newest release any member's versioned symbol names imply ({} when none or unknown)."""
     row = find(name, version, filename, machine)

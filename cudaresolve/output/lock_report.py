@@ -151,7 +151,7 @@ def render_error_json(exc: CudaresolveError) -> str:
     document: dict[str, Any] = {"schema": SCHEMA, "exit_code": exc.exit_code}
     if isinstance(exc, NoSolution):
         document["refused"] = {
-            "message": lock_words.no_solution(exc),
+            "message": lock_words.no_solution(exc, whole=True),
             "attempts": [{"cuda_major": a.major, "causes": [_cause_json(c) for c in a.causes]} for a in exc.attempts],
             "fleet_conflict": None if exc.conflict is None else [
                 {"host": h.host, "runs": list(h.runs), "refused": [_major_json(r) for r in h.refused]}

@@ -8,8 +8,10 @@ May import: packaging, arch, resolve/ (its records), output/findings and fixes (
 
 from __future__ import annotations
 
+import textwrap
 from typing import Optional, Sequence
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from cudaresolve.arch import Target
@@ -28,6 +30,7 @@ from cudaresolve.resolve.reasons import (
     DriverTooOld,
     Evidence,
     ExtrasOf,
+    FactsUnknown,
     Judged,
     MajorRefusal,
     MajorRejection,
@@ -57,6 +60,10 @@ from cudaresolve.versions import DriverRelease
 
 ENVIRONMENT = "CUDA major"  # the --explain and `why` entry for the environment's one CUDA major
 MAX_REASONS = 4  # candidates set aside named on one line of a refusal
+# A refusal a person reads: at most MAX_LINES lines of at most WIDTH characters (room left on the first
+# for "cudaresolve: error: " within 200); --explain and --json keep the whole record.
+MAX_LINES = 5
+WIDTH = 180
 # Rules about the index's files and the interpreter rather than the hosts: a refusal names them after
 # the others, so "torch 2.10.0: a CPU-only build for aarch64" is not hidden behind "torch 1.13.1: no wheel".
 INDEX_RULES = frozenset({Rule.NO_WHEEL, Rule.SDIST_ONLY, Rule.REQUIRES_PYTHON, Rule.YANKED, Rule.PRE_RELEASE})
@@ -189,6 +196,8 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     if isinstance(found, SbsaOnJetson):
         return (f"a server-Arm (SBSA) CUDA build; {found.host or 'the host'} is a Jetson (tegra), which runs the CUDA of "
                 "its JetPack release: install the JetPack wheels NVIDIA publishes for your JetPack release")
+    if isinstance(found, FactsUnknown):
+        return f"its binaries are not known (no table row) and its wheel could not be read: {found.why}"
     if isinstance(found, NoExtra):
         return f"has no extra [{found.extra}]"
     if isinstance(found, MinorCompat):
@@ -234,26 +243,53 @@ def span(sass: Sequence[Target], ptx: Sequence[Target]) -> str:
 # -- no set fits -----------------------------------------------------------------------------------
 
 
-def no_solution(failed: NoSolution) -> str:
-    """One line per requirement in conflict (per CUDA major tried, when they failed differently)."""
-    untried = "".join(f"\nCUDA {r.major} is not tried: {refusal(r.evidence)}" for r in failed.untried)
-    if len(failed.attempts) == 1:
-        text = causes(failed.attempts[0].causes) + untried
-        return f"{fleet_conflict(failed.conflict)}\n{text}" if failed.conflict else text
-    return "\n".join(f"with CUDA {attempt.major}: {causes(attempt.causes)}" for attempt in failed.attempts) + untried
+def no_solution(failed: NoSolution, *, whole: bool = False) -> str:
+    """The cause first and once (a CUDA major the hosts refuse: the GPU or the driver; hosts that
+    share no major), then a line per requirement in conflict (per CUDA major tried, when they failed
+    differently), each naming at most MAX_REASONS candidates set aside. Lines wrap at WIDTH (at
+    spaces, so no name is split) within MAX_LINES in all, the first lines whole and the rest
+    counted; `whole`: every line unwrapped, every candidate set aside named (--explain, --json)."""
+    first = [f"CUDA {r.major} is not tried: {refusal(r.evidence)}" for r in failed.untried]
+    if failed.conflict:
+        first.insert(0, fleet_conflict(failed.conflict))
+    major = len(failed.attempts) > 1
+    rest = [(f"with CUDA {attempt.major}: " if major else "") + cause(one, whole=whole)
+            for attempt in failed.attempts for one in attempt.causes]
+    lines = list(dict.fromkeys(first + rest))
+    if whole:
+        return "\n".join(lines)
+    said: list[str] = []
+    for number, line in enumerate(lines):
+        left = len(lines) - number - 1
+        room = MAX_LINES - len(said) - (1 if left else 0)
+        pieces = textwrap.wrap(line, WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) or [line]
+        if room <= 0:
+            said.append(f"and {left + 1} more (--explain or --json: every one)")
+            break
+        if len(pieces) > room:
+            pieces = pieces[:room - 1] + [_cut(" ".join(pieces[room - 1:]))]
+        said += [_cut(piece) for piece in pieces]
+    return "\n".join(said)
 
 
-def causes(found: Sequence[Cause]) -> str:
-    return "\n".join(dict.fromkeys(cause(one) for one in found))
+def _cut(line: str) -> str:
+    return line if len(line) <= WIDTH else line[:WIDTH - 3] + "..."
 
 
-def grouped(rejections: Sequence[Rejection]) -> list[str]:
-    """A line per rejection, those of a rule in ONE_LINE_RULES with the same words joined into one
-    line in the place of the first, newest first: "cupy-cuda12x 14.2.0, 14.1.1 and 16 more: a server-Arm ..."."""
+def requirement(found: Requirement) -> str:
+    """A requirement as it applies: name, extras and specifier, its marker already evaluated for the target."""
+    extras = f"[{','.join(sorted(found.extras))}]" if found.extras else ""
+    return found.name + extras + (f" @ {found.url}" if found.url else str(found.specifier))
+
+
+def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> list[str]:
+    """A line per rejection, those of a rule in ONE_LINE_RULES (of any rule, with `every_rule`) with
+    the same words joined into one line in the place of the first, newest first: "cupy-cuda12x
+    14.2.0, 14.1.1 and 16 more: a server-Arm ..."."""
     lines: list[str] = []
     joined: dict[str, tuple[int, list[Rejection]]] = {}  # words -> (its line, the releases)
     for rejection in rejections:
-        if rejection.rule not in ONE_LINE_RULES:
+        if rejection.rule not in ONE_LINE_RULES and not every_rule:
             lines.append(rejection_line(rejection))
             continue
         why = evidence(rejection.evidence, rejection.candidate)
@@ -269,26 +305,26 @@ def grouped(rejections: Sequence[Rejection]) -> list[str]:
     return lines
 
 
-def cause(found: Cause) -> str:
+def cause(found: Cause, *, whole: bool = True) -> str:
+    """One cause in one line; short (`whole` False): at most MAX_REASONS candidates set aside, the rest counted."""
     if isinstance(found, Unsatisfiable):
         by = required_by(found.origin)
         if found.unlisted:
             line = f"no project named {canonicalize_name(found.requirement.name)} on any index"
             line += (f" (required by {by})" if by else "") + (f"; the nearest CUDA name known: {found.nearest}" if found.nearest else "")
             return line
-        line = f"nothing fits {found.requirement}" + (f" (required by {by})" if by else "")
+        line = f"nothing fits {requirement(found.requirement)}" + (f" (required by {by})" if by else "")
         line += "".join(f" under {constraint(c)}" for c in found.constraints)
-        reasons = grouped(sorted(found.rejections, key=lambda r: r.rule in INDEX_RULES))
+        reasons = grouped(sorted(found.rejections, key=lambda r: r.rule in INDEX_RULES), every_rule=not whole)
         if found.conda is not None:
             conda = f"{found.conda.package} does not satisfy {found.conda.specifier}"
             reasons.insert(0, conda + (f": {render_fix(found.conda.fix)}" if found.conda.fix else ""))
-        if reasons:
-            more = len(reasons) - MAX_REASONS
-            line += "; " + "; ".join(reasons[:MAX_REASONS]) + (f"; and {more} more" if more > 0 else "")
-        return line
+        named = reasons if whole else reasons[:MAX_REASONS]
+        more = len(reasons) - len(named)
+        return "; ".join([line, *named]) + (f"; and {more} more" if more else "")
     if isinstance(found, Conflict):
         which = "both" if len(found.needs) == 2 else "them all"
-        sides = ", ".join(f"{who(need.origin)} needs {need.requirement}" for need in found.needs)
+        sides = ", ".join(f"{who(need.origin)} needs {requirement(need.requirement)}" for need in found.needs)
         return f"no release of {found.name} fits {which}: {sides}" + "".join(f" under {constraint(c)}" for c in found.constraints)
     if isinstance(found, Refused):
         text = shown(found.finding)
@@ -297,7 +333,7 @@ def cause(found: Cause) -> str:
         return f"gave up after {found.sets} sets refused by the checks; the last: {shown(found.last).message}"
     assert isinstance(found, TooDeep)
     bound = f"{found.limit} resolution rounds" if found.bound is Bound.ROUNDS else f"{found.limit} s of resolution"
-    met = "; the conflict met most: " + "; ".join(cause(c) for c in found.conflict) if found.conflict else ""
+    met = "; the conflict met most: " + "; ".join(cause(c, whole=whole) for c in found.conflict) if found.conflict else ""
     return f"no set found within {bound}{met}"
 
 
@@ -350,7 +386,7 @@ def _owner(origin: BinaryNeed) -> str:
 def constraint(need: Need) -> str:
     """`pip's constraint demo<2 (c.txt:1, named by PIP_CONSTRAINT)`."""
     where = f" ({constrained_at(need.origin)})" if isinstance(need.origin, Constrained) else ""
-    return f"pip's constraint {need.requirement}{where}"
+    return f"pip's constraint {requirement(need.requirement)}{where}"
 
 
 def fleet_conflict(conflict: FleetConflict) -> str:

@@ -7,7 +7,7 @@ set aside and why, as Rejection records (requires-python and tags are the index'
 yanked, a build that does not run on a host, an sdist that is not locked).
 
 May import: arch, checks/builds (which CUDA a release is built for), compat, env distributions, host
-facts, index/, knowledge/ (components, torch), versions, resolve/ (conda, fit, reasons).
+facts, index/, knowledge/ (components, toolkit_pins, torch, wheel_facts), versions, resolve/ (conda, fit, reasons).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, wheel_tags
 from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
-from cudaresolve.knowledge import components, torch
+from cudaresolve.knowledge import components, toolkit_pins, torch, wheel_facts
 from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import jetson_rejection, rejection
 from cudaresolve.resolve.reasons import (
@@ -117,6 +117,7 @@ class CandidateFinder:
         # family names whose CPU-only builds are asked for (--cpu, or an exact pin of one); for the
         # others, hosts with a GPU or a driver set CPU-only builds aside
         self.cpu_wanted = cpu_wanted
+        self.gpus = any(h.visible_gpus for _, h in self.hosts)  # a GPU stated: device code decides
 
     def prefetch(self, names: Iterable[str]) -> None:
         """Fetch the pages of several names at once (the resolver's next round needs them)."""
@@ -228,7 +229,8 @@ class CandidateFinder:
                 self.rejections.add(Rejection(candidate.ref, reason))
                 continue
             found.append(candidate)
-        found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted, native=self._native(c)), reverse=True)
+        found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted, native=self._native(c),
+                                             known=self.device_code_known(c)), reverse=True)
         if conda is not None and conda.same_component:
             package = conda.package
             found.insert(0, Candidate(name, package.version, None, package, build=cuda_build(name, package.version)))
@@ -271,20 +273,29 @@ class CandidateFinder:
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
 
+    def device_code_known(self, candidate: Candidate) -> bool:
+        """False for a release whose device code a stated GPU needs and the table does not give (a
+        cuDNN without a row): ranked below every release whose device code is known, so a release
+        known to run is tried before one the plan must read to judge."""
+        if not self.gpus or candidate.file is None or not wheel_facts.carries_device_code(candidate.name, self.machine):
+            return True
+        return wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None
+
     def _native(self, candidate: Candidate) -> bool:
         return self.minor_compat(candidate) is None
 
     def minor_compat(self, candidate: Candidate) -> Optional[MinorCompat]:
         """The first host whose driver runs the build only by minor-version compatibility, which the
         doctor warns about (and `--strict` fails on); None when every driver runs it natively. A host
-        without a driver stated decides nothing."""
-        build = candidate.build
-        if build is None:
+        without a driver stated decides nothing. The toolkit metapackage counts by the CUDA its
+        release pins its components to (cuda-toolkit 12.9.1: 12.9), so the set it pins follows."""
+        cuda = candidate.build.cuda if candidate.build else toolkit_pins.release_cuda(candidate.name, str(candidate.version))
+        if cuda is None:
             return None
         for label, host in self.hosts:
             driver = host.driver
-            if driver_verdict(build.cuda, driver.release, driver.cuda) == "minor-compat":
-                return MinorCompat(build.cuda, driver.release, driver.cuda, label if len(self.hosts) > 1 else None)
+            if driver_verdict(cuda, driver.release, driver.cuda) == "minor-compat":
+                return MinorCompat(cuda, driver.release, driver.cuda, label if len(self.hosts) > 1 else None)
         return None
 
     def _cpu_set_aside(self, candidate: Candidate) -> Optional[CpuOnly]:
@@ -342,11 +353,14 @@ def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
 
 
 def _preference(
-    candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False, *, native: bool = True
-) -> tuple[bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
-    """An NVIDIA component the hosts' drivers run natively before a newer one they run only by
-    minor-version compatibility (nvJitLink 13.0 before 13.2 for a driver of CUDA 13.0: the doctor
-    warns about the newer); then newer public version first; among one version's builds, the
+    candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False, *, native: bool = True,
+    known: bool = True,
+) -> tuple[bool, bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
+    """An NVIDIA component, or a toolkit metapackage release (which pins a set of them), the hosts'
+    drivers run natively before a newer one they run only by minor-version compatibility (nvJitLink
+    13.0 before 13.2 for a driver of CUDA 13.0: the doctor warns about the newer); then a release
+    whose device code is `known` before one the plan must read for it; then newer public version
+    first; among one version's builds, the
     CPU-only one when CPU builds are asked for (`cpu`), then one for no newer CUDA than the conda
     prefix's `cuda_pin` (its libraries are that CUDA's), then one the drivers run natively, then the
     newest CUDA (every build left has passed the hosts' driver and GPUs), a known build before an
@@ -354,8 +368,10 @@ def _preference(
     cuda = candidate.build.cuda if candidate.build else None
     fits_pin = cuda_pin is None or cuda is None or (cuda.major == cuda_pin.major and not cuda_pin < cuda)
     cpu_first = cpu and (candidate.cpu_only is not None or torch.cpu_only(candidate.name, candidate.version))
-    component_native = native or not components.for_dist(candidate.name, str(candidate.version))
-    return (component_native, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
+    of_a_toolkit = components.for_dist(candidate.name, str(candidate.version)) or toolkit_pins.release_cuda(
+        candidate.name, str(candidate.version))
+    component_native = native or not of_a_toolkit
+    return (component_native, known, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
             _cuda_key(cuda), candidate.version)
 
 

@@ -30,25 +30,38 @@ from cudaresolve.resolve.needs import read_needed
 PLANNED = "cudaresolve (planned)"  # the INSTALLER a planned distribution reports
 
 
+class Unread(Exception):
+    """A chosen wheel whose binaries the plan must read to judge it could not be read: the lock sets
+    it aside as not known (never joins it unread)."""
+
+    def __init__(self, candidate: Candidate, why: str):
+        super().__init__(why)
+        self.candidate, self.why = candidate, why
+
+
 def planned_environment(
-    installed: Environment, chosen: Iterable[Candidate], index: PackageIndex, *, deep: bool = False
+    installed: Environment, chosen: Iterable[Candidate], index: PackageIndex, *, deep: bool = False, gpus: bool = False
 ) -> Environment:
     """`installed` with every chosen wheel in place of what it replaces. A wheel brings its ELF files
     from the knowledge table's row for it; a release of a consumer the table covers that has no row
     of its own (onnxruntime-gpu 1.31.0 beside 1.31.1), and every wheel with `deep` or carrying its
     own CUDA runtime, is read from the wheel itself (downloaded once, then cached by sha256): no
-    release borrows another's facts."""
+    release borrows another's facts. With `gpus` (a host states a GPU), a release without a row of a
+    component whose releases carry device code is read too: its device code decides whether it runs."""
     site = installed.target.site_packages[-1]
     wheels = [c for c in chosen if c.file is not None]
     # conda's packages stay: a wheel never replaces one (a conda name is not a pip name)
     replaced = {c.name for c in wheels} - {d.name for d in installed.distributions if d.kind == "conda"}
     distributions = [d for d in installed.distributions if d.name not in replaced]
     elf_files = [e for e in installed.elf_files if not (set(e.owners) & replaced)]
-    read: dict[str, tuple[BinaryFacts, ...]] = {
-        c.name: index.binary_facts(c.file).members
-        if deep or judged_by_binaries(c.name, c.version, c.file.filename, installed.loader.machine) else ()
-        for c in wheels if c.file is not None
-    }
+    read: dict[str, tuple[BinaryFacts, ...]] = {}
+    for c in wheels:
+        assert c.file is not None
+        needed = deep or judged_by_binaries(c.name, c.version, c.file.filename, installed.loader.machine, gpus=gpus)
+        try:
+            read[c.name] = index.binary_facts(c.file).members if needed else ()
+        except (WheelError, OfflineMiss) as exc:
+            raise Unread(c, str(exc)) from None
     _read_providers(read, wheels, index)
     if deep:
         _complete_providers(read, wheels, index)
@@ -174,7 +187,7 @@ def _complete_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[C
                 pass  # its row stays: the loader blames no name the row may lack
 
 
-def judged_by_binaries(name: str, version: Version, filename: str, machine: str) -> bool:
+def judged_by_binaries(name: str, version: Version, filename: str, machine: str, *, gpus: bool = False) -> bool:
     """Whether a wheel's build is judged by its own binaries, read from its table row or the wheel:
 
     - a consumer the knowledge table holds releases of (onnxruntime-gpu): only its binaries tell its
@@ -188,15 +201,16 @@ def judged_by_binaries(name: str, version: Version, filename: str, machine: str)
 
     An NVIDIA component's CUDA is data by name and version (data/components.toml): it joins with
     the table's row for it; a release without a row is read when the component binds another
-    wheel's versioned symbols (cuSPARSE: nvJitLink's), whose floor only its own bytes give, and
-    otherwise joins with its metadata alone. Other wheels join the plan with their metadata alone
+    wheel's versioned symbols (cuSPARSE: nvJitLink's), whose floor only its own bytes give, or, with
+    `gpus` stated, when the component's releases carry device code (cuDNN), which only its own bytes
+    give; otherwise it joins with its metadata alone. Other wheels join the plan with their metadata alone
     (their files are judged by `doctor` after install)."""
     if components.carries_own_runtime(name) or _plugin_or_host(name):
         return True
     if wheel_facts.find(name, str(version), filename) is not None:
         return True
     if components.for_dist(name):
-        return read_needed(name, version, filename, machine)
+        return read_needed(name, version, filename, machine) or (gpus and wheel_facts.carries_device_code(name, machine))
     return bool(wheel_facts.releases(name, machine))
 
 

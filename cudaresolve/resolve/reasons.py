@@ -57,6 +57,7 @@ class Rule(enum.Enum):
     MINOR_COMPAT = "minor-compat"
     BREAKS_INSTALLED = "breaks-installed"
     SBSA_ON_JETSON = "sbsa-on-jetson"
+    FACTS_UNKNOWN = "facts-unknown"
 
 
 @dataclass(frozen=True)
@@ -246,10 +247,20 @@ class SbsaOnJetson:
     host: Optional[str] = None
 
 
+@dataclass(frozen=True)
+class FactsUnknown:
+    """A release whose binary facts a rule needs (its device code for a stated GPU, the runtime it
+    carries, what it binds) that no table row gives and whose wheel could not be read (--offline and
+    not cached, a damaged wheel): not known to run, so never taken as fitting."""
+
+    rule: ClassVar[Rule] = Rule.FACTS_UNKNOWN
+    why: str  # why the wheel could not be read
+
+
 Evidence = Union[
     SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
     OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra, MinorCompat, BreaksInstalled,
-    SbsaOnJetson,
+    SbsaOnJetson, FactsUnknown,
 ]
 EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
 DoesNotRun = Union[DriverTooOld, NoDeviceCode, SbsaOnJetson]  # a build against a host's driver, GPUs and CUDA

@@ -64,12 +64,13 @@ from cudaresolve.resolve.lock import (
     ReasonKind,
 )
 from cudaresolve.resolve.needs import installed_binary_requirements, unmet_installed_needs
-from cudaresolve.resolve.planned import planned_environment
+from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.resolve.provider import Identifier, Provider, missing_extra, root_requirements
 from cudaresolve.resolve.reasons import (
     Asked,
     BreaksInstalled,
     ExtrasOf,
+    FactsUnknown,
     Judged,
     MajorRejection,
     MinorCompat,
@@ -264,7 +265,13 @@ def _lock_once(
             kept_needs.update(unmet)
         if progress:
             progress(Judging(len(chosen), len(hosts)))
-        plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep)
+        try:
+            plan = planned_environment(installed, chosen.values(), index, deep=inputs.policy.deep,
+                                       gpus=any(host.visible_gpus for _, host in hosts))
+        except Unread as unread:  # not known to run: set aside, as the judge sets aside what does not
+            excluded.add((unread.candidate.name, str(unread.candidate.version)))
+            finder.rejections.add(Rejection(unread.candidate.ref, FactsUnknown(unread.why)))
+            continue
         missing = [m for m in missing_libraries(plan, chosen.values(), system=inputs.system_libraries)
                    if m.name not in with_libraries and missing_extra(index, chosen[m.name], m.extras) is None]
         # a release without that extra (a build of another origin) is judged as it is
