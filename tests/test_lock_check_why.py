@@ -42,8 +42,8 @@ def test_check_refuses_a_cuda_13_lock_for_pascal_and_a_cuda_12_lock_for_kepler(u
     assert user("lock", "--check", "pylock.cu13.toml", "--gpu", "6.1") == (2, (
         "pylock.cu13.toml does not fit this host:\n"
         "  CUDA 13: CUDA 13.2 builds no code for GPU 0 (6.1)\n"
-        "  nvidia-cuda-nvrtc 13.2.86: run-time-compiler: cupy-cuda13x 14.2.0 compiles its kernels at run time with "
-        "NVRTC 13.2.86, which has no target for compute capability 6.1 (GPU 0): it targets 7.5 to 12.1\n"
+        "  nvidia-cuda-nvrtc 13.0.88: run-time-compiler: cupy-cuda13x 14.2.0 compiles its kernels at run time with "
+        "NVRTC 13.0.88, which has no target for compute capability 6.1 (GPU 0): it targets 7.5 to 12.1\n"
         "  not checked: the driver floors (no driver known: give --driver or --cuda)\n"
     ), "")
     code, out, _ = user("lock", "--check", "pylock.cu12.toml", "--gpu", "3.5")
@@ -137,8 +137,8 @@ def test_why_walks_from_what_was_asked_for(user):
     assert out.startswith("cupy-cuda12x==14.2.0: asked for as cupy: ")
     code, out, _ = user("why", "nvidia-cublas-cu12")
     assert code == 0 and out.splitlines()[:4] == [
-        "nvidia-cublas-cu12==12.9.1.4: nvidia-cublas-cu12 12.9.1.4 is the CUDA 12.9 cublas (by the releases cuda-toolkit pins)",
-        "  required by cuda-toolkit 12.9.1 [cublas]: nvidia-cublas-cu12==12.9.1.4.*",
+        "nvidia-cublas-cu12==12.4.5.8: nvidia-cublas-cu12 12.4.5.8 is the CUDA 12.4 cublas (by the releases cuda-toolkit pins)",
+        "  required by cuda-toolkit 12.4.1 [cublas]: nvidia-cublas-cu12==12.4.5.8.*",
         "    required by cupy-cuda12x 14.2.0 [ctk]: cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==12.*",
         "      asked for as cupy (command line)",
     ]
