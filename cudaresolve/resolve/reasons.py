@@ -339,6 +339,8 @@ class BinaryNeed:
     floor: CudaVersion  # the release the symbol names imply: 12.4
     file: Optional[str] = None  # the binding file: an installed path, or a path inside the wheel
     symbol: Optional[str] = None  # one symbol that implies `floor`: __nvJitLinkComplete_12_4
+    # the file links `soname` and nothing else of the set provides it: any release of `floor`'s major
+    linked: bool = field(default=False, metadata={"unwritten-default": True})
 
 
 Origin = Union[Asked, Constrained, RequiredBy, ExtrasOf, BinaryNeed]
