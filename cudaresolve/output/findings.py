@@ -438,7 +438,8 @@ def _cuda_runtime_in(item: e.CudaRuntimeIn) -> str:
         what = f"{item.file} links the CUDA {item.release or item.major} runtime in statically"
     else:
         what = f"{item.file} is a CUDA {item.release or item.major} runtime (version node libcudart.so.{item.major})"
-    where = {"file name": "its file name", "toolkit note": "its cubins' toolkit note (.note.nv.tkinfo)"}
+    where = {"file name": "its file name", "toolkit note": "its cubins' toolkit note (.note.nv.tkinfo)",
+             "PTX ISA": "its PTX's ISA version (the oldest toolkit that writes it)"}
     return f"{what}, release read from {where.get(item.read_from, item.read_from)}" if item.read_from else what
 
 
