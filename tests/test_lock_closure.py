@@ -4,7 +4,8 @@
 Small gcc-built packages the tables do not know, served beside the fake CUDA universe
 (tests/fake_cuda_index.py) on 127.0.0.1: `linkapp`, whose extension links libcublas.so.12 without
 requiring any wheel; `oldapp`, a CUDA 11 build (libcublas.so.11); `staticapp`, whose library links a
-CUDA 12.8 runtime in statically (1.0) beside a release built with CUDA 11.4 (0.9, dated by its PTX).
+CUDA 12.8 runtime in statically, dated by its cubins' toolkit note (1.0) or, with none, by its PTX
+ISA 8.7 alone (1.1), beside a release built with CUDA 11.4 (0.9, PTX ISA 7.4).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def closure_index(cuda_index, elf_builder):
                        requires_python=universe.requires_python.get(filename))
     server.add(*_linking(elf_builder, "linkapp", "libcublas.so.12", "cublasCreate_v2", "nvidia/cublas/lib"))
     server.add(*_linking(elf_builder, "oldapp", "libcublas.so.11", "cublasCreate_v2", "nvidia/cublas/lib"))
-    for version, note, isa in (("1.0", True, "8.7"), ("0.9", False, "7.4")):
+    for version, note, isa in (("1.1", False, "8.7"), ("1.0", True, "8.7"), ("0.9", False, "7.4")):
         library = _static(elf_builder, f"libstatic-{version}.so", note=note, isa=isa)
         server.add(*make_wheel("staticapp", version, files={"staticapp/__init__.py": b"", "staticapp/_core.so": library}, tag=_tag()))
     server.start()
@@ -156,9 +157,11 @@ def test_a_static_runtime_without_a_toolkit_note_is_dated_by_its_ptx(elf_builder
     assert dated_runtime(read_binary_facts(elf_builder.root / "static" / "unplaced.so")) == CudaRuntime("static", None, None)
 
 
-def test_a_static_cuda_12_8_runtime_is_not_locked_for_a_470_driver(run, closure_index, empty_python, tmp_path):
-    code, out, err, lock = _lock(run, tmp_path, empty_python, "staticapp", *DRIVER_470, *closure_index)
+@pytest.mark.parametrize("deep", [(), ("--deep",)], ids=["row-less", "deep"])
+def test_a_static_cuda_12_8_runtime_is_not_locked_for_a_470_driver(deep, run, closure_index, empty_python, tmp_path):
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "staticapp", *deep, *DRIVER_470, *closure_index)
     assert code == 0, out + err
-    assert lock["staticapp"] == "0.9", lock  # 1.0's CUDA 12.8 runtime needs a newer driver: its CUDA 11.4 release
-    code, out, err, _ = _lock(run, tmp_path, empty_python, "staticapp==1.0", *DRIVER_470, *closure_index)
-    assert code == 2 and "staticapp 1.0" in err and "12.8" in err, out + err
+    assert lock["staticapp"] == "0.9", lock  # 1.1's and 1.0's CUDA 12.8 runtime needs a newer driver: its CUDA 11.4 release
+    for version in ("1.1", "1.0"):
+        code, out, err, _ = _lock(run, tmp_path, empty_python, f"staticapp=={version}", *deep, *DRIVER_470, *closure_index)
+        assert code == 2 and f"staticapp {version}" in err and "12.8" in err, out + err
