@@ -165,3 +165,28 @@ def test_a_static_cuda_12_8_runtime_is_not_locked_for_a_470_driver(deep, run, cl
     for version in ("1.1", "1.0"):
         code, out, err, _ = _lock(run, tmp_path, empty_python, f"staticapp=={version}", *deep, *DRIVER_470, *closure_index)
         assert code == 2 and f"staticapp {version}" in err and "12.8" in err, out + err
+
+
+def test_a_static_runtime_no_byte_dates_is_a_warning_not_silence(elf_builder):
+    from dataclasses import replace
+
+    from test_doctor_checks import SP, dist, elf, environment
+
+    from cudaresolve.checks.driver_floor import check_driver_floor
+    from cudaresolve.checks.findings import Severity
+    from cudaresolve.checks.problems import UndatedRuntime
+    from cudaresolve.host.facts import Driver, HostFacts
+    from cudaresolve.output.findings import render_problem
+    from cudaresolve.versions import DriverRelease
+
+    _static(elf_builder, "unplaced.so", note=False, isa="1.0")
+    facts = read_binary_facts(elf_builder.root / "static" / "unplaced.so")
+    made = elf("mystery/_core.so", "mystery")
+    env = environment(dist("mystery", "2.0"), elf_files=(replace(made, facts=replace(facts, path=made.path)),))
+    host = HostFacts("Linux", "x86_64", Driver(DriverRelease.parse("470.256.02"), "override:--driver"), ())
+    [finding] = check_driver_floor(env, (), host)
+    assert finding.severity == Severity.WARNING and finding.problem == UndatedRuntime((f"{SP}/mystery/_core.so",))
+    assert render_problem(finding.problem).startswith("_core.so links a CUDA runtime in statically whose release no byte tells")
+    dated = replace(made, facts=replace(read_binary_facts(elf_builder.root / "static" / "unplaced.so"), path=made.path,
+                                        cuda_runtime=CudaRuntime("static", 12, "12.8.93", "toolkit note")))
+    assert check_driver_floor(environment(dist("mystery", "2.0"), elf_files=(dated,)), (), host) == []
