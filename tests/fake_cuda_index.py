@@ -301,11 +301,12 @@ def _torch_library(variant: torch.TorchVariant) -> Library:
     of a variant whose pins data/torch.toml holds only in part (2.7's cu128), those its wheels provide,
     as real torch requires every wheel it links."""
     major = variant.cuda.major
-    required = {canonicalize_name(Requirement(text).name) for text in variant.requires or ()}
+    pins = [Requirement(text) for text in variant.requires or ()]
+    required = {c.name for r in pins for c in components.for_dist(r.name)} | {e for r in pins if r.name == "cuda-toolkit" for e in r.extras}
     needs, search = [], []
     for name, symbol in TORCH_BINDS.items():
         row = components.for_component(name, major)[0]
-        if required and canonicalize_name(row.dist) not in required:
+        if required and name not in required:
             continue
         needs += [(soname, symbol) for soname in row.sonames[:1]]
         if name == "cublas":
