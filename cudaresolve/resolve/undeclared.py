@@ -30,7 +30,7 @@ from typing import Iterable, Optional
 from packaging.utils import NormalizedName
 
 from cudaresolve.binary.loader import LoaderEnv
-from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.builds import build_of, cuda_builds
 from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import components
 from cudaresolve.resolve.candidates import Candidate, cuda_build
@@ -101,6 +101,9 @@ def unprovided_libraries(
         owner = wheels.get(elf.owner or "")
         if owner is None or elf.facts is None:
             continue
+        build = build_of(plan, owner.name, elf.path)
+        if build is not None and (not build.selected or major is not None and build.cuda_major not in (None, major)):
+            continue  # a build of the package its import does not load here (cuda-cccl's cu13/ in a CUDA 12 set)
         for soname in elf.facts.needed:
             rows = components.for_soname(soname)
             if not rows or soname in provided or (owner.name, soname) in found:
