@@ -330,7 +330,8 @@ class ExtrasOf:
 @dataclass(frozen=True)
 class BinaryNeed:
     """An ELF file binds a versioned symbol that implies a release of another component
-    (`__nvJitLinkComplete_12_4@libnvJitLink.so.12`: nvJitLink >= 12.4)."""
+    (`__nvJitLinkComplete_12_4@libnvJitLink.so.12`: nvJitLink >= 12.4), or (`linked`) links a CUDA
+    library nothing else of the planned set provides (resolve/undeclared.py)."""
 
     kind: ClassVar[OriginKind] = OriginKind.BINARY_NEED
     consumer: Optional[CandidateRef]  # the wheel or installed distribution; None: installed files no one owns
