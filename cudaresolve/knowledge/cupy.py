@@ -42,6 +42,7 @@ class CupyMajor:
 @dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
+    source_package: str
     major: tuple[CupyMajor, ...]
 
 
@@ -49,6 +50,12 @@ class _File:
 def load() -> tuple[CupyMajor, ...]:
     """CuPy majors (12, 13, 14) with their binary distributions."""
     return files.read("cupy.toml", _File).major
+
+
+@compiled.table("cupy.toml")
+def source_package() -> str:
+    """The name a user asks for (`cupy`), which stands for the binary wheel of the environment's CUDA major."""
+    return canonicalize_name(files.read("cupy.toml", _File).source_package)
 
 
 def dist(name: str, cupy_version: str) -> Optional[CupyDist]:

@@ -218,7 +218,7 @@ def for_major(needs: Sequence[Need], major: Optional[int]) -> tuple[list[Need], 
         name = canonicalize_name(requirement.name)
         if major is None:
             rewritten.append(need)
-        elif name == "cupy" and (dist := cupy.dist_for_cuda_major(major)):
+        elif name == cupy.source_package() and (dist := cupy.dist_for_cuda_major(major)):
             real = canonicalize_name(dist)
             text = str(requirement).replace(requirement.name, real, 1)
             rewritten.append(Need(Requirement(text), need.origin))
@@ -467,7 +467,7 @@ def _causes(
 def known_names() -> frozenset[str]:
     """The names the knowledge tables hold (CuPy's, the torch family's, the NVIDIA components'): a
     project even when no index lists it under that name (`cupy` is asked for as a CUDA wheel's name)."""
-    return frozenset({"cupy", *(canonicalize_name(row.name) for major in cupy.load() for row in major.dists),
+    return frozenset({cupy.source_package(), *(canonicalize_name(row.name) for major in cupy.load() for row in major.dists),
                       *torch.family(), *(canonicalize_name(row.dist) for row in components.load().component)})
 
 
