@@ -1,6 +1,7 @@
 """The package's shape, read from the source with `ast`: no import circle, every arrow between rooms
-runs downward, nothing in output/ imports the doctor's edge; and driver releases and CUDA versions are
-read from text only by their value types, at the edges listed below.
+runs downward, nothing in output/ imports the doctor's edge, a verdict type (does a build fit a host)
+is defined only in verdicts/, which the doctor's checks and the resolver both use; and driver releases
+and CUDA versions are read from text only by their value types, at the edges listed below.
 
 An arrow is any import of a cudaresolve module (at the top, inside a function or under
 TYPE_CHECKING: a circle through any of them is still a circle for a reader). Importing a package
@@ -25,15 +26,16 @@ LEVELS = {
     "knowledge": 2,  # knowledge/ and compat.py: tables and the pure rules over them
     "host": 3,
     "env": 3,
-    "checks": 4,
-    "index": 4,
-    "resolve": 5,
-    "lockfile": 6,
-    "output": 7,
-    "doctor": 8,  # doctor.py and results.py: the doctor's I/O edge, above its renderer
-    "commands": 9,
-    "integrations": 9,
-    "face": 9,  # cli.py, __main__.py
+    "verdicts": 4,  # does a build fit a host: one rule, one record, for the doctor and the lock
+    "checks": 5,
+    "index": 5,
+    "resolve": 6,
+    "lockfile": 7,
+    "output": 8,
+    "doctor": 9,  # doctor.py and results.py: the doctor's I/O edge, above its renderer
+    "commands": 10,
+    "integrations": 10,
+    "face": 10,  # cli.py, __main__.py
 }
 ROOM_OF_MODULE = {
     "cudaresolve": "base",
@@ -185,6 +187,27 @@ def test_the_graph_reader_sees_every_kind_of_import():
     found = set(_imported(ast.parse(source), "cudaresolve.binary.elf", False, known))
     assert known <= found
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def classes(tree: ast.AST) -> set[str]:
+    return {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+
+def verdicts_defined_outside(trees: dict[str, ast.AST]) -> dict[str, set[str]]:
+    """module -> the classes it defines under a name a verdict type of verdicts/ has: a second
+    record for one rule, which the doctor and the lock would word and judge apart."""
+    verdicts = set().union(*(classes(tree) for module, tree in trees.items() if room(module) == "verdicts"))
+    return {module: found for module, tree in trees.items()
+            if room(module) != "verdicts" and (found := classes(tree) & verdicts)}
+
+
+def test_verdict_types_are_defined_only_in_the_verdicts_room():
+    trees = {module: ast.parse(path.read_text(), str(path)) for module, path in modules().items()}
+    assert "DriverTooOld" in classes(trees["cudaresolve.verdicts.records"])
+    assert verdicts_defined_outside(trees) == {}
+    # a second DriverTooOld in resolve/ is what the rule finds
+    trees["cudaresolve.resolve.reasons"] = ast.parse("class DriverTooOld:\n    pass\n")
+    assert verdicts_defined_outside(trees) == {"cudaresolve.resolve.reasons": {"DriverTooOld"}}
 
 
 # Where a driver release or a CUDA version is read from text: each edge calls the value type's own

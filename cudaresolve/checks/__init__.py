@@ -27,6 +27,7 @@ from cudaresolve.checks.evidence import Owned, Said
 from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
 from cudaresolve.checks.fixes import StateHost
 from cudaresolve.checks.floors import check_build_floors
+from cudaresolve.checks.host_fit import check_package_floors, check_sbsa_on_jetson
 from cudaresolve.checks.linking import (
     check_foreign_files,
     check_missing_libraries,
@@ -90,6 +91,8 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)
     findings += check_cpu_only_builds(env, host)
+    findings += check_sbsa_on_jetson(env, host)
+    findings += check_package_floors(env, host)
     findings += check_run_time_compilers(env, builds, host)
     findings += check_dlsym_needs(env, builds)
     findings += check_mixed_majors(env, builds, host)

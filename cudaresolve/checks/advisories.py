@@ -1,6 +1,7 @@
 """advisory: installed versions that match a known-bad release or combination in data/advisories.toml.
 
-May import: checks/ (builds, findings), env/, host/ and knowledge/advisories; the findings are values
+May import: checks/ (builds, findings), env/, host/, knowledge/advisories and verdicts/ (the build and host
+conditions); the findings are values
 (the advisory's id, symptom and fix as the table words them), output/ shows them.
 """
 
@@ -11,21 +12,18 @@ import re
 from typing import Iterable, Mapping, Optional
 
 from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
-from packaging.version import Version
 
 from cudaresolve.checks.builds import CudaBuild
 from cudaresolve.checks.evidence import References, Said
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.fixes import AdvisoryFix
-from cudaresolve.checks.problems import KnownBadRelease
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import advisories
-from cudaresolve.versions import CudaVersion
+from cudaresolve.verdicts.rules import known_bad_release
 
 
 def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBuild]) -> list[Finding]:
@@ -45,7 +43,8 @@ def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBui
                 continue
             if any(_match(Requirement(t), installed, markers) for t in advisory.unless):
                 continue
-            if not _conditions_hold(advisory, dist, build_cuda.get(dist.name), host):
+            verdict = known_bad_release(advisory, dist.version, build_cuda.get(dist.name), host)
+            if verdict is None:
                 continue
             referencing = _referencing(env, advisory.references) if advisory.references else ()
             if advisory.references and not referencing:
@@ -53,7 +52,7 @@ def check_advisories(env: Environment, host: HostFacts, builds: Iterable[CudaBui
             findings.append(
                 Finding(
                     Check.ADVISORY, Severity.WARNING, Subject(distribution=NormalizedName(dist.name), version=dist.version),
-                    KnownBadRelease(advisory.id, advisory.symptom),
+                    verdict,
                     tuple(Said(ref) for ref in advisory.refs) + referencing,
                     AdvisoryFix(advisory.id, advisory.fix),
                 )
@@ -89,25 +88,3 @@ def _referencing(env: Environment, patterns: Iterable[str]) -> tuple[References,
                 found.append(References(elf.path, symbol.name, symbol.version))
                 break
     return tuple(found)
-
-
-def _conditions_hold(
-    advisory: advisories.Advisory, dist: Distribution, cuda: Optional[CudaVersion], host: HostFacts
-) -> bool:
-    minor = cuda if cuda is not None and cuda.minor is not None else None
-    if advisory.cuda is not None and (minor is None or minor.as_release() not in SpecifierSet(advisory.cuda)):
-        return False
-    if advisory.variants:
-        local = dist.version.local or (f"cu{minor.major}{minor.minor}" if minor else None)
-        if local not in advisory.variants:
-            return False
-    if advisory.driver is not None:
-        if host.driver.release is None or host.driver.release.as_version() not in SpecifierSet(advisory.driver):
-            return False
-    if advisory.gpu is not None:
-        spec = SpecifierSet(advisory.gpu)
-        if not any(Version(str(g.compute_capability)) in spec for g in host.visible_gpus):
-            return False
-    if advisory.platform is not None and advisory.platform != host.system:
-        return False
-    return True

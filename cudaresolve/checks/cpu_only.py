@@ -3,26 +3,24 @@ torch/lib/libtorch_cuda.so (data/torch.toml), so such a torch never uses the GPU
 rows (x86_64's) name a CUDA for it. The installed wheel's RECORD tells, as the wheel's members tell
 the lock, which takes such a build only when asked.
 
-May import: checks/ (builds, findings, problems, subjects), env/, host/ and knowledge/.
+May import: checks/ (builds, findings, subjects), env/, host/ and verdicts/.
 """
 
 from __future__ import annotations
 
 from cudaresolve.checks.builds import cpu_only_default_build
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.problems import CpuOnlyBuild
 from cudaresolve.checks.subjects import subject
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import torch
+from cudaresolve.verdicts.rules import cpu_only_on_machine
 
 
 def check_cpu_only_builds(env: Environment, host: HostFacts) -> list[Finding]:
     """A warning per CPU-only default build installed for a host with a GPU or a driver."""
-    if not host.gpus and host.driver.release is None:
-        return []
     machine = env.loader.machine
     return [
-        Finding(Check.ENVIRONMENT, Severity.WARNING, subject(env, dist.name), CpuOnlyBuild(machine, torch.cuda_member()))
-        for dist in env.distributions if cpu_only_default_build(dist, machine)
+        Finding(Check.ENVIRONMENT, Severity.WARNING, subject(env, dist.name), verdict)
+        for dist in env.distributions
+        if cpu_only_default_build(dist, machine) and (verdict := cpu_only_on_machine(machine, host)) is not None
     ]

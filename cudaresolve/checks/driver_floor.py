@@ -7,7 +7,7 @@ env/, host/ and knowledge/; the findings are values, output/ words them.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
@@ -21,14 +21,14 @@ from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.floors import applicable_requirements
 from cudaresolve.checks.metadata import versioned_needs
-from cudaresolve.checks.problems import DriverTooOld, MinorVersionCompatibility
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.checks.suggest import other_route, own_runtime_fix, torch_variant_fix
-from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components, toolkit_pins, toolkits
 from cudaresolve.knowledge.wheel_facts import Wheel
+from cudaresolve.verdicts.records import DriverTooOld, MinorCompat
+from cudaresolve.verdicts.rules import driver_too_old, minor_compat
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 
@@ -38,23 +38,24 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
     driver = host.driver
     if driver.release is None and driver.cuda is None:
         return []
-    verdicts = {}
+    verdicts: dict[str, tuple[CudaBuild, Union[DriverTooOld, MinorCompat]]] = {}
     for build in builds:
-        verdict = driver_verdict(build.cuda, driver.release, driver.cuda)
-        if verdict != "native":
+        verdict = driver_too_old(build.cuda, driver) or minor_compat(build.cuda, driver)
+        if verdict is not None:
             verdicts[build.dist] = (build, verdict)
-    errors = {dist for dist, (_, verdict) in verdicts.items() if verdict is None}
+    errors = {dist for dist, (_, verdict) in verdicts.items() if isinstance(verdict, DriverTooOld)}
     findings = []
-    for severity, failing in ((Severity.ERROR, errors), (Severity.WARNING, set(verdicts) - errors)):
+    for failing in (errors, set(verdicts) - errors):
         for dist, folded in sorted(fold_into_requirers(env, failing).items()):
             family = following_torch(folded)
-            findings.append(_finding(env, verdicts[dist][0], severity,
-                                     [verdicts[d][0] for d in sorted(folded - family)], host, tuple(sorted(family))))
+            build, verdict = verdicts[dist]
+            findings.append(_finding(env, build, verdict, [verdicts[d][0] for d in sorted(folded - family)], host,
+                                     tuple(sorted(family))))
     return findings
 
 
-def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencies: list[CudaBuild], host: HostFacts,
-             family: tuple[str, ...] = ()) -> Finding:
+def _finding(env: Environment, build: CudaBuild, verdict: Union[DriverTooOld, MinorCompat], dependencies: list[CudaBuild],
+             host: HostFacts, family: tuple[str, ...] = ()) -> Finding:
     driver = host.driver
     about = Subject(distribution=NormalizedName(build.dist), version=Version(build.version))
     evidence: tuple[e.Evidence, ...] = (e.BuiltWith(build.evidence),)
@@ -67,7 +68,7 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
         evidence += (e.DependenciesFailToo(tuple(d.dist for d in dependencies)),)
     if family:
         evidence += (e.FamilyFailsToo(family),)
-    if severity == Severity.WARNING:
+    if isinstance(verdict, MinorCompat):
         needed = toolkits.get(build.cuda) if build.cuda.minor is not None else None
         fixes: list[f.Fix] = [f.Explained(f.DriverUpgrade(needed.ga_driver), f.ForNativeSupport())] if needed else []
         # the folded dependencies too: pinning only the package would leave them newer than the driver
@@ -76,14 +77,10 @@ def _finding(env: Environment, build: CudaBuild, severity: Severity, dependencie
         if requirements:
             fixes.append(f.Explained(f.PipInstall(requirements), f.PinToDriverCuda(len(requirements))))
         return Finding(
-            Check.DRIVER_FLOOR, Severity.WARNING, about, MinorVersionCompatibility(build.cuda, driver.cuda), evidence,
+            Check.DRIVER_FLOOR, Severity.WARNING, about, verdict, evidence,
             (fixes[0] if len(fixes) == 1 else f.Alternatives(tuple(fixes))) if fixes else None,
         )
-    floor = toolkits.family_floor(build.cuda)
-    return Finding(
-        Check.DRIVER_FLOOR, Severity.ERROR, about, DriverTooOld(build.cuda, floor, driver.release, driver.cuda), evidence,
-        _error_fix(env, build, host, floor),
-    )
+    return Finding(Check.DRIVER_FLOOR, Severity.ERROR, about, verdict, evidence, _error_fix(env, build, host, verdict.floor))
 
 
 def _error_fix(env: Environment, build: CudaBuild, host: HostFacts, floor: Optional[DriverRelease]) -> f.Fix:

@@ -1,11 +1,12 @@
 """What a finding says is wrong: one frozen dataclass per kind of problem, its facts as fields.
 
+Whether a build fits the host is a verdict (verdicts/records.py), carried here as the problem it is.
 A check builds one of these; output/findings.py words it (one renderer per type), and a reader
 of findings (the resolver, a test, a JSON consumer) recognises a problem by its type and fields,
 never by a sentence. Texts kept here are other programs' words, carried as they were said: glibc's
 message for a binding failure, a table's symptom or feature name, a reader's reason.
 
-May import: the value types (versions, arch, binary.facts), checks/subjects.py, packaging; nothing that judges.
+May import: the value types (versions, arch, binary.facts), verdicts/records, checks/subjects.py, packaging; nothing that judges.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from packaging.version import Version
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.binary.facts import DeviceCodeSkip
 from cudaresolve.checks.subjects import Subject
+from cudaresolve.verdicts.records import BelowPackageFloor as BelowPackageFloor
+from cudaresolve.verdicts.records import CpuOnly as CpuOnly
+from cudaresolve.verdicts.records import DriverTooOld as DriverTooOld
+from cudaresolve.verdicts.records import KnownBadRelease as KnownBadRelease
+from cudaresolve.verdicts.records import MinorCompat as MinorCompat
+from cudaresolve.verdicts.records import SbsaOnJetson as SbsaOnJetson
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 # -- environment ----------------------------------------------------------------------------------
@@ -160,15 +167,6 @@ class PluginHostMismatch:
 
 
 @dataclass(frozen=True)
-class CpuOnlyBuild:
-    """A framework's default build that is CPU-only on this machine (torch 2.10.0 for aarch64): its
-    wheel lacks the member every CUDA build carries, so it never uses the host's GPU."""
-
-    machine: str
-    missing: str  # "torch/lib/libtorch_cuda.so"
-
-
-@dataclass(frozen=True)
 class UnusedBridge:
     """An extension binding another distribution's symbols without linking it, that distribution absent."""
 
@@ -255,24 +253,6 @@ class OptInUnavailable:
 
     feature: str  # as data/components.toml names it
     cc: ComputeCapability
-
-
-@dataclass(frozen=True)
-class DriverTooOld:
-    """A package built for a CUDA major the driver does not run."""
-
-    cuda: CudaVersion
-    floor: Optional[DriverRelease]  # the lowest driver that runs the major; None when the table has none
-    driver: Optional[DriverRelease]
-    driver_cuda: Optional[CudaVersion]
-
-
-@dataclass(frozen=True)
-class MinorVersionCompatibility:
-    """A package built for a newer CUDA minor than the driver's: it runs, with limits."""
-
-    cuda: CudaVersion
-    driver_cuda: Optional[CudaVersion]
 
 
 @dataclass(frozen=True)
@@ -374,14 +354,6 @@ class DlsymFunctionsMissing:
 
 
 @dataclass(frozen=True)
-class KnownBadRelease:
-    """An installed version matching data/advisories.toml; `advisory` is its id."""
-
-    advisory: str
-    symptom: str  # as the table words it
-
-
-@dataclass(frozen=True)
 class MetadataAdmitsOlder:
     """A dependency the metadata leaves open below what the package's binaries bind."""
 
@@ -412,9 +384,9 @@ class BelowBuildFloor:
 Problem = Union[
     Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, DeviceCodeSkipped, NoSectionHeaders,
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
-    PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnlyBuild, UnusedBridge, Shadowed,
+    PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnly, UnusedBridge, Shadowed,
     DuplicateBuilds, PrivateCopies, NoKernelImage,
-    OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
+    OptInUnavailable, DriverTooOld, MinorCompat, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
-    OwnedTwice,
+    OwnedTwice, SbsaOnJetson, BelowPackageFloor,
 ]

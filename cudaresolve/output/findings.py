@@ -6,7 +6,7 @@ finding's JSON (today's text keys and the typed fields they are made from).
 whose `type` names the dataclass (docs/doctor.md).
 
 May import: checks/ (the finding types; the judge is imported with them, but never called),
-output/fixes.py and the value types; never the doctor's edge.
+output/fixes.py, output/verdicts.py (a verdict's words) and the value types; never the doctor's edge.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from cudaresolve.checks.subjects import Subject
 from cudaresolve.compat import Verdict
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.output.inspect import skipped_because
+from cudaresolve.output.verdicts import words
 
 UNOWNED = "(unowned files)"  # what findings call files no distribution's RECORD lists
 SEVERITY_ORDER = tuple(severity.value for severity in SEVERITIES)
@@ -260,9 +261,7 @@ def host_has(driver: object, cuda: object) -> str:
 
 
 def _driver_too_old(problem: p.DriverTooOld) -> str:
-    return (f"built for CUDA {problem.cuda}, which needs a driver >= {problem.floor}; "
-            f"{host_has(problem.driver, problem.driver_cuda)}: "
-            "\"CUDA driver version is insufficient for CUDA runtime version\"")
+    return f"built for CUDA {problem.cuda}: {words(problem)}: \"CUDA driver version is insufficient for CUDA runtime version\""
 
 
 def _device_code_skipped(problem: p.DeviceCodeSkipped) -> str:
@@ -331,8 +330,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.SymbolSkew: lambda problem: f"{_name(problem.named)}: {problem.loader_message}",
     p.FrameworkAbiMismatch: _framework_abi,
     p.PluginHostMismatch: _plugin_host,
-    p.CpuOnlyBuild: lambda problem: (f"a CPU-only build for {problem.machine} (its wheel has no {problem.missing}): "
-                                     "it does not use the host's GPU"),
+    p.CpuOnly: lambda problem: f"{words(problem)}: it does not use the host's GPU",
     p.UnusedBridge: lambda problem: (f"bridge unused: {_name(problem.consumer)} binds {len(problem.symbols)} symbols "
                                      f"of {problem.provider}, which is not installed; it is imported only with "
                                      f"{problem.provider}"),
@@ -343,9 +341,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.OptInUnavailable: lambda problem: (f"opt-in feature unavailable on compute capability {problem.cc}: "
                                          f"{problem.feature} has no kernel image for it"),
     p.DriverTooOld: _driver_too_old,
-    p.MinorVersionCompatibility: lambda problem: (
-        f"built for CUDA {problem.cuda}, newer than the driver's CUDA {problem.driver_cuda or '?'}: runs under "
-        "minor-version compatibility (PTX from the newer toolkit cannot be JIT-compiled)"),
+    p.MinorCompat: lambda problem: f"{words(problem)} (PTX from the newer toolkit cannot be JIT-compiled)",
     p.MixedMajors: lambda problem: (f"packages need different CUDA majors ({', '.join(map(str, problem.majors))}); "
                                     "two CUDA runtimes in one process do not share contexts, memory or streams"),
     p.CompanionMajors: lambda problem: (f"links CUDA {', '.join(map(str, problem.needs))} libraries, but the "
@@ -354,7 +350,9 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
         f"its import loads CUDA {problem.picked_major} builds of {', '.join(problem.sonames)} "
         f"({', '.join(f'{w.name} {w.version}' for w in problem.wheels)}), which its CUDA {problem.major} build "
         f"links: its own search for CUDA libraries finds them first, and its libraries bind them"),
-    p.KnownBadRelease: lambda problem: f"known problem {problem.advisory}: {problem.symptom}",
+    p.KnownBadRelease: words,
+    p.SbsaOnJetson: words,
+    p.BelowPackageFloor: words,
     p.MetadataAdmitsOlder: _metadata_admits_older,
     p.BelowBuildFloor: _below_build_floor,
     p.CompilerCannotTargetGpu: _compiler_cannot_target,

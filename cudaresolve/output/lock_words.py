@@ -14,14 +14,15 @@ from typing import Optional, Sequence
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from cudaresolve.arch import Target
 from cudaresolve.output.findings import kebab, shown
 from cudaresolve.output.fixes import render_fix
+from cudaresolve.output.verdicts import on, words
 from cudaresolve.resolve.causes import Bound, Cause, Conflict, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.check import Skipped
 from cudaresolve.resolve.lock import ExtraFor, LockedPackage, PreRelease, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
     Asked,
+    BelowPackageFloor,
     BinaryNeed,
     BreaksInstalled,
     CandidateRef,
@@ -32,7 +33,6 @@ from cudaresolve.resolve.reasons import (
     ExtrasOf,
     FactsUnknown,
     Judged,
-    MajorRefusal,
     MajorRejection,
     MinorCompat,
     Need,
@@ -178,10 +178,8 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
         return "no wheel for this interpreter and platform"
     if isinstance(found, Yanked):
         return f"yanked ({found.reason or 'no reason given'}): taken only for an exact pin"
-    if isinstance(found, (DriverTooOld, ToolkitTargets)):
-        return refusal(found)
-    if isinstance(found, NoDeviceCode):
-        return f"no SASS or PTX for GPU {found.gpu} ({found.capability}){_on(found.host)}; has {span(found.sass, found.ptx)}"
+    if isinstance(found, (DriverTooOld, ToolkitTargets, NoDeviceCode, SbsaOnJetson, BelowPackageFloor)):
+        return words(found)
     if isinstance(found, ShadowsConda):
         wheel = of.name if of else "the wheel"
         return (f"would shadow {found.soname} of {found.package}: pip must not replace conda's library; update it "
@@ -190,19 +188,15 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
         return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
     if isinstance(found, CpuOnly):
         if found.machine:
-            return (f"a CPU-only build for {found.machine} (its wheel has no {found.missing}); the host has a GPU "
-                    f"(taken only with --cpu): a build with CUDA for {found.machine} is a newer release or the PyTorch variant index's")
-        return "a CPU-only build; the host has a GPU (taken only for an exact pin of it or --cpu)"
-    if isinstance(found, SbsaOnJetson):
-        return (f"a server-Arm (SBSA) CUDA build; {found.host or 'the host'} is a Jetson (tegra), which runs the CUDA of "
-                "its JetPack release: install the JetPack wheels NVIDIA publishes for your JetPack release")
+            return (f"{words(found)}; the host has a GPU (taken only with --cpu): a build with CUDA for {found.machine} "
+                    "is a newer release or the PyTorch variant index's")
+        return f"{words(found)}; the host has a GPU (taken only for an exact pin of it or --cpu)"
     if isinstance(found, FactsUnknown):
         return f"its binaries are not known (no table row) and its wheel could not be read: {found.why}"
     if isinstance(found, NoExtra):
         return f"has no extra [{found.extra}]"
     if isinstance(found, MinorCompat):
-        have = f"driver {found.driver}" if found.driver else f"the driver's CUDA {found.driver_cuda}"
-        return f"CUDA {found.cuda} runs on {have} only by minor-version compatibility, which the doctor warns about{_on(found.host)}"
+        return f"{words(found)}, which the doctor warns about"
     if isinstance(found, BreaksInstalled):
         consumer = installed_consumer(RequiredBy(found.consumer, found.extra, installed=True))
         return f"needs {found.requirement}, and {consumer} needs {found.need}: no release fits both"
@@ -217,29 +211,6 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     return f"not needed: {label} runs here and fits every requirement"
 
 
-def refusal(found: MajorRefusal) -> str:
-    """Why a host cannot run a CUDA build or major."""
-    if isinstance(found, ToolkitTargets):
-        return f"CUDA {found.toolkit} builds no code for GPU {found.gpu} ({found.capability}){_on(found.host)}"
-    have = f"driver {found.driver}" if found.driver else f"the driver's CUDA {found.driver_cuda}"
-    if found.floor:
-        return f"{have} < {found.floor} (CUDA {found.cuda.major}.x floor){_on(found.host)}"
-    return f"{have} cannot run CUDA {found.cuda}{_on(found.host)}"
-
-
-def _on(host: Optional[str]) -> str:
-    return f" on {host}" if host else ""
-
-
-def span(sass: Sequence[Target], ptx: Sequence[Target]) -> str:
-    """`sm_75..sm_120` (+ `compute_120` PTX): the range of device code, short enough for one line."""
-    targets = sorted(sass, key=lambda t: t.cc)
-    text = f"{targets[0]}..{targets[-1]}" if len(targets) > 1 else (str(targets[0]) if targets else "no SASS")
-    if ptx:
-        text += " + PTX " + ", ".join(sorted({str(t) for t in ptx}))
-    return text
-
-
 # -- no set fits -----------------------------------------------------------------------------------
 
 
@@ -249,7 +220,7 @@ def no_solution(failed: NoSolution, *, whole: bool = False) -> str:
     differently), each naming at most MAX_REASONS candidates set aside. Lines wrap at WIDTH (at
     spaces, so no name is split) within MAX_LINES in all, the first lines whole and the rest
     counted; `whole`: every line unwrapped, every candidate set aside named (--explain, --json)."""
-    first = [f"CUDA {r.major} is not tried: {refusal(r.evidence)}" for r in failed.untried]
+    first = [f"CUDA {r.major} is not tried: {words(r.evidence)}" for r in failed.untried]
     if failed.conflict:
         first.insert(0, fleet_conflict(failed.conflict))
     major = len(failed.attempts) > 1
@@ -328,7 +299,7 @@ def cause(found: Cause, *, whole: bool = True) -> str:
         return f"no release of {found.name} fits {which}: {sides}" + "".join(f" under {constraint(c)}" for c in found.constraints)
     if isinstance(found, Refused):
         text = shown(found.finding)
-        return f"{text.subject}: {text.message}{_on(found.host)}" + (f"; fix: {text.fix}" if text.fix else "")
+        return f"{text.subject}: {text.message}{on(found.host)}" + (f"; fix: {text.fix}" if text.fix else "")
     if isinstance(found, GaveUp):
         return f"gave up after {found.sets} sets refused by the checks; the last: {shown(found.last).message}"
     assert isinstance(found, TooDeep)
@@ -392,7 +363,7 @@ def constraint(need: Need) -> str:
 def fleet_conflict(conflict: FleetConflict) -> str:
     parts = []
     for host in conflict.hosts:
-        why = "; ".join(f"not {r.major}: {refusal(r.evidence)}" for r in host.refused)
+        why = "; ".join(f"not {r.major}: {words(r.evidence)}" for r in host.refused)
         parts.append(f"{host.host} runs CUDA {', '.join(map(str, host.runs)) or 'no major'} ({why})")
     return "no CUDA major runs on every host: " + "; ".join(parts)
 

@@ -29,7 +29,7 @@ from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import components, toolkit_pins, torch, wheel_facts
 from cudaresolve.resolve.conda import CondaProvider
-from cudaresolve.resolve.fit import jetson_rejection, rejection
+from cudaresolve.resolve.fit import floor_rejection, jetson_rejection, rejection
 from cudaresolve.resolve.reasons import (
     CandidateRef,
     CpuOnly,
@@ -312,9 +312,12 @@ class CandidateFinder:
 def release_rejection(
     name: str, version: Version, build: Optional[CudaBuild], hosts: Sequence[tuple[str, HostFacts]], machine: str
 ) -> Optional[DoesNotRun]:
-    """Why a release's build cannot run on one of `hosts`: its CUDA against each driver and, for
-    torch, the arch list data/torch.toml gives its build against every GPU. None when it runs, or
+    """Why a release's build cannot run on one of `hosts`: its package floor and its CUDA against each
+    driver and, for torch, the arch list data/torch.toml gives its build against every GPU. None when it runs, or
     when its build is unknown. The resolver prunes with it and `lock --check` judges with it."""
+    floor = floor_rejection(name, version, hosts)
+    if floor is not None:
+        return floor
     if build is None:
         return None
     jetson = jetson_rejection(name, build.cuda, hosts)

@@ -1,29 +1,23 @@
 """Does one build (a CUDA version and the device code it carries) run on every host? The resolver's
-cheap early pruning, with the same pure functions the doctor's checks use (`compat.driver_verdict`,
-`compat.can_run`), so a variant pruned here is one the judge would have refused. The answers are
-evidence records (resolve/reasons.py); output/ words them.
+cheap early pruning, with the rules the doctor's checks use (verdicts/rules.py), so a variant pruned
+here is one the judge would have refused. The answers are verdicts; output/ words them.
 
-May import: arch, compat, host facts, knowledge/ (components, toolkits), versions, resolve/reasons.py and causes.py.
+May import: arch, host facts, knowledge/toolkits, versions, verdicts/, resolve/reasons.py and causes.py.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from cudaresolve.arch import PtxTarget, Target
-from cudaresolve.compat import can_run, driver_verdict
-from cudaresolve.host.facts import Driver, HostFacts
-from cudaresolve.knowledge import components, toolkits
+from packaging.version import Version
+
+from cudaresolve.arch import PtxTarget
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.knowledge import toolkits
 from cudaresolve.resolve.causes import FleetConflict, HostMajors
-from cudaresolve.resolve.reasons import (
-    DoesNotRun,
-    DriverTooOld,
-    MajorRefusal,
-    MajorRejection,
-    NoDeviceCode,
-    SbsaOnJetson,
-    ToolkitTargets,
-)
+from cudaresolve.resolve.reasons import DoesNotRun, MajorRefusal, MajorRejection
+from cudaresolve.verdicts.records import BelowPackageFloor, SbsaOnJetson
+from cudaresolve.verdicts.rules import below_package_floor, driver_too_old, no_device_code, sbsa_on_jetson, toolkit_targets
 from cudaresolve.versions import CudaVersion
 
 
@@ -39,44 +33,30 @@ def rejection(
     hosts = list(hosts)
     for label, host in hosts:
         where = label if len(hosts) > 1 else None
-        driver = host.driver
-        if cuda is not None and (driver.release or driver.cuda):
-            if driver_verdict(cuda, driver.release, driver.cuda) is None:
-                return _too_old(cuda, driver, where)
-        if not sass and not ptx:
-            continue
+        too_old = driver_too_old(cuda, host.driver, where) if cuda is not None else None
+        if too_old is not None:
+            return too_old
         for number, gpu in enumerate(host.visible_gpus):
-            verdict = can_run(gpu.compute_capability, sass, ptx, driver=driver.release)
-            if not verdict.runs:
-                index = gpu.index if gpu.index is not None else number
-                return NoDeviceCode(
-                    index, gpu.compute_capability, tuple(Target.parse(t) for t in sass),
-                    tuple(Target.parse(t) for t in sorted({p.target for p in ptx})), where,
-                )
+            index = gpu.index if gpu.index is not None else number
+            missing = no_device_code(index, gpu.compute_capability, sass, ptx, host.driver, where)
+            if missing is not None:
+                return missing
     return None
 
 
 def jetson_rejection(name: str, cuda: CudaVersion, hosts: Iterable[tuple[str, HostFacts]]) -> Optional[SbsaOnJetson]:
-    """A CUDA build of `name` (built with `cuda`) whose aarch64 wheels are server-Arm (SBSA) builds,
-    for a Jetson (tegra) host among `hosts`: Jetson runs its JetPack release's CUDA, not SBSA's."""
+    """A CUDA build of `name` whose aarch64 wheels are server-Arm (SBSA) builds, for a Jetson (tegra)
+    host among `hosts`."""
     hosts = list(hosts)
-    if not components.sbsa_build(name):
-        return None
-    for label, host in hosts:
-        if host.tegra:
-            return SbsaOnJetson(cuda, label if len(hosts) > 1 else None)
-    return None
+    return next((found for label, host in hosts
+                 if (found := sbsa_on_jetson(name, cuda, host, label if len(hosts) > 1 else None))), None)
 
 
-def _too_old(cuda: CudaVersion, driver: Driver, host: Optional[str]) -> DriverTooOld:
-    floor = toolkits.family_floor(cuda)
-    return DriverTooOld(
-        cuda=cuda,
-        driver=driver.release,
-        driver_cuda=driver.cuda,
-        floor=floor,
-        host=host,
-    )
+def floor_rejection(name: str, version: Version, hosts: Iterable[tuple[str, HostFacts]]) -> Optional[BelowPackageFloor]:
+    """A release whose package floor is above the driver of a host among `hosts`."""
+    hosts = list(hosts)
+    return next((found for label, host in hosts
+                 if (found := below_package_floor(name, version, host.driver, label if len(hosts) > 1 else None))), None)
 
 
 def environment_majors(hosts: Iterable[tuple[str, HostFacts]]) -> tuple[int, ...]:
@@ -106,17 +86,7 @@ def known_majors() -> tuple[int, ...]:
 
 def major_rejection(major: int, host: HostFacts, label: Optional[str] = None) -> Optional[MajorRefusal]:
     """Why an environment of CUDA `major` cannot run on `host` (called `label` in a fleet); None when it can."""
-    driver = host.driver
-    if (driver.release or driver.cuda) and driver_verdict(CudaVersion(major), driver.release, driver.cuda) is None:
-        return _too_old(CudaVersion(major), driver, label)
-    newest = [t for t in toolkits.known() if t.major == major and t.sass_targets][-1:]
-    if not newest:
-        return None
-    for number, gpu in enumerate(host.visible_gpus):
-        if not can_run(gpu.compute_capability, newest[0].sass_targets).runs:
-            index = gpu.index if gpu.index is not None else number
-            return ToolkitTargets(newest[0].version, index, gpu.compute_capability, label)
-    return None
+    return driver_too_old(CudaVersion(major), host.driver, label) or toolkit_targets(major, host, label)
 
 
 def fleet_conflict(hosts: Sequence[tuple[str, HostFacts]]) -> Optional[FleetConflict]:

@@ -1,12 +1,13 @@
 """The resolver's vocabulary: a candidate, why one was set aside, and where a requirement came from.
+Why a build does not fit a host is a verdict (verdicts/records.py), which a rejection carries as is.
 
 What `lock --explain`, `why`, the JSON report, pylock.toml's [tool.cudaresolve] and a refusal say is
 built from these values; the sentences are made in output/ (output/lock_words.py), the lock file
 stores the values (lockfile/) and reads them back validated. Each kind of evidence and of origin is
 its own frozen dataclass, named by a stable `kind` string the files use.
 
-Pure data. May import: packaging, the value types (arch.py, versions.py), the judge's Finding
-(checks/findings.py).
+Pure data. May import: packaging, the value types (arch.py, versions.py), the verdicts, the judge's
+Finding (checks/findings.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ from packaging.requirements import Requirement
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
-from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.checks.findings import Finding
-from cudaresolve.versions import CudaVersion, DriverRelease
+from cudaresolve.verdicts.records import BelowPackageFloor as BelowPackageFloor
+from cudaresolve.verdicts.records import CpuOnly as CpuOnly
+from cudaresolve.verdicts.records import DriverTooOld as DriverTooOld
+from cudaresolve.verdicts.records import MinorCompat as MinorCompat
+from cudaresolve.verdicts.records import NoDeviceCode as NoDeviceCode
+from cudaresolve.verdicts.records import Rule as Rule
+from cudaresolve.verdicts.records import SbsaOnJetson as SbsaOnJetson
+from cudaresolve.verdicts.records import ToolkitTargets as ToolkitTargets
+from cudaresolve.versions import CudaVersion
 
 
 @dataclass(frozen=True)
@@ -33,31 +41,6 @@ class CandidateRef:
 
 
 # -- why a candidate was set aside ------------------------------------------------------------------
-
-
-class Rule(enum.Enum):
-    """The rule that set a candidate aside; the value is what files and JSON say."""
-
-    SDIST_ONLY = "sdist-only"
-    NO_BINARY = "no-binary"
-    REQUIRES_PYTHON = "requires-python"
-    NO_WHEEL = "no-wheel"
-    YANKED = "yanked"
-    DRIVER = "driver"
-    DEVICE_CODE = "device-code"
-    TOOLKIT_TARGETS = "toolkit-targets"
-    CONDA_SHADOW = "conda-shadow"
-    OTHER_MAJOR = "other-major"
-    JUDGE = "judge"
-    OLDER_CUDA = "older-cuda"
-    NOT_NEEDED = "not-needed"
-    PRE_RELEASE = "pre-release"
-    CPU_ONLY = "cpu-only"
-    NO_EXTRA = "no-extra"
-    MINOR_COMPAT = "minor-compat"
-    BREAKS_INSTALLED = "breaks-installed"
-    SBSA_ON_JETSON = "sbsa-on-jetson"
-    FACTS_UNKNOWN = "facts-unknown"
 
 
 @dataclass(frozen=True)
@@ -97,41 +80,6 @@ class Yanked:
 
     rule: ClassVar[Rule] = Rule.YANKED
     reason: str = ""  # the index's words; "" when it gives none
-
-
-@dataclass(frozen=True)
-class DriverTooOld:
-    """The host's driver cannot run code built with `cuda` (a build's CUDA, or a major alone)."""
-
-    rule: ClassVar[Rule] = Rule.DRIVER
-    cuda: CudaVersion
-    driver: Optional[DriverRelease]  # the release, when the host states it
-    driver_cuda: Optional[CudaVersion]  # the CUDA version the driver supports, when the host states it
-    floor: Optional[DriverRelease]  # the lowest driver of `cuda`'s major, when the table knows it
-    host: Optional[str] = None  # the host's label, when a fleet is judged
-
-
-@dataclass(frozen=True)
-class NoDeviceCode:
-    """A build carries no SASS or PTX a GPU of the host can run."""
-
-    rule: ClassVar[Rule] = Rule.DEVICE_CODE
-    gpu: int  # the GPU's index on its host
-    capability: ComputeCapability
-    sass: tuple[Target, ...]  # what the build has: sm_75 ...
-    ptx: tuple[Target, ...]  # compute_120 ...
-    host: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class ToolkitTargets:
-    """A CUDA major's newest toolkit builds no code for a GPU (CUDA 13 for Pascal)."""
-
-    rule: ClassVar[Rule] = Rule.TOOLKIT_TARGETS
-    toolkit: CudaVersion
-    gpu: int
-    capability: ComputeCapability
-    host: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -192,36 +140,12 @@ class PreReleaseNotAllowed:
 
 
 @dataclass(frozen=True)
-class CpuOnly:
-    """A CPU-only build of a CUDA-capable family for hosts with a GPU or a driver: by its local label
-    (torch 2.8.0+cpu), or by its wheel's members on a machine (the registry's aarch64 torch 2.10.0
-    has no torch/lib/libtorch_cuda.so). Taken only when asked, by an exact pin of that build or `--cpu`."""
-
-    rule: ClassVar[Rule] = Rule.CPU_ONLY
-    label: str  # the build's local label: "cpu"; "" for a default build CPU-only on its machine
-    machine: Optional[str] = None  # the machine whose wheel is CPU-only though its release has a CUDA default build
-    missing: Optional[str] = None  # the member every CUDA build carries, absent from that wheel
-
-
-@dataclass(frozen=True)
 class NoExtra:
     """The release does not provide an extra it was asked with (its metadata neither declares it in
     Provides-Extra nor names it in a Requires-Dist marker)."""
 
     rule: ClassVar[Rule] = Rule.NO_EXTRA
     extra: str  # as asked, normalised: "cuda12"
-
-
-@dataclass(frozen=True)
-class MinorCompat:
-    """A newer release or build that a host's driver runs only by minor-version compatibility,
-    which the doctor warns about (and `--strict` fails on): one it runs natively was preferred."""
-
-    rule: ClassVar[Rule] = Rule.MINOR_COMPAT
-    cuda: CudaVersion  # the build's CUDA: 13.2
-    driver: Optional[DriverRelease]
-    driver_cuda: Optional[CudaVersion]
-    host: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -238,16 +162,6 @@ class BreaksInstalled:
 
 
 @dataclass(frozen=True)
-class SbsaOnJetson:
-    """A server-Arm (SBSA) CUDA build (data/components.toml [sbsa_builds]) for a Jetson (tegra) host,
-    whose CUDA is its JetPack release's: what works there is the JetPack wheels NVIDIA publishes."""
-
-    rule: ClassVar[Rule] = Rule.SBSA_ON_JETSON
-    cuda: CudaVersion  # the build's CUDA (a major alone when only that is known)
-    host: Optional[str] = None
-
-
-@dataclass(frozen=True)
 class FactsUnknown:
     """A release whose binary facts a rule needs (its device code for a stated GPU, the runtime it
     carries, what it binds) that no table row gives and whose wheel could not be read (--offline and
@@ -260,10 +174,10 @@ class FactsUnknown:
 Evidence = Union[
     SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
     OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra, MinorCompat, BreaksInstalled,
-    SbsaOnJetson, FactsUnknown,
+    SbsaOnJetson, FactsUnknown, BelowPackageFloor,
 ]
 EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
-DoesNotRun = Union[DriverTooOld, NoDeviceCode, SbsaOnJetson]  # a build against a host's driver, GPUs and CUDA
+DoesNotRun = Union[DriverTooOld, NoDeviceCode, SbsaOnJetson, BelowPackageFloor]  # a build against a host's driver, GPUs and CUDA
 MajorRefusal = Union[DriverTooOld, ToolkitTargets]  # a CUDA major against a host
 
 
