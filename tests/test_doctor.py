@@ -296,7 +296,7 @@ def test_torch_on_an_rtx_4090_with_driver_550_needs_a_newer_driver(torch_python,
     assert error["check"] == "driver-floor"
     assert error["subject"] == "torch 2.14.1"
     assert error["message"] == (
-        "built for CUDA 13.0, which needs a driver >= 580.65.06; host has driver 550.144.03, CUDA 12.4: "
+        "built for CUDA 13.0: driver 550.144.03 < 580.65.06 (CUDA 13.x floor): "
         '"CUDA driver version is insufficient for CUDA runtime version"'
     )
     assert error["evidence"][:2] == [
@@ -484,7 +484,7 @@ def test_onnxruntime_gpu_cuda_provider_is_judged_in_full(cuda_venv, capsys, driv
     if errors:
         floors = {f["subject"]: f for f in report["findings"] if f["check"] == "driver-floor"}
         ort = floors["onnxruntime-gpu 1.31.1"]
-        assert ort["message"].startswith("built for CUDA 13, which needs a driver >= 580.65.06")
+        assert ort["message"].startswith("built for CUDA 13: driver 575.57.08 < 580.65.06 (CUDA 13.x floor)")
         assert ort["evidence"][0] == ("onnxruntime-gpu 1.31.1 is a CUDA 13 build: libonnxruntime_providers_cuda.so "
                                       "links libcublasLt.so.13")
         assert floors["nvidia-cublas 13.1.1.3"]["fix"] == (

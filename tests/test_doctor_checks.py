@@ -154,7 +154,7 @@ def test_driver_floor_minor_version_compat_is_a_warning():
             "driver-floor",
             "warning",
             "torch 2.8.0",
-            "built for CUDA 12.8, newer than the driver's CUDA 12.4: runs under minor-version compatibility "
+            "CUDA 12.8 runs on driver 550.144.03 only by minor-version compatibility "
             "(PTX from the newer toolkit cannot be JIT-compiled)",
             ("torch 2.8.0 is the PyPI build, built with CUDA 12.8", "host has driver 550.144.03, CUDA 12.4"),
             "upgrade the driver to >= 570.26 for native support",
@@ -205,7 +205,7 @@ def test_a_package_the_tables_do_not_know_is_a_cuda_build_of_the_libraries_its_b
     assert build.evidence == "onnxruntime-gpu 1.31.0 is a CUDA 13 build: libonnxruntime_providers_cuda.so links libcublas.so.13"
     [floor] = driver_floor(env, host("575.57.08"))
     assert (floor.severity, floor.subject) == ("error", "onnxruntime-gpu 1.31.0")
-    assert floor.message.startswith("built for CUDA 13, which needs a driver >= 580.65.06")
+    assert floor.message.startswith("built for CUDA 13: driver 575.57.08 < 580.65.06 (CUDA 13.x floor)")
     assert driver_floor(env, host("580.65.06")) == []
     # linking two majors, the package is left undecided
     both = replace(provider, facts=replace(provider.facts, needed=("libcublas.so.13", "libcudart.so.12")))
@@ -250,7 +250,7 @@ def test_driver_floor_cu121_on_driver_470_is_an_error_naming_a_variant_the_drive
             "driver-floor",
             "error",
             "torch 2.1.0+cu121",
-            "built for CUDA 12.1, which needs a driver >= 525.60.13; host has driver 470.82.01, CUDA 11.4: "
+            "built for CUDA 12.1: driver 470.82.01 < 525.60.13 (CUDA 12.x floor): "
             + INSUFFICIENT,
             ("torch 2.1.0+cu121 is +cu121, built with CUDA 12.1", "host has driver 470.82.01, CUDA 11.4"),
             "upgrade the driver to >= 525.60.13, or install the cu118 variant: torch==2.1.0+cu118 from the "
@@ -291,9 +291,10 @@ def test_driver_floor_from_the_driver_cuda_version_alone():
     """CONDA_OVERRIDE_CUDA-style hosts: no release, only the CUDA version the driver supports."""
     env = environment(dist("nvidia-cuda-runtime-cu12", "12.8.90"), dist("nvidia-cublas", "13.1.1.3"))
     found = driver_floor(env, host(None, cuda="12.4"))
-    assert [(f.severity, f.subject, f.message.split(",")[0]) for f in sorted(found, key=report_order)] == [
-        ("error", "nvidia-cublas 13.1.1.3", "built for CUDA 13.0"),  # the cuBLAS cuda-toolkit 13.0.3.0 pins
-        ("warning", "nvidia-cuda-runtime-cu12 12.8.90", "built for CUDA 12.8"),
+    assert [(f.severity, f.subject, f.message.split(" (")[0]) for f in sorted(found, key=report_order)] == [
+        # the cuBLAS cuda-toolkit 13.0.3.0 pins
+        ("error", "nvidia-cublas 13.1.1.3", "built for CUDA 13.0: the driver's CUDA 12.4 < 580.65.06"),
+        ("warning", "nvidia-cuda-runtime-cu12 12.8.90", "CUDA 12.8 runs on the driver's CUDA 12.4 only by minor-version compatibility"),
     ]
     assert driver_floor(env, host()) == []  # nothing known about the driver: nothing to judge
 
@@ -762,7 +763,7 @@ def test_exit_codes():
 # -- rendering ---------------------------------------------------------------------------------------
 
 
-DRIVER_TOO_OLD = ("built for CUDA 13.0, which needs a driver >= 580.65.06; host has driver 550.144.03, CUDA 12.4: "
+DRIVER_TOO_OLD = ("built for CUDA 13.0: driver 550.144.03 < 580.65.06 (CUDA 13.x floor): "
                   + INSUFFICIENT)
 TWO_COPIES = ("libz.so.1 is installed by 2 distributions (a, b); at most one copy is found by the loader, the others "
               "are private copies their package loads by path")
@@ -781,8 +782,8 @@ def sample_diagnosis() -> Diagnosis:
         Finding(Check.MISSING_LIBRARY, Severity.INFO, about("nvidia-cufile", "1.15.1.6"),
                 PluginLibrariesMissing(("a",), ("b",)), (Needs("a", ("b",)),)),
         Finding(Check.DRIVER_FLOOR, Severity.ERROR, about("torch", "2.14.1"),
-                DriverTooOld(CudaVersion(13, 0), DriverRelease.parse("580.65.06"), DriverRelease.parse("550.144.03"),
-                             CudaVersion(12, 4)),
+                DriverTooOld(CudaVersion(13, 0), DriverRelease.parse("550.144.03"), CudaVersion(12, 4),
+                             DriverRelease.parse("580.65.06")),
                 (BuiltWith("e1"), BuiltWith("e2")), DriverUpgrade(DriverRelease.parse("580.65.06"))),
         Finding(Check.DUPLICATE_LIBRARY, Severity.WARNING, Subject(file="libz.so.1"),
                 PrivateCopies(("libz.so.1",), (Owner("a"), Owner("b")))),
@@ -879,8 +880,8 @@ def test_render_json_schema_1():
         "fix": "upgrade the driver to >= 580.65.06",
         "about": {"distribution": "torch", "version": "2.14.1", "conda_version": None, "conda": False, "file": None,
                   "libraries": [], "owners": [], "scope": None},
-        "problem": {"type": "driver-too-old", "cuda": "13.0", "floor": "580.65.06", "driver": "550.144.03",
-                    "driver_cuda": "12.4"},
+        "problem": {"type": "driver-too-old", "cuda": "13.0", "driver": "550.144.03", "driver_cuda": "12.4",
+                    "floor": "580.65.06", "host": None},
         "facts": [{"type": "built-with", "text": "e1"}, {"type": "built-with", "text": "e2"}],
         "remedy": {"type": "driver-upgrade", "minimum": "580.65.06"},
     }

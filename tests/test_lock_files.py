@@ -892,7 +892,7 @@ def test_a_refusal_names_the_binding_file_and_symbol_and_both_sides_of_a_conflic
     assert lock_words.evidence(passed_over, None) == (
         "CUDA 13.2 runs on driver 580.65.06 only by minor-version compatibility, which the doctor warns about")
     assert lock_words.evidence(replace(passed_over, driver=None, host="b.json"), None) == (
-        "CUDA 13.2 runs on the driver's CUDA 13.0 only by minor-version compatibility, which the doctor warns about on b.json")
+        "CUDA 13.2 runs on the driver's CUDA 13.0 only by minor-version compatibility on b.json, which the doctor warns about")
 
 
 def test_an_empty_label_is_refused_as_it_would_not_read_back_the_same(tmp_path):

@@ -323,11 +323,11 @@ def minor_version_warnings(versions: dict[str, str], host) -> list[str]:
     """The distributions the doctor's checks warn about on `host` for minor-version compatibility,
     were `versions` installed (a planned environment of their metadata)."""
     from cudaresolve.checks import judge
-    from cudaresolve.checks.problems import MinorVersionCompatibility
+    from cudaresolve.verdicts.records import MinorCompat
 
     planned = [Distribution(name, Version(version), (), "pip", f"/planned/{name}-{version}.dist-info", ()) for name, version in versions.items()]
     findings = judge(planned_environment_of(planned), host).findings
-    return sorted(str(f.subject.distribution) for f in findings if isinstance(f.problem, MinorVersionCompatibility))
+    return sorted(str(f.subject.distribution) for f in findings if isinstance(f.problem, MinorCompat))
 
 
 def plan_versions(name: str) -> list[tuple[str, str]]:

@@ -184,7 +184,7 @@ def test_lock_warp_on_driver_550_refuses_the_cuda_13_build_and_takes_the_cuda_12
     code, out, versions = lock_links("warp-lang", *DRIVER_550)
     assert code == 0, out
     assert versions["warp-lang"] == "1.12.1"
-    assert "warp-lang 1.19.0: driver-floor: built for CUDA 13.4, which needs a driver >= 580.65.06" in out
+    assert "warp-lang 1.19.0: driver-floor: built for CUDA 13.4: driver 550.144.03 < 580.65.06 (CUDA 13.x floor)" in out
 
 
 def test_lock_ale_py_on_driver_470_is_refused_naming_its_runtime_floor(lock_links):
@@ -192,7 +192,7 @@ def test_lock_ale_py_on_driver_470_is_refused_naming_its_runtime_floor(lock_link
     on driver 550 (CUDA 12 by minor-version compatibility) it is locked."""
     code, out, versions = lock_links("ale-py", *DRIVER_470)
     assert (code, versions) == (2, {}), out
-    assert "ale-py 0.12.1: driver-floor: built for CUDA 12.6, which needs a driver >= 525.60.13" in out
+    assert "ale-py 0.12.1: driver-floor: built for CUDA 12.6: driver 470.256.02 < 525.60.13 (CUDA 12.x floor)" in out
     code, out, versions = lock_links("ale-py", *DRIVER_550)
     assert code == 0 and versions["ale-py"] == "0.12.1", out
 
