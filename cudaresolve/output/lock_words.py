@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 
 from cudaresolve.output.findings import kebab, shown
 from cudaresolve.output.fixes import render_fix
-from cudaresolve.output.verdicts import on, words
+from cudaresolve.output.verdicts import on, unworded, words
 from cudaresolve.resolve.causes import Bound, Cause, Conflict, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.check import Skipped
 from cudaresolve.resolve.lock import ExtraFor, LockedPackage, PreRelease, Reason, ReasonKind
@@ -204,11 +204,15 @@ def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
         if found.finding is not None:
             return f"{found.check}: {shown(found.finding).message}"
         return f"{found.check}: {kebab(found.problem)} ({found.subject})"  # read back from a lock file
-    label = f"+{found.chosen_local}" if found.chosen_local else "the default build"
     if isinstance(found, OlderCuda):
-        return f"older CUDA than {label}, which runs here"
-    assert isinstance(found, NotNeeded)
-    return f"not needed: {label} runs here and fits every requirement"
+        return f"older CUDA than {_chosen(found.chosen_local)}, which runs here"
+    if isinstance(found, NotNeeded):
+        return f"not needed: {_chosen(found.chosen_local)} runs here and fits every requirement"
+    unworded(found)
+
+
+def _chosen(local: Optional[str]) -> str:
+    return f"+{local}" if local else "the default build"
 
 
 # -- no set fits -----------------------------------------------------------------------------------

@@ -49,14 +49,14 @@ def words(verdict: Verdict) -> str:
     if isinstance(verdict, KnownBadRelease):
         return f"known problem {verdict.advisory}: {verdict.symptom}"
     if isinstance(verdict, BelowPackageFloor):
-        return (f"{verdict.package} {verdict.version} needs driver >= {verdict.floor} (a package floor); "
-                f"{verdict.host or 'the host'} has driver {verdict.driver}")
+        return f"needs driver >= {verdict.floor} (a package floor); {verdict.host or 'the host'} has driver {verdict.driver}"
     unworded(verdict)
 
 
-def unworded(verdict: NoReturn) -> NoReturn:
-    """Reached only by a verdict type without its branch above, which mypy reports before a run does."""
-    raise AssertionError(f"a verdict without words: {verdict!r}")
+def unworded(record: NoReturn) -> NoReturn:
+    """The end of a chain of isinstance branches over a union (the verdicts here, a rejection's
+    evidence in lock_words.py): a type without its branch reaches it, which mypy reports first."""
+    raise AssertionError(f"a record without words: {record!r}")
 
 
 def driver(release: Optional[DriverRelease], cuda: Optional[CudaVersion]) -> str:

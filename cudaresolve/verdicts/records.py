@@ -11,8 +11,6 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Union
 
-from packaging.version import Version
-
 from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.versions import CudaVersion, DriverRelease
 
@@ -122,12 +120,10 @@ class KnownBadRelease:
 
 @dataclass(frozen=True)
 class BelowPackageFloor:
-    """A release that needs a newer driver than the host's (data/package_floors.toml): it fails on
-    this driver although the driver runs its CUDA."""
+    """A release (the finding's subject, the rejection's candidate) that needs a newer driver than the
+    host's (data/package_floors.toml): it fails on this driver although the driver runs its CUDA."""
 
     rule: ClassVar[Rule] = Rule.PACKAGE_FLOOR
-    package: str  # the distribution, as its row names it
-    version: Version
     floor: DriverRelease  # the lowest driver the release runs on
     driver: DriverRelease
     host: Optional[str] = None

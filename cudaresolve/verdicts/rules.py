@@ -118,4 +118,4 @@ def below_package_floor(name: str, version: Version, driver: Driver, label: Opti
     floor = package_floors.floor(name, version)
     if floor is None or driver.release is None or driver.release >= floor:
         return None
-    return BelowPackageFloor(name, version, floor, driver.release, label)
+    return BelowPackageFloor(floor, driver.release, label)
