@@ -26,6 +26,7 @@ from cudaresolve.knowledge import (
     files,
     gpus,
     own_runtime,
+    package_floors,
     toolkit_pins,
     toolkits,
     torch,
@@ -39,7 +40,8 @@ else:
     import tomli as tomllib
 
 
-TABLES = (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins, compilers, compiler_users, own_runtime)
+TABLES = (toolkits, gpus, torch, cupy, components, advisories, wheel_facts, toolkit_pins, compilers, compiler_users, own_runtime,
+          package_floors)
 NAMES = sorted(p.name for p in resources.files("cudaresolve.data").iterdir() if p.name.endswith(".toml"))
 
 
