@@ -1,8 +1,9 @@
 """`lock --check`: does a lock still fit these hosts? The lock's own rules, with nothing resolved or
-rewritten: each locked build by the same early pruning the resolver used (driver floor, arch
-coverage of every GPU), each CUDA major of the lock by the rule that chooses the environment's
-major (CUDA 13 builds no code for Pascal), and the locked distributions by the doctor's checks the
-lock judges its plan with (advisories with driver conditions, package floors): a driver downgrade
+rewritten: each locked release by the verdicts the resolver prunes with (`release_rejection`: its
+package floor, an SBSA build on a Jetson, the driver floor, arch coverage of every GPU), each CUDA
+major of the lock by the rule that chooses the environment's major (CUDA 13 builds no code for
+Pascal), and the locked distributions by the doctor's checks the lock judges its plan with
+(advisories, with their driver conditions): a driver downgrade
 or a new GPU in the fleet shows before an install does. What a host does not state (no driver, no
 GPU) is a check skipped, said, never a pass.
 A build the tables do not give (onnxruntime-gpu, warp-lang) is read from the locked wheel's own
