@@ -1,8 +1,8 @@
 """advisory: installed versions that match a known-bad release or combination in data/advisories.toml.
 
-May import: checks/ (builds, findings), env/, host/, knowledge/advisories and verdicts/ (the build and host
-conditions); the findings are values
-(the advisory's id, symptom and fix as the table words them), output/ shows them.
+May import: checks/ (builds, findings), env/, host/, knowledge/advisories and verdicts/ (an advisory's
+build and host conditions); the findings are values (the advisory's id, symptom and fix as the table
+words them), output/ shows them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """driver-floor: a package built for a CUDA newer than the driver runs natively, by minor-version
 compatibility, or not at all ("CUDA driver version is insufficient for CUDA runtime version").
 
-May import: checks/ (builds, dependencies, floors, metadata, releases, suggestions, findings), compat,
-env/, host/ and knowledge/; the findings are values, output/ words them.
+The verdict is verdicts/rules.py's, the lock's too; this check folds dependencies and adds the fix.
+
+May import: checks/ (builds, dependencies, floors, metadata, releases, suggestions, findings), env/,
+host/, knowledge/ and verdicts/; the findings are values, output/ words them.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ installed distribution kept as it is.
 set aside and why, as Rejection records (requires-python and tags are the index's business; here:
 yanked, a build that does not run on a host, an sdist that is not locked).
 
-May import: arch, checks/builds (which CUDA a release is built for), compat, env distributions, host
-facts, index/, knowledge/ (components, toolkit_pins, torch, wheel_facts), versions, resolve/ (conda, fit, reasons).
+May import: arch, checks/builds (which CUDA a release is built for), env distributions, host facts,
+index/, knowledge/ (components, toolkit_pins, torch, wheel_facts), verdicts/rules, versions, resolve/
+(conda, fit, reasons).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from packaging.version import Version
 
 from cudaresolve.arch import PtxTarget
 from cudaresolve.checks.builds import CudaBuild, component_builds, cpu_only_default_build, framework_build
-from cudaresolve.compat import driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, wheel_tags
@@ -43,6 +43,7 @@ from cudaresolve.resolve.reasons import (
     SdistOnly,
     Yanked,
 )
+from cudaresolve.verdicts.rules import minor_compat
 from cudaresolve.versions import CudaVersion
 
 
@@ -292,11 +293,8 @@ class CandidateFinder:
         cuda = candidate.build.cuda if candidate.build else toolkit_pins.release_cuda(candidate.name, str(candidate.version))
         if cuda is None:
             return None
-        for label, host in self.hosts:
-            driver = host.driver
-            if driver_verdict(cuda, driver.release, driver.cuda) == "minor-compat":
-                return MinorCompat(cuda, driver.release, driver.cuda, label if len(self.hosts) > 1 else None)
-        return None
+        return next((found for label, host in self.hosts
+                     if (found := minor_compat(cuda, host.driver, label if len(self.hosts) > 1 else None))), None)
 
     def _cpu_set_aside(self, candidate: Candidate) -> Optional[CpuOnly]:
         """A CPU-only build for hosts with a GPU or a driver, when no one asked for one."""
