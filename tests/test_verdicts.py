@@ -23,13 +23,14 @@ from cudaresolve.cli import main
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, package_floors
 from cudaresolve.knowledge.package_floors import PackageFloor
+from cudaresolve.lockfile import reasons as lock_reasons
 from cudaresolve.output import findings as finding_words
 from cudaresolve.output import fixes as fix_words
 from cudaresolve.output.findings import shown
 from cudaresolve.output.lock_words import rejection_line
 from cudaresolve.output.verdicts import words
 from cudaresolve.resolve.candidates import cuda_build, release_rejection
-from cudaresolve.resolve.reasons import CandidateRef, Rejection
+from cudaresolve.resolve.reasons import EVIDENCE, CandidateRef, Rejection, Rule
 from cudaresolve.verdicts import records as v
 from cudaresolve.verdicts import rules
 from cudaresolve.versions import CudaVersion, DriverRelease
@@ -184,3 +185,23 @@ def test_every_verdict_has_its_words_once_for_the_doctor_and_the_lock():
         'built for CUDA 13.0: driver 550.144.03 < 580.65.06 (CUDA 13.x floor): '
         '"CUDA driver version is insufficient for CUDA runtime version"')
     assert finding_words.render_problem(SAMPLES[-1]) == words(SAMPLES[-1])
+
+
+# -- lock files keep their rule names ----------------------------------------------------------------
+
+
+WRITTEN_RULES = {  # every rule name a lock file written before the verdicts room may hold
+    "sdist-only", "no-binary", "requires-python", "no-wheel", "yanked", "driver", "device-code", "toolkit-targets",
+    "conda-shadow", "other-major", "judge", "older-cuda", "not-needed", "pre-release", "cpu-only", "no-extra",
+    "minor-compat", "breaks-installed", "sbsa-on-jetson", "facts-unknown",
+}
+
+
+def test_a_lock_reads_every_rule_name_it_wrote_and_a_verdict_round_trips_through_its_table():
+    assert WRITTEN_RULES <= {rule.value for rule in Rule} == {rule.value for rule in EVIDENCE}
+    for sample in SAMPLES:
+        if hasattr(sample, "rule"):
+            rejected = Rejection(CandidateRef(NormalizedName("numba"), Version("0.60.0")), sample)
+            table = lock_reasons.rejection_table(rejected)
+            assert table["rule"] == sample.rule.value
+            assert lock_reasons.read_rejection(table, NormalizedName("numba")) == rejected
