@@ -258,7 +258,7 @@ def two_gpus():
 def judged(facts: HostFacts) -> None:
     """What every command does with a host: print it, write it, judge an environment for it (the
     doctor's checks on its built-in example, which compare the driver release and CUDA version)."""
-    from cudaresolve.doctor import examine_example
+    from cudaresolve.commands.diagnosing import examine_example
 
     render_host(facts)
     HostFacts.from_json(facts.to_json())

@@ -1,5 +1,6 @@
 """The package's shape, read from the source with `ast`: no import circle, every arrow between rooms
-runs downward, nothing in output/ imports the doctor's edge; and driver releases and CUDA versions are
+runs downward, nothing in output/ imports the doctor's edge (commands/diagnosing, commands/result_cache);
+and driver releases and CUDA versions are
 read from text only by their value types, at the edges listed below.
 
 An arrow is any import of a cudaresolve module (at the top, inside a function or under
@@ -20,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cudaresolve"
 
 # The rooms, lowest first (README "Layout"); a module's room is its subpackage or its own name.
 LEVELS = {
-    "base": 0,  # errors, versions, arch, records, inputs, caches, data
+    "base": 0,  # errors, versions, arch, records, bounded, caches, data
     "binary": 1,
     "knowledge": 2,  # knowledge/ and compat.py: tables and the pure rules over them
     "host": 3,
@@ -30,10 +31,9 @@ LEVELS = {
     "resolve": 5,
     "lockfile": 6,
     "output": 7,
-    "doctor": 8,  # doctor.py and results.py: the doctor's I/O edge, above its renderer
-    "commands": 9,
-    "integrations": 9,
-    "face": 9,  # cli.py, __main__.py
+    "commands": 8,  # with each use case's I/O edge: the doctor's (diagnosing, result_cache), the lock's (locking)
+    "integrations": 8,
+    "face": 8,  # cli.py, __main__.py
 }
 ROOM_OF_MODULE = {
     "cudaresolve": "base",
@@ -41,16 +41,14 @@ ROOM_OF_MODULE = {
     "cudaresolve.versions": "base",
     "cudaresolve.arch": "base",
     "cudaresolve.records": "base",
-    "cudaresolve.inputs": "base",
+    "cudaresolve.bounded": "base",
     "cudaresolve.caches": "base",
     "cudaresolve.compat": "knowledge",
-    "cudaresolve.doctor": "doctor",
-    "cudaresolve.results": "doctor",
     "cudaresolve.cli": "face",
     "cudaresolve.__main__": "face",
 }
 # Rooms of one level that must not import each other this way (the house drawing's "never" arrows).
-NEVER = {("output", "doctor"), ("checks", "index")}
+NEVER = {("checks", "index")}
 def modules() -> dict[str, Path]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -164,7 +162,7 @@ def test_nothing_in_output_imports_the_doctor_or_its_result_cache():
     assert {
         (source, target)
         for source, targets in arrows.items() if source.startswith("cudaresolve.output")
-        for target in targets if target in ("cudaresolve.doctor", "cudaresolve.results")
+        for target in targets if target in ("cudaresolve.commands.diagnosing", "cudaresolve.commands.result_cache")
     } == set()
 
 

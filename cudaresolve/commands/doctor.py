@@ -1,8 +1,8 @@
 """`cudaresolve doctor`: diagnose an environment (or the built-in example) for the host.
 
-Kept light: the cached path of results.doctor_report reads no binary when nothing changed, so this
-module imports nothing of the lock. May import: doctor, env/interpreter, results, output/ (doctor,
-progress), commands/hosts.
+Kept light: the cached path of result_cache.doctor_report reads no binary when nothing changed, so
+this module imports nothing of the lock. May import: env/interpreter, output/ (doctor, progress),
+commands/ (diagnosing, result_cache, hosts).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from cudaresolve.output.progress import reading_done, reading_progress
 def run(args: argparse.Namespace) -> int:
     progress = reading_progress(sys.stderr) if sys.stderr.isatty() else None
     if args.example:
-        from cudaresolve.doctor import examine_example
+        from cudaresolve.commands.diagnosing import examine_example
         from cudaresolve.output.doctor import report_of
 
         report = report_of(examine_example(host(args)))
     else:
+        from cudaresolve.commands.result_cache import doctor_report
         from cudaresolve.env.interpreter import target_for
-        from cudaresolve.results import doctor_report
 
         target = target_for(python=args.python, site_packages=args.site_packages)
         report = doctor_report(target, host(args), os.environ, progress=progress)

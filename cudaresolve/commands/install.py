@@ -136,8 +136,8 @@ def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> in
     """The doctor on what pip left, the way `cudaresolve doctor` runs it (its result cached for the
     next look); its findings are shown, and its exit status is the command's: 2 when it finds an
     error on any host (pip succeeded, yet the environment it leaves will not work)."""
+    from cudaresolve.commands.result_cache import doctor_report
     from cudaresolve.output.doctor import use_colour
-    from cudaresolve.results import doctor_report
 
     where = target_for_site_packages(site) if site else target
     fleet = hosts(args)

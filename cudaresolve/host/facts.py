@@ -4,7 +4,7 @@ The JSON form (`to_json` / `from_json`) is the `--host FILE` format and is docum
 docs/host-json.md; `schema` is bumped on any incompatible change.
 
 A driver release and CUDA version are values (`DriverRelease`, `CudaVersion`), read from the JSON
-by their own parsers. May import: the base values, records and inputs; knowledge/gpus only to check
+by their own parsers. May import: the base values, records and bounded; knowledge/gpus only to check
 a stated GPU.
 """
 
@@ -16,8 +16,8 @@ from typing import Any, Optional, Union
 
 from cudaresolve import records
 from cudaresolve.arch import ComputeCapability
+from cudaresolve.bounded import loads_json
 from cudaresolve.errors import UsageError
-from cudaresolve.inputs import loads_json
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 SCHEMA = 1

@@ -16,6 +16,7 @@ import sys
 from dataclasses import replace
 from typing import Callable, Iterator, Mapping, Optional, Sequence, TextIO
 
+from cudaresolve.bounded import MAX_INPUT_FILE, read_bounded
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note, check_known
 from cudaresolve.host.overrides import Overrides, overrides_from
@@ -33,7 +34,6 @@ from cudaresolve.host.sources import (
     parse_tegra,
 )
 from cudaresolve.host.visibility import apply_visible_devices
-from cudaresolve.inputs import MAX_INPUT_FILE, read_bounded
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 SYSFS_VERSION = "/sys/module/nvidia/version"

@@ -185,9 +185,9 @@ def doctor_text(prefix: str) -> Optional[str]:
     facts = host()
     if facts is None or not os.path.isfile(python):
         return None
+    from cudaresolve.commands.result_cache import doctor_report
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.output.doctor import use_colour
-    from cudaresolve.results import doctor_report
 
     report = doctor_report(target_for(python=python), facts, os.environ)
     return report.text_colour if use_colour(sys.stdout, os.environ) else report.text
