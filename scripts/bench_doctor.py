@@ -37,6 +37,7 @@ import time
 from typing import Callable
 
 from cudaresolve.commands import result_cache
+from cudaresolve.commands.host_options import overrides_from, stated_by
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.env.scan import find_elf_files
 from cudaresolve.host.probe import host_for
@@ -133,7 +134,7 @@ def main() -> int:
         print(f"{name:46s} {seconds:7.3f} s  {ratio:6.3f}x the ldd -r loop  peak {peak:5.0f} MB")
 
     environ = dict(env, CUDARESOLVE_CACHE_DIR=os.path.join(scratch, "in-process"))
-    stated = host_for(driver="580.65.06", gpus=["8.6"], environ=environ)
+    stated = host_for(overrides=overrides_from("580.65.06", None, ["8.6"], environ), environ=environ)
     result_cache.doctor_report(target, stated, environ)  # this process's cudaresolve has an entry of its own
     cache = result_cache.ResultCache(environ["CUDARESOLVE_CACHE_DIR"])
     key = result_cache.result_key(target, stated, environ)
@@ -141,8 +142,9 @@ def main() -> int:
     assert stored[0] is not None and stored[1] is None, "expected a hit by directory stats"
     parts = {
         "ask PYTHON for its paths (a subprocess)": lambda: target_for(python=args.python),
-        "host, stated (tables read)": lambda: host_for(driver="580.65.06", gpus=["8.6"], environ=environ),
-        "host, probed": lambda: host_for(environ=environ),
+        "host, stated (tables read)": lambda: host_for(overrides=overrides_from("580.65.06", None, ["8.6"], environ),
+                                                       environ=environ),
+        "host, probed": lambda: host_for(overrides=stated_by(environ), environ=environ),
         "key without the tree": lambda: result_cache.result_key(target, stated, environ),
         "load the entry, tree checked by stats": lambda: cache.load(target, stated, key),
         "walk the tree instead": lambda: result_cache.walk_tree(target),

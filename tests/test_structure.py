@@ -191,7 +191,7 @@ def test_the_graph_reader_sees_every_kind_of_import():
 PARSING_EDGES = {
     "cudaresolve.versions": "the value types",
     "cudaresolve.records": "a JSON or TOML field typed CudaVersion or DriverRelease",
-    "cudaresolve.host.overrides": "--driver, --cuda and the variables that state them",
+    "cudaresolve.commands.host_options": "--driver, --cuda and the variables that state them",
     "cudaresolve.host.nodes": "GPU Feature Discovery's labels on a Kubernetes node",
     "cudaresolve.host.sources": "what NVML, sysfs, procfs, libcuda and nvidia-smi print",
     "cudaresolve.knowledge.toolkits": "data/toolkits.toml (a GA driver may be a branch alone)",
@@ -268,7 +268,7 @@ def test_the_version_reader_is_not_vacuous():
         "check = records.check(DriverRelease.parse)\n"
     )
     assert sorted(_version_reads(ast.parse(source))) == [(2, "parse"), (3, "split"), (4, "regex"), (6, "parse")]
-    assert "cudaresolve.host.overrides" in version_reads("parse")
+    assert "cudaresolve.commands.host_options" in version_reads("parse")
 
 
 def figures() -> dict[str, object]:
