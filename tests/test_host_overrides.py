@@ -7,8 +7,7 @@ import pytest
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.commands.host_options import overrides_from
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver
-from cudaresolve.host.overrides import Overrides
+from cudaresolve.host.facts import Driver, Overrides
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 

@@ -12,8 +12,8 @@ means no CUDA driver), so a CPU-only CI job can say so without a GPU being probe
 Overriding either driver fact replaces the whole probed driver, since the two describe one driver;
 stated together, the CUDA version must be one the release can report (550 reports at most 12.4).
 
-Each value is read here, once, by its value type's parser. May import: host/facts, host/overrides,
-arch, versions, errors, knowledge/toolkits (the CUDA each driver branch reports).
+Each value is read here, once, by its value type's parser. May import: host/facts, arch, versions,
+errors, knowledge/toolkits (the CUDA each driver branch reports).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Mapping, Optional, Sequence
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver, Gpu, check_known
-from cudaresolve.host.overrides import Overrides
+from cudaresolve.host.facts import Driver, Gpu, Overrides, check_known
 from cudaresolve.knowledge import toolkits
 from cudaresolve.versions import CudaVersion, DriverRelease
 

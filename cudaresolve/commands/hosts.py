@@ -3,7 +3,7 @@ Kubernetes node list (--hosts-from-nodes), with the facts stated by --driver, --
 host variables on top (`stated`: commands/host_options.py reads them once per command).
 
 Light on purpose (the doctor's cached path imports it): may import host/probe, host/fleet and
-host/overrides; host/nodes and output/host only for --hosts-from-nodes or hosts that folded.
+host/facts; host/nodes and output/host only for --hosts-from-nodes or hosts that folded.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import sys
 from typing import Optional, Sequence
 
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import HostFacts
+from cudaresolve.host.facts import HostFacts, Overrides
 from cudaresolve.host.fleet import HostClass, class_label, fold, folding, judged
-from cudaresolve.host.overrides import Overrides
 from cudaresolve.host.probe import host_for, stated_over
 
 THIS_HOST = "this host"

@@ -1,7 +1,7 @@
 """`cudaresolve install`: lock (or read --lock), show the plan, run the target's own pip on exactly
 the lock, then the doctor. What pip's configuration would make it do elsewhere is refused first.
 
-May import: env/, host/overrides, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/ (plan,
+May import: env/, host/facts, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/ (plan,
 check), commands/.
 """
 
@@ -21,7 +21,7 @@ from cudaresolve.commands.options import indexes, lock_inputs
 from cudaresolve.env.distributions import Distribution, read_distributions
 from cudaresolve.env.interpreter import Target, target_for, target_for_site_packages
 from cudaresolve.errors import CudaresolveError, Exit, UsageError
-from cudaresolve.host.overrides import Overrides
+from cudaresolve.host.facts import Overrides
 from cudaresolve.index.tags import target_tags
 from cudaresolve.integrations.pip import (
     externally_managed,

@@ -1,7 +1,7 @@
 """What parsed options say, as typed values: the index settings, the wheel tags, and the
 LockInputs of `lock` and `install`. Each value is parsed here, at the edge.
 
-May import: env/interpreter, host/probe, host/fleet and host/overrides (the fleet's host files), index/ (config,
+May import: env/interpreter, host/probe, host/fleet and host/facts (the fleet's host files), index/ (config,
 choices, tags), resolve/ (inputs, requirements, targets), errors, commands/hosts.
 """
 
@@ -16,8 +16,8 @@ from typing import Mapping, Optional, Sequence, cast
 from cudaresolve.commands.hosts import host_classes, probed_here
 from cudaresolve.env.interpreter import Target
 from cudaresolve.errors import UsageError
+from cudaresolve.host.facts import Overrides
 from cudaresolve.host.fleet import class_label, judged
-from cudaresolve.host.overrides import Overrides
 from cudaresolve.host.probe import host_for
 from cudaresolve.index.choices import PipChoices, pip_choices
 from cudaresolve.index.config import IndexSettings, ProjectSettings, pip_config_paths, pip_number, read_pip_files

@@ -95,6 +95,19 @@ class Note:
 
 
 @dataclass(frozen=True)
+class Overrides:
+    """Facts stated instead of probed, made once per command by commands/host_options.py from
+    --driver, --cuda, --gpu and the host variables: `driver` is set when any driver fact is stated;
+    `gpus` when the GPUs are."""
+
+    driver: Optional[Driver] = None
+    gpus: Optional[tuple[Gpu, ...]] = None
+
+
+NOTHING_STATED = Overrides()
+
+
+@dataclass(frozen=True)
 class HostFacts:
     system: str  # platform.system(): "Linux", "Windows", "Darwin"
     machine: str  # normalised: "x86_64", "aarch64"

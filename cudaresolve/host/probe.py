@@ -18,8 +18,7 @@ from typing import Callable, Iterator, Mapping, Optional, Sequence, TextIO
 
 from cudaresolve.bounded import MAX_INPUT_FILE, read_bounded
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note, check_known
-from cudaresolve.host.overrides import NOTHING_STATED, Overrides
+from cudaresolve.host.facts import NOTHING_STATED, Driver, Gpu, HostFacts, Note, Overrides, check_known
 from cudaresolve.host.readers import Readers, SourceUnavailable, system_readers
 from cudaresolve.host.sources import (
     SMI_FIELDS,
