@@ -1,7 +1,7 @@
 """The package's shape, read from the source with `ast`: no import circle, every arrow between rooms
 runs downward, nothing in output/ imports the doctor's edge (commands/diagnosing, commands/result_cache);
-and driver releases and CUDA versions are
-read from text only by their value types, at the edges listed below.
+driver releases and CUDA versions are read from text only by their value types, at the edges listed
+below; and no function is longer than a reader can hold (MAX_FUNCTION_LINES).
 
 An arrow is any import of a cudaresolve module (at the top, inside a function or under
 TYPE_CHECKING: a circle through any of them is still a circle for a reader). Importing a package
@@ -271,6 +271,44 @@ def test_the_version_reader_is_not_vacuous():
     assert "cudaresolve.commands.host_options" in version_reads("parse")
 
 
+# The most lines a function may span, `def` to its last line (its docstring included). The functions
+# listed are longer, each with its length, and may only shrink: splitting lockfile/check.py's `checked`
+# is the verdicts room's work; once it is split, its line goes.
+MAX_FUNCTION_LINES = 80
+LONGER_FUNCTIONS = {"cudaresolve.lockfile.check.checked": 87}
+
+
+def _function_lengths(tree: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:
+    """(dotted name, lines) of every function in `tree`, methods and nested functions included."""
+    for node in ast.iter_child_nodes(tree):
+        name = f"{prefix}.{node.name}" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else prefix
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assert node.end_lineno is not None  # ast.parse sets it
+            yield name, node.end_lineno - node.lineno + 1
+        yield from _function_lengths(node, name)
+
+
+def long_functions() -> dict[str, int]:
+    """Every function of the package longer than MAX_FUNCTION_LINES, with its length."""
+    return {
+        name: lines
+        for module, path in modules().items()
+        for name, lines in _function_lengths(ast.parse(path.read_text(), str(path)), module)
+        if lines > MAX_FUNCTION_LINES
+    }
+
+
+def test_no_function_is_longer_than_80_lines():
+    found = long_functions()
+    assert {name: lines for name, lines in found.items() if lines > LONGER_FUNCTIONS.get(name, MAX_FUNCTION_LINES)} == {}
+    assert set(LONGER_FUNCTIONS) <= set(found), "a listed function is 80 lines or fewer now: drop its line"
+
+
+def test_the_function_measure_is_not_vacuous():
+    source = "class C:\n    def long(self):\n" + "        x = 1\n" * 80 + "def outer():\n    def inner():\n        pass\n    return inner\n"
+    assert dict(_function_lengths(ast.parse(source), "m")) == {"m.C.long": 81, "m.outer": 4, "m.outer.inner": 2}
+
+
 def figures() -> dict[str, object]:
     arrows = graph()
     return {
@@ -278,14 +316,18 @@ def figures() -> dict[str, object]:
         "arrows": sum(len(targets) for targets in arrows.values()),
         "upward": upward(arrows),
         "cycles": cycles(arrows),
+        "long": long_functions(),
     }
 
 
 if __name__ == "__main__":
     result = figures()
     print(f"modules: {result['modules']}, import arrows: {result['arrows']}, "
-          f"arrows running back up: {len(result['upward'])}, cycles: {len(result['cycles'])}")
+          f"arrows running back up: {len(result['upward'])}, cycles: {len(result['cycles'])}, "
+          f"functions over {MAX_FUNCTION_LINES} lines: {len(result['long'])}")
     for source, target in result["upward"]:
         print(f"  up: {source} -> {target}")
     for component in result["cycles"]:
         print(f"  cycle ({len(component)} modules): {', '.join(component)}")
+    for name, lines in result["long"].items():
+        print(f"  long: {name} ({lines} lines)")
