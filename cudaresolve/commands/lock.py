@@ -74,9 +74,9 @@ def _lock(args: argparse.Namespace) -> int:
         if path not in (None, "-"):
             replaceable(path)  # a user's file named by a mistyped flag: refused before any work
     started = time.perf_counter()
+    stated = host_options(args)
     # Without --python the target is the interpreter running cudaresolve, whose installed set is
     # cudaresolve's own (its venv): the lock is made fresh for its tags and markers.
-    stated = host_options(args)
     inputs = replace(lock_inputs(args, target_for(python=args.python), stated), keep_installed=args.python is not None)
     say(args.quiet, lock_words.lock_basis(args.python))
     result, _ = locked(inputs, os.environ, quiet=args.quiet)
