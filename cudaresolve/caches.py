@@ -31,8 +31,8 @@ def default_cache_dir(environ: Mapping[str, str]) -> str:
 def read_entry(entry: str, limit: Optional[int] = None) -> Optional[bytes]:
     """The bytes of the cache file `entry`, or None when it is absent, unreadable, not a regular
     file (a FIFO planted there would block the read) or larger than `limit` (MAX_ENTRY): every such
-    entry is a miss. The same reading as inputs.read_bounded(regular=True), kept here so a cached
-    doctor run does not import inputs.py (subprocess, selectors, tomllib) before it knows it needs them."""
+    entry is a miss. The same reading as bounded.read_bounded(regular=True), kept here so a cached
+    doctor run does not import bounded.py (subprocess, selectors, tomllib) before it knows it needs them."""
     limit = MAX_ENTRY if limit is None else limit
     try:
         fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

@@ -36,7 +36,8 @@ import tempfile
 import time
 from typing import Callable
 
-from cudaresolve import results
+from cudaresolve.commands import result_cache
+from cudaresolve.commands.host_options import overrides_from, stated_by
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.env.scan import find_elf_files
 from cudaresolve.host.probe import host_for
@@ -115,7 +116,7 @@ def main() -> int:
         kinds["baseline doctor, facts cache warm"] = emptied(baseline, os.path.join(scratch, "baseline"), "results")
     for work in kinds.values():  # warm every cache once (and, for a hit, twice: trusted directories)
         work()
-    time.sleep(results.TIMESTAMP_SLACK)
+    time.sleep(result_cache.TIMESTAMP_SLACK)
     for work in kinds.values():
         work()
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
@@ -133,19 +134,20 @@ def main() -> int:
         print(f"{name:46s} {seconds:7.3f} s  {ratio:6.3f}x the ldd -r loop  peak {peak:5.0f} MB")
 
     environ = dict(env, CUDARESOLVE_CACHE_DIR=os.path.join(scratch, "in-process"))
-    stated = host_for(driver="580.65.06", gpus=["8.6"], environ=environ)
-    results.doctor_report(target, stated, environ)  # this process's cudaresolve has an entry of its own
-    cache = results.ResultCache(environ["CUDARESOLVE_CACHE_DIR"])
-    key = results.result_key(target, stated, environ)
+    stated = host_for(overrides=overrides_from("580.65.06", None, ["8.6"], environ), environ=environ)
+    result_cache.doctor_report(target, stated, environ)  # this process's cudaresolve has an entry of its own
+    cache = result_cache.ResultCache(environ["CUDARESOLVE_CACHE_DIR"])
+    key = result_cache.result_key(target, stated, environ)
     stored = cache.load(target, stated, key)
     assert stored[0] is not None and stored[1] is None, "expected a hit by directory stats"
     parts = {
         "ask PYTHON for its paths (a subprocess)": lambda: target_for(python=args.python),
-        "host, stated (tables read)": lambda: host_for(driver="580.65.06", gpus=["8.6"], environ=environ),
-        "host, probed": lambda: host_for(environ=environ),
-        "key without the tree": lambda: results.result_key(target, stated, environ),
+        "host, stated (tables read)": lambda: host_for(overrides=overrides_from("580.65.06", None, ["8.6"], environ),
+                                                       environ=environ),
+        "host, probed": lambda: host_for(overrides=stated_by(environ), environ=environ),
+        "key without the tree": lambda: result_cache.result_key(target, stated, environ),
         "load the entry, tree checked by stats": lambda: cache.load(target, stated, key),
-        "walk the tree instead": lambda: results.walk_tree(target),
+        "walk the tree instead": lambda: result_cache.walk_tree(target),
     }
     print("in this process, medians of 25:")
     for name, work in parts.items():

@@ -203,9 +203,9 @@ def no_fix_already_satisfied(monkeypatch):
     gives is a `pip install` the environment meets already, which would change nothing (issue 26)."""
     from fix_steps import satisfied_fixes
 
-    import cudaresolve.doctor as doctor
+    import cudaresolve.commands.diagnosing as diagnosing
 
-    judge = doctor.judge
+    judge = diagnosing.judge
 
     def judged(env, host):
         judgement = judge(env, host)
@@ -213,7 +213,7 @@ def no_fix_already_satisfied(monkeypatch):
         assert not satisfied, f"a fix the environment meets already: {satisfied}"
         return judgement
 
-    monkeypatch.setattr(doctor, "judge", judged)
+    monkeypatch.setattr(diagnosing, "judge", judged)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from cudaresolve.checks.fixes import ConsumersRange, Explained, PipInstall
 from cudaresolve.checks.floors import below_floor
 from cudaresolve.checks.problems import BelowBuildFloor
 from cudaresolve.cli import main
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.knowledge import components
 from cudaresolve.output.findings import shown

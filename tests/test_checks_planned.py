@@ -19,7 +19,7 @@ from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.checks import advisories as advisory_check
 from cudaresolve.checks import arch_coverage, driver_floor, judge, metadata, releases
 from cudaresolve.checks.builds import cuda_builds
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.interpreter import Target, target_for_site_packages

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from cudaresolve.bounded import loads_toml
 from cudaresolve.cli import main
-from cudaresolve.inputs import loads_toml
 from cudaresolve.output.docs import DOCS, docs_url
 
 HOST = ("--driver", "550.144.03", "--gpu", "8.6")

@@ -37,7 +37,7 @@ from cudaresolve.binary.facts import BinaryFacts, Symbol, SymbolTable, VersionNe
 from cudaresolve.binary.loader import RPATH, LoaderEnv, resolve, with_program
 from cudaresolve.checks.linking import check_symbol_skew
 from cudaresolve.checks.loading import load_packages
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.conda import CondaMetaError, CondaPrefix, conda_version, parse_record, read_conda_meta, with_conda
 from cudaresolve.env.distributions import CondaRecord, Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment
@@ -255,9 +255,9 @@ def test_a_prefix_that_is_not_the_targets_is_not_read(tmp_path):
 
 
 def test_the_cached_report_follows_the_conda_packages(elf_builder, tmp_path):
-    """The result cache (results.py) holds while conda-meta and the conda libraries are unchanged: a
+    """The result cache (commands/result_cache.py) holds while conda-meta and the conda libraries are unchanged: a
     library replaced in place, or a package conda adds, makes the next doctor run diagnose again."""
-    from cudaresolve.results import doctor_report
+    from cudaresolve.commands.result_cache import doctor_report
 
     prefix = elf_builder.root / "prefix"
     library = build_nvjitlink(elf_builder, 12, 4, "prefix/lib")

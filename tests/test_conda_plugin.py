@@ -21,6 +21,7 @@ from typing import Optional
 import pytest
 from test_host_probe import machine
 
+from cudaresolve.commands.host_options import stated_by
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.host.probe import host_for
 
@@ -46,7 +47,7 @@ HIDE_TITAN = {"CUDA_VISIBLE_DEVICES": "GPU-7518f6b0-991f-ce2b-3d37-c779130d3137"
 
 
 def recorded(readers, environ: Optional[dict] = None) -> dict[str, str]:
-    return stated(host_for(readers=readers, environ=environ or {}))
+    return stated(host_for(overrides=stated_by(environ or {}), readers=readers, environ=environ or {}))
 
 
 def make_package(channel: Path, name: str, subdir: str, depends: tuple[str, ...] = ()) -> None:

@@ -22,8 +22,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 from wheel_cache import build_venv, build_venv_on
 
-from cudaresolve import doctor
 from cudaresolve.cli import main
+from cudaresolve.commands import diagnosing
 from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import UsageError
 
@@ -170,13 +170,13 @@ def test_cusparse_with_new_enough_nvjitlink_binds(fixed_venv, capsys):
 def test_the_facts_cache_is_reused(fixed_venv, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path))
     reads: list[str] = []
-    real_read = doctor.read_binary_facts
+    real_read = diagnosing.read_binary_facts
 
     def counting_read(path):  # counts the reads of this process; forked fill workers count their own
         reads.append(path)
         return real_read(path)
 
-    monkeypatch.setattr(doctor, "read_binary_facts", counting_read)
+    monkeypatch.setattr(diagnosing, "read_binary_facts", counting_read)
     python = str(fixed_venv / "bin" / "python")
     first = doctor_json(capsys, "--python", python, *AMPERE_ON_550)
     entries = {entry.name: entry.stat().st_mtime_ns for entry in os.scandir(tmp_path / "facts")}

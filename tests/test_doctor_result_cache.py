@@ -1,11 +1,11 @@
-"""The doctor's cache of whole results (cudaresolve/results.py): a hit prints exactly what a fresh
+"""The doctor's cache of whole results (cudaresolve/commands/result_cache.py): a hit prints exactly what a fresh
 run prints, every input of the key makes it miss, and a damaged or unwritable cache never changes
 the answer.
 
 The environment is made by hand (gcc-built libraries under a tmp site-packages): libconsumer.so
 links libfoo.so.1 by RUNPATH, and an older libfoo.so.1 in `stale/` shadows it when
 LD_LIBRARY_PATH names that directory. Runs go through `cudaresolve.cli.main`; whether a run hit is
-told by whether `doctor.examine` was called.
+told by whether `diagnosing.examine` was called.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 from conftest import plant
 from test_env_distributions import make_dist_info
 
-from cudaresolve import doctor, results
 from cudaresolve.cli import main
+from cudaresolve.commands import diagnosing, result_cache
 
 FOO_V1 = "int foo_old(void) { return 1; }\n"
 FOO_V2 = FOO_V1 + "int foo_new(void) { return 2; }\n"
@@ -32,7 +32,7 @@ MAP_V2 = MAP_V1 + "FOO_2.0 { global: foo_new; } FOO_1.0;\n"
 HOST = ["--driver", "550.144.03", "--gpu", "8.6"]
 HEAVY = (
     "cudaresolve.checks", "cudaresolve.binary.loader", "cudaresolve.binary.elf", "cudaresolve.binary.facts",
-    "cudaresolve.binary.fatbin", "cudaresolve.doctor", "cudaresolve.env.scan", "cudaresolve.env.cache",
+    "cudaresolve.binary.fatbin", "cudaresolve.commands.diagnosing", "cudaresolve.env.scan", "cudaresolve.env.cache",
     "cudaresolve.env.distributions", "cudaresolve.knowledge.components", "cudaresolve.index", "cudaresolve.resolve",
     "requests", "resolvelib", "packaging.requirements", "packaging.specifiers", "multiprocessing",
 )
@@ -63,13 +63,13 @@ def env(elf_builder, tmp_path, monkeypatch):
 def examined(monkeypatch) -> list:
     """Counts fresh diagnoses: a run that adds nothing here was served from the cache."""
     calls: list = []
-    real = doctor.examine
+    real = diagnosing.examine
 
     def counting(*args, **kwargs):
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(doctor, "examine", counting)
+    monkeypatch.setattr(diagnosing, "examine", counting)
     return calls
 
 
@@ -121,11 +121,11 @@ def test_colour_is_served_from_the_entry_too(env, capsys, examined, monkeypatch)
 
 
 def test_with_trusted_directories_a_hit_stats_instead_of_walking(env, capsys, examined, monkeypatch):
-    monkeypatch.setattr(results, "TIMESTAMP_SLACK", 0.0)
+    monkeypatch.setattr(result_cache, "TIMESTAMP_SLACK", 0.0)
     first = doctor_run(capsys, env)
     walks = []
-    real_walk = results.walk_tree
-    monkeypatch.setattr(results, "walk_tree", lambda target: walks.append(target) or real_walk(target))
+    real_walk = result_cache.walk_tree
+    monkeypatch.setattr(result_cache, "walk_tree", lambda target: walks.append(target) or real_walk(target))
     assert doctor_run(capsys, env) == first
     assert (len(examined), walks) == (1, [])
 
@@ -134,10 +134,10 @@ def test_a_walk_too_close_to_a_change_keeps_no_directories_until_one_is_old_enou
                                                                                   monkeypatch):
     first = doctor_run(capsys, env)  # everything was just written: the entry keeps no directories
     [entry] = entries(tmp_path)
-    assert pickle.loads(entry.read_bytes()[len(results.HEADER):])[2] == ()
-    monkeypatch.setattr(results, "TIMESTAMP_SLACK", 0.0)
+    assert pickle.loads(entry.read_bytes()[len(result_cache.HEADER):])[2] == ()
+    monkeypatch.setattr(result_cache, "TIMESTAMP_SLACK", 0.0)
     assert doctor_run(capsys, env) == first  # a hit, by walking; the walk's directories are kept now
-    directories = pickle.loads(entry.read_bytes()[len(results.HEADER):])[2]
+    directories = pickle.loads(entry.read_bytes()[len(result_cache.HEADER):])[2]
     assert str(env) in dict(directories) and str(env / "consumer" / "lib") in dict(directories)
     assert len(examined) == 1
 
@@ -185,7 +185,7 @@ def change_a_probed_system_library(site: Path, tmp_path: Path) -> None:
 def test_a_changed_file_misses(env, capsys, examined, tmp_path, monkeypatch, change, trusted):
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "stale"))
     if trusted:
-        monkeypatch.setattr(results, "TIMESTAMP_SLACK", 0.0)
+        monkeypatch.setattr(result_cache, "TIMESTAMP_SLACK", 0.0)
     before = doctor_run(capsys, env)
     next_tick()
     change(env, tmp_path)
@@ -202,9 +202,9 @@ def test_a_changed_file_misses(env, capsys, examined, tmp_path, monkeypatch, cha
     lambda monkeypatch, tmp_path: monkeypatch.setenv("LD_PRELOAD", str(tmp_path / "stale" / "libfoo.so.1")),
     lambda monkeypatch, tmp_path: monkeypatch.setenv("CONDA_PREFIX", str(tmp_path)),
     lambda monkeypatch, tmp_path: monkeypatch.chdir(tmp_path),
-    lambda monkeypatch, tmp_path: monkeypatch.setattr(results, "_tables_digest", lambda: "another table"),
-    lambda monkeypatch, tmp_path: monkeypatch.setattr(results, "HEADER", b"cudaresolve-results 1 0.0.0\n"),
-    lambda monkeypatch, tmp_path: monkeypatch.setattr(results, "LD_SO_CACHE", str(tmp_path / "ld.so.cache")),
+    lambda monkeypatch, tmp_path: monkeypatch.setattr(result_cache, "_tables_digest", lambda: "another table"),
+    lambda monkeypatch, tmp_path: monkeypatch.setattr(result_cache, "HEADER", b"cudaresolve-results 1 0.0.0\n"),
+    lambda monkeypatch, tmp_path: monkeypatch.setattr(result_cache, "LD_SO_CACHE", str(tmp_path / "ld.so.cache")),
 ], ids=["LD_LIBRARY_PATH", "LD_PRELOAD", "CONDA_PREFIX", "working directory", "tables digest", "version",
         "ld.so.cache"])
 def test_a_changed_loader_input_or_knowledge_misses(env, capsys, examined, tmp_path, monkeypatch, change):
@@ -219,10 +219,10 @@ def test_the_tables_digest_follows_their_contents(tmp_path, monkeypatch):
     data.mkdir()
     (data / "__init__.py").write_text("")
     (data / "gpus.toml").write_text("a = 1\n")
-    monkeypatch.setattr(results.data_package, "__file__", str(data / "__init__.py"))
-    first = results._tables_digest()
+    monkeypatch.setattr(result_cache.data_package, "__file__", str(data / "__init__.py"))
+    first = result_cache._tables_digest()
     (data / "gpus.toml").write_text("a = 2\n")
-    assert results._tables_digest() != first
+    assert result_cache._tables_digest() != first
 
 
 def test_an_edited_module_misses(env, capsys, examined, monkeypatch, tmp_path):
@@ -231,7 +231,7 @@ def test_an_edited_module_misses(env, capsys, examined, monkeypatch, tmp_path):
     package = tmp_path / "package"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    monkeypatch.setattr(results.cudaresolve, "__file__", str(package / "__init__.py"))
+    monkeypatch.setattr(result_cache.cudaresolve, "__file__", str(package / "__init__.py"))
     doctor_run(capsys, env)
     assert len(examined) == 2
 
@@ -264,10 +264,10 @@ def test_a_damaged_or_foreign_entry_misses_and_is_rewritten(env, capsys, examine
     elif damage == "trailing":
         data = good + b"\0"
     elif damage == "foreign":  # a pickle that would run a command when unpickled
-        data = results.HEADER + pickle.dumps(os.system)
+        data = result_cache.HEADER + pickle.dumps(os.system)
     elif damage == "other key":
-        stored = pickle.loads(good[len(results.HEADER):])
-        data = results.HEADER + pickle.dumps(("another key",) + stored[1:])
+        stored = pickle.loads(good[len(result_cache.HEADER):])
+        data = result_cache.HEADER + pickle.dumps(("another key",) + stored[1:])
     elif damage in ("fifo", "directory"):
         data = b""
     else:
@@ -325,8 +325,8 @@ def test_a_change_during_the_diagnosis_is_not_kept(env, capsys, examined, tmp_pa
     """After the diagnosis the tree is looked at again (by its directories' and files' stats while no
     directory changed, else by walking): a diagnosis made while the tree changed is not stored."""
     if trusted:
-        monkeypatch.setattr(results, "TIMESTAMP_SLACK", 0.0)
-    real_examine = doctor.examine  # the counting one
+        monkeypatch.setattr(result_cache, "TIMESTAMP_SLACK", 0.0)
+    real_examine = diagnosing.examine  # the counting one
 
     def changing(*args, **kwargs):
         diagnosis = real_examine(*args, **kwargs)
@@ -335,20 +335,20 @@ def test_a_change_during_the_diagnosis_is_not_kept(env, capsys, examined, tmp_pa
             change(env, tmp_path)
         return diagnosis
 
-    monkeypatch.setattr(doctor, "examine", changing)
+    monkeypatch.setattr(diagnosing, "examine", changing)
     doctor_run(capsys, env)
     assert entries(tmp_path) == []
     after = doctor_run(capsys, env)
     assert len(examined) == 2
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(tmp_path / "other-cache"))
-    monkeypatch.setattr(doctor, "examine", real_examine)
+    monkeypatch.setattr(diagnosing, "examine", real_examine)
     assert doctor_run(capsys, env) == after
 
 
 def test_a_trusted_tree_is_looked_at_again_by_stats_after_a_diagnosis(env, capsys, examined, monkeypatch):
-    monkeypatch.setattr(results, "TIMESTAMP_SLACK", 0.0)
+    monkeypatch.setattr(result_cache, "TIMESTAMP_SLACK", 0.0)
     walks = []
-    real_walk = results.walk_tree
-    monkeypatch.setattr(results, "walk_tree", lambda target: walks.append(target) or real_walk(target))
+    real_walk = result_cache.walk_tree
+    monkeypatch.setattr(result_cache, "walk_tree", lambda target: walks.append(target) or real_walk(target))
     doctor_run(capsys, env)
     assert len(walks) == 1 and len(examined) == 1  # the walk before the diagnosis, none after it

@@ -26,7 +26,7 @@ from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.loader import INTERPRETERS, TRIPLETS, LoaderEnv, system_layout
 from cudaresolve.checks import Diagnosis, judge
 from cudaresolve.cli import main
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.interpreter import target_for_python, target_for_site_packages
 from cudaresolve.env.scan import scan_environment
 from cudaresolve.host.facts import Driver, Gpu, HostFacts

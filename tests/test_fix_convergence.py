@@ -31,7 +31,7 @@ from cudaresolve.arch import ComputeCapability
 from cudaresolve.checks import Diagnosis
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks.findings import Finding
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import advisories, toolkits

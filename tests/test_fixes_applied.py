@@ -23,7 +23,7 @@ from test_conda_env import EXT, HOST_570, TAG, build_nvjitlink, extension_source
 
 from cudaresolve.checks.findings import Check
 from cudaresolve.checks.fixes import PipInstall
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.output.findings import shown
 

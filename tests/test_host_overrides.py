@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from cudaresolve.arch import ComputeCapability
+from cudaresolve.commands.host_options import overrides_from
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver
-from cudaresolve.host.overrides import Overrides, overrides_from
+from cudaresolve.host.facts import Driver, Overrides
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 

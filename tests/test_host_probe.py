@@ -17,6 +17,7 @@ import pynvml
 import pytest
 
 from cudaresolve.cli import main
+from cudaresolve.commands.host_options import overrides_from, stated_by
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Note
 from cudaresolve.host.probe import (
@@ -305,7 +306,7 @@ def test_release_alone_derives_the_cuda_version():
 
 
 def test_release_older_than_the_table_is_a_note():
-    facts = host_for(driver="390.157", gpus=["6.1"], readers=machine(), environ={})
+    facts = host_for(overrides=overrides_from("390.157", None, ["6.1"], {}), readers=machine(), environ={})
     assert facts.driver == Driver(DriverRelease.parse("390.157"), "override:--driver")
     assert facts.notes[-1] == Note(
         "derived:branch-table", "driver branch 390 is not in the table; its CUDA version is unknown"
@@ -315,7 +316,7 @@ def test_release_older_than_the_table_is_a_note():
 def test_stated_driver_still_probes_the_gpus_only():
     asked = []
     readers = machine(nvml="nvml/570.86.15-titanv-rtx5880.json", asked=asked)
-    facts = host_for(driver="535.104.05", readers=readers, environ={})
+    facts = host_for(overrides=overrides_from("535.104.05", None, [], {}), readers=readers, environ={})
     assert asked == ["nvml"]
     assert facts.driver == Driver(DriverRelease.parse("535.104.05"), "override:--driver", CudaVersion.parse("12.2"), "derived:branch-table")
     assert [str(g.compute_capability) for g in facts.gpus] == ["7.0", "8.9"]
@@ -324,7 +325,7 @@ def test_stated_driver_still_probes_the_gpus_only():
 def test_stated_everything_probes_nothing():
     asked = []
     environ = {"CUDA_VISIBLE_DEVICES": ""}
-    facts = host_for(driver="535.104.05", gpus=["8.6"], readers=machine(asked=asked), environ=environ)
+    facts = host_for(overrides=overrides_from("535.104.05", None, ["8.6"], environ), readers=machine(asked=asked), environ=environ)
     assert asked == []
     assert facts.driver == Driver(DriverRelease.parse("535.104.05"), "override:--driver", CudaVersion.parse("12.2"), "derived:branch-table")
     assert [(str(g.compute_capability), g.source, g.visible) for g in facts.gpus] == [("8.6", "override:--gpu", True)]
@@ -332,8 +333,20 @@ def test_stated_everything_probes_nothing():
     assert facts.notes == (Note("probe", "not run: the overrides state the driver and the GPUs"),)
 
 
+def test_the_host_code_reads_no_stated_fact_from_the_environment():
+    """The variables that state facts are read once, at the command line's edge (commands/host_options.py):
+    handed to host_for only as `environ`, they change nothing; as an Overrides value, they apply."""
+    stating = {"CUDARESOLVE_DRIVER": "550.144.03", "CUDARESOLVE_GPUS": "9.0", "CONDA_OVERRIDE_CUDA": ""}
+    probed = host_for(readers=machine(nvml="nvml/570.86.15-titanv-rtx5880.json"), environ={})
+    assert host_for(readers=machine(nvml="nvml/570.86.15-titanv-rtx5880.json"), environ=stating) == probed
+    stated = host_for(overrides=stated_by(stating), readers=machine(nvml="nvml/570.86.15-titanv-rtx5880.json"), environ=stating)
+    assert (str(stated.driver.release), stated.driver.release_source) == ("550.144.03", "override:CUDARESOLVE_DRIVER")
+    assert [(str(g.compute_capability), g.source) for g in stated.gpus] == [("9.0", "override:CUDARESOLVE_GPUS")]
+
+
 def test_empty_conda_override_cuda_means_no_cuda_driver():
-    facts = host_for(readers=machine(), environ={"CONDA_OVERRIDE_CUDA": "", "CONDA_OVERRIDE_CUDA_ARCH": ""})
+    conda_none = {"CONDA_OVERRIDE_CUDA": "", "CONDA_OVERRIDE_CUDA_ARCH": ""}
+    facts = host_for(overrides=stated_by(conda_none), readers=machine(), environ=conda_none)
     assert facts.driver == Driver(None, None, None, "override:CONDA_OVERRIDE_CUDA")
     assert facts.gpus == ()
 
@@ -345,7 +358,7 @@ def test_host_file_round_trip_and_overrides_on_top(tmp_path):
     assert host_for(host_file=str(path), environ={}) == probed
     assert host_for(host_file="-", environ={}, stdin=io.StringIO(probed.to_json())) == probed
     # Overrides apply on top; the file's driver CUDA version goes with its driver.
-    moved = host_for(host_file=str(path), driver="550.144.03", gpus=["9.0"], environ={})
+    moved = host_for(host_file=str(path), overrides=overrides_from("550.144.03", None, ["9.0"], {}), environ={})
     assert moved.driver == Driver(DriverRelease.parse("550.144.03"), "override:--driver", CudaVersion.parse("12.4"), "derived:branch-table")
     assert [(str(g.compute_capability), g.source) for g in moved.gpus] == [("9.0", "override:--gpu")]
 

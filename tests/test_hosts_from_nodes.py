@@ -21,6 +21,7 @@ import pytest
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.cli import main
+from cudaresolve.commands.host_options import host_options
 from cudaresolve.commands.hosts import hosts
 from cudaresolve.commands.parser import build_parser
 from cudaresolve.errors import UsageError
@@ -107,7 +108,7 @@ def test_arch_falls_back_to_node_info_and_a_single_node_object_is_read():
 def test_cli_reads_the_list_from_stdin_and_names_the_skipped_nodes(monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO(CLUSTER.read_text()))
     args = build_parser().parse_args(["lock", "--hosts-from-nodes", "-"])
-    fleet = hosts(args)
+    fleet = hosts(args, host_options(args))
     assert [label for label, _ in fleet][1] == "nodes gpu-a100-1..3 (3)"
     err = capsys.readouterr().err
     assert err.splitlines() == [
@@ -122,7 +123,7 @@ def test_host_files_and_node_classes_join_one_fleet_and_overrides_apply_to_both(
     host = tmp_path / "ampere.json"
     host.write_text(capsys.readouterr().out)
     args = build_parser().parse_args(["lock", "--host", str(host), "--hosts-from-nodes", str(CLUSTER), "--gpu", "7.5", "-q"])
-    fleet = hosts(args)
+    fleet = hosts(args, host_options(args))
     assert [label for label, _ in fleet] == [str(host), "nodes gh200-1, gh200-2 (2)", "nodes gpu-a100-1..3 (3)",
                                              "node gpu-h100-1", "nodes gpu-l4-1, gpu-l4-2 (2)"]
     assert {str(facts.min_compute_capability) for _, facts in fleet} == {"7.5"}
@@ -132,7 +133,7 @@ def test_host_files_and_node_classes_join_one_fleet_and_overrides_apply_to_both(
 def test_both_reading_stdin_is_refused():
     args = build_parser().parse_args(["lock", "--host", "-", "--hosts-from-nodes", "-"])
     with pytest.raises(UsageError, match="cannot both read stdin"):
-        hosts(args)
+        hosts(args, host_options(args))
 
 
 def test_labels_of_many_identical_nodes_stay_short():

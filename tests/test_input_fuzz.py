@@ -30,6 +30,7 @@ from budget import budgeted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cudaresolve.commands.host_options import overrides_from
 from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.host.probe import host_for
@@ -178,7 +179,7 @@ def test_host_files(number):
     rng = random.Random(number)
     text, gpus = host_document(rng), rng.choice([[], [], ["8.6"], ["9.0", "x"]])
     try:
-        facts = host_for(host_file="-", gpus=gpus, environ={}, stdin=io.StringIO(text))
+        facts = host_for(host_file="-", overrides=overrides_from(None, None, gpus, {}), environ={}, stdin=io.StringIO(text))
     except CudaresolveError:
         return
     judged(facts)
@@ -258,7 +259,7 @@ def two_gpus():
 def judged(facts: HostFacts) -> None:
     """What every command does with a host: print it, write it, judge an environment for it (the
     doctor's checks on its built-in example, which compare the driver release and CUDA version)."""
-    from cudaresolve.doctor import examine_example
+    from cudaresolve.commands.diagnosing import examine_example
 
     render_host(facts)
     HostFacts.from_json(facts.to_json())
@@ -276,7 +277,7 @@ def test_host_variables(two_gpus, number):
     cuda = variable_value(rng) if flag == "cuda" else None
     gpus = [variable_value(rng) for _ in range(rng.randint(1, 2))] if flag == "gpus" else []
     try:
-        judged(host_for(driver=driver, cuda=cuda, gpus=gpus, environ=environ, readers=two_gpus))
+        judged(host_for(overrides=overrides_from(driver, cuda, gpus, environ), environ=environ, readers=two_gpus))
     except CudaresolveError:
         pass
     try:

@@ -242,6 +242,16 @@ def test_a_bad_fleet_table_is_refused_naming_the_key(capsys, empty_python, index
     assert message in err and "pyproject.toml" in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
+def test_a_bad_host_option_is_named_by_itself_not_by_a_fleet_entry(capsys, empty_python, index, hermetic):
+    """--driver is read once for the whole command, before the fleet's host files: its error names
+    the flag alone, not the first fleet entry it would have been applied to."""
+    host_file(hermetic, "hosts/h100.json", "x86_64", "2.28")
+    host_file(hermetic, "hosts/gh200.json", "aarch64", "2.28")
+    (hermetic / "pyproject.toml").write_text('[tool.cudaresolve]\nfleet = [{host = "hosts/h100.json"}, {host = "hosts/gh200.json"}]\n')
+    code, _, err = lock_json(capsys, empty_python, index, "app", "--driver", "abc")
+    assert (code, err) == (3, "cudaresolve: error: --driver: 'abc' is not a driver release (expected e.g. 535.104.05)\n")
+
+
 # -- the pure parts ----------------------------------------------------------------------------------
 
 

@@ -102,7 +102,7 @@ def fake_bitsandbytes(elf_builder, tmp_path):
 def test_only_the_pick_is_judged_and_in_full(elf_builder, tmp_path):
     from test_torch_abi import DRIVER_580
 
-    from cudaresolve.doctor import examine
+    from cudaresolve.commands.diagnosing import examine
     from cudaresolve.env.interpreter import target_for_site_packages
 
     site = fake_bitsandbytes(elf_builder, tmp_path)

@@ -32,7 +32,7 @@ from cudaresolve.checks import fixes as f
 from cudaresolve.checks.findings import Check, Severity
 from cudaresolve.checks.problems import PluginHostMismatch, PluginLibrariesMissing
 from cudaresolve.cli import main
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.lockfile.pylock import read_pylock

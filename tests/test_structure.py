@@ -1,7 +1,8 @@
 """The package's shape, read from the source with `ast`: no import circle, every arrow between rooms
-runs downward, nothing in output/ imports the doctor's edge, a verdict type (does a build fit a host)
-is defined only in verdicts/, which the doctor's checks and the resolver both use; and driver releases
-and CUDA versions are read from text only by their value types, at the edges listed below.
+runs downward, nothing in output/ imports the doctor's edge (commands/diagnosing, commands/result_cache),
+a verdict type (does a build fit a host) is defined only in verdicts/, which the doctor's checks and the
+resolver both use; driver releases and CUDA versions are read from text only by their value types, at
+the edges listed below; and no function is longer than a reader can hold (MAX_FUNCTION_LINES).
 
 An arrow is any import of a cudaresolve module (at the top, inside a function or under
 TYPE_CHECKING: a circle through any of them is still a circle for a reader). Importing a package
@@ -21,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cudaresolve"
 
 # The rooms, lowest first (README "Layout"); a module's room is its subpackage or its own name.
 LEVELS = {
-    "base": 0,  # errors, versions, arch, records, inputs, caches, data
+    "base": 0,  # errors, versions, arch, records, bounded, caches, data
     "binary": 1,
     "knowledge": 2,  # knowledge/ and compat.py: tables and the pure rules over them
     "host": 3,
@@ -32,10 +33,9 @@ LEVELS = {
     "resolve": 6,
     "lockfile": 7,
     "output": 8,
-    "doctor": 9,  # doctor.py and results.py: the doctor's I/O edge, above its renderer
-    "commands": 10,
-    "integrations": 10,
-    "face": 10,  # cli.py, __main__.py
+    "commands": 9,  # with each use case's I/O edge: the doctor's (diagnosing, result_cache), the lock's (locking)
+    "integrations": 9,
+    "face": 9,  # cli.py, __main__.py
 }
 ROOM_OF_MODULE = {
     "cudaresolve": "base",
@@ -43,16 +43,14 @@ ROOM_OF_MODULE = {
     "cudaresolve.versions": "base",
     "cudaresolve.arch": "base",
     "cudaresolve.records": "base",
-    "cudaresolve.inputs": "base",
+    "cudaresolve.bounded": "base",
     "cudaresolve.caches": "base",
     "cudaresolve.compat": "knowledge",
-    "cudaresolve.doctor": "doctor",
-    "cudaresolve.results": "doctor",
     "cudaresolve.cli": "face",
     "cudaresolve.__main__": "face",
 }
 # Rooms of one level that must not import each other this way (the house drawing's "never" arrows).
-NEVER = {("output", "doctor"), ("checks", "index")}
+NEVER = {("checks", "index")}
 def modules() -> dict[str, Path]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -166,7 +164,7 @@ def test_nothing_in_output_imports_the_doctor_or_its_result_cache():
     assert {
         (source, target)
         for source, targets in arrows.items() if source.startswith("cudaresolve.output")
-        for target in targets if target in ("cudaresolve.doctor", "cudaresolve.results")
+        for target in targets if target in ("cudaresolve.commands.diagnosing", "cudaresolve.commands.result_cache")
     } == set()
 
 
@@ -216,7 +214,7 @@ def test_verdict_types_are_defined_only_in_the_verdicts_room():
 PARSING_EDGES = {
     "cudaresolve.versions": "the value types",
     "cudaresolve.records": "a JSON or TOML field typed CudaVersion or DriverRelease",
-    "cudaresolve.host.overrides": "--driver, --cuda and the variables that state them",
+    "cudaresolve.commands.host_options": "--driver, --cuda and the variables that state them",
     "cudaresolve.host.nodes": "GPU Feature Discovery's labels on a Kubernetes node",
     "cudaresolve.host.sources": "what NVML, sysfs, procfs, libcuda and nvidia-smi print",
     "cudaresolve.knowledge.toolkits": "data/toolkits.toml (a GA driver may be a branch alone)",
@@ -293,7 +291,45 @@ def test_the_version_reader_is_not_vacuous():
         "check = records.check(DriverRelease.parse)\n"
     )
     assert sorted(_version_reads(ast.parse(source))) == [(2, "parse"), (3, "split"), (4, "regex"), (6, "parse")]
-    assert "cudaresolve.host.overrides" in version_reads("parse")
+    assert "cudaresolve.commands.host_options" in version_reads("parse")
+
+
+# The most lines a function may span, `def` to its last line (its docstring included). The functions
+# listed are longer, each with its length, and may only shrink: splitting lockfile/check.py's `checked`
+# is the verdicts room's work; once it is split, its line goes.
+MAX_FUNCTION_LINES = 80
+LONGER_FUNCTIONS: dict[str, int] = {}
+
+
+def _function_lengths(tree: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:
+    """(dotted name, lines) of every function in `tree`, methods and nested functions included."""
+    for node in ast.iter_child_nodes(tree):
+        name = f"{prefix}.{node.name}" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else prefix
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assert node.end_lineno is not None  # ast.parse sets it
+            yield name, node.end_lineno - node.lineno + 1
+        yield from _function_lengths(node, name)
+
+
+def long_functions() -> dict[str, int]:
+    """Every function of the package longer than MAX_FUNCTION_LINES, with its length."""
+    return {
+        name: lines
+        for module, path in modules().items()
+        for name, lines in _function_lengths(ast.parse(path.read_text(), str(path)), module)
+        if lines > MAX_FUNCTION_LINES
+    }
+
+
+def test_no_function_is_longer_than_80_lines():
+    found = long_functions()
+    assert {name: lines for name, lines in found.items() if lines > LONGER_FUNCTIONS.get(name, MAX_FUNCTION_LINES)} == {}
+    assert set(LONGER_FUNCTIONS) <= set(found), "a listed function is 80 lines or fewer now: drop its line"
+
+
+def test_the_function_measure_is_not_vacuous():
+    source = "class C:\n    def long(self):\n" + "        x = 1\n" * 80 + "def outer():\n    def inner():\n        pass\n    return inner\n"
+    assert dict(_function_lengths(ast.parse(source), "m")) == {"m.C.long": 81, "m.outer": 4, "m.outer.inner": 2}
 
 
 def figures() -> dict[str, object]:
@@ -303,14 +339,18 @@ def figures() -> dict[str, object]:
         "arrows": sum(len(targets) for targets in arrows.values()),
         "upward": upward(arrows),
         "cycles": cycles(arrows),
+        "long": long_functions(),
     }
 
 
 if __name__ == "__main__":
     result = figures()
     print(f"modules: {result['modules']}, import arrows: {result['arrows']}, "
-          f"arrows running back up: {len(result['upward'])}, cycles: {len(result['cycles'])}")
+          f"arrows running back up: {len(result['upward'])}, cycles: {len(result['cycles'])}, "
+          f"functions over {MAX_FUNCTION_LINES} lines: {len(result['long'])}")
     for source, target in result["upward"]:
         print(f"  up: {source} -> {target}")
     for component in result["cycles"]:
         print(f"  cycle ({len(component)} modules): {', '.join(component)}")
+    for name, lines in result["long"].items():
+        print(f"  long: {name} ({lines} lines)")

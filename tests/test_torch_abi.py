@@ -26,7 +26,7 @@ from cudaresolve.checks import fixes as f
 from cudaresolve.checks.findings import Check, Severity
 from cudaresolve.checks.problems import FrameworkAbiMismatch
 from cudaresolve.checks.torch_abi import outer_namespace
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.environment import ElfFile
 from cudaresolve.env.interpreter import target_for_site_packages
 from cudaresolve.host.facts import Driver, HostFacts

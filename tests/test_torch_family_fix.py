@@ -21,7 +21,7 @@ from test_doctor_checks import host
 from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks.findings import Check, Severity
-from cudaresolve.doctor import examine
+from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.output.findings import shown
 

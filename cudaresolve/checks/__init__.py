@@ -64,7 +64,7 @@ class Diagnosis:
     findings: tuple[Finding, ...]
     # Every path outside the environment's ELF files the loader looked at, and the environment's
     # ELF files outside site-packages (a conda prefix's), with what was there (None: nothing): a
-    # cached result holds only while each is unchanged (results.py).
+    # cached result holds only while each is unchanged (commands/result_cache.py).
     probed: tuple[tuple[str, Identity], ...] = ()
     cache_error: Optional[str] = None  # why the facts cache could not be written; such a result is not cached
 

@@ -1,8 +1,8 @@
 """`cudaresolve install`: lock (or read --lock), show the plan, run the target's own pip on exactly
 the lock, then the doctor. What pip's configuration would make it do elsewhere is refused first.
 
-May import: env/, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/ (plan, check), results,
-commands/.
+May import: env/, host/facts, index/tags, integrations/pip, lockfile/, output/ (plan, doctor), resolve/ (plan,
+check), commands/.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 import tempfile
 from typing import Optional
 
+from cudaresolve.commands.host_options import host_options
 from cudaresolve.commands.hosts import hosts
 from cudaresolve.commands.lock import json_errors
 from cudaresolve.commands.locking import LockedWheels, locked, misfits_on
@@ -20,6 +21,7 @@ from cudaresolve.commands.options import indexes, lock_inputs
 from cudaresolve.env.distributions import Distribution, read_distributions
 from cudaresolve.env.interpreter import Target, target_for, target_for_site_packages
 from cudaresolve.errors import CudaresolveError, Exit, UsageError
+from cudaresolve.host.facts import Overrides
 from cudaresolve.index.tags import target_tags
 from cudaresolve.integrations.pip import (
     externally_managed,
@@ -57,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
 def _install(args: argparse.Namespace) -> int:
     if args.target_dir and args.prefix:
         raise UsageError("give --target or --prefix, not both")
+    stated = host_options(args)
     target = target_for(python=args.python)
     assert target.python is not None  # an interpreter's target (no site_packages given) names it
     settings = pip_install_settings(target, os.environ)
@@ -80,7 +83,7 @@ def _install(args: argparse.Namespace) -> int:
         # pip's input first: an entry cudaresolve cannot install (only an sdist, VCS, directory or
         # archive source; a wheel without a sha256) is refused, naming it, before anything else.
         pinned = requirements_txt(lock, origin=args.lock)
-        fleet = hosts(args)
+        fleet = hosts(args, stated)
         with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:
             found = misfits_on(lock, fleet, read)
         majors = major_misfits(lock, fleet)
@@ -92,7 +95,7 @@ def _install(args: argparse.Namespace) -> int:
             return Exit.PROBLEMS
         installed = _installed(target, site)
     else:
-        lock, env = locked(lock_inputs(args, target, site), os.environ, quiet=args.quiet)
+        lock, env = locked(lock_inputs(args, target, stated, site), os.environ, quiet=args.quiet)
         pinned = requirements_txt(lock)
         installed = env.distributions
     changes = install_plan(lock, installed)  # the lock `pinned` was written from: the plan shows what pip gets
@@ -114,7 +117,7 @@ def _install(args: argparse.Namespace) -> int:
         sys.stdout.write(render_state(changes, after, code))
         return code
     if not args.no_verify:
-        return _verify(args, target, site)
+        return _verify(args, stated, target, site)
     return Exit.OK
 
 
@@ -132,15 +135,15 @@ def _prefix_site_packages(target: Target, prefix: str) -> str:
     return os.path.join(os.path.abspath(prefix), "lib", f"python{version}", "site-packages")
 
 
-def _verify(args: argparse.Namespace, target: Target, site: Optional[str]) -> int:
+def _verify(args: argparse.Namespace, stated: Overrides, target: Target, site: Optional[str]) -> int:
     """The doctor on what pip left, the way `cudaresolve doctor` runs it (its result cached for the
     next look); its findings are shown, and its exit status is the command's: 2 when it finds an
     error on any host (pip succeeded, yet the environment it leaves will not work)."""
+    from cudaresolve.commands.result_cache import doctor_report
     from cudaresolve.output.doctor import use_colour
-    from cudaresolve.results import doctor_report
 
     where = target_for_site_packages(site) if site else target
-    fleet = hosts(args)
+    fleet = hosts(args, stated)
     code: int = Exit.OK
     for label, host in fleet:
         report = doctor_report(where, host, os.environ)

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from typing import Iterator
 
+from cudaresolve.commands.host_options import host_options
 from cudaresolve.commands.hosts import hosts
 from cudaresolve.commands.locking import LockedWheels, host_misfits, locked, targets_of
 from cudaresolve.commands.options import indexes, lock_inputs, say
@@ -73,9 +74,10 @@ def _lock(args: argparse.Namespace) -> int:
         if path not in (None, "-"):
             replaceable(path)  # a user's file named by a mistyped flag: refused before any work
     started = time.perf_counter()
+    stated = host_options(args)
     # Without --python the target is the interpreter running cudaresolve, whose installed set is
     # cudaresolve's own (its venv): the lock is made fresh for its tags and markers.
-    inputs = replace(lock_inputs(args, target_for(python=args.python)), keep_installed=args.python is not None)
+    inputs = replace(lock_inputs(args, target_for(python=args.python), stated), keep_installed=args.python is not None)
     say(args.quiet, lock_words.lock_basis(args.python))
     result, _ = locked(inputs, os.environ, quiet=args.quiet)
     targets = targets_of(inputs)
@@ -101,7 +103,7 @@ def _lock(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits (and, with
     --require-host, when a check was skipped for a host that does not state its driver or GPUs)."""
-    fleet = hosts(args)
+    fleet = hosts(args, host_options(args))
     target = target_for(python=args.python)
     base = target.marker_environment() or {}
     with LockedWheels(target, indexes(args), os.environ, quiet=args.quiet) as read:

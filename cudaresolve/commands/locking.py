@@ -2,7 +2,7 @@
 installed environment, open the indexes and resolve (resolve/resolver.py does the choosing); and
 whether a lock read from a file still fits the hosts.
 
-May import: doctor (the environment scan), binary/loader (an empty target's loader), env/, index/, resolve/,
+May import: commands/diagnosing (the environment scan), binary/loader (an empty target's loader), env/, index/, resolve/,
 lockfile/select, output/ (progress, lock_words), commands/options.
 """
 
@@ -15,8 +15,8 @@ from typing import Mapping, Optional, Sequence
 
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import for_machine
+from cudaresolve.commands.diagnosing import scan
 from cudaresolve.commands.options import say
-from cudaresolve.doctor import scan
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.store import default_cache_dir

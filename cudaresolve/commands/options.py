@@ -1,8 +1,8 @@
 """What parsed options say, as typed values: the index settings, the wheel tags, and the
 LockInputs of `lock` and `install`. Each value is parsed here, at the edge.
 
-May import: env/interpreter, host/probe and host/fleet (the fleet's host files), index/ (config, choices, tags),
-resolve/ (inputs, requirements, targets), errors, commands/hosts.
+May import: env/interpreter, host/probe, host/fleet and host/facts (the fleet's host files), index/ (config,
+choices, tags), resolve/ (inputs, requirements, targets), errors, commands/hosts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Mapping, Optional, Sequence, cast
 from cudaresolve.commands.hosts import host_classes, probed_here
 from cudaresolve.env.interpreter import Target
 from cudaresolve.errors import UsageError
+from cudaresolve.host.facts import Overrides
 from cudaresolve.host.fleet import class_label, judged
 from cudaresolve.host.probe import host_for
 from cudaresolve.index.choices import PipChoices, pip_choices
@@ -80,10 +81,10 @@ def indexes(args: argparse.Namespace, files: IndexSettings = IndexSettings(), *,
     )
 
 
-def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional[str] = None) -> LockInputs:
+def lock_inputs(args: argparse.Namespace, target: Target, stated: Overrides, installed_at: Optional[str] = None) -> LockInputs:
     """What `lock` and `install` are asked: the requirements of the command line, -r files and the
-    project, pip's configured constraints and the -c files', the hosts, the indexes and the choices
-    (pip's configuration, --pre on top)."""
+    project, pip's configured constraints and the -c files', the hosts (the `stated` facts on top),
+    the indexes and the choices (pip's configuration, --pre on top)."""
     environ = dict(os.environ)
     choices, configured = pip_configured(target, environ)
     sets = [from_command_line(args.requirements)]
@@ -93,7 +94,7 @@ def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional
     sets += configured
     sets += [read_requirements_file(path, environ, constraint=True) for path in args.constraint]
     asked = merge(sets)
-    each = lock_hosts(args, target)
+    each = lock_hosts(args, target, stated)
     fleet = tuple((host.label, host.facts) for host in each)
     return LockInputs(
         requirements=asked.requirements,
@@ -109,7 +110,7 @@ def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional
     )
 
 
-def lock_hosts(args: argparse.Namespace, target: Target) -> tuple[HostPythons, ...]:
+def lock_hosts(args: argparse.Namespace, target: Target, stated: Overrides) -> tuple[HostPythons, ...]:
     """The hosts to lock for, each with its Pythons: the --host files (or this machine), each running
     every --python-version (default: the target interpreter's); without either, the project's
     `[tool.cudaresolve] fleet` when it has one."""
@@ -117,14 +118,14 @@ def lock_hosts(args: argparse.Namespace, target: Target) -> tuple[HostPythons, .
     if not args.host and not pythons:
         project = read_project_settings(getattr(args, "project", None) or os.getcwd())
         if project is not None and project.fleet is not None:
-            return fleet_hosts(project, target, args)
+            return fleet_hosts(project, target, stated)
     own = pythons or (interpreter_python(target),)
-    return tuple(HostPythons(class_label(c), c.facts, own, c.hosts) for c in host_classes(args))
+    return tuple(HostPythons(class_label(c), c.facts, own, c.hosts) for c in host_classes(args, stated))
 
 
-def fleet_hosts(project: ProjectSettings, target: Target, args: argparse.Namespace) -> tuple[HostPythons, ...]:
+def fleet_hosts(project: ProjectSettings, target: Target, stated: Overrides) -> tuple[HostPythons, ...]:
     """The project's fleet table: each host file, relative to the pyproject.toml, with its Pythons
-    (default: the target interpreter's), --driver, --cuda and --gpu applied as to --host."""
+    (default: the target interpreter's), the `stated` facts applied as to --host."""
     assert project.fleet is not None
     where = f"{project.path}: tool.cudaresolve.fleet"
     if not project.fleet:
@@ -139,8 +140,7 @@ def fleet_hosts(project: ProjectSettings, target: Target, args: argparse.Namespa
             raise UsageError(f"{where}[{number}].host: is empty (give a host file, e.g. hosts/h100.json)")
         path = os.path.join(base, entry.host)
         try:
-            facts = judged(host_for(host_file=path, driver=args.driver, cuda=args.cuda, gpus=args.gpu, environ=os.environ),
-                           f"--host {path}")
+            facts = judged(host_for(host_file=path, overrides=stated, environ=os.environ), f"--host {path}")
         except UsageError as exc:
             raise UsageError(f"{where}[{number}].host: {exc}") from None
         found.append(HostPythons(entry.host, facts, pythons or (interpreter_python(target),)))

@@ -142,6 +142,7 @@ INDEX_FLAGS = frozenset({
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: one function per command adds its parser, in the order --help lists them."""
     parser = _Parser(
         prog="cudaresolve",
         description="Make CUDA wheels install right: read the host, the binaries and the environment.",
@@ -149,7 +150,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"cudaresolve {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_probe(commands)
+    _add_inspect(commands)
+    _add_doctor(commands)
+    _add_lock(commands)
+    _add_install(commands)
+    _add_pip(commands)
+    _add_why(commands)
+    return parser
 
+
+def _add_probe(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """probe: the host facts."""
     probe = commands.add_parser(
         "probe",
         help="host facts: driver, driver CUDA version, GPUs and their compute capabilities",
@@ -160,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_host_options(probe)
     probe.add_argument("--json", action="store_true", help=f"print the host JSON ({docs_url('host-json.md')})")
 
+
+def _add_inspect(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """inspect: what files, wheels and distributions need and carry."""
     inspect = commands.add_parser(
         "inspect",
         help="what libraries need and carry: needed libs, versioned symbols, SASS/PTX archs",
@@ -184,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help=f"print JSON ({docs_url('inspect.md')})")
     _add_index_options(inspect)
 
+
+def _add_doctor(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """doctor: an installed environment judged for the host."""
     doctor = commands.add_parser(
         "doctor",
         help="diagnose an installed environment: symbols, libraries, archs, driver, advisories",
@@ -203,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help=f"print the findings as JSON ({docs_url('doctor.md')})")
     _add_host_options(doctor)
 
+
+def _add_lock(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """lock: one set that fits every host, written as pylock.toml; lock --check."""
     lock = commands.add_parser(
         "lock",
         help="choose one consistent set of versions and CUDA variants for this host (or a fleet)",
@@ -231,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_host_options(lock, fleet=True)
     _add_index_options(lock)
 
+
+def _add_install(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """install: lock (or read --lock), then the target's own pip, then the doctor."""
     install = commands.add_parser(
         "install",
         help="lock, then install exactly the lock with the target's own pip, then run the doctor",
@@ -253,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_host_options(install, fleet=True)
     _add_index_options(install)
 
+
+def _add_pip(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """pip: listed for --help; cli.main hands `cudaresolve pip ...` to commands/pip.py before argparse reads it."""
     pip = commands.add_parser(
         "pip",
         help="run the target's pip; `pip install` first resolves, then adds the lock as constraints",
@@ -267,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     pip.add_argument("-q", "--quiet", action="store_true", help="no cudaresolve progress on stderr")
     pip.add_argument("arguments", nargs=argparse.REMAINDER, help="pip's command and arguments")
 
+
+def _add_why(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """why: what a lock records about one distribution."""
     why = commands.add_parser(
         "why",
         help="why a lock holds a distribution at its version and build",
@@ -278,5 +308,3 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("name", metavar="NAME", help="a distribution name, e.g. torch, or the name asked for, e.g. cupy")
     why.add_argument("--lock", metavar="FILE", default="pylock.toml", help="the lock file (default: pylock.toml)")
     why.add_argument("--json", action="store_true", help=f"print the answer as one JSON document ({docs_url('lock.md')})")
-
-    return parser

@@ -21,6 +21,7 @@ from typing import Optional, Sequence, cast
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from cudaresolve.commands.host_options import stated_by
 from cudaresolve.commands.hosts import THIS_HOST, probed_here
 from cudaresolve.commands.locking import locked
 from cudaresolve.commands.options import pip_configured, policy, say
@@ -153,7 +154,7 @@ def pip_lock_inputs(
         proxy=_last(options, "--proxy"),
         torch_index_base=command.torch_index_base,
     )
-    fleet = ((THIS_HOST, host_for(environ=os.environ)),)
+    fleet = ((THIS_HOST, host_for(overrides=stated_by(os.environ), environ=os.environ)),)
     return LockInputs(
         requirements=asked.requirements,
         constraints=asked.constraints,

@@ -7,7 +7,7 @@ are read, parsed with `ast`, and only a literal assigned to the named variable i
 the list of pairs given to `OrderedDict(...)`/`dict(...)`), through `ast.literal_eval`; of it, only
 string keys with string values. Anything else reads as no record.
 
-May import: env/distributions, inputs and knowledge/ (components).
+May import: env/distributions, bounded and knowledge/ (components).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import ast
 import os
 from typing import Iterable, Mapping, Optional
 
+from cudaresolve.bounded import read_bounded
 from cudaresolve.env.distributions import Distribution
-from cudaresolve.inputs import read_bounded
 from cudaresolve.knowledge import components
 
 RECORD_LIMIT = 64 * 1024  # tensorflow 2.21.0's build_info.py is 1,145 bytes

@@ -20,9 +20,9 @@ from typing import Iterable, Optional, Sequence
 from packaging.version import Version
 
 from cudaresolve.binary.names import is_shared_object_name
+from cudaresolve.bounded import loads_json, read_bounded
 from cudaresolve.env.distributions import CondaRecord, Distribution, Problem
 from cudaresolve.errors import UsageError
-from cudaresolve.inputs import loads_json, read_bounded
 from cudaresolve.knowledge import components
 from cudaresolve.versions import CudaVersion
 

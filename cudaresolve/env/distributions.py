@@ -20,8 +20,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from cudaresolve.bounded import parse_requirement, read_bounded
 from cudaresolve.env.tree import STASH_PREFIX
-from cudaresolve.inputs import parse_requirement, read_bounded
 from cudaresolve.records import shown
 
 # A METADATA or RECORD file is kB (torch's RECORD: 3 MB); a bound above any real one.

@@ -19,9 +19,9 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from cudaresolve.bounded import TooMuchOutput, loads_json, run_bounded
 from cudaresolve.env.errors import EnvError
 from cudaresolve.errors import UsageError
-from cudaresolve.inputs import TooMuchOutput, loads_json, run_bounded
 
 # Runs inside the target interpreter, so it avoids anything newer than Python 3.6. The markers are
 # computed the way packaging.markers.default_environment() does, which the target may not have.

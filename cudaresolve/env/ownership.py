@@ -26,8 +26,8 @@ from typing import Iterable, Optional
 
 from packaging.version import Version
 
+from cudaresolve.bounded import read_bounded
 from cudaresolve.env.distributions import MAX_DIST_INFO_FILE, Distribution, Problem
-from cudaresolve.inputs import read_bounded
 from cudaresolve.records import shown
 
 # Hashing is bounded: the largest real shared library is a few hundred MiB (libnccl.so.2: ~300 MiB).

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Mapping, Optional
 
 from packaging.version import Version
 
-from cudaresolve.inputs import loads_json, read_bounded
+from cudaresolve.bounded import loads_json, read_bounded
 from cudaresolve.knowledge import components
 
 WHEEL_LIST_LIMIT = 64 * 1024  # CuPy 13.6.0's _wheel.json is 517 bytes

@@ -47,30 +47,12 @@ def scan_environment(
     cache reads its misses in parallel). `loader` is the machine's loader (LoaderEnv.from_system);
     `environ` gives CONDA_PREFIX to the preloaders that search it.
     """
-    distributions: list[Distribution] = []
-    problems: list[Problem] = []
-    paths: list[str] = []
-    for site_packages in distinct_directories(target.site_packages):
-        found, dist_problems = read_distributions(site_packages)
-        distributions.extend(found)
-        problems.extend(dist_problems)
-        found_paths, file_problems = find_elf_files(site_packages)
-        paths.extend(found_paths)
-        problems.extend(file_problems)
+    distributions, paths, problems = _site_packages(target.site_packages)
     conda = None
     if target.conda_prefix:
-        packages, conda_problems = read_conda_meta(target.conda_prefix)
-        problems.extend(conda_problems)
-        conda = CondaPrefix(target.conda_prefix, tuple(p.record for p in packages))
-        distributions, listed = with_conda(distributions, packages, target.site_packages)
-        from_conda = {d.dist_info for d in distributions if d.conda is not None and d.kind == "python"}
-        problems = [replace(p, reason=p.reason.replace(UNOWNED_FILES, "; its files are those its conda-meta record lists"))
-                    if p.path in from_conda else p for p in problems]
-        elf_paths, elf_problems = elf_only((p for owned in listed.values() for p in owned), missing_ok=True)
-        problems.extend(elf_problems)
-        paths.extend(elf_paths)
-        shipping = {owner for owner, owned in listed.items() if not set(owned).isdisjoint(elf_paths)}
-        distributions = [d for d in distributions if d.kind != "conda" or d.dist_info in shipping]
+        distributions, paths, problems, conda = _with_conda_prefix(
+            target.conda_prefix, target.site_packages, distributions, paths, problems
+        )
     distributions.sort(key=lambda d: (d.name, d.dist_info))
     owners = owners_by_path(distributions)
     shared, shared_problems = shared_files(distributions)
@@ -81,26 +63,15 @@ def scan_environment(
     paths = sorted(set(paths))
     if prefetch is not None:
         prefetch(paths)
-    elf_files = []
-    read: dict[str, tuple[Optional[BinaryFacts], Optional[str]]] = {}  # by real path: conda's symlinks
-    for path in paths:
-        real = os.path.realpath(path)
-        if real not in read:
-            read[real] = _facts(facts_for, path)
-        facts, error = read[real]
-        elf_files.append(ElfFile(path, owners.get(path, ()), facts, error, real))
+    elf_files = _elf_files(paths, owners, facts_for)
     markers = target.marker_environment() or {}
     installed = {d.name: d.version for d in distributions}
     distributions = [replace(d, extras=installed_extras(d, installed, markers)) for d in distributions]
     conda_prefix = target.prefix if target.conda else environ.get("CONDA_PREFIX")
     loader = loader or LoaderEnv(machine=target.machine or "x86_64")
     if target.executable:
-        program = os.path.realpath(target.executable)
-        facts, error = _facts(facts_for, program)
-        if facts is not None:
-            loader = with_program(loader, program, facts)
-        else:
-            problems.append(Problem(program, f"cannot read the interpreter, so its RPATH is not searched: {error}"))
+        loader, unread = _with_interpreter(loader, os.path.realpath(target.executable), facts_for)
+        problems.extend(unread)
 
     def system_facts(path: str) -> Optional[BinaryFacts]:
         return facts_for(path) if os.path.isfile(path) else None
@@ -118,6 +89,67 @@ def scan_environment(
         shared_files=shared,
         build_records=build_records(distributions, target.site_packages),
     )
+
+
+def _site_packages(directories: tuple[str, ...]) -> tuple[list[Distribution], list[str], list[Problem]]:
+    """Each site-packages directory's distributions and ELF paths, and what could not be read."""
+    distributions: list[Distribution] = []
+    paths: list[str] = []
+    problems: list[Problem] = []
+    for site_packages in distinct_directories(directories):
+        found, dist_problems = read_distributions(site_packages)
+        distributions.extend(found)
+        problems.extend(dist_problems)
+        found_paths, file_problems = find_elf_files(site_packages)
+        paths.extend(found_paths)
+        problems.extend(file_problems)
+    return distributions, paths, problems
+
+
+def _with_conda_prefix(
+    prefix: str, site_packages: tuple[str, ...], distributions: list[Distribution], paths: list[str], problems: list[Problem]
+) -> tuple[list[Distribution], list[str], list[Problem], CondaPrefix]:
+    """The site-packages' findings joined with a conda prefix's packages: a Python package conda
+    installed owns the files its conda-meta record lists (not RECORD's), the ELF files the records
+    list are read too, and a conda package is kept only when it ships one of them."""
+    packages, conda_problems = read_conda_meta(prefix)
+    problems = problems + list(conda_problems)
+    conda = CondaPrefix(prefix, tuple(p.record for p in packages))
+    distributions, listed = with_conda(distributions, packages, site_packages)
+    from_conda = {d.dist_info for d in distributions if d.conda is not None and d.kind == "python"}
+    problems = [replace(p, reason=p.reason.replace(UNOWNED_FILES, "; its files are those its conda-meta record lists"))
+                if p.path in from_conda else p for p in problems]
+    elf_paths, elf_problems = elf_only((p for owned in listed.values() for p in owned), missing_ok=True)
+    problems.extend(elf_problems)
+    shipping = {owner for owner, owned in listed.items() if not set(owned).isdisjoint(elf_paths)}
+    distributions = [d for d in distributions if d.kind != "conda" or d.dist_info in shipping]
+    return distributions, paths + list(elf_paths), problems, conda
+
+
+def _elf_files(
+    paths: Sequence[str], owners: Mapping[str, tuple[str, ...]], facts_for: Callable[[str], BinaryFacts]
+) -> list[ElfFile]:
+    """Each path's ElfFile with its owners and facts, read once per real path (conda's symlinks)."""
+    elf_files = []
+    read: dict[str, tuple[Optional[BinaryFacts], Optional[str]]] = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        if real not in read:
+            read[real] = _facts(facts_for, path)
+        facts, error = read[real]
+        elf_files.append(ElfFile(path, owners.get(path, ()), facts, error, real))
+    return elf_files
+
+
+def _with_interpreter(
+    loader: LoaderEnv, program: str, facts_for: Callable[[str], BinaryFacts]
+) -> tuple[LoaderEnv, tuple[Problem, ...]]:
+    """The loader with the interpreter `program` as the running program (its DT_RPATH is a search
+    step), or as it was with the problem saying why the interpreter could not be read."""
+    facts, error = _facts(facts_for, program)
+    if facts is None:
+        return loader, (Problem(program, f"cannot read the interpreter, so its RPATH is not searched: {error}"),)
+    return with_program(loader, program, facts), ()
 
 
 def _facts(facts_for: Callable[[str], BinaryFacts], path: str) -> tuple[Optional[BinaryFacts], Optional[str]]:

@@ -2,7 +2,7 @@
 is written (`default_cache_dir`, `store_entry`) is cudaresolve/caches.py's, below the knowledge
 tables, which cache themselves too (knowledge/compiled.py).
 
-The facts cache (env/cache.py) and the doctor's result cache (results.py) both keep one file per
+The facts cache (env/cache.py) and the doctor's result cache (commands/result_cache.py) both keep one file per
 entry, written to a temporary file and moved into place with os.replace, so a reader sees a whole
 entry or none. This module imports nothing heavy: a cached doctor run reads its entry before it
 knows whether it needs anything more.

@@ -4,7 +4,7 @@ The JSON form (`to_json` / `from_json`) is the `--host FILE` format and is docum
 docs/host-json.md; `schema` is bumped on any incompatible change.
 
 A driver release and CUDA version are values (`DriverRelease`, `CudaVersion`), read from the JSON
-by their own parsers. May import: the base values, records and inputs; knowledge/gpus only to check
+by their own parsers. May import: the base values, records and bounded; knowledge/gpus only to check
 a stated GPU.
 """
 
@@ -16,8 +16,8 @@ from typing import Any, Optional, Union
 
 from cudaresolve import records
 from cudaresolve.arch import ComputeCapability
+from cudaresolve.bounded import loads_json
 from cudaresolve.errors import UsageError
-from cudaresolve.inputs import loads_json
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 SCHEMA = 1
@@ -92,6 +92,19 @@ class Note:
     source: str
     message: str
     line: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Facts stated instead of probed, made once per command by commands/host_options.py from
+    --driver, --cuda, --gpu and the host variables: `driver` is set when any driver fact is stated;
+    `gpus` when the GPUs are."""
+
+    driver: Optional[Driver] = None
+    gpus: Optional[tuple[Gpu, ...]] = None
+
+
+NOTHING_STATED = Overrides()
 
 
 @dataclass(frozen=True)

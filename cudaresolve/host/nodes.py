@@ -10,7 +10,7 @@ every label key and value checked before use: no control, format (bidi such as U
 line-separator character (U+2028) in any, and a compute capability of a known major
 (docs/host-json.md, "Hosts from Kubernetes nodes").
 
-May import: the base values (errors, versions, arch, inputs), host/facts and host/fleet.
+May import: the base values (errors, versions, arch, bounded), host/facts and host/fleet.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, TextIO
 
 from cudaresolve.arch import ComputeCapability
+from cudaresolve.bounded import MAX_INPUT_FILE, loads_json, read_bounded
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Driver, Gpu, HostFacts, check_known
 from cudaresolve.host.fleet import judged
-from cudaresolve.inputs import MAX_INPUT_FILE, loads_json, read_bounded
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 SOURCE = "node-labels"  # the source of every fact read from a node's labels

@@ -4,8 +4,8 @@ Probing asks the sources in a fixed order and takes each fact from the first sou
 it: NVML, /sys/module/nvidia/version, /proc/driver/nvidia/version, libcuda (in a child process),
 nvidia-smi. It stops as soon as every wanted fact is known, so a healthy machine costs one NVML
 session. A source that cannot answer leaves a Note saying why: no GPU, or no driver, is a normal
-result. Stated facts (overrides.py) are never probed; a release without a CUDA version gets it
-from the driver branch table, marked "derived:branch-table".
+result. Stated facts (an Overrides value, made once by commands/host_options.py) are never probed;
+a release without a CUDA version gets it from the driver branch table, marked "derived:branch-table".
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import sys
 from dataclasses import replace
 from typing import Callable, Iterator, Mapping, Optional, Sequence, TextIO
 
+from cudaresolve.bounded import MAX_INPUT_FILE, read_bounded
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver, Gpu, HostFacts, Note, check_known
-from cudaresolve.host.overrides import Overrides, overrides_from
+from cudaresolve.host.facts import NOTHING_STATED, Driver, Gpu, HostFacts, Note, Overrides, check_known
 from cudaresolve.host.readers import Readers, SourceUnavailable, system_readers
 from cudaresolve.host.sources import (
     SMI_FIELDS,
@@ -33,7 +33,6 @@ from cudaresolve.host.sources import (
     parse_tegra,
 )
 from cudaresolve.host.visibility import apply_visible_devices
-from cudaresolve.inputs import MAX_INPUT_FILE, read_bounded
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 SYSFS_VERSION = "/sys/module/nvidia/version"
@@ -47,15 +46,13 @@ DERIVED = "derived:branch-table"
 
 def host_for(
     host_file: Optional[str] = None,
-    driver: Optional[str] = None,
-    cuda: Optional[str] = None,
-    gpus: Sequence[str] = (),
+    overrides: Overrides = NOTHING_STATED,
     environ: Mapping[str, str] = os.environ,
     readers: Optional[Readers] = None,
     stdin: Optional[TextIO] = None,
 ) -> HostFacts:
-    """The host facts for a command: `host_file` or a probe, with the overrides on top."""
-    overrides = overrides_from(driver, cuda, gpus, environ)
+    """The host facts for a command: `host_file` or a probe (its sources and CUDA_VISIBLE_DEVICES
+    read from `environ`), with the stated `overrides` on top."""
     if host_file is not None:
         base = load_host_file(host_file, stdin or sys.stdin)
     else:
@@ -68,11 +65,9 @@ def host_for(
     return derive_cuda(apply_overrides(base, overrides))
 
 
-def stated_over(
-    base: HostFacts, driver: Optional[str], cuda: Optional[str], gpus: Sequence[str], environ: Mapping[str, str]
-) -> HostFacts:
+def stated_over(base: HostFacts, overrides: Overrides) -> HostFacts:
     """Facts read elsewhere (a node's labels) with the overrides on top, as `host_for` treats a host file."""
-    return derive_cuda(apply_overrides(base, overrides_from(driver, cuda, gpus, environ)))
+    return derive_cuda(apply_overrides(base, overrides))
 
 
 def load_host_file(path: str, stdin: TextIO) -> HostFacts:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from cudaresolve.bounded import TooMuchOutput, run_bounded
 from cudaresolve.errors import UsageError
 from cudaresolve.host.sources import NvmlDevice, NvmlMigDevice, NvmlValues
-from cudaresolve.inputs import TooMuchOutput, run_bounded
 
 # nvidia-smi and cuInit can take seconds on a big machine with persistence mode off; a hung driver
 # must not hang us.

@@ -4,7 +4,7 @@ The reading itself (opening a file, running nvidia-smi, calling NVML) lives in `
 the parsing here, over plain text and values, lets recorded real outputs test every source.
 A source that cannot be understood says so in a Note naming the offending line; it never raises.
 
-Releases and CUDA versions leave here as values. May import: host/facts, arch, versions, inputs.
+Releases and CUDA versions leave here as values. May import: host/facts, arch, versions, bounded.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from cudaresolve.arch import ComputeCapability
+from cudaresolve.bounded import loads_json
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import Gpu, MigDevice, Note
-from cudaresolve.inputs import loads_json
 from cudaresolve.versions import CudaVersion, DriverRelease
 
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.103.01  Thu Jan ..." (proprietary) and

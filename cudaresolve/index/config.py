@@ -21,7 +21,7 @@ The I/O stays at the edge (`pip_config_paths`, `read_pip_files`, `read_project`,
 `merge` is a pure function of plain data. What a command line, pip's own arguments or a
 requirements file set is an `IndexSettings`, with every option pip has for its indexes.
 
-May import: packaging, records, errors, inputs (bounded reads and runs), env/store (the cache
+May import: packaging, records, errors, bounded (bounded reads and runs), env/store (the cache
 directory), env/interpreter (running the target's pip without site), knowledge/torch (the variant indexes).
 """
 
@@ -45,10 +45,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from packaging.utils import canonicalize_name
 
 from cudaresolve import records
+from cudaresolve.bounded import TooMuchOutput, loads_toml, read_bounded, run_bounded
 from cudaresolve.env.interpreter import pip_command
 from cudaresolve.env.store import default_cache_dir, store_entry
 from cudaresolve.errors import UsageError
-from cudaresolve.inputs import TooMuchOutput, loads_toml, read_bounded, run_bounded
 from cudaresolve.knowledge import torch
 
 # PyTorch's own download site: the variant indexes live below it unless configured otherwise.

@@ -55,9 +55,11 @@ def host() -> Optional[HostFacts]:
     a driver, one NVML session with one: conda's own `__cuda` probe costs more, and is per process
     too); None, after a warning, when it cannot be read."""
     try:
+        from cudaresolve.commands.host_options import stated_by
         from cudaresolve.host.probe import host_for
 
-        return host_for(environ=conda_environ(os.environ, _configured()))
+        environ = conda_environ(os.environ, _configured())
+        return host_for(overrides=stated_by(environ), environ=environ)
     except Exception as exc:
         warn("cannot read the host, so no __cuda_arch and no doctor", exc)
         return None
@@ -66,7 +68,7 @@ def host() -> Optional[HostFacts]:
 def cuda_arch_version(facts: Optional[HostFacts], environ: Mapping[str, str]) -> Optional[str]:
     """CEP 46: the lowest compute capability of the visible GPUs as MAJOR.MINOR (no a/f suffix);
     none without `__cuda` (an empty CONDA_OVERRIDE_CUDA, or no driver CUDA version) or without GPUs.
-    CONDA_OVERRIDE_CUDA_ARCH reaches here as the GPU list (host/overrides.py); empty, as no GPUs."""
+    CONDA_OVERRIDE_CUDA_ARCH reaches here as the GPU list (commands/host_options.py); empty, as no GPUs."""
     if facts is None or environ.get("CONDA_OVERRIDE_CUDA", "-").strip() == "" or facts.driver.cuda is None:
         return None
     cc = facts.min_compute_capability
@@ -185,9 +187,9 @@ def doctor_text(prefix: str) -> Optional[str]:
     facts = host()
     if facts is None or not os.path.isfile(python):
         return None
+    from cudaresolve.commands.result_cache import doctor_report
     from cudaresolve.env.interpreter import target_for
     from cudaresolve.output.doctor import use_colour
-    from cudaresolve.results import doctor_report
 
     report = doctor_report(target_for(python=python), facts, os.environ)
     return report.text_colour if use_colour(sys.stdout, os.environ) else report.text

@@ -4,7 +4,7 @@ status is the caller's to return. What the lock decided reaches pip only as file
 (pinned requirements with hashes, constraints) and index options. The wrapper's reading of pip's
 own arguments is here too (`split_install_arguments`).
 
-May import: env/interpreter, errors, index/config (pip's configuration), inputs (bounded runs).
+May import: env/interpreter, errors, index/config (pip's configuration), bounded (bounded runs).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import os
 import subprocess
 from typing import Mapping, Optional, Sequence
 
+from cudaresolve.bounded import TooMuchOutput, run_bounded
 from cudaresolve.env.interpreter import Target, pip_command
 from cudaresolve.errors import UsageError
 from cudaresolve.index.config import pip_bool, pip_config_paths, pip_settings, read_pip_files
-from cudaresolve.inputs import TooMuchOutput, run_bounded
 
 PIP_TIMEOUT = 120.0  # pip's own start and refusal take a second; a hung pip must not hang us
 PIP_OUTPUT_LIMIT = 1024 * 1024

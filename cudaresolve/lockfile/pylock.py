@@ -35,9 +35,9 @@ from typing import Any, Callable, Iterable, Literal, Optional, TypeVar, overload
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
+from cudaresolve.bounded import read_bounded
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.inputs import read_bounded
 from cudaresolve.lockfile import fields, reasons
 from cudaresolve.lockfile.check import one_per_environment
 from cudaresolve.lockfile.fields import LockFileError

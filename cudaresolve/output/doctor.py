@@ -4,7 +4,7 @@ Only `Report` and `use_colour` are needed to print a cached result, so this modu
 checks' and the loader's modules only inside the functions that render a fresh diagnosis.
 
 May import: the checks (`Diagnosis`, findings), env/, host/ and binary/ values, and output/; never the
-doctor's edge (doctor.py, results.py), which imports this.
+doctor's edge (commands/diagnosing.py, commands/result_cache.py), which imports this.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _COLOURS = {"error": "31", "warning": "33", "info": "36"}
 @dataclass(frozen=True)
 class Report:
     """A diagnosis as `doctor` prints it: every rendering and both exit statuses, so a cached
-    result (cudaresolve/results.py) answers --json, text, colour and --strict alike."""
+    result (commands/result_cache.py) answers --json, text, colour and --strict alike."""
 
     text: str
     text_colour: str

@@ -9,7 +9,7 @@ a bad one names where it came from, and it keeps that origin (resolve/reasons.py
 Constrained) on its way through the resolver. `--hash` options are checked and not kept: the lock
 pins the sha256 its index publishes for each chosen wheel.
 
-May import: packaging, inputs (bounded reads), records.shown, errors, index/config (IndexSettings),
+May import: packaging, bounded (bounded reads), records.shown, errors, index/config (IndexSettings),
 resolve/reasons.py.
 """
 
@@ -27,7 +27,7 @@ from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from cudaresolve import inputs, records
+from cudaresolve import bounded, records
 from cudaresolve.errors import UsageError
 from cudaresolve.index.config import IndexSettings
 from cudaresolve.resolve.reasons import Asked, Constrained, Need
@@ -49,7 +49,7 @@ def parse_requirement(text: str, origin: str) -> Requirement:
     """`text` as a PEP 508 requirement; `origin` ("reqs.txt:3", "pyproject.toml: project.dependencies[0]")
     names it in the error. Direct references are refused: the resolver locks index files only."""
     try:
-        requirement: Requirement = inputs.parse_requirement(text)
+        requirement: Requirement = bounded.parse_requirement(text)
     except InvalidRequirement as exc:
         if _looks_like_location(text):
             raise UsageError(f"{origin}: {text}: direct references (URLs and paths) are not supported yet") from None
@@ -284,7 +284,7 @@ def _options(tokens: list[str], where: str) -> list[tuple[str, Optional[str], st
 
 def _read_file(path: str, *, constraint: bool, stack: tuple[str, ...], collected: _Collected, environ: Mapping[str, str]) -> None:
     try:
-        data = inputs.read_bounded(path, regular=True)  # a FIFO (`-r fifo`, here or in a file) would wait for ever
+        data = bounded.read_bounded(path, regular=True)  # a FIFO (`-r fifo`, here or in a file) would wait for ever
         real = _realpath(path)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
@@ -378,7 +378,7 @@ def read_project(directory: str, extras: Sequence[str] = (), groups: Sequence[st
     """
     path = os.path.join(directory, "pyproject.toml")
     try:
-        data = inputs.loads_toml(inputs.read_bounded(path, regular=True).decode("utf-8"))
+        data = bounded.loads_toml(bounded.read_bounded(path, regular=True).decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:  # UnicodeDecodeError, TOMLDecodeError, or what tomllib does not wrap

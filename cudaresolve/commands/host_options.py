@@ -1,4 +1,6 @@
-"""Host facts stated instead of probed: flags, cudaresolve's variables, then the ecosystem's.
+"""The host facts the command line and the environment state instead of probing: flags,
+cudaresolve's variables, then the ecosystem's, read once into one `Overrides` value that every
+command hands to the host code (host/probe.py applies it).
 
 Per fact, the first source present wins:
   driver release: --driver, CUDARESOLVE_DRIVER, UV_CUDA_DRIVER_VERSION (uv's variable)
@@ -11,17 +13,18 @@ Overriding either driver fact replaces the whole probed driver, since the two de
 stated together, the CUDA version must be one the release can report (550 reports at most 12.4).
 
 Each value is read here, once, by its value type's parser. May import: host/facts, arch, versions,
-knowledge/toolkits (the CUDA each driver branch reports).
+errors, knowledge/toolkits (the CUDA each driver branch reports).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import argparse
+import os
 from typing import Mapping, Optional, Sequence
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.errors import UsageError
-from cudaresolve.host.facts import Driver, Gpu, check_known
+from cudaresolve.host.facts import Driver, Gpu, Overrides, check_known
 from cudaresolve.knowledge import toolkits
 from cudaresolve.versions import CudaVersion, DriverRelease
 
@@ -29,12 +32,14 @@ RELEASE_VARIABLES = ("CUDARESOLVE_DRIVER", "UV_CUDA_DRIVER_VERSION")
 CUDA_VARIABLES = ("CUDARESOLVE_CUDA", "CONDA_OVERRIDE_CUDA")
 
 
-@dataclass(frozen=True)
-class Overrides:
-    """`driver` is set when any driver fact is stated; `gpus` when the GPUs are."""
+def host_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Overrides:
+    """What a command's --driver, --cuda and --gpu, and the host variables of `environ`, state."""
+    return overrides_from(args.driver, args.cuda, args.gpu or (), environ)
 
-    driver: Optional[Driver] = None
-    gpus: Optional[tuple[Gpu, ...]] = None
+
+def stated_by(environ: Mapping[str, str]) -> Overrides:
+    """What the host variables of `environ` alone state (pip's wrapper and the conda plugin take no flags)."""
+    return overrides_from(None, None, (), environ)
 
 
 def overrides_from(

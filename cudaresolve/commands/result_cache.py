@@ -37,7 +37,7 @@ few string copies, and a hit imports neither the checks, the loader nor the ELF 
 diagnosis made while the facts cache could not be written, or while the tree changed, is not kept.
 
 May import: env/ (identity, tree walk, store), output/doctor.py (`Report`) and, for a fresh
-diagnosis only, doctor.py; nothing imports this but the commands and integrations.
+diagnosis only, commands/diagnosing; nothing imports this but the commands and integrations.
 """
 
 from __future__ import annotations
@@ -98,13 +98,13 @@ def doctor_report(
     progress: Optional[Callable[[str], None]] = None,
 ) -> Report:
     """The report of `target` for `host`: the cached one while its key holds, else a fresh
-    diagnosis (doctor.examine), kept when nothing it depends on changed while it was made."""
+    diagnosis (diagnosing.examine), kept when nothing it depends on changed while it was made."""
     cache = ResultCache(default_cache_dir(environ))
     key = result_key(target, host, environ)
     report, tree = cache.load(target, host, key)
     if report is not None:
         return report
-    from cudaresolve.doctor import examine
+    from cudaresolve.commands.diagnosing import examine
     from cudaresolve.output.doctor import report_of
 
     tree = tree or walk_tree(target)

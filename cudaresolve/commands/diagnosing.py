@@ -1,10 +1,10 @@
-"""`cudaresolve doctor`: scan an installed environment, judge it, hand the result to the renderer.
+"""The doctor's I/O edge: scan an installed environment, judge it, hand the result to the renderer.
 
-This is the I/O edge: the facts cache, the machine's loader and the environment variables are
-read here; `checks.judge` does the judging on the value the scan builds.
+The facts cache, the machine's loader and the environment variables are read here; `checks.judge`
+does the judging on the value the scan builds. `lock` (commands/locking.py) starts from the same scan.
 
-May import: every room below output/ (binary, env, host, knowledge, checks); not output/ or
-results.py, which sit above it (results.py imports it to make a fresh report).
+May import: every room below output/ (binary, env, host, knowledge, checks); not output/ or the rest
+of commands/ (commands/result_cache.py imports it to make a fresh report).
 """
 
 from __future__ import annotations
