@@ -14,7 +14,6 @@ import csv
 import os
 import re
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from typing import Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -105,6 +104,8 @@ class MetadataError(ValueError):
 
 def parse_metadata(text: str) -> Metadata:
     """The fields the scan needs from a METADATA file (an email-header document)."""
+    from email.parser import HeaderParser  # a lock whose target holds no distribution does without it
+
     headers = HeaderParser().parsestr(text)
     name = headers.get("Name")
     raw_version = headers.get("Version")
