@@ -74,7 +74,7 @@ def scan_environment(
         shipping = {owner for owner, owned in listed.items() if not set(owned).isdisjoint(elf_paths)}
         distributions = [d for d in distributions if d.kind != "conda" or d.dist_info in shipping]
     distributions.sort(key=lambda d: (d.name, d.dist_info))
-    owners = owners_by_path(distributions)
+    owners = owners_by_path(distributions, set(paths))
     shared, shared_problems = shared_files(distributions)
     problems.extend(shared_problems)
     for file in shared:  # a file two wheels install is judged as the one whose bytes are there
@@ -188,11 +188,12 @@ def listdir(directory: str) -> list[str]:
         return []
 
 
-def owners_by_path(distributions: Iterable[Distribution]) -> dict[str, tuple[str, ...]]:
-    """Path -> sorted canonical names of the distributions whose RECORD lists it."""
+def owners_by_path(distributions: Iterable[Distribution], paths: set[str]) -> dict[str, tuple[str, ...]]:
+    """Path -> sorted canonical names of the distributions whose RECORD lists it, for the `paths`
+    asked of it (the ELF files: torch's RECORD alone lists 20k others)."""
     owners: dict[str, set[str]] = {}
     for distribution in distributions:
-        for path in distribution.files:
+        for path in paths.intersection(distribution.files):
             owners.setdefault(path, set()).add(distribution.name)
     return {path: tuple(sorted(names)) for path, names in owners.items()}
 
