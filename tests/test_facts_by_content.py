@@ -153,3 +153,30 @@ def test_a_real_wheel_copied_to_a_new_venv_is_not_read_again(cuda_venv, tmp_path
 
 if sys.platform != "linux":  # pragma: no cover - the doctor's scan reads Linux ELF files
     pytestmark = pytest.mark.skip("Linux only")
+
+
+def test_the_parallel_fill_leaves_out_the_files_found_by_content(elf_builder, tmp_path, monkeypatch):
+    """Two libraries cached by content under other paths: the fill finds nothing to read, so starts no workers."""
+    from cudaresolve.env import cache as cache_module
+
+    libraries = [elf_builder.build(f"lib{n}.so", f"int f{n}(void) {{ return {n}; }}\n") for n in (1, 2)]
+    cache = FactsCache(str(tmp_path / "cache"))
+    copies, recorded = [], {}
+    for library in libraries:
+        data = library.read_bytes()
+        copy = tmp_path / "copy" / library.name
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes(data)
+        claim = (record_digest(data), len(data))
+        cache.facts_for(str(library), read=read_binary_facts, recorded=claim)
+        copies.append(str(copy))
+        recorded[str(copy)] = claim
+
+    def no_workers():
+        raise AssertionError("the fill started workers for files the cache holds by content")
+
+    monkeypatch.setattr(cache_module, "_fork_context", no_workers)
+    monkeypatch.setattr(cache_module, "_usable_cpus", lambda: 2)  # two misses would start two workers
+    cache.fill(copies, read=read_binary_facts, recorded=recorded)
+    with pytest.raises(AssertionError):  # without the claims both are missing
+        cache.fill(copies, read=read_binary_facts)
