@@ -14,8 +14,11 @@ rounds' largest resident set of the process and its workers:
   checks;
 - with the result cache warm (a hit), text and --json, with the host stated and probed (no host
   options: the probe runs);
+- on a fresh venv of known wheels: the target venv hard-linked to a new path before each run (new
+  paths, so no identity entry and no result entry holds), with the facts cache the facts-warm kind
+  filled: its libraries are found by the (sha256, size) their RECORDs give;
 - with --baseline PY (an interpreter with another cudaresolve installed, e.g. an older commit), its
-  doctor cold and with its facts cache warm.
+  doctor cold, with its facts cache warm, and on a fresh venv.
 The doctor runs as `--runner -m cudaresolve` (default: this interpreter; an editable install pays
 its import hook at every start, so give an interpreter with a regular install to time what users get).
 Then, in this process (medians of 25): the parts a hit pays: asking PYTHON for its paths, the host
@@ -26,6 +29,7 @@ walking it, and loading the entry. Every ELF file is read once first, untimed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -98,6 +102,22 @@ def main() -> int:
             return run(command, dict(env, CUDARESOLVE_CACHE_DIR=cache))
         return work
 
+    venv_root = os.path.dirname(os.path.dirname(os.path.abspath(args.python)))
+    copies = itertools.count()
+
+    def fresh_venv(runner: str, cache: str) -> Callable[[], tuple[float, float]]:
+        def work() -> tuple[float, float]:
+            copy = os.path.join(scratch, f"venv-{next(copies)}")
+            shutil.copytree(venv_root, copy, symlinks=True, copy_function=os.link)  # a second or two, untimed
+            try:
+                shutil.rmtree(os.path.join(cache, "results"), ignore_errors=True)
+                python = os.path.join(copy, os.path.relpath(os.path.abspath(args.python), venv_root))
+                return run([runner, "-m", "cudaresolve", "doctor", "--python", python] + STATED,
+                           dict(env, CUDARESOLVE_CACHE_DIR=cache))
+            finally:
+                shutil.rmtree(copy)
+        return work
+
     def ldd_loop() -> tuple[float, float]:
         runs = [measured(["ldd", "-r", p], env, scratch) for p in paths]
         return sum(seconds for seconds, _ in runs), max(peak for _, peak in runs)
@@ -106,6 +126,7 @@ def main() -> int:
         "ldd -r loop": ldd_loop,
         "doctor, cold: facts and result caches empty": emptied(doctor + STATED, os.path.join(scratch, "cold"), "facts", "results"),
         "doctor, facts cache warm, result cache empty": emptied(doctor + STATED, miss_cache_dir, "results"),
+        "doctor, a fresh venv of known wheels": fresh_venv(args.runner, miss_cache_dir),
         "doctor, hit, host stated": lambda: run(doctor + STATED),
         "doctor --json, hit, host stated": lambda: run(doctor + STATED + ["--json"]),
         "doctor, hit, host probed": lambda: run(doctor),
@@ -114,6 +135,7 @@ def main() -> int:
         baseline = [args.baseline] + doctor[1:] + STATED
         kinds["baseline doctor, cold"] = emptied(baseline, os.path.join(scratch, "baseline-cold"), "facts", "results")
         kinds["baseline doctor, facts cache warm"] = emptied(baseline, os.path.join(scratch, "baseline"), "results")
+        kinds["baseline doctor, a fresh venv"] = fresh_venv(args.baseline, os.path.join(scratch, "baseline"))
     for work in kinds.values():  # warm every cache once (and, for a hit, twice: trusted directories)
         work()
     time.sleep(result_cache.TIMESTAMP_SLACK)

@@ -45,6 +45,7 @@ May import: binary/ (facts, the ELF reader, ld.so.cache), versions and errors; n
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -122,7 +123,8 @@ class LoaderEnv:
     cwd: str = "/"  # what a relative object name or $ORIGIN is relative to
     program: Optional[str] = None  # the main program, symlinks resolved (glibc's $ORIGIN for it comes from /proc/self/exe)
     program_rpath: tuple[str, ...] = ()  # its DT_RPATH; () when it has none, or has DT_RUNPATH
-    real_path: Callable[[str], str] = os.path.realpath  # one file under two names is loaded once
+    # one file under two names is loaded once; not compared: from_system's is a memo of os.path.realpath
+    real_path: Callable[[str], str] = field(default=os.path.realpath, compare=False)
     read_header: Callable[[str], Optional[bytes]] = read_header  # why ld.so refuses a file our reader could not read
 
     @classmethod
@@ -164,6 +166,8 @@ class LoaderEnv:
             preloaded=loaded,
             driver_libraries=driver_libraries,
             cwd=os.getcwd(),
+            # the checks ask for the same system libraries again and again
+            real_path=functools.lru_cache(maxsize=None)(os.path.realpath),
         )
 
 

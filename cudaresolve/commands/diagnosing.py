@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
@@ -20,7 +20,7 @@ from cudaresolve.checks import Diagnosis, judge
 from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
 from cudaresolve.checks.problems import CacheUnwritable
 from cudaresolve.checks.subjects import Scope, Subject
-from cudaresolve.env.cache import FactsCache
+from cudaresolve.env.cache import FactsCache, Recorded
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.example import example_environment
 from cudaresolve.env.identity import Identity, path_identity
@@ -68,18 +68,23 @@ def scan(
     its hosts' `machine` (None: this machine's)."""
     cache = FactsCache(default_cache_dir(environ))
     seen: dict[str, BinaryFacts] = {}  # the loader asks for a system library once per package that loads it
+    contents: dict[str, Recorded] = {}  # what the RECORDs say the files hold, as the scan hands it to prefetch
 
     def cached(path: str) -> BinaryFacts:
         if path not in seen:
             if progress:
                 progress(path)
-            seen[path] = cache.facts_for(path, read=read_binary_facts)
+            seen[path] = cache.facts_for(path, read=read_binary_facts, recorded=contents.get(path))
         return seen[path]
+
+    def prefetch(paths: Sequence[str], recorded: Mapping[str, Recorded]) -> None:
+        contents.update(recorded)
+        cache.fill(paths, read=read_binary_facts, progress=progress, recorded=recorded)
 
     env = scan_environment(
         target,
         facts_for=cached,
-        prefetch=lambda paths: cache.fill(paths, read=read_binary_facts, progress=progress),
+        prefetch=prefetch,
         loader=LoaderEnv.from_system(environ, driver_libraries=frozenset(components.driver_libraries()), machine=machine,
                                      system_libraries=frozenset(components.system_libraries())),
         environ=environ,

@@ -2,6 +2,15 @@
 
 One entry file per library, named by a hash of (realpath, size, mtime_ns, inode, device): a file
 that changes gets a new key, and a run that meets one new library writes one small file.
+
+A file a RECORD lists is also kept by its content, the (sha256, size) pip recorded for it, so a
+fresh venv of wheels seen before (a rebuilt venv, a CI runner with this cache restored) reads
+none of their libraries again. RECORD is the environment's word, not proof: its entry is used only
+for a file of the recorded size whose sampled bytes (the first and last 64 KiB and 16 blocks of
+4 KiB spread between, where the ELF headers, dynamic tables and section headers lie) hash as they
+did when the entry was written from a read of the file; any other file is read. Hashing whole files
+would cost more than reading them (the torch venv's libraries: 5 GB, 3.5 s of sha256 here), so a
+file changed only between its samples, size kept, would pass for the recorded one.
 Each entry is written to a temporary file in the cache directory and moved into place with
 os.replace, so a reader sees a whole entry or none. An entry that does not load cleanly (wrong
 header, truncated, foreign classes, wrong key or type) is read again and rewritten, never trusted.
@@ -28,7 +37,7 @@ import io
 import os
 import pickle
 import sys
-from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple
 
 from cudaresolve import __version__
 from cudaresolve.binary import facts as facts_module
@@ -69,18 +78,29 @@ class FactsCache:
         self.directory = os.path.join(directory, "facts")
         self.write_error: Optional[str] = None
 
-    def facts_for(self, path: str, *, read: Callable[[str], BinaryFacts]) -> BinaryFacts:
-        """The facts of the file at `path`, from the cache or from `read(realpath)`.
+    def facts_for(self, path: str, *, read: Callable[[str], BinaryFacts], recorded: Optional[Recorded] = None) -> BinaryFacts:
+        """The facts of the file at `path`, from the cache (by identity, then by the content
+        `recorded` claims for it) or from `read(realpath)`.
 
-        OSError from stat-ing the file and any error from `read` propagate unchanged.
+        OSError from stat-ing or sampling the file and any error from `read` propagate unchanged.
         """
         real, key, entry = self._locate(path)
         cached = _load(entry, key)
         if cached is not None:
             return cached
+        by_content = recorded is not None and recorded[1] == key[1]
+        if by_content:
+            assert recorded is not None
+            content_key = (*recorded, sampled(real, key[1]))
+            content_entry = self._content_entry(content_key)
+            found = _load(content_entry, content_key)
+            if found is not None:
+                return dataclasses.replace(found, path=real)
         facts = read(real)
         if _key(real, os.stat(real)) == key:  # unchanged while it was read
             self._store(entry, key, facts)
+            if by_content:
+                self._store(content_entry, content_key, facts)
         return facts
 
     def fill(
@@ -89,6 +109,7 @@ class FactsCache:
         *,
         read: Callable[[str], BinaryFacts],
         progress: Optional[Callable[[str], None]] = None,
+        recorded: Mapping[str, Recorded] = {},
     ) -> None:
         """Read the files of `paths` the cache lacks, in one worker process per CPU, into the cache.
 
@@ -102,6 +123,9 @@ class FactsCache:
         for path in paths:
             try:
                 _, key, entry = self._locate(path)
+                claim = recorded.get(path)
+                if claim is not None and claim[1] == key[1] and os.path.exists(self._content_entry((*claim, sampled(path, key[1])))):
+                    continue
             except OSError:
                 continue
             if not os.path.exists(entry):
@@ -118,7 +142,7 @@ class FactsCache:
         _fill_read = read  # reaches the workers by fork, so `read` need not be picklable
         try:
             with ProcessPoolExecutor(workers, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
-                futures = {pool.submit(_fill_one, self, path): path for _, path in missing}
+                futures = {pool.submit(_fill_one, self, path, recorded.get(path)): path for _, path in missing}
                 for future in as_completed(futures):
                     future.result()
                     if progress:
@@ -141,7 +165,12 @@ class FactsCache:
         key = _key(real, os.stat(real))
         return real, key, os.path.join(self.directory, hashlib.sha256(repr(key).encode("utf-8", "surrogateescape")).hexdigest())
 
-    def _store(self, entry: str, key: _Key, facts: BinaryFacts) -> None:
+    def _content_entry(self, content_key: Tuple[str, int, str]) -> str:
+        """The entry of (digest, size, sample): one per sampled content, so a tampered file's entry
+        never takes the place of the genuine one's."""
+        return os.path.join(self.directory, hashlib.sha256(repr(("content", *content_key)).encode()).hexdigest())
+
+    def _store(self, entry: str, key: object, facts: BinaryFacts) -> None:
         if self.write_error is not None:
             return
         try:
@@ -187,14 +216,33 @@ def _die_with_parent(parent: int) -> None:
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def _fill_one(cache: FactsCache, path: str) -> None:
+def _fill_one(cache: FactsCache, path: str, recorded: Optional[Recorded]) -> None:
     """One file's facts into the cache, in a worker process; any failure is the caller's to meet again."""
     assert _fill_read is not None
     with contextlib.suppress(Exception):
-        cache.facts_for(path, read=_fill_read)
+        cache.facts_for(path, read=_fill_read, recorded=recorded)
 
 
 _Key = Tuple[str, int, int, int, int]  # (realpath, size, mtime_ns, inode, device): a file's identity
+Recorded = Tuple[str, int]  # ("sha256=<urlsafe base64>", size): what a RECORD says a file holds
+
+SAMPLE_END = 64 << 10  # bytes hashed at each end of a file
+SAMPLE_BLOCK = 4 << 10
+SAMPLE_BLOCKS = 16  # blocks hashed between the ends, evenly spaced
+
+
+def sampled(real: str, size: int) -> str:
+    """A sha256 of the sampled bytes of the `size`-byte file at `real` (the module docstring says which)."""
+    spans = [(0, SAMPLE_END), (max(0, size - SAMPLE_END), SAMPLE_END)]
+    spans += [(size * (i + 1) // (SAMPLE_BLOCKS + 1), SAMPLE_BLOCK) for i in range(SAMPLE_BLOCKS)]
+    digest = hashlib.sha256()
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for offset, length in spans:
+            digest.update(os.pread(fd, length, offset))
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
 
 
 def _key(real: str, st: os.stat_result) -> _Key:
@@ -226,7 +274,7 @@ def loads_facts(data: bytes) -> Optional[object]:
         return None
 
 
-def _load(entry: str, key: _Key) -> Optional[BinaryFacts]:
+def _load(entry: str, key: object) -> Optional[BinaryFacts]:
     """The entry's facts, or None when it is absent, stale or corrupt."""
     data = read_entry(entry)
     if data is None or not data.startswith(HEADER):

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from typing import Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.bounded import parse_requirement, read_bounded
 from cudaresolve.env.tree import STASH_PREFIX
 from cudaresolve.records import shown
@@ -33,6 +34,9 @@ MAX_METADATA_FILE = 4 * 1024 * 1024
 MAX_REQUIRES = 5000
 
 UNOWNED_FILES = "; its files count as unowned"  # what an unusable RECORD costs, said in its problem
+
+DIGEST = re.compile(r"sha256=[A-Za-z0-9_-]{43}")  # RECORD's hash: urlsafe base64 of 32 bytes, unpadded
+SIZE = re.compile(r"[0-9]{1,15}")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class Distribution:
     files: tuple[str, ...]  # RECORD entries as absolute, normalised paths; () when RECORD is unusable
     extras: frozenset[str] = frozenset()  # extras installed with it (normalised names)
     conda: Optional[CondaRecord] = None  # the conda package that installed it, when conda did
+    # (path as in `files`, "sha256=<urlsafe base64>", size) of the RECORD rows naming a shared object
+    # with a well-formed hash and size: the facts cache finds a file's facts by them (env/cache.py)
+    recorded: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -97,6 +104,8 @@ class MetadataError(ValueError):
 
 def parse_metadata(text: str) -> Metadata:
     """The fields the scan needs from a METADATA file (an email-header document)."""
+    from email.parser import HeaderParser  # a lock whose target holds no distribution does without it
+
     headers = HeaderParser().parsestr(text)
     name = headers.get("Name")
     raw_version = headers.get("Version")
@@ -132,17 +141,28 @@ def parse_record(text: str, root: str) -> tuple[str, ...]:
     Paths are relative to `root` and may climb out of it with `..` (scripts, data files);
     normpath folds those so they compare equal to paths found by walking the tree.
     """
+    return parse_record_rows(text, root)[0]
+
+
+def parse_record_rows(text: str, root: str) -> tuple[tuple[str, ...], tuple[tuple[str, str, int], ...]]:
+    """`parse_record`'s paths, and (path, digest, size) of the rows naming a shared object whose hash
+    and size are well formed (a malformed one is left out: its file is then read, not looked up)."""
     prefix = os.path.join(os.path.normpath(root), "")
     paths = []
+    recorded = []
     for row in csv.reader(text.splitlines()):
         if not row or not row[0]:
             continue
         name = row[0]
         if name[0] == "/" or name[-1] == "/" or "//" in name or "/." in "/" + name:
-            paths.append(os.path.normpath(os.path.join(root, name)))
+            path = os.path.normpath(os.path.join(root, name))
         else:  # nothing to fold (torch's RECORD: 20k such rows): normpath would return prefix + name
-            paths.append(prefix + name)
-    return tuple(paths)
+            path = prefix + name
+        paths.append(path)
+        if (".so" in name and len(row) == 3 and DIGEST.fullmatch(row[1]) and SIZE.fullmatch(row[2])
+                and is_shared_object_name(os.path.basename(path))):
+            recorded.append((path, row[1], int(row[2])))
+    return tuple(paths), tuple(recorded)
 
 
 def read_distributions(site_packages: str) -> tuple[tuple[Distribution, ...], tuple[Problem, ...]]:
@@ -177,8 +197,9 @@ def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optio
         problems.append(Problem(dist_info, f"unparsable Requires-Dist {shown(value)} skipped"))
 
     files: tuple[str, ...] = ()
+    recorded: tuple[tuple[str, str, int], ...] = ()
     try:
-        files = parse_record(_read_text(os.path.join(dist_info, "RECORD")), root)
+        files, recorded = parse_record_rows(_read_text(os.path.join(dist_info, "RECORD")), root)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         problems.append(Problem(dist_info, _reason("RECORD", exc) + UNOWNED_FILES))
 
@@ -198,6 +219,7 @@ def _read_dist_info(dist_info: str, root: str, problems: list[Problem]) -> Optio
         installer=installer or None,
         dist_info=dist_info,
         files=files,
+        recorded=recorded,
     )
 
 

@@ -19,7 +19,6 @@ import csv
 import errno
 import hashlib
 import os
-import re
 import stat
 from dataclasses import dataclass
 from typing import Iterable, Optional
@@ -27,15 +26,13 @@ from typing import Iterable, Optional
 from packaging.version import Version
 
 from cudaresolve.bounded import read_bounded
-from cudaresolve.env.distributions import MAX_DIST_INFO_FILE, Distribution, Problem
+from cudaresolve.env.distributions import DIGEST, MAX_DIST_INFO_FILE, SIZE, Distribution, Problem
 from cudaresolve.records import shown
 
 # Hashing is bounded: the largest real shared library is a few hundred MiB (libnccl.so.2: ~300 MiB).
 MAX_HASHED_FILE = 2 * 1024 * 1024 * 1024
 MAX_HASHED_TOTAL = 4 * 1024 * 1024 * 1024
 
-_DIGEST = re.compile(r"sha256=[A-Za-z0-9_-]{43}")  # RECORD's hash: urlsafe base64 of 32 bytes, unpadded
-_SIZE = re.compile(r"[0-9]{1,15}")
 
 
 @dataclass(frozen=True)
@@ -112,8 +109,8 @@ def _record_rows(
         path = os.path.normpath(os.path.join(root, row[0]))
         if path not in paths:
             continue
-        digest = row[1] if len(row) > 1 and _DIGEST.fullmatch(row[1]) else None
-        size = int(row[2]) if len(row) > 2 and _SIZE.fullmatch(row[2]) else None
+        digest = row[1] if len(row) > 1 and DIGEST.fullmatch(row[1]) else None
+        size = int(row[2]) if len(row) > 2 and SIZE.fullmatch(row[2]) else None
         if digest is None and len(row) > 1 and row[1] and bad is None:
             bad = row[1]
         found[path] = (digest, size)

@@ -18,6 +18,7 @@ from cudaresolve.binary.elf import head_of_regular_file
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv, with_program
 from cudaresolve.env.build_records import build_records
+from cudaresolve.env.cache import Recorded
 from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
 from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
@@ -33,7 +34,7 @@ def scan_environment(
     target: Target,
     *,
     facts_for: Callable[[str], BinaryFacts],
-    prefetch: Optional[Callable[[Sequence[str]], None]] = None,
+    prefetch: Optional[Callable[[Sequence[str], Mapping[str, Recorded]], None]] = None,
     loader: Optional[LoaderEnv] = None,
     environ: Mapping[str, str] = {},
 ) -> Environment:
@@ -43,8 +44,9 @@ def scan_environment(
     `facts_for(path)` reads one file's facts (normally the on-disk cache in front of the ELF
     reader); a CudaresolveError or OSError from it becomes that file's `error`, and it also serves
     the loader the system libraries it picks and the interpreter's own facts (its DT_RPATH is a
-    search step). `prefetch(paths)`, when given, is called once with every ELF path first (the
-    cache reads its misses in parallel). `loader` is the machine's loader (LoaderEnv.from_system);
+    search step). `prefetch(paths, recorded)`, when given, is called once with every ELF path first
+    and what the RECORDs say each holds (`recorded_contents`): the cache finds files by content
+    and reads its misses in parallel. `loader` is the machine's loader (LoaderEnv.from_system);
     `environ` gives CONDA_PREFIX to the preloaders that search it.
     """
     distributions, paths, problems = _site_packages(target.site_packages)
@@ -54,7 +56,7 @@ def scan_environment(
             target.conda_prefix, target.site_packages, distributions, paths, problems
         )
     distributions.sort(key=lambda d: (d.name, d.dist_info))
-    owners = owners_by_path(distributions)
+    owners = owners_by_path(distributions, set(paths))
     shared, shared_problems = shared_files(distributions)
     problems.extend(shared_problems)
     for file in shared:  # a file two wheels install is judged as the one whose bytes are there
@@ -62,7 +64,7 @@ def scan_environment(
             owners[file.path] = (file.on_disk, *(name for name in owners[file.path] if name != file.on_disk))
     paths = sorted(set(paths))
     if prefetch is not None:
-        prefetch(paths)
+        prefetch(paths, recorded_contents(distributions))
     elf_files = _elf_files(paths, owners, facts_for)
     markers = target.marker_environment() or {}
     installed = {d.name: d.version for d in distributions}
@@ -152,6 +154,18 @@ def _with_interpreter(
     return with_program(loader, program, facts), ()
 
 
+def recorded_contents(distributions: Iterable[Distribution]) -> dict[str, Recorded]:
+    """Path -> (digest, size) its RECORD gives, for the shared objects of pip-installed distributions;
+    a path several RECORDs give different contents is left out (whose bytes are there is a read's to say)."""
+    claims: dict[str, Optional[Recorded]] = {}
+    for dist in distributions:
+        if dist.conda is None:
+            for path, digest, size in dist.recorded:
+                claim = (digest, size)
+                claims[path] = claim if claims.get(path, claim) == claim else None
+    return {path: claim for path, claim in claims.items() if claim is not None}
+
+
 def _facts(facts_for: Callable[[str], BinaryFacts], path: str) -> tuple[Optional[BinaryFacts], Optional[str]]:
     """(facts, None), or (None, why they cannot be read)."""
     try:
@@ -206,11 +220,12 @@ def listdir(directory: str) -> list[str]:
         return []
 
 
-def owners_by_path(distributions: Iterable[Distribution]) -> dict[str, tuple[str, ...]]:
-    """Path -> sorted canonical names of the distributions whose RECORD lists it."""
+def owners_by_path(distributions: Iterable[Distribution], paths: set[str]) -> dict[str, tuple[str, ...]]:
+    """Path -> sorted canonical names of the distributions whose RECORD lists it, for the `paths`
+    asked of it (the ELF files: torch's RECORD alone lists 20k others)."""
     owners: dict[str, set[str]] = {}
     for distribution in distributions:
-        for path in distribution.files:
+        for path in paths.intersection(distribution.files):
             owners.setdefault(path, set()).add(distribution.name)
     return {path: tuple(sorted(names)) for path, names in owners.items()}
 

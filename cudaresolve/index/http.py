@@ -20,7 +20,6 @@ pages are all fresh in the cache sends none, and those imports were a fifth of i
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import functools
 import ipaddress
 import os
@@ -517,6 +516,8 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
     value = value.strip()
     if value.isdigit():
         return min(float(value), MAX_RETRY_AFTER)
+    import email.utils  # with calendar and socket: only a Retry-After date needs it
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

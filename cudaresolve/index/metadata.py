@@ -25,9 +25,8 @@ import urllib.parse
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Optional, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional, cast
 
-from packaging.metadata import parse_email
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -74,28 +73,83 @@ def core_metadata(
     A cached entry that does not parse, or describes another file, is discarded and fetched again."""
     key = _cache_key(file)
     if key is not None:
+        fields = _cached_fields(cache.blob("metadata", fields_key(key), http.limits.metadata_bytes))
+        if fields is not None:
+            try:
+                return _checked(fields, file, "cache")
+            except IndexAccessError:
+                cache.discard("metadata", fields_key(key))
         stored = cache.blob("metadata", key, http.limits.metadata_bytes)
         if stored is not None:
             try:
-                return parse_metadata(stored, file, "cache")
+                fields = _parsed(stored, file)
+                parsed = _checked(fields, file, "cache")
+                cache.store_blob("metadata", fields_key(key), json.dumps(fields).encode())
+                return parsed
             except IndexAccessError:
                 cache.discard("metadata", key)
         if cache.offline:
             raise OfflineMiss(f"--offline: the metadata of {file.filename} is not in the cache")
     raw, how = _fetch(http, cache, file, progress)
-    parsed = parse_metadata(raw, file, how)
+    fields = _parsed(raw, file)
+    parsed = _checked(fields, file, how)
     if key is not None:
         cache.store_blob("metadata", key, raw)
+        cache.store_blob("metadata", fields_key(key), json.dumps(fields).encode())
     return parsed
+
+
+def fields_key(key: str) -> str:
+    """The cache key of the fields parsed from the METADATA cached under `key`: kept beside it, as
+    JSON, so a warm lock reads them without the email parser (packaging.metadata and the email
+    package were a tenth of a warm lock's imports)."""
+    return "fields:" + key
+
+
+_TEXT_FIELDS = ("name", "version", "metadata_version")
+_OPTIONAL_FIELDS = ("requires_python",)
+_LIST_FIELDS = ("requires_dist", "provides_extra")
 
 
 def parse_metadata(raw: bytes, file: ProjectFile, how: str) -> CoreMetadata:
     """Parse METADATA/PKG-INFO bytes and check they describe the file they came from: an email
     message with Metadata-Version, Name and Version, of `file`'s project and version."""
+    return _checked(_parsed(raw, file), file, how)
+
+
+def _parsed(raw: bytes, file: ProjectFile) -> dict[str, Any]:
+    """The fields CoreMetadata holds, as parsed from METADATA bytes (missing ones: "" or empty)."""
+    from packaging.metadata import parse_email  # with the email package: a warm lock reads the cached fields
+
     fields, _ = parse_email(raw)
-    name, version = fields.get("name"), fields.get("version")
-    if not name or not version or not fields.get("metadata_version"):
+    if not fields.get("name") or not fields.get("version") or not fields.get("metadata_version"):
         raise IndexAccessError(f"{file.filename}: its metadata has no Metadata-Version, Name or Version")
+    return {
+        "name": fields["name"], "version": fields["version"], "metadata_version": fields["metadata_version"],
+        "requires_python": fields.get("requires_python"),
+        "requires_dist": list(fields.get("requires_dist", ())), "provides_extra": list(fields.get("provides_extra", ())),
+    }
+
+
+def _cached_fields(data: Optional[bytes]) -> Optional[dict[str, Any]]:
+    """The fields `_parsed` stored, or None when absent or not of that shape (a damaged or planted entry)."""
+    if data is None:
+        return None
+    try:
+        fields = json.loads(data)
+    except ValueError:
+        return None
+    if not (isinstance(fields, dict) and set(fields) == {*_TEXT_FIELDS, *_OPTIONAL_FIELDS, *_LIST_FIELDS}
+            and all(isinstance(fields[name], str) and fields[name] for name in _TEXT_FIELDS)
+            and all(fields[name] is None or isinstance(fields[name], str) for name in _OPTIONAL_FIELDS)
+            and all(isinstance(fields[name], list) and all(isinstance(v, str) for v in fields[name]) for name in _LIST_FIELDS)):
+        return None
+    return fields
+
+
+def _checked(fields: dict[str, Any], file: ProjectFile, how: str) -> CoreMetadata:
+    """CoreMetadata of `fields`, when they describe `file`'s project and version."""
+    name, version = fields["name"], fields["version"]
     try:
         same_version = Version(version) == file.version
     except InvalidVersion:
@@ -107,10 +161,10 @@ def parse_metadata(raw: bytes, file: ProjectFile, how: str) -> CoreMetadata:
     return CoreMetadata(
         name=name,
         version=version,
-        metadata_version=fields.get("metadata_version", ""),
-        requires_dist=tuple(fields.get("requires_dist", ())),
-        requires_python=fields.get("requires_python"),
-        provides_extra=tuple(fields.get("provides_extra", ())),
+        metadata_version=fields["metadata_version"],
+        requires_dist=tuple(fields["requires_dist"]),
+        requires_python=fields["requires_python"],
+        provides_extra=tuple(fields["provides_extra"]),
         how=how,
     )
 
@@ -356,6 +410,8 @@ def _metadata_cap(limits: Limits) -> Cap:
 
 def _static_pkg_info(raw: bytes, file: ProjectFile) -> bytes:
     """PKG-INFO only when its dependencies are static (Metadata 2.2+, Requires-Dist not dynamic)."""
+    from packaging.metadata import parse_email  # with the email package: a warm lock reads cached metadata
+
     fields, _ = parse_email(raw)
     version = fields.get("metadata_version", "0")
     dynamic = {d.lower() for d in fields.get("dynamic", ())}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import pathlib
 import re
 import time
 import urllib.parse
@@ -395,9 +396,8 @@ def _scheme(url: str) -> str:
 
 
 def _file_url(path: str) -> str:
-    import urllib.request  # with http.client and ssl under it: for local paths only
-
-    return urllib.parse.urljoin("file:", urllib.request.pathname2url(os.path.abspath(path)))
+    """The file: URL of `path`, as pathlib writes it (urllib.request would bring http.client and ssl)."""
+    return pathlib.Path(os.path.abspath(path)).as_uri()
 
 
 def _file_content_type(url: str, body: bytes) -> str:

@@ -1,0 +1,56 @@
+"""A warm lock starts on what it uses: cached metadata is read as the fields parsed once (no email
+parser), and the modules only a cold lock or another command needs are not imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import hermetic_environ
+from test_index_access import demo_wheel, http
+
+from cudaresolve.index.cache import IndexCache
+from cudaresolve.index.metadata import core_metadata, fields_key
+from cudaresolve.index.pages import index_files
+
+# What a warm lock on the generated universe imported before these were left to the code that
+# needs them: the email package (METADATA's parser, an HTTP date) and urllib.request (a file: URL).
+NOT_WARM = ("email.parser", "email.feedparser", "email.utils", "packaging.metadata", "urllib.request", "http.client")
+# cudaresolve's modules a warm `lock torch cupy-cuda12x numba` imports (138 on 2026-12-07): the
+# checks (the lock judges the planned environment), the resolver, the index, the lock files
+WARM_LOCK_BUDGET = 140
+
+
+def test_cached_metadata_is_read_from_its_fields_and_a_damaged_entry_from_the_metadata(server, tmp_path):
+    filename, data = demo_wheel()
+    server.add(filename, data, metadata=False)
+    cache = IndexCache(str(tmp_path / "index"))
+    (file,) = index_files(http(), cache, server.url + "/simple", "demo")
+    first = core_metadata(http(), cache, file)
+    key = fields_key(file.sha256)
+    assert cache.blob("metadata", key, 1 << 20) is not None
+    for planted in (b"not json", b'{"name": "demo"}', b'{"name": 1, "version": "1.0", "metadata_version": "2.1", '
+                    b'"requires_python": null, "requires_dist": [], "provides_extra": []}'):
+        cache.store_blob("metadata", key, planted)
+        again = core_metadata(http(), cache, file)
+        assert again == first.__class__(**{**first.__dict__, "how": "cache"})
+        assert cache.blob("metadata", key, 1 << 20) != planted  # parsed from the metadata again, and stored
+    cache.store_blob("metadata", key, cache.blob("metadata", key, 1 << 20).replace(b'"1.0"', b'"2.0"'))
+    assert core_metadata(http(), cache, file).version == "1.0"  # fields of another version: not used
+
+
+def test_a_warm_lock_imports_what_it_uses(cuda_index, tmp_path):
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    argv = [sys.executable, "-X", "importtime", "-m", "cudaresolve", "lock", "-q", "--json", "-o", str(tmp_path / "pylock.toml"),
+            "--python", str(target / "bin" / "python"), "--index-url", cuda_index.index_url,
+            "--torch-index-base", cuda_index.torch_index_base, "--driver", "550.144.03", "--gpu", "8.9",
+            "torch", "cupy-cuda12x", "numba"]
+    environ = hermetic_environ({"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")})
+    for _ in range(2):  # the first fills the caches
+        done = subprocess.run(argv, capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    names = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert not [name for name in NOT_WARM if name in names]
+    ours = [name for name in names if name == "cudaresolve" or name.startswith("cudaresolve.")]
+    assert len(ours) <= WARM_LOCK_BUDGET, ours
