@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cudaresolve import doctor
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.commands import diagnosing as doctor
 from cudaresolve.env.cache import SAMPLE_END, FactsCache
 from cudaresolve.env.distributions import parse_record_rows, read_distributions
 from cudaresolve.env.interpreter import Target, target_for_python
