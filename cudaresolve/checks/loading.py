@@ -124,8 +124,11 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
         for required in first:  # imported before this package's extensions
             preloaded.update(imported[required])
         namespace = replace(loader, preloaded=preloaded) if preloaded != loader.preloaded else loader
+        imported_first: tuple[str, ...] = ()
         for build, roots in builds.items():
-            order = plan(env, owner, roots) if build is None else ImportPlan((), tuple(roots))
+            # the import loads its libraries by path before any build's extension modules
+            order = plan(env, owner, roots) if build is None else ImportPlan(imported_first, tuple(roots))
+            imported_first = order.preloaded if build is None else imported_first
             if roots or foreign[owner]:
                 result = resolve(order.preloaded + order.imported, facts_of=facts_of, env=namespace)
                 loads.append(PackageLoad(owner, order.preloaded + order.imported, result, preloader,
