@@ -116,7 +116,7 @@ def build_model(
     versioned = alternatives(path for path in files if ".so" in os.path.basename(path))
     if not any(index[top].endswith(".py") for top in tops):
         return ImportModel(False, {}, (), versioned) if versioned else None
-    walker = _Walker(index, read_text)
+    walker = _Walker(index, read_text, {top.split(".")[0] for top in tops})
     best: dict[str, Reach] = {}
     queue: list[tuple[int, int, str]] = [(0, 0, top) for top in tops]
     while queue:
@@ -125,8 +125,8 @@ def build_model(
         if module in best or module not in index:
             continue
         best[module] = reach
-        if depth >= MAX_DEPTH or not index[module].endswith(".py"):
-            continue
+        if depth >= MAX_DEPTH or not index[module].endswith(".py") or reach == LAZY:
+            continue  # what a lazily imported module imports is lazy too: a warning either way, not read
         if len(walker.parsed) >= MAX_MODULES:
             walker.conclusive = False
             break
@@ -134,17 +134,22 @@ def build_model(
             if target not in best:
                 heapq.heappush(queue, (_RANK[weaker(reach, edge)], depth + 1, target))
     extensions = {path: (name, best.get(name, UNREACHED)) for name, path in index.items() if not path.endswith(".py")}
-    preloads = tuple(dict.fromkeys(
-        Preload(name, weaker(best[module], reach), module)
-        for module, reach, name in walker.preloads if module in best))
+    strongest: dict[str, Preload] = {}  # one per name: the call that runs soonest
+    for module, reach, name in walker.preloads:
+        if module in best:
+            found = Preload(name, weaker(best[module], reach), module)
+            if name not in strongest or _RANK[found.reach] < _RANK[strongest[name].reach]:
+                strongest[name] = found
+    preloads = tuple(strongest.values())
     return ImportModel(walker.conclusive, extensions, preloads, versioned)
 
 
 class _Walker:
     """Parses modules and reads their imports and library loads, each at the reach it runs with."""
 
-    def __init__(self, index: Mapping[str, str], read_text: Callable[[str, int], Optional[str]]):
+    def __init__(self, index: Mapping[str, str], read_text: Callable[[str, int], Optional[str]], tops: set[str]):
         self.index = index
+        self.tops = tops  # the first names of this distribution's modules
         self.read_text = read_text
         self.parsed: set[str] = set()
         self.conclusive = True
@@ -167,6 +172,7 @@ class _Walker:
         scope = _Scope(tree.body, None)
         found: list[tuple[str, Reach]] = []
         visit = _Visit(self, module, package, os.path.dirname(path), scope, reach, found)
+        visit.loads = any(word in text for word in (*_LOADERS, "import_module", "__import__"))
         visit.statements(tree.body, IMPORT, scope, 0)
         return found
 
@@ -176,23 +182,44 @@ class _Scope:
 
     def __init__(self, body: Sequence[ast.stmt], parent: Optional["_Scope"], given: Optional[dict] = None):
         self.parent = parent
-        self.bindings: dict[str, list[ast.expr]] = {}
+        self.body = body
         self.given: dict[str, list[tuple[ast.expr, "_Scope"]]] = given or {}
-        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self._read = False
+        self._bindings: dict[str, list[ast.expr]] = {}
+        self._functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+
+    @property
+    def bindings(self) -> dict[str, list[ast.expr]]:
+        self._bind()
+        return self._bindings
+
+    @property
+    def functions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        self._bind()
+        return self._functions
+
+    def _bind(self) -> None:
+        """Read the block's bindings once, when first asked: most function bodies never are."""
+        if self._read:
+            return
+        self._read = True
+        self.bindings_of(self.body)
+
+    def bindings_of(self, body: Sequence[ast.stmt]) -> None:
         for node in _flat(body):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.setdefault(node.name, node)
+                self._functions.setdefault(node.name, node)
             elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     for name in _names(target):
-                        self.bindings.setdefault(name, []).append(node.value)
+                        self._bindings.setdefault(name, []).append(node.value)
             elif isinstance(node, (ast.For, ast.comprehension)):
                 for name in _names(node.target):
-                    self.bindings.setdefault(name, []).append(_Each(node.iter))
+                    self._bindings.setdefault(name, []).append(_Each(node.iter))
             elif isinstance(node, ast.withitem) and node.optional_vars is not None:
                 for name in _names(node.optional_vars):
-                    self.bindings.setdefault(name, []).append(node.context_expr)
+                    self._bindings.setdefault(name, []).append(node.context_expr)
 
     def lookup(self, name: str) -> Optional[tuple[list[ast.expr], "_Scope"]]:
         scope: Optional[_Scope] = self
@@ -284,6 +311,7 @@ class _Visit:
         self.module_scope = scope
         self.found = found
         self.called: set[tuple[str, Reach]] = set()
+        self.loads = True  # the module's text names a library loader or an import by name
 
     def statements(self, body: Sequence[ast.stmt], reach: Reach, scope: _Scope, depth: int) -> None:
         for statement in body:
@@ -312,7 +340,7 @@ class _Visit:
             body_reach = weaker(reach, GUARDED) if _catches(node.handlers) else reach  # type: ignore[attr-defined]
             self.statements(node.body, body_reach, scope, depth)  # type: ignore[attr-defined]
             for handler in node.handlers:  # type: ignore[attr-defined]
-                self.statements(handler.body, weaker(reach, GUARDED), scope, depth)
+                self.statements(handler.body, reach, scope, depth)  # runs when the body failed: not itself guarded
             self.statements(node.orelse, body_reach, scope, depth)  # type: ignore[attr-defined]
             self.statements(node.finalbody, reach, scope, depth)  # type: ignore[attr-defined]
         elif isinstance(node, ast.If):
@@ -332,6 +360,8 @@ class _Visit:
                     self.statements([s for s in block if isinstance(s, ast.stmt)], reach, scope, depth)
 
     def expressions(self, nodes: Iterable[ast.expr], reach: Reach, scope: _Scope, depth: int) -> None:
+        if reach == LAZY and not self.loads:
+            return  # a function's calls matter only when they load a library or import by name
         for root in nodes:
             for node in ast.walk(root):
                 if isinstance(node, ast.Call):
@@ -349,19 +379,22 @@ class _Visit:
             targets = self.values(node.args[0], scope, 0) if node.args else None
             anchor = next((k.value for k in node.keywords if k.arg == "package"), None)
             package = self.values(anchor, scope, 0) if anchor is not None else None
-            if not targets or any("*" in target for target in targets):
-                if reach == IMPORT:
-                    self.walker.conclusive = False
+            if not targets:
+                self.unknown(reach)
                 return
             for target in targets:
                 if target.startswith("."):
                     base = next(iter(package), self.package) if package else self.package
                     level = len(target) - len(target.lstrip("."))
                     resolved = self.absolute(target.lstrip(".") or None, level, base)
-                    if resolved:
-                        self.imported(resolved, reach)
                 else:
-                    self.imported(target, reach)
+                    resolved = target
+                names = fnmatch.filter(self.walker.index, resolved) if resolved and "*" in resolved else [resolved]
+                if not resolved or resolved.split(".")[-1] == "*" or not names:  # f".cu{major}": each build
+                    self.unknown(reach)
+                for name in names:
+                    if name:
+                        self.imported(name, reach)
         elif isinstance(node.func, ast.Name) and depth < MAX_CALL_DEPTH:
             function = scope.function(node.func.id)
             if function is None or (function.name, reach) in self.called:
@@ -370,6 +403,11 @@ class _Visit:
             given = {arg.arg: [(value, scope)] for arg, value in zip(function.args.args, node.args)}
             inner = _Scope(function.body, self.module_scope, given)
             self.statements(function.body, reach, inner, depth + 1)
+
+    def unknown(self, reach: Reach) -> None:
+        """An import by a name not known here, on the way of `import`: the model cannot say what it loads."""
+        if reach != LAZY:
+            self.walker.conclusive = False
 
     def absolute(self, module: Optional[str], level: int, package: Optional[str] = None) -> Optional[str]:
         if level == 0:
@@ -382,6 +420,10 @@ class _Visit:
 
     def imported(self, name: str, reach: Reach) -> None:
         parts = name.split(".")
+        if parts[0] in self.walker.tops and name not in self.walker.index and reach == IMPORT:
+            # a module of this package with no file (made at run time, sys.modules aliases), or an attribute
+            if ".".join(parts[:-1]) not in self.walker.index:
+                self.unknown(reach)
         for end in range(1, len(parts) + 1):
             prefix = ".".join(parts[:end])
             if prefix in self.walker.index:
@@ -396,7 +438,9 @@ class _Visit:
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             return self._union([self.values(e, scope, depth + 1) for e in node.elts])
         if isinstance(node, ast.Dict):
-            return self._union([self.values(e, scope, depth + 1) for e in node.keys if e is not None])
+            return self._union([self.values(e, scope, depth + 1) for e in [*node.keys, *node.values] if e is not None])
+        if isinstance(node, ast.IfExp):
+            return self._union([self.values(node.body, scope, depth + 1), self.values(node.orelse, scope, depth + 1)])
         if isinstance(node, _Each):
             return self.values(node.iterable, scope, depth + 1)
         if isinstance(node, ast.Subscript):
@@ -438,7 +482,7 @@ class _Visit:
             if last in ("load", "loads") and name.startswith("json") and node.args:
                 sources = self.values(node.args[0], scope, depth + 1)
                 return self._json(sources) if sources else None
-            if last in ("join", "joinpath", "Path", "open", "read_text", "fspath", "str", "abspath", "realpath",
+            if last in ("glob", "iglob", "join", "joinpath", "Path", "open", "read_text", "fspath", "str", "abspath", "realpath",
                         "normpath", "files"):
                 args = node.args or ([node.func.value] if isinstance(node.func, ast.Attribute) else [])
                 if last == "read_text" and isinstance(node.func, ast.Attribute):
