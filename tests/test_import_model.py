@@ -267,3 +267,42 @@ def test_only_the_alternative_of_the_process_cuda_runtime_is_judged(elf_builder,
     make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_cuda117/_ops.so", "pkg/_cuda121/_ops.so"))
     assert imports(site, "import pkg").returncode == 0
     assert serious(site, tmp_path) == []
+
+
+# -- a namespace __init__.py two wheels install ---------------------------------------------------------
+
+def _record(site: Path, name: str, version: str, files: dict[str, bytes]) -> None:
+    import base64
+    import hashlib
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+    rows = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+            for path, data in files.items()]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+EXTEND = b"__path__ = __import__('pkgutil').extend_path(__path__, __name__)\n"
+
+
+@pytest.mark.parametrize("on_disk, severity", [(EXTEND, "warning"), (b"", "warning"), (b"import os\nVALUE = 1\n", "error")])
+def test_a_namespace_init_two_wheels_install_is_not_an_error(tmp_path, on_disk, severity):
+    """nvidia/__init__.py, empty in one wheel and extend_path in the other: either makes the same
+    namespace, so no process breaks (a warning, and no fix that uninstalls a wheel); an __init__.py
+    with code of its own stays an error."""
+    from cudaresolve.checks import ownership
+    from cudaresolve.env.distributions import read_distributions
+    from cudaresolve.env.ownership import shared_files
+    from cudaresolve.env.scan import scan_environment
+    from cudaresolve.env.interpreter import target_for_site_packages
+
+    site = tmp_path / "site"
+    (site / "nvidia").mkdir(parents=True)
+    (site / "nvidia/__init__.py").write_bytes(on_disk)
+    _record(site, "nvidia-a", "1.0", {"nvidia/__init__.py": b""})
+    _record(site, "nvidia-b", "1.0", {"nvidia/__init__.py": on_disk if on_disk else EXTEND})
+    [shared], _ = shared_files(read_distributions(str(site))[0])
+    env = scan_environment(target_for_site_packages(str(site)), facts_for=lambda path: None)
+    [finding] = ownership.check_owned_twice(env)
+    assert (shared.namespace, finding.severity.value) == (severity == "warning", severity)
+    assert (finding.fix is None) == (severity == "warning")

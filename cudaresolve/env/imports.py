@@ -607,3 +607,35 @@ def picks(shipped: Mapping[str, tuple[int, Optional[int]]], runtime: tuple[int, 
         below = [path for cuda, path in same if cuda < runtime]
         chosen.add(exact[0] if exact else below[-1] if below else same[0][1])
     return chosen
+
+
+# -- namespace packages ---------------------------------------------------------------------------------
+
+MAX_NAMESPACE_INIT = 16 * 1024  # a namespace __init__.py is a line or two
+
+
+def is_namespace_init(text: str) -> bool:
+    """Whether an `__init__.py` only makes its directory a namespace several distributions share: empty,
+    docstrings and comments, `pkgutil.extend_path` or `pkg_resources.declare_namespace` (in a `try`
+    or not). Loading any such file gives the same package, so which owner's bytes are there is moot."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return all(_namespace_statement(node) for node in tree.body)
+
+
+def _namespace_statement(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+        return True
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return all(alias.name.split(".")[0] in ("pkgutil", "pkg_resources", "extend_path", "declare_namespace")
+                   for alias in node.names) or (isinstance(node, ast.ImportFrom) and node.module in ("pkgutil", "pkg_resources"))
+    if isinstance(node, ast.Try):
+        return all(_namespace_statement(s) for s in [*node.body, *node.orelse, *node.finalbody]
+                   + [s for handler in node.handlers for s in handler.body])
+    value = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign)) else None
+    if value is None or (isinstance(node, ast.Assign) and [_dotted(t) for t in node.targets] != ["__path__"]):
+        return False
+    calls = {_dotted(call.func).rpartition(".")[2] for call in ast.walk(value) if isinstance(call, ast.Call)}
+    return bool(calls) and calls <= {"extend_path", "declare_namespace", "__import__"}
