@@ -96,17 +96,17 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     on_call: dict[tuple[Optional[str], str, components.PythonCall], list[Problem]] = defaultdict(list)  # (package, file, call)
     later: dict[tuple[Optional[str], Severity], list[tuple[str, Problem]]] = defaultdict(list)
     for load, problem in _library_problems(env, loads):
-        if problem.kind == MISSING_LIBRARY and load.reach is not None:  # not on the import's path
-            severity = Severity.INFO if load.reach == GUARDED else Severity.WARNING
-            later[(load.dist, severity)].append((load.feature_of(problem.consumer) or "", problem))
-            continue
-        if problem.kind == MISSING_LIBRARY and is_plugin(env, load, problem.consumer):
+        if problem.kind == MISSING_LIBRARY and load.reach is None and is_plugin(env, load, problem.consumer):
             continue  # check_plugin_libraries
         needed = problem.needed or ""
         dist = env.distribution(load.dist) if load.dist else None
         layer = components.optional_layer(dist.name, dist.version, needed) if dist else None
-        if problem.kind == MISSING_LIBRARY and layer is not None:
+        if problem.kind == MISSING_LIBRARY and layer is not None:  # the package says it is optional
             optional[load.dist].append((layer, problem))
+            continue
+        if problem.kind == MISSING_LIBRARY and load.reach is not None:  # not on the import's path
+            severity = Severity.INFO if load.reach == GUARDED else Severity.WARNING
+            later[(load.dist, severity)].append((load.feature_of(problem.consumer) or "", problem))
             continue
         if problem.kind == MISSING_LIBRARY and load.build is None and other_major_wheels(env, needed):
             continue  # another major's wheel of it is installed: check_companion_majors names both sides
@@ -210,7 +210,7 @@ def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> li
     are missing: the features they provide are unavailable, the environment is not broken."""
     plugins: dict[Optional[str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for load, problem in _library_problems(env, loads):
-        if problem.kind == MISSING_LIBRARY and is_plugin(env, load, problem.consumer):
+        if problem.kind == MISSING_LIBRARY and load.reach is None and is_plugin(env, load, problem.consumer):
             plugins[load.dist][os.path.basename(problem.consumer)].add(problem.needed or "")
     findings = []
     for dist, by_plugin in plugins.items():
