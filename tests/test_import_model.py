@@ -306,3 +306,30 @@ def test_a_namespace_init_two_wheels_install_is_not_an_error(tmp_path, on_disk, 
     [finding] = ownership.check_owned_twice(env)
     assert (shared.namespace, finding.severity.value) == (severity == "warning", severity)
     assert (finding.fix is None) == (severity == "warning")
+
+
+# -- a real wheel ----------------------------------------------------------------------------------------
+
+@pytest.mark.torch_venv
+def test_torchs_row_of_what_its_import_loads_is_what_its_files_say():
+    """torch 2.14.1's preloader row names `on_import` = lib/libtorch_global_deps.so (loaded with
+    ctypes by path) and torch/_C.*.so: the model of the installed files finds both on the import's
+    path; a module torch imports only from a function (torch.cuda's NVML loader) stays lazy."""
+    from test_torch_family_fix import TORCH
+    from wheel_cache import build_venv
+
+    from cudaresolve.env.distributions import read_distributions
+    from cudaresolve.env.scan import _read_text
+    from cudaresolve.knowledge import components
+
+    python = build_venv([f"torch=={TORCH}"], deps=True) / "bin" / "python"
+    [site] = (python.parent.parent / "lib").glob("python3*/site-packages")
+    [torch] = [d for d in read_distributions(str(site))[0] if d.name == "torch"]
+    model = build_model(torch.files, [str(site)], _read_text)
+    preloads = {p.name: p.reach for p in model.preloads}
+    assert preloads["libtorch_global_deps.so"] == IMPORT
+    assert preloads["libnvidia-ml.so.1"] == LAZY
+    [(name, reach)] = [found for path, found in model.extensions.items() if os.path.basename(path).startswith("_C.")]
+    assert (name, reach) == ("torch._C", IMPORT)
+    row = components.preloader_for("torch", torch.version)
+    assert row is not None and row.on_import == ("torch/lib/libtorch_global_deps.so", "torch/_C.*.so")
