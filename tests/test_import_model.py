@@ -12,7 +12,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from test_doctor_synthetic import HOST, glibc_dlopen_error, run, texts
+from test_doctor_synthetic import glibc_dlopen_error, run, texts
 from test_env_distributions import make_dist_info
 
 from cudaresolve.env.imports import GUARDED, IMPORT, LAZY, OPT_IN, UNREACHED, alternatives, build_model, picks
@@ -292,9 +292,9 @@ def test_a_namespace_init_two_wheels_install_is_not_an_error(tmp_path, on_disk, 
     with code of its own stays an error."""
     from cudaresolve.checks import ownership
     from cudaresolve.env.distributions import read_distributions
+    from cudaresolve.env.interpreter import target_for_site_packages
     from cudaresolve.env.ownership import shared_files
     from cudaresolve.env.scan import scan_environment
-    from cudaresolve.env.interpreter import target_for_site_packages
 
     site = tmp_path / "site"
     (site / "nvidia").mkdir(parents=True)

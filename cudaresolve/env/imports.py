@@ -180,7 +180,8 @@ class _Walker:
 class _Scope:
     """The names a block binds (assignments, loops, `with ... as`, parameters given at a call)."""
 
-    def __init__(self, body: Sequence[ast.stmt], parent: Optional["_Scope"], given: Optional[dict] = None):
+    def __init__(self, body: Sequence[ast.stmt], parent: Optional["_Scope"],
+                 given: Optional[dict[str, list[tuple[ast.expr, "_Scope"]]]] = None):
         self.parent = parent
         self.body = body
         self.given: dict[str, list[tuple[ast.expr, "_Scope"]]] = given or {}
@@ -386,10 +387,10 @@ class _Visit:
                 if target.startswith("."):
                     base = next(iter(package), self.package) if package else self.package
                     level = len(target) - len(target.lstrip("."))
-                    resolved = self.absolute(target.lstrip(".") or None, level, base)
+                    resolved = self.absolute(target.lstrip(".") or None, level, base) or ""
                 else:
                     resolved = target
-                names = fnmatch.filter(self.walker.index, resolved) if resolved and "*" in resolved else [resolved]
+                names = fnmatch.filter(self.walker.index, resolved) if "*" in resolved else [resolved]
                 if not resolved or resolved.split(".")[-1] == "*" or not names:  # f".cu{major}": each build
                     self.unknown(reach)
                 for name in names:
@@ -583,7 +584,8 @@ def alternatives(paths: Iterable[str]) -> dict[str, tuple[int, Optional[int]]]:
             if named is None or cuda is None:
                 continue
             key = directory + "/" + name[: named.start(1)] + "{}" + name[named.end(1):]
-        groups.setdefault(key, {})[path] = cuda
+        if cuda is not None:
+            groups.setdefault(key, {})[path] = cuda
     return {path: cuda for group in groups.values() if len(set(group.values())) > 1 for path, cuda in group.items()}
 
 
