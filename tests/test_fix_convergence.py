@@ -88,9 +88,9 @@ class World:
         members = {member: data if isinstance(data, bytes) else data.read_bytes() for member, data in files.items()}
         for package in {member.split("/")[0] for member in files if not member.startswith("nvidia/")}:
             # `import <package>` imports its extension modules, so their needs are import-time
-            modules = sorted(name.split(".")[0] for member in files if member.startswith(package + "/")
-                             and (name := member[len(package) + 1:]) and "/" not in name
-                             and name.endswith(".so") and not name.startswith("lib"))
+            modules = sorted(inner.split(".")[0] for member in files if member.startswith(package + "/")
+                             and (inner := member[len(package) + 1:]) and "/" not in inner
+                             and inner.endswith(".so") and not inner.startswith("lib"))
             members.setdefault(f"{package}/__init__.py", "".join(f"from . import {m}\n" for m in modules).encode())
         filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=members)
         (self.wheels / filename).write_bytes(data)
