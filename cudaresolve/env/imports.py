@@ -173,6 +173,7 @@ class _Walker:
         found: list[tuple[str, Reach]] = []
         visit = _Visit(self, module, package, os.path.dirname(path), scope, reach, found)
         visit.loads = any(word in text for word in (*_LOADERS, "import_module", "__import__"))
+        visit.environ = "environ" in text or "getenv" in text
         visit.statements(tree.body, IMPORT, scope, 0)
         return found
 
@@ -313,6 +314,7 @@ class _Visit:
         self.found = found
         self.called: set[tuple[str, Reach]] = set()
         self.loads = True  # the module's text names a library loader or an import by name
+        self.environ = True  # the module's text reads the environment
 
     def statements(self, body: Sequence[ast.stmt], reach: Reach, scope: _Scope, depth: int) -> None:
         for statement in body:
@@ -349,7 +351,8 @@ class _Visit:
             if "TYPE_CHECKING" in _dotted(node.test):
                 self.statements(node.orelse, reach, scope, depth)
                 return
-            self.statements(node.body, weaker(reach, OPT_IN) if _reads_environment(node.test) else reach, scope, depth)
+            switch = self.environ and _reads_environment(node.test)
+            self.statements(node.body, weaker(reach, OPT_IN) if switch else reach, scope, depth)
             self.statements(node.orelse, reach, scope, depth)
         else:
             expressions = [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr)]
