@@ -87,7 +87,11 @@ class World:
     def wheel(self, name: str, version: str, files: Files, requires: tuple[str, ...] = ()) -> None:
         members = {member: data if isinstance(data, bytes) else data.read_bytes() for member, data in files.items()}
         for package in {member.split("/")[0] for member in files if not member.startswith("nvidia/")}:
-            members.setdefault(f"{package}/__init__.py", b"")
+            # `import <package>` imports its extension modules, so their needs are import-time
+            modules = sorted(inner.split(".")[0] for member in files if member.startswith(package + "/")
+                             and (inner := member[len(package) + 1:]) and "/" not in inner
+                             and inner.endswith(".so") and not inner.startswith("lib"))
+            members.setdefault(f"{package}/__init__.py", "".join(f"from . import {m}\n" for m in modules).encode())
         filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=members)
         (self.wheels / filename).write_bytes(data)
 

@@ -44,7 +44,9 @@ def wheels(tmp_path_factory) -> Path:
 
     def wheel(name: str, version: str, files: dict[str, Path], requires: tuple[str, ...] = ()) -> None:
         members = {member: path.read_bytes() for member, path in files.items()}
-        members[f"{next(iter(files)).split('/')[0]}/__init__.py"] = b""
+        package = next(iter(files)).split('/')[0]
+        modules = sorted(member.split("/")[1].split(".")[0] for member in files if member.count("/") == 1)
+        members[f"{package}/__init__.py"] = "".join(f"from . import {m}\n" for m in modules).encode()  # import-time
         filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=members)
         (found / filename).write_bytes(data)
 

@@ -66,7 +66,8 @@ def wheels(tmp_path_factory) -> Path:
     # both carry the empty nvidia/__init__.py many NVIDIA wheels do: the same bytes, never a finding
     wheel("nvidia-nccl-cu11", "2.21.5", {NCCL: old.read_bytes(), "nvidia/__init__.py": b""})
     wheel("nvidia-nccl-cu12", "2.27.3", {NCCL: new.read_bytes(), "nvidia/__init__.py": b""})
-    wheel("ncclpkg", "1.0", {"ncclpkg/_ext.so": ext.read_bytes(), "ncclpkg/__init__.py": b""},
+    # `import ncclpkg` imports its extension: its needs are import-time
+    wheel("ncclpkg", "1.0", {"ncclpkg/_ext.so": ext.read_bytes(), "ncclpkg/__init__.py": b"from . import _ext\n"},
           requires=("nvidia-nccl-cu12",))
     return found
 

@@ -18,6 +18,7 @@ from cudaresolve.binary.facts import BinaryFacts, CudaRuntime
 from cudaresolve.binary.runtime import runtime_cuda
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment
+from cudaresolve.env.imports import picks
 from cudaresolve.knowledge import components, cupy, toolkit_pins, torch
 from cudaresolve.versions import CudaVersion
 
@@ -232,7 +233,7 @@ def build_of(env: Environment, dist: Optional[str], path: str) -> Optional[Build
     """
     row = components.alternative_builds(dist) if dist else None
     if row is None:
-        return _per_cuda_library(env, dist, path)
+        return _per_cuda_library(env, dist, path) or _named_alternative(env, dist, path)
     inside = _inside(env, path)
     directory = next((part for part in inside.split("/") if part in row.directories), None)
     if directory is None:
@@ -292,3 +293,35 @@ def pick_cuda_library(shipped: Mapping[tuple[int, int], str], runtime: tuple[int
     if below:
         return shipped[below[-1]]
     return shipped[same[0]] if same else None
+
+
+def _named_alternative(env: Environment, dist: Optional[str], path: str) -> Optional[Build]:
+    """For a file a package ships once per CUDA release, named for it (lib<name>_cuda<NNN>.so,
+    _cu12/ directories: env/imports.py `alternatives`): selected when it is the one a process of the
+    environment's CUDA runtime loads; all count as selected when that runtime is not known."""
+    model = env.imports.get(dist) if dist else None
+    cuda = model.alternatives.get(path) if model is not None else None
+    if model is None or cuda is None:
+        return None
+    runtime = process_runtime(env)
+    name = os.path.basename(path)
+    if runtime is None:
+        return Build(name, cuda[0], True)
+    return Build(name, cuda[0], path in picks(model.alternatives, runtime))
+
+
+def process_runtime(env: Environment) -> Optional[tuple[int, int]]:
+    """The CUDA runtime release a process of this environment loads: the one CUDA runtime wheel's,
+    else the one framework build's ([framework_runtime]: torch's; a minor not known counts as the newest of its major); None
+    when neither tells one release."""
+    runtimes = {(build.cuda.major, build.cuda.minor if build.cuda.minor is not None else 99)
+                for build in component_builds(env.distributions)
+                if any(row.name == "cudart" for row in components.for_dist(build.dist, build.version))}
+    if len(runtimes) == 1:
+        return runtimes.pop()
+    if runtimes:
+        return None
+    frameworks = {(build.cuda.major, build.cuda.minor if build.cuda.minor is not None else 99)
+                  for dist in env.distributions if components.needs_build_runtime(dist.name)
+                  and (build := framework_build(dist)) is not None}
+    return frameworks.pop() if len(frameworks) == 1 else None

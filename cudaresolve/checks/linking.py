@@ -43,6 +43,7 @@ from cudaresolve.checks.ownership import owner_fix, shared_file
 from cudaresolve.checks.subjects import Subject, subject
 from cudaresolve.checks.suggest import build_fix, conda_fix, provider_dists, provider_fix, provider_requirement
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.imports import GUARDED
 from cudaresolve.env.ownership import SharedFile
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
@@ -93,14 +94,19 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     causes: dict[tuple[Optional[str], str, Optional[f.Fix]], int] = {}  # (package, consumer, fix) -> its finding's index
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
     on_call: dict[tuple[Optional[str], str, components.PythonCall], list[Problem]] = defaultdict(list)  # (package, file, call)
+    later: dict[tuple[Optional[str], Severity], list[tuple[str, Problem]]] = defaultdict(list)
     for load, problem in _library_problems(env, loads):
-        if problem.kind == MISSING_LIBRARY and is_plugin(env, load, problem.consumer):
+        if problem.kind == MISSING_LIBRARY and load.reach is None and is_plugin(env, load, problem.consumer):
             continue  # check_plugin_libraries
         needed = problem.needed or ""
         dist = env.distribution(load.dist) if load.dist else None
         layer = components.optional_layer(dist.name, dist.version, needed) if dist else None
-        if problem.kind == MISSING_LIBRARY and layer is not None:
+        if problem.kind == MISSING_LIBRARY and layer is not None:  # the package says it is optional
             optional[load.dist].append((layer, problem))
+            continue
+        if problem.kind == MISSING_LIBRARY and load.reach is not None:  # not on the import's path
+            severity = Severity.INFO if load.reach == GUARDED else Severity.WARNING
+            later[(load.dist, severity)].append((load.feature_of(problem.consumer) or "", problem))
             continue
         if problem.kind == MISSING_LIBRARY and load.build is None and other_major_wheels(env, needed):
             continue  # another major's wheel of it is installed: check_companion_majors names both sides
@@ -137,6 +143,8 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
         )
     for owner, layers in optional.items():
         findings.append(_optional_features(env, owner, layers))
+    for (owner, severity), lost in later.items():
+        findings.append(_features_lost(env, owner, severity, lost))
     for (owner, consumer, call), missing in on_call.items():
         findings.append(_found_on_call(env, owner, consumer, call, missing))
     return findings
@@ -182,12 +190,27 @@ def _optional_features(
     )
 
 
+def _features_lost(env: Environment, dist: Optional[str], severity: Severity, lost: list[tuple[str, Problem]]) -> Finding:
+    """One finding for the modules of a package that load after its import (env/imports.py: behind a
+    handler, an environment variable, a function, or imported by none of its modules) and whose
+    libraries are absent: those features are lost, the import works. An info when the package
+    catches the failure itself."""
+    features = tuple(sorted({feature for feature, _ in lost if feature}))
+    sonames = tuple(sorted({problem.needed or "" for _, problem in lost}))
+    installs = [found[0] for soname in sonames if (found := provider_requirement(soname, env, dist, None))]
+    return Finding(
+        Check.MISSING_LIBRARY, severity, subject(env, dist), p.OptionalFeaturesMissing(features, sonames),
+        tuple(e.LoaderError(problem.consumer, problem.message) for _, problem in lost),
+        f.Explained(f.PipInstall(tuple(dict.fromkeys(installs))), f.ToEnable()) if installs else None,
+    )
+
+
 def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
     """Plugins a package dlopens on demand (nothing links them, no import loads them) whose libraries
     are missing: the features they provide are unavailable, the environment is not broken."""
     plugins: dict[Optional[str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for load, problem in _library_problems(env, loads):
-        if problem.kind == MISSING_LIBRARY and is_plugin(env, load, problem.consumer):
+        if problem.kind == MISSING_LIBRARY and load.reach is None and is_plugin(env, load, problem.consumer):
             plugins[load.dist][os.path.basename(problem.consumer)].add(problem.needed or "")
     findings = []
     for dist, by_plugin in plugins.items():

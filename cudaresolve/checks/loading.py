@@ -33,8 +33,10 @@ from typing import Mapping, Optional
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import INVALID_LIBRARY, MISSING_LIBRARY, FactsOf, LoadedObject, LoadResult, resolve
 from cudaresolve.checks.builds import Build, build_of
+from cudaresolve.checks.import_paths import ImportPlan, plan
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.imports import Reach
 from cudaresolve.knowledge import components
 
 
@@ -51,6 +53,22 @@ class PackageLoad:
     build: Optional[Build] = None  # the build these roots belong to, for a package that ships several
     imported_first: tuple[str, ...] = ()  # packages imported before it whose import loads libraries (torch)
     host: Optional[components.PluginHost] = None  # the package whose loader opens these roots by path (openmm)
+    reach: Optional[Reach] = None  # for roots its import does not load: how they load later (env/imports.py)
+    features: tuple[tuple[str, str], ...] = ()  # (root, the module it serves) of roots loaded later
+    preloaded_roots: tuple[str, ...] = ()  # files the import-time code loads by path, first
+
+    def feature_of(self, path: str) -> Optional[str]:
+        """The module a later-loaded file serves: its own root's, or that of the root that loaded it."""
+        features = dict(self.features)
+        loaders = {obj.path: obj.loaded_by for obj in self.result.objects}
+        seen = set()
+        current: Optional[str] = path
+        while current is not None and current not in seen:
+            if current in features:
+                return features[current]
+            seen.add(current)
+            current = loaders.get(current)
+        return None
 
     @property
     def selected(self) -> bool:
@@ -106,11 +124,21 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
         for required in first:  # imported before this package's extensions
             preloaded.update(imported[required])
         namespace = replace(loader, preloaded=preloaded) if preloaded != loader.preloaded else loader
+        imported_first: tuple[str, ...] = ()
         for build, roots in builds.items():
+            # the import loads its libraries by path before any build's extension modules
+            order = plan(env, owner, roots) if build is None else ImportPlan(imported_first, tuple(roots))
+            imported_first = order.preloaded if build is None else imported_first
             if roots or foreign[owner]:
-                result = resolve(tuple(roots), facts_of=facts_of, env=namespace)
-                loads.append(PackageLoad(owner, tuple(roots), result, preloader,
-                                         tuple(foreign[owner]) if build is None else (), build, first))
+                result = resolve(order.preloaded + order.imported, facts_of=facts_of, env=namespace)
+                loads.append(PackageLoad(owner, order.preloaded + order.imported, result, preloader,
+                                         tuple(foreign[owner]) if build is None else (), build, first,
+                                         preloaded_roots=order.preloaded))
+                later = replace(loader, preloaded={**preloaded, **order.later, **_names_of(result)})
+                for reach, deferred in order.deferred.items():
+                    loads.append(PackageLoad(
+                        owner, deferred, resolve(deferred, facts_of=facts_of, env=later), preloader, (), build, first,
+                        reach=reach, features=tuple((root, order.features[root]) for root in deferred)))
                 if build is None and preloader is not None and preloader.on_import and owner:
                     imported[owner] = {**searched, **_loaded_by_import(env, result, preloader.on_import)}
     hosts = {row.host: row for row in hosted.values()}
@@ -211,7 +239,7 @@ def loaded_on_import(env: Environment, load: PackageLoad, path: str) -> bool:
     """Whether importing the package loads the file at `path` (its preloader's `on_import`: torch's
     lib/libtorch_global_deps.so, loaded by path): the import fails when it cannot load, so it is
     judged in full, never as an on-demand plugin."""
-    return load.preloader is not None and _matches(env, path, load.preloader.on_import)
+    return path in load.preloaded_roots or (load.preloader is not None and _matches(env, path, load.preloader.on_import))
 
 
 def _matches(env: Environment, path: str, files: tuple[str, ...]) -> bool:

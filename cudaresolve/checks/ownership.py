@@ -17,7 +17,8 @@ converges (the 2026-11-26 survey applied one and left JAX on CUDA 13 libraries w
 gone); the consumers must agree on one CUDA major first.
 
 An error when a shared file is one a process loads (a shared library or a Python module, by its
-name); a warning for other files (openmm's SWIG header `OpenMMSwigHeaders.i`): nothing loads them,
+name, but not a namespace package's `__init__.py`: any owner's version makes the same namespace); a
+warning for other files (openmm's SWIG header `OpenMMSwigHeaders.i`): nothing loads them,
 and uninstalling an owner to settle one would remove the package itself.
 
 May import: checks/ (findings), env/, knowledge/components; the findings are values, output/ words them.
@@ -68,7 +69,7 @@ def _finding(env: Environment, owners: tuple[str, ...], files: list[SharedFile])
     if len(files) > SHOWN_FILES:
         evidence.append(e.More(len(files) - SHOWN_FILES))
     subject = Subject(file=files[0].path) if len(files) == 1 else Subject(owners=owners)
-    loaded = any(_loaded(shared.path) for shared in files)
+    loaded = any(_loaded(shared.path) and not shared.namespace for shared in files)
     return Finding(
         Check.OWNED_TWICE, Severity.ERROR if loaded else Severity.WARNING, subject,
         OwnedTwice(tuple(Installed(name, claims[name].version) for name in owners),

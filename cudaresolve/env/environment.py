@@ -24,6 +24,7 @@ from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.env.conda import CondaPrefix
 from cudaresolve.env.distributions import Distribution, Problem
+from cudaresolve.env.imports import ImportModel
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.ownership import SharedFile
 
@@ -80,6 +81,8 @@ class Environment:
     shared_files: tuple[SharedFile, ...] = ()  # paths several distributions install with different contents
     # distribution -> what its build recorded it was compiled against (data/components.toml [build_records])
     build_records: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # distribution -> what its import loads, read from its Python files (env/imports.py); absent: not known
+    imports: Mapping[str, ImportModel] = field(default_factory=dict)
 
     def distribution(self, name: str) -> Optional[Distribution]:
         """The first installed distribution with this canonical name."""

@@ -27,6 +27,7 @@ from packaging.version import Version
 
 from cudaresolve.bounded import read_bounded
 from cudaresolve.env.distributions import DIGEST, MAX_DIST_INFO_FILE, SIZE, Distribution, Problem
+from cudaresolve.env.imports import MAX_NAMESPACE_INIT, is_namespace_init
 from cudaresolve.records import shown
 
 # Hashing is bounded: the largest real shared library is a few hundred MiB (libnccl.so.2: ~300 MiB).
@@ -53,6 +54,7 @@ class SharedFile:
     claims: tuple[Claim, ...]  # one per distribution, sorted by name
     on_disk: Optional[str] = None  # the distribution whose recorded hash the file's bytes have
     unjudged: Optional[str] = None  # why the bytes were not compared (planned, too large, unreadable)
+    namespace: bool = False  # an __init__.py that only declares a shared namespace (env/imports.py)
 
     @property
     def owners(self) -> tuple[str, ...]:
@@ -86,8 +88,18 @@ def shared_files(distributions: Iterable[Distribution]) -> tuple[tuple[SharedFil
             continue
         ordered = tuple(sorted(claims.values(), key=lambda claim: claim.distribution))
         on_disk, unjudged = _whose_bytes(path, ordered, budget)
-        found.append(SharedFile(path, ordered, on_disk, unjudged))
+        found.append(SharedFile(path, ordered, on_disk, unjudged, _namespace(path)))
     return tuple(found), tuple(problems)
+
+
+def _namespace(path: str) -> bool:
+    """Whether the shared file is a namespace package's `__init__.py` (its bytes on disk say so)."""
+    if os.path.basename(path) != "__init__.py":
+        return False
+    try:
+        return is_namespace_init(read_bounded(path, MAX_NAMESPACE_INIT, regular=True).decode("utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _record_rows(

@@ -17,11 +17,13 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 from cudaresolve.binary.elf import head_of_regular_file
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv, with_program
+from cudaresolve.bounded import read_bounded
 from cudaresolve.env.build_records import build_records
 from cudaresolve.env.cache import Recorded
 from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
 from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
+from cudaresolve.env.imports import ImportModel, build_model
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.ownership import shared_files
 from cudaresolve.env.preloads import preloaded_libraries, read_wheel_list, runtime_major, sys_path_libraries
@@ -90,6 +92,7 @@ def scan_environment(
         preload_prefix=conda_prefix,
         shared_files=shared,
         build_records=build_records(distributions, target.site_packages),
+        imports=import_models(distributions, elf_files, target.site_packages),
     )
 
 
@@ -164,6 +167,28 @@ def recorded_contents(distributions: Iterable[Distribution]) -> dict[str, Record
                 claim = (digest, size)
                 claims[path] = claim if claims.get(path, claim) == claim else None
     return {path: claim for path, claim in claims.items() if claim is not None}
+
+
+def import_models(
+    distributions: Iterable[Distribution], elf_files: Iterable[ElfFile], site_packages: Sequence[str]
+) -> dict[str, ImportModel]:
+    """What importing each distribution that ships ELF files loads, read from its Python files."""
+    shipping = {elf.owner for elf in elf_files if elf.owner is not None}
+    models = {}
+    for dist in distributions:
+        if dist.name in shipping and dist.kind == "python":
+            model = build_model(dist.files, site_packages, _read_text)
+            if model is not None:
+                models[dist.name] = model
+    return models
+
+
+def _read_text(path: str, limit: int) -> Optional[str]:
+    """A package's Python or JSON file as text; None when it cannot be read within `limit` bytes."""
+    try:
+        return read_bounded(path, limit, regular=True).decode("utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def _facts(facts_for: Callable[[str], BinaryFacts], path: str) -> tuple[Optional[BinaryFacts], Optional[str]]:

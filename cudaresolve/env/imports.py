@@ -1,0 +1,646 @@
+"""What `import X` loads, read from a distribution's own Python files with `ast` (never executed).
+
+From each top-level module of a distribution the import graph is followed through the modules its
+RECORD lists, each edge marked by how it runs: at module level (`import`), inside a `try` whose
+handler catches ImportError, OSError or Exception (`guarded`: the package goes on without it), under
+an `if` on an environment variable (`opt-in`), or only inside a function (`lazy`: `__getattr__`,
+a submodule's own function). A function the module body calls runs at the caller's reach. The
+extension modules reached are what the import loads by DT_NEEDED; the library loads in the modules
+on the way (`ctypes.CDLL`, `ctypes.cdll.LoadLibrary`, a wheel's `load_library`, cuda-pathfinder's
+`load_nvidia_dynamic_lib`, `dlopen`) are preloads, with their arguments resolved from literals,
+module constants, loop variables, a local function's parameters and JSON lists of package data.
+
+A package whose import-time code imports by a computed name (`importlib.import_module(name)`) is not
+conclusive: what it reaches is unknown, so nothing it does not reach is called on-demand.
+
+Bounded: files, bytes per file, the depth of the import chain and the values an argument can take.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import heapq
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence
+
+from cudaresolve.bounded import loads_json
+
+Reach = Literal["import", "guarded", "opt-in", "lazy", "unreached"]
+IMPORT: Reach = "import"
+GUARDED: Reach = "guarded"
+OPT_IN: Reach = "opt-in"
+LAZY: Reach = "lazy"
+UNREACHED: Reach = "unreached"  # an extension module no import of the package reaches
+_RANK = {IMPORT: 0, GUARDED: 1, OPT_IN: 2, LAZY: 3, UNREACHED: 4}
+
+MAX_MODULES = 3000  # Python files parsed per distribution (torch 2.14 has about 2,600)
+MAX_SOURCE = 2 * 1024 * 1024  # bytes per Python file
+MAX_JSON = 64 * 1024  # bytes per package-data list
+MAX_DEPTH = 64  # import chain length
+MAX_VALUES = 256  # strings one argument can stand for
+MAX_CALL_DEPTH = 4  # local functions called from module code, followed this deep
+
+_LOADERS = {"CDLL", "PyDLL", "LoadLibrary", "load_library", "load_nvidia_dynamic_lib", "dlopen"}
+_CAUGHT = {"ImportError", "ModuleNotFoundError", "OSError", "Exception", "BaseException", "RuntimeError"}
+_EXTENSION = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_-]+)?\.so$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Preload:
+    """A library a module loads itself: the name the call gives (a file name, a glob for an f-string,
+    or a component name for cuda-pathfinder), how the call is reached, and the module making it."""
+
+    name: str
+    reach: Reach
+    module: str
+
+
+@dataclass(frozen=True)
+class ImportModel:
+    """What importing a distribution's top-level modules loads."""
+
+    conclusive: bool  # no import-time import by a computed name, no bound hit: unreached means not imported
+    extensions: Mapping[str, tuple[str, Reach]]  # extension module path -> (module name, reach)
+    preloads: tuple[Preload, ...]
+    alternatives: Mapping[str, tuple[int, Optional[int]]] = field(default_factory=dict)  # path -> its CUDA release
+
+    def reach_of(self, path: str) -> Optional[Reach]:
+        """How importing the package reaches the extension module at `path`; None when it is none."""
+        found = self.extensions.get(path)
+        return found[1] if found is not None else None
+
+
+def weaker(a: Reach, b: Reach) -> Reach:
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+def module_index(files: Iterable[str], site_packages: Sequence[str]) -> dict[str, str]:
+    """Module name -> file for the Python files and extension modules among `files` (absolute paths)."""
+    index: dict[str, str] = {}
+    for path in sorted(files):
+        inside = next((path[len(sp.rstrip("/")) + 1:] for sp in site_packages if path.startswith(sp.rstrip("/") + "/")), None)
+        if inside is None:
+            continue
+        parts = inside.split("/")
+        if not all(_IDENTIFIER.match(part) for part in parts[:-1]):
+            continue
+        name = parts[-1]
+        if name.endswith(".py"):
+            stem = name[:-3]
+            module = parts[:-1] if stem == "__init__" else parts[:-1] + [stem]
+            if module and (stem == "__init__" or _IDENTIFIER.match(stem)):
+                index.setdefault(".".join(module), path)
+        elif (match := _EXTENSION.match(name)) is not None:
+            index.setdefault(".".join(parts[:-1] + [match.group(1)]), path)
+    return index
+
+
+def build_model(
+    files: Iterable[str],
+    site_packages: Sequence[str],
+    read_text: Callable[[str, int], Optional[str]],
+    top_levels: Optional[Iterable[str]] = None,
+) -> Optional[ImportModel]:
+    """The model of one distribution from its RECORD `files`; `read_text(path, limit)` reads a file
+    (None when it cannot). None when the distribution has no Python module to start from."""
+    index = module_index(files, site_packages)
+    # What a program imports: the top-level modules, and the first modules under a namespace package.
+    tops = sorted(name for name in index
+                  if not any(".".join(name.split(".")[:end]) in index for end in range(1, name.count(".") + 1)))
+    if top_levels is not None:
+        tops = [name for name in tops if name.split(".")[0] in set(top_levels)] or tops
+    versioned = alternatives(path for path in files if ".so" in os.path.basename(path))
+    if not any(index[top].endswith(".py") for top in tops):
+        return ImportModel(False, {}, (), versioned) if versioned else None
+    walker = _Walker(index, read_text, {top.split(".")[0] for top in tops})
+    best: dict[str, Reach] = {}
+    queue: list[tuple[int, int, str]] = [(0, 0, top) for top in tops]
+    while queue:
+        rank, depth, module = heapq.heappop(queue)
+        reach = next(r for r, n in _RANK.items() if n == rank)
+        if module in best or module not in index:
+            continue
+        best[module] = reach
+        if depth >= MAX_DEPTH or not index[module].endswith(".py") or reach == LAZY:
+            continue  # what a lazily imported module imports is lazy too: a warning either way, not read
+        if len(walker.parsed) >= MAX_MODULES:
+            walker.conclusive = False
+            break
+        for target, edge in walker.edges(module, reach):
+            if target not in best:
+                heapq.heappush(queue, (_RANK[weaker(reach, edge)], depth + 1, target))
+    extensions = {path: (name, best.get(name, UNREACHED)) for name, path in index.items() if not path.endswith(".py")}
+    strongest: dict[str, Preload] = {}  # one per name: the call that runs soonest
+    for module, reach, name in walker.preloads:
+        if module in best:
+            found = Preload(name, weaker(best[module], reach), module)
+            if name not in strongest or _RANK[found.reach] < _RANK[strongest[name].reach]:
+                strongest[name] = found
+    preloads = tuple(strongest.values())
+    return ImportModel(walker.conclusive, extensions, preloads, versioned)
+
+
+class _Walker:
+    """Parses modules and reads their imports and library loads, each at the reach it runs with."""
+
+    def __init__(self, index: Mapping[str, str], read_text: Callable[[str, int], Optional[str]], tops: set[str]):
+        self.index = index
+        self.tops = tops  # the first names of this distribution's modules
+        self.read_text = read_text
+        self.parsed: set[str] = set()
+        self.conclusive = True
+        self.preloads: list[tuple[str, Reach, str]] = []  # (module, reach within it, name)
+
+    def edges(self, module: str, reach: Reach) -> list[tuple[str, Reach]]:
+        """(module imported, reach within this module) for each import `module`'s code makes."""
+        self.parsed.add(module)
+        path = self.index[module]
+        text = self.read_text(path, MAX_SOURCE)
+        if text is None:
+            self.conclusive = False
+            return []
+        try:
+            tree = ast.parse(text, filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            self.conclusive = False
+            return []
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        scope = _Scope(tree.body, None)
+        found: list[tuple[str, Reach]] = []
+        visit = _Visit(self, module, package, os.path.dirname(path), scope, reach, found)
+        visit.loads = any(word in text for word in (*_LOADERS, "import_module", "__import__"))
+        visit.environ = "environ" in text or "getenv" in text
+        visit.statements(tree.body, IMPORT, scope, 0)
+        return found
+
+
+class _Scope:
+    """The names a block binds (assignments, loops, `with ... as`, parameters given at a call)."""
+
+    def __init__(self, body: Sequence[ast.stmt], parent: Optional["_Scope"],
+                 given: Optional[dict[str, list[tuple[ast.expr, "_Scope"]]]] = None):
+        self.parent = parent
+        self.body = body
+        self.given: dict[str, list[tuple[ast.expr, "_Scope"]]] = given or {}
+        self._read = False
+        self._bindings: dict[str, list[ast.expr]] = {}
+        self._functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+
+    @property
+    def bindings(self) -> dict[str, list[ast.expr]]:
+        self._bind()
+        return self._bindings
+
+    @property
+    def functions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        self._bind()
+        return self._functions
+
+    def _bind(self) -> None:
+        """Read the block's bindings once, when first asked: most function bodies never are."""
+        if self._read:
+            return
+        self._read = True
+        self.bindings_of(self.body)
+
+    def bindings_of(self, body: Sequence[ast.stmt]) -> None:
+        for node in _flat(body):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._functions.setdefault(node.name, node)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in _names(target):
+                        self._bindings.setdefault(name, []).append(node.value)
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                for name in _names(node.target):
+                    self._bindings.setdefault(name, []).append(_Each(node.iter))
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                for name in _names(node.optional_vars):
+                    self._bindings.setdefault(name, []).append(node.context_expr)
+
+    def lookup(self, name: str) -> Optional[tuple[list[ast.expr], "_Scope"]]:
+        scope: Optional[_Scope] = self
+        while scope is not None:
+            if name in scope.given:
+                return None  # resolved by the caller: see _Visit.values
+            if name in scope.bindings:
+                return scope.bindings[name], scope
+            scope = scope.parent
+        return None
+
+    def function(self, name: str) -> Optional[ast.FunctionDef | ast.AsyncFunctionDef]:
+        scope: Optional[_Scope] = self
+        while scope is not None:
+            if name in scope.functions:
+                return scope.functions[name]
+            scope = scope.parent
+        return None
+
+
+class _Each(ast.expr):
+    """An element of an iterable (what a loop variable stands for)."""
+
+    def __init__(self, iterable: ast.expr):
+        super().__init__()
+        self.iterable = iterable
+
+
+def _flat(body: Sequence[ast.stmt]) -> Iterator[ast.AST]:
+    """The statements of a block and of its nested blocks, not entering functions or classes, with
+    the loops' comprehensions and `with` items."""
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop(0)
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.stmt, ast.withitem, ast.comprehension, ast.ExceptHandler)):
+                todo.append(child)
+            elif isinstance(child, ast.expr):
+                todo.extend(c for c in ast.walk(child) if isinstance(c, ast.comprehension))
+
+
+def _names(target: ast.AST) -> Iterator[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _names(element)
+
+
+def _dotted(node: ast.AST) -> str:
+    """`a.b.c` of a Name/Attribute chain; "" for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else node.attr
+    return ""
+
+
+def _reads_environment(test: ast.expr) -> bool:
+    return any(_dotted(node).endswith(("os.environ", "os.getenv", "environ.get", "os.environ.get")) or
+               (isinstance(node, ast.Name) and node.id in ("environ", "getenv"))
+               for node in ast.walk(test))
+
+
+def _catches(handlers: Sequence[ast.ExceptHandler]) -> bool:
+    """Whether one of these handlers catches a failed import or library load."""
+    for handler in handlers:
+        if handler.type is None:
+            return True
+        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if any(_dotted(t).rpartition(".")[2] in _CAUGHT for t in types):
+            return True
+    return False
+
+
+class _Visit:
+    """One module's walk."""
+
+    def __init__(self, walker: _Walker, module: str, package: str, directory: str, scope: _Scope, reach: Reach,
+                 found: list[tuple[str, Reach]]):
+        self.walker = walker
+        self.module = module
+        self.package = package
+        self.directory = directory
+        self.module_scope = scope
+        self.found = found
+        self.called: set[tuple[str, Reach]] = set()
+        self.loads = True  # the module's text names a library loader or an import by name
+        self.environ = True  # the module's text reads the environment
+
+    def statements(self, body: Sequence[ast.stmt], reach: Reach, scope: _Scope, depth: int) -> None:
+        for statement in body:
+            self.statement(statement, reach, scope, depth)
+
+    def statement(self, node: ast.stmt, reach: Reach, scope: _Scope, depth: int) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                self.imported(alias.name, reach)
+        elif isinstance(node, ast.ImportFrom):
+            base = self.absolute(node.module, node.level)
+            if base is None:
+                return
+            self.imported(base, reach)
+            for alias in node.names:
+                if alias.name != "*" and f"{base}.{alias.name}" in self.walker.index:
+                    self.imported(f"{base}.{alias.name}", reach)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if depth == 0:
+                inner = _Scope(node.body, scope)
+                self.statements(node.body, LAZY, inner, depth + 1)
+        elif isinstance(node, ast.ClassDef):
+            self.expressions(node.bases + node.decorator_list, reach, scope, depth)
+            self.statements(node.body, reach, scope, depth)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            body_reach = weaker(reach, GUARDED) if _catches(node.handlers) else reach  # type: ignore[attr-defined]
+            self.statements(node.body, body_reach, scope, depth)  # type: ignore[attr-defined]
+            for handler in node.handlers:  # type: ignore[attr-defined]
+                self.statements(handler.body, reach, scope, depth)  # runs when the body failed: not itself guarded
+            self.statements(node.orelse, body_reach, scope, depth)  # type: ignore[attr-defined]
+            self.statements(node.finalbody, reach, scope, depth)  # type: ignore[attr-defined]
+        elif isinstance(node, ast.If):
+            self.expressions([node.test], reach, scope, depth)
+            if "TYPE_CHECKING" in _dotted(node.test):
+                self.statements(node.orelse, reach, scope, depth)
+                return
+            switch = self.environ and _reads_environment(node.test)
+            self.statements(node.body, weaker(reach, OPT_IN) if switch else reach, scope, depth)
+            self.statements(node.orelse, reach, scope, depth)
+        else:
+            expressions = [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr)]
+            expressions += [item.context_expr for item in getattr(node, "items", ())]
+            self.expressions(expressions, reach, scope, depth)
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if isinstance(block, list):
+                    self.statements([s for s in block if isinstance(s, ast.stmt)], reach, scope, depth)
+
+    def expressions(self, nodes: Iterable[ast.expr], reach: Reach, scope: _Scope, depth: int) -> None:
+        if reach == LAZY and not self.loads:
+            return  # a function's calls matter only when they load a library or import by name
+        for root in nodes:
+            for node in ast.walk(root):
+                if isinstance(node, ast.Call):
+                    self.call(node, reach, scope, depth)
+
+    def call(self, node: ast.Call, reach: Reach, scope: _Scope, depth: int) -> None:
+        name = _dotted(node.func)
+        last = name.rpartition(".")[2]
+        if last in _LOADERS and node.args:
+            for value in self.values(node.args[0], scope, 0) or ():
+                base = os.path.basename(value)
+                if base and base != "*":
+                    self.walker.preloads.append((self.module, reach, base))
+        elif last == "import_module" or name == "__import__":
+            targets = self.values(node.args[0], scope, 0) if node.args else None
+            anchor = next((k.value for k in node.keywords if k.arg == "package"), None)
+            package = self.values(anchor, scope, 0) if anchor is not None else None
+            if not targets:
+                self.unknown(reach)
+                return
+            for target in targets:
+                if target.startswith("."):
+                    base = next(iter(package), self.package) if package else self.package
+                    level = len(target) - len(target.lstrip("."))
+                    resolved = self.absolute(target.lstrip(".") or None, level, base) or ""
+                else:
+                    resolved = target
+                names = fnmatch.filter(self.walker.index, resolved) if "*" in resolved else [resolved]
+                if not resolved or resolved.split(".")[-1] == "*" or not names:  # f".cu{major}": each build
+                    self.unknown(reach)
+                for name in names:
+                    if name:
+                        self.imported(name, reach)
+        elif isinstance(node.func, ast.Name) and depth < MAX_CALL_DEPTH:
+            function = scope.function(node.func.id)
+            if function is None or (function.name, reach) in self.called:
+                return
+            self.called.add((function.name, reach))
+            given = {arg.arg: [(value, scope)] for arg, value in zip(function.args.args, node.args)}
+            inner = _Scope(function.body, self.module_scope, given)
+            self.statements(function.body, reach, inner, depth + 1)
+
+    def unknown(self, reach: Reach) -> None:
+        """An import by a name not known here, on the way of `import`: the model cannot say what it loads."""
+        if reach != LAZY:
+            self.walker.conclusive = False
+
+    def absolute(self, module: Optional[str], level: int, package: Optional[str] = None) -> Optional[str]:
+        if level == 0:
+            return module
+        parts = (package if package is not None else self.package).split(".")
+        if level - 1 >= len(parts) or not parts[0]:
+            return None
+        base = ".".join(parts[: len(parts) - (level - 1)])
+        return f"{base}.{module}" if module else base
+
+    def imported(self, name: str, reach: Reach) -> None:
+        parts = name.split(".")
+        if parts[0] in self.walker.tops and name not in self.walker.index and reach == IMPORT:
+            # a module of this package with no file (made at run time, sys.modules aliases), or an attribute
+            if ".".join(parts[:-1]) not in self.walker.index:
+                self.unknown(reach)
+        for end in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            if prefix in self.walker.index:
+                self.found.append((prefix, reach))
+
+    def values(self, node: Optional[ast.expr], scope: _Scope, depth: int) -> Optional[set[str]]:
+        """The strings `node` can stand for (a glob for the parts not known); None when unknown."""
+        if node is None or depth > 8:
+            return None
+        if isinstance(node, ast.Constant):
+            return {node.value} if isinstance(node.value, str) else None
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return self._union([self.values(e, scope, depth + 1) for e in node.elts])
+        if isinstance(node, ast.Dict):
+            return self._union([self.values(e, scope, depth + 1) for e in [*node.keys, *node.values] if e is not None])
+        if isinstance(node, ast.IfExp):
+            return self._union([self.values(node.body, scope, depth + 1), self.values(node.orelse, scope, depth + 1)])
+        if isinstance(node, _Each):
+            return self.values(node.iterable, scope, depth + 1)
+        if isinstance(node, ast.Subscript):
+            return self.values(node.value, scope, depth + 1)
+        if isinstance(node, ast.Starred):
+            return self.values(node.value, scope, depth + 1)
+        if isinstance(node, ast.Name):
+            if node.id == "__file__":
+                return None
+            current: Optional[_Scope] = scope
+            while current is not None:
+                if node.id in current.given:
+                    return self._union([self.values(v, s, depth + 1) for v, s in current.given[node.id]])
+                if node.id in current.bindings:
+                    return self._union([self.values(v, current, depth + 1) for v in current.bindings[node.id]])
+                current = current.parent
+            return None
+        if isinstance(node, ast.JoinedStr):
+            texts = {""}
+            for part in node.values:
+                if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                    known: Optional[set[str]] = {part.value}
+                else:
+                    known = self.values(part.value, scope, depth + 1) if isinstance(part, ast.FormattedValue) else None
+                texts = {a + b for a in texts for b in (known or {"*"})}
+                if len(texts) > MAX_VALUES:
+                    return None
+            return texts
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left = self.values(node.left, scope, depth + 1) or {"*"}
+            right = self.values(node.right, scope, depth + 1) or {"*"}
+            joined = {a + b for a in left for b in right}
+            return joined if len(joined) <= MAX_VALUES and joined != {"**"} else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):  # pathlib: directory / name
+            return self.values(node.right, scope, depth + 1)
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            last = name.rpartition(".")[2]
+            if last in ("load", "loads") and name.startswith("json") and node.args:
+                sources = self.values(node.args[0], scope, depth + 1)
+                return self._json(sources) if sources else None
+            if last in ("glob", "iglob", "join", "joinpath", "Path", "open", "read_text", "fspath", "str", "abspath", "realpath",
+                        "normpath", "files"):
+                args = node.args or ([node.func.value] if isinstance(node.func, ast.Attribute) else [])
+                if last == "read_text" and isinstance(node.func, ast.Attribute):
+                    args = [node.func.value]
+                return self.values(args[-1], scope, depth + 1) if args else None
+            if last in ("keys", "values", "items", "get", "copy", "sorted", "list", "tuple") :
+                target = node.func.value if isinstance(node.func, ast.Attribute) and last not in (
+                    "sorted", "list", "tuple") else (node.args[0] if node.args else None)
+                return self.values(target, scope, depth + 1)
+        if isinstance(node, ast.Attribute):
+            return None
+        return None
+
+    def _union(self, parts: Iterable[Optional[set[str]]]) -> Optional[set[str]]:
+        found: set[str] = set()
+        known = False
+        for part in parts:
+            if part is not None:
+                known = True
+                found |= part
+        return found if known and len(found) <= MAX_VALUES else None
+
+    def _json(self, sources: set[str]) -> Optional[set[str]]:
+        """The strings of a package-data JSON file named by `sources` (relative to this module's directory)."""
+        found: set[str] = set()
+        for source in sources:
+            if not source.endswith(".json") or "*" in source:
+                continue
+            text = self.walker.read_text(os.path.normpath(os.path.join(self.directory, source)), MAX_JSON)
+            if text is None:
+                continue
+            try:
+                data = loads_json(text)
+            except ValueError:
+                continue
+            found |= set(_strings(data))
+        return found if found and len(found) <= MAX_VALUES else None
+
+
+def _strings(data: object, depth: int = 0) -> Iterator[str]:
+    """Every string of a JSON value (keys included), a few levels deep."""
+    if depth > 6:
+        return
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, list):
+        for item in data[:MAX_VALUES]:
+            yield from _strings(item, depth + 1)
+    elif isinstance(data, dict):
+        for key, value in list(data.items())[:MAX_VALUES]:
+            yield key
+            yield from _strings(value, depth + 1)
+
+
+def is_library_name(name: str) -> bool:
+    """Whether a preload names a file (libfoo.so.1, a glob of one) rather than a component ("cublas")."""
+    return ".so" in name
+
+
+def matches(preload: str, file_name: str, soname: Optional[str]) -> bool:
+    """Whether a file (its name, its soname) is what a preload of `preload` loads."""
+    return fnmatch.fnmatchcase(file_name, preload) or (soname is not None and fnmatch.fnmatchcase(soname, preload))
+
+
+# -- one library per CUDA release ---------------------------------------------------------------------
+
+_VERSIONED_NAME = re.compile(r"(?<=[_.-])(?:cuda|cu)(\d{2,3})(?=[._-]|$)")
+_VERSIONED_DIR = re.compile(r"^_?(?:cuda|cu)(\d{2,3})$")
+
+
+def _cuda_of(digits: str) -> Optional[tuple[int, Optional[int]]]:
+    """"117" -> (11, 7); "12" -> (12, None); None for what no CUDA release is named."""
+    if len(digits) == 2:
+        major = int(digits)
+        return (major, None) if 9 <= major <= 19 else None
+    major, minor = int(digits[:2]), int(digits[2:])
+    return (major, minor) if 9 <= major <= 19 else None
+
+
+def alternatives(paths: Iterable[str]) -> dict[str, tuple[int, Optional[int]]]:
+    """path -> the CUDA release it is built for, for files a package ships once per CUDA release
+    (lib<name>_cuda<NNN>.so, or under _cu<NN>/ or _cuda<NNN>/ directories): the names that, with the
+    release taken out, are the same for two releases or more."""
+    groups: dict[str, dict[str, tuple[int, Optional[int]]]] = {}
+    for path in paths:
+        directory, name = os.path.split(path)
+        parts = directory.split("/")
+        key = None
+        for index in range(len(parts) - 1, -1, -1):
+            match = _VERSIONED_DIR.match(parts[index])
+            cuda = _cuda_of(match.group(1)) if match else None
+            if match and cuda:
+                key = "/".join(parts[:index] + [parts[index].replace(match.group(1), "{}")] + parts[index + 1:] + [name])
+                break
+        if key is None:
+            named = _VERSIONED_NAME.search(name)
+            cuda = _cuda_of(named.group(1)) if named else None
+            if named is None or cuda is None:
+                continue
+            key = directory + "/" + name[: named.start(1)] + "{}" + name[named.end(1):]
+        if cuda is not None:
+            groups.setdefault(key, {})[path] = cuda
+    return {path: cuda for group in groups.values() if len(set(group.values())) > 1 for path, cuda in group.items()}
+
+
+def picks(shipped: Mapping[str, tuple[int, Optional[int]]], runtime: tuple[int, int]) -> set[str]:
+    """Of alternatives (path -> CUDA), those a process of CUDA `runtime` loads: per group of the
+    same name, the one of its release, else the newest of its major below, else the oldest above;
+    for alternatives named by major only, those of its major."""
+    groups: dict[str, dict[str, tuple[int, Optional[int]]]] = {}
+    for path, cuda in shipped.items():
+        key = re.sub(r"(?:cuda|cu)\d{2,3}", "{}", path)
+        groups.setdefault(key, {})[path] = cuda
+    chosen: set[str] = set()
+    for group in groups.values():
+        same = sorted(((cuda[0], cuda[1] or 0), path) for path, cuda in group.items() if cuda[0] == runtime[0])
+        if not same:
+            continue
+        if any(group[path][1] is None for _, path in same):
+            chosen |= {path for _, path in same}
+            continue
+        exact = [path for cuda, path in same if cuda == runtime]
+        below = [path for cuda, path in same if cuda < runtime]
+        chosen.add(exact[0] if exact else below[-1] if below else same[0][1])
+    return chosen
+
+
+# -- namespace packages ---------------------------------------------------------------------------------
+
+MAX_NAMESPACE_INIT = 16 * 1024  # a namespace __init__.py is a line or two
+
+
+def is_namespace_init(text: str) -> bool:
+    """Whether an `__init__.py` only makes its directory a namespace several distributions share: empty,
+    docstrings and comments, `pkgutil.extend_path` or `pkg_resources.declare_namespace` (in a `try`
+    or not). Loading any such file gives the same package, so which owner's bytes are there is moot."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return all(_namespace_statement(node) for node in tree.body)
+
+
+def _namespace_statement(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+        return True
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return all(alias.name.split(".")[0] in ("pkgutil", "pkg_resources", "extend_path", "declare_namespace")
+                   for alias in node.names) or (isinstance(node, ast.ImportFrom) and node.module in ("pkgutil", "pkg_resources"))
+    if isinstance(node, ast.Try):
+        return all(_namespace_statement(s) for s in [*node.body, *node.orelse, *node.finalbody]
+                   + [s for handler in node.handlers for s in handler.body])
+    value = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign)) else None
+    if value is None or (isinstance(node, ast.Assign) and [_dotted(t) for t in node.targets] != ["__path__"]):
+        return False
+    calls = {_dotted(call.func).rpartition(".")[2] for call in ast.walk(value) if isinstance(call, ast.Call)}
+    return bool(calls) and calls <= {"extend_path", "declare_namespace", "__import__"}

@@ -1,0 +1,335 @@
+"""The static model of what `import X` loads (env/imports.py), by mechanism, on packages built here:
+real extension modules (gcc against Python.h) and libraries laid out as wheels lay them out. The
+oracle is the import itself, in a child interpreter with the built site-packages on sys.path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from test_doctor_synthetic import glibc_dlopen_error, run, texts
+from test_env_distributions import make_dist_info
+
+from cudaresolve.env.imports import GUARDED, IMPORT, LAZY, OPT_IN, UNREACHED, alternatives, build_model, picks
+
+NO_SUCH_FILE = "cannot open shared object file: No such file or directory"
+INCLUDE = ["-I", sysconfig.get_paths()["include"]]
+
+
+def extension(module: str, calls: str = "") -> str:
+    """C source of an extension module `module` whose init calls `calls` (a function another library defines)."""
+    declare = f"int {calls}(void);\n" if calls else ""
+    call = f"{calls}();" if calls else ""
+    return (f"#include <Python.h>\n{declare}static struct PyModuleDef m = {{PyModuleDef_HEAD_INIT, \"{module}\", NULL, -1, NULL}};\n"
+            f"PyMODINIT_FUNC PyInit_{module}(void) {{ {call} return PyModule_Create(&m); }}\n")
+
+
+def imports(site: Path, code: str, environ: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`code` run by a child interpreter with `site` first on sys.path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    env.update(environ or {})
+    return subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {code}"],
+                          capture_output=True, text=True, env=env)
+
+
+def read_text(path: str, limit: int) -> str | None:
+    try:
+        return Path(path).read_text()[:limit]
+    except OSError:
+        return None
+
+
+def model_of(site: Path, files: list[str]):
+    return build_model([str(site / f) for f in files], [str(site)], read_text)
+
+
+def serious(site: Path, tmp_path: Path) -> list:
+    return [(f.check, f.severity, f.subject, f.message) for f in texts(run(site, tmp_path)) if f.severity != "info"]
+
+
+# -- the graph, read without gcc --------------------------------------------------------------------
+
+INIT = """
+import os, ctypes, json
+from . import _core
+from .sub import helper
+try:
+    from . import _opt
+except ImportError:
+    _opt = None
+if os.environ.get("PKG_TBB"):
+    from . import _tbb
+if TYPE_CHECKING:
+    from . import _typing_only
+_HERE = os.path.dirname(__file__)
+LIBS = ["libA.so.1"]
+def _load(name):
+    ctypes.CDLL(os.path.join(_HERE, "lib", name))
+for lib in LIBS:
+    _load(lib)
+with open(os.path.join(_HERE, "libs.json")) as f:
+    for entry in json.load(f)["preload"]:
+        ctypes.cdll.LoadLibrary(entry)
+def __getattr__(name):
+    from . import _lazy
+    return _lazy
+"""
+HELPER = """
+from cuda.pathfinder import load_nvidia_dynamic_lib
+load_nvidia_dynamic_lib("cublas")
+VERSION = "121"
+ctypes.CDLL(f"libpkg_cuda{VERSION}.so")
+"""
+FILES = ["pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/helper.py", "pkg/libs.json",
+         "pkg/_core.cpython-311-x86_64-linux-gnu.so", "pkg/_opt.so", "pkg/_tbb.abi3.so", "pkg/_lazy.so",
+         "pkg/_typing_only.so", "pkg/_never.so"]
+
+
+@pytest.fixture
+def graph(tmp_path):
+    site = tmp_path / "site"
+    for name in FILES:
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text("")
+    (site / "pkg/__init__.py").write_text(INIT)
+    (site / "pkg/sub/helper.py").write_text(HELPER)
+    (site / "pkg/libs.json").write_text('{"preload": ["libC.so.3", "libD.so"]}')
+    return site
+
+
+def test_each_extension_module_is_marked_by_how_the_import_reaches_it(graph):
+    model = model_of(graph, FILES)
+    assert model.conclusive
+    assert {name: reach for name, reach in model.extensions.values()} == {
+        "pkg._core": IMPORT, "pkg._opt": GUARDED, "pkg._tbb": OPT_IN, "pkg._lazy": LAZY,
+        "pkg._typing_only": UNREACHED, "pkg._never": UNREACHED,
+    }
+
+
+def test_library_loads_are_read_with_their_arguments(graph):
+    model = model_of(graph, FILES)
+    assert {(p.name, p.reach, p.module) for p in model.preloads if ".so" in p.name or p.name == "cublas"} == {
+        ("libA.so.1", IMPORT, "pkg"),  # a module constant, through a local function's parameter
+        ("libC.so.3", IMPORT, "pkg"), ("libD.so", IMPORT, "pkg"),  # a JSON list of package data
+        ("cublas", IMPORT, "pkg.sub.helper"),  # cuda-pathfinder's component name
+        ("libpkg_cuda121.so", IMPORT, "pkg.sub.helper"),  # an f-string of a module constant
+    }
+
+
+def test_an_import_by_a_computed_name_makes_the_model_inconclusive(graph):
+    (graph / "pkg/__init__.py").write_text("import importlib, os\n_m = importlib.import_module(os.environ['X'])\n")
+    assert not model_of(graph, FILES).conclusive
+    (graph / "pkg/__init__.py").write_text("import importlib\n_m = importlib.import_module('._opt', __name__)\n")
+    model = model_of(graph, FILES)
+    assert model.conclusive and model.reach_of(str(graph / "pkg/_opt.so")) == IMPORT
+
+
+def test_hostile_python_is_bounded_and_never_run(graph):
+    (graph / "pkg/__init__.py").write_text("import os\nos._exit(7)\n" + "(" * 10000 + "\n")
+    model = model_of(graph, FILES)
+    assert model is not None and not model.conclusive  # unparsable: nothing is called on-demand
+
+
+def test_alternatives_by_cuda_release_and_the_one_a_runtime_loads():
+    paths = ["/s/pkg/libpkg_cuda117.so", "/s/pkg/libpkg_cuda121.so", "/s/pkg/libpkg_cuda124.so",
+             "/s/pkg/_cu11/x.so", "/s/pkg/_cu12/x.so", "/s/pkg/libcudart.so.12", "/s/pkg/libcuda_only.so"]
+    found = alternatives(paths)
+    assert found == {"/s/pkg/libpkg_cuda117.so": (11, 7), "/s/pkg/libpkg_cuda121.so": (12, 1),
+                     "/s/pkg/libpkg_cuda124.so": (12, 4), "/s/pkg/_cu11/x.so": (11, None), "/s/pkg/_cu12/x.so": (12, None)}
+    assert picks(found, (12, 3)) == {"/s/pkg/libpkg_cuda121.so", "/s/pkg/_cu12/x.so"}
+    assert picks(found, (12, 0)) == {"/s/pkg/libpkg_cuda121.so", "/s/pkg/_cu12/x.so"}
+    assert picks(found, (11, 8)) == {"/s/pkg/libpkg_cuda117.so", "/s/pkg/_cu11/x.so"}
+
+
+# -- built packages, judged by the doctor and imported -----------------------------------------------
+
+PRELOADING_INIT = """
+import ctypes, json, os
+_HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(_HERE, "preload.json")) as f:
+    for name in json.load(f)["libraries"]:
+        ctypes.CDLL(os.path.join(_HERE, "lib", name))
+from . import _core
+"""
+
+
+def preloading(elf_builder, listed: str) -> tuple[Path, Path]:
+    """pkg, whose __init__.py preloads the libraries its lib/preload.json lists, then imports _core,
+    which links libdep.so.1 with no path to it."""
+    dep = elf_builder.build("libdep.so.1", "int dep(void) { return 1; }\n", soname="libdep.so.1", directory="site/pkg/lib")
+    core = elf_builder.build("_core.so", extension("_core", "dep"), link=[dep], directory="site/pkg", extra=INCLUDE)
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(PRELOADING_INIT)
+    (site / "pkg/preload.json").write_text(f'{{"libraries": [{listed}]}}')
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/preload.json", "pkg/_core.so", "pkg/lib/libdep.so.1"))
+    return site, core
+
+
+def test_a_library_an_init_preloads_from_a_json_list_satisfies_the_extension(elf_builder, tmp_path):
+    site, core = preloading(elf_builder, '"libdep.so.1"')
+    assert glibc_dlopen_error(core) == f"libdep.so.1: {NO_SUCH_FILE}"  # alone, the loader does not find it
+    assert imports(site, "import pkg").returncode == 0  # the import does: the list loaded it first
+    assert serious(site, tmp_path) == []
+
+
+def test_without_the_preload_the_same_extension_is_an_import_time_error(elf_builder, tmp_path):
+    site, _ = preloading(elf_builder, "")
+    assert f"libdep.so.1: {NO_SUCH_FILE}" in imports(site, "import pkg").stderr
+    assert serious(site, tmp_path) == [("missing-library", "error", "pkg 1.0", f"_core.so: libdep.so.1: {NO_SUCH_FILE}")]
+
+
+def test_a_library_the_import_preloads_is_judged_in_full_not_as_a_plugin(elf_builder, tmp_path):
+    """Its own needs are import-time: nothing links it, yet the import fails without them."""
+    gone = elf_builder.build("libgone.so.1", "int gone(void) { return 1; }\n", soname="libgone.so.1", directory="gone")
+    elf_builder.build("libdep.so.1", "int gone(void);\nint dep(void) { return gone(); }\n", soname="libdep.so.1",
+                      link=[gone], directory="site/pkg/lib")
+    (elf_builder.root / "gone/libgone.so.1").unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(
+        "import ctypes, os\nctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', 'libdep.so.1'))\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/lib/libdep.so.1"))
+    assert f"libgone.so.1: {NO_SUCH_FILE}" in imports(site, "import pkg").stderr
+    assert serious(site, tmp_path) == [("missing-library", "error", "pkg 1.0", f"libdep.so.1: libgone.so.1: {NO_SUCH_FILE}")]
+
+
+OPTIONAL_INIT = """
+import os
+from . import _core
+try:
+    from . import _opt
+except ImportError:
+    _opt = None
+if os.environ.get("PKG_TBB"):
+    from . import _tbb
+"""
+
+
+def test_modules_off_the_import_path_cost_their_feature_not_the_package(elf_builder, tmp_path):
+    """An env-var plugin and a submodule nothing imports: a warning naming them; a module the
+    package guards with `except ImportError`: an info. The import works (and fails with the variable set)."""
+    gone = elf_builder.build("libtbbx.so.12", "int tbb(void) { return 1; }\n", soname="libtbbx.so.12", directory="gone")
+    elf_builder.build("_core.so", extension("_core"), directory="site/pkg", extra=INCLUDE)
+    for module, directory in (("_opt", "site/pkg"), ("_tbb", "site/pkg"), ("_gpu", "site/pkg/extra")):
+        elf_builder.build(f"{module}.so", extension(module, "tbb"), link=[gone], directory=directory, extra=INCLUDE)
+    (elf_builder.root / "gone/libtbbx.so.12").unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(OPTIONAL_INIT)
+    (site / "pkg/extra/__init__.py").write_text("from . import _gpu\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_core.so", "pkg/_opt.so", "pkg/_tbb.so",
+                                              "pkg/extra/__init__.py", "pkg/extra/_gpu.so"))
+    assert imports(site, "import pkg; assert pkg._opt is None").returncode == 0
+    assert "libtbbx.so.12" in imports(site, "import pkg", {"PKG_TBB": "1"}).stderr
+    assert "libtbbx.so.12" in imports(site, "import pkg.extra").stderr
+    found = [(f.check, f.severity, f.message) for f in texts(run(site, tmp_path))]
+    assert found == [
+        ("missing-library", "warning", "optional features unavailable: pkg._tbb; pkg.extra._gpu (libtbbx.so.12 not installed)"),
+        ("missing-library", "info", "optional feature unavailable: pkg._opt (libtbbx.so.12 not installed)"),
+    ]
+
+
+def test_an_inconclusive_import_keeps_every_module_on_the_import_path(elf_builder, tmp_path):
+    gone = elf_builder.build("libtbbx.so.12", "int tbb(void) { return 1; }\n", soname="libtbbx.so.12", directory="gone")
+    elf_builder.build("_tbb.so", extension("_tbb", "tbb"), link=[gone], directory="site/pkg", extra=INCLUDE)
+    (elf_builder.root / "gone/libtbbx.so.12").unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text("import importlib, os\nimportlib.import_module(os.environ.get('M', 'pkg._tbb'))\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_tbb.so"))
+    assert "libtbbx.so.12" in imports(site, "import pkg").stderr
+    assert [severity for _, severity, _, _ in serious(site, tmp_path)] == ["error"]
+
+
+ALTERNATIVES_INIT = """
+import ctypes, importlib, os
+_lib = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nvidia", "cuda_runtime", "lib")
+ctypes.CDLL(os.path.join(_lib, "libcudart.so.12"))
+_ops = importlib.import_module("._cuda121._ops", __name__)
+"""
+
+
+def test_only_the_alternative_of_the_process_cuda_runtime_is_judged(elf_builder, tmp_path):
+    """pkg ships _cuda117/_ops.so (links libcudart.so.11.0, absent) and _cuda121/_ops.so (links
+    libcudart.so.12 of the installed nvidia-cuda-runtime-cu12 12.1.105): a process of that runtime
+    imports the second; the first is not this environment's."""
+    old = elf_builder.build("libcudart.so.11.0", "int rt(void) { return 11; }\n", soname="libcudart.so.11.0", directory="gone")
+    new = elf_builder.build("libcudart.so.12", "int rt(void) { return 12; }\n", soname="libcudart.so.12",
+                            directory="site/nvidia/cuda_runtime/lib")
+    elf_builder.build("_ops.so", extension("_ops", "rt"), link=[old], directory="site/pkg/_cuda117", extra=INCLUDE)
+    elf_builder.build("_ops.so", extension("_ops", "rt"), link=[new], directory="site/pkg/_cuda121", extra=INCLUDE)
+    (elf_builder.root / "gone/libcudart.so.11.0").unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(ALTERNATIVES_INIT)
+    make_dist_info(site, "nvidia-cuda-runtime-cu12", "12.1.105", files=("nvidia/cuda_runtime/lib/libcudart.so.12",))
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_cuda117/_ops.so", "pkg/_cuda121/_ops.so"))
+    assert imports(site, "import pkg").returncode == 0
+    assert serious(site, tmp_path) == []
+
+
+# -- a namespace __init__.py two wheels install ---------------------------------------------------------
+
+def _record(site: Path, name: str, version: str, files: dict[str, bytes]) -> None:
+    import base64
+    import hashlib
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+    rows = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+            for path, data in files.items()]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+EXTEND = b"__path__ = __import__('pkgutil').extend_path(__path__, __name__)\n"
+
+
+@pytest.mark.parametrize("on_disk, severity", [(EXTEND, "warning"), (b"", "warning"), (b"import os\nVALUE = 1\n", "error")])
+def test_a_namespace_init_two_wheels_install_is_not_an_error(tmp_path, on_disk, severity):
+    """nvidia/__init__.py, empty in one wheel and extend_path in the other: either makes the same
+    namespace, so no process breaks (a warning, and no fix that uninstalls a wheel); an __init__.py
+    with code of its own stays an error."""
+    from cudaresolve.checks import ownership
+    from cudaresolve.env.distributions import read_distributions
+    from cudaresolve.env.interpreter import target_for_site_packages
+    from cudaresolve.env.ownership import shared_files
+    from cudaresolve.env.scan import scan_environment
+
+    site = tmp_path / "site"
+    (site / "nvidia").mkdir(parents=True)
+    (site / "nvidia/__init__.py").write_bytes(on_disk)
+    _record(site, "nvidia-a", "1.0", {"nvidia/__init__.py": b""})
+    _record(site, "nvidia-b", "1.0", {"nvidia/__init__.py": on_disk if on_disk else EXTEND})
+    [shared], _ = shared_files(read_distributions(str(site))[0])
+    env = scan_environment(target_for_site_packages(str(site)), facts_for=lambda path: None)
+    [finding] = ownership.check_owned_twice(env)
+    assert (shared.namespace, finding.severity.value) == (severity == "warning", severity)
+    assert (finding.fix is None) == (severity == "warning")
+
+
+# -- a real wheel ----------------------------------------------------------------------------------------
+
+@pytest.mark.torch_venv
+def test_torchs_row_of_what_its_import_loads_is_what_its_files_say():
+    """torch 2.14.1's preloader row names `on_import` = lib/libtorch_global_deps.so (loaded with
+    ctypes by path) and torch/_C.*.so: the model of the installed files finds both on the import's
+    path; a module torch imports only from a function (torch.cuda's NVML loader) stays lazy."""
+    from test_torch_family_fix import TORCH
+    from wheel_cache import build_venv
+
+    from cudaresolve.env.distributions import read_distributions
+    from cudaresolve.env.scan import _read_text
+    from cudaresolve.knowledge import components
+
+    python = build_venv([f"torch=={TORCH}"], deps=True) / "bin" / "python"
+    [site] = (python.parent.parent / "lib").glob("python3*/site-packages")
+    [torch] = [d for d in read_distributions(str(site))[0] if d.name == "torch"]
+    model = build_model(torch.files, [str(site)], _read_text)
+    preloads = {p.name: p.reach for p in model.preloads}
+    assert preloads["libtorch_global_deps.so"] == IMPORT
+    assert preloads["libnvidia-ml.so.1"] == LAZY
+    [(name, reach)] = [found for path, found in model.extensions.items() if os.path.basename(path).startswith("_C.")]
+    assert (name, reach) == ("torch._C", IMPORT)
+    row = components.preloader_for("torch", torch.version)
+    assert row is not None and row.on_import == ("torch/lib/libtorch_global_deps.so", "torch/_C.*.so")
