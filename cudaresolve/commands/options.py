@@ -102,7 +102,7 @@ def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional
         target=target,
         targets=lock_targets(each),
         indexes=indexes(args, asked.index_options, several_pythons=True),
-        policy=policy(choices, upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep,
+        policy=policy(formats_given(choices, args), upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep,
                       cpu=args.cpu),
         installed_at=installed_at,
         system_libraries=probed_here(fleet),
@@ -165,6 +165,16 @@ def pip_configured(target: Target, environ: Mapping[str, str]) -> tuple[PipChoic
         )
         sets.append(dataclasses.replace(found, constraints=constraints))
     return choices, sets
+
+
+def formats_given(choices: PipChoices, args: argparse.Namespace) -> PipChoices:
+    """pip's configured choices with the command's --no-binary and --only-binary applied after them, as
+    pip applies its command line after its configuration."""
+    formats = choices.formats
+    for option in ("no_binary", "only_binary"):
+        for text in getattr(args, option, None) or ():
+            formats = formats.applied(text, no_binary=option == "no_binary", via="--" + option.replace("_", "-"))
+    return dataclasses.replace(choices, formats=formats)
 
 
 def policy(

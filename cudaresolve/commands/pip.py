@@ -118,7 +118,7 @@ def main(words: Sequence[str]) -> int:
         conda = [p for p in lock.packages if p.provided_by]
         if conda:
             # pip would install these dependencies' wheels over conda's libraries: name every pin instead
-            pins = sorted(f"{p.name}=={p.version}" for p in lock.packages if p.wheels)
+            pins = sorted(f"{p.name}=={p.version}" for p in lock.packages if p.files)
             line += ["--no-deps", *pins]
             provided = ", ".join(f"{p.name} ({p.provided_by})" for p in conda)
             say(command.quiet, f"cudaresolve: conda provides {provided}: pip runs with --no-deps and every pin of the lock")

@@ -156,7 +156,25 @@ class PackageIndex:
         return _python_fits(file.requires_python, self.python_version)
 
     def metadata(self, file: ProjectFile) -> CoreMetadata:
-        return core_metadata(self.http, self.cache, file, self.progress)
+        """The file's core metadata; an sdist's as pip prepares it when its PKG-INFO does not give it."""
+        return core_metadata(self.http, self.cache, file, self.progress, build_with=self.pip_index_options())
+
+    def pip_index_options(self) -> list[str]:
+        """pip's options naming these indexes, for the pip that prepares an sdist's metadata (its build
+        requirements come from where the lock's files do)."""
+        config = self.config
+        options = ["--no-index"] if config.no_index or config.index_url is None else ["--index-url", config.index_url]
+        for url in config.extra_index_urls:
+            options += ["--extra-index-url", url]
+        for link in config.find_links:
+            options += ["--find-links", link]
+        for host in config.trusted_hosts:
+            options += ["--trusted-host", host]
+        if config.cert:
+            options += ["--cert", config.cert]
+        if config.client_cert:
+            options += ["--client-cert", config.client_cert]
+        return options
 
     def members(self, file: ProjectFile) -> tuple[str, ...]:
         """The member names of a wheel, from its zip directory (range reads; cached by sha256)."""

@@ -51,6 +51,9 @@ class Limits:
     download_bytes: int = 4 * GiB
     # An sdist's tar stream read while looking for its PKG-INFO, uncompressed (a gzip bomb stops here).
     sdist_bytes: int = 1 * GiB
+    # An sdist whose dependencies only a build gives: pip must have prepared its metadata within this
+    # (a pure-Python sdist takes seconds; setting up the isolated build environment most of them).
+    build_seconds: float = 300.0
     # Time: a request must have its answer's headers within `request_seconds` (or pip's timeout when
     # that is longer), then keep an average of `min_bytes_per_second`: a request may take
     # request_seconds + bytes received / min_bytes_per_second in all. The socket timeout alone never

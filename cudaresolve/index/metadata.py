@@ -11,8 +11,9 @@ CRC-32 when it is read to the end, so the only code here is which bytes to ask f
 and the member read are each one request (the member's compressed size is known from the central
 directory before it is opened), so a wheel's metadata costs two requests whatever its size.
 
-sdists: only a `PKG-INFO` of Metadata-Version >= 2.2 whose `Requires-Dist` is not listed as
-dynamic is used. Nothing is ever built and no code from a package is run.
+sdists: a `PKG-INFO` of Metadata-Version >= 2.2 whose `Requires-Dist` is not listed as dynamic is
+used as it is, read from the archive (bounded, nothing extracted to disk). Any other sdist's
+metadata is prepared by pip (index/builds.py) when the caller allows it, which runs its code.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.binary.wheel import DirectoryTooLarge, open_zip
+from cudaresolve.index.builds import prepared_metadata
 from cudaresolve.index.cache import IndexCache, OfflineMiss
 from cudaresolve.index.downloads import Progress, download
 from cudaresolve.index.http import Cap, Http, IndexAccessError, LimitExceeded, local_path
@@ -59,7 +61,7 @@ class CoreMetadata:
     requires_dist: tuple[str, ...]
     requires_python: Optional[str]
     provides_extra: tuple[str, ...]
-    how: str  # "pep658", "range", "download", "cache", "local"
+    how: str  # "pep658", "range", "download", "cache", "local", "build"
 
 
 class MetadataUnavailable(IndexAccessError):
@@ -67,9 +69,12 @@ class MetadataUnavailable(IndexAccessError):
 
 
 def core_metadata(
-    http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None
+    http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None,
+    build_with: Optional[list[str]] = None,
 ) -> CoreMetadata:
-    """The core metadata of `file`, from the cache, PEP 658, range reads or a full download.
+    """The core metadata of `file`, from the cache, PEP 658, range reads or a full download; for an
+    sdist whose PKG-INFO does not give its dependencies, as pip prepares it, given pip's index
+    options `build_with` (None: such an sdist's metadata is unavailable).
 
     A cached entry that does not parse, or describes another file, is discarded and fetched again."""
     key = _cache_key(file)
@@ -82,7 +87,12 @@ def core_metadata(
                 cache.discard("metadata", key)
         if cache.offline:
             raise OfflineMiss(f"--offline: the metadata of {file.filename} is not in the cache")
-    raw, how = _fetch(http, cache, file, progress)
+    try:
+        raw, how = _fetch(http, cache, file, progress)
+    except MetadataUnavailable:
+        if file.is_wheel or build_with is None:
+            raise
+        raw, how = prepared_metadata(http, file, build_with, progress), "build"
     parsed = parse_metadata(raw, file, how)
     if key is not None:
         cache.store_blob("metadata", key, raw)
@@ -366,7 +376,7 @@ def _static_pkg_info(raw: bytes, file: ProjectFile) -> bytes:
     if not recent or "requires-dist" in dynamic:
         why = f"Metadata-Version {version}" if not recent else "Requires-Dist is dynamic"
         raise MetadataUnavailable(
-            f"{file.filename}: the sdist's dependencies are not static ({why}); cudaresolve never builds sdists"
+            f"{file.filename}: the sdist's dependencies are not static ({why}); only a build gives them"
         )
     return raw
 

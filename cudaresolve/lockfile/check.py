@@ -25,6 +25,7 @@ from cudaresolve.lockfile.fields import (
     name,
     provider,
     requires_python,
+    sdist_filename,
     sha256,
     shown,
     size,
@@ -32,7 +33,7 @@ from cudaresolve.lockfile.fields import (
     version,
     wheel_filename,
 )
-from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, LockedWheel, MajorDecision
+from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, LockedSdist, LockedWheel, MajorDecision
 from cudaresolve.resolve.reasons import CandidateRef
 
 T = TypeVar("T")
@@ -71,6 +72,12 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
             )
             for wheel in package.wheels
         )
+        sdist = None if package.sdist is None else LockedSdist(
+            filename=rule(functools.partial(sdist_filename, package=dist, package_version=str(pinned or "")), package.sdist.filename, "sdist.name", dist),
+            url=rule(url, package.sdist.url, "sdist.url", dist),
+            sha256=optional(sha256, package.sdist.sha256, "sdist.hashes.sha256", dist),
+            size=optional(size, package.sdist.size, "sdist.size", dist),
+        )
         if len({wheel.filename for wheel in wheels}) < len(wheels):
             raise LockFileError(f"{origin}: wheels.name (package {dist}): one file named twice")
         packages.append(
@@ -80,6 +87,7 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
                 version=pinned,
                 index=optional(url, package.index, "index", dist),
                 wheels=wheels,
+                sdist=sdist,
                 marker=optional(marker, package.marker, "marker", dist),
                 reason=rule(reasons.checked_reason, package.reason, "reason", dist),
                 provided_by=optional(provider, package.provided_by, "provided-by", dist),

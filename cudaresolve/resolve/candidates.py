@@ -4,7 +4,9 @@ installed distribution kept as it is.
 
 `CandidateFinder` lists a name's candidates best first and records, for `--explain`, every one it
 set aside and why, as Rejection records (requires-python and tags are the index's business; here:
-yanked, a build that does not run on a host, an sdist that is not locked).
+yanked, a build that does not run on a host, an sdist that is not locked). A release with no wheel
+for the target is its sdist, as pip takes it, unless pip's only-binary refuses it or the name is a
+CUDA package the knowledge tables describe (a build from source would be judged by nothing).
 
 May import: arch, checks/builds (which CUDA a release is built for), compat, env distributions, host
 facts, index/, knowledge/ (components, toolkit_pins, torch, wheel_facts), versions, resolve/ (conda, fit, reasons).
@@ -27,7 +29,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, wheel_tags
 from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
-from cudaresolve.knowledge import components, toolkit_pins, torch, wheel_facts
+from cudaresolve.knowledge import components, cupy, toolkit_pins, torch, wheel_facts
 from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import jetson_rejection, rejection
 from cudaresolve.resolve.reasons import (
@@ -98,6 +100,7 @@ class CandidateFinder:
         cuda_pin: Optional[CudaVersion] = None,
         formats: Optional[Formats] = None,
         cpu_wanted: frozenset[str] = frozenset(),
+        prefer_binary: bool = False,
     ):
         self.index = index
         self.hosts = list(hosts)
@@ -107,7 +110,8 @@ class CandidateFinder:
         self.conda = conda or {}  # wheel name -> the conda package providing its library in the prefix
         self.asked = asked  # names the user asked for: the only wheels that may shadow a conda library
         self.cuda_pin = cuda_pin  # the prefix's cuda-version: builds for no newer CUDA are preferred
-        self.formats = formats or Formats()  # pip's no-binary: a name whose wheels pip may not install has no candidate
+        self.formats = formats or Formats()  # pip's no-binary and only-binary: which of a name's wheels and sdists are candidates
+        self.prefer_binary = prefer_binary
         self.rejections = Rejections()
         self._major: Optional[int] = None
         self._major_rejections = Rejections()  # set aside for the major being tried, not for good
@@ -189,7 +193,7 @@ class CandidateFinder:
             self.prefetch([name])
         pages = self._pages[name]
         best: dict[Version, ProjectFile] = {}
-        sdists: set[Version] = set()
+        sdists: dict[Version, ProjectFile] = {}
         listed: dict[Version, list[ProjectFile]] = {}
         for variant in self._variants(name):
             # a variant index serves only its own builds of the torch family
@@ -198,27 +202,37 @@ class CandidateFinder:
                 listed.setdefault(file.version, []).append(file)
             for file in self.index.installable(files):
                 if not file.is_wheel:
-                    sdists.add(file.version)
+                    sdists.setdefault(file.version, file)
                     continue
                 best.setdefault(file.version, file)  # installable() lists the best tag first
+        no_binary: set[Version] = set()
+        if self.formats.wheels_refused(name):
+            no_binary = set(best) - set(sdists)
+            for version in no_binary:
+                self.rejections.add(Rejection(CandidateRef(name, version), NoBinary(self.formats.no_binary_via or "")))
+            best = {}
+        refused = self._sdist_refused(name)
         for version in sorted(set(listed) - set(best), reverse=True):
             why: Union[SdistOnly, RequiresPython, NoWheel]
+            if version in sdists and refused is None:
+                best[version] = sdists[version]  # as pip takes it: built when its metadata is not static
+                continue
             if version in sdists:
-                why = SdistOnly()
+                assert refused is not None
+                why = refused
+            elif version in no_binary:
+                continue  # set aside above
             elif not any(self.index.fits_python(f) for f in listed[version]):
                 why = RequiresPython(str(listed[version][0].requires_python))
             else:
                 why = NoWheel()
             self.rejections.add(Rejection(CandidateRef(name, version), why))
+        best = dict(sorted(best.items(), reverse=True))
         for version, file in best.items():
             if file.yanked is not None:
                 self.rejections.add(Rejection(CandidateRef(name, version), Yanked(file.yanked)))
         found = []
         conda = self.conda.get(name)
-        if self.formats.wheels_refused(name):
-            for version in best:
-                self.rejections.add(Rejection(CandidateRef(name, version), NoBinary(self.formats.no_binary_via or "")))
-            best = {}
         cpu_on_machine = self._cpu_only_on_machine(name, best)
         for version, file in best.items():
             cpu = cpu_on_machine.get(version)
@@ -231,6 +245,8 @@ class CandidateFinder:
             found.append(candidate)
         found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted, native=self._native(c),
                                              known=self.device_code_known(c)), reverse=True)
+        if self.prefer_binary:  # pip's prefer-binary: any wheel before any sdist, the order kept within each
+            found.sort(key=lambda c: c.file is not None and c.file.is_wheel, reverse=True)
         if conda is not None and conda.same_component:
             package = conda.package
             found.insert(0, Candidate(name, package.version, None, package, build=cuda_build(name, package.version)))
@@ -245,6 +261,16 @@ class CandidateFinder:
             else:
                 found.insert(0, current)
         return tuple(found)
+
+    def _sdist_refused(self, name: NormalizedName) -> Optional[SdistOnly]:
+        """Why the lock does not take an sdist of `name` as pip would: pip's only-binary refuses it, or
+        the name is one the knowledge tables describe binaries of (built from source, nothing would
+        judge them); None: it is taken."""
+        if self.formats.sdists_refused(name):
+            return SdistOnly(self.formats.only_binary_via or "")
+        if name in torch.family() or components.for_dist(name) or name in cupy_names() or wheel_facts.carries_device_code(name, self.machine):
+            return SdistOnly()
+        return None
 
     def _cpu_only_on_machine(self, name: NormalizedName, best: dict[Version, ProjectFile]) -> dict[Version, CpuOnly]:
         """torch's default builds (no local label) for a machine whose default builds data/torch.toml
@@ -307,6 +333,11 @@ class CandidateFinder:
         if not torch.cpu_only(candidate.name, candidate.version):
             return None
         return CpuOnly(candidate.version.local or "")
+
+
+def cupy_names() -> frozenset[str]:
+    """CuPy's source package and its CUDA wheels' names, from data/cupy.toml."""
+    return frozenset({cupy.source_package(), *(canonicalize_name(row.name) for major in cupy.load() for row in major.dists)})
 
 
 def release_rejection(

@@ -1,0 +1,196 @@
+"""sdists as pip takes them (docs/lock.md, "sdists"): a dependency with only an sdist is locked with its
+metadata from PKG-INFO when that is Metadata 2.2+ with static dependencies, else as pip prepares it
+in its isolated build environment; pip's only-binary refuses it; pylock.toml holds its
+`[packages.sdist]` with its hash, and `install --lock` lets pip build it.
+
+The sdists are made here: each carries an in-tree PEP 517 backend (`backend-path`, no build
+requirements, so pip's isolated build needs no index of build tools) whose metadata names another
+leaf than its PKG-INFO does, so which of the two the lock read shows in what it locked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import hermetic_environ
+from index_server import make_wheel
+from packaging.utils import canonicalize_name
+
+from cudaresolve.cli import main
+from cudaresolve.lockfile.pylock import read_pylock
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+_BACKEND = '''
+import base64, hashlib, os, zipfile
+NAME, VERSION, REQUIRES = {name!r}, {version!r}, {requires!r}
+STEM = NAME.replace("-", "_") + "-" + VERSION
+def _metadata():
+    lines = ["Metadata-Version: 2.1", "Name: " + NAME, "Version: " + VERSION]
+    return "\\n".join(lines + ["Requires-Dist: " + r for r in REQUIRES]) + "\\n\\n"
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    where = os.path.join(metadata_directory, STEM + ".dist-info")
+    os.makedirs(where)
+    with open(os.path.join(where, "METADATA"), "w") as out:
+        out.write(_metadata())
+    return STEM + ".dist-info"
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    members = {{NAME.replace("-", "_") + ".py": "BUILT = True\\n",
+               STEM + ".dist-info/METADATA": _metadata(),
+               STEM + ".dist-info/WHEEL": "Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}}
+    record = [p + ",sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d.encode()).digest()).rstrip(b"=").decode() + "," + str(len(d))
+              for p, d in members.items()]
+    members[STEM + ".dist-info/RECORD"] = "\\n".join(record + [STEM + ".dist-info/RECORD,,"]) + "\\n"
+    filename = STEM + "-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, filename), "w") as archive:
+        for path, data in members.items():
+            archive.writestr(path, data)
+    return filename
+'''
+
+
+def make_sdist(name: str, version: str, *, pkg_info: str, built_requires: list[str], zip_format: bool = False) -> tuple[str, bytes]:
+    """(filename, bytes) of an sdist whose PKG-INFO is `pkg_info` and whose backend's metadata
+    requires `built_requires`."""
+    stem = f"{name.replace('-', '_')}-{version}"
+    members = {
+        f"{stem}/PKG-INFO": pkg_info,
+        f"{stem}/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+        f"{stem}/backend.py": _BACKEND.format(name=name, version=version, requires=built_requires),
+    }
+    buffer = io.BytesIO()
+    if zip_format:
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for path, text in members.items():
+                archive.writestr(path, text)
+        return f"{stem}.zip", buffer.getvalue()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return f"{stem}.tar.gz", buffer.getvalue()
+
+
+def _pkg_info(name: str, version: str, metadata_version: str, requires: list[str], dynamic: list[str] = ()) -> str:
+    lines = [f"Metadata-Version: {metadata_version}", f"Name: {name}", f"Version: {version}"]
+    lines += [f"Dynamic: {field}" for field in dynamic] + [f"Requires-Dist: {r}" for r in requires]
+    return "\n".join(lines) + "\n\n"
+
+
+@pytest.fixture
+def sdists(server):
+    """app 1.0 (a wheel) needs static-dep and dynamic-dep, which exist only as sdists: static-dep's
+    PKG-INFO is Metadata 2.2 with static dependencies (leaf-static; its backend would say
+    leaf-built), dynamic-dep's lists Requires-Dist as dynamic (its backend says leaf-dynamic).
+    old-style 1.0's PKG-INFO is Metadata 2.1, a zip (its backend says leaf-built)."""
+    server.add(*make_wheel("app", "1.0", requires=["static-dep", "dynamic-dep"]))
+    for leaf in ("leaf-static", "leaf-built", "leaf-dynamic"):
+        server.add(*make_wheel(leaf, "1.0"))
+    server.add(*make_sdist("static-dep", "1.0", pkg_info=_pkg_info("static-dep", "1.0", "2.2", ["leaf-static"]),
+                           built_requires=["leaf-built"]), metadata=False)
+    server.add(*make_sdist("dynamic-dep", "1.0", built_requires=["leaf-dynamic"],
+                           pkg_info=_pkg_info("dynamic-dep", "1.0", "2.2", ["leaf-static"], dynamic=["Requires-Dist"])),
+               metadata=False)
+    server.add(*make_sdist("old-style", "1.0", pkg_info=_pkg_info("old-style", "1.0", "2.1", ["leaf-static"]),
+                           built_requires=["leaf-built"], zip_format=True), metadata=False)
+    return server
+
+
+def lock(index_url: str, python: str, *args: str) -> int:
+    return main(["lock", "-q", "--python", python, "--index-url", index_url, "--driver", "550.144.03", *args])
+
+
+def test_a_static_pkg_info_is_read_and_a_dynamic_one_is_built(sdists, empty_python, hermetic, capsys):
+    """static-dep's dependencies come from its PKG-INFO (leaf-static, not what its backend says);
+    dynamic-dep's from pip's build (leaf-dynamic, named nowhere but in its backend). Both are locked
+    with their sdist and its sha256."""
+    assert lock(sdists.url + "/simple", empty_python, "app", "--json", "-o", "pylock.toml") == 0
+    packages = {p["name"]: p for p in json.loads(capsys.readouterr().out)["packages"]}
+    assert sorted(packages) == ["app", "dynamic-dep", "leaf-dynamic", "leaf-static", "static-dep"]
+    for name in ("static-dep", "dynamic-dep"):
+        served = next(h for h in sdists.projects[name])
+        assert packages[name]["wheels"] == []
+        assert packages[name]["sdist"]["filename"] == served.filename
+        assert packages[name]["sdist"]["sha256"] == hashlib.sha256(served.data).hexdigest()
+        assert packages[name]["reason"].endswith("no wheel for the target: pip builds its sdist, running its code")
+    written = tomllib.loads((hermetic / "pylock.toml").read_text())
+    entry = next(p for p in written["packages"] if p["name"] == "dynamic-dep")
+    assert "wheels" not in entry and entry["sdist"]["hashes"]["sha256"] == packages["dynamic-dep"]["sdist"]["sha256"]
+    read = {p.name: p for p in read_pylock(str(hermetic / "pylock.toml")).packages}
+    assert read["dynamic-dep"].sdist is not None and read["dynamic-dep"].sdist.filename == "dynamic_dep-1.0.tar.gz"
+
+
+def test_a_metadata_2_1_zip_sdist_is_built(sdists, empty_python, hermetic, capsys):
+    assert lock(sdists.url + "/simple", empty_python, "old-style", "--json") == 0
+    assert sorted(p["name"] for p in json.loads(capsys.readouterr().out)["packages"]) == ["leaf-built", "old-style"]
+
+
+def test_only_binary_refuses_the_sdist_in_one_line(sdists, empty_python, hermetic, monkeypatch, capsys):
+    assert lock(sdists.url + "/simple", empty_python, "app", "--only-binary", ":all:") == 2
+    err = capsys.readouterr().err
+    assert ("static-dep 1.0: no wheel for this interpreter, only an sdist, which pip's only-binary (from --only-binary) refuses"
+            in err)
+    assert "Traceback" not in err
+    monkeypatch.setenv("PIP_ONLY_BINARY", "dynamic-dep")
+    assert lock(sdists.url + "/simple", empty_python, "app") == 2
+    assert ("dynamic-dep 1.0: no wheel for this interpreter, only an sdist, which pip's only-binary (from PIP_ONLY_BINARY) refuses"
+            in capsys.readouterr().err)
+
+
+def test_a_build_that_fails_is_one_line_naming_the_sdist(server, empty_python, hermetic, capsys):
+    """A backend that raises: exit 3, one line naming the sdist and pip's last error, no traceback."""
+    name, data = make_sdist("broken", "1.0", pkg_info=_pkg_info("broken", "1.0", "2.1", []), built_requires=[])
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as source, tarfile.open(fileobj=buffer, mode="w:gz") as out:
+        for member in source:
+            body = source.extractfile(member).read()
+            if member.name.endswith("backend.py"):
+                body += b"def prepare_metadata_for_build_wheel(*args, **kwargs):\n    raise SystemExit('the backend refuses')\n"
+            member.size = len(body)
+            out.addfile(member, io.BytesIO(body))
+    server.add(name, buffer.getvalue(), metadata=False)
+    assert lock(server.url + "/simple", empty_python, "broken") == 3
+    err = capsys.readouterr().err
+    assert "broken-1.0.tar.gz (broken 1.0): pip could not prepare its metadata (exit 1)" in err and "Traceback" not in err
+
+
+def test_install_lock_lets_pip_build_the_sdist(sdists, empty_python, hermetic, tmp_path, capfd):
+    """The lock's sdist entries go to pip hash-pinned; pip builds them and the venv holds exactly the lock."""
+    assert lock(sdists.url + "/simple", empty_python, "app", "-o", "pylock.toml") == 0
+    target = tmp_path / "target"
+    venv.create(target, with_pip=True)
+    python = str(target / "bin" / "python")
+    before = _installed(python)
+    capfd.readouterr()
+    code = main(["install", "--lock", str(hermetic / "pylock.toml"), "--python", python, "-q", "--driver", "550.144.03"])
+    captured = capfd.readouterr()
+    assert code == 0, captured.err + captured.out
+    installed = {name: version for name, version in _installed(python).items() if name not in before}
+    assert installed == {"app": "1.0", "static-dep": "1.0", "dynamic-dep": "1.0", "leaf-static": "1.0", "leaf-dynamic": "1.0"}
+    built = subprocess.run([python, "-c", "import dynamic_dep; print(dynamic_dep.BUILT)"], capture_output=True, text=True)
+    assert built.stdout.strip() == "True"
+    shutil.rmtree(target)
+
+
+def _installed(python: str) -> dict[str, str]:
+    listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True,
+                            env=hermetic_environ(), check=True)
+    return {canonicalize_name(p["name"]): p["version"] for p in json.loads(listed.stdout)}
