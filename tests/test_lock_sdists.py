@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import hermetic_environ
+from conftest import hermetic_environ, registry_python
 from index_server import make_wheel
 from packaging.utils import canonicalize_name
 
@@ -194,3 +194,50 @@ def _installed(python: str) -> dict[str, str]:
     listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True,
                             env=hermetic_environ(), check=True)
     return {canonicalize_name(p["name"]): p["version"] for p in json.loads(listed.stdout)}
+
+
+@pytest.mark.registry
+def test_a_real_sdist_only_release_is_built_locked_and_installed(tmp_path, hermetic, capfd):
+    """docopt 0.6.2 exists only as an sdist whose PKG-INFO is Metadata 1.1: pip prepares its metadata
+    (setuptools in pip's isolated build environment, from the registry), the lock holds its sdist,
+    and install --lock has pip build it into an empty venv."""
+    python = registry_python(tmp_path, "packaging")  # docopt has no wheel to list with --only-binary
+    capfd.readouterr()
+    assert main(["lock", "-q", "--python", python, "--driver", "550.144.03", "docopt==0.6.2", "-o", "pylock.toml", "--json"]) == 0
+    entry = next(p for p in json.loads(capfd.readouterr().out)["packages"] if p["name"] == "docopt")
+    assert (entry["wheels"], entry["sdist"]["filename"]) == ([], "docopt-0.6.2.tar.gz")
+    assert len(entry["sdist"]["sha256"]) == 64
+    code = main(["install", "--lock", str(hermetic / "pylock.toml"), "--python", python, "-q", "--driver", "550.144.03"])
+    captured = capfd.readouterr()
+    assert code == 0, captured.err + captured.out
+    assert _installed(python).get("docopt") == "0.6.2"
+
+
+def test_the_newest_release_is_taken_wheel_or_sdist_as_pip_ranks_them(server, empty_python, hermetic, monkeypatch, capsys):
+    """demo 1.0 has a wheel and an sdist, 2.0 only an sdist: pip takes 2.0 (built); with prefer-binary,
+    1.0's wheel; with no-binary demo and demo<2, 1.0's sdist. The lock takes what pip takes."""
+    server.add(*make_wheel("demo", "1.0"))
+    for version in ("1.0", "2.0"):
+        server.add(*make_sdist("demo", version, pkg_info=_pkg_info("demo", version, "2.2", []), built_requires=[]), metadata=False)
+    index = server.url + "/simple"
+
+    def chosen() -> tuple[str, bool]:
+        entry = next(p for p in json.loads(capsys.readouterr().out)["packages"] if p["name"] == "demo")
+        return entry["version"], entry["sdist"] is not None
+
+    def pip_takes(environ: dict[str, str], requirement: str = "demo") -> str:
+        out = hermetic / "pip-report.json"
+        command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-cache-dir", "--quiet",
+                   "--report", str(out), "--index-url", index, requirement]
+        done = subprocess.run(command, capture_output=True, text=True, env=hermetic_environ(environ))
+        assert done.returncode == 0, done.stderr
+        return json.loads(out.read_text())["install"][0]["metadata"]["version"]
+
+    assert lock(index, empty_python, "demo", "--json") == 0
+    assert chosen() == ("2.0", True) and pip_takes({}) == "2.0"
+    monkeypatch.setenv("PIP_PREFER_BINARY", "1")
+    assert lock(index, empty_python, "demo", "--json") == 0
+    assert chosen() == ("1.0", False) and pip_takes({"PIP_PREFER_BINARY": "1"}) == "1.0"
+    monkeypatch.delenv("PIP_PREFER_BINARY")
+    assert lock(index, empty_python, "demo<2", "--json", "--no-binary", "demo") == 0
+    assert chosen() == ("1.0", True) and pip_takes({"PIP_NO_BINARY": "demo"}, "demo<2") == "1.0"
