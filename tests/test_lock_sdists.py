@@ -17,10 +17,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import textwrap
 import venv
 import zipfile
-from pathlib import Path
 
 import pytest
 from conftest import hermetic_environ, registry_python
