@@ -77,7 +77,20 @@ def indexes(args: argparse.Namespace, files: IndexSettings = IndexSettings(), *,
         tags=tags(args, several_pythons=several_pythons),
         offline=args.offline,
         refresh=args.refresh,
+        download_budget=None if getattr(args, "download_budget", None) is None else byte_size(args.download_budget, "--download-budget"),
     )
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def byte_size(text: str, option: str) -> int:
+    """A size as a person writes it: 8GiB, 500MB, 1000000 (bytes)."""
+    number = text.strip().rstrip("bBiIkKmMgGtT ")
+    unit = text.strip()[len(number):].strip().lower()
+    if not number.isdigit() or unit not in _UNITS or int(number) == 0:
+        raise UsageError(f"{option} {text!r}: not a size (a whole number above 0, optionally with B, kB, MB, GB, KiB, MiB or GiB)")
+    return int(number) * _UNITS[unit]
 
 
 def lock_inputs(args: argparse.Namespace, target: Target, installed_at: Optional[str] = None) -> LockInputs:

@@ -135,6 +135,10 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
     wheels.add_argument("--implementation", metavar="IMPL", help="cp, pp or py")
     wheels.add_argument("--abi", metavar="TAG", action="append", help="an ABI tag, e.g. cp312 (repeatable)")
     group.add_argument("--offline", action="store_true", help="use only what the cache holds (a miss is an error)")
+    group.add_argument(
+        "--download-budget", metavar="SIZE",
+        help="the most whole files one run downloads together, e.g. 20GiB (default 8GiB); past it the run stops, saying so",
+    )
     group.add_argument("--refresh", action="store_true", help="ignore the cache and fetch again")
     group.add_argument(
         "--torch-index-base",

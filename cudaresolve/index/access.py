@@ -8,6 +8,7 @@ wave of names, not one per file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache, partial
@@ -228,10 +229,13 @@ def open_index(
     refresh: bool = False,
     tag_overrides: TagOverrides = TagOverrides(),
     progress: Optional[Progress] = None,
+    download_budget: Optional[int] = None,
 ) -> PackageIndex:
     """The PackageIndex for `config` (an IndexConfig) and the target, caching under the cache dir,
-    within the limits of index/limits.py (`DEFAULT` as it is when called)."""
+    within the limits of index/limits.py (`DEFAULT` as it is when called; `download_budget` over its own)."""
     limits = index_limits.DEFAULT
+    if download_budget is not None:
+        limits = dataclasses.replace(limits, download_budget=download_budget)
     cache = IndexCache(os.path.join(default_cache_dir(environ), "index"), offline=offline, refresh=refresh, limits=limits)
     http = Http(
         timeout=config.timeout,

@@ -8,7 +8,8 @@ yanked, a build that does not run on a host, an sdist that is not locked). A rel
 for the target is its sdist, as pip takes it, unless pip's only-binary refuses it or the name is a
 CUDA package the knowledge tables describe (a build from source would be judged by nothing).
 
-May import: arch, checks/builds (which CUDA a release is built for), compat, env distributions, host
+May import: arch, checks/builds (which CUDA a release is built for), checks/arch_coverage (whether a
+table row's device code runs on a host, as the doctor judges it), compat, env distributions, host
 facts, index/, knowledge/ (components, toolkit_pins, torch, wheel_facts), versions, resolve/ (conda, fit, reasons).
 """
 
@@ -22,9 +23,11 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.arch import PtxTarget
+from cudaresolve.checks.arch_coverage import runs_on_host
 from cudaresolve.checks.builds import CudaBuild, component_builds, cpu_only_default_build, framework_build
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, wheel_tags
 from cudaresolve.index.choices import Formats
@@ -101,6 +104,7 @@ class CandidateFinder:
         formats: Optional[Formats] = None,
         cpu_wanted: frozenset[str] = frozenset(),
         prefer_binary: bool = False,
+        environment: Optional[Environment] = None,
     ):
         self.index = index
         self.hosts = list(hosts)
@@ -112,6 +116,8 @@ class CandidateFinder:
         self.cuda_pin = cuda_pin  # the prefix's cuda-version: builds for no newer CUDA are preferred
         self.formats = formats or Formats()  # pip's no-binary and only-binary: which of a name's wheels and sdists are candidates
         self.prefer_binary = prefer_binary
+        self.environment = environment  # the installed set, against which a table row's device code is judged
+        self._fit: dict[Candidate, int] = {}
         self.rejections = Rejections()
         self._major: Optional[int] = None
         self._major_rejections = Rejections()  # set aside for the major being tried, not for good
@@ -237,14 +243,14 @@ class CandidateFinder:
         for version, file in best.items():
             cpu = cpu_on_machine.get(version)
             candidate = Candidate(name, version, file, build=None if cpu else cuda_build(name, version), cpu_only=cpu)
-            reason = (self._does_not_run(candidate) or self._cpu_set_aside(candidate)
+            reason = (self._does_not_run(candidate) or self._known_misfit(candidate) or self._cpu_set_aside(candidate)
                       or (conda.shadows() if conda is not None and name not in self.asked else None))
             if reason:
                 self.rejections.add(Rejection(candidate.ref, reason))
                 continue
             found.append(candidate)
         found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted, native=self._native(c),
-                                             known=self.device_code_known(c)), reverse=True)
+                                             fit=self.device_code_fit(c)), reverse=True)
         if self.prefer_binary:  # pip's prefer-binary: any wheel before any sdist, the order kept within each
             found.sort(key=lambda c: c.file is not None and c.file.is_wheel, reverse=True)
         if conda is not None and conda.same_component:
@@ -299,13 +305,43 @@ class CandidateFinder:
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
 
-    def device_code_known(self, candidate: Candidate) -> bool:
-        """False for a release whose device code a stated GPU needs and the table does not give (a
-        cuDNN without a row): ranked below every release whose device code is known, so a release
-        known to run is tried before one the plan must read to judge."""
+    def device_code_fit(self, candidate: Candidate) -> int:
+        """How likely a release's device code fits the stated GPUs, for its rank: 2 when the table's
+        row says it runs on every host (device code for each GPU, a build each driver runs; the
+        doctor recommends the newest of these), or no device code is at stake; 1 when the table
+        does not give it (a cuDNN without a row: the plan must read its wheel to judge); 0 when the
+        row says it does not run. So the releases known to run are tried first, each one the plan
+        would refuse only after, and no wheel is read (with --deep: downloaded) while a release known
+        to run is left."""
         if not self.gpus or candidate.file is None or not wheel_facts.carries_device_code(candidate.name, self.machine):
-            return True
-        return wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None
+            return 2
+        row = wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename)
+        if row is None:
+            return 1
+        if self.environment is None:
+            return 2
+        if candidate not in self._fit:
+            environment = self.environment
+            self._fit[candidate] = 2 if all(runs_on_host(environment, row, host) for _, host in self.hosts if host.visible_gpus) else 0
+        return self._fit[candidate]
+
+    def _known_misfit(self, candidate: Candidate) -> Optional[DoesNotRun]:
+        """A release whose table row the doctor refuses for a stated GPU (device_code_fit 0), set aside
+        before any plan holds it or its wheel is read, naming the GPU and the targets of the first
+        library without code for it; None when it may run, or when the row's libraries each run and
+        the doctor's refusal has another ground (then it is ranked last and judged)."""
+        if candidate.file is None or self.device_code_fit(candidate) != 0:
+            return None
+        row = wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename)
+        assert row is not None  # a fit of 0 is a row's
+        for member in row.member:
+            if member.sass is None and member.ptx is None:
+                continue
+            ptx = tuple(PtxTarget(target, isa or None) for target, _, isa in (text.partition(":") for text in member.ptx or ()))
+            found = rejection(None, member.sass or (), ptx, self.hosts)
+            if found is not None:
+                return found
+        return None
 
     def _native(self, candidate: Candidate) -> bool:
         return self.minor_compat(candidate) is None
@@ -385,12 +421,13 @@ def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
 
 def _preference(
     candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False, *, native: bool = True,
-    known: bool = True,
-) -> tuple[bool, bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
+    fit: int = 2,
+) -> tuple[bool, int, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
     """An NVIDIA component, or a toolkit metapackage release (which pins a set of them), the hosts'
     drivers run natively before a newer one they run only by minor-version compatibility (nvJitLink
-    13.0 before 13.2 for a driver of CUDA 13.0: the doctor warns about the newer); then a release
-    whose device code is `known` before one the plan must read for it; then newer public version
+    13.0 before 13.2 for a driver of CUDA 13.0: the doctor warns about the newer); then by the `fit`
+    of its device code (known to run, then unknown, then known not to run:
+    CandidateFinder.device_code_fit); then newer public version
     first; among one version's builds, the
     CPU-only one when CPU builds are asked for (`cpu`), then one for no newer CUDA than the conda
     prefix's `cuda_pin` (its libraries are that CUDA's), then one the drivers run natively, then the
@@ -402,7 +439,7 @@ def _preference(
     of_a_toolkit = components.for_dist(candidate.name, str(candidate.version)) or toolkit_pins.release_cuda(
         candidate.name, str(candidate.version))
     component_native = native or not of_a_toolkit
-    return (component_native, known, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
+    return (component_native, fit, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
             _cuda_key(cuda), candidate.version)
 
 

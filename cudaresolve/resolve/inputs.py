@@ -46,6 +46,7 @@ class Indexes:
     tags: TagOverrides = field(default_factory=TagOverrides)
     offline: bool = False  # only what the cache holds
     refresh: bool = False  # ignore what was cached before this run
+    download_budget: Optional[int] = None  # bytes of whole files one run may download; None: index/limits.py's
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,7 @@ def lock(
         conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
         formats=inputs.policy.formats,
         prefer_binary=inputs.policy.prefer_binary,
+        environment=installed,
         cpu_wanted=frozenset(torch.family()) if inputs.policy.cpu else cpu_pinned(requested + root_requirements(inputs.constraints, markers)),
     )
     binary = installed_binary_requirements(installed)

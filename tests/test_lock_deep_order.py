@@ -1,0 +1,101 @@
+"""`--deep` that finishes: releases are tried in the order most likely to fit (the table's rows whose
+device code runs on the stated GPU, newest first, which is the doctor's own recommendation; then
+releases without a row, which must be read; then rows known not to run), so the lock reads no wheel
+while a release known to run is left; and whole-file downloads stop at a budget, with one line
+saying so. Served over HTTP on 127.0.0.1, so what is downloaded is counted: nvidia-cudnn-cu12
+9.27.0.42 (the table's row: no sm_61), 9.26.9.9 (no row; its fatbin has no sm_61) and 9.10.2.21
+(the table's row: sm_61 in every library), for a GTX 1080 (6.1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_cuda_index import Library, _compile
+from fatbin_bytes import container, cubin, entry
+from index_server import make_wheel
+
+from cudaresolve.cli import main
+from cudaresolve.lockfile.pylock import read_pylock
+
+pytestmark = pytest.mark.usefixtures("hermetic")
+
+GTX_1080 = ("--driver", "550.144.03", "--gpu", "6.1")
+TAG = "py3-none-manylinux_2_27_x86_64"
+KNOWN_BAD, UNKNOWN, KNOWN_GOOD = "9.27.0.42", "9.26.9.9", "9.10.2.21"
+MEMBER = "nvidia/cudnn/lib/libcudnn_ops.so.9"
+
+
+@pytest.fixture
+def cudnn(server, tmp_path, elf_builder) -> dict[str, str]:
+    """The three releases on the server: version -> the path of its wheel there."""
+    def library(sms: tuple[int, ...]) -> bytes:
+        fatbin = container(*(entry(2, sm, cubin(sm), version=(1, 7)) for sm in sms))
+        return _compile(Library(MEMBER, "libcudnn_ops.so.9", ("cudnnCreate",), fatbin=fatbin), tmp_path)
+
+    without, good = library((75, 80, 90)), library((60, 61, 70, 75, 80, 90))
+    paths = {}
+    for version, member in ((KNOWN_BAD, without), (UNKNOWN, without), (KNOWN_GOOD, good)):
+        filename, data = make_wheel("nvidia-cudnn-cu12", version, tag=TAG, files={MEMBER: member})
+        server.add(filename, data)
+        paths[version] = f"/files/{filename}"
+    return paths
+
+
+def lock(server, python: str, out: Path, capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["lock", "-q", *argv, *GTX_1080, "--python", python, "--index-url", server.url + "/simple", "-o", str(out)])
+    return code, capsys.readouterr().err
+
+
+def whole_files(server, paths: dict[str, str]) -> set[str]:
+    """The versions whose wheel was downloaded whole (a request without a Range header)."""
+    return {version for version, path in paths.items()
+            for requested, headers in server.requests if requested == path and "Range" not in headers}
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_the_release_known_to_run_is_taken_and_the_known_bad_one_never_planned(server, cudnn, empty_python, tmp_path, capsys, deep):
+    """The row known not to run (newer) is set aside by its row, naming the GPU, before any plan holds
+    it; the release without a row (newer) ranks below the row known to run. The lock takes 9.10.2.21
+    with and without --deep alike, reading no wheel whole."""
+    code, err = lock(server, empty_python, tmp_path / "pylock.toml", capsys, "nvidia-cudnn-cu12", *(["--deep"] if deep else []))
+    assert code == 0, err
+    made = read_pylock(str(tmp_path / "pylock.toml"))
+    assert {p.name: str(p.version) for p in made.packages} == {"nvidia-cudnn-cu12": KNOWN_GOOD}
+    rejected = {str(r.candidate.version): r.evidence.rule.value for d in made.decisions for r in d.rejected}
+    assert rejected.get(KNOWN_BAD) == "device-code", rejected
+    assert whole_files(server, cudnn) == set()
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_without_a_release_known_to_run_the_unknown_one_is_read_before_the_known_bad_one(server, cudnn, empty_python, tmp_path, capsys, deep):
+    """Above 9.10.2.21 the release without a row is read first (its fatbin has no sm_61), then the row
+    known not to run is refused as the doctor refuses it: exit 2 naming the GPU, with and without --deep."""
+    code, err = lock(server, empty_python, tmp_path / "pylock.toml", capsys, f"nvidia-cudnn-cu12>{KNOWN_GOOD}",
+                     *(["--deep"] if deep else []))
+    assert code == 2 and "6.1" in err and UNKNOWN in err and KNOWN_BAD in err, err
+    assert UNKNOWN in whole_files(server, cudnn)
+
+
+def test_a_spent_download_budget_stops_the_lock_in_one_line(server, cudnn, empty_python, tmp_path, capsys):
+    """The release without a row must be read: a budget one byte short of its wheel stops the lock
+    before downloading it, exit 3 in one line; its size lets the read and the judgement finish."""
+    size = len(server.file(cudnn[UNKNOWN].rsplit("/", 1)[1]))
+    asked = f"nvidia-cudnn-cu12=={UNKNOWN}"
+    code, err = lock(server, empty_python, tmp_path / "pylock.toml", capsys, asked, "--deep", "--download-budget", str(size - 1))
+    assert code == 3, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
+    assert lines[0].endswith(f"does not fit in what is left of the download budget: 0 bytes of {size - 1:,} bytes downloaded "
+                             "already; --download-budget raises it"), err
+    assert whole_files(server, cudnn) == set()
+    code, err = lock(server, empty_python, tmp_path / "pylock.toml", capsys, asked, "--deep", "--download-budget", str(size))
+    assert code == 2 and "6.1" in err, err
+    assert whole_files(server, cudnn) == {UNKNOWN}
+
+
+def test_a_download_budget_that_is_no_size_is_refused(empty_python, tmp_path, capsys):
+    code = main(["lock", "-q", "--python", empty_python, "--no-index", "demo", "--download-budget", "lots"])
+    assert code == 3
+    assert "--download-budget 'lots': not a size" in capsys.readouterr().err
