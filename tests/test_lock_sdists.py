@@ -239,3 +239,17 @@ def test_the_newest_release_is_taken_wheel_or_sdist_as_pip_ranks_them(server, em
     monkeypatch.delenv("PIP_PREFER_BINARY")
     assert lock(index, empty_python, "demo<2", "--json", "--no-binary", "demo") == 0
     assert chosen() == ("1.0", True) and pip_takes({"PIP_NO_BINARY": "demo"}, "demo<2") == "1.0"
+
+
+def test_an_sdist_only_release_refused_by_only_binary_is_a_decision_read_back(server, empty_python, hermetic, capsys):
+    """demo 2.0 exists only as an sdist: under --only-binary :all: 1.0's wheel is locked, and the
+    lock file's decision says why not 2.0, with the setting, as the reader reads it back."""
+    server.add(*make_wheel("demo", "1.0"))
+    server.add(*make_sdist("demo", "2.0", pkg_info=_pkg_info("demo", "2.0", "2.2", []), built_requires=[]), metadata=False)
+    assert lock(server.url + "/simple", empty_python, "demo", "--only-binary", ":all:", "-o", "pylock.toml") == 0
+    made = read_pylock(str(hermetic / "pylock.toml"))
+    assert [str(p.version) for p in made.packages] == ["1.0"]
+    (rejection,) = [r for d in made.decisions for r in d.rejected]
+    assert (str(rejection.candidate.version), rejection.rule.value, rejection.evidence.via) == ("2.0", "sdist-only", "--only-binary")
+    written = tomllib.loads((hermetic / "pylock.toml").read_text())["tool"]["cudaresolve"]["decisions"][0]["rejected"][0]
+    assert written["reason"] == "no wheel for this interpreter, only an sdist, which pip's only-binary (from --only-binary) refuses"
