@@ -10,6 +10,7 @@ leaf than its PKG-INFO does, so which of the two the lock read shows in what it 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -116,11 +117,12 @@ def lock(index_url: str, python: str, *args: str) -> int:
     return main(["lock", "-q", "--python", python, "--index-url", index_url, "--driver", "550.144.03", *args])
 
 
-def test_a_static_pkg_info_is_read_and_a_dynamic_one_is_built(sdists, empty_python, hermetic, capsys):
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_static_pkg_info_is_read_and_a_dynamic_one_is_built(sdists, empty_python, hermetic, capsys, deep):
     """static-dep's dependencies come from its PKG-INFO (leaf-static, not what its backend says);
     dynamic-dep's from pip's build (leaf-dynamic, named nowhere but in its backend). Both are locked
-    with their sdist and its sha256."""
-    assert lock(sdists.url + "/simple", empty_python, "app", "--json", "-o", "pylock.toml") == 0
+    with their sdist and its sha256, with --deep too (an sdist has no binaries for the plan to read)."""
+    assert lock(sdists.url + "/simple", empty_python, "app", "--json", "-o", "pylock.toml", *(["--deep"] if deep else [])) == 0
     packages = {p["name"]: p for p in json.loads(capsys.readouterr().out)["packages"]}
     assert sorted(packages) == ["app", "dynamic-dep", "leaf-dynamic", "leaf-static", "static-dep"]
     for name in ("static-dep", "dynamic-dep"):
@@ -253,3 +255,23 @@ def test_an_sdist_only_release_refused_by_only_binary_is_a_decision_read_back(se
     assert (str(rejection.candidate.version), rejection.rule.value, rejection.evidence.via) == ("2.0", "sdist-only", "--only-binary")
     written = tomllib.loads((hermetic / "pylock.toml").read_text())["tool"]["cudaresolve"]["decisions"][0]["rejected"][0]
     assert written["reason"] == "no wheel for this interpreter, only an sdist, which pip's only-binary (from --only-binary) refuses"
+
+
+def test_a_build_that_does_not_end_is_stopped_at_its_time_limit(server, empty_python, hermetic, monkeypatch, capsys):
+    """A backend that hangs: pip's run is stopped at the limit (here set to 5 s), exit 3 naming the sdist."""
+    from cudaresolve.index import limits
+
+    name, data = make_sdist("slow", "1.0", pkg_info=_pkg_info("slow", "1.0", "2.1", []), built_requires=[])
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as source, tarfile.open(fileobj=buffer, mode="w:gz") as out:
+        for member in source:
+            body = source.extractfile(member).read()
+            if member.name.endswith("backend.py"):
+                body += b"import time\ndef prepare_metadata_for_build_wheel(*args, **kwargs):\n    time.sleep(600)\n"
+            member.size = len(body)
+            out.addfile(member, io.BytesIO(body))
+    server.add(name, buffer.getvalue(), metadata=False)
+    monkeypatch.setattr(limits, "DEFAULT", dataclasses.replace(limits.DEFAULT, build_seconds=5.0))
+    assert lock(server.url + "/simple", empty_python, "slow") == 3
+    err = capsys.readouterr().err
+    assert "slow-1.0.tar.gz (slow 1.0): pip did not prepare its metadata within 5 s, the limit for an sdist's build" in err, err
