@@ -275,3 +275,23 @@ def test_a_build_that_does_not_end_is_stopped_at_its_time_limit(server, empty_py
     assert lock(server.url + "/simple", empty_python, "slow") == 3
     err = capsys.readouterr().err
     assert "slow-1.0.tar.gz (slow 1.0): pip did not prepare its metadata within 5 s, the limit for an sdist's build" in err, err
+
+
+def test_the_pip_wrappers_binary_options_choose_formats_as_pips_do(hermetic):
+    """`cudaresolve pip install ... --only-binary :all: --no-binary demo --prefer-binary`: the lock it
+    makes refuses every sdist but demo's, refuses demo's wheels, and ranks wheels first, naming pip's
+    option; in the other order pip's :all: clears the no-binary name, and so does the lock."""
+    from cudaresolve.commands.pip import PipCommand, pip_lock_inputs
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.integrations.pip import split_install_arguments
+
+    def formats(*arguments: str):
+        positions, options = split_install_arguments(arguments)
+        inputs = pip_lock_inputs(PipCommand(None, "https://t.invalid", True, ("install", *arguments)), target_for(), positions, options)
+        return inputs.policy.formats, inputs.policy.prefer_binary
+
+    chosen, prefer = formats("--only-binary", ":all:", "--no-binary=demo", "--prefer-binary", "demo", "app")
+    assert chosen.sdists_refused("app") and not chosen.sdists_refused("demo") and chosen.wheels_refused("demo")
+    assert (chosen.only_binary_via, chosen.no_binary_via, prefer) == ("--only-binary", "--no-binary", True)
+    chosen, prefer = formats("--no-binary", "demo", "--only-binary", ":all:", "demo")
+    assert chosen.sdists_refused("demo") and not chosen.wheels_refused("demo") and not prefer
