@@ -274,7 +274,8 @@ class CandidateFinder:
         judge them); None: it is taken."""
         if self.formats.sdists_refused(name):
             return SdistOnly(self.formats.only_binary_via or "")
-        if name in torch.family() or components.for_dist(name) or name in cupy_names() or wheel_facts.carries_device_code(name, self.machine):
+        if (name in torch.family() or components.for_dist(name) or name in cupy_names() or components.carries_own_runtime(name)
+                or wheel_facts.releases(name, self.machine) or wheel_facts.carries_device_code(name, self.machine)):
             return SdistOnly()
         return None
 
