@@ -295,3 +295,13 @@ def test_the_pip_wrappers_binary_options_choose_formats_as_pips_do(hermetic):
     assert (chosen.only_binary_via, chosen.no_binary_via, prefer) == ("--only-binary", "--no-binary", True)
     chosen, prefer = formats("--no-binary", "demo", "--only-binary", ":all:", "demo")
     assert chosen.sdists_refused("demo") and not chosen.wheels_refused("demo") and not prefer
+
+
+def test_a_lock_with_sdists_is_checked_and_explained(sdists, empty_python, hermetic, capsys):
+    """`lock --check` of a lock holding sdist entries passes on its host, and `why` names the sdist's build."""
+    assert lock(sdists.url + "/simple", empty_python, "app", "-o", "pylock.toml") == 0
+    capsys.readouterr()
+    assert main(["lock", "--check", "pylock.toml", "--driver", "550.144.03"]) == 0
+    capsys.readouterr()
+    assert main(["why", "dynamic-dep", "--lock", "pylock.toml"]) == 0
+    assert "no wheel for the target: pip builds its sdist, running its code" in capsys.readouterr().out
