@@ -305,3 +305,25 @@ def test_a_lock_with_sdists_is_checked_and_explained(sdists, empty_python, herme
     capsys.readouterr()
     assert main(["why", "dynamic-dep", "--lock", "pylock.toml"]) == 0
     assert "no wheel for the target: pip builds its sdist, running its code" in capsys.readouterr().out
+
+
+def test_a_target_no_wheel_of_an_entry_fits_takes_its_sdist():
+    """A universal lock's entry with an aarch64 wheel and the sdist: on x86_64 the sdist is selected
+    (pip builds it), on aarch64 the wheel; an entry without an sdist stays unfit where no wheel fits."""
+    from packaging.tags import Tag
+    from packaging.version import Version
+
+    from cudaresolve.lockfile.select import select
+    from cudaresolve.resolve.lock import Lock, LockedPackage, LockedSdist, LockedWheel, Reason, ReasonKind
+
+    wheel = LockedWheel("demo-1.0-py3-none-manylinux_2_28_aarch64.whl", "https://files.invalid/w.whl", "a" * 64, 10)
+    sdist = LockedSdist("demo-1.0.tar.gz", "https://files.invalid/demo-1.0.tar.gz", "b" * 64, 10)
+    entry = LockedPackage("demo", Version("1.0"), None, (wheel,), None, Reason(ReasonKind.INDEX), sdist=sdist)
+    made = Lock((entry,), None, (), (), (), (), "cudaresolve test")
+    x86 = [Tag("py3", "none", "manylinux_2_28_x86_64")]
+    (chosen,) = select(made, {"platform_machine": "x86_64"}, x86, "x86_64").packages
+    assert (chosen.wheels, chosen.sdist) == ((), sdist)
+    (chosen,) = select(made, {"platform_machine": "aarch64"}, [Tag("py3", "none", "manylinux_2_28_aarch64")], "aarch64").packages
+    assert chosen.wheels == (wheel,)
+    without = Lock((LockedPackage("demo", Version("1.0"), None, (wheel,), None, Reason(ReasonKind.INDEX)),), None, (), (), (), (), "t")
+    assert len(select(without, {"platform_machine": "x86_64"}, x86, "x86_64").unfit) == 1
