@@ -24,6 +24,7 @@ import zipfile
 import pytest
 from conftest import hermetic_environ, registry_python
 from index_server import make_wheel
+from packaging.pylock import Pylock
 from packaging.utils import canonicalize_name
 
 from cudaresolve.cli import main
@@ -136,6 +137,9 @@ def test_a_static_pkg_info_is_read_and_a_dynamic_one_is_built(sdists, empty_pyth
     assert "wheels" not in entry and entry["sdist"]["hashes"]["sha256"] == packages["dynamic-dep"]["sdist"]["sha256"]
     read = {p.name: p for p in read_pylock(str(hermetic / "pylock.toml")).packages}
     assert read["dynamic-dep"].sdist is not None and read["dynamic-dep"].sdist.filename == "dynamic_dep-1.0.tar.gz"
+    other = {p.name: p for p in Pylock.from_dict(written).packages}  # packaging's own PEP 751 reader
+    assert other["dynamic-dep"].sdist is not None and other["dynamic-dep"].sdist.hashes["sha256"] == entry["sdist"]["hashes"]["sha256"]
+    assert other["dynamic-dep"].wheels is None
 
 
 def test_a_metadata_2_1_zip_sdist_is_built(sdists, empty_python, hermetic, capsys):
