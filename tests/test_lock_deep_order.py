@@ -99,3 +99,38 @@ def test_a_download_budget_that_is_no_size_is_refused(empty_python, tmp_path, ca
     code = main(["lock", "-q", "--python", empty_python, "--no-index", "demo", "--download-budget", "lots"])
     assert code == 3
     assert "--download-budget 'lots': not a size" in capsys.readouterr().err
+
+
+def test_a_wheel_mostly_not_shared_objects_is_read_by_range(server, tmp_path, elf_builder):
+    """A wheel of one small library beside 4 MB of other data: its facts are read by range (its tail,
+    then the library's member, each counted against the budget), the same facts a whole read gives,
+    for a small part of its bytes; a host that answers ranges with the whole file gets a whole read."""
+    import os
+
+    from cudaresolve.binary.wheel import read_wheel
+    from cudaresolve.index.cache import IndexCache
+    from cudaresolve.index.http import Http
+    from cudaresolve.index.pages import index_files
+    from cudaresolve.index.wheel_facts import wheel_binary_facts
+
+    fatbin = container(entry(2, 61, cubin(61), version=(1, 7)))
+    library = _compile(Library(MEMBER, "libcudnn_ops.so.9", ("cudnnCreate",), fatbin=fatbin), tmp_path)
+    filename, data = make_wheel("nvidia-cudnn-cu12", "9.99.0.1", tag=TAG,
+                                files={MEMBER: library, "nvidia/cudnn/data.bin": os.urandom(4 << 20)})
+    server.add(filename, data)
+
+    def facts(cache: str):
+        http = Http()
+        (file,) = index_files(http, IndexCache(str(tmp_path / cache)), server.url + "/simple", "nvidia-cudnn-cu12")
+        return wheel_binary_facts(http, IndexCache(str(tmp_path / cache)), file, deep=True), http.downloaded
+
+    ranged, spent = facts("ranged")
+    sent = server.sent[f"/files/{filename}"]
+    assert sent < len(data) // 20 and spent == sent, (sent, spent, len(data))
+    whole = read_wheel(__import__("io").BytesIO(data), filename)
+    assert [(m.path.split("!")[1], m.needed) for m in ranged.members] == [(m.path.split("!")[1], m.needed) for m in whole.members]
+    assert [m.fatbin.sass for m in ranged.members if m.fatbin] == [("sm_61",)]
+    server.ranges = False
+    server.sent.clear()
+    assert [m.path for m in facts("whole")[0].members] == [m.path for m in ranged.members]
+    assert server.sent[f"/files/{filename}"] >= len(data)

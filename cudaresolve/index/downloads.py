@@ -79,6 +79,18 @@ def file_sha256(http: Http, cache: IndexCache, file: ProjectFile, progress: Opti
     return digest.hexdigest()
 
 
+def spend(http: Http, count: int, what: str) -> None:
+    """Count `count` bytes about to be read by range (`what`: the file) against the download budget;
+    DownloadBudgetSpent when they do not fit in what is left."""
+    budget = http.limits.download_budget
+    if http.downloaded + count > budget:
+        raise DownloadBudgetSpent(
+            f"{what}: {size_text(count)} more does not fit in what is left of the download budget: "
+            f"{_amount(http.downloaded)} of {size_text(budget)} downloaded already; --download-budget raises it"
+        )
+    http.count_download(count)
+
+
 def _within_budget(http: Http, file: ProjectFile, cap: Cap) -> Cap:
     """`cap`, lowered to what is left of the download budget; DownloadBudgetSpent when the file's
     stated size does not fit in it, or nothing is left."""

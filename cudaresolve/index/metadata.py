@@ -18,10 +18,12 @@ metadata is prepared by pip (index/builds.py) when the caller allows it, which r
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import hashlib
 import io
 import json
+import os
 import urllib.parse
 import zipfile
 import zlib
@@ -32,10 +34,11 @@ from packaging.metadata import parse_email
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.binary.wheel import DirectoryTooLarge, open_zip
 from cudaresolve.index.builds import prepared_metadata
 from cudaresolve.index.cache import IndexCache, OfflineMiss
-from cudaresolve.index.downloads import Progress, download
+from cudaresolve.index.downloads import Progress, download, spend
 from cudaresolve.index.http import Cap, Http, IndexAccessError, LimitExceeded, local_path
 from cudaresolve.index.limits import Limits, size_text
 from cudaresolve.index.pages import ProjectFile
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 # METADATA 155 KB from the end, so 65 KiB took three requests where 272 KB takes one.
 TAIL_MIN, TAIL_MAX, TAIL_FRACTION = 65 * 1024, 1 << 20, 64
 MEMBER_SLACK = 1024  # local header name + extra field beyond what the central directory says
+WINDOW = 8 << 20  # a wheel's members read by range: fetched this much at a time (one request per 8 MiB)
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,33 @@ def _ranged(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> Opti
     ranged = _RangeFile(http, file.url, size, what)
     ranged.add(size - len(reply.body), reply.body)
     return ranged
+
+
+def ranged_wheel(http: Http, cache: IndexCache, file: ProjectFile) -> Optional[tuple[BinaryIO, float]]:
+    """The remote wheel `file` as a seekable stream of range reads, with the share of its bytes its
+    shared objects hold (by its zip directory). The stream fetches what is read in windows of at
+    most WINDOW bytes that end where the next member begins, holding only the file's tail (its zip
+    directory) and the last window, each counted against the download budget. None for a local
+    file, a host that does not do ranges, or a directory that does not read (the download then
+    says why). Members read through it are checked by their CRC-32, not the file by its sha256."""
+    if file.url.startswith("file:") or not file.is_wheel:
+        return None
+    host = urllib.parse.urlsplit(file.url).netloc
+    if cache.refuses_ranges(host):
+        return None
+    ranged = _ranged(http, cache, file, host)
+    if ranged is None:
+        return None
+    http.count_download(ranged.size - ranged.tail_start)  # its tail, against the budget as every window
+    try:
+        with open_zip(cast(BinaryIO, ranged), http.limits.central_directory_bytes) as archive:
+            infos = archive.infolist()
+            directory = archive.start_dir
+    except (DirectoryTooLarge, zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
+        return None
+    shared = sum(info.compress_size for info in infos if is_shared_object_name(os.path.basename(info.filename)))
+    ranged.window, ranged.stops = WINDOW, sorted({info.header_offset for info in infos} | {directory})
+    return cast(BinaryIO, ranged), shared / max(1, ranged.size)
 
 
 def wheel_members(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None) -> tuple[str, ...]:
@@ -398,6 +429,8 @@ class _RangeFile(io.RawIOBase):
         self._http, self._url, self._size, self._what = http, url, size, what
         self._regions: list[tuple[int, bytes]] = []  # (start, data), non-overlapping in practice
         self._position = 0
+        self.window = 0  # 0: fetch exactly what is missing; else up to this much, keeping only the first region and the last window
+        self.stops: list[int] = []  # where a window ends at the latest (the members' starts), sorted
 
     def add(self, start: int, data: bytes) -> None:
         self._regions.append((start, data))
@@ -427,7 +460,11 @@ class _RangeFile(io.RawIOBase):
             return b""
         data = self._find(self._position, end - self._position)
         if data is None:
-            self._fetch(self._position, end)
+            fetched = max(end, min(self._size, self._position + self.window, self._stop_after(self._position)))
+            if self.window:
+                del self._regions[1:]  # the tail (the zip directory) stays, the windows read before go
+                spend(self._http, fetched - self._position, self._what)
+            self._fetch(self._position, fetched)
             data = self._find(self._position, end - self._position)
             assert data is not None
         self._position = end
@@ -438,6 +475,20 @@ class _RangeFile(io.RawIOBase):
         data = self.read(len(view))
         view[: len(data)] = data
         return len(data)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def tail_start(self) -> int:
+        """Where the first region added (the file's tail) begins."""
+        return self._regions[0][0]
+
+    def _stop_after(self, position: int) -> int:
+        """The first stop after `position` (the file's end when none)."""
+        at = bisect.bisect_right(self.stops, position)
+        return self.stops[at] if at < len(self.stops) else self._size
 
     def _find(self, start: int, length: int) -> Optional[bytes]:
         for region_start, data in self._regions:
