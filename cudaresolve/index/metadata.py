@@ -207,7 +207,7 @@ def ranged_wheel(http: Http, cache: IndexCache, file: ProjectFile) -> Optional[t
     ranged = _ranged(http, cache, file, host)
     if ranged is None:
         return None
-    http.count_download(ranged.size - ranged.tail_start)  # its tail, against the budget as every window
+    spend(http, ranged.size - ranged.tail_start, file.filename)  # its tail, against the budget as every window
     try:
         with open_zip(cast(BinaryIO, ranged), http.limits.central_directory_bytes) as archive:
             infos = archive.infolist()
