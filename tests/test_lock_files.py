@@ -833,9 +833,9 @@ def test_a_refusal_is_worded_from_its_causes():
     assert lock_words.no_solution(NoSolution((Attempt(12, causes),)), whole=True) == (
         "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by /v/nvext/_link.so (nvext 1.0), which binds __nvJitLinkCreate_12_9); "
         "libnvjitlink 12.4.127 (conda) does not satisfy >=12.9: "
-        'conda install "libnvjitlink>=12.9"; nvidia-nvjitlink-cu12 12.9.0: no wheel for this interpreter, only an sdist (cudaresolve builds none)\n'
+        'conda install "libnvjitlink>=12.9"; nvidia-nvjitlink-cu12 12.9.0: no wheel for this interpreter, only an sdist, and a build from source of a CUDA package is not judged\n'
         "nothing fits nvidia-nvjitlink-cu12>=12.9 (required by nvidia-cusparse-cu12 12.3.1.170); "
-        + "; ".join(f"nvidia-nvjitlink-cu12 12.9.{n}: no wheel for this interpreter, only an sdist (cudaresolve builds none)" for n in range(5))
+        + "; ".join(f"nvidia-nvjitlink-cu12 12.9.{n}: no wheel for this interpreter, only an sdist, and a build from source of a CUDA package is not judged" for n in range(5))
         + "\n"
         "nothing fits cuda-bindings==12.9.9"
     )

@@ -137,6 +137,7 @@ def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *
         environ,
         offline=indexes.offline,
         refresh=indexes.refresh,
+        download_budget=indexes.download_budget,
         tag_overrides=indexes.tags,
         progress=None if quiet else download_progress(sys.stderr),
     )

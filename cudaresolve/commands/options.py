@@ -78,7 +78,20 @@ def indexes(args: argparse.Namespace, files: IndexSettings = IndexSettings(), *,
         tags=tags(args, several_pythons=several_pythons),
         offline=args.offline,
         refresh=args.refresh,
+        download_budget=None if getattr(args, "download_budget", None) is None else byte_size(args.download_budget, "--download-budget"),
     )
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def byte_size(text: str, option: str) -> int:
+    """A size as a person writes it: 8GiB, 500MB, 1000000 (bytes)."""
+    number = text.strip().rstrip("bBiIkKmMgGtT ")
+    unit = text.strip()[len(number):].strip().lower()
+    if not number.isdigit() or unit not in _UNITS or int(number) == 0:
+        raise UsageError(f"{option} {text!r}: not a size (a whole number above 0, optionally with B, kB, MB, GB, KiB, MiB or GiB)")
+    return int(number) * _UNITS[unit]
 
 
 def lock_inputs(args: argparse.Namespace, target: Target, stated: Overrides, installed_at: Optional[str] = None) -> LockInputs:
@@ -103,7 +116,7 @@ def lock_inputs(args: argparse.Namespace, target: Target, stated: Overrides, ins
         target=target,
         targets=lock_targets(each),
         indexes=indexes(args, asked.index_options, several_pythons=True),
-        policy=policy(choices, upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep,
+        policy=policy(formats_given(choices, args), upgrade=args.upgrade, pre=args.pre, allow_advisories=tuple(args.allow_advisory), deep=args.deep,
                       cpu=args.cpu),
         installed_at=installed_at,
         system_libraries=probed_here(fleet),
@@ -165,6 +178,16 @@ def pip_configured(target: Target, environ: Mapping[str, str]) -> tuple[PipChoic
         )
         sets.append(dataclasses.replace(found, constraints=constraints))
     return choices, sets
+
+
+def formats_given(choices: PipChoices, args: argparse.Namespace) -> PipChoices:
+    """pip's configured choices with the command's --no-binary and --only-binary applied after them, as
+    pip applies its command line after its configuration."""
+    formats = choices.formats
+    for option in ("no_binary", "only_binary"):
+        for text in getattr(args, option, None) or ():
+            formats = formats.applied(text, no_binary=option == "no_binary", via="--" + option.replace("_", "-"))
+    return dataclasses.replace(choices, formats=formats)
 
 
 def policy(

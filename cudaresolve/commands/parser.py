@@ -49,6 +49,14 @@ def _add_lock_inputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", metavar="PATH", help="the target interpreter: its tags, markers and installed set")
     parser.add_argument("--upgrade", action="store_true", help="do not keep installed versions")
     parser.add_argument("--pre", action="store_true", help="pre-releases may be chosen (as pip's --pre)")
+    parser.add_argument(
+        "--only-binary", metavar="FORMAT", action="append", default=[],
+        help="as pip's: names (or :all:) whose sdists are never taken; --only-binary :all: locks wheels only and builds nothing",
+    )
+    parser.add_argument(
+        "--no-binary", metavar="FORMAT", action="append", default=[],
+        help="as pip's: names (or :all:) whose wheels are never taken (their sdists are, as pip builds them)",
+    )
     parser.add_argument("--allow-advisory", metavar="ID", action="append", default=[], help="accept a known-bad release (repeatable)")
     parser.add_argument(
         "--cpu",
@@ -127,6 +135,10 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
     wheels.add_argument("--implementation", metavar="IMPL", help="cp, pp or py")
     wheels.add_argument("--abi", metavar="TAG", action="append", help="an ABI tag, e.g. cp312 (repeatable)")
     group.add_argument("--offline", action="store_true", help="use only what the cache holds (a miss is an error)")
+    group.add_argument(
+        "--download-budget", metavar="SIZE",
+        help="the most whole files one run downloads together, e.g. 20GiB (default 8GiB); past it the run stops, saying so",
+    )
     group.add_argument("--refresh", action="store_true", help="ignore the cache and fetch again")
     group.add_argument(
         "--torch-index-base",

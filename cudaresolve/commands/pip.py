@@ -30,7 +30,7 @@ from cudaresolve.env.interpreter import Target, target_for
 from cudaresolve.errors import UsageError
 from cudaresolve.host.probe import host_for
 from cudaresolve.index.config import IndexSettings, pip_number
-from cudaresolve.integrations.pip import installs_elsewhere, pip_install_settings, split_install_arguments
+from cudaresolve.integrations.pip import installs_elsewhere, ordered_options, pip_install_settings, split_install_arguments
 from cudaresolve.integrations.pip import run as run_pip
 from cudaresolve.lockfile.pip import constraints_txt
 from cudaresolve.resolve.inputs import Indexes, LockInputs
@@ -119,7 +119,7 @@ def main(words: Sequence[str]) -> int:
         conda = [p for p in lock.packages if p.provided_by]
         if conda:
             # pip would install these dependencies' wheels over conda's libraries: name every pin instead
-            pins = sorted(f"{p.name}=={p.version}" for p in lock.packages if p.wheels)
+            pins = sorted(f"{p.name}=={p.version}" for p in lock.packages if p.files)
             line += ["--no-deps", *pins]
             provided = ", ".join(f"{p.name} ({p.provided_by})" for p in conda)
             say(command.quiet, f"cudaresolve: conda provides {provided}: pip runs with --no-deps and every pin of the lock")
@@ -131,10 +131,16 @@ def pip_lock_inputs(
     command: PipCommand, target: Target, positions: Sequence[tuple[int, str]], options: dict[str, list[str]]
 ) -> LockInputs:
     """The LockInputs pip's install arguments ask for: its requirements, -r and -c files, index
-    options (each one pip has), --upgrade, --pre and --target, and what pip's configuration chooses
-    (its constraints files included); the host is this machine or the host variables."""
+    options (each one pip has), --upgrade, --pre, --no-binary and --only-binary (in their order,
+    after pip's configuration, as pip applies them), --prefer-binary and --target, and what pip's
+    configuration chooses (its constraints files included); the host is this machine or the host
+    variables."""
     environ = dict(os.environ)
     choices, configured = pip_configured(target, environ)
+    formats = choices.formats
+    for option, text in ordered_options(command.arguments[1:], ("--no-binary", "--only-binary")):
+        formats = formats.applied(text, no_binary=option == "--no-binary", via=option)
+    choices = dataclasses.replace(choices, formats=formats, prefer_binary=choices.prefer_binary or "--prefer-binary" in options)
     sets = [from_command_line([text for _, text in positions], PIP_COMMAND_LINE)]
     sets += [read_requirements_file(path, environ) for path in _values(options, "--requirement")]
     sets += configured

@@ -8,6 +8,7 @@ wave of names, not one per file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache, partial
@@ -156,7 +157,25 @@ class PackageIndex:
         return _python_fits(file.requires_python, self.python_version)
 
     def metadata(self, file: ProjectFile) -> CoreMetadata:
-        return core_metadata(self.http, self.cache, file, self.progress)
+        """The file's core metadata; an sdist's as pip prepares it when its PKG-INFO does not give it."""
+        return core_metadata(self.http, self.cache, file, self.progress, build_with=self.pip_index_options())
+
+    def pip_index_options(self) -> list[str]:
+        """pip's options naming these indexes, for the pip that prepares an sdist's metadata (its build
+        requirements come from where the lock's files do)."""
+        config = self.config
+        options = ["--no-index"] if config.no_index or config.index_url is None else ["--index-url", config.index_url]
+        for url in config.extra_index_urls:
+            options += ["--extra-index-url", url]
+        for link in config.find_links:
+            options += ["--find-links", link]
+        for host in config.trusted_hosts:
+            options += ["--trusted-host", host]
+        if config.cert:
+            options += ["--cert", config.cert]
+        if config.client_cert:
+            options += ["--client-cert", config.client_cert]
+        return options
 
     def members(self, file: ProjectFile) -> tuple[str, ...]:
         """The member names of a wheel, from its zip directory (range reads; cached by sha256)."""
@@ -210,10 +229,13 @@ def open_index(
     refresh: bool = False,
     tag_overrides: TagOverrides = TagOverrides(),
     progress: Optional[Progress] = None,
+    download_budget: Optional[int] = None,
 ) -> PackageIndex:
     """The PackageIndex for `config` (an IndexConfig) and the target, caching under the cache dir,
-    within the limits of index/limits.py (`DEFAULT` as it is when called)."""
+    within the limits of index/limits.py (`DEFAULT` as it is when called; `download_budget` over its own)."""
     limits = index_limits.DEFAULT
+    if download_budget is not None:
+        limits = dataclasses.replace(limits, download_budget=download_budget)
     cache = IndexCache(os.path.join(default_cache_dir(environ), "index"), offline=offline, refresh=refresh, limits=limits)
     http = Http(
         timeout=config.timeout,

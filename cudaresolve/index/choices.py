@@ -50,6 +50,7 @@ class Formats:
     no_binary: frozenset[str] = frozenset()
     only_binary: frozenset[str] = frozenset()
     no_binary_via: Optional[str] = None  # the last setting that changed `no_binary`
+    only_binary_via: Optional[str] = None  # the last setting that changed `only_binary`
 
     def wheels_refused(self, name: str) -> bool:
         """Whether pip may not install a wheel of `name` (pip's get_allowed_formats lacks "binary")."""
@@ -59,6 +60,15 @@ class Formats:
         if name in self.no_binary:
             return True
         return ALL not in self.only_binary and ALL in self.no_binary
+
+    def sdists_refused(self, name: str) -> bool:
+        """Whether pip may not build an sdist of `name` (pip's get_allowed_formats lacks "source")."""
+        name = canonicalize_name(name)
+        if name in self.no_binary:
+            return False
+        if name in self.only_binary:
+            return True
+        return ALL in self.only_binary
 
     def applied(self, text: str, *, no_binary: bool, via: str) -> "Formats":
         """These formats after one `no-binary` (or `only-binary`) value, as pip's handle_mutual_excludes edits them."""
@@ -81,8 +91,10 @@ class Formats:
             other.discard(key)
             target.add(key)
         no, only = (target, other) if no_binary else (other, target)
-        changed = no_binary or frozenset(no) != self.no_binary
-        return Formats(frozenset(no), frozenset(only), via if changed else self.no_binary_via)
+        no_changed = no_binary or frozenset(no) != self.no_binary
+        only_changed = not no_binary or frozenset(only) != self.only_binary
+        return Formats(frozenset(no), frozenset(only), via if no_changed else self.no_binary_via,
+                       via if only_changed else self.only_binary_via)
 
 
 @dataclass(frozen=True)

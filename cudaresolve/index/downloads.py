@@ -23,8 +23,14 @@ from cudaresolve.index.pages import ProjectFile
 Progress = Callable[[str, int, Optional[int]], None]  # (filename, bytes done, total or None)
 
 
+class DownloadBudgetSpent(IndexAccessError):
+    """A download would take the command past its download budget (index/limits.py)."""
+
+
 def download(http: Http, file: ProjectFile, progress: Optional[Progress] = None) -> BinaryIO:
-    """The file's bytes in a temporary file (deleted on close), positioned at 0, hash checked."""
+    """The file's bytes in a temporary file (deleted on close), positioned at 0, hash checked; within
+    what is left of the command's download budget."""
+    cap = _within_budget(http, file, download_cap(http, file))
     sink = tempfile.TemporaryFile()
     digest = hashlib.sha256()
 
@@ -35,7 +41,8 @@ def download(http: Http, file: ProjectFile, progress: Optional[Progress] = None)
 
     report = (lambda done, total: progress(file.filename, done, total)) if progress else None
     try:
-        http.download(file.url, _Hashing(), cap=download_cap(http, file), what=f"{file.name} {file.version}", progress=report)
+        received = http.download(file.url, _Hashing(), cap=cap, what=f"{file.name} {file.version}", progress=report)
+        http.count_download(received)
         check_sha256(file, digest.hexdigest())
     except BaseException:
         sink.close()
@@ -70,6 +77,40 @@ def file_sha256(http: Http, cache: IndexCache, file: ProjectFile, progress: Opti
             digest.update(chunk)
     cache.store_blob("sha256", key, digest.hexdigest().encode())
     return digest.hexdigest()
+
+
+def spend(http: Http, count: int, what: str) -> None:
+    """Count `count` bytes about to be read by range (`what`: the file) against the download budget;
+    DownloadBudgetSpent when they do not fit in what is left."""
+    budget = http.limits.download_budget
+    if http.downloaded + count > budget:
+        raise DownloadBudgetSpent(
+            f"{what}: {size_text(count)} more does not fit in what is left of the download budget: "
+            f"{_amount(http.downloaded)} of {size_text(budget)} downloaded already; --download-budget raises it"
+        )
+    http.count_download(count)
+
+
+def _within_budget(http: Http, file: ProjectFile, cap: Cap) -> Cap:
+    """`cap`, lowered to what is left of the download budget; DownloadBudgetSpent when the file's
+    stated size does not fit in it, or nothing is left."""
+    budget = http.limits.download_budget
+    left = budget - http.downloaded
+    if left <= 0 or (file.size is not None and file.size > left):
+        size = "" if file.size is None else f" ({size_text(file.size)})"
+        raise DownloadBudgetSpent(
+            f"{file.filename}{size} does not fit in what is left of the download budget: "
+            f"{_amount(http.downloaded)} of {size_text(budget)} downloaded already; --download-budget raises it"
+        )
+    return cap if cap.bytes <= left else Cap(left, f"what is left of the download budget of {size_text(budget)}")
+
+
+def _amount(count: int) -> str:
+    """Bytes downloaded, as a person reads them: 7.3 GB, 512 MB, 20 kB."""
+    for unit, name in ((10**9, "GB"), (10**6, "MB"), (10**3, "kB")):
+        if count >= unit:
+            return f"{count / unit:.1f} {name}"
+    return f"{count} bytes"
 
 
 def download_cap(http: Http, file: ProjectFile) -> Cap:

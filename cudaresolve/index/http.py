@@ -104,6 +104,12 @@ class Http:
         self._watchdog = _Watchdog()
         self.bytes_received = 0
         self.requests_made = 0
+        self.downloaded = 0  # bytes of whole files downloaded, against limits.download_budget
+
+    def count_download(self, count: int) -> None:
+        """Add `count` bytes of a whole-file download to what the budget has spent (fetch threads share it)."""
+        with self._lock:
+            self.downloaded += count
 
     @property
     def session(self) -> requests.Session:

@@ -49,8 +49,16 @@ class Limits:
     # A download whose size nobody states: above the largest wheels published (torch's CUDA builds
     # on PyTorch's index reach 2.5 GB; cudnn 9: 717 MB). Streamed to a temporary file, never memory.
     download_bytes: int = 4 * GiB
+    # Whole files one command downloads, together (wheels read for their binary facts, with --deep
+    # every chosen one; files whose metadata or hash is had no other way): checked before each
+    # download, so a lock that would read release after release stops with a message instead of
+    # downloading without end. A torch 2.x CUDA set read in full is about 4 GB.
+    download_budget: int = 8 * GiB
     # An sdist's tar stream read while looking for its PKG-INFO, uncompressed (a gzip bomb stops here).
     sdist_bytes: int = 1 * GiB
+    # An sdist whose dependencies only a build gives: pip must have prepared its metadata within this
+    # (a pure-Python sdist takes seconds; setting up the isolated build environment most of them).
+    build_seconds: float = 300.0
     # Time: a request must have its answer's headers within `request_seconds` (or pip's timeout when
     # that is longer), then keep an average of `min_bytes_per_second`: a request may take
     # request_seconds + bytes received / min_bytes_per_second in all. The socket timeout alone never

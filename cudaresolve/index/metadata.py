@@ -11,16 +11,19 @@ CRC-32 when it is read to the end, so the only code here is which bytes to ask f
 and the member read are each one request (the member's compressed size is known from the central
 directory before it is opened), so a wheel's metadata costs two requests whatever its size.
 
-sdists: only a `PKG-INFO` of Metadata-Version >= 2.2 whose `Requires-Dist` is not listed as
-dynamic is used. Nothing is ever built and no code from a package is run.
+sdists: a `PKG-INFO` of Metadata-Version >= 2.2 whose `Requires-Dist` is not listed as dynamic is
+used as it is, read from the archive (bounded, nothing extracted to disk). Any other sdist's
+metadata is prepared by pip (index/builds.py) when the caller allows it, which runs its code.
 """
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import hashlib
 import io
 import json
+import os
 import urllib.parse
 import zipfile
 import zlib
@@ -30,9 +33,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Optional, cast
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.binary.wheel import DirectoryTooLarge, open_zip
+from cudaresolve.index.builds import prepared_metadata
 from cudaresolve.index.cache import IndexCache, OfflineMiss
-from cudaresolve.index.downloads import Progress, download
+from cudaresolve.index.downloads import Progress, download, spend
 from cudaresolve.index.http import Cap, Http, IndexAccessError, LimitExceeded, local_path
 from cudaresolve.index.limits import Limits, size_text
 from cudaresolve.index.pages import ProjectFile
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
 # METADATA 155 KB from the end, so 65 KiB took three requests where 272 KB takes one.
 TAIL_MIN, TAIL_MAX, TAIL_FRACTION = 65 * 1024, 1 << 20, 64
 MEMBER_SLACK = 1024  # local header name + extra field beyond what the central directory says
+WINDOW = 8 << 20  # a wheel's members read by range: fetched this much at a time (one request per 8 MiB)
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,7 @@ class CoreMetadata:
     requires_dist: tuple[str, ...]
     requires_python: Optional[str]
     provides_extra: tuple[str, ...]
-    how: str  # "pep658", "range", "download", "cache", "local"
+    how: str  # "pep658", "range", "download", "cache", "local", "build"
 
 
 class MetadataUnavailable(IndexAccessError):
@@ -66,9 +72,12 @@ class MetadataUnavailable(IndexAccessError):
 
 
 def core_metadata(
-    http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None
+    http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None,
+    build_with: Optional[list[str]] = None,
 ) -> CoreMetadata:
-    """The core metadata of `file`, from the cache, PEP 658, range reads or a full download.
+    """The core metadata of `file`, from the cache, PEP 658, range reads or a full download; for an
+    sdist whose PKG-INFO does not give its dependencies, as pip prepares it, given pip's index
+    options `build_with` (None: such an sdist's metadata is unavailable).
 
     A cached entry that does not parse, or describes another file, is discarded and fetched again."""
     key = _cache_key(file)
@@ -90,7 +99,12 @@ def core_metadata(
                 cache.discard("metadata", key)
         if cache.offline:
             raise OfflineMiss(f"--offline: the metadata of {file.filename} is not in the cache")
-    raw, how = _fetch(http, cache, file, progress)
+    try:
+        raw, how = _fetch(http, cache, file, progress)
+    except MetadataUnavailable:
+        if file.is_wheel or build_with is None:
+            raise
+        raw, how = prepared_metadata(http, file, build_with, progress), "build"
     fields = _parsed(raw, file)
     parsed = _checked(fields, file, how)
     if key is not None:
@@ -230,6 +244,33 @@ def _ranged(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> Opti
     ranged = _RangeFile(http, file.url, size, what)
     ranged.add(size - len(reply.body), reply.body)
     return ranged
+
+
+def ranged_wheel(http: Http, cache: IndexCache, file: ProjectFile) -> Optional[tuple[BinaryIO, float]]:
+    """The remote wheel `file` as a seekable stream of range reads, with the share of its bytes its
+    shared objects hold (by its zip directory). The stream fetches what is read in windows of at
+    most WINDOW bytes that end where the next member begins, holding only the file's tail (its zip
+    directory) and the last window, each counted against the download budget. None for a local
+    file, a host that does not do ranges, or a directory that does not read (the download then
+    says why). Members read through it are checked by their CRC-32, not the file by its sha256."""
+    if file.url.startswith("file:") or not file.is_wheel:
+        return None
+    host = urllib.parse.urlsplit(file.url).netloc
+    if cache.refuses_ranges(host):
+        return None
+    ranged = _ranged(http, cache, file, host)
+    if ranged is None:
+        return None
+    spend(http, ranged.size - ranged.tail_start, file.filename)  # its tail, against the budget as every window
+    try:
+        with open_zip(cast(BinaryIO, ranged), http.limits.central_directory_bytes) as archive:
+            infos = archive.infolist()
+            directory = archive.start_dir
+    except (DirectoryTooLarge, zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
+        return None
+    shared = sum(info.compress_size for info in infos if is_shared_object_name(os.path.basename(info.filename)))
+    ranged.window, ranged.stops = WINDOW, sorted({info.header_offset for info in infos} | {directory})
+    return cast(BinaryIO, ranged), shared / max(1, ranged.size)
 
 
 def wheel_members(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None) -> tuple[str, ...]:
@@ -422,7 +463,7 @@ def _static_pkg_info(raw: bytes, file: ProjectFile) -> bytes:
     if not recent or "requires-dist" in dynamic:
         why = f"Metadata-Version {version}" if not recent else "Requires-Dist is dynamic"
         raise MetadataUnavailable(
-            f"{file.filename}: the sdist's dependencies are not static ({why}); cudaresolve never builds sdists"
+            f"{file.filename}: the sdist's dependencies are not static ({why}); only a build gives them"
         )
     return raw
 
@@ -444,6 +485,8 @@ class _RangeFile(io.RawIOBase):
         self._http, self._url, self._size, self._what = http, url, size, what
         self._regions: list[tuple[int, bytes]] = []  # (start, data), non-overlapping in practice
         self._position = 0
+        self.window = 0  # 0: fetch exactly what is missing; else up to this much, keeping only the first region and the last window
+        self.stops: list[int] = []  # where a window ends at the latest (the members' starts), sorted
 
     def add(self, start: int, data: bytes) -> None:
         self._regions.append((start, data))
@@ -473,7 +516,11 @@ class _RangeFile(io.RawIOBase):
             return b""
         data = self._find(self._position, end - self._position)
         if data is None:
-            self._fetch(self._position, end)
+            fetched = max(end, min(self._size, self._position + self.window, self._stop_after(self._position)))
+            if self.window:
+                del self._regions[1:]  # the tail (the zip directory) stays, the windows read before go
+                spend(self._http, fetched - self._position, self._what)
+            self._fetch(self._position, fetched)
             data = self._find(self._position, end - self._position)
             assert data is not None
         self._position = end
@@ -484,6 +531,20 @@ class _RangeFile(io.RawIOBase):
         data = self.read(len(view))
         view[: len(data)] = data
         return len(data)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def tail_start(self) -> int:
+        """Where the first region added (the file's tail) begins."""
+        return self._regions[0][0]
+
+    def _stop_after(self, position: int) -> int:
+        """The first stop after `position` (the file's end when none)."""
+        at = bisect.bisect_right(self.stops, position)
+        return self.stops[at] if at < len(self.stops) else self._size
 
     def _find(self, start: int, length: int) -> Optional[bytes]:
         for region_start, data in self._regions:

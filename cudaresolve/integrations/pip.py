@@ -154,6 +154,23 @@ def split_install_arguments(arguments: Sequence[str]) -> tuple[list[tuple[int, s
     not take (unknown, ambiguous, a value missing or given to a flag) is a UsageError."""
     requirements: list[tuple[int, str]] = []
     options: dict[str, list[str]] = {}
+    for position, name, value in _read_install_arguments(arguments):
+        if name is None:
+            requirements.append((position, value))
+        else:
+            options.setdefault(name, []).append(value)
+    return requirements, options
+
+
+def ordered_options(arguments: Sequence[str], names: Sequence[str]) -> list[tuple[str, str]]:
+    """The (option, value) pairs of `names` (long names) in the order pip's parser meets them, which
+    matters where one option edits what another set (--no-binary and --only-binary)."""
+    return [(name, value) for _, name, value in _read_install_arguments(arguments) if name is not None and name in names]
+
+
+def _read_install_arguments(arguments: Sequence[str]) -> list[tuple[int, Optional[str], str]]:
+    """(position, long option name, value) per option and (position, None, word) per requirement, in order."""
+    found: list[tuple[int, Optional[str], str]] = []
     position = 0
 
     def value_at(name: str, position: int) -> str:
@@ -164,7 +181,7 @@ def split_install_arguments(arguments: Sequence[str]) -> tuple[list[tuple[int, s
     while position < len(arguments):
         word = arguments[position]
         if word == "--":
-            requirements += [(i, w) for i, w in enumerate(arguments[position + 1 :], position + 1)]
+            found += [(i, None, w) for i, w in enumerate(arguments[position + 1 :], position + 1)]
             break
         if word.startswith("--"):
             given, equals, value = word.partition("=")
@@ -174,23 +191,23 @@ def split_install_arguments(arguments: Sequence[str]) -> tuple[list[tuple[int, s
                 value = value_at(name, position)
             elif equals and not takes_value:
                 raise UsageError(f"pip install option {name} takes no value ({word})")
-            options.setdefault(name, []).append(value)
+            found.append((position, name, value))
         elif word.startswith("-") and word != "-":
             for at in range(1, len(word)):  # a cluster of short options: -Uq, -rFILE, -Ur FILE
                 if "-" + word[at] not in _SPELLINGS:
                     raise UsageError(f"pip install option -{word[at]} (in {word}) is not one cudaresolve knows")
                 name, takes_value = _SPELLINGS["-" + word[at]]
                 if not takes_value:
-                    options.setdefault(name, []).append("")
+                    found.append((position, name, ""))
                     continue
                 if at + 1 < len(word):
                     value = word[at + 1 :]
                 else:
                     position += 1
                     value = value_at(name, position)
-                options.setdefault(name, []).append(value)
+                found.append((position, name, value))
                 break
         else:
-            requirements.append((position, word))
+            found.append((position, None, word))
         position += 1
-    return requirements, options
+    return found

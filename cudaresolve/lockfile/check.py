@@ -25,6 +25,7 @@ from cudaresolve.lockfile.fields import (
     name,
     provider,
     requires_python,
+    sdist_filename,
     sha256,
     shown,
     size,
@@ -32,7 +33,7 @@ from cudaresolve.lockfile.fields import (
     version,
     wheel_filename,
 )
-from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, LockedWheel, MajorDecision
+from cudaresolve.resolve.lock import Decision, Fork, Lock, LockedPackage, LockedSdist, LockedWheel, MajorDecision
 from cudaresolve.resolve.reasons import CandidateRef
 
 T = TypeVar("T")
@@ -88,7 +89,7 @@ def checked(lock: Lock, origin: str = "the lock to write") -> Lock:
 
 
 def _checked_package(package: LockedPackage, rule: _Rules) -> LockedPackage:
-    """A package entry: its name, version, wheels, index, marker, reason and conda provider."""
+    """A package entry: its name, version, wheels, sdist, index, marker, reason and conda provider."""
     dist = rule(name, package.name, "name")
     pinned = None if package.version is None else Version(rule(version, str(package.version), "version", dist))
     if pinned is None and package.other_source is None:
@@ -96,12 +97,14 @@ def _checked_package(package: LockedPackage, rule: _Rules) -> LockedPackage:
     wheels = tuple(_checked_wheel(wheel, dist, pinned, rule) for wheel in package.wheels)
     if len({wheel.filename for wheel in wheels}) < len(wheels):
         raise LockFileError(f"{rule.origin}: wheels.name (package {dist}): one file named twice")
+    sdist = None if package.sdist is None else _checked_sdist(package.sdist, dist, pinned, rule)
     return replace(
         package,
         name=dist,
         version=pinned,
         index=rule.optional(url, package.index, "index", dist),
         wheels=wheels,
+        sdist=sdist,
         marker=rule.optional(marker, package.marker, "marker", dist),
         reason=rule(reasons.checked_reason, package.reason, "reason", dist),
         provided_by=rule.optional(provider, package.provided_by, "provided-by", dist),
@@ -116,6 +119,17 @@ def _checked_wheel(wheel: LockedWheel, dist: str, pinned: Optional[Version], rul
         url=rule(url, wheel.url, "wheels.url", dist),
         sha256=rule.optional(sha256, wheel.sha256, "wheels.hashes.sha256", dist),
         size=rule.optional(size, wheel.size, "wheels.size", dist),
+    )
+
+
+def _checked_sdist(sdist: LockedSdist, dist: str, pinned: Optional[Version], rule: _Rules) -> LockedSdist:
+    """The sdist of package `dist`: its file name (of that name and version), URL, digest and size."""
+    named = functools.partial(sdist_filename, package=dist, package_version=str(pinned or ""))
+    return LockedSdist(
+        filename=rule(named, sdist.filename, "sdist.name", dist),
+        url=rule(url, sdist.url, "sdist.url", dist),
+        sha256=rule.optional(sha256, sdist.sha256, "sdist.hashes.sha256", dist),
+        size=rule.optional(size, sdist.size, "sdist.size", dist),
     )
 
 

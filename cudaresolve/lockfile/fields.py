@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from cudaresolve.errors import UsageError
@@ -217,6 +224,20 @@ def wheel_filename(value: Any, package: str, package_version: str) -> str:
         raise Invalid(f"{shown(text)} is not a wheel file name") from None
     if found != canonicalize_name(package):
         raise Invalid(f"{shown(text)} is a wheel of {found}, not of {package}")
+    if package_version and found_version != Version(package_version):
+        raise Invalid(f"{shown(text)} is version {found_version}, not {package_version}")
+    return text
+
+
+def sdist_filename(value: Any, package: str, package_version: str) -> str:
+    """An sdist's file name (.tar.gz or .zip) whose name and version are the package's."""
+    text = _no_controls(_string(value, MAX_NAME))
+    try:
+        found, found_version = parse_sdist_filename(text)
+    except (InvalidSdistFilename, InvalidVersion):
+        raise Invalid(f"{shown(text)} is not an sdist file name") from None
+    if found != canonicalize_name(package):
+        raise Invalid(f"{shown(text)} is an sdist of {found}, not of {package}")
     if package_version and found_version != Version(package_version):
         raise Invalid(f"{shown(text)} is version {found_version}, not {package_version}")
     return text

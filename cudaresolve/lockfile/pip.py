@@ -40,10 +40,10 @@ def _index_lines(lock: Lock) -> list[str]:
     if not lines:
         lines.append("--no-index")
     links = [
-        _parent_url(wheel.url)
+        _parent_url(file.url)
         for p in sorted(lock.packages, key=lambda p: p.name)
         if not p.index
-        for wheel in p.wheels
+        for file in p.files
     ]
     lines += [f"--find-links {link}" for link in dict.fromkeys(links)]
     return lines
@@ -69,8 +69,8 @@ def _one_target(lock: Lock, origin: str) -> None:
 
 
 def _wheels_only(lock: Lock, origin: str) -> None:
-    """pip's files pin wheels: an entry with only an sdist, VCS, directory or archive source would
-    let pip fetch and build something no hash of the lock covers."""
+    """pip's files pin files by hash: another tool's entry with only an sdist, VCS, directory or
+    archive source would let pip fetch and build something no hash of the lock covers."""
     _one_target(lock, origin)
     for package in lock.packages:
         if package.other_source is not None:
@@ -137,9 +137,9 @@ def requirements_txt(lock: Lock, origin: str = "the lock to write") -> str:
     lines += _index_lines(lock)
     for package in wheel_entries(lock):
         lines.append(_pin(package) + " \\")
-        hashes = sorted({sha256_of(package, wheel, origin) for wheel in package.wheels})
+        hashes = sorted({sha256_of(package, file, origin) for file in package.files})  # an sdist: pip builds it
         lines += [f"    --hash=sha256:{digest}" + (" \\" if i < len(hashes) - 1 else "") for i, digest in enumerate(hashes)]
     for package in sorted(lock.packages, key=lambda p: p.name):
-        if not package.wheels and package.provided_by is None:
+        if not package.files and package.provided_by is None:
             lines.append(f"# kept installed, no file to hash: {_pin(package)}")
     return _text(lines + _conda_comments(lock), origin)

@@ -46,6 +46,7 @@ from cudaresolve.resolve.lock import (
     Fork,
     Lock,
     LockedPackage,
+    LockedSdist,
     LockedWheel,
     MajorDecision,
     OtherSource,
@@ -322,6 +323,14 @@ def _read_package(reader: _Reader, where: str, entry: dict[str, Any], base: str,
     direct = [key for key in others if key != "sdist"]
     if wheels and direct:
         raise reader.fail(where, f"wheels together with {direct[0]} (PEP 751 allows one or the other)", name)
+    sdist = None
+    if "sdist" in entry and reason is not None and reason.kind is not ReasonKind.OTHER_SOURCE:
+        sdist = _read_sdist(reader, f"{where}.sdist", entry["sdist"], base, name, version or "")  # our own: pip builds it
+    if not wheels and sdist is not None:
+        assert reason is not None  # an sdist is read for our own entries only
+        if version is None:
+            raise reader.fail(f"{where}.version", "missing", name)
+        return LockedPackage(name, Version(version), index, (), marker, reason, sdist=sdist)
     if not wheels:
         if not others:
             raise reader.fail(where, "no source (wheels, sdist, archive, directory or vcs)", name)
@@ -344,7 +353,32 @@ def _read_package(reader: _Reader, where: str, entry: dict[str, Any], base: str,
         if named.count(filename) > 1:
             raise reader.fail(f"{wheel_where}.name", f"{fields.shown(filename)} named twice in one entry", name)
     why = reason or Reason(ReasonKind.UNRECORDED)
-    return LockedPackage(name, Version(version), index, tuple(read), marker, why)
+    return LockedPackage(name, Version(version), index, tuple(read), marker, why, sdist=sdist)
+
+
+def _read_sdist(reader: _Reader, where: str, table: dict[str, Any], base: str, name: str, version: str) -> LockedSdist:
+    """A [packages.sdist] table of our own lock: its file, with the sha256 pip's hash-checking needs."""
+    url = reader.field(table, "url", where, fields.url, package=name)
+    local = reader.field(table, "path", where, fields.path, package=name)
+    if url is None and local is None:
+        raise reader.fail(where, "needs url or path", name)
+    if url is None:
+        assert local is not None
+        try:
+            url = fields.url(Path(base, local).resolve().as_uri())
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise reader.fail(f"{where}.path", f"cannot be made a file URL ({exc})", name) from None
+    filename = table.get("name")
+    if filename is None:
+        filename = urllib.parse.unquote((local or urllib.parse.urlsplit(url).path).replace("\\", "/").rsplit("/", 1)[-1])
+    try:
+        filename = fields.sdist_filename(filename, name, version)
+    except fields.Invalid as exc:
+        raise reader.fail(f"{where}.name", str(exc), name) from None
+    hashes = reader.get(table, "hashes", where, dict, required=True, package=name)
+    sha256 = reader.field(hashes, "sha256", f"{where}.hashes", fields.sha256, required=True, package=name)
+    size = reader.field(table, "size", where, fields.size, package=name)
+    return LockedSdist(filename=filename, url=url, sha256=sha256, size=size)
 
 
 def _read_wheel(reader: _Reader, where: str, wheel: dict[str, Any], base: str, name: str, version: str) -> LockedWheel:

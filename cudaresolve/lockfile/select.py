@@ -106,9 +106,12 @@ def select(lock: Lock, environment: Mapping[str, str], tags: Sequence[Tag], targ
             raise LockFileError(f"{origin}: packages (package {package.name}): two entries hold for {target}, "
                                 f"{chosen[package.name].version} and {package.version}")
         if not package.wheels:
-            chosen[package.name] = package  # kept installed, conda's, or another source: as it is
+            chosen[package.name] = package  # kept installed, conda's, an sdist or another source: as it is
             continue
         ranked = sorted((rank, i) for i, wheel in enumerate(package.wheels) if (rank := _rank(wheel, order)) is not None)
+        if not ranked and package.sdist is not None:
+            chosen[package.name] = replace(package, wheels=())  # no wheel fits this target: pip builds the sdist
+            continue
         if not ranked:
             unfit.append(NoFittingWheel(target, package.name, package.version, tuple(w.filename for w in package.wheels), tuple(tags)))
             continue

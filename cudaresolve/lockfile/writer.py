@@ -13,7 +13,7 @@ fields, reasons, pylock's constants).
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol
+from typing import Any, Protocol, Union
 
 from packaging.version import Version
 
@@ -21,7 +21,7 @@ from cudaresolve.lockfile import reasons
 from cudaresolve.lockfile.check import checked
 from cudaresolve.lockfile.fields import LockFileError
 from cudaresolve.lockfile.pylock import LOCK_VERSION, TOOL
-from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel, ReasonKind
+from cudaresolve.resolve.lock import Lock, LockedPackage, LockedSdist, LockedWheel, ReasonKind
 from cudaresolve.resolve.reasons import MajorRejection, Rejection
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -100,21 +100,22 @@ def _table(path: str, mapping: dict[str, Any], array: bool = False) -> list[str]
 
 
 def wheel_entries(lock: Lock) -> list[LockedPackage]:
-    """Packages with wheels, each one [[packages]] entry, sorted by name, version and marker (a
-    universal lock has several entries of one name, each with its marker). `lock` is a checked
-    one: its names are canonical."""
-    entries = [package for package in lock.packages if package.wheels]
+    """Packages with wheels or an sdist, each one [[packages]] entry, sorted by name, version and
+    marker (a universal lock has several entries of one name, each with its marker). `lock` is a
+    checked one: its names are canonical."""
+    entries = [package for package in lock.packages if package.files]
     return sorted(entries, key=lambda p: (p.name, p.version or Version("0"), p.marker or ""))
 
 
-def sha256_of(package: LockedPackage, wheel: LockedWheel, origin: str) -> str:
-    """The wheel's digest, which PEP 751 and pip's hash-checking mode both require."""
-    if not wheel.sha256:
+def sha256_of(package: LockedPackage, file: Union[LockedWheel, LockedSdist], origin: str) -> str:
+    """The file's digest, which PEP 751 and pip's hash-checking mode both require."""
+    if not file.sha256:
+        key = "wheels" if isinstance(file, LockedWheel) else "sdist"
         raise LockFileError(
-            f"{origin}: wheels.hashes.sha256 (package {package.name}): {wheel.filename} has no sha256, "
+            f"{origin}: {key}.hashes.sha256 (package {package.name}): {file.filename} has no sha256, "
             "which PEP 751 and pip's hash-checking need"
         )
-    return wheel.sha256
+    return file.sha256
 
 
 class Words(Protocol):
@@ -163,14 +164,19 @@ def pylock_toml(lock: Lock, words: Words) -> str:
             lines.append(f"marker = {_string(package.marker)}")
         if package.index:
             lines.append(f"index = {_string(package.index)}")
-        lines.append("wheels = [")
-        for wheel in package.wheels:  # in the lock's order (merged() sorts them by file name)
-            entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, wheel, origin)}}
-            lines.append(f"    {_value(entry)},")
-        lines.append("]")
+        if package.wheels:
+            lines.append("wheels = [")
+            for wheel in package.wheels:  # in the lock's order (merged() sorts them by file name)
+                entry = {"name": wheel.filename, "url": wheel.url, "size": wheel.size, "hashes": {"sha256": sha256_of(package, wheel, origin)}}
+                lines.append(f"    {_value(entry)},")
+            lines.append("]")
+        if package.sdist is not None:
+            sdist = package.sdist
+            table = {"name": sdist.filename, "url": sdist.url, "size": sdist.size, "hashes": {"sha256": sha256_of(package, sdist, origin)}}
+            lines += ["", "[packages.sdist]"] + [_line(key, value) for key, value in table.items() if value is not None]
         if package.reason.kind is not ReasonKind.UNRECORDED:
             lines += ["", f"[packages.tool.{TOOL}]"] + _reason_lines(package, words)
-    kept = sorted((p for p in lock.packages if not p.wheels), key=lambda p: (p.name, str(p.version)))
+    kept = sorted((p for p in lock.packages if not p.files), key=lambda p: (p.name, str(p.version)))
     tool: dict[str, Any] = {"index-urls": list(lock.index_urls)}
     tool["hosts"] = [{"label": label, "facts": facts} for label, facts in zip(lock.host_labels, lock.hosts)]
     if not kept:

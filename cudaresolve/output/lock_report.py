@@ -11,7 +11,7 @@ lockfile/reasons.py (the records' tables), lockfile/select.py (its refusals), lo
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 from packaging.utils import canonicalize_name
 
@@ -26,7 +26,7 @@ from cudaresolve.output.lock_words import ENVIRONMENT, candidate
 from cudaresolve.output.progress import counted
 from cudaresolve.resolve.causes import Cause, Conflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.check import Skipped
-from cudaresolve.resolve.lock import Fork, Lock, LockedPackage, LockedWheel, Reason, ReasonKind
+from cudaresolve.resolve.lock import Fork, Lock, LockedPackage, LockedSdist, LockedWheel, Reason, ReasonKind
 from cudaresolve.resolve.reasons import MajorRejection, Need, Origin, Rejection
 from cudaresolve.resolve.targets import LockTarget, target_marker
 
@@ -132,6 +132,7 @@ def render_json(lock: Lock, seconds: float, targets: Sequence[LockTarget] = ()) 
                 "index": p.index,
                 "wheel": None if not p.wheels else _wheel_json(p.wheels[0]),
                 "wheels": [_wheel_json(wheel) for wheel in p.wheels],
+                "sdist": None if p.sdist is None else _wheel_json(p.sdist),
                 "marker": p.marker,
                 "reason": lock_words.reason(p),
                 "why": plain(p.reason, dashes=False),
@@ -207,8 +208,8 @@ def _major_json(rejection: MajorRejection) -> dict[str, Any]:
     return {"reason": lock_words.major_rejection(rejection), **major_rejection_table(rejection, dashes=False)}
 
 
-def _wheel_json(wheel: LockedWheel) -> dict[str, Any]:
-    return {"filename": wheel.filename, "url": wheel.url, "sha256": wheel.sha256, "size": wheel.size}
+def _wheel_json(file: Union[LockedWheel, LockedSdist]) -> dict[str, Any]:
+    return {"filename": file.filename, "url": file.url, "sha256": file.sha256, "size": file.size}
 
 
 def render_why(lock: Lock, name: str) -> Optional[str]:

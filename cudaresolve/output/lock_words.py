@@ -100,12 +100,14 @@ def reason(package: LockedPackage) -> str:
         base = why.build.evidence if why.build else "the newest release that fits"
     if why.extras:
         base += f", with [{','.join(why.extras)}]"
-    note = _note(why) if package.wheels else None
+    note = _note(why) if package.files else None
     parts = [note, base] if note else [base]
     parts += [f"within pip's constraint at {constrained_at(origin)}" for origin in why.origins if isinstance(origin, Constrained)]
     parts += [f"needed by {installed_consumer(origin)}" for origin in why.origins if isinstance(origin, RequiredBy) and origin.installed]
     if why.prerelease:
         parts.append(PRERELEASE[why.prerelease])
+    if package.sdist is not None and not package.wheels:
+        parts.append("no wheel for the target: pip builds its sdist, running its code")
     return "; ".join(parts)
 
 
@@ -167,9 +169,11 @@ def major_rejection(rejected: MajorRejection) -> str:
 def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
     """The facts that set `of` (a candidate, or a CUDA major when None) aside, in one line."""
     if isinstance(found, SdistOnly):
-        return "no wheel for this interpreter, only an sdist (cudaresolve builds none)"
+        if found.via is not None:
+            return f"no wheel for this interpreter, only an sdist, which pip's only-binary (from {found.via}) refuses"
+        return "no wheel for this interpreter, only an sdist, and a build from source of a CUDA package is not judged"
     if isinstance(found, NoBinary):
-        return f"pip's no-binary (from {found.via}) refuses its wheels, and cudaresolve locks no sdists"
+        return f"pip's no-binary (from {found.via}) refuses its wheels, and it has no sdist"
     if isinstance(found, RequiresPython):
         return f"requires Python {found.specifier}"
     if isinstance(found, PreReleaseNotAllowed):

@@ -4,11 +4,14 @@ installed distribution kept as it is.
 
 `CandidateFinder` lists a name's candidates best first and records, for `--explain`, every one it
 set aside and why, as Rejection records (requires-python and tags are the index's business; here:
-yanked, a build that does not run on a host, an sdist that is not locked).
+yanked, a build that does not run on a host, an sdist that is not locked). A release with no wheel
+for the target is its sdist, as pip takes it, unless pip's only-binary refuses it or the name is a
+CUDA package the knowledge tables describe (a build from source would be judged by nothing).
 
-May import: arch, checks/builds (which CUDA a release is built for), env distributions, host facts,
-index/, knowledge/ (components, toolkit_pins, torch, wheel_facts), verdicts/rules, versions, resolve/
-(conda, fit, reasons).
+May import: arch, checks/builds (which CUDA a release is built for), checks/arch_coverage (whether a
+table row's device code runs on a host, as the doctor judges it), env distributions, host facts,
+index/, knowledge/ (components, cupy, toolkit_pins, torch, wheel_facts), verdicts/rules, versions,
+resolve/ (conda, fit, reasons).
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from cudaresolve.arch import PtxTarget
+from cudaresolve.checks.arch_coverage import runs_on_host
 from cudaresolve.checks.builds import CudaBuild, component_builds, cpu_only_default_build, framework_build
 from cudaresolve.env.distributions import Distribution
+from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex, wheel_tags
 from cudaresolve.index.choices import Formats
 from cudaresolve.index.pages import ProjectFile
-from cudaresolve.knowledge import components, toolkit_pins, torch, wheel_facts
+from cudaresolve.knowledge import components, cupy, toolkit_pins, torch, wheel_facts
 from cudaresolve.resolve.conda import CondaProvider
 from cudaresolve.resolve.fit import floor_rejection, jetson_rejection, rejection
 from cudaresolve.resolve.reasons import (
@@ -99,6 +104,8 @@ class CandidateFinder:
         cuda_pin: Optional[CudaVersion] = None,
         formats: Optional[Formats] = None,
         cpu_wanted: frozenset[str] = frozenset(),
+        prefer_binary: bool = False,
+        environment: Optional[Environment] = None,
     ):
         self.index = index
         self.hosts = list(hosts)
@@ -108,7 +115,10 @@ class CandidateFinder:
         self.conda = conda or {}  # wheel name -> the conda package providing its library in the prefix
         self.asked = asked  # names the user asked for: the only wheels that may shadow a conda library
         self.cuda_pin = cuda_pin  # the prefix's cuda-version: builds for no newer CUDA are preferred
-        self.formats = formats or Formats()  # pip's no-binary: a name whose wheels pip may not install has no candidate
+        self.formats = formats or Formats()  # pip's no-binary and only-binary: which of a name's wheels and sdists are candidates
+        self.prefer_binary = prefer_binary
+        self.environment = environment  # the installed set, against which a table row's device code is judged
+        self._fit: dict[Candidate, int] = {}
         self.rejections = Rejections()
         self._major: Optional[int] = None
         self._major_rejections = Rejections()  # set aside for the major being tried, not for good
@@ -190,7 +200,7 @@ class CandidateFinder:
             self.prefetch([name])
         pages = self._pages[name]
         best: dict[Version, ProjectFile] = {}
-        sdists: set[Version] = set()
+        sdists: dict[Version, ProjectFile] = {}
         listed: dict[Version, list[ProjectFile]] = {}
         for variant in self._variants(name):
             # a variant index serves only its own builds of the torch family
@@ -199,39 +209,51 @@ class CandidateFinder:
                 listed.setdefault(file.version, []).append(file)
             for file in self.index.installable(files):
                 if not file.is_wheel:
-                    sdists.add(file.version)
+                    sdists.setdefault(file.version, file)
                     continue
                 best.setdefault(file.version, file)  # installable() lists the best tag first
+        no_binary: set[Version] = set()
+        if self.formats.wheels_refused(name):
+            no_binary = set(best) - set(sdists)
+            for version in no_binary:
+                self.rejections.add(Rejection(CandidateRef(name, version), NoBinary(self.formats.no_binary_via or "")))
+            best = {}
+        refused = self._sdist_refused(name)
         for version in sorted(set(listed) - set(best), reverse=True):
             why: Union[SdistOnly, RequiresPython, NoWheel]
+            if version in sdists and refused is None:
+                best[version] = sdists[version]  # as pip takes it: built when its metadata is not static
+                continue
             if version in sdists:
-                why = SdistOnly()
+                assert refused is not None
+                why = refused
+            elif version in no_binary:
+                continue  # set aside above
             elif not any(self.index.fits_python(f) for f in listed[version]):
                 why = RequiresPython(str(listed[version][0].requires_python))
             else:
                 why = NoWheel()
             self.rejections.add(Rejection(CandidateRef(name, version), why))
+        best = dict(sorted(best.items(), reverse=True))
         for version, file in best.items():
             if file.yanked is not None:
                 self.rejections.add(Rejection(CandidateRef(name, version), Yanked(file.yanked)))
         found = []
         conda = self.conda.get(name)
-        if self.formats.wheels_refused(name):
-            for version in best:
-                self.rejections.add(Rejection(CandidateRef(name, version), NoBinary(self.formats.no_binary_via or "")))
-            best = {}
         cpu_on_machine = self._cpu_only_on_machine(name, best)
         for version, file in best.items():
             cpu = cpu_on_machine.get(version)
             candidate = Candidate(name, version, file, build=None if cpu else cuda_build(name, version), cpu_only=cpu)
-            reason = (self._does_not_run(candidate) or self._cpu_set_aside(candidate)
+            reason = (self._does_not_run(candidate) or self._known_misfit(candidate) or self._cpu_set_aside(candidate)
                       or (conda.shadows() if conda is not None and name not in self.asked else None))
             if reason:
                 self.rejections.add(Rejection(candidate.ref, reason))
                 continue
             found.append(candidate)
         found.sort(key=lambda c: _preference(c, self.cuda_pin, name in self.cpu_wanted, native=self._native(c),
-                                             known=self.device_code_known(c)), reverse=True)
+                                             fit=self.device_code_fit(c)), reverse=True)
+        if self.prefer_binary:  # pip's prefer-binary: any wheel before any sdist, the order kept within each
+            found.sort(key=lambda c: c.file is not None and c.file.is_wheel, reverse=True)
         if conda is not None and conda.same_component:
             package = conda.package
             found.insert(0, Candidate(name, package.version, None, package, build=cuda_build(name, package.version)))
@@ -246,6 +268,17 @@ class CandidateFinder:
             else:
                 found.insert(0, current)
         return tuple(found)
+
+    def _sdist_refused(self, name: NormalizedName) -> Optional[SdistOnly]:
+        """Why the lock does not take an sdist of `name` as pip would: pip's only-binary refuses it, or
+        the name is one the knowledge tables describe binaries of (built from source, nothing would
+        judge them); None: it is taken."""
+        if self.formats.sdists_refused(name):
+            return SdistOnly(self.formats.only_binary_via or "")
+        if (name in torch.family() or components.for_dist(name) or name in cupy_names() or components.carries_own_runtime(name)
+                or wheel_facts.releases(name, self.machine) or wheel_facts.carries_device_code(name, self.machine)):
+            return SdistOnly()
+        return None
 
     def _cpu_only_on_machine(self, name: NormalizedName, best: dict[Version, ProjectFile]) -> dict[Version, CpuOnly]:
         """torch's default builds (no local label) for a machine whose default builds data/torch.toml
@@ -274,13 +307,43 @@ class CandidateFinder:
     def _does_not_run(self, candidate: Candidate) -> Optional[DoesNotRun]:
         return release_rejection(candidate.name, candidate.version, candidate.build, self.hosts, self.machine)
 
-    def device_code_known(self, candidate: Candidate) -> bool:
-        """False for a release whose device code a stated GPU needs and the table does not give (a
-        cuDNN without a row): ranked below every release whose device code is known, so a release
-        known to run is tried before one the plan must read to judge."""
+    def device_code_fit(self, candidate: Candidate) -> int:
+        """How likely a release's device code fits the stated GPUs, for its rank: 2 when the table's
+        row says it runs on every host (device code for each GPU, a build each driver runs; the
+        doctor recommends the newest of these), or no device code is at stake; 1 when the table
+        does not give it (a cuDNN without a row: the plan must read its wheel to judge); 0 when the
+        row says it does not run. So the releases known to run are tried first, each one the plan
+        would refuse only after, and no wheel is read (with --deep: downloaded) while a release known
+        to run is left."""
         if not self.gpus or candidate.file is None or not wheel_facts.carries_device_code(candidate.name, self.machine):
-            return True
-        return wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename) is not None
+            return 2
+        row = wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename)
+        if row is None:
+            return 1
+        if self.environment is None:
+            return 2
+        if candidate not in self._fit:
+            environment = self.environment
+            self._fit[candidate] = 2 if all(runs_on_host(environment, row, host) for _, host in self.hosts if host.visible_gpus) else 0
+        return self._fit[candidate]
+
+    def _known_misfit(self, candidate: Candidate) -> Optional[DoesNotRun]:
+        """A release whose table row the doctor refuses for a stated GPU (device_code_fit 0), set aside
+        before any plan holds it or its wheel is read, naming the GPU and the targets of the first
+        library without code for it; None when it may run, or when the row's libraries each run and
+        the doctor's refusal has another ground (then it is ranked last and judged)."""
+        if candidate.file is None or self.device_code_fit(candidate) != 0:
+            return None
+        row = wheel_facts.find(candidate.name, str(candidate.version), candidate.file.filename)
+        assert row is not None  # a fit of 0 is a row's
+        for member in row.member:
+            if member.sass is None and member.ptx is None:
+                continue
+            ptx = tuple(PtxTarget(target, isa or None) for target, _, isa in (text.partition(":") for text in member.ptx or ()))
+            found = rejection(None, member.sass or (), ptx, self.hosts)
+            if found is not None:
+                return found
+        return None
 
     def _native(self, candidate: Candidate) -> bool:
         return self.minor_compat(candidate) is None
@@ -305,6 +368,11 @@ class CandidateFinder:
         if not torch.cpu_only(candidate.name, candidate.version):
             return None
         return CpuOnly(candidate.version.local or "")
+
+
+def cupy_names() -> frozenset[str]:
+    """CuPy's source package and its CUDA wheels' names, from data/cupy.toml."""
+    return frozenset({cupy.source_package(), *(canonicalize_name(row.name) for major in cupy.load() for row in major.dists)})
 
 
 def release_rejection(
@@ -355,12 +423,13 @@ def cuda_build(name: str, version: Version) -> Optional[CudaBuild]:
 
 def _preference(
     candidate: Candidate, cuda_pin: Optional[CudaVersion] = None, cpu: bool = False, *, native: bool = True,
-    known: bool = True,
-) -> tuple[bool, bool, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
+    fit: int = 2,
+) -> tuple[bool, int, Union[str, Version], bool, bool, bool, tuple[int, int], Version]:
     """An NVIDIA component, or a toolkit metapackage release (which pins a set of them), the hosts'
     drivers run natively before a newer one they run only by minor-version compatibility (nvJitLink
-    13.0 before 13.2 for a driver of CUDA 13.0: the doctor warns about the newer); then a release
-    whose device code is `known` before one the plan must read for it; then newer public version
+    13.0 before 13.2 for a driver of CUDA 13.0: the doctor warns about the newer); then by the `fit`
+    of its device code (known to run, then unknown, then known not to run:
+    CandidateFinder.device_code_fit); then newer public version
     first; among one version's builds, the
     CPU-only one when CPU builds are asked for (`cpu`), then one for no newer CUDA than the conda
     prefix's `cuda_pin` (its libraries are that CUDA's), then one the drivers run natively, then the
@@ -372,7 +441,7 @@ def _preference(
     of_a_toolkit = components.for_dist(candidate.name, str(candidate.version)) or toolkit_pins.release_cuda(
         candidate.name, str(candidate.version))
     component_native = native or not of_a_toolkit
-    return (component_native, known, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
+    return (component_native, fit, candidate.version.public and Version(candidate.version.public), cpu_first, fits_pin, native,
             _cuda_key(cuda), candidate.version)
 
 

@@ -32,7 +32,7 @@ class Policy:
     # pip's choices (its configuration, then --pre): docs/lock.md, "What the lock takes from pip's configuration"
     pre: bool = False  # pre-releases may be chosen for any requirement
     formats: Formats = field(default_factory=Formats)  # no-binary: nothing fits a name whose wheels pip may not install
-    prefer_binary: bool = False  # carried: the lock chooses wheels only, as if always given
+    prefer_binary: bool = False  # pip's prefer-binary: any wheel is a better candidate than any sdist
     upgrade_strategy: UpgradeStrategy = UpgradeStrategy.ONLY_IF_NEEDED  # carried: --upgrade replaces every installed version
 
 
@@ -46,6 +46,7 @@ class Indexes:
     tags: TagOverrides = field(default_factory=TagOverrides)
     offline: bool = False  # only what the cache holds
     refresh: bool = False  # ignore what was cached before this run
+    download_budget: Optional[int] = None  # bytes of whole files one run may download; None: index/limits.py's
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from packaging.utils import NormalizedName
 from packaging.version import Version
@@ -85,6 +85,16 @@ class LockedWheel:
 
 
 @dataclass(frozen=True)
+class LockedSdist:
+    """The sdist of a release locked without a wheel for its target: pip builds it at install."""
+
+    filename: str
+    url: str
+    sha256: Optional[str]  # lowercase hex digest; every writer requires it
+    size: Optional[int]
+
+
+@dataclass(frozen=True)
 class LockedPackage:
     """One pinned distribution and why it was chosen."""
 
@@ -96,6 +106,12 @@ class LockedPackage:
     reason: Reason
     provided_by: Optional[str] = None  # the conda package that stands for it ("libnvjitlink 12.8.93 (conda)"); no wheel
     other_source: Optional[OtherSource] = None  # another tool's entry with no wheel: what it has instead
+    sdist: Optional[LockedSdist] = None  # a release with no wheel for the target, locked as pip takes it
+
+    @property
+    def files(self) -> tuple[Union[LockedWheel, LockedSdist], ...]:
+        """The files pip may install it from: its wheels, and the sdist it builds; none when kept or conda's."""
+        return self.wheels if self.sdist is None else (*self.wheels, self.sdist)
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def install_plan(lock: Lock, installed: Iterable[Distribution]) -> tuple[Change,
             kind = "replace"
         else:
             kind = "upgrade" if new > old else "downgrade"
-        size = max((wheel.size or 0 for wheel in package.wheels), default=0) if kind != "keep" else 0
+        size = max((file.size or 0 for file in package.files), default=0) if kind != "keep" else 0
         changes.append(Change(package, kind, old, size, kept_back.get(package.name, ())))
     return tuple(changes)
 

@@ -57,7 +57,8 @@ def planned_environment(
     read: dict[str, tuple[BinaryFacts, ...]] = {}
     for c in wheels:
         assert c.file is not None
-        needed = deep or judged_by_binaries(c.name, c.version, c.file.filename, installed.loader.machine, gpus=gpus)
+        # an sdist has no binaries to read: pip builds it at install, and the doctor judges what it made
+        needed = c.file.is_wheel and (deep or judged_by_binaries(c.name, c.version, c.file.filename, installed.loader.machine, gpus=gpus))
         try:
             read[c.name] = index.binary_facts(c.file).members if needed else ()
         except (WheelError, OfflineMiss) as exc:

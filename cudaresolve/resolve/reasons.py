@@ -45,15 +45,18 @@ class CandidateRef:
 
 @dataclass(frozen=True)
 class SdistOnly:
-    """The release has no wheel for this interpreter, only an sdist (cudaresolve builds none)."""
+    """The release has no wheel for this interpreter, only an sdist the lock does not take: pip's
+    only-binary refuses it (`via`), or, with `via` None, the name is one whose binaries the lock
+    judges (a CUDA package), which a build from source would make unjudged."""
 
     rule: ClassVar[Rule] = Rule.SDIST_ONLY
+    via: Optional[str] = None  # the only-binary setting that refuses it: "--only-binary", "PIP_ONLY_BINARY"
 
 
 @dataclass(frozen=True)
 class NoBinary:
-    """pip's no-binary covers the name, so none of its wheels may be installed (and cudaresolve
-    locks no sdists)."""
+    """pip's no-binary covers the name, so none of its wheels may be installed, and the release has
+    no sdist to build instead."""
 
     rule: ClassVar[Rule] = Rule.NO_BINARY
     via: str  # the setting: "PIP_NO_BINARY", "/etc/pip.conf [global]"

@@ -57,6 +57,7 @@ from cudaresolve.resolve.lock import (
     ExtraFor,
     Lock,
     LockedPackage,
+    LockedSdist,
     LockedWheel,
     MajorDecision,
     PreRelease,
@@ -138,6 +139,8 @@ def lock(
         index, hosts, kept, upgrade=inputs.policy.upgrade, machine=installed.loader.machine,
         conda=conda_providers(installed), asked=frozenset(canonicalize_name(r.name) for r in requested), cuda_pin=pin,
         formats=inputs.policy.formats,
+        prefer_binary=inputs.policy.prefer_binary,
+        environment=installed,
         cpu_wanted=frozenset(torch.family()) if inputs.policy.cpu else cpu_pinned(requested + root_requirements(inputs.constraints, markers)),
     )
     binary = installed_binary_requirements(installed)
@@ -552,9 +555,12 @@ def _as_lock(
         sha256 = index.sha256(file)
         # a wheel found by --find-links has no index: pip reaches it through its directory (lockfile/pylock.py)
         source = None if file.source in index.config.find_links else file.source
-        packages.append(
-            LockedPackage(candidate.name, candidate.version, source, (LockedWheel(file.filename, file.url, sha256, file.size),), None, reason)
-        )
+        if file.is_wheel:
+            packages.append(LockedPackage(candidate.name, candidate.version, source,
+                                          (LockedWheel(file.filename, file.url, sha256, file.size),), None, reason))
+        else:  # no wheel for the target: its sdist, which pip builds at install
+            packages.append(LockedPackage(candidate.name, candidate.version, source, (), None, reason,
+                                          sdist=LockedSdist(file.filename, file.url, sha256, file.size)))
     rejected = major_rejections(hosts)
     used = [p.index for p in packages if p.index]
     index_urls = tuple(dict.fromkeys([*index.config.index_urls(), *sorted(set(used))]))

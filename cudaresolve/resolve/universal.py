@@ -75,7 +75,8 @@ def merged(parts: Sequence[Part]) -> Lock:
         marker = first.marker if where == everywhere else _within(first.marker, _covering_markers(markers, where))
         origins = tuple(dict.fromkeys(origin for _, package in found for origin in package.reason.origins))
         packages.append(replace(first, wheels=_wheels(first.name, [p for _, p in found]), marker=marker,
-                                reason=replace(first.reason, origins=origins)))
+                                reason=replace(first.reason, origins=origins),
+                                sdist=next((p.sdist for _, p in found if p.sdist is not None), None)))
     first_lock = parts[0].lock
     kept_hosts: dict[tuple[str, object], tuple[str, dict[str, Any]]] = {}
     for part in parts:
