@@ -268,6 +268,14 @@ class DriverTooOld:
 
 
 @dataclass(frozen=True)
+class UndatedRuntime:
+    """Files that link a CUDA runtime in statically whose release no byte tells (no toolkit note, no
+    PTX the toolkit table places): the package's driver floor is unknown."""
+
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class MinorVersionCompatibility:
     """A package built for a newer CUDA minor than the driver's: it runs, with limits."""
 
@@ -414,7 +422,7 @@ Problem = Union[
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnlyBuild, UnusedBridge, Shadowed,
     DuplicateBuilds, PrivateCopies, NoKernelImage,
-    OptInUnavailable, DriverTooOld, MinorVersionCompatibility, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
+    OptInUnavailable, DriverTooOld, UndatedRuntime, MinorVersionCompatibility, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
     OwnedTwice,
 ]

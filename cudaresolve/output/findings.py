@@ -343,6 +343,9 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.OptInUnavailable: lambda problem: (f"opt-in feature unavailable on compute capability {problem.cc}: "
                                          f"{problem.feature} has no kernel image for it"),
     p.DriverTooOld: _driver_too_old,
+    p.UndatedRuntime: lambda problem: (
+        f"{', '.join(map(_name, problem.files))} link{'s' if len(problem.files) == 1 else ''} a CUDA runtime in statically "
+        "whose release no byte tells (no toolkit note in its cubins, no PTX of a known ISA): its driver floor is unknown"),
     p.MinorVersionCompatibility: lambda problem: (
         f"built for CUDA {problem.cuda}, newer than the driver's CUDA {problem.driver_cuda or '?'}: runs under "
         "minor-version compatibility (PTX from the newer toolkit cannot be JIT-compiled)"),
@@ -444,7 +447,8 @@ def _cuda_runtime_in(item: e.CudaRuntimeIn) -> str:
         what = f"{item.file} links the CUDA {item.release or item.major} runtime in statically"
     else:
         what = f"{item.file} is a CUDA {item.release or item.major} runtime (version node libcudart.so.{item.major})"
-    where = {"file name": "its file name", "toolkit note": "its cubins' toolkit note (.note.nv.tkinfo)"}
+    where = {"file name": "its file name", "toolkit note": "its cubins' toolkit note (.note.nv.tkinfo)",
+             "PTX ISA": "its PTX's ISA version (the oldest toolkit that writes it)"}
     return f"{what}, release read from {where.get(item.read_from, item.read_from)}" if item.read_from else what
 
 

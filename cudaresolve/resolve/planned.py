@@ -3,7 +3,7 @@ same `Environment` value the doctor judges. The installed distributions a candid
 stay with their files; each chosen wheel brings its metadata and, where the binary facts are known,
 its ELF files at the paths they will be installed at. A distribution that stays keeps its extras.
 
-May import: packaging, binary/ (facts, wheel), env/, index/ (access, cache), knowledge/ (components, wheel_facts), resolve/candidates.
+May import: packaging, binary/ (facts, names, wheel), env/, index/ (access, cache), knowledge/ (components, cupy, torch, wheel_facts), resolve/candidates.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.binary.wheel import WheelError
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
@@ -23,7 +24,7 @@ from cudaresolve.env.ownership import Claim, SharedFile
 from cudaresolve.env.scan import listdir, preloads_of
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
-from cudaresolve.knowledge import components, wheel_facts
+from cudaresolve.knowledge import components, cupy, torch, wheel_facts
 from cudaresolve.resolve.candidates import Candidate
 from cudaresolve.resolve.needs import read_needed
 
@@ -62,6 +63,7 @@ def planned_environment(
             read[c.name] = index.binary_facts(c.file).members if needed else ()
         except (WheelError, OfflineMiss) as exc:
             raise Unread(c, str(exc)) from None
+    _read_linkers(read, wheels, index)
     _read_providers(read, wheels, index)
     if deep:
         _complete_providers(read, wheels, index)
@@ -143,6 +145,30 @@ def _shared_files(
         kept.append(SharedFile(path, tuple(Claim(owner, versions[owner], None) for owner in owners),
                                unjudged="planned"))
     return tuple(sorted(kept, key=lambda shared: shared.path))
+
+
+def _read_linkers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:
+    """A wheel the knowledge tables do not know (`_tables_know`) that ships shared objects (its member
+    list, from the zip directory, says) is read too: only its own files tell which CUDA libraries it links without
+    requiring them and which runtime it carries, so the lock closes the set over what they link
+    (resolve/undeclared.py) and judges their floors before install, not the doctor after."""
+    for candidate in wheels:
+        assert candidate.file is not None
+        if read[candidate.name] or _tables_know(candidate) or candidate.file.filename.endswith("-any.whl"):
+            continue
+        try:
+            if any(is_shared_object_name(member) for member in index.members(candidate.file)):
+                read[candidate.name] = index.binary_facts(candidate.file).members
+        except (WheelError, OfflineMiss):
+            pass  # unread: joins with its metadata, and the doctor judges its files after install
+
+
+def _tables_know(candidate: Candidate) -> bool:
+    """Whether the knowledge tables say what a wheel links: an NVIDIA component, a framework of the
+    torch family (its release rows pin every wheel it links), or a CuPy wheel (data/cupy.toml, and
+    its undeclared libraries: data/components.toml)."""
+    return (bool(components.for_dist(candidate.name)) or candidate.name in torch.family()
+            or cupy.dist(candidate.name, candidate.version.public) is not None)
 
 
 def _read_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:

@@ -43,6 +43,7 @@ from cudaresolve.resolve.causes import (
     CondaMismatch,
     Conflict,
     GaveUp,
+    NoProvider,
     NoSolution,
     Refused,
     TooDeep,
@@ -68,6 +69,7 @@ from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.resolve.provider import Identifier, Provider, missing_extra, root_requirements
 from cudaresolve.resolve.reasons import (
     Asked,
+    BinaryNeed,
     BreaksInstalled,
     ExtrasOf,
     FactsUnknown,
@@ -82,7 +84,8 @@ from cudaresolve.resolve.reasons import (
     Rejection,
     RequiredBy,
 )
-from cudaresolve.resolve.undeclared import MissingLibraries, missing_libraries
+from cudaresolve.resolve.undeclared import MissingLibraries, Unprovided, missing_libraries, unprovided_libraries
+from cudaresolve.versions import CudaVersion
 
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
@@ -280,6 +283,14 @@ def _lock_once(
         if asked_again != roots:  # asked for with the package's own extra that brings them: resolve again
             roots = asked_again
             continue
+        unprovided = unprovided_libraries(plan, chosen.values(), finder.major, system=inputs.system_libraries)
+        lacking = tuple(_no_provider(u) for u in unprovided if not u.providers)
+        if lacking:
+            raise NoSolution((Attempt(finder.major, lacking),))
+        linked = [need for need in dict.fromkeys(_linked_need(u) for u in unprovided) if need not in roots]
+        if linked:  # the wheels that install what the set's binaries link: resolve again with them
+            roots = roots + linked
+            continue
         problems = [
             (label, finding)
             for label, host in hosts
@@ -334,6 +345,19 @@ def _fit_together(a: Requirement, b: Requirement, finder: CandidateFinder) -> bo
     """Whether some candidate of their name admits both requirements."""
     return any(a.specifier.contains(c.version, prereleases=True) and b.specifier.contains(c.version, prereleases=True)
                for c in finder.all_candidates(a.name))
+
+
+def _linked_need(found: Unprovided) -> Need:
+    """The requirement on the wheel of the set's major that installs a library a chosen wheel links."""
+    row = sorted(found.providers, key=lambda r: r.dist)[0]
+    assert found.cuda_major is not None
+    origin = BinaryNeed(found.consumer, False, found.soname, CudaVersion(found.cuda_major), file=found.file, linked=True)
+    return Need(Requirement(f"{row.dist}{row.dist_versions or ''}"), origin)
+
+
+def _no_provider(found: Unprovided) -> NoProvider:
+    return NoProvider(found.consumer, found.file, found.soname, found.cuda_major,
+                      tuple(sorted({(row.cuda_major, row.dist) for row in found.other_majors})))
 
 
 def _with_libraries(

@@ -12,7 +12,13 @@ the environment is where cuda-pathfinder looks for it in site-packages, or, only
 would find its soname in this machine's cache, LD_LIBRARY_PATH or default directories (a system
 toolkit of that major). A host given by flags or a file says nothing about its system libraries.
 
-May import: packaging, env/, knowledge/components, checks/builds, resolve/candidates.
+The same rule closes the planned set over what its binaries link (`unprovided_libraries`): each
+CUDA library a planned wheel's ELF file NEEDs (a soname data/components.toml knows) is provided by
+the plan or, on this machine, by its system; when not, the wheel of the set's CUDA major that
+installs it is what the lock adds, and a library no wheel of that major installs (a CUDA 11 soname
+in a CUDA 12 set) is why the set cannot be locked.
+
+May import: packaging, env/, knowledge/components, checks/builds, resolve/candidates, resolve/reasons.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ from typing import Iterable, Optional
 from packaging.utils import NormalizedName
 
 from cudaresolve.binary.loader import LoaderEnv
-from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.builds import build_of, cuda_builds
 from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import components
 from cudaresolve.resolve.candidates import Candidate, cuda_build
+from cudaresolve.resolve.reasons import CandidateRef
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,61 @@ def missing_libraries(plan: Environment, chosen: Iterable[Candidate], *, system:
         if absent:
             found.append(MissingLibraries(candidate.name, row.extras, major, absent))
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class Unprovided:
+    """A CUDA library a planned wheel's file links that nothing of the plan provides, with the
+    wheels of the set's CUDA major that install it (none: no wheel of that major does)."""
+
+    consumer: CandidateRef
+    file: str  # the linking file, as a path inside the wheel
+    soname: str
+    cuda_major: Optional[int]  # the set's major; None when the lock chose none
+    providers: tuple[components.Component, ...]  # the rows of that major whose wheel installs `soname`
+    other_majors: tuple[components.Component, ...]  # the rows of other majors that do
+
+
+def unprovided_libraries(
+    plan: Environment, chosen: Iterable[Candidate], major: Optional[int], *, system: bool
+) -> tuple[Unprovided, ...]:
+    """Each (soname, consumer) where a chosen wheel's file links a CUDA library no file,
+    distribution or (with `system`) system library of `plan` provides; `major` picks the wheels
+    that would. A soname the component table does not know is left to the doctor's loader."""
+    wheels: dict[str, Candidate] = {c.name: c for c in chosen if c.file is not None}
+    provided = {elf.facts.soname for elf in plan.elf_files if elf.facts is not None and elf.facts.soname}
+    provided |= {os.path.basename(elf.path) for elf in plan.elf_files}
+    for dist in plan.distributions:
+        for row in components.for_dist(dist.name, str(dist.version)) if dist.kind != "conda" else ():
+            provided.update(row.sonames)
+    conda = {dist.name for dist in plan.distributions if dist.kind == "conda"}
+    found: dict[tuple[str, str], Unprovided] = {}
+    for elf in plan.elf_files:
+        owner = wheels.get(elf.owner or "")
+        if owner is None or elf.facts is None:
+            continue
+        build = build_of(plan, owner.name, elf.path)
+        if build is not None and (not build.selected or major is not None and build.cuda_major not in (None, major)):
+            continue  # a build of the package its import does not load here (cuda-cccl's cu13/ in a CUDA 12 set)
+        for soname in elf.facts.needed:
+            rows = components.for_soname(soname)
+            if not rows or soname in provided or (owner.name, soname) in found:
+                continue
+            if any(row.conda in conda for row in rows if row.conda) or (system and on_system(plan.loader, soname)):
+                continue
+            if major is None and len({row.cuda_major for row in rows}) == 1:
+                major_here: Optional[int] = rows[0].cuda_major
+            else:
+                major_here = major
+            if major_here is None:
+                continue  # no major chosen and the soname is several majors': the doctor's loader judges it
+            member = os.path.relpath(elf.path, plan.target.site_packages[-1])
+            found[(owner.name, soname)] = Unprovided(
+                owner.ref, member, soname, major_here,
+                tuple(row for row in rows if row.cuda_major == major_here and row.dist != owner.name),
+                tuple(row for row in rows if row.cuda_major != major_here),
+            )
+    return tuple(found[key] for key in sorted(found))
 
 
 def _has(plan: Environment, component: str, major: int, system: bool) -> bool:
