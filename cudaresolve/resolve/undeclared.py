@@ -108,6 +108,8 @@ def unprovided_libraries(
             rows = components.for_soname(soname)
             if not rows or soname in provided or (owner.name, soname) in found:
                 continue
+            if components.optional_layer(owner.name, owner.version, soname) is not None:
+                continue  # an optional layer's library (CuPy 13's NCCL module): the package works without it
             if any(row.conda in conda for row in rows if row.conda) or (system and on_system(plan.loader, soname)):
                 continue
             if major is None and len({row.cuda_major for row in rows}) == 1:
