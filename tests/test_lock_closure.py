@@ -3,16 +3,21 @@
 
 Small gcc-built packages the tables do not know, served beside the fake CUDA universe
 (tests/fake_cuda_index.py) on 127.0.0.1: `linkapp`, whose extension links libcublas.so.12 without
-requiring any wheel; `oldapp`, a CUDA 11 build (libcublas.so.11); `staticapp`, whose library links a
-CUDA 12.8 runtime in statically, dated by its cubins' toolkit note (1.0) or, with none, by its PTX
-ISA 8.7 alone (1.1), beside a release built with CUDA 11.4 (0.9, PTX ISA 7.4).
+requiring any wheel; `oldapp`, a CUDA 11 build (libcublas.so.11); `gompapp`, which links libgomp.so.1
+(a library of the target's system, not of any wheel), besides libcublas.so.12 on x86_64 only;
+`staticapp`, whose library links a CUDA 12.8 runtime in statically, dated by its cubins' toolkit
+note (1.0) or, with none, by its PTX ISA 8.7 alone (1.1), beside a release built with CUDA 11.4
+(0.9, PTX ISA 7.4); `mysteryapp`, whose static runtime no byte dates (PTX of an ISA no toolkit writes).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -26,7 +31,13 @@ from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import CudaRuntime
 from cudaresolve.checks.builds import dated_runtime
 from cudaresolve.cli import main
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.cache import IndexCache
+from cudaresolve.index.http import Http
+from cudaresolve.index.pages import index_files
+from cudaresolve.index.wheel_facts import BudgetSpent, LinkBudget, wheel_linked_facts
 from cudaresolve.lockfile.pylock import read_pylock
+from cudaresolve.resolve import resolver
 
 AMPERE = ("--driver", "550.144.03", "--gpu", "8.6")  # given by flags: this machine's libraries do not count
 DRIVER_470 = ("--driver", "470.256.02", "--gpu", "8.6")  # CUDA 11.4
@@ -51,6 +62,17 @@ def _linking(elf_builder, package: str, soname: str, function: str, lib_dir: str
                             link=[stub], runpath=f"$ORIGIN/../{lib_dir}", directory=package)
     files = {f"{package}/__init__.py": b"", f"{package}/_ext.so": ext.read_bytes()}
     return make_wheel(package, "1.0", files=files, tag=_tag())
+
+
+def _gomp(elf_builder, tag: str, *, cublas: bool) -> tuple[str, bytes]:
+    """`gompapp` 1.0: an extension linking libgomp.so.1 (as numba's omppool does) and, with `cublas`,
+    libcublas.so.12, neither shipped nor required."""
+    gomp = _stub(elf_builder, "libgomp.so.1", "omp_get_max_threads")
+    link = [gomp, _stub(elf_builder, "libcublas.so.12", "cublasCreate_v2")] if cublas else [gomp]
+    calls = "omp_get_max_threads()" + (" + cublasCreate_v2()" if cublas else "")
+    ext = elf_builder.build(f"gompapp_{tag}.so", "extern int cublasCreate_v2(void);\nextern int omp_get_max_threads(void);\n"
+                            f"int f(void) {{ return {calls}; }}\n", link=link, directory="gompapp")
+    return make_wheel("gompapp", "1.0", files={"gompapp/__init__.py": b"", "gompapp/_ext.so": ext.read_bytes()}, tag=tag)
 
 
 def _static(elf_builder, name: str, *, note: bool, isa: str) -> bytes:
@@ -80,6 +102,10 @@ def closure_index(cuda_index, elf_builder):
     for version, note, isa in (("1.1", False, "8.7"), ("1.0", True, "8.7"), ("0.9", False, "7.4")):
         library = _static(elf_builder, f"libstatic-{version}.so", note=note, isa=isa)
         server.add(*make_wheel("staticapp", version, files={"staticapp/__init__.py": b"", "staticapp/_core.so": library}, tag=_tag()))
+    mystery = _static(elf_builder, "libmystery.so", note=False, isa="1.0")
+    server.add(*make_wheel("mysteryapp", "1.0", files={"mysteryapp/__init__.py": b"", "mysteryapp/_core.so": mystery}, tag=_tag()))
+    server.add(*_gomp(elf_builder, _tag(), cublas=True))
+    server.add(*_gomp(elf_builder, "py3-none-manylinux_2_17_aarch64", cublas=False))
     server.start()
     yield ("--index-url", server.url + "/simple", "--torch-index-base", server.url)
     server.stop()
@@ -190,3 +216,95 @@ def test_a_static_runtime_no_byte_dates_is_a_warning_not_silence(elf_builder):
     dated = replace(made, facts=replace(read_binary_facts(elf_builder.root / "static" / "unplaced.so"), path=made.path,
                                         cuda_runtime=CudaRuntime("static", 12, "12.8.93", "toolkit note")))
     assert check_driver_floor(environment(dist("mystery", "2.0"), elf_files=(dated,)), (), host) == []
+
+
+def test_a_library_of_the_targets_system_is_not_known_missing_and_never_refuses(run, closure_index, empty_python, tmp_path):
+    """libgomp.so.1 is no wheel's: on a target given by flags, or another machine's, it is not known
+    to be missing (the doctor judges the files after install); libcublas.so.12 is still closed over."""
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "gompapp", *AMPERE, *closure_index)
+    assert code == 0, out + err
+    assert lock["gompapp"] == "1.0" and lock["nvidia-cublas-cu12"].startswith("12."), lock
+    host = tmp_path / "gh200.json"
+    host.write_text(HostFacts(system="Linux", machine="aarch64", glibc="2.28").to_json())
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "gompapp", "--host", str(host), "--platform", "manylinux_2_17_aarch64",
+                                 *closure_index)
+    assert code == 0, out + err
+    assert lock == {"gompapp": "1.0"}, lock
+
+
+def test_a_cuda_11_binary_alone_is_locked_with_cuda_11_libraries_and_never_beside_cuda_12_ones(
+        run, closure_index, empty_python, tmp_path):
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "oldapp", *AMPERE, *closure_index)
+    assert code == 0, out + err
+    assert lock["nvidia-cublas-cu11"].startswith("11.") and not any(n.endswith("-cu12") for n in lock), lock
+    code, out, err, _ = _lock(run, tmp_path, empty_python, "oldapp", "linkapp", *AMPERE, *closure_index)
+    assert code == 2, out + err
+    assert "links libcublas.so.11, which no wheel of CUDA 12 installs" in err and "Traceback" not in err
+
+
+def test_a_static_runtime_no_byte_dates_is_locked_with_a_warning(run, closure_index, empty_python, tmp_path):
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "mysteryapp", *DRIVER_470, *closure_index)
+    assert code == 0 and lock["mysteryapp"] == "1.0", out + err
+    assert "warning: mysteryapp 1.0: _core.so links a CUDA runtime in statically whose release no byte tells" in err, err
+
+
+def test_linked_wheels_past_the_locks_budget_join_unread_and_the_lock_says_so(run, closure_index, empty_python, tmp_path, monkeypatch):
+    monkeypatch.setattr(resolver, "MAX_LINKED_BYTES", 100)
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "linkapp", *AMPERE, *closure_index)
+    assert code == 0 and "nvidia-cublas-cu12" not in lock, out + err
+    assert ("warning: the libraries linkapp 1.0 links were not read: this lock's budget of 0 MB for reading wheels "
+            "the knowledge tables do not know is spent") in err, err
+
+
+def test_a_linked_wheel_is_read_by_range_for_its_shared_objects_alone_and_charged_to_the_budget(server, elf_builder, tmp_path):
+    """The payload (2 MB, incompressible) is never fetched; what is costs the budget once, then the
+    cache serves it; a wheel over what is left of the budget is not fetched at all."""
+    filename, data = _linking(elf_builder, "linkapp", "libcublas.so.12", "cublasCreate_v2", "nvidia/cublas/lib")
+    payload = {"linkapp/__init__.py": b"", "linkapp/payload.bin": os.urandom(2_000_000)}
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        payload["linkapp/_ext.so"] = archive.read("linkapp/_ext.so")
+    for version in ("1.0", "2.0"):
+        server.add(*make_wheel("linkapp", version, files=payload, tag=_tag()))
+    cache, http = IndexCache(str(tmp_path / "cache")), Http(sleep=lambda seconds: None)
+    first, second = sorted(index_files(http, cache, server.url + "/simple", "linkapp"), key=lambda f: f.version)
+    budget, before = LinkBudget(1_000_000), server.bytes_sent
+    facts = wheel_linked_facts(http, cache, first, budget)
+    assert [f.path.split("!")[1] for f in facts.members] == ["linkapp/_ext.so"] and "libcublas.so.12" in facts.members[0].needed
+    assert 0 < budget.spent < 100_000 and server.bytes_sent - before < 0.1 * (first.size or 0)
+    again, before = LinkBudget(1_000_000), server.bytes_sent
+    assert wheel_linked_facts(http, cache, first, again) == facts and again.spent == 0
+    with pytest.raises(BudgetSpent):
+        wheel_linked_facts(http, cache, second, LinkBudget(100))
+    assert server.bytes_sent - before < 0.1 * (second.size or 0)  # its directory alone
+
+
+def test_pure_wheels_and_wheels_the_tables_know_are_never_read_for_their_links(elf_builder):
+    """read_links asks a wheel's member list only of a platform wheel the tables do not know, and
+    reads only one whose members hold a shared object; the plan gains none of their files."""
+    from types import SimpleNamespace
+
+    from packaging.version import Version
+
+    from cudaresolve.resolve.planned import read_links
+
+    asked, read = [], []
+
+    class Index:
+        def members(self, file):
+            asked.append(file.filename)
+            return ("pkg/__init__.py", "pkg/_ext.cpython-312-x86_64-linux-gnu.so") if file.filename.startswith("native") else ("pkg/x.py",)
+
+        def linked_facts(self, file, budget):
+            read.append(file.filename)
+            return SimpleNamespace(members=())
+
+    def wheel(name, filename):
+        return SimpleNamespace(name=name, version=Version("1.0"), file=SimpleNamespace(filename=filename), ref=None)
+
+    chosen = [wheel("native", "native-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"), wheel("plain", "plain-1.0-py3-none-any.whl"),
+              wheel("tagged", "tagged-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"),
+              wheel("nvidia-cublas-cu12", "nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl")]
+    plan = SimpleNamespace(elf_files=())
+    links = read_links(plan, chosen, Index(), LinkBudget(1 << 20))
+    assert asked == ["native-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "tagged-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    assert read == ["native-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"] and dict(links.files) == {"native": ()}

@@ -178,6 +178,15 @@ def _ranged(http: Http, cache: IndexCache, file: ProjectFile, host: str) -> Opti
     return ranged
 
 
+def open_ranged(http: Http, cache: IndexCache, file: ProjectFile) -> Optional["_RangeFile"]:
+    """The remote wheel as a seekable file whose reads are range requests (its tail already held);
+    None when it is local or its server does not do ranges."""
+    host = urllib.parse.urlsplit(file.url).netloc
+    if file.url.startswith("file:") or cache.refuses_ranges(host):
+        return None
+    return _ranged(http, cache, file, host)
+
+
 def wheel_members(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None) -> tuple[str, ...]:
     """The member names of the wheel `file`, from its zip directory alone: through range reads (torch's
     450 MB aarch64 wheel: its 1 MB tail, one request), else the whole file; cached by sha256. Whether

@@ -67,6 +67,7 @@ from cudaresolve.resolve.reasons import (
     Yanked,
     parent_of,
 )
+from cudaresolve.resolve.resolver import Unjudged
 from cudaresolve.versions import DriverRelease
 
 ENVIRONMENT = "CUDA major"  # the --explain and `why` entry for the environment's one CUDA major
@@ -315,6 +316,21 @@ def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> lis
         versions = [str(r.candidate.version) + (" (installed)" if r.installed else "") for r in group]
         named = ", ".join(versions[:2]) + (f" and {len(versions) - 2} more" if len(versions) > 2 else "")
         lines[line] = f"{group[0].candidate.name} {named}: {why}"
+    return lines
+
+
+def unjudged(note: Unjudged) -> list[str]:
+    """The warnings of a locked set the lock could not judge in full: a runtime no byte dates, and
+    the wheels whose links were not read because the lock's budget for reading them was spent."""
+    lines = []
+    for finding in note.warnings:
+        text = shown(finding)
+        lines.append(f"warning: {text.subject}: {text.message}")
+    if note.unread:
+        names = ", ".join(candidate(ref) for ref in note.unread)
+        lines.append(f"warning: the libraries {names} link{'s' if len(note.unread) == 1 else ''} were not read: this lock's "
+                     f"budget of {note.budget / 1e6:,.0f} MB for reading wheels the knowledge tables do not know is spent; "
+                     "the doctor judges their files after install")
     return lines
 
 

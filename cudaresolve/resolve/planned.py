@@ -3,14 +3,14 @@ same `Environment` value the doctor judges. The installed distributions a candid
 stay with their files; each chosen wheel brings its metadata and, where the binary facts are known,
 its ELF files at the paths they will be installed at. A distribution that stays keeps its extras.
 
-May import: packaging, binary/ (facts, names, wheel), env/, index/ (access, cache), knowledge/ (components, cupy, torch, wheel_facts), resolve/candidates.
+May import: packaging, binary/ (facts, names, wheel), checks/ (builds, driver_floor, findings), env/, host facts, index/ (access, cache, http, wheel_facts), knowledge/ (components, cupy, torch, wheel_facts), resolve/candidates.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
-from typing import AbstractSet, Iterable
+from dataclasses import dataclass, replace
+from typing import AbstractSet, Iterable, Mapping
 
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -18,12 +18,18 @@ from packaging.version import Version
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.binary.wheel import WheelError
+from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.driver_floor import check_driver_floor
+from cudaresolve.checks.findings import Finding
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.ownership import Claim, SharedFile
 from cudaresolve.env.scan import listdir, preloads_of
+from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
+from cudaresolve.index.http import IndexAccessError
+from cudaresolve.index.wheel_facts import BudgetSpent, LinkBudget
 from cudaresolve.knowledge import components, cupy, torch, wheel_facts
 from cudaresolve.resolve.candidates import Candidate
 from cudaresolve.resolve.needs import read_needed
@@ -63,7 +69,6 @@ def planned_environment(
             read[c.name] = index.binary_facts(c.file).members if needed else ()
         except (WheelError, OfflineMiss) as exc:
             raise Unread(c, str(exc)) from None
-    _read_linkers(read, wheels, index)
     _read_providers(read, wheels, index)
     if deep:
         _complete_providers(read, wheels, index)
@@ -147,20 +152,49 @@ def _shared_files(
     return tuple(sorted(kept, key=lambda shared: shared.path))
 
 
-def _read_linkers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:
-    """A wheel the knowledge tables do not know (`_tables_know`) that ships shared objects (its member
-    list, from the zip directory, says) is read too: only its own files tell which CUDA libraries it links without
-    requiring them and which runtime it carries, so the lock closes the set over what they link
-    (resolve/undeclared.py) and judges their floors before install, not the doctor after."""
-    for candidate in wheels:
-        assert candidate.file is not None
-        if read[candidate.name] or _tables_know(candidate) or candidate.file.filename.endswith("-any.whl"):
+@dataclass(frozen=True)
+class Links:
+    """What the chosen wheels the knowledge tables do not know link, read apart from the plan: their
+    files are not judged by the lock (the doctor judges them after install), only closed over
+    (resolve/undeclared.py) and their runtimes' floors judged (resolve/resolver.py)."""
+
+    files: Mapping[str, tuple[BinaryFacts, ...]]  # per chosen name: its shared objects' facts
+    unread: tuple[Candidate, ...] = ()  # not read: the lock's budget for reading them was spent
+
+
+def read_links(plan: Environment, chosen: Iterable[Candidate], index: PackageIndex, budget: LinkBudget) -> Links:
+    """The facts of each chosen wheel the tables do not know (`_tables_know`) whose zip directory
+    lists shared objects and whose files the plan does not hold already: a pure wheel is never
+    fetched. A wheel that cannot be read joins as before, by its metadata."""
+    held = {owner for elf in plan.elf_files for owner in elf.owners}
+    files: dict[str, tuple[BinaryFacts, ...]] = {}
+    unread = []
+    for candidate in chosen:
+        file = candidate.file
+        if file is None or candidate.name in held or _tables_know(candidate) or file.filename.endswith("-any.whl"):
             continue
         try:
-            if any(is_shared_object_name(member) for member in index.members(candidate.file)):
-                read[candidate.name] = index.binary_facts(candidate.file).members
-        except (WheelError, OfflineMiss):
+            if any(is_shared_object_name(os.path.basename(member)) for member in index.members(file)):
+                files[candidate.name] = index.linked_facts(file, budget).members
+        except BudgetSpent:
+            unread.append(candidate)
+        except (WheelError, OfflineMiss, IndexAccessError):
             pass  # unread: joins with its metadata, and the doctor judges its files after install
+    return Links(files, tuple(unread))
+
+
+def runtime_floors(plan: Environment, links: Links, host: HostFacts) -> list[Finding]:
+    """The driver-floor findings of the CUDA runtimes the files in `links` carry (a static one dated
+    by its toolkit note or its PTX ISA; a warning when no byte dates it), judged as the doctor judges
+    them, with no other check of those files (a foreign target's libgomp is not known to be missing)."""
+    site = plan.target.site_packages[-1]
+    carrying = [ElfFile(os.path.normpath(os.path.join(site, facts.path.split("!", 1)[-1])), (name,), facts, None)
+                for name, read in links.files.items() for facts in read if facts.cuda_runtime is not None]
+    if not carrying:
+        return []
+    floored = replace(plan, elf_files=tuple(sorted((*plan.elf_files, *carrying), key=lambda e: e.path)))
+    return [finding for finding in check_driver_floor(floored, cuda_builds(floored), host)
+            if finding.subject.distribution in links.files]
 
 
 def _tables_know(candidate: Candidate) -> bool:

@@ -14,21 +14,23 @@ toolkit of that major). A host given by flags or a file says nothing about its s
 
 The same rule closes the planned set over what its binaries link (`unprovided_libraries`): each
 CUDA library a planned wheel's ELF file NEEDs (a soname data/components.toml knows) is provided by
-the plan or, on this machine, by its system; when not, the wheel of the set's CUDA major that
+the plan or, on this machine, by its system (a wheel the tables do not know is read apart from the
+plan, resolve/planned.py `read_links`: its files are closed over, not judged); when not, the wheel of the set's CUDA major that
 installs it is what the lock adds, and a library no wheel of that major installs (a CUDA 11 soname
 in a CUDA 12 set) is why the set cannot be locked.
 
-May import: packaging, env/, knowledge/components, checks/builds, resolve/candidates, resolve/reasons.
+May import: packaging, binary/ (facts, loader), env/, knowledge/components, checks/builds, resolve/candidates, resolve/reasons.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 from packaging.utils import NormalizedName
 
+from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.checks.builds import build_of, cuda_builds
 from cudaresolve.env.environment import Environment
@@ -84,27 +86,34 @@ class Unprovided:
 
 
 def unprovided_libraries(
-    plan: Environment, chosen: Iterable[Candidate], major: Optional[int], *, system: bool
+    plan: Environment, chosen: Iterable[Candidate], major: Optional[int], *, system: bool,
+    links: Mapping[str, tuple[BinaryFacts, ...]],
 ) -> tuple[Unprovided, ...]:
-    """Each (soname, consumer) where a chosen wheel's file links a CUDA library no file,
-    distribution or (with `system`) system library of `plan` provides; `major` picks the wheels
-    that would. A soname the component table does not know is left to the doctor's loader."""
+    """Each (soname, consumer) where a chosen wheel's file (in `plan`, or read apart from it:
+    `links`) links a CUDA library no file, distribution or (with `system`) system library of the
+    plan provides; `major` picks the wheels that would. Only a soname the component table maps to a
+    wheel is a need: any other (libgomp.so.1, a foreign target's C++ runtime) is not known to be
+    missing, and is left to the doctor's loader after install."""
     wheels: dict[str, Candidate] = {c.name: c for c in chosen if c.file is not None}
-    provided = {elf.facts.soname for elf in plan.elf_files if elf.facts is not None and elf.facts.soname}
-    provided |= {os.path.basename(elf.path) for elf in plan.elf_files}
+    site = plan.target.site_packages[-1]
+    files = [(elf.owner, elf.path, elf.facts) for elf in plan.elf_files if elf.facts is not None]
+    files += [(name, os.path.normpath(os.path.join(site, facts.path.split("!", 1)[-1])), facts)
+              for name, read in links.items() for facts in read]
+    provided = {facts.soname for _, _, facts in files if facts.soname}
+    provided |= {os.path.basename(path) for _, path, _ in files}
     for dist in plan.distributions:
         for row in components.for_dist(dist.name, str(dist.version)) if dist.kind != "conda" else ():
             provided.update(row.sonames)
     conda = {dist.name for dist in plan.distributions if dist.kind == "conda"}
     found: dict[tuple[str, str], Unprovided] = {}
-    for elf in plan.elf_files:
-        owner = wheels.get(elf.owner or "")
-        if owner is None or elf.facts is None:
+    for owner_name, path, facts in files:
+        owner = wheels.get(owner_name or "")
+        if owner is None:
             continue
-        build = build_of(plan, owner.name, elf.path)
+        build = build_of(plan, owner.name, path)
         if build is not None and (not build.selected or major is not None and build.cuda_major not in (None, major)):
             continue  # a build of the package its import does not load here (cuda-cccl's cu13/ in a CUDA 12 set)
-        for soname in elf.facts.needed:
+        for soname in facts.needed:
             rows = components.for_soname(soname)
             if not rows or soname in provided or (owner.name, soname) in found:
                 continue
@@ -118,7 +127,7 @@ def unprovided_libraries(
                 major_here = major
             if major_here is None:
                 continue  # no major chosen and the soname is several majors': the doctor's loader judges it
-            member = os.path.relpath(elf.path, plan.target.site_packages[-1])
+            member = os.path.relpath(path, site)
             found[(owner.name, soname)] = Unprovided(
                 owner.ref, member, soname, major_here,
                 tuple(row for row in rows if row.cuda_major == major_here and row.dist != owner.name),
