@@ -308,3 +308,29 @@ def test_pure_wheels_and_wheels_the_tables_know_are_never_read_for_their_links(e
     links = read_links(plan, chosen, Index(), LinkBudget(1 << 20))
     assert asked == ["native-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "tagged-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"]
     assert read == ["native-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"] and dict(links.files) == {"native": ()}
+
+
+def test_the_closure_needs_only_table_sonames_and_skips_an_optional_layer():
+    """Plain data: CuPy 13.6's NCCL module (an optional layer, data/components.toml) and numba's
+    omppool (libgomp.so.1, no wheel's) need nothing of the closure; what a linked wheel read apart
+    from the plan needs (libcublas.so.12) is, with the wheel of the set's major that installs it;
+    a soname another linked wheel provides is provided."""
+    from test_checks_planned import PLANNED, dist, planned, so
+    from test_per_release import candidate
+
+    from cudaresolve.env.environment import ElfFile
+    from cudaresolve.resolve.undeclared import unprovided_libraries
+
+    nccl = f"{PLANNED}/cupy_backends/cuda/libs/nccl.so"
+    plan = planned(dist("cupy-cuda12x", "13.6.0"), dist("numba", "0.61.2"), dist("linkapp", "1.0"),
+                   elf_files=(ElfFile(nccl, ("cupy-cuda12x",), so(nccl, needed=("libnccl.so.2",)), None),))
+    chosen = [candidate("cupy-cuda12x", "13.6.0", "cupy_cuda12x-13.6.0-cp311-cp311-manylinux2014_x86_64.whl"),
+              candidate("numba", "0.61.2", "numba-0.61.2-cp311-cp311-manylinux2014_x86_64.whl"),
+              candidate("linkapp", "1.0", "linkapp-1.0-py3-none-manylinux_2_28_x86_64.whl")]
+    links = {"numba": (so("numba.whl!numba/np/ufunc/omppool.so", needed=("libgomp.so.1", "libc.so.6")),),
+             "linkapp": (so("linkapp.whl!linkapp/_ext.so", needed=("libcublas.so.12", "libcudart.so.12")),
+                         so("linkapp.whl!linkapp/libcudart.so.12", soname="libcudart.so.12"))}
+    [found] = unprovided_libraries(plan, chosen, 12, system=False, links=links)
+    assert (found.consumer.name, found.file, found.soname) == ("linkapp", "linkapp/_ext.so", "libcublas.so.12")
+    assert [row.dist for row in found.providers] == ["nvidia-cublas-cu12"]
+    assert unprovided_libraries(plan, chosen[:2], 12, system=False, links={"numba": links["numba"]}) == ()

@@ -165,7 +165,7 @@ class Links:
 def read_links(plan: Environment, chosen: Iterable[Candidate], index: PackageIndex, budget: LinkBudget) -> Links:
     """The facts of each chosen wheel the tables do not know (`_tables_know`) whose zip directory
     lists shared objects and whose files the plan does not hold already: a pure wheel is never
-    fetched. A wheel that cannot be read joins as before, by its metadata."""
+    fetched. A wheel that cannot be read joins by its metadata; one past `budget`, also in `unread`."""
     held = {owner for elf in plan.elf_files for owner in elf.owners}
     files: dict[str, tuple[BinaryFacts, ...]] = {}
     unread = []
@@ -188,8 +188,9 @@ def runtime_floors(plan: Environment, links: Links, host: HostFacts) -> list[Fin
     by its toolkit note or its PTX ISA; a warning when no byte dates it), judged as the doctor judges
     them, with no other check of those files (a foreign target's libgomp is not known to be missing)."""
     site = plan.target.site_packages[-1]
-    carrying = [ElfFile(os.path.normpath(os.path.join(site, facts.path.split("!", 1)[-1])), (name,), facts, None)
-                for name, read in links.files.items() for facts in read if facts.cuda_runtime is not None]
+    paths = [(name, os.path.normpath(os.path.join(site, facts.path.split("!", 1)[-1])), facts)
+             for name, read in links.files.items() for facts in read if facts.cuda_runtime is not None]
+    carrying = [ElfFile(path, (name,), replace(facts, path=path), None) for name, path, facts in paths]
     if not carrying:
         return []
     floored = replace(plan, elf_files=tuple(sorted((*plan.elf_files, *carrying), key=lambda e: e.path)))
