@@ -260,15 +260,16 @@ def test_a_linked_wheel_is_read_by_range_for_its_shared_objects_alone_and_charge
     """The payload (2 MB, incompressible) is never fetched; what is costs the budget once, then the
     cache serves it; a wheel over what is left of the budget is not fetched at all."""
     filename, data = _linking(elf_builder, "linkapp", "libcublas.so.12", "cublasCreate_v2", "nvidia/cublas/lib")
-    payload = {"linkapp/__init__.py": b"", "linkapp/payload.bin": os.urandom(2_000_000)}
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        payload["linkapp/_ext.so"] = archive.read("linkapp/_ext.so")
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:  # the shared object first: the zip's tail does not hold it
+        payload = {"linkapp/_ext.so": archive.read("linkapp/_ext.so"), "linkapp/__init__.py": b"",
+                   "linkapp/payload.bin": os.urandom(2_000_000)}
     for version in ("1.0", "2.0"):
         server.add(*make_wheel("linkapp", version, files=payload, tag=_tag()))
     cache, http = IndexCache(str(tmp_path / "cache")), Http(sleep=lambda seconds: None)
     first, second = sorted(index_files(http, cache, server.url + "/simple", "linkapp"), key=lambda f: f.version)
-    budget, before = LinkBudget(1_000_000), server.bytes_sent
+    budget, before, requests = LinkBudget(1_000_000), server.bytes_sent, len(server.requests)
     facts = wheel_linked_facts(http, cache, first, budget)
+    assert len(server.requests) - requests == 2  # the zip's tail, then the one shared object
     assert [f.path.split("!")[1] for f in facts.members] == ["linkapp/_ext.so"] and "libcublas.so.12" in facts.members[0].needed
     assert 0 < budget.spent < 100_000 and server.bytes_sent - before < 0.1 * (first.size or 0)
     again, before = LinkBudget(1_000_000), server.bytes_sent

@@ -397,6 +397,8 @@ class _RangeFile(io.RawIOBase):
         self._http, self._url, self._size, self._what = http, url, size, what
         self._regions: list[tuple[int, bytes]] = []  # (start, data), non-overlapping in practice
         self._position = 0
+        self._spans: list[tuple[int, int]] = []  # `in_spans`
+        self._fixed = 0  # the regions `in_spans` keeps
 
     def add(self, start: int, data: bytes) -> None:
         self._regions.append((start, data))
@@ -405,6 +407,12 @@ class _RangeFile(io.RawIOBase):
         end = min(self._size, start + length)
         if self._find(start, end - start) is None:
             self._fetch(start, end)
+
+    def in_spans(self, spans: list[tuple[int, int]]) -> None:
+        """Read what falls in one of `spans` (start, length: a zip member with its local header) by
+        fetching the whole span in one request, dropping the span fetched before: the regions held
+        are the first ones (the tail) and one span."""
+        self._spans, self._fixed = sorted(spans), len(self._regions)
 
     def readable(self) -> bool:
         return True
@@ -426,7 +434,11 @@ class _RangeFile(io.RawIOBase):
             return b""
         data = self._find(self._position, end - self._position)
         if data is None:
-            self._fetch(self._position, end)
+            span = next(((start, min(self._size, start + length)) for start, length in self._spans
+                         if start <= self._position and end <= start + length), None)
+            if span is not None:
+                del self._regions[self._fixed:]
+            self._fetch(*(span or (self._position, end)))
             data = self._find(self._position, end - self._position)
             assert data is not None
         self._position = end

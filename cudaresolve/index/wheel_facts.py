@@ -124,8 +124,7 @@ def wheel_linked_facts(
         cost = sum(length for _, length in spans)
         if not budget.take(cost):
             raise BudgetSpent(cost, budget)
-        for start, length in spans:
-            ranged.prefetch(start, length)
+        ranged.in_spans(spans)  # one request per member, one member held at a time
         facts = read_wheel(cast(BinaryIO, ranged), file.filename, **bounds)
     cache.store_blob("wheel-facts", key, dumps_facts((facts.label, facts.members, facts.unreadable, facts.not_elf)))
     return facts
