@@ -10,15 +10,18 @@ so no wheel is read twice. Partial reads of a remote wheel cannot work: NVIDIA k
 A wheel the tables do not know is read for what it links (`wheel_linked_facts`) through range
 requests where its server allows them: the zip directory, then each shared-object member in one
 request, never its Python files or data; else it is downloaded. What that fetches is charged to
-the lock's `LinkBudget` before any member is fetched.
+the lock's `LinkBudget` before any member is fetched. Only what the links and a runtime's floor use
+is kept and cached (no symbol tables).
 """
 
 from __future__ import annotations
 
 import os
 import zipfile
+from dataclasses import replace
 from typing import BinaryIO, Optional, cast
 
+from cudaresolve.binary.facts import SymbolTable
 from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.binary.wheel import DirectoryTooLarge, WheelError, WheelFacts, open_zip, read_wheel
 from cudaresolve.env.cache import dumps_facts, loads_facts
@@ -52,7 +55,7 @@ def wheel_binary_facts(
         with local:
             return read_wheel(local, file.filename, **bounds)
     key = file.sha256 or "url:" + file.url
-    stored = _stored(cache, key)
+    stored = _stored(cache, "wheel-facts", key)
     if stored is not None:
         return stored
     if cache.offline:
@@ -95,11 +98,11 @@ def wheel_linked_facts(
     limits = http.limits
     bounds = {"max_directory": limits.central_directory_bytes, "max_member": limits.elf_member_bytes}
     key = file.sha256 or "url:" + file.url
-    stored = _stored(cache, key)
+    stored = _stored(cache, "wheel-links", key) or _stored(cache, "wheel-facts", key)
     if stored is not None:
-        return stored
+        return _links_only(stored)
     if file.url.startswith("file:"):
-        return wheel_binary_facts(http, cache, file, deep=True, progress=progress)
+        return _links_only(wheel_binary_facts(http, cache, file, deep=True, progress=progress))
     if cache.offline:
         raise OfflineMiss(f"--offline: the binary facts of {file.filename} are not in the cache")
     ranged = open_ranged(http, cache, file)
@@ -126,17 +129,26 @@ def wheel_linked_facts(
             raise BudgetSpent(cost, budget)
         ranged.in_spans(spans)  # one request per member, one member held at a time
         facts = read_wheel(cast(BinaryIO, ranged), file.filename, **bounds)
-    cache.store_blob("wheel-facts", key, dumps_facts((facts.label, facts.members, facts.unreadable, facts.not_elf)))
+    facts = _links_only(facts)
+    cache.store_blob("wheel-links", key, dumps_facts((facts.label, facts.members, facts.unreadable, facts.not_elf)))
     return facts
 
 
-def _stored(cache: IndexCache, key: str) -> Optional[WheelFacts]:
-    stored = cache.blob("wheel-facts", key, FACTS_BYTES)
+def _links_only(facts: WheelFacts) -> WheelFacts:
+    """`facts` without the symbol tables and version nodes, which the links and a runtime's floor do
+    not use: a wheel of 136k symbols is held and cached at the size of its DT_NEEDED and fatbin summary."""
+    members = tuple(replace(member, symbols=SymbolTable.of(), version_definitions=(), version_needs=(), symbols_complete=False)
+                    for member in facts.members)
+    return replace(facts, members=members, complete=False)
+
+
+def _stored(cache: IndexCache, kind: str, key: str) -> Optional[WheelFacts]:
+    stored = cache.blob(kind, key, FACTS_BYTES)
     if stored is None:
         return None
     facts = loads_facts(stored)
     if isinstance(facts, tuple) and len(facts) == 4:
         label, members, unreadable, not_elf = facts
         return WheelFacts(label, members, unreadable, not_elf)
-    cache.discard("wheel-facts", key)
+    cache.discard(kind, key)
     return None
