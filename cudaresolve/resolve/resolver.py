@@ -90,8 +90,9 @@ from cudaresolve.resolve.undeclared import MissingLibraries, Unprovided, missing
 from cudaresolve.versions import CudaVersion
 
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
-# What one lock may fetch to read the links of wheels the tables do not know (numpy, numba and
-# llvmlite of one target: ~70 MB); past it a wheel joins unread, and the lock says so.
+# What one lock may fetch to read the links of wheels the tables do not know (`cupy cuda-cccl` for
+# one target: numpy, cuda-bindings, cuda-core, cuda-cccl and numba-cuda-mlir, ~94 MB by range);
+# past it a wheel joins unread, and the lock says so.
 MAX_LINKED_BYTES = 500_000_000
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
 # Seconds of resolution for one lock, over every CUDA major and set it tries: resolvelib has no
