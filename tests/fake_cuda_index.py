@@ -305,11 +305,17 @@ def _fatbin(variant: torch.TorchVariant) -> bytes:
 
 
 def _torch_library(variant: torch.TorchVariant) -> Library:
-    """libtorch_cuda.so: the variant's fatbin, the CUDA libraries real torch links, bound by name@soname."""
+    """libtorch_cuda.so: the variant's fatbin, the CUDA libraries real torch links, bound by name@soname;
+    of a variant whose pins data/torch.toml holds only in part (2.7's cu128), those its wheels provide,
+    as real torch requires every wheel it links."""
     major = variant.cuda.major
+    pins = [Requirement(text) for text in variant.requires or ()]
+    required = {c.name for r in pins for c in components.for_dist(r.name)} | {e for r in pins if r.name == "cuda-toolkit" for e in r.extras}
     needs, search = [], []
     for name, symbol in TORCH_BINDS.items():
         row = components.for_component(name, major)[0]
+        if required and name not in required:
+            continue
         needs += [(soname, symbol) for soname in row.sonames[:1]]
         if name == "cublas":
             needs.append((row.sonames[1], "cublasLtCreate"))

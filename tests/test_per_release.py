@@ -27,12 +27,13 @@ from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.cli import main
 from cudaresolve.index.metadata import CoreMetadata
 from cudaresolve.index.pages import ProjectFile
+from cudaresolve.index.wheel_facts import LinkBudget
 from cudaresolve.knowledge import wheel_facts
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.check import misfits
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
-from cudaresolve.resolve.planned import planned_environment
+from cudaresolve.resolve.planned import planned_environment, read_links
 from cudaresolve.resolve.reasons import DriverTooOld
 from cudaresolve.versions import CudaVersion
 
@@ -51,10 +52,19 @@ class RecordedIndex:
     def metadata(self, file: ProjectFile) -> CoreMetadata:
         return CoreMetadata(file.name, str(file.version), "2.1", (), None, (), "pep658")
 
+    def members(self, file: ProjectFile) -> tuple[str, ...]:
+        """The wheel's member names, as its zip directory lists them: those of its recorded facts."""
+        recorded = self.facts.get(file.filename)
+        return tuple(member.path.split("!", 1)[1] for member in recorded.members) if recorded else ()
+
     def binary_facts(self, file: ProjectFile, *, deep: bool = False) -> WheelFacts:
         self.read.append(file.filename)
         row = wheel_facts.find(file.name, str(file.version), file.filename)
         return wheel_facts.from_record(row) if row is not None and not deep else self.facts[file.filename]
+
+    def linked_facts(self, file: ProjectFile, budget: LinkBudget) -> WheelFacts:
+        self.read.append(file.filename)
+        return self.facts[file.filename]
 
 
 def candidate(name: str, version: str, filename: str) -> Candidate:
@@ -88,16 +98,21 @@ def test_a_wheel_absent_from_the_table_gets_no_facts_from_a_neighbour():
 def test_a_table_release_is_its_row_and_an_unknown_component_release_joins_with_its_metadata():
     """1.31.1 has its row (no download: the index's reader answers from it); an NVIDIA component
     release the table lacks gets its CUDA from its name and version (data/components.toml), so its
-    wheel is not read; a package the table does not cover is not read either."""
+    wheel is not read; a package the tables do not describe that ships shared objects (numpy) is read
+    apart from the plan (read_links), so the lock sees what its files link (resolve/undeclared.py)
+    without judging them: the plan holds none of its files."""
     row = wheel_facts.find("onnxruntime-gpu", "1.31.1", machine="x86_64")
     assert row is not None
     other = "nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl"
     assert wheel_facts.find("nvidia-cublas-cu12", "12.9.1.4") is None
-    index = RecordedIndex({})
+    numpy = "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl"
+    index = RecordedIndex({numpy: WheelFacts(numpy, (so(f"{numpy}!numpy/_core/_multiarray_umath.so", needed=("libc.so.6",)),))})
     chosen = [candidate("onnxruntime-gpu", "1.31.1", row.filename), candidate("nvidia-cublas-cu12", "12.9.1.4", other),
-              candidate("numpy", "2.4.6", "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl")]
+              candidate("numpy", "2.4.6", numpy)]
     env = planned_environment(planned(markers=X86_64), chosen, index)
-    assert index.read == [row.filename]
+    assert index.read == [row.filename] and not any(elf.owner == "numpy" for elf in env.elf_files)
+    links = read_links(env, chosen, index, LinkBudget(1 << 20))
+    assert index.read == [row.filename, numpy] and list(links.files) == ["numpy"]
     builds = {b.dist: b.cuda for b in cuda_builds(env)}
     assert builds == {"onnxruntime-gpu": CudaVersion(13), "nvidia-cublas-cu12": CudaVersion(12, 9)}
 

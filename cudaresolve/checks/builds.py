@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
 from cudaresolve.binary.facts import BinaryFacts, CudaRuntime
@@ -19,7 +19,7 @@ from cudaresolve.binary.runtime import runtime_cuda
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.env.imports import picks
-from cudaresolve.knowledge import components, cupy, toolkit_pins, torch
+from cudaresolve.knowledge import components, cupy, toolkit_pins, toolkits, torch
 from cudaresolve.versions import CudaVersion
 
 
@@ -117,7 +117,7 @@ def runtime_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
     whose runtimes are of two majors is left undecided, as are runtimes no byte dates."""
     found: dict[str, list[tuple[CudaVersion, RuntimeFile]]] = {}
     for elf in env.elf_files:
-        runtime = elf.facts.cuda_runtime if elf.facts is not None else None
+        runtime = dated_runtime(elf.facts) if elf.facts is not None else None
         cuda = runtime_cuda(runtime) if runtime is not None else None
         if runtime is None or cuda is None or elf.owner is None or elf.owner in known:
             continue
@@ -132,6 +132,20 @@ def runtime_builds(env: Environment, known: set[str]) -> tuple[CudaBuild, ...]:
         if carried is not None:
             builds.append(carried)
     return tuple(builds)
+
+
+def dated_runtime(facts: BinaryFacts) -> Optional[CudaRuntime]:
+    """The runtime a file carries, a static one without a toolkit note (CUDA <= 12.7 cubins) dated by
+    its PTX: the oldest toolkit that writes the newest PTX ISA among its entries (8.7: CUDA 12.8), so
+    the floor it gives is never above the real one. Undated when it has no PTX the table places."""
+    runtime = facts.cuda_runtime
+    if runtime is None or runtime.major is not None or facts.fatbin is None:
+        return runtime
+    dated = [cuda for ptx in facts.fatbin.ptx if ptx.isa and (cuda := toolkits.oldest_writing_ptx_isa(ptx.isa)) is not None]
+    if not dated:
+        return runtime
+    cuda = max(dated, key=lambda c: (c.major, c.minor or 0))
+    return replace(runtime, major=cuda.major, release=str(cuda), release_from="PTX ISA")
 
 
 def _runtime_build(name: str, version: str, files: Sequence[tuple[CudaVersion, RuntimeFile]]) -> Optional[CudaBuild]:
@@ -176,8 +190,8 @@ def wheel_build(name: str, version: str, files: Sequence[BinaryFacts]) -> Option
     the wheel): the doctor's rules for a package the tables do not know (runtime_builds, then
     binary_builds), with every per-major build of the wheel counted (no installed distribution
     chooses one). None when its files tell no single CUDA."""
-    runtimes = [(cuda, RuntimeFile(facts.path, facts.cuda_runtime)) for facts in files
-                if facts.cuda_runtime is not None and (cuda := runtime_cuda(facts.cuda_runtime)) is not None]
+    dated = [(facts.path, runtime) for facts in files if (runtime := dated_runtime(facts)) is not None]
+    runtimes = [(cuda, RuntimeFile(path, runtime)) for path, runtime in dated if (cuda := runtime_cuda(runtime)) is not None]
     build = _runtime_build(name, version, runtimes)
     if build is not None:
         return build

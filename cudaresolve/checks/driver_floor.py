@@ -18,11 +18,12 @@ from packaging.version import Version
 from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import releases
-from cudaresolve.checks.builds import CudaBuild
+from cudaresolve.checks.builds import CudaBuild, dated_runtime
 from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.floors import applicable_requirements
 from cudaresolve.checks.metadata import versioned_needs
+from cudaresolve.checks.problems import UndatedRuntime
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.checks.suggest import other_route, own_runtime_fix, torch_variant_fix
 from cudaresolve.env.environment import Environment
@@ -53,6 +54,23 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
             build, verdict = verdicts[dist]
             findings.append(_finding(env, build, verdict, [verdicts[d][0] for d in sorted(folded - family)], host,
                                      tuple(sorted(family))))
+    return findings + _undated(env, {build.dist for build in builds}, host)
+
+
+def _undated(env: Environment, dated: set[str], host: HostFacts) -> list[Finding]:
+    """A warning per package without a known CUDA whose files link a runtime in statically that no
+    byte dates: its floor cannot be judged, which is said, not passed over."""
+    files: dict[str, list[str]] = {}
+    for elf in env.elf_files:
+        runtime = dated_runtime(elf.facts) if elf.facts is not None else None
+        if runtime is not None and runtime.major is None and elf.owner is not None and elf.owner not in dated:
+            files.setdefault(elf.owner, []).append(elf.path)
+    findings = []
+    for name, paths in sorted(files.items()):
+        dist = env.distribution(name)
+        about = Subject(distribution=NormalizedName(name), version=dist.version if dist is not None else None)
+        findings.append(Finding(Check.DRIVER_FLOOR, Severity.WARNING, about, UndatedRuntime(tuple(sorted(paths))),
+                                (e.HostDriver(host.driver.release, host.driver.cuda),)))
     return findings
 
 

@@ -256,6 +256,14 @@ class OptInUnavailable:
 
 
 @dataclass(frozen=True)
+class UndatedRuntime:
+    """Files that link a CUDA runtime in statically whose release no byte tells (no toolkit note, no
+    PTX the toolkit table places): the package's driver floor is unknown."""
+
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class MixedMajors:
     """Consumers of different CUDA runtime majors in one environment."""
 
@@ -386,7 +394,7 @@ Problem = Union[
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnly, UnusedBridge, Shadowed,
     DuplicateBuilds, PrivateCopies, NoKernelImage,
-    OptInUnavailable, DriverTooOld, MinorCompat, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
+    OptInUnavailable, DriverTooOld, UndatedRuntime, MinorCompat, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
     OwnedTwice, SbsaOnJetson, BelowPackageFloor,
 ]

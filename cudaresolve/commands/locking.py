@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import for_machine
@@ -37,7 +37,7 @@ from cudaresolve.resolve.check import WheelReader, major_misfits, misfits, skipp
 from cudaresolve.resolve.inputs import Indexes, LockInputs
 from cudaresolve.resolve.lock import Lock, LockedPackage, LockedWheel
 from cudaresolve.resolve.reasons import MajorRejection, Rejection
-from cudaresolve.resolve.resolver import Judging, lock
+from cudaresolve.resolve.resolver import Judging, Unjudged, lock
 from cudaresolve.resolve.targets import (
     HostPythons,
     LockTarget,
@@ -113,8 +113,11 @@ def _locked_for(one: LockTarget, inputs: LockInputs, installed: Environment, env
     )
     said: list[Judging] = []  # the resolver judges a set per try; the first is said, once per target
 
-    def progress(judging: Judging) -> None:
-        if not said:
+    def progress(judging: Union[Judging, Unjudged]) -> None:
+        if isinstance(judging, Unjudged):
+            for line in lock_words.unjudged(judging):
+                print(line, file=sys.stderr, flush=True)
+        elif not said:
             said.append(judging)
             say(quiet, judging_progress(judging, one))
 

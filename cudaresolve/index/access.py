@@ -30,7 +30,7 @@ from cudaresolve.index.http import Http, IndexAccessError
 from cudaresolve.index.metadata import CoreMetadata, core_metadata, wheel_members
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
 from cudaresolve.index.tags import TagOverrides, target_tags
-from cudaresolve.index.wheel_facts import wheel_binary_facts
+from cudaresolve.index.wheel_facts import LinkBudget, wheel_binary_facts, wheel_linked_facts
 from cudaresolve.knowledge import torch
 
 WORKERS = 8  # concurrent requests: enough to hide round trips, few enough to be polite to an index
@@ -188,6 +188,11 @@ class PackageIndex:
     def binary_facts(self, file: ProjectFile, *, deep: bool = False) -> WheelFacts:
         """The ELF facts of a wheel: the knowledge table's (partial) unless `deep`, else the wheel's own."""
         return wheel_binary_facts(self.http, self.cache, file, deep=deep, progress=self.progress)
+
+    def linked_facts(self, file: ProjectFile, budget: LinkBudget) -> WheelFacts:
+        """The ELF facts of a wheel the tables do not know, its shared objects read by range where
+        the server allows, charged to `budget` (BudgetSpent when it would overrun)."""
+        return wheel_linked_facts(self.http, self.cache, file, budget, self.progress)
 
     def best_wheel(self, name: str, version: Version, torch_variant: Optional[str] = None) -> Optional[ProjectFile]:
         """The wheel of exactly `name==version` pip would take for the target (best tag first; a

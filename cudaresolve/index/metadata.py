@@ -273,6 +273,15 @@ def ranged_wheel(http: Http, cache: IndexCache, file: ProjectFile) -> Optional[t
     return cast(BinaryIO, ranged), shared / max(1, ranged.size)
 
 
+def open_ranged(http: Http, cache: IndexCache, file: ProjectFile) -> Optional["_RangeFile"]:
+    """The remote wheel as a seekable file whose reads are range requests (its tail already held);
+    None when it is local or its server does not do ranges."""
+    host = urllib.parse.urlsplit(file.url).netloc
+    if file.url.startswith("file:") or cache.refuses_ranges(host):
+        return None
+    return _ranged(http, cache, file, host)
+
+
 def wheel_members(http: Http, cache: IndexCache, file: ProjectFile, progress: Optional[Progress] = None) -> tuple[str, ...]:
     """The member names of the wheel `file`, from its zip directory alone: through range reads (torch's
     450 MB aarch64 wheel: its 1 MB tail, one request), else the whole file; cached by sha256. Whether
@@ -487,6 +496,8 @@ class _RangeFile(io.RawIOBase):
         self._position = 0
         self.window = 0  # 0: fetch exactly what is missing; else up to this much, keeping only the first region and the last window
         self.stops: list[int] = []  # where a window ends at the latest (the members' starts), sorted
+        self._spans: list[tuple[int, int]] = []  # `in_spans`
+        self._fixed = 0  # the regions `in_spans` keeps
 
     def add(self, start: int, data: bytes) -> None:
         self._regions.append((start, data))
@@ -495,6 +506,12 @@ class _RangeFile(io.RawIOBase):
         end = min(self._size, start + length)
         if self._find(start, end - start) is None:
             self._fetch(start, end)
+
+    def in_spans(self, spans: list[tuple[int, int]]) -> None:
+        """Read what falls in one of `spans` (start, length: a zip member with its local header) by
+        fetching the whole span in one request, dropping the span fetched before: the regions held
+        are the first ones (the tail) and one span."""
+        self._spans, self._fixed = sorted(spans), len(self._regions)
 
     def readable(self) -> bool:
         return True
@@ -516,11 +533,17 @@ class _RangeFile(io.RawIOBase):
             return b""
         data = self._find(self._position, end - self._position)
         if data is None:
-            fetched = max(end, min(self._size, self._position + self.window, self._stop_after(self._position)))
-            if self.window:
-                del self._regions[1:]  # the tail (the zip directory) stays, the windows read before go
-                spend(self._http, fetched - self._position, self._what)
-            self._fetch(self._position, fetched)
+            span = next(((start, min(self._size, start + length)) for start, length in self._spans
+                         if start <= self._position and end <= start + length), None)
+            if span is not None:
+                del self._regions[self._fixed:]
+                self._fetch(*span)
+            else:
+                fetched = max(end, min(self._size, self._position + self.window, self._stop_after(self._position)))
+                if self.window:
+                    del self._regions[1:]  # the tail (the zip directory) stays, the windows read before go
+                    spend(self._http, fetched - self._position, self._what)
+                self._fetch(self._position, fetched)
             data = self._find(self._position, end - self._position)
             assert data is not None
         self._position = end

@@ -205,6 +205,13 @@ def ptx_isa(cuda: CudaVersion) -> Optional[str]:
     return load().ptx_isa.get(_minor(cuda))
 
 
+def oldest_writing_ptx_isa(isa: str) -> Optional[CudaVersion]:
+    """The oldest CUDA minor whose compilers write PTX ISA `isa` ("8.5": 12.5): a file carrying PTX of
+    that ISA was built with it or a later toolkit. None when the table has no minor writing it."""
+    found = sorted((cuda for cuda, written in load().ptx_isa.items() if written == isa), key=lambda c: (c.major, c.minor or 0))
+    return found[0] if found else None
+
+
 def family_floor(cuda: Union[int, CudaVersion]) -> Optional[DriverRelease]:
     """The lowest driver that runs any binary of a CUDA major (12, or CUDA 12.8) by minor-version compatibility."""
     return load().floors.get(cuda.major if isinstance(cuda, CudaVersion) else cuda)

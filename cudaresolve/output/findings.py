@@ -342,6 +342,9 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
                                          f"{problem.feature} has no kernel image for it"),
     p.DriverTooOld: _driver_too_old,
     p.MinorCompat: lambda problem: f"{words(problem)} (PTX from the newer toolkit cannot be JIT-compiled)",
+    p.UndatedRuntime: lambda problem: (
+        f"{', '.join(map(_name, problem.files))} link{'s' if len(problem.files) == 1 else ''} a CUDA runtime in statically "
+        "whose release no byte tells (no toolkit note in its cubins, no PTX of a known ISA): its driver floor is unknown"),
     p.MixedMajors: lambda problem: (f"packages need different CUDA majors ({', '.join(map(str, problem.majors))}); "
                                     "two CUDA runtimes in one process do not share contexts, memory or streams"),
     p.CompanionMajors: lambda problem: (f"links CUDA {', '.join(map(str, problem.needs))} libraries, but the "
@@ -442,7 +445,8 @@ def _cuda_runtime_in(item: e.CudaRuntimeIn) -> str:
         what = f"{item.file} links the CUDA {item.release or item.major} runtime in statically"
     else:
         what = f"{item.file} is a CUDA {item.release or item.major} runtime (version node libcudart.so.{item.major})"
-    where = {"file name": "its file name", "toolkit note": "its cubins' toolkit note (.note.nv.tkinfo)"}
+    where = {"file name": "its file name", "toolkit note": "its cubins' toolkit note (.note.nv.tkinfo)",
+             "PTX ISA": "its PTX's ISA version (the oldest toolkit that writes it)"}
     return f"{what}, release read from {where.get(item.read_from, item.read_from)}" if item.read_from else what
 
 

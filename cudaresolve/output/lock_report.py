@@ -24,7 +24,7 @@ from cudaresolve.output.findings import finding_dict
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.output.lock_words import ENVIRONMENT, candidate
 from cudaresolve.output.progress import counted
-from cudaresolve.resolve.causes import Cause, Conflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
+from cudaresolve.resolve.causes import Cause, Conflict, GaveUp, NoProvider, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.check import Skipped
 from cudaresolve.resolve.lock import Fork, Lock, LockedPackage, LockedSdist, LockedWheel, Reason, ReasonKind
 from cudaresolve.resolve.reasons import MajorRejection, Need, Origin, Rejection
@@ -183,6 +183,9 @@ def _cause_json(cause: Cause) -> dict[str, Any]:
                      constraints=[_need_json(n) for n in cause.constraints])
     elif isinstance(cause, Refused):
         found.update(host=cause.host, finding=finding_dict(cause.finding))
+    elif isinstance(cause, NoProvider):
+        found.update(consumer=candidate(cause.consumer), file=cause.file, soname=cause.soname, cuda_major=cause.cuda_major,
+                     other_majors=[{"cuda_major": major, "wheel": dist} for major, dist in cause.other_majors])
     elif isinstance(cause, GaveUp):
         found.update(sets=cause.sets, last=finding_dict(cause.last))
     else:

@@ -17,7 +17,18 @@ from packaging.utils import canonicalize_name
 from cudaresolve.output.findings import kebab, shown
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.output.verdicts import on, unworded, words
-from cudaresolve.resolve.causes import Bound, Cause, Conflict, FleetConflict, GaveUp, NoSolution, Refused, TooDeep, Unsatisfiable
+from cudaresolve.resolve.causes import (
+    Bound,
+    Cause,
+    Conflict,
+    FleetConflict,
+    GaveUp,
+    NoProvider,
+    NoSolution,
+    Refused,
+    TooDeep,
+    Unsatisfiable,
+)
 from cudaresolve.resolve.check import Skipped
 from cudaresolve.resolve.lock import ExtraFor, LockedPackage, PreRelease, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
@@ -56,6 +67,7 @@ from cudaresolve.resolve.reasons import (
     Yanked,
     parent_of,
 )
+from cudaresolve.resolve.resolver import Unjudged
 from cudaresolve.versions import DriverRelease
 
 ENVIRONMENT = "CUDA major"  # the --explain and `why` entry for the environment's one CUDA major
@@ -145,6 +157,8 @@ def binary_need(need: BinaryNeed) -> str:
         who = need.consumer.name if need.consumer else "files"
         return f"installed {who} bind {need.soname} symbols of release >={need.floor}"
     assert need.consumer is not None
+    if need.linked:
+        return f"{candidate(need.consumer)}'s {need.file} links {need.soname}, which nothing else of the set provides"
     return f"{candidate(need.consumer)}'s binaries bind {need.soname} symbols of release >={need.floor}"
 
 
@@ -284,6 +298,30 @@ def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> lis
     return lines
 
 
+def unjudged(note: Unjudged) -> list[str]:
+    """The warnings of a locked set the lock could not judge in full: a runtime no byte dates, and
+    the wheels whose links were not read because the lock's budget for reading them was spent."""
+    lines = []
+    for finding in note.warnings:
+        text = shown(finding)
+        lines.append(f"warning: {text.subject}: {text.message}")
+    if note.unread:
+        names = ", ".join(candidate(ref) for ref in note.unread)
+        lines.append(f"warning: the libraries {names} link{'s' if len(note.unread) == 1 else ''} were not read: this lock's "
+                     f"budget of {note.budget / 1e6:,.0f} MB for reading wheels the knowledge tables do not know is spent; "
+                     "the doctor judges their files after install")
+    return lines
+
+
+def no_provider(found: NoProvider) -> str:
+    """`cuda11-ext 1.0's ext/_ext.so links libcublas.so.11, which no wheel of CUDA 12 installs (nvidia-cublas-cu11 is CUDA 11's)`."""
+    major = f"CUDA {found.cuda_major}" if found.cuda_major is not None else "the set's CUDA"
+    line = f"{candidate(found.consumer)}'s {found.file} links {found.soname}, which no wheel of {major} installs"
+    if found.other_majors:
+        line += " (" + ", ".join(f"{dist} is CUDA {other}'s" for other, dist in found.other_majors) + ")"
+    return line + ", and nothing else of the set or the target provides it"
+
+
 def cause(found: Cause, *, whole: bool = True) -> str:
     """One cause in one line; short (`whole` False): at most MAX_REASONS candidates set aside, the rest counted."""
     if isinstance(found, Unsatisfiable):
@@ -308,6 +346,8 @@ def cause(found: Cause, *, whole: bool = True) -> str:
     if isinstance(found, Refused):
         text = shown(found.finding)
         return f"{text.subject}: {text.message}{on(found.host)}" + (f"; fix: {text.fix}" if text.fix else "")
+    if isinstance(found, NoProvider):
+        return no_provider(found)
     if isinstance(found, GaveUp):
         return f"gave up after {found.sets} sets refused by the checks; the last: {shown(found.last).message}"
     assert isinstance(found, TooDeep)

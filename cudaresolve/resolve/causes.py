@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 from cudaresolve.checks.findings import Finding
 from cudaresolve.checks.fixes import Fix
 from cudaresolve.errors import CudaresolveError, Exit
-from cudaresolve.resolve.reasons import MajorRejection, Need, Origin, Rejection
+from cudaresolve.resolve.reasons import CandidateRef, MajorRejection, Need, Origin, Rejection
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,18 @@ class GaveUp:
     last: Finding
 
 
+@dataclass(frozen=True)
+class NoProvider:
+    """A chosen wheel's file links a CUDA library that nothing of the planned set provides and no
+    wheel of the set's CUDA major installs (resolve/undeclared.py)."""
+
+    consumer: CandidateRef
+    file: str  # the linking file, as a path inside the wheel
+    soname: str
+    cuda_major: Optional[int]  # the set's major
+    other_majors: tuple[tuple[int, str], ...]  # (major, wheel) of the other majors that install it
+
+
 class Bound(enum.Enum):
     """What ended a resolution that found no set: its rounds, or its time."""
 
@@ -82,7 +94,7 @@ class TooDeep:
     conflict: tuple[Union[Unsatisfiable, Conflict], ...] = ()
 
 
-Cause = Union[Unsatisfiable, Conflict, Refused, GaveUp, TooDeep]
+Cause = Union[Unsatisfiable, Conflict, Refused, GaveUp, TooDeep, NoProvider]
 
 
 @dataclass(frozen=True)

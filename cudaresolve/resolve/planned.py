@@ -3,27 +3,34 @@ same `Environment` value the doctor judges. The installed distributions a candid
 stay with their files; each chosen wheel brings its metadata and, where the binary facts are known,
 its ELF files at the paths they will be installed at. A distribution that stays keeps its extras.
 
-May import: packaging, binary/ (facts, wheel), env/, index/ (access, cache), knowledge/ (components, wheel_facts), resolve/candidates.
+May import: packaging, binary/ (facts, names, wheel), checks/ (builds, driver_floor, findings), env/, host facts, index/ (access, cache, http, wheel_facts), knowledge/ (components, cupy, torch, wheel_facts), resolve/candidates.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
-from typing import AbstractSet, Iterable
+from dataclasses import dataclass, replace
+from typing import AbstractSet, Iterable, Mapping
 
 from packaging.requirements import Requirement
 from packaging.version import Version
 
 from cudaresolve.binary.facts import BinaryFacts
+from cudaresolve.binary.names import is_shared_object_name
 from cudaresolve.binary.wheel import WheelError
+from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.driver_floor import check_driver_floor
+from cudaresolve.checks.findings import Finding
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
 from cudaresolve.env.ownership import Claim, SharedFile
 from cudaresolve.env.scan import listdir, preloads_of
+from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
-from cudaresolve.knowledge import components, wheel_facts
+from cudaresolve.index.http import IndexAccessError
+from cudaresolve.index.wheel_facts import BudgetSpent, LinkBudget
+from cudaresolve.knowledge import components, cupy, torch, wheel_facts
 from cudaresolve.resolve.candidates import Candidate
 from cudaresolve.resolve.needs import read_needed
 
@@ -144,6 +151,60 @@ def _shared_files(
         kept.append(SharedFile(path, tuple(Claim(owner, versions[owner], None) for owner in owners),
                                unjudged="planned"))
     return tuple(sorted(kept, key=lambda shared: shared.path))
+
+
+@dataclass(frozen=True)
+class Links:
+    """What the chosen wheels the knowledge tables do not know link, read apart from the plan: their
+    files are not judged by the lock (the doctor judges them after install), only closed over
+    (resolve/undeclared.py) and their runtimes' floors judged (resolve/resolver.py)."""
+
+    files: Mapping[str, tuple[BinaryFacts, ...]]  # per chosen name: its shared objects' facts
+    unread: tuple[Candidate, ...] = ()  # not read: the lock's budget for reading them was spent
+
+
+def read_links(plan: Environment, chosen: Iterable[Candidate], index: PackageIndex, budget: LinkBudget) -> Links:
+    """The facts of each chosen wheel the tables do not know (`_tables_know`) whose zip directory
+    lists shared objects and whose files the plan does not hold already: a pure wheel is never
+    fetched. A wheel that cannot be read joins by its metadata; one past `budget`, also in `unread`."""
+    held = {owner for elf in plan.elf_files for owner in elf.owners}
+    files: dict[str, tuple[BinaryFacts, ...]] = {}
+    unread = []
+    for candidate in chosen:
+        file = candidate.file
+        if file is None or candidate.name in held or _tables_know(candidate) or file.filename.endswith("-any.whl"):
+            continue
+        try:
+            if any(is_shared_object_name(os.path.basename(member)) for member in index.members(file)):
+                files[candidate.name] = index.linked_facts(file, budget).members
+        except BudgetSpent:
+            unread.append(candidate)
+        except (WheelError, OfflineMiss, IndexAccessError):
+            pass  # unread: joins with its metadata, and the doctor judges its files after install
+    return Links(files, tuple(unread))
+
+
+def runtime_floors(plan: Environment, links: Links, host: HostFacts) -> list[Finding]:
+    """The driver-floor findings of the CUDA runtimes the files in `links` carry (a static one dated
+    by its toolkit note or its PTX ISA; a warning when no byte dates it), judged as the doctor judges
+    them, with no other check of those files (a foreign target's libgomp is not known to be missing)."""
+    site = plan.target.site_packages[-1]
+    paths = [(name, os.path.normpath(os.path.join(site, facts.path.split("!", 1)[-1])), facts)
+             for name, read in links.files.items() for facts in read if facts.cuda_runtime is not None]
+    carrying = [ElfFile(path, (name,), replace(facts, path=path), None) for name, path, facts in paths]
+    if not carrying:
+        return []
+    floored = replace(plan, elf_files=tuple(sorted((*plan.elf_files, *carrying), key=lambda e: e.path)))
+    return [finding for finding in check_driver_floor(floored, cuda_builds(floored), host)
+            if finding.subject.distribution in links.files]
+
+
+def _tables_know(candidate: Candidate) -> bool:
+    """Whether the knowledge tables say what a wheel links: an NVIDIA component, a framework of the
+    torch family (its release rows pin every wheel it links), or a CuPy wheel (data/cupy.toml, and
+    its undeclared libraries: data/components.toml)."""
+    return (bool(components.for_dist(candidate.name)) or candidate.name in torch.family()
+            or cupy.dist(candidate.name, candidate.version.public) is not None)
 
 
 def _read_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:

@@ -261,7 +261,8 @@ class ExtrasOf:
 @dataclass(frozen=True)
 class BinaryNeed:
     """An ELF file binds a versioned symbol that implies a release of another component
-    (`__nvJitLinkComplete_12_4@libnvJitLink.so.12`: nvJitLink >= 12.4)."""
+    (`__nvJitLinkComplete_12_4@libnvJitLink.so.12`: nvJitLink >= 12.4), or (`linked`) links a CUDA
+    library nothing else of the planned set provides (resolve/undeclared.py)."""
 
     kind: ClassVar[OriginKind] = OriginKind.BINARY_NEED
     consumer: Optional[CandidateRef]  # the wheel or installed distribution; None: installed files no one owns
@@ -270,6 +271,8 @@ class BinaryNeed:
     floor: CudaVersion  # the release the symbol names imply: 12.4
     file: Optional[str] = None  # the binding file: an installed path, or a path inside the wheel
     symbol: Optional[str] = None  # one symbol that implies `floor`: __nvJitLinkComplete_12_4
+    # the file links `soname` and nothing else of the set provides it: any release of `floor`'s major
+    linked: bool = field(default=False, metadata={"unwritten-default": True})
 
 
 Origin = Union[Asked, Constrained, RequiredBy, ExtrasOf, BinaryNeed]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence, Union
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
@@ -34,6 +34,7 @@ from cudaresolve.env.environment import Environment
 from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
+from cudaresolve.index.wheel_facts import LinkBudget
 from cudaresolve.knowledge import components, cupy, torch
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.causes import (
@@ -43,6 +44,7 @@ from cudaresolve.resolve.causes import (
     CondaMismatch,
     Conflict,
     GaveUp,
+    NoProvider,
     NoSolution,
     Refused,
     TooDeep,
@@ -65,11 +67,13 @@ from cudaresolve.resolve.lock import (
     ReasonKind,
 )
 from cudaresolve.resolve.needs import installed_binary_requirements, unmet_installed_needs
-from cudaresolve.resolve.planned import Unread, planned_environment
+from cudaresolve.resolve.planned import Unread, planned_environment, read_links, runtime_floors
 from cudaresolve.resolve.provider import Identifier, Provider, missing_extra, root_requirements
 from cudaresolve.resolve.reasons import (
     Asked,
+    BinaryNeed,
     BreaksInstalled,
+    CandidateRef,
     ExtrasOf,
     FactsUnknown,
     Judged,
@@ -83,9 +87,14 @@ from cudaresolve.resolve.reasons import (
     Rejection,
     RequiredBy,
 )
-from cudaresolve.resolve.undeclared import MissingLibraries, missing_libraries
+from cudaresolve.resolve.undeclared import MissingLibraries, Unprovided, missing_libraries, unprovided_libraries
+from cudaresolve.versions import CudaVersion
 
 MAX_JUDGED = 25  # sets the judge may refuse before the lock gives up
+# What one lock may fetch to read the links of wheels the tables do not know (`cupy cuda-cccl` for
+# one target: numpy, cuda-bindings, cuda-core, cuda-cccl and numba-cuda-mlir, ~94 MB by range);
+# past it a wheel joins unread, and the lock says so.
+MAX_LINKED_BYTES = 500_000_000
 MAX_ROUNDS = 2000  # resolvelib rounds per resolution
 # Seconds of resolution for one lock, over every CUDA major and set it tries: resolvelib has no
 # deadline, and a hard set could backtrack for its 2000 rounds (46 s seen) to end naming no
@@ -106,6 +115,15 @@ class Judging:
 
 
 @dataclass(frozen=True)
+class Unjudged:
+    """Said once a set is locked: what the lock could not judge of it, left to the doctor after install."""
+
+    warnings: tuple[Finding, ...]  # of the runtimes linked wheels carry: one no byte dates
+    unread: tuple[CandidateRef, ...]  # wheels whose links were not read: the lock's budget was spent
+    budget: int  # that budget, in bytes
+
+
+@dataclass(frozen=True)
 class Rewrite:
     """A request made concrete for the environment's CUDA major."""
 
@@ -119,7 +137,7 @@ def lock(
     installed: Environment,
     index: PackageIndex,
     *,
-    progress: Optional[Callable[[Judging], None]] = None,
+    progress: Optional[Callable[[Union[Judging, Unjudged]], None]] = None,
 ) -> Lock:
     """The lock `inputs` ask for on every one of their hosts, given the `installed` environment and
     the `index` their settings open; or NoSolution naming what is in conflict.
@@ -154,11 +172,12 @@ def lock(
     majors: list[Optional[int]] = list(ordered) or [None]
     failures: list[Attempt] = []
     deadline = time.monotonic() + MAX_SECONDS
+    budget = LinkBudget(MAX_LINKED_BYTES)
     for major in majors:
         finder.major = major
         roots, rewrites = for_major(requested, major)
         try:
-            return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress, deadline)
+            return _lock_once(inputs, installed, index, finder, roots + binary, rewrites, baseline, markers, progress, deadline, budget)
         except NoSolution as exc:
             failures += exc.attempts
     untried = _untried(failures, hosts, majors)
@@ -249,8 +268,9 @@ def _lock_once(
     rewrites: dict[NormalizedName, Rewrite],
     baseline: set[FindingKey],
     markers: dict[str, str],
-    progress: Optional[Callable[[Judging], None]],
+    progress: Optional[Callable[[Union[Judging, Unjudged]], None]],
     deadline: float,
+    budget: LinkBudget,
 ) -> Lock:
     hosts = inputs.hosts
     excluded: set[tuple[str, str]] = set()
@@ -283,13 +303,26 @@ def _lock_once(
         if asked_again != roots:  # asked for with the package's own extra that brings them: resolve again
             roots = asked_again
             continue
+        links = read_links(plan, chosen.values(), index, budget)
+        unprovided = unprovided_libraries(plan, chosen.values(), finder.major, system=inputs.system_libraries, links=links.files)
+        lacking = tuple(_no_provider(u) for u in unprovided if not u.providers)
+        if lacking:
+            raise NoSolution((Attempt(finder.major, lacking),))
+        linked = [need for need in dict.fromkeys(_linked_need(u) for u in unprovided) if need not in roots]
+        if linked:  # the wheels that install what the set's binaries link: resolve again with them
+            roots = roots + linked
+            continue
+        floors = {label: runtime_floors(plan, links, host) for label, host in hosts}
         problems = [
             (label, finding)
             for label, host in hosts
-            for finding in judge(plan, host).findings
+            for finding in judge(plan, host).findings + tuple(floors[label])
             if refuses(finding) and _key(finding) not in baseline and not allowed(finding, inputs.policy.allow_advisories)
         ]
         if not problems:
+            warnings = tuple(dict.fromkeys(f for found in floors.values() for f in found if not refuses(f)))
+            if progress and (warnings or links.unread):
+                progress(Unjudged(warnings, tuple(c.ref for c in links.unread), budget.limit))
             for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
                 finder.rejections.add(rejection)
             return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites, prereleases)
@@ -337,6 +370,19 @@ def _fit_together(a: Requirement, b: Requirement, finder: CandidateFinder) -> bo
     """Whether some candidate of their name admits both requirements."""
     return any(a.specifier.contains(c.version, prereleases=True) and b.specifier.contains(c.version, prereleases=True)
                for c in finder.all_candidates(a.name))
+
+
+def _linked_need(found: Unprovided) -> Need:
+    """The requirement on the wheel of the set's major that installs a library a chosen wheel links."""
+    row = sorted(found.providers, key=lambda r: r.dist)[0]
+    assert found.cuda_major is not None
+    origin = BinaryNeed(found.consumer, False, found.soname, CudaVersion(found.cuda_major), file=found.file, linked=True)
+    return Need(Requirement(f"{row.dist}{row.dist_versions or ''}"), origin)
+
+
+def _no_provider(found: Unprovided) -> NoProvider:
+    return NoProvider(found.consumer, found.file, found.soname, found.cuda_major,
+                      tuple(sorted({(row.cuda_major, row.dist) for row in found.other_majors})))
 
 
 def _with_libraries(

@@ -12,22 +12,31 @@ the environment is where cuda-pathfinder looks for it in site-packages, or, only
 would find its soname in this machine's cache, LD_LIBRARY_PATH or default directories (a system
 toolkit of that major). A host given by flags or a file says nothing about its system libraries.
 
-May import: packaging, env/, knowledge/components, checks/builds, resolve/candidates.
+The same rule closes the planned set over what its binaries link (`unprovided_libraries`): each
+CUDA library a planned wheel's ELF file NEEDs (a soname data/components.toml knows) is provided by
+the plan or, on this machine, by its system (a wheel the tables do not know is read apart from the
+plan, resolve/planned.py `read_links`: its files are closed over, not judged); when not, the wheel of the set's CUDA major that
+installs it is what the lock adds, and a library no wheel of that major installs (a CUDA 11 soname
+in a CUDA 12 set) is why the set cannot be locked.
+
+May import: packaging, binary/ (facts, loader), env/, knowledge/components, checks/builds, resolve/candidates, resolve/reasons.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 from packaging.utils import NormalizedName
 
+from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
-from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.builds import build_of, cuda_builds
 from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import components
 from cudaresolve.resolve.candidates import Candidate, cuda_build
+from cudaresolve.resolve.reasons import CandidateRef
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,70 @@ def missing_libraries(plan: Environment, chosen: Iterable[Candidate], *, system:
         if absent:
             found.append(MissingLibraries(candidate.name, row.extras, major, absent))
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class Unprovided:
+    """A CUDA library a planned wheel's file links that nothing of the plan provides, with the
+    wheels of the set's CUDA major that install it (none: no wheel of that major does)."""
+
+    consumer: CandidateRef
+    file: str  # the linking file, as a path inside the wheel
+    soname: str
+    cuda_major: Optional[int]  # the set's major; None when the lock chose none
+    providers: tuple[components.Component, ...]  # the rows of that major whose wheel installs `soname`
+    other_majors: tuple[components.Component, ...]  # the rows of other majors that do
+
+
+def unprovided_libraries(
+    plan: Environment, chosen: Iterable[Candidate], major: Optional[int], *, system: bool,
+    links: Mapping[str, tuple[BinaryFacts, ...]],
+) -> tuple[Unprovided, ...]:
+    """Each (soname, consumer) where a chosen wheel's file (in `plan`, or read apart from it:
+    `links`) links a CUDA library no file, distribution or (with `system`) system library of the
+    plan provides; `major` picks the wheels that would. Only a soname the component table maps to a
+    wheel is a need: any other (libgomp.so.1, a foreign target's C++ runtime) is not known to be
+    missing, and is left to the doctor's loader after install."""
+    wheels: dict[str, Candidate] = {c.name: c for c in chosen if c.file is not None}
+    site = plan.target.site_packages[-1]
+    files = [(elf.owner, elf.path, elf.facts) for elf in plan.elf_files if elf.facts is not None]
+    files += [(name, os.path.normpath(os.path.join(site, facts.path.split("!", 1)[-1])), facts)
+              for name, read in links.items() for facts in read]
+    provided = {facts.soname for _, _, facts in files if facts.soname}
+    provided |= {os.path.basename(path) for _, path, _ in files}
+    for dist in plan.distributions:
+        for row in components.for_dist(dist.name, str(dist.version)) if dist.kind != "conda" else ():
+            provided.update(row.sonames)
+    conda = {dist.name for dist in plan.distributions if dist.kind == "conda"}
+    found: dict[tuple[str, str], Unprovided] = {}
+    for owner_name, path, facts in files:
+        owner = wheels.get(owner_name or "")
+        if owner is None:
+            continue
+        build = build_of(plan, owner.name, path)
+        if build is not None and (not build.selected or major is not None and build.cuda_major not in (None, major)):
+            continue  # a build of the package its import does not load here (cuda-cccl's cu13/ in a CUDA 12 set)
+        for soname in facts.needed:
+            rows = components.for_soname(soname)
+            if not rows or soname in provided or (owner.name, soname) in found:
+                continue
+            if components.optional_layer(owner.name, owner.version, soname) is not None:
+                continue  # an optional layer's library (CuPy 13's NCCL module): the package works without it
+            if any(row.conda in conda for row in rows if row.conda) or (system and on_system(plan.loader, soname)):
+                continue
+            if major is None and len({row.cuda_major for row in rows}) == 1:
+                major_here: Optional[int] = rows[0].cuda_major
+            else:
+                major_here = major
+            if major_here is None:
+                continue  # no major chosen and the soname is several majors': the doctor's loader judges it
+            member = os.path.relpath(path, site)
+            found[(owner.name, soname)] = Unprovided(
+                owner.ref, member, soname, major_here,
+                tuple(row for row in rows if row.cuda_major == major_here and row.dist != owner.name),
+                tuple(row for row in rows if row.cuda_major != major_here),
+            )
+    return tuple(found[key] for key in sorted(found))
 
 
 def _has(plan: Environment, component: str, major: int, system: bool) -> bool:
