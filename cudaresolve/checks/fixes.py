@@ -226,6 +226,79 @@ class BuildOf:
     major: int
 
 
+# -- a fix judged on its planned environment (resolve/fix_judge.py) ------------------------------------
+
+
+@dataclass(frozen=True)
+class NotOffered:
+    """No release the configured indexes offer meets `requirement` (with `offline`: none cached)."""
+
+    requirement: Requirement
+    offline: bool = False
+
+
+@dataclass(frozen=True)
+class KeepsFinding:
+    """The planned environment still shows the finding the fix is for."""
+
+
+@dataclass(frozen=True)
+class AddsError:
+    """The planned environment shows an error the installed one does not: `check` on `subject`
+    (a distribution, a file, or the environment)."""
+
+    check: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class BreaksRequirement:
+    """`distribution` `version`, which stays, requires `requirement` (through `extra`); the plan holds
+    `planned` of it (None: the plan removes it)."""
+
+    distribution: str
+    version: Version
+    requirement: Requirement
+    extra: Optional[str]
+    planned: Optional[Version]
+
+
+@dataclass(frozen=True)
+class LeavesDriverMajor:
+    """The plan brings builds of CUDA `major`, which the driver cannot run, or which is older than the
+    CUDA `kept` the environment runs now."""
+
+    major: int
+    kept: Optional[int]
+
+
+Refusal = Union[NotOffered, KeepsFinding, AddsError, BreaksRequirement, LeavesDriverMajor]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A fix the judge did not print (`fix`) and why."""
+
+    fix: "Fix"
+    why: Refusal
+
+
+@dataclass(frozen=True)
+class NoFixFound:
+    """No fix that was tried passes the judge: each with why it was refused."""
+
+    tried: tuple[Refused, ...]
+
+
+@dataclass(frozen=True)
+class WithInstall:
+    """A fix that changes releases, with the `cudaresolve install` line that makes it: it locks those
+    `requirements` with what stays, installs the lock and judges again."""
+
+    fix: "Fix"
+    requirements: tuple[Requirement, ...]
+
+
 # -- how fixes combine ----------------------------------------------------------------------------
 
 
@@ -507,7 +580,7 @@ Fix = Union[
     PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath, RemoveFromPath,
     RemoveStaleDirectory, RemoveCopy, KeepOneBuild, AddConstraint, AdvisoryFix, StateHost, ReleaseThatFinds, FindWheelCopy,
     BuildWithCuda, OlderReleaseMayCarry, NoKnownRelease, InstallBuild, InstallBuildsOf, InstallWheels, BuildOf,
-    Alternatives, OrElse, Steps, Each, Explained,
+    Alternatives, OrElse, Steps, Each, Explained, NoFixFound, WithInstall,
 ]
 Action = Union[PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath,
                RemoveFromPath, RemoveStaleDirectory, RemoveCopy]
@@ -516,7 +589,7 @@ Action = Union[PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate
 def actions(fix: Fix) -> Iterator[Action]:
     """The steps of `fix` in order, taking the first of any alternatives: what applying it runs.
     Advice (a build to look for, no known release) has none."""
-    if isinstance(fix, Explained):
+    if isinstance(fix, (Explained, WithInstall)):
         yield from actions(fix.fix)
     elif isinstance(fix, Alternatives):
         yield from actions(fix.options[0])

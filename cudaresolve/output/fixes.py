@@ -80,6 +80,34 @@ def _explained(fix: f.Explained) -> str:
     return f"{before}{render_fix(fix.fix)}{after}"
 
 
+def _refusal(why: f.Refusal) -> str:
+    """Why a tried fix was not printed, after the fix's own words."""
+    if isinstance(why, f.NotOffered):
+        where = "the cached index pages (--offline)" if why.offline else "the configured indexes"
+        return f"no release of {why.requirement.name} on {where} meets {_quoted(why.requirement)}"
+    if isinstance(why, f.KeepsFinding):
+        return "the finding stays after it"
+    if isinstance(why, f.AddsError):
+        return f"it brings a new {why.check} error on {why.subject}"
+    if isinstance(why, f.BreaksRequirement):
+        extra = f" (extra {why.extra})" if why.extra else ""
+        now = f"it would install {why.planned}" if why.planned is not None else "it would remove it"
+        return f"{why.distribution} {why.version} requires {_quoted(why.requirement)}{extra}; {now}"
+    if why.kept is None:
+        return f"it brings CUDA {why.major} builds, which this driver cannot run"
+    return f"it moves the environment from CUDA {why.kept} to CUDA {why.major}"
+
+
+def _no_fix_found(fix: f.NoFixFound) -> str:
+    tried = "; ".join(f"{render_fix(refused.fix)}: {_refusal(refused.why)}" for refused in fix.tried)
+    return f"no fix found here ({tried})" if tried else "no fix found here"
+
+
+def _with_install(fix: f.WithInstall) -> str:
+    line = f"cudaresolve install {' '.join(map(_quoted, fix.requirements))}"
+    return f"{render_fix(fix.fix)} (or, locked and judged again: {line})"
+
+
 _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is filed under
     f.PipInstall: _pip_install,
     f.PipUninstall: lambda fix: f"pip uninstall {' '.join(fix.names)}",
@@ -114,6 +142,8 @@ _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is f
     f.Steps: lambda fix: ", then ".join(map(render_fix, fix.steps)),
     f.Each: lambda fix: "; ".join(map(render_fix, fix.fixes)),
     f.Explained: _explained,
+    f.NoFixFound: _no_fix_found,
+    f.WithInstall: _with_install,
 }
 
 

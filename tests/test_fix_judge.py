@@ -1,0 +1,161 @@
+"""A fix is judged on the environment it plans before it is printed (resolve/fix_judge.py).
+
+A real venv of gcc-built wheels (test_fixes_applied's skew: `skewpkg` binds
+`__nvJitLinkComplete_12_8@libnvJitLink.so.12` beside nvidia-nvjitlink-cu12 12.1.105, which lacks
+it); the index is a --find-links directory. Each refusal is shown with its printed "no fix found
+here" or the alternative that passes, and a passing fix is applied with real pip and judged again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+import venv
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fix_steps import offline_pip, pip_arguments
+from index_server import make_wheel
+from packaging.requirements import Requirement
+from test_conda_env import EXT, HOST_570, TAG, build_nvjitlink, extension_source
+
+from cudaresolve.checks import fixes as f
+from cudaresolve.checks.findings import Check, Finding
+from cudaresolve.doctor import examine
+from cudaresolve.env.interpreter import target_for_python
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.access import PackageIndex, open_index
+from cudaresolve.index.config import IndexSettings, index_config
+from cudaresolve.output.findings import shown
+from cudaresolve.output.fixes import render_fix
+from cudaresolve.resolve.fix_judge import judge_fixes
+
+SKEW_FIX = 'pip install "nvidia-nvjitlink-cu12>=12.8"'
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """Every wheel the tests offer, each test choosing which its index holds."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    from conftest import ElfBuilder
+
+    root = tmp_path_factory.mktemp("judge")
+    builder = ElfBuilder(root / "elf")
+    found = root / "wheels"
+    found.mkdir()
+
+    def wheel(name: str, version: str, files: dict[str, Path], requires: tuple[str, ...] = (), extras=()) -> None:
+        members = {member: path.read_bytes() for member, path in files.items()}
+        members[f"{name.replace('-', '_')}/__init__.py"] = b""
+        filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=members, extras=extras)
+        (found / filename).write_bytes(data)
+
+    stub = build_nvjitlink(builder, 12, 8, "stub")
+    wheel("skewpkg", "1.0", {f"skewpkg/_ext{EXT}": builder.build(
+        f"_ext{EXT}", extension_source("_ext", "__nvJitLinkComplete_12_8()"), link=[stub],
+        rpath="$ORIGIN/../nvidia/nvjitlink/lib", directory="skewpkg", extra=["-I" + sysconfig.get_paths()["include"]])})
+    for version, minor in (("12.1.105", 1), ("12.8.93", 8)):
+        wheel("nvidia-nvjitlink-cu12", version,
+              {"nvidia/nvjitlink/lib/libnvJitLink.so.12": build_nvjitlink(builder, 12, minor, f"nvjitlink-{minor}")})
+    # holds nvJitLink below 12.2, through its extra "cuda" only
+    wheel("holdpkg", "1.0", {}, requires=('nvidia-nvjitlink-cu12<12.2; extra == "cuda"',), extras=("cuda",))
+    wheel("nvidia-cuda-runtime-cu11", "11.8.89", {})
+    return found
+
+
+def offered(built: Path, tmp_path: Path, *names: str) -> Path:
+    """A --find-links directory with the wheels of `names` only."""
+    directory = tmp_path / "offered"
+    directory.mkdir()
+    for wheel in built.iterdir():
+        if any(wheel.name.startswith(name.replace("-", "_") + "-") for name in names):
+            os.link(wheel, directory / wheel.name)
+    return directory
+
+
+def make_venv(tmp_path: Path, built: Path, *requirements: str) -> Path:
+    root = tmp_path / "venv"
+    venv.create(root, with_pip=True, symlinks=True)
+    offline_pip(root / "bin" / "python", built, ["install", "--no-deps", *requirements])
+    return root / "bin" / "python"
+
+
+def index_for(python: Path, links: Path, tmp_path: Path) -> PackageIndex:
+    target = target_for_python(str(python))
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache"), "PIP_CONFIG_FILE": os.devnull}
+    assert target.python is not None and target.prefix is not None
+    config = index_config(target.python, target.prefix, environ, None,
+                          IndexSettings(no_index=True, find_links=(str(links),)))
+    return open_index(config, target, environ)
+
+
+def doctor(python: Path, tmp_path: Path, index=None, host: HostFacts = HOST_570) -> tuple[Finding, ...]:
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache"), "LD_LIBRARY_PATH": "", "LD_PRELOAD": ""}
+    return examine(target_for_python(str(python)), host, environ, index=index).findings
+
+
+def skew(findings: tuple[Finding, ...]) -> Finding:
+    [found] = [finding for finding in findings if finding.check == Check.SYMBOL_SKEW]
+    return found
+
+
+def test_a_fix_that_passes_is_printed_with_its_install_line_and_converges_with_real_pip(built, tmp_path):
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12")
+    with index_for(python, links, tmp_path) as index:
+        finding = skew(doctor(python, tmp_path, index))
+    assert finding.fix == f.WithInstall(f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),)),
+                                        (Requirement("nvidia-nvjitlink-cu12>=12.8"),))
+    assert shown(finding).fix == (f'{SKEW_FIX} (or, locked and judged again: '
+                                  'cudaresolve install "nvidia-nvjitlink-cu12>=12.8")')
+    for arguments in pip_arguments(finding.fix):
+        offline_pip(python, links, arguments)
+    assert [shown(f) for f in doctor(python, tmp_path / "after") if f.severity == "error"] == []
+
+
+def test_a_release_the_index_does_not_offer_is_not_printed(built, tmp_path):
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg")  # no nvJitLink at all: 12.8 is not offered
+    with index_for(python, links, tmp_path) as index:
+        finding = skew(doctor(python, tmp_path, index))
+    assert finding.fix == f.NoFixFound((f.Refused(
+        f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),)),
+        f.NotOffered(Requirement("nvidia-nvjitlink-cu12>=12.8"))),))
+    assert shown(finding).fix == (f'no fix found here ({SKEW_FIX}: no release of nvidia-nvjitlink-cu12 on the '
+                                  'configured indexes meets "nvidia-nvjitlink-cu12>=12.8")')
+
+
+def test_a_fix_that_breaks_what_an_installed_extra_requires_names_both_ranges(built, tmp_path):
+    """holdpkg[cuda] pins nvJitLink below 12.2, skewpkg needs 12.8: no release serves both."""
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105", "holdpkg[cuda]==1.0")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12", "holdpkg")
+    with index_for(python, links, tmp_path) as index:
+        finding = skew(doctor(python, tmp_path, index))
+    assert isinstance(finding.fix, f.NoFixFound)
+    [refused] = finding.fix.tried
+    assert refused.why == f.BreaksRequirement("holdpkg", refused.why.version, Requirement("nvidia-nvjitlink-cu12<12.2"),
+                                              "cuda", refused.why.planned)
+    assert str(refused.why.planned) == "12.8.93"
+    assert shown(finding).fix == (f'no fix found here ({SKEW_FIX}: holdpkg 1.0 requires "nvidia-nvjitlink-cu12<12.2" '
+                                  '(extra cuda); it would install 12.8.93)')
+
+
+def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_printed(built, tmp_path):
+    """A CUDA 11 runtime in a CUDA 12 environment the driver runs is passed over for the next alternative."""
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11")
+    findings = doctor(python, tmp_path)
+    eleven = f.PipInstall((Requirement("nvidia-cuda-runtime-cu11"),))
+    twelve = f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),))
+    posed = replace(skew(findings), fix=f.Alternatives((eleven, twelve)))
+    env = examine(target_for_python(str(python)), HOST_570, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}).environment
+    with index_for(python, links, tmp_path) as index:
+        [judged] = judge_fixes(env, HOST_570, (posed,), index)
+        [only] = judge_fixes(env, HOST_570, (replace(posed, fix=eleven),), index)
+    assert judged.fix == f.WithInstall(twelve, twelve.requirements)
+    assert only.fix == f.NoFixFound((f.Refused(eleven, f.LeavesDriverMajor(11, 12)),))
+    assert render_fix(only.fix) == ('no fix found here (pip install "nvidia-cuda-runtime-cu11": it moves the '
+                                    'environment from CUDA 12 to CUDA 11)')
