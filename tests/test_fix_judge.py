@@ -159,3 +159,21 @@ def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_print
     assert only.fix == f.NoFixFound((f.Refused(eleven, f.LeavesDriverMajor(11, 12)),))
     assert render_fix(only.fix) == ('no fix found here (pip install "nvidia-cuda-runtime-cu11": it moves the '
                                     'environment from CUDA 12 to CUDA 11)')
+
+
+def test_doctor_judge_fixes_prints_no_fix_found_here(built, tmp_path):
+    """The command line: `doctor --judge-fixes` with the indexes of its options."""
+    import subprocess
+    import sys
+
+    from conftest import hermetic_environ
+
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg")
+    done = subprocess.run(
+        [sys.executable, "-m", "cudaresolve", "doctor", "--python", str(python), "--judge-fixes", "--no-index",
+         "--find-links", str(links), "--driver", "570.86.15", "--gpu", "8.6"],
+        capture_output=True, text=True, timeout=300,
+        env=hermetic_environ({"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "no fix found here (pip install" in " ".join(done.stdout.split())

@@ -1,8 +1,9 @@
 """`cudaresolve doctor`: diagnose an environment (or the built-in example) for the host.
 
 Kept light: the cached path of results.doctor_report reads no binary when nothing changed, so this
-module imports nothing of the lock. May import: doctor, env/interpreter, results, output/ (doctor,
-progress), commands/hosts.
+module imports nothing of the lock. With --judge-fixes the fixes are judged on the environments
+they plan, with the configured indexes (commands/locking, options), and no cached report is used.
+May import: doctor, env/interpreter, results, output/ (doctor, progress), commands/ (hosts, locking, options).
 """
 
 from __future__ import annotations
@@ -23,6 +24,22 @@ def run(args: argparse.Namespace) -> int:
         from cudaresolve.output.doctor import report_of
 
         report = report_of(examine_example(host(args)))
+    elif args.judge_fixes:
+        from cudaresolve.commands.locking import open_indexes
+        from cudaresolve.commands.options import indexes
+        from cudaresolve.doctor import examine
+        from cudaresolve.env.interpreter import target_for
+        from cudaresolve.output.doctor import report_of
+
+        from cudaresolve.errors import UsageError
+
+        target = target_for(python=args.python, site_packages=args.site_packages)
+        if target.python is None or target.prefix is None:
+            raise UsageError("--judge-fixes needs the environment's interpreter (--python): its pip settings name the indexes")
+        asked = indexes(args)
+        with open_indexes(target, asked, os.environ) as index:
+            report = report_of(examine(target, host(args), os.environ, progress=progress, index=index,
+                                       offline=asked.offline))
     else:
         from cudaresolve.env.interpreter import target_for
         from cudaresolve.results import doctor_report
