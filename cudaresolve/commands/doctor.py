@@ -29,9 +29,8 @@ def run(args: argparse.Namespace) -> int:
         from cudaresolve.commands.options import indexes
         from cudaresolve.doctor import examine
         from cudaresolve.env.interpreter import target_for
-        from cudaresolve.output.doctor import report_of
-
         from cudaresolve.errors import UsageError
+        from cudaresolve.output.doctor import report_of
 
         target = target_for(python=args.python, site_packages=args.site_packages)
         if target.python is None or target.prefix is None:
