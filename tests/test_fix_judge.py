@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fatbin_bytes import container, cubin, entry
 from fix_steps import offline_pip, pip_arguments
 from index_server import make_wheel
 from packaging.requirements import Requirement
@@ -63,6 +64,13 @@ def built(tmp_path_factory) -> Path:
     # holds nvJitLink below 12.2, through its extra "cuda" only
     wheel("holdpkg", "1.0", {}, requires=('nvidia-nvjitlink-cu12<12.2; extra == "cuda"',), extras=("cuda",))
     wheel("nvidia-cuda-runtime-cu11", "11.8.89", {})
+    # archpkg: 1.0 and 3.0 carry sm_75 only, 2.0 sm_75 and sm_86 (the GPU here is 8.6)
+    for version, archs in (("1.0", (75,)), ("2.0", (75, 86)), ("3.0", (75,))):
+        fatbin = ",".join(map(str, container(*(entry(2, sm, cubin(sm), version=(1, 7)) for sm in archs))))
+        source = ('__attribute__((section(".nv_fatbin"), used, aligned(8))) static const unsigned char '
+                  f"fatbin[] = {{{fatbin}}};\nint kernels(void) {{ return 0; }}\n")
+        wheel("archpkg", version, {"archpkg/libkernels.so": builder.build(
+            "libkernels.so", source, soname="libkernels.so", directory=f"arch-{version}")})
     return found
 
 
@@ -177,3 +185,61 @@ def test_doctor_judge_fixes_prints_no_fix_found_here(built, tmp_path):
         env=hermetic_environ({"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "no fix found here (pip install" in " ".join(done.stdout.split())
+
+
+def arch(findings: tuple[Finding, ...]) -> Finding:
+    [found] = [finding for finding in findings if finding.check == Check.ARCH_COVERAGE]
+    return found
+
+
+def test_an_arch_fix_names_the_newest_offered_release_whose_code_runs_and_it_converges(built, tmp_path):
+    """Without a table row, the releases the index offers are read newest first: 3.0 lacks sm_86, 2.0 has it."""
+    python = make_venv(tmp_path, built, "archpkg==1.0")
+    links = offered(built, tmp_path, "archpkg")
+    assert isinstance(arch(doctor(python, tmp_path / "plain")).fix, f.BuildWithCuda)  # no release named without the index
+    with index_for(python, links, tmp_path) as index:
+        finding = arch(doctor(python, tmp_path, index))
+    install = f.PipInstall((Requirement("archpkg==2.0"),))
+    assert finding.fix == f.WithInstall(f.Explained(install, f.OfferedThatRuns((HOST_570.gpus[0].compute_capability,))),
+                                        install.requirements)
+    assert shown(finding).fix.startswith('pip install "archpkg==2.0" (the newest release the indexes offer whose device '
+                                         "code runs on compute capability 8.6)")
+    for arguments in pip_arguments(finding.fix):
+        offline_pip(python, links, arguments)
+    assert [shown(f) for f in doctor(python, tmp_path / "after") if f.severity == "error"] == []
+
+
+def test_an_arch_fix_says_no_offered_release_has_the_code(built, tmp_path):
+    python = make_venv(tmp_path, built, "archpkg==1.0")
+    links = tmp_path / "only-3"
+    links.mkdir()
+    for wheel in built.glob("archpkg-3.0-*.whl"):
+        os.link(wheel, links / wheel.name)
+    with index_for(python, links, tmp_path) as index:
+        finding = arch(doctor(python, tmp_path, index))
+    assert finding.fix == f.NoFixFound((f.Refused(f.PipInstall((Requirement("archpkg==3.0"),)), f.KeepsFinding()),))
+    assert shown(finding).fix == 'no fix found here (pip install "archpkg==3.0": the finding stays after it)'
+
+
+def test_a_build_older_than_the_gpus_first_cuda_is_sent_to_a_newer_release():
+    """sm_120 is first targeted by CUDA 12.8: a CUDA 12.1 build lacking it has no older release that carries it."""
+    from packaging.version import Version
+
+    from cudaresolve.arch import ComputeCapability
+    from cudaresolve.checks.builds import CudaBuild
+    from cudaresolve.checks.suggest import arch_fix
+    from cudaresolve.env.distributions import Distribution
+    from cudaresolve.host.facts import Gpu
+    from cudaresolve.versions import CudaVersion
+
+    blackwell = ComputeCapability(12, 0)
+    host = replace(HOST_570, gpus=(Gpu(blackwell, "override:--gpu", 0),))
+    dist = Distribution("somepkg", Version("1.0"), (), "pip", "/site/somepkg-1.0.dist-info", ())
+    fix = arch_fix(dist, blackwell, host, CudaBuild("somepkg", "1.0", CudaVersion(12, 1), "test"))
+    assert isinstance(fix, f.NewerReleaseNeeded) and fix.minimum == CudaVersion(12, 8)
+    assert "older release" not in render_fix(fix).replace("no older release carries it", "")
+    # a build of a CUDA that still targets the GPU keeps the older-release advice (sm_61 dropped by CUDA 13)
+    pascal = ComputeCapability(6, 1)
+    older = arch_fix(dist, pascal, replace(HOST_570, gpus=(Gpu(pascal, "override:--gpu", 0),)),
+                     CudaBuild("somepkg", "1.0", CudaVersion(12, 1), "test"))
+    assert isinstance(older, f.OlderReleaseMayCarry)

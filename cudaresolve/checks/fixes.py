@@ -189,6 +189,18 @@ class OlderReleaseMayCarry:
 
 
 @dataclass(frozen=True)
+class NewerReleaseNeeded:
+    """The package was built with CUDA `cuda`, older than `minimum`, the first CUDA that targets `cc`:
+    only a newer release, built with CUDA >= `minimum`, can carry code for it."""
+
+    distribution: str
+    version: Version
+    cuda: CudaVersion
+    cc: ComputeCapability
+    minimum: CudaVersion
+
+
+@dataclass(frozen=True)
 class NoKnownRelease:
     """cudaresolve's table holds no release of `names` that runs on `runs_on` (GPUs), that is built
     for CUDA `cuda_major`, or (neither given) that is built for a CUDA the driver runs."""
@@ -391,6 +403,14 @@ class NewestThatRuns:
 
 
 @dataclass(frozen=True)
+class OfferedThatRuns:
+    """The newest release the configured indexes offer whose own device code, read from its wheel,
+    runs on these GPUs."""
+
+    ccs: tuple[ComputeCapability, ...]
+
+
+@dataclass(frozen=True)
 class CompilerFits:
     """The newest compiler release in the table that targets `ccs` and, given `driver_ptx_isa`, writes
     PTX the driver loads."""
@@ -562,7 +582,7 @@ class RightOwner:
 
 Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
-    NewestThatRuns, CompilerFits, PairsWith, NewestOwnRuntime, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
+    NewestThatRuns, OfferedThatRuns, CompilerFits, PairsWith, NewestOwnRuntime, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
     PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, BuiltAgainst, MadeFor, RightOwner,
 ]
@@ -579,7 +599,7 @@ class Explained:
 Fix = Union[
     PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath, RemoveFromPath,
     RemoveStaleDirectory, RemoveCopy, KeepOneBuild, AddConstraint, AdvisoryFix, StateHost, ReleaseThatFinds, FindWheelCopy,
-    BuildWithCuda, OlderReleaseMayCarry, NoKnownRelease, InstallBuild, InstallBuildsOf, InstallWheels, BuildOf,
+    BuildWithCuda, OlderReleaseMayCarry, NewerReleaseNeeded, NoKnownRelease, InstallBuild, InstallBuildsOf, InstallWheels, BuildOf,
     Alternatives, OrElse, Steps, Each, Explained, NoFixFound, WithInstall,
 ]
 Action = Union[PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath,

@@ -28,6 +28,7 @@ from cudaresolve.checks.fixes import (
     DriverCannotRun,
     Explained,
     Fix,
+    NewerReleaseNeeded,
     NewestCudaForArch,
     NewestOwnRuntime,
     NewestThatRuns,
@@ -156,11 +157,11 @@ def arch_fix(
             return NoKnownRelease((dist.name,), runs_on=ccs)
         return Explained(install(chosen), NewestThatRuns(ccs))
     driver = host.driver
-    supporting = [
-        t for t in toolkits.known()
-        if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)
-        and driver_runs(t.version, host)
-    ]
+    targeting = [t for t in toolkits.known() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
+    if build is not None and dist is not None and dist.kind != "conda" and targeting and build.cuda < targeting[0].version:
+        # built before any CUDA targeted the GPU (sm_120 before 12.8): no older release can carry it
+        return NewerReleaseNeeded(dist.name, dist.version, build.cuda, cc, targeting[0].version)
+    supporting = [t for t in targeting if driver_runs(t.version, host)]
     if not supporting:
         return None
     newest = supporting[-1].version

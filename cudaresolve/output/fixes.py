@@ -75,6 +75,12 @@ def _older_release(fix: f.OlderReleaseMayCarry) -> str:
             "releases is not known here, so none is named")
 
 
+def _newer_release(fix: f.NewerReleaseNeeded) -> str:
+    return (f"{fix.distribution} {fix.version} is built with CUDA {fix.cuda}, older than the first CUDA that targets "
+            f"{fix.cc} ({fix.minimum}): install a newer release of {fix.distribution} built with CUDA >= {fix.minimum}; "
+            "no older release carries it")
+
+
 def _explained(fix: f.Explained) -> str:
     before, after = _why(fix.why)
     return f"{before}{render_fix(fix.fix)}{after}"
@@ -132,6 +138,7 @@ _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is f
     f.FindWheelCopy: lambda fix: "make the package find its wheel's copy (fix its RPATH or the preload order)",
     f.BuildWithCuda: _build_with_cuda,
     f.OlderReleaseMayCarry: _older_release,
+    f.NewerReleaseNeeded: _newer_release,
     f.NoKnownRelease: _no_known_release,
     f.InstallBuild: lambda fix: f"install a build of {', '.join(fix.of)} for CUDA {fix.cuda or 'your driver supports'}",
     f.InstallBuildsOf: lambda fix: f"install the CUDA {fix.major} builds of: {', '.join(fix.names)}",
@@ -196,6 +203,7 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.WheelsOfMajors: lambda why: ("", f" (CUDA {' and '.join(map(str, why.majors))} wheels)"),
     f.NoneFitsEither: lambda why: ("", f" (no release of {', '.join(why.names)} in {TABLE} fits here either)"),
     f.NewestThatRuns: lambda why: ("", f" (the newest release in {TABLE} whose device code runs on {_gpus(why.ccs)})"),
+    f.OfferedThatRuns: lambda why: ("", f" (the newest release the indexes offer whose device code runs on {_gpus(why.ccs)})"),
     f.CompilerFits: _compiler_fits,
     f.PairsWith: _pairs_with,
     f.NewestForDriver: lambda why: ("", f" (the newest release in {TABLE} built for a CUDA this driver runs"

@@ -25,6 +25,7 @@ from cudaresolve.checks import fixes as f
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.findings import Finding, Severity
+from cudaresolve.checks.problems import NoKernelImage
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
@@ -36,6 +37,7 @@ from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.versions import CudaVersion
 
 MAX_WHEELS = 64  # a fix's plan: the wheels it names and those they pull in, as pip would
+ARCH_RELEASES = 4  # an arch fix reads at most this many of the newest releases the indexes offer
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ def judge_fixes(env: Environment, host: HostFacts, findings: tuple[Finding, ...]
 def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
             index: PackageIndex, offline: bool) -> Optional[f.Fix]:
     assert finding.fix is not None
+    if isinstance(finding.fix, (f.OlderReleaseMayCarry, f.NewerReleaseNeeded, f.BuildWithCuda, f.NoKnownRelease)) \
+            and isinstance(finding.problem, NoKernelImage):
+        return release_with_code(env, host, finding, findings, index, offline) or finding.fix
     refused: list[f.Refused] = []
     tried_any = False
     for option in options(finding.fix):
@@ -101,6 +106,37 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
             return f.WithInstall(option, change.install) if change.install and not change.reinstall else option
         refused.append(f.Refused(option, why))
     return f.NoFixFound(tuple(refused)) if refused else finding.fix
+
+
+def release_with_code(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
+                      index: PackageIndex, offline: bool = False) -> Optional[f.Fix]:
+    """For a package without code for a GPU, where the tables name no release: the newest release
+    the indexes offer (of the newer ones when the installed build predates the GPU's first CUDA)
+    whose own binaries, read on demand, run on every GPU here, judged as any fix; NoFixFound naming
+    each release read when none does; None when the indexes offer no other release."""
+    name = finding.subject.distribution
+    dist = env.distribution(name) if name else None
+    if dist is None or dist.kind != "python":
+        return None
+    try:
+        files = index.installable(index.files(dist.name))
+    except (IndexAccessError, OfflineMiss):
+        return None
+    newer_only = isinstance(finding.fix, f.NewerReleaseNeeded)
+    versions = sorted({file.version for file in files if file.is_wheel and file.yanked is None
+                       and not file.version.is_prerelease and file.version != dist.version
+                       and (file.version > dist.version or not newer_only)}, reverse=True)[:ARCH_RELEASES]
+    ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
+    refused = []
+    for version in versions:
+        option = f.PipInstall((Requirement(f"{dist.name}=={version}"),))
+        change = change_of(option)
+        assert change is not None
+        why = refusal(env, host, finding, findings, change, index, offline, read=True)
+        if why is None:
+            return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements)
+        refused.append(f.Refused(option, why))
+    return f.NoFixFound(tuple(refused)) if refused else None
 
 
 def options(fix: f.Fix) -> Iterator[f.Fix]:
@@ -118,8 +154,9 @@ def options(fix: f.Fix) -> Iterator[f.Fix]:
 
 
 def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...], change: Change,
-            index: PackageIndex, offline: bool = False) -> Optional[f.Refusal]:
-    """Why the plan of `change` may not be printed as `finding`'s fix; None when it passes."""
+            index: PackageIndex, offline: bool = False, *, read: bool = False) -> Optional[f.Refusal]:
+    """Why the plan of `change` may not be printed as `finding`'s fix; None when it passes. With
+    `read`, every wheel of the plan is read from the wheel itself (its device code decides)."""
     chosen = _chosen(env, change, index, offline)
     if not isinstance(chosen, list):
         return chosen
@@ -128,7 +165,7 @@ def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple
                    shared_files=tuple(s for s in env.shared_files if change.uninstall.isdisjoint(s.owners)))
     try:
         linked = {soname for elf in kept.elf_files if elf.facts is not None for soname in elf.facts.needed}
-        plan = planned_environment(kept, chosen, index, gpus=bool(host.visible_gpus), linked=linked)
+        plan = planned_environment(kept, chosen, index, deep=read, gpus=bool(host.visible_gpus), linked=linked)
     except Unread as unread:
         return f.NotOffered(Requirement(f"{unread.candidate.name}=={unread.candidate.version}"), offline)
     broken = _broken_requirement(env, plan, change)
