@@ -238,6 +238,8 @@ def test_a_build_older_than_the_gpus_first_cuda_is_sent_to_a_newer_release():
     fix = arch_fix(dist, blackwell, host, CudaBuild("somepkg", "1.0", CudaVersion(12, 1), "test"))
     assert isinstance(fix, f.NewerReleaseNeeded) and fix.minimum == CudaVersion(12, 8)
     assert "older release" not in render_fix(fix).replace("no older release carries it", "")
+    major_only = arch_fix(dist, blackwell, host, CudaBuild("somepkg", "1.0", CudaVersion(12), "test"))
+    assert isinstance(major_only, f.NewerReleaseNeeded)
     # a build of a CUDA that still targets the GPU keeps the older-release advice (sm_61 dropped by CUDA 13)
     pascal = ComputeCapability(6, 1)
     older = arch_fix(dist, pascal, replace(HOST_570, gpus=(Gpu(pascal, "override:--gpu", 0),)),
