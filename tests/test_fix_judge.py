@@ -245,3 +245,37 @@ def test_a_build_older_than_the_gpus_first_cuda_is_sent_to_a_newer_release():
     older = arch_fix(dist, pascal, replace(HOST_570, gpus=(Gpu(pascal, "override:--gpu", 0),)),
                      CudaBuild("somepkg", "1.0", CudaVersion(12, 1), "test"))
     assert isinstance(older, f.OlderReleaseMayCarry)
+
+
+class ListedIndex:
+    """An index's listing as plain data: name -> the versions of its wheels."""
+
+    def __init__(self, listed: dict[str, tuple[str, ...]]):
+        self.listed = listed
+
+    def files(self, name: str, torch_variant=None):
+        from types import SimpleNamespace
+
+        from packaging.version import Version
+
+        return tuple(SimpleNamespace(version=Version(v), is_wheel=True, yanked=None) for v in self.listed.get(name, ()))
+
+    def installable(self, files):
+        return tuple(files)
+
+
+def test_a_build_no_index_offers_is_said_so_and_one_it_may_offer_stays():
+    from cudaresolve.resolve.fix_judge import offered_builds
+    from cudaresolve.versions import CudaVersion, DriverRelease
+
+    index = ListedIndex({"nvidia-cusparse-cu12": ("12.5.8.93", "12.5.10.65"), "somepkg": ("1.0",)})
+    upgrade = f.DriverUpgrade(DriverRelease.parse("525.60.13"))
+    eleven = f.InstallBuild(("nvidia-cusparse-cu12",), CudaVersion(11, 4))
+    judged = offered_builds(f.Alternatives((upgrade, eleven)), HOST_570, index)
+    assert judged == f.Alternatives((upgrade, f.NoFixFound((f.Refused(eleven, f.NoBuildOffered("nvidia-cusparse-cu12", 11)),))))
+    assert render_fix(judged).endswith("or no fix found here (install a build of nvidia-cusparse-cu12 for CUDA 11.4: "
+                                       "the configured indexes offer no build of nvidia-cusparse-cu12 for CUDA 11)")
+    missing = f.InstallBuild(("jax-cuda13-plugin",), CudaVersion(12, 8))
+    assert offered_builds(missing, HOST_570, index) == f.NoFixFound((f.Refused(missing, f.NotOffered(Requirement("jax-cuda13-plugin"))),))
+    unknown = f.InstallBuild(("somepkg",), CudaVersion(11, 4))  # the tables know no build of it: the advice stays
+    assert offered_builds(unknown, HOST_570, index) == unknown

@@ -250,6 +250,15 @@ class NotOffered:
 
 
 @dataclass(frozen=True)
+class NoBuildOffered:
+    """Every release of `name` the configured indexes offer is built for another CUDA major than `major`."""
+
+    name: str
+    major: int
+    offline: bool = False
+
+
+@dataclass(frozen=True)
 class KeepsFinding:
     """The planned environment still shows the finding the fix is for."""
 
@@ -284,7 +293,7 @@ class LeavesDriverMajor:
     kept: Optional[int]
 
 
-Refusal = Union[NotOffered, KeepsFinding, AddsError, BreaksRequirement, LeavesDriverMajor]
+Refusal = Union[NotOffered, NoBuildOffered, KeepsFinding, AddsError, BreaksRequirement, LeavesDriverMajor]
 
 
 @dataclass(frozen=True)

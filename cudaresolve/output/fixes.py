@@ -91,6 +91,9 @@ def _refusal(why: f.Refusal) -> str:
     if isinstance(why, f.NotOffered):
         where = "the cached index pages (--offline)" if why.offline else "the configured indexes"
         return f"no release of {why.requirement.name} on {where} meets {_quoted(why.requirement)}"
+    if isinstance(why, f.NoBuildOffered):
+        where = "the cached index pages (--offline)" if why.offline else "the configured indexes"
+        return f"{where} offer no build of {why.name} for CUDA {why.major}"
     if isinstance(why, f.KeepsFinding):
         return "the finding stays after it"
     if isinstance(why, f.AddsError):

@@ -32,7 +32,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
 from cudaresolve.index.http import IndexAccessError
-from cudaresolve.resolve.candidates import Candidate
+from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.versions import CudaVersion
 
@@ -92,6 +92,9 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
     if isinstance(finding.fix, (f.OlderReleaseMayCarry, f.NewerReleaseNeeded, f.BuildWithCuda, f.NoKnownRelease)) \
             and isinstance(finding.problem, NoKernelImage):
         return release_with_code(env, host, finding, findings, index, offline) or finding.fix
+    fix = offered_builds(finding.fix, host, index, offline)
+    if fix != finding.fix:
+        return fix
     refused: list[f.Refused] = []
     tried_any = False
     for option in options(finding.fix):
@@ -137,6 +140,39 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
             return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements)
         refused.append(f.Refused(option, why))
     return f.NoFixFound(tuple(refused)) if refused else None
+
+
+def offered_builds(fix: f.Fix, host: HostFacts, index: PackageIndex, offline: bool = False) -> f.Fix:
+    """`fix` with each "install a build of X for CUDA N" the indexes cannot serve said so: X is not
+    offered, or every release offered is of a CUDA the tables know and none of N's major."""
+    if isinstance(fix, f.InstallBuild):
+        cuda = fix.cuda or host.driver.cuda
+        for name in fix.of if cuda is not None else ():
+            assert cuda is not None
+            why = _no_build(name, cuda, index, offline)
+            if why is not None:
+                return f.NoFixFound((f.Refused(fix, why),))
+        return fix
+    if isinstance(fix, f.Alternatives):
+        return f.Alternatives(tuple(offered_builds(option, host, index, offline) for option in fix.options))
+    if isinstance(fix, f.OrElse):
+        return f.OrElse(offered_builds(fix.first, host, index, offline), offered_builds(fix.second, host, index, offline))
+    if isinstance(fix, f.Explained):
+        return f.Explained(offered_builds(fix.fix, host, index, offline), fix.why)
+    return fix
+
+
+def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:
+    try:
+        versions = {file.version for file in index.installable(index.files(name)) if file.is_wheel and file.yanked is None}
+    except (IndexAccessError, OfflineMiss):
+        return None  # not known here: the advice stays
+    if not versions:
+        return f.NotOffered(Requirement(name), offline)
+    builds = [cuda_build(name, version) for version in versions]
+    if all(build is not None for build in builds) and not any(build.cuda.major == cuda.major for build in builds if build):
+        return f.NoBuildOffered(name, cuda.major, offline)
+    return None
 
 
 def options(fix: f.Fix) -> Iterator[f.Fix]:
