@@ -279,3 +279,25 @@ def test_a_build_no_index_offers_is_said_so_and_one_it_may_offer_stays():
     assert offered_builds(missing, HOST_570, index) == f.NoFixFound((f.Refused(missing, f.NotOffered(Requirement("jax-cuda13-plugin"))),))
     unknown = f.InstallBuild(("somepkg",), CudaVersion(11, 4))  # the tables know no build of it: the advice stays
     assert offered_builds(unknown, HOST_570, index) == unknown
+
+
+def test_component_errors_of_one_consumer_fold_into_its_finding():
+    """A framework of no known build requiring two CUDA 12 wheels on a CUDA 11.4 driver: one finding,
+    the framework's, with the wheels as evidence; a lone wheel no one requires keeps its own."""
+    from test_checks_planned import dist, planned
+
+    from cudaresolve.checks import judge
+    from cudaresolve.checks.evidence import DependenciesFailToo
+    from cudaresolve.host.facts import Driver
+    from cudaresolve.versions import CudaVersion, DriverRelease
+
+    host = replace(HOST_570, driver=Driver(DriverRelease.parse("470.256.02"), "override:--driver", CudaVersion(11, 4),
+                                           "derived:branch-table"))
+    env = planned(dist("someframework", "1.0", "nvidia-cublas-cu12", "nvidia-cufft-cu12"),
+                  dist("nvidia-cublas-cu12", "12.8.4.1"), dist("nvidia-cufft-cu12", "11.3.3.83"),
+                  dist("nvidia-curand-cu12", "10.3.9.90"))
+    floors = [finding for finding in judge(env, host).findings if finding.check == Check.DRIVER_FLOOR]
+    assert sorted(str(finding.subject.distribution) for finding in floors) == ["nvidia-curand-cu12", "someframework"]
+    [framework] = [finding for finding in floors if finding.subject.distribution == "someframework"]
+    assert DependenciesFailToo(("nvidia-cublas-cu12", "nvidia-cufft-cu12")) in framework.evidence
+    assert "someframework" in shown(framework).fix
