@@ -6,7 +6,9 @@ that stays (with its extras) and keeps the environment on a CUDA major the drive
 the next alternative; when none passes, a NoFixFound that says why each was refused.
 
 Only fixes made of pip steps are judged (a driver, a conda prefix or a loader variable is not a
-change of the installed set this room can plan); the others pass as they are.
+change of the installed set this room can plan); the others pass as they are. An index that cannot
+be reached stops the command (IndexAccessError, one line), as it stops a lock: no fix is refused for
+it; a page --offline has not cached is a release not offered, said so.
 
 May import: checks/ (the judge, fixes, builds), compat, env/, host facts, index/ (access, cache, pages),
 resolve/ (candidates, planned).
@@ -31,7 +33,6 @@ from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
-from cudaresolve.index.http import IndexAccessError
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.versions import CudaVersion
@@ -123,7 +124,7 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
         return None
     try:
         files = index.installable(index.files(dist.name))
-    except (IndexAccessError, OfflineMiss):
+    except OfflineMiss:
         return None
     newer_only = isinstance(finding.fix, f.NewerReleaseNeeded)
     versions = sorted({file.version for file in files if file.is_wheel and file.yanked is None
@@ -165,7 +166,7 @@ def offered_builds(fix: f.Fix, host: HostFacts, index: PackageIndex, offline: bo
 def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:
     try:
         versions = {file.version for file in index.installable(index.files(name)) if file.is_wheel and file.yanked is None}
-    except (IndexAccessError, OfflineMiss):
+    except OfflineMiss:
         return None  # not known here: the advice stays
     if not versions:
         return f.NotOffered(Requirement(name), offline)
@@ -244,7 +245,7 @@ def _chosen(env: Environment, change: Change, index: PackageIndex, offline: bool
         assert candidate.file is not None
         try:
             requires = index.metadata(candidate.file).requires_dist
-        except (IndexAccessError, OfflineMiss, WheelError):
+        except (OfflineMiss, WheelError):
             return f.NotOffered(requirement, offline)
         for text in requires:
             needed = Requirement(text)
@@ -263,7 +264,7 @@ def _newest(index: PackageIndex, name: NormalizedName, requirement: Requirement,
     """The newest wheel of `name` meeting `requirement` that fits the target, not yanked."""
     try:
         files = index.installable(index.files(name, variant))
-    except (IndexAccessError, OfflineMiss):
+    except OfflineMiss:
         return None
     fitting = [file for file in files if file.is_wheel and file.yanked is None
                and requirement.specifier.contains(file.version, prereleases=True)]
