@@ -163,8 +163,11 @@ def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_print
     with index_for(python, links, tmp_path) as index:
         [judged] = judge_fixes(env, HOST_570, (posed,), index)
         [only] = judge_fixes(env, HOST_570, (replace(posed, fix=eleven),), index)
+        upgrade = f.DriverUpgrade(None)  # a step this room does not plan stays beside the refusal
+        [mixed] = judge_fixes(env, HOST_570, (replace(posed, fix=f.Alternatives((upgrade, eleven))),), index)
     assert judged.fix == f.WithInstall(twelve, twelve.requirements)
     assert only.fix == f.NoFixFound((f.Refused(eleven, f.LeavesDriverMajor(11, 12)),))
+    assert mixed.fix == f.Alternatives((upgrade, only.fix))
     assert render_fix(only.fix) == ('no fix found here (pip install "nvidia-cuda-runtime-cu11": it moves the '
                                     'environment from CUDA 12 to CUDA 11)')
 

@@ -96,20 +96,25 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
     fix = offered_builds(finding.fix, host, index, offline)
     if fix != finding.fix:
         return fix
+    kept: list[f.Fix] = []  # the alternatives this room does not plan (a driver, a loader variable), as they are
     refused: list[f.Refused] = []
-    tried_any = False
+    passed = False
     for option in options(finding.fix):
         change = change_of(option)
         if change is None:
-            if not tried_any:
-                return finding.fix  # a step this room does not plan comes first: printed as it is
-            continue
-        tried_any = True
-        why = refusal(env, host, finding, findings, change, index, offline)
-        if why is None:
-            return f.WithInstall(option, change.install) if change.install and not change.reinstall else option
-        refused.append(f.Refused(option, why))
-    return f.NoFixFound(tuple(refused)) if refused else finding.fix
+            kept.append(option)
+        elif not passed:  # the first pip alternative that passes is the one printed
+            why = refusal(env, host, finding, findings, change, index, offline)
+            if why is None:
+                kept.append(f.WithInstall(option, change.install) if change.install and not change.reinstall else option)
+                passed = True
+            else:
+                refused.append(f.Refused(option, why))
+    if not passed:
+        if not refused:
+            return finding.fix  # nothing here to plan
+        kept.append(f.NoFixFound(tuple(refused)))
+    return kept[0] if len(kept) == 1 else f.Alternatives(tuple(kept))
 
 
 def release_with_code(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
