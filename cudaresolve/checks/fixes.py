@@ -266,10 +266,10 @@ class KeepsFinding:
 @dataclass(frozen=True)
 class AddsError:
     """The planned environment shows an error the installed one does not: `check` on `subject`
-    (a distribution, a file, or the environment)."""
+    (a distribution or a file; None: the environment)."""
 
     check: str
-    subject: str
+    subject: Optional[str]
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def _refusal(why: f.Refusal) -> str:
     if isinstance(why, f.KeepsFinding):
         return "the finding stays after it"
     if isinstance(why, f.AddsError):
-        return f"it brings a new {why.check} error on {why.subject}"
+        return f"it brings a new {why.check} error on {why.subject or 'the environment'}"
     if isinstance(why, f.BreaksRequirement):
         extra = f" (extra {why.extra})" if why.extra else ""
         now = f"it would install {why.planned}" if why.planned is not None else "it would remove it"

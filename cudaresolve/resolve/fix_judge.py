@@ -223,7 +223,7 @@ def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple
     new = next((other for other in after if other.severity == Severity.ERROR and _key(other) not in before), None)
     if new is not None:
         subject = new.subject
-        return f.AddsError(new.check.value, subject.distribution or subject.file or "the environment")
+        return f.AddsError(new.check.value, subject.distribution or subject.file)
     return None
 
 
