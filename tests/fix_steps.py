@@ -29,6 +29,7 @@ from cudaresolve.checks.fixes import (
     PipUninstall,
     Steps,
     TorchVariant,
+    WithInstall,
     actions,
 )
 from cudaresolve.env.environment import Environment
@@ -69,7 +70,7 @@ def already_satisfied(fix: Fix, installed: Mapping[str, tuple[Version, frozenset
     found: list[PipInstall] = []
 
     def walk(fix: Fix, uninstalled: frozenset[str]) -> None:
-        if isinstance(fix, Explained):
+        if isinstance(fix, (Explained, WithInstall)):
             walk(fix.fix, uninstalled)
         elif isinstance(fix, Alternatives):
             for option in fix.options:

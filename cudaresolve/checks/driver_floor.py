@@ -37,7 +37,8 @@ from cudaresolve.versions import CudaVersion, DriverRelease
 
 def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
     """One finding per failing package; the CUDA wheels it requires fail for the same reason and are
-    folded into its finding as evidence (torch cu130 on driver 550 is one problem, not seventeen)."""
+    folded into its finding as evidence (torch cu130 on driver 550 is one problem, not seventeen), and
+    so are the failing component wheels a package of no known build alone requires, into its finding."""
     driver = host.driver
     if driver.release is None and driver.cuda is None:
         return []
@@ -49,7 +50,15 @@ def check_driver_floor(env: Environment, builds: Iterable[CudaBuild], host: Host
     errors = {dist for dist, (_, verdict) in verdicts.items() if isinstance(verdict, DriverTooOld)}
     findings = []
     for failing in (errors, set(verdicts) - errors):
-        for dist, folded in sorted(fold_into_requirers(env, failing).items()):
+        roots = fold_into_requirers(env, failing)
+        if failing is errors:
+            for consumer, build, held in _consumers(env, roots, verdicts):
+                too_old = driver_too_old(build.cuda, driver)
+                if too_old is None:
+                    continue
+                verdicts[consumer] = (build, too_old)
+                roots[consumer] = set().union(*(roots.pop(name) | {name} for name in held))
+        for dist, folded in sorted(roots.items()):
             family = following_torch(folded)
             build, verdict = verdicts[dist]
             findings.append(_finding(env, build, verdict, [verdicts[d][0] for d in sorted(folded - family)], host,
@@ -72,6 +81,30 @@ def _undated(env: Environment, dated: set[str], host: HostFacts) -> list[Finding
         findings.append(Finding(Check.DRIVER_FLOOR, Severity.WARNING, about, UndatedRuntime(tuple(sorted(paths))),
                                 (e.HostDriver(host.driver.release, host.driver.cuda),)))
     return findings
+
+
+def _consumers(
+    env: Environment, roots: dict[str, set[str]], verdicts: dict[str, tuple[CudaBuild, Union[DriverTooOld, MinorCompat]]],
+) -> list[tuple[str, CudaBuild, list[str]]]:
+    """Failing NVIDIA component wheels that one installed package, itself of no known build, alone
+    requires, two or more: that consumer, a build of the newest CUDA among them, and their names.
+    Eight failing cuDNN, cuBLAS, ... wheels of one framework are one cause, the framework's."""
+    by_consumer: dict[str, list[str]] = {}
+    for name in roots:
+        if not components.for_dist(name):
+            continue
+        requirers = [d.name for d in env.distributions if name in env.requires_names(d)]
+        if len(requirers) == 1 and requirers[0] not in verdicts and not components.for_dist(requirers[0]):
+            by_consumer.setdefault(requirers[0], []).append(name)
+    found = []
+    for consumer, held in sorted(by_consumer.items()):
+        dist = env.distribution(consumer)
+        if len(held) < 2 or dist is None:
+            continue
+        cuda = max(verdicts[name][0].cuda for name in held)
+        found.append((consumer, CudaBuild(consumer, str(dist.version), cuda,
+                                          f"{consumer} {dist.version} requires CUDA {cuda.major} wheels"), sorted(held)))
+    return found
 
 
 def _finding(env: Environment, build: CudaBuild, verdict: Union[DriverTooOld, MinorCompat], dependencies: list[CudaBuild],

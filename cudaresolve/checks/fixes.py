@@ -189,6 +189,18 @@ class OlderReleaseMayCarry:
 
 
 @dataclass(frozen=True)
+class NewerReleaseNeeded:
+    """The package was built with CUDA `cuda`, older than `minimum`, the first CUDA that targets `cc`:
+    only a newer release, built with CUDA >= `minimum`, can carry code for it."""
+
+    distribution: str
+    version: Version
+    cuda: CudaVersion
+    cc: ComputeCapability
+    minimum: CudaVersion
+
+
+@dataclass(frozen=True)
 class NoKnownRelease:
     """cudaresolve's table holds no release of `names` that runs on `runs_on` (GPUs), that is built
     for CUDA `cuda_major`, or (neither given) that is built for a CUDA the driver runs."""
@@ -224,6 +236,88 @@ class BuildOf:
 
     name: str
     major: int
+
+
+# -- a fix judged on its planned environment (resolve/fix_judge.py) ------------------------------------
+
+
+@dataclass(frozen=True)
+class NotOffered:
+    """No release the configured indexes offer meets `requirement` (with `offline`: none cached)."""
+
+    requirement: Requirement
+    offline: bool = False
+
+
+@dataclass(frozen=True)
+class NoBuildOffered:
+    """Every release of `name` the configured indexes offer is built for another CUDA major than `major`."""
+
+    name: str
+    major: int
+    offline: bool = False
+
+
+@dataclass(frozen=True)
+class KeepsFinding:
+    """The planned environment still shows the finding the fix is for."""
+
+
+@dataclass(frozen=True)
+class AddsError:
+    """The planned environment shows an error the installed one does not: `check` on `subject`
+    (a distribution or a file; None: the environment)."""
+
+    check: str
+    subject: Optional[str]
+
+
+@dataclass(frozen=True)
+class BreaksRequirement:
+    """`distribution` `version`, which stays, requires `requirement` (through `extra`); the plan holds
+    `planned` of it (None: the plan removes it)."""
+
+    distribution: str
+    version: Version
+    requirement: Requirement
+    extra: Optional[str]
+    planned: Optional[Version]
+
+
+@dataclass(frozen=True)
+class LeavesDriverMajor:
+    """The plan brings builds of CUDA `major`, which the driver cannot run, or which is older than the
+    CUDA `kept` the environment runs now."""
+
+    major: int
+    kept: Optional[int]
+
+
+Refusal = Union[NotOffered, NoBuildOffered, KeepsFinding, AddsError, BreaksRequirement, LeavesDriverMajor]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A fix the judge did not print (`fix`) and why."""
+
+    fix: "Fix"
+    why: Refusal
+
+
+@dataclass(frozen=True)
+class NoFixFound:
+    """No fix that was tried passes the judge: each with why it was refused."""
+
+    tried: tuple[Refused, ...]
+
+
+@dataclass(frozen=True)
+class WithInstall:
+    """A fix that changes releases, with the `cudaresolve install` line that makes it: it locks those
+    `requirements` with what stays, installs the lock and judges again."""
+
+    fix: "Fix"
+    requirements: tuple[Requirement, ...]
 
 
 # -- how fixes combine ----------------------------------------------------------------------------
@@ -313,6 +407,14 @@ class NoneFitsEither:
 @dataclass(frozen=True)
 class NewestThatRuns:
     """The table's newest release whose device code runs on these GPUs."""
+
+    ccs: tuple[ComputeCapability, ...]
+
+
+@dataclass(frozen=True)
+class OfferedThatRuns:
+    """The newest release the configured indexes offer whose own device code, read from its wheel,
+    runs on these GPUs."""
 
     ccs: tuple[ComputeCapability, ...]
 
@@ -489,7 +591,7 @@ class RightOwner:
 
 Why = Union[
     AlsoProvidedBy, ToEnable, Constrain, BuildLibraries, TakeRoute, DriverCannotRun, WheelsOfMajors, NoneFitsEither,
-    NewestThatRuns, CompilerFits, PairsWith, NewestOwnRuntime, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
+    NewestThatRuns, OfferedThatRuns, CompilerFits, PairsWith, NewestOwnRuntime, NewestForDriver, NewestBuildOf, NewestCudaForArch, ForNativeSupport, PinToDriverCuda,
     UseBuildInstead, SameCupyRelease, NotWhereItLooks, PicksConda, PreloaderLooksFirst, LooksFirstIn, TakenFirst,
     PreloadServes, PickedOther, NoKnownRelease, ConsumersRange, BuiltAgainst, MadeFor, RightOwner,
 ]
@@ -506,8 +608,8 @@ class Explained:
 Fix = Union[
     PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath, RemoveFromPath,
     RemoveStaleDirectory, RemoveCopy, KeepOneBuild, AddConstraint, AdvisoryFix, StateHost, ReleaseThatFinds, FindWheelCopy,
-    BuildWithCuda, OlderReleaseMayCarry, NoKnownRelease, InstallBuild, InstallBuildsOf, InstallWheels, BuildOf,
-    Alternatives, OrElse, Steps, Each, Explained,
+    BuildWithCuda, OlderReleaseMayCarry, NewerReleaseNeeded, NoKnownRelease, InstallBuild, InstallBuildsOf, InstallWheels, BuildOf,
+    Alternatives, OrElse, Steps, Each, Explained, NoFixFound, WithInstall,
 ]
 Action = Union[PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath,
                RemoveFromPath, RemoveStaleDirectory, RemoveCopy]
@@ -516,7 +618,7 @@ Action = Union[PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate
 def actions(fix: Fix) -> Iterator[Action]:
     """The steps of `fix` in order, taking the first of any alternatives: what applying it runs.
     Advice (a build to look for, no known release) has none."""
-    if isinstance(fix, Explained):
+    if isinstance(fix, (Explained, WithInstall)):
         yield from actions(fix.fix)
     elif isinstance(fix, Alternatives):
         yield from actions(fix.options[0])

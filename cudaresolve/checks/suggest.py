@@ -28,6 +28,7 @@ from cudaresolve.checks.fixes import (
     DriverCannotRun,
     Explained,
     Fix,
+    NewerReleaseNeeded,
     NewestCudaForArch,
     NewestOwnRuntime,
     NewestThatRuns,
@@ -156,11 +157,11 @@ def arch_fix(
             return NoKnownRelease((dist.name,), runs_on=ccs)
         return Explained(install(chosen), NewestThatRuns(ccs))
     driver = host.driver
-    supporting = [
-        t for t in toolkits.known()
-        if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)
-        and driver_runs(t.version, host)
-    ]
+    targeting = [t for t in toolkits.known() if any(Target.parse(s).runs_on(cc) for s in t.sass_targets)]
+    if build is not None and dist is not None and dist.kind != "conda" and _before_first(build.cuda, targeting):
+        # built before any CUDA targeted the GPU (sm_120 before 12.8): no older release can carry it
+        return NewerReleaseNeeded(dist.name, dist.version, build.cuda, cc, targeting[0].version)
+    supporting = [t for t in targeting if driver_runs(t.version, host)]
     if not supporting:
         return None
     newest = supporting[-1].version
@@ -172,6 +173,17 @@ def arch_fix(
     if build is not None and build.cuda.major <= newest.major and dist is not None:
         return OlderReleaseMayCarry(dist.name, dist.version, build.cuda, cc)
     return BuildWithCuda(newest, cc, driver_known)
+
+
+def _before_first(cuda: CudaVersion, targeting: list[toolkits.Toolkit]) -> bool:
+    """Whether a build with `cuda` predates the first toolkit of `targeting` (those that target a GPU):
+    only when that toolkit is not the oldest the tables know (an older one may have targeted it too).
+    A build of that toolkit's major whose minor is not known counts as before it: the older releases
+    of that major were built with older minors still."""
+    if not targeting or targeting[0] == toolkits.known()[0]:
+        return False
+    first = targeting[0].version
+    return cuda.major <= first.major if cuda.minor is None else cuda < first
 
 
 def own_runtime_fix(dist: Distribution, host: HostFacts, ccs: tuple[ComputeCapability, ...] = ()) -> Optional[Fix]:

@@ -3,15 +3,16 @@
 The facts cache, the machine's loader and the environment variables are read here; `checks.judge`
 does the judging on the value the scan builds. `lock` (commands/locking.py) starts from the same scan.
 
-May import: every room below output/ (binary, env, host, knowledge, checks); not output/ or the rest
-of commands/ (commands/result_cache.py imports it to make a fresh report).
+May import: every room below output/ (binary, env, host, knowledge, checks; index and
+resolve/fix_judge for judging fixes); not output/ or the rest of commands/ (commands/result_cache.py
+imports it to make a fresh report).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
@@ -30,6 +31,9 @@ from cudaresolve.env.store import default_cache_dir
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
 
+if TYPE_CHECKING:
+    from cudaresolve.index.access import PackageIndex
+
 
 def examine(
     target: Target,
@@ -37,8 +41,11 @@ def examine(
     environ: Mapping[str, str],
     *,
     progress: Optional[Callable[[str], None]] = None,
+    index: Optional["PackageIndex"] = None,
+    offline: bool = False,
 ) -> Diagnosis:
-    """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`."""
+    """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`; with
+    `index`, each fix is judged on the environment it plans before it is given (resolve/fix_judge.py)."""
     env, cache_error = scan(target, environ, progress=progress)
     # The libraries a conda prefix's packages list lie outside the tree the result cache walks.
     inside = tuple(os.path.join(site, "") for site in target.site_packages)
@@ -53,6 +60,10 @@ def examine(
     env = replace(env, system_facts=recorded)
     judgement = judge(env, host)
     findings = judgement.findings
+    if index is not None:
+        from cudaresolve.resolve.fix_judge import judge_fixes
+
+        findings = judge_fixes(env, host, findings, index, offline=offline)
     if cache_error:
         unwritable = Finding(Check.ENVIRONMENT, Severity.INFO, Subject(scope=Scope.CACHE), CacheUnwritable(cache_error))
         findings = sort_findings(findings + (unwritable,))

@@ -1,8 +1,10 @@
 """`cudaresolve doctor`: diagnose an environment (or the built-in example) for the host.
 
 Kept light: the cached path of result_cache.doctor_report reads no binary when nothing changed, so
-this module imports nothing of the lock. May import: env/interpreter, output/ (doctor, progress),
-commands/ (diagnosing, result_cache, host_options, hosts).
+this module imports nothing of the lock. With --judge-fixes the fixes are judged on the environments
+they plan, with the configured indexes (commands/locking, options), and no cached report is used.
+May import: env/interpreter, output/ (doctor, progress), commands/ (diagnosing, result_cache,
+host_options, hosts, locking, options).
 """
 
 from __future__ import annotations
@@ -25,6 +27,21 @@ def run(args: argparse.Namespace) -> int:
         from cudaresolve.output.doctor import report_of
 
         report = report_of(examine_example(host(args, stated)))
+    elif args.judge_fixes:
+        from cudaresolve.commands.diagnosing import examine
+        from cudaresolve.commands.locking import open_indexes
+        from cudaresolve.commands.options import indexes
+        from cudaresolve.env.interpreter import target_for
+        from cudaresolve.errors import UsageError
+        from cudaresolve.output.doctor import report_of
+
+        target = target_for(python=args.python, site_packages=args.site_packages)
+        if target.python is None or target.prefix is None:
+            raise UsageError("--judge-fixes needs the environment's interpreter (--python): its pip settings name the indexes")
+        asked = indexes(args)
+        with open_indexes(target, asked, os.environ) as index:
+            report = report_of(examine(target, host(args, stated), os.environ, progress=progress, index=index,
+                                       offline=asked.offline))
     else:
         from cudaresolve.commands.result_cache import doctor_report
         from cudaresolve.env.interpreter import target_for

@@ -231,7 +231,13 @@ def _add_doctor(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     doctor.add_argument("--strict", action="store_true", help="exit 1 when there are warnings but no errors")
     doctor.add_argument("--json", action="store_true", help=f"print the findings as JSON ({docs_url('doctor.md')})")
+    doctor.add_argument(
+        "--judge-fixes", action="store_true",
+        help="judge each fix on the environment it would leave, with the releases the indexes offer, before it is "
+        "printed (with --offline: the cached index pages only)",
+    )
     _add_host_options(doctor)
+    _add_index_options(doctor)
 
 
 def _add_lock(commands: argparse._SubParsersAction[_Parser]) -> None:

@@ -75,9 +75,46 @@ def _older_release(fix: f.OlderReleaseMayCarry) -> str:
             "releases is not known here, so none is named")
 
 
+def _newer_release(fix: f.NewerReleaseNeeded) -> str:
+    return (f"{fix.distribution} {fix.version} is built with CUDA {fix.cuda}, older than the first CUDA that targets "
+            f"{fix.cc} ({fix.minimum}): install a newer release of {fix.distribution} built with CUDA >= {fix.minimum}; "
+            "no older release carries it")
+
+
 def _explained(fix: f.Explained) -> str:
     before, after = _why(fix.why)
     return f"{before}{render_fix(fix.fix)}{after}"
+
+
+def _refusal(why: f.Refusal) -> str:
+    """Why a tried fix was not printed, after the fix's own words."""
+    if isinstance(why, f.NotOffered):
+        where = "the cached index pages (--offline)" if why.offline else "the configured indexes"
+        return f"no release of {why.requirement.name} on {where} meets {_quoted(why.requirement)}"
+    if isinstance(why, f.NoBuildOffered):
+        where = "the cached index pages (--offline)" if why.offline else "the configured indexes"
+        return f"{where} offer no build of {why.name} for CUDA {why.major}"
+    if isinstance(why, f.KeepsFinding):
+        return "the finding stays after it"
+    if isinstance(why, f.AddsError):
+        return f"it brings a new {why.check} error on {why.subject or 'the environment'}"
+    if isinstance(why, f.BreaksRequirement):
+        extra = f" (extra {why.extra})" if why.extra else ""
+        now = f"it would install {why.planned}" if why.planned is not None else "it would remove it"
+        return f"{why.distribution} {why.version} requires {_quoted(why.requirement)}{extra}; {now}"
+    if why.kept is None:
+        return f"it brings CUDA {why.major} builds, which this driver cannot run"
+    return f"it moves the environment from CUDA {why.kept} to CUDA {why.major}"
+
+
+def _no_fix_found(fix: f.NoFixFound) -> str:
+    tried = "; ".join(f"{render_fix(refused.fix)}: {_refusal(refused.why)}" for refused in fix.tried)
+    return f"no fix found here ({tried})" if tried else "no fix found here"
+
+
+def _with_install(fix: f.WithInstall) -> str:
+    line = f"cudaresolve install {' '.join(map(_quoted, fix.requirements))}"
+    return f"{render_fix(fix.fix)} (or, locked and judged again: {line})"
 
 
 _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is filed under
@@ -104,6 +141,7 @@ _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is f
     f.FindWheelCopy: lambda fix: "make the package find its wheel's copy (fix its RPATH or the preload order)",
     f.BuildWithCuda: _build_with_cuda,
     f.OlderReleaseMayCarry: _older_release,
+    f.NewerReleaseNeeded: _newer_release,
     f.NoKnownRelease: _no_known_release,
     f.InstallBuild: lambda fix: f"install a build of {', '.join(fix.of)} for CUDA {fix.cuda or 'your driver supports'}",
     f.InstallBuildsOf: lambda fix: f"install the CUDA {fix.major} builds of: {', '.join(fix.names)}",
@@ -114,6 +152,8 @@ _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is f
     f.Steps: lambda fix: ", then ".join(map(render_fix, fix.steps)),
     f.Each: lambda fix: "; ".join(map(render_fix, fix.fixes)),
     f.Explained: _explained,
+    f.NoFixFound: _no_fix_found,
+    f.WithInstall: _with_install,
 }
 
 
@@ -166,6 +206,7 @@ _WHY: dict[type, Callable[..., tuple[str, str]]] = {
     f.WheelsOfMajors: lambda why: ("", f" (CUDA {' and '.join(map(str, why.majors))} wheels)"),
     f.NoneFitsEither: lambda why: ("", f" (no release of {', '.join(why.names)} in {TABLE} fits here either)"),
     f.NewestThatRuns: lambda why: ("", f" (the newest release in {TABLE} whose device code runs on {_gpus(why.ccs)})"),
+    f.OfferedThatRuns: lambda why: ("", f" (the newest release the indexes offer whose device code runs on {_gpus(why.ccs)})"),
     f.CompilerFits: _compiler_fits,
     f.PairsWith: _pairs_with,
     f.NewestForDriver: lambda why: ("", f" (the newest release in {TABLE} built for a CUDA this driver runs"

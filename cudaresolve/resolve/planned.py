@@ -47,14 +47,17 @@ class Unread(Exception):
 
 
 def planned_environment(
-    installed: Environment, chosen: Iterable[Candidate], index: PackageIndex, *, deep: bool = False, gpus: bool = False
+    installed: Environment, chosen: Iterable[Candidate], index: PackageIndex, *, deep: bool = False, gpus: bool = False,
+    linked: AbstractSet[str] = frozenset(),
 ) -> Environment:
     """`installed` with every chosen wheel in place of what it replaces. A wheel brings its ELF files
     from the knowledge table's row for it; a release of a consumer the table covers that has no row
     of its own (onnxruntime-gpu 1.31.0 beside 1.31.1), and every wheel with `deep` or carrying its
     own CUDA runtime, is read from the wheel itself (downloaded once, then cached by sha256): no
     release borrows another's facts. With `gpus` (a host states a GPU), a release without a row of a
-    component whose releases carry device code is read too: its device code decides whether it runs."""
+    component whose releases carry device code is read too: its device code decides whether it runs.
+    A component wheel that installs a soname of `linked` (what installed files that stay link: a
+    fix's plan) is read as a read wheel's provider is."""
     site = installed.target.site_packages[-1]
     wheels = [c for c in chosen if c.file is not None]
     # conda's packages stay: a wheel never replaces one (a conda name is not a pip name)
@@ -70,7 +73,7 @@ def planned_environment(
             read[c.name] = index.binary_facts(c.file).members if needed else ()
         except (WheelError, OfflineMiss) as exc:
             raise Unread(c, str(exc)) from None
-    _read_providers(read, wheels, index)
+    _read_providers(read, wheels, index, linked)
     if deep:
         _complete_providers(read, wheels, index)
     for candidate in wheels:
@@ -207,14 +210,16 @@ def _tables_know(candidate: Candidate) -> bool:
             or cupy.dist(candidate.name, candidate.version.public) is not None)
 
 
-def _read_providers(read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex) -> None:
+def _read_providers(
+    read: dict[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex, linked: AbstractSet[str] = frozenset(),
+) -> None:
     """A wheel read for its binaries links libraries of NVIDIA component wheels the plan holds unread
     (cuSPARSE read, nvJitLink not): those are read too (their row, else the wheel), until none is
     missing, so the loader finds what a read library links where the plan installs it. Which sonames
     a component wheel installs is data (components.toml), not a read."""
     tried: set[str] = set()
     while True:
-        needed = {name for members in read.values() for facts in members for name in facts.needed}
+        needed = {name for members in read.values() for facts in members for name in facts.needed} | set(linked)
         missing = [c for c in wheels if not read[c.name] and c.name not in tried
                    and any(soname in needed for row in components.for_dist(c.name, str(c.version)) for soname in row.sonames)]
         if not missing:

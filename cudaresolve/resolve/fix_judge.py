@@ -1,0 +1,338 @@
+"""A fix is judged before it is printed: its pip steps are made into the planned environment they
+would leave (resolve/planned.py, as the lock makes one: each new wheel's facts from its table row or
+the wheel itself), and the doctor's checks judge that for the same host. A fix is printed only when
+the plan clears its finding, adds no error, keeps every requirement of an installed distribution
+that stays (with its extras) and keeps the environment on a CUDA major the driver runs; otherwise
+the next alternative; when none passes, a NoFixFound that says why each was refused.
+
+Only fixes made of pip steps are judged (a driver, a conda prefix or a loader variable is not a
+change of the installed set this room can plan); the others pass as they are. An index that cannot
+be reached stops the command (IndexAccessError, one line), as it stops a lock: no fix is refused for
+it; a page --offline has not cached is a release not offered, said so.
+
+May import: checks/ (the judge, fixes, builds), compat, env/, host facts, index/ (access, cache, pages),
+resolve/ (candidates, planned).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterator, Optional
+
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName, canonicalize_name
+
+from cudaresolve.binary.wheel import WheelError
+from cudaresolve.checks import fixes as f
+from cudaresolve.checks import judge
+from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.findings import Finding, Severity
+from cudaresolve.checks.problems import NoKernelImage
+from cudaresolve.compat import driver_verdict
+from cudaresolve.env.environment import Environment
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.access import PackageIndex
+from cudaresolve.index.cache import OfflineMiss
+from cudaresolve.resolve.candidates import Candidate, cuda_build
+from cudaresolve.resolve.planned import Unread, planned_environment
+from cudaresolve.versions import CudaVersion
+
+MAX_WHEELS = 64  # a fix's plan: the wheels it names and those they pull in, as pip would
+ARCH_RELEASES = 4  # an arch fix reads at most this many of the newest releases the indexes offer
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a fix's pip steps do to the installed set: names removed, then requirements installed
+    (`variant`: from that PyTorch variant index); `reinstall` when pip is asked to reinstall."""
+
+    uninstall: frozenset[NormalizedName]
+    install: tuple[Requirement, ...]
+    variant: Optional[str] = None
+    reinstall: bool = False
+
+
+def change_of(fix: f.Fix) -> Optional[Change]:
+    """The change `fix`'s steps make (the first of any alternatives); None when a step is not pip's."""
+    uninstall: set[NormalizedName] = set()
+    install: list[Requirement] = []
+    variant, reinstall = None, False
+    for step in f.actions(fix):
+        if isinstance(step, f.PipUninstall):
+            uninstall.update(step.names)
+        elif isinstance(step, f.PipInstall):
+            uninstall.update(step.replaces)
+            install.extend(step.requirements)
+            reinstall = reinstall or "--force-reinstall" in step.options
+        elif isinstance(step, f.TorchVariant):
+            install.extend(step.requirements)
+            variant = step.variant
+        else:
+            return None
+    if not uninstall and not install:
+        return None
+    return Change(frozenset(uninstall), tuple(install), variant, reinstall)
+
+
+def judge_fixes(env: Environment, host: HostFacts, findings: tuple[Finding, ...], index: PackageIndex,
+                *, offline: bool = False) -> tuple[Finding, ...]:
+    """`findings` with each fix replaced by the first of its alternatives that passes on its planned
+    environment (with the `cudaresolve install` line of a change of releases), or by NoFixFound."""
+    judged = []
+    for finding in findings:
+        if finding.fix is None or finding.severity == Severity.INFO:
+            judged.append(finding)
+            continue
+        judged.append(replace(finding, fix=_judged(env, host, finding, findings, index, offline)))
+    return tuple(judged)
+
+
+def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
+            index: PackageIndex, offline: bool) -> Optional[f.Fix]:
+    assert finding.fix is not None
+    if isinstance(finding.fix, (f.OlderReleaseMayCarry, f.NewerReleaseNeeded, f.BuildWithCuda, f.NoKnownRelease)) \
+            and isinstance(finding.problem, NoKernelImage):
+        return release_with_code(env, host, finding, findings, index, offline) or finding.fix
+    fix = offered_builds(finding.fix, host, index, offline)
+    if fix != finding.fix:
+        return fix
+    kept: list[f.Fix] = []  # the alternatives this room does not plan (a driver, a loader variable), as they are
+    refused: list[f.Refused] = []
+    passed = False
+    for option in options(finding.fix):
+        change = change_of(option)
+        if change is None:
+            kept.append(option)
+        elif not passed:  # the first pip alternative that passes is the one printed
+            why = refusal(env, host, finding, findings, change, index, offline)
+            if why is None:
+                kept.append(f.WithInstall(option, change.install) if change.install and not change.reinstall else option)
+                passed = True
+            else:
+                refused.append(f.Refused(option, why))
+    if not passed:
+        if not refused:
+            return finding.fix  # nothing here to plan
+        kept.append(f.NoFixFound(tuple(refused)))
+    return kept[0] if len(kept) == 1 else f.Alternatives(tuple(kept))
+
+
+def release_with_code(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
+                      index: PackageIndex, offline: bool = False) -> Optional[f.Fix]:
+    """For a package without code for a GPU, where the tables name no release: the newest release
+    the indexes offer (of the newer ones when the installed build predates the GPU's first CUDA)
+    whose own binaries, read on demand, run on every GPU here, judged as any fix; NoFixFound naming
+    each release read when none does; None when the indexes offer no other release."""
+    name = finding.subject.distribution
+    dist = env.distribution(name) if name else None
+    if dist is None or dist.kind != "python":
+        return None
+    try:
+        files = index.installable(index.files(dist.name))
+    except OfflineMiss:
+        return None
+    newer_only = isinstance(finding.fix, f.NewerReleaseNeeded)
+    versions = sorted({file.version for file in files if file.is_wheel and file.yanked is None
+                       and not file.version.is_prerelease and file.version != dist.version
+                       and (file.version > dist.version or not newer_only)}, reverse=True)[:ARCH_RELEASES]
+    ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
+    refused = []
+    for version in versions:
+        option = f.PipInstall((Requirement(f"{dist.name}=={version}"),))
+        change = change_of(option)
+        assert change is not None
+        why = refusal(env, host, finding, findings, change, index, offline, read=True)
+        if why is None:
+            return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements)
+        refused.append(f.Refused(option, why))
+    return f.NoFixFound(tuple(refused)) if refused else None
+
+
+def offered_builds(fix: f.Fix, host: HostFacts, index: PackageIndex, offline: bool = False) -> f.Fix:
+    """`fix` with each "install a build of X for CUDA N" the indexes cannot serve said so: X is not
+    offered, or every release offered is of a CUDA the tables know and none of N's major."""
+    if isinstance(fix, f.InstallBuild):
+        cuda = fix.cuda or host.driver.cuda
+        for name in fix.of if cuda is not None else ():
+            assert cuda is not None
+            why = _no_build(name, cuda, index, offline)
+            if why is not None:
+                return f.NoFixFound((f.Refused(fix, why),))
+        return fix
+    if isinstance(fix, f.Alternatives):
+        return f.Alternatives(tuple(offered_builds(option, host, index, offline) for option in fix.options))
+    if isinstance(fix, f.OrElse):
+        return f.OrElse(offered_builds(fix.first, host, index, offline), offered_builds(fix.second, host, index, offline))
+    if isinstance(fix, f.Explained):
+        return f.Explained(offered_builds(fix.fix, host, index, offline), fix.why)
+    return fix
+
+
+def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:
+    try:
+        versions = {file.version for file in index.installable(index.files(name)) if file.is_wheel and file.yanked is None}
+    except OfflineMiss:
+        return None  # not known here: the advice stays
+    if not versions:
+        return f.NotOffered(Requirement(name), offline)
+    builds = [cuda_build(name, version) for version in versions]
+    if all(build is not None for build in builds) and not any(build.cuda.major == cuda.major for build in builds if build):
+        return f.NoBuildOffered(name, cuda.major, offline)
+    return None
+
+
+def options(fix: f.Fix) -> Iterator[f.Fix]:
+    """The alternatives of `fix`, in the order they are offered (the fix itself when it has none)."""
+    if isinstance(fix, f.Alternatives):
+        for option in fix.options:
+            yield from options(option)
+    elif isinstance(fix, f.OrElse):
+        yield from options(fix.first)
+        yield from options(fix.second)
+    elif isinstance(fix, f.Explained) and isinstance(fix.fix, (f.Alternatives, f.OrElse)):
+        yield from options(fix.fix)
+    else:
+        yield fix
+
+
+def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...], change: Change,
+            index: PackageIndex, offline: bool = False, *, read: bool = False) -> Optional[f.Refusal]:
+    """Why the plan of `change` may not be printed as `finding`'s fix; None when it passes. With
+    `read`, every wheel of the plan is read from the wheel itself (its device code decides)."""
+    chosen = _chosen(env, change, index, offline)
+    if not isinstance(chosen, list):
+        return chosen
+    kept = replace(env, distributions=tuple(d for d in env.distributions if d.name not in change.uninstall),
+                   elf_files=tuple(e for e in env.elf_files if not set(e.owners) & change.uninstall),
+                   shared_files=tuple(s for s in env.shared_files if change.uninstall.isdisjoint(s.owners)))
+    try:
+        linked = {soname for elf in kept.elf_files if elf.facts is not None for soname in elf.facts.needed}
+        plan = planned_environment(kept, chosen, index, deep=read, gpus=bool(host.visible_gpus), linked=linked)
+    except Unread as unread:
+        return f.NotOffered(Requirement(f"{unread.candidate.name}=={unread.candidate.version}"), offline)
+    broken = _broken_requirement(env, plan, change)
+    if broken is not None:
+        return broken
+    major = _left_major(env, plan, host)
+    if major is not None:
+        return major
+    after = judge(plan, host).findings
+    if any(_same(finding, other) for other in after):
+        return f.KeepsFinding()
+    before = {_key(other) for other in findings if other.severity == Severity.ERROR}
+    new = next((other for other in after if other.severity == Severity.ERROR and _key(other) not in before), None)
+    if new is not None:
+        subject = new.subject
+        return f.AddsError(new.check.value, subject.distribution or subject.file)
+    return None
+
+
+def _chosen(env: Environment, change: Change, index: PackageIndex, offline: bool) -> "list[Candidate] | f.Refusal":
+    """The wheels pip would install for `change`: each requirement's newest release the indexes offer
+    (the installed one when it meets it and nothing is reinstalled), then, as pip does, the newest
+    release of each requirement of theirs the environment does not meet; or why one is not offered."""
+    markers = env.marker_environment
+    installed = {d.name: d.version for d in env.distributions if d.name not in change.uninstall}
+    chosen: dict[str, Candidate] = {}
+    wanted = [(r, change.variant, change.reinstall) for r in change.install]
+    while wanted:
+        requirement, variant, reinstall = wanted.pop(0)
+        name = canonicalize_name(requirement.name)
+        have = chosen[name].version if name in chosen else installed.get(name)
+        if have is not None and requirement.specifier.contains(have, prereleases=True) and not reinstall:
+            continue
+        if len(chosen) >= MAX_WHEELS:
+            return f.NotOffered(requirement, offline)
+        candidate = _newest(index, name, requirement, variant)
+        if candidate is None:
+            return f.NotOffered(requirement, offline)
+        chosen[name] = candidate
+        assert candidate.file is not None
+        try:
+            requires = index.metadata(candidate.file).requires_dist
+        except (OfflineMiss, WheelError):
+            return f.NotOffered(requirement, offline)
+        for text in requires:
+            needed = Requirement(text)
+            if needed.marker is None or any(needed.marker.evaluate({**markers, "extra": e})
+                                            for e in ("", *requirement.extras)):
+                wanted.append((needed, variant if canonicalize_name(needed.name) in _variant_names(change) else None,
+                               False))
+    return list(chosen.values())
+
+
+def _variant_names(change: Change) -> set[str]:
+    return {canonicalize_name(r.name) for r in change.install} if change.variant else set()
+
+
+def _newest(index: PackageIndex, name: NormalizedName, requirement: Requirement, variant: Optional[str]) -> Optional[Candidate]:
+    """The newest wheel of `name` meeting `requirement` that fits the target, not yanked."""
+    try:
+        files = index.installable(index.files(name, variant))
+    except OfflineMiss:
+        return None
+    fitting = [file for file in files if file.is_wheel and file.yanked is None
+               and requirement.specifier.contains(file.version, prereleases=True)]
+    if not fitting:
+        return None
+    best = max(fitting, key=lambda file: file.version)
+    return Candidate(name, best.version, best, extras=frozenset(requirement.extras))
+
+
+def _broken_requirement(env: Environment, plan: Environment, change: Change) -> Optional[f.BreaksRequirement]:
+    """The first requirement (markers and installed extras applied) of a distribution that stays that
+    the plan no longer meets: removed, or at a release outside its range."""
+    planned = {d.name: d.version for d in plan.distributions}
+    markers = env.marker_environment
+    for dist in env.distributions:
+        if dist.name in change.uninstall or planned.get(dist.name) != dist.version:
+            continue  # removed or replaced: the new release's requirements are the judge's
+        for requirement in env.requirements(dist):
+            name = canonicalize_name(requirement.name)
+            if name == dist.name:
+                continue
+            have = planned.get(name)
+            if have is not None and requirement.specifier.contains(have, prereleases=True):
+                continue
+            if have is None and name not in {d.name for d in env.distributions}:
+                continue  # unmet before the fix too: the dependency check says so already
+            extra = None
+            if requirement.marker is not None and not requirement.marker.evaluate({**markers, "extra": ""}):
+                extra = next((e for e in sorted(dist.extras) if requirement.marker.evaluate({**markers, "extra": e})), None)
+            bare = Requirement(str(requirement))
+            bare.marker = None
+            return f.BreaksRequirement(dist.name, dist.version, bare, extra, have)
+    return None
+
+
+def _left_major(env: Environment, plan: Environment, host: HostFacts) -> Optional[f.LeavesDriverMajor]:
+    """A CUDA major the plan brings that the driver cannot run, or that is older than the newest
+    major of the installed builds the driver runs (a CUDA 12 torch replaced by a CUDA 11 build)."""
+    driver = host.driver
+    known = bool(driver.release or driver.cuda)
+
+    def runs(major: int, minor: Optional[int]) -> bool:
+        return not known or driver_verdict(CudaVersion(major, minor), driver.release, driver.cuda) is not None
+
+    before = {(b.cuda.major, b.cuda.minor) for b in cuda_builds(env)}
+    running = [major for major, minor in before if runs(major, minor)]
+    kept = max(running) if running else None
+    for build in cuda_builds(plan):
+        major, minor = build.cuda.major, build.cuda.minor
+        if (major, minor) in before:
+            continue
+        if not runs(major, minor):
+            return f.LeavesDriverMajor(major, None)
+        if kept is not None and major < kept:
+            return f.LeavesDriverMajor(major, kept)
+    return None
+
+
+def _key(finding: Finding) -> tuple[object, ...]:
+    """A finding without versions: the same problem of the same package after a change of release."""
+    subject = finding.subject
+    return (finding.check, subject.distribution, subject.file, subject.libraries, subject.scope, type(finding.problem))
+
+
+def _same(finding: Finding, other: Finding) -> bool:
+    return _key(finding) == _key(other)

@@ -1,0 +1,306 @@
+"""A fix is judged on the environment it plans before it is printed (resolve/fix_judge.py).
+
+A real venv of gcc-built wheels (test_fixes_applied's skew: `skewpkg` binds
+`__nvJitLinkComplete_12_8@libnvJitLink.so.12` beside nvidia-nvjitlink-cu12 12.1.105, which lacks
+it); the index is a --find-links directory. Each refusal is shown with its printed "no fix found
+here" or the alternative that passes, and a passing fix is applied with real pip and judged again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+import venv
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fatbin_bytes import container, cubin, entry
+from fix_steps import offline_pip, pip_arguments
+from index_server import make_wheel
+from packaging.requirements import Requirement
+from test_conda_env import EXT, HOST_570, TAG, build_nvjitlink, extension_source
+
+from cudaresolve.checks import fixes as f
+from cudaresolve.checks.findings import Check, Finding
+from cudaresolve.commands.diagnosing import examine
+from cudaresolve.env.interpreter import target_for_python
+from cudaresolve.host.facts import HostFacts
+from cudaresolve.index.access import PackageIndex, open_index
+from cudaresolve.index.config import IndexSettings, index_config
+from cudaresolve.output.findings import shown
+from cudaresolve.output.fixes import render_fix
+from cudaresolve.resolve.fix_judge import judge_fixes
+
+SKEW_FIX = 'pip install "nvidia-nvjitlink-cu12>=12.8"'
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """Every wheel the tests offer, each test choosing which its index holds."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    from conftest import ElfBuilder
+
+    root = tmp_path_factory.mktemp("judge")
+    builder = ElfBuilder(root / "elf")
+    found = root / "wheels"
+    found.mkdir()
+
+    def wheel(name: str, version: str, files: dict[str, Path], requires: tuple[str, ...] = (), extras=()) -> None:
+        members = {member: path.read_bytes() for member, path in files.items()}
+        members[f"{name.replace('-', '_')}/__init__.py"] = b""
+        filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=members, extras=extras)
+        (found / filename).write_bytes(data)
+
+    stub = build_nvjitlink(builder, 12, 8, "stub")
+    wheel("skewpkg", "1.0", {f"skewpkg/_ext{EXT}": builder.build(
+        f"_ext{EXT}", extension_source("_ext", "__nvJitLinkComplete_12_8()"), link=[stub],
+        rpath="$ORIGIN/../nvidia/nvjitlink/lib", directory="skewpkg", extra=["-I" + sysconfig.get_paths()["include"]])})
+    for version, minor in (("12.1.105", 1), ("12.8.93", 8)):
+        wheel("nvidia-nvjitlink-cu12", version,
+              {"nvidia/nvjitlink/lib/libnvJitLink.so.12": build_nvjitlink(builder, 12, minor, f"nvjitlink-{minor}")})
+    # holds nvJitLink below 12.2, through its extra "cuda" only
+    wheel("holdpkg", "1.0", {}, requires=('nvidia-nvjitlink-cu12<12.2; extra == "cuda"',), extras=("cuda",))
+    wheel("nvidia-cuda-runtime-cu11", "11.8.89", {})
+    # archpkg: 1.0 and 3.0 carry sm_75 only, 2.0 sm_75 and sm_86 (the GPU here is 8.6)
+    for version, archs in (("1.0", (75,)), ("2.0", (75, 86)), ("3.0", (75,))):
+        fatbin = ",".join(map(str, container(*(entry(2, sm, cubin(sm), version=(1, 7)) for sm in archs))))
+        source = ('__attribute__((section(".nv_fatbin"), used, aligned(8))) static const unsigned char '
+                  f"fatbin[] = {{{fatbin}}};\nint kernels(void) {{ return 0; }}\n")
+        wheel("archpkg", version, {"archpkg/libkernels.so": builder.build(
+            "libkernels.so", source, soname="libkernels.so", directory=f"arch-{version}")})
+    return found
+
+
+def offered(built: Path, tmp_path: Path, *names: str) -> Path:
+    """A --find-links directory with the wheels of `names` only."""
+    directory = tmp_path / "offered"
+    directory.mkdir()
+    for wheel in built.iterdir():
+        if any(wheel.name.startswith(name.replace("-", "_") + "-") for name in names):
+            os.link(wheel, directory / wheel.name)
+    return directory
+
+
+def make_venv(tmp_path: Path, built: Path, *requirements: str) -> Path:
+    root = tmp_path / "venv"
+    venv.create(root, with_pip=True, symlinks=True)
+    offline_pip(root / "bin" / "python", built, ["install", "--no-deps", *requirements])
+    return root / "bin" / "python"
+
+
+def index_for(python: Path, links: Path, tmp_path: Path) -> PackageIndex:
+    target = target_for_python(str(python))
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache"), "PIP_CONFIG_FILE": os.devnull}
+    assert target.python is not None and target.prefix is not None
+    config = index_config(target.python, target.prefix, environ, None,
+                          IndexSettings(no_index=True, find_links=(str(links),)))
+    return open_index(config, target, environ)
+
+
+def doctor(python: Path, tmp_path: Path, index=None, host: HostFacts = HOST_570) -> tuple[Finding, ...]:
+    environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache"), "LD_LIBRARY_PATH": "", "LD_PRELOAD": ""}
+    return examine(target_for_python(str(python)), host, environ, index=index).findings
+
+
+def skew(findings: tuple[Finding, ...]) -> Finding:
+    [found] = [finding for finding in findings if finding.check == Check.SYMBOL_SKEW]
+    return found
+
+
+def test_a_fix_that_passes_is_printed_with_its_install_line_and_converges_with_real_pip(built, tmp_path):
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12")
+    with index_for(python, links, tmp_path) as index:
+        finding = skew(doctor(python, tmp_path, index))
+    assert finding.fix == f.WithInstall(f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),)),
+                                        (Requirement("nvidia-nvjitlink-cu12>=12.8"),))
+    assert shown(finding).fix == (f'{SKEW_FIX} (or, locked and judged again: '
+                                  'cudaresolve install "nvidia-nvjitlink-cu12>=12.8")')
+    for arguments in pip_arguments(finding.fix):
+        offline_pip(python, links, arguments)
+    assert [shown(f) for f in doctor(python, tmp_path / "after") if f.severity == "error"] == []
+
+
+def test_a_release_the_index_does_not_offer_is_not_printed(built, tmp_path):
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg")  # no nvJitLink at all: 12.8 is not offered
+    with index_for(python, links, tmp_path) as index:
+        finding = skew(doctor(python, tmp_path, index))
+    assert finding.fix == f.NoFixFound((f.Refused(
+        f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),)),
+        f.NotOffered(Requirement("nvidia-nvjitlink-cu12>=12.8"))),))
+    assert shown(finding).fix == (f'no fix found here ({SKEW_FIX}: no release of nvidia-nvjitlink-cu12 on the '
+                                  'configured indexes meets "nvidia-nvjitlink-cu12>=12.8")')
+
+
+def test_a_fix_that_breaks_what_an_installed_extra_requires_names_both_ranges(built, tmp_path):
+    """holdpkg[cuda] pins nvJitLink below 12.2, skewpkg needs 12.8: no release serves both."""
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105", "holdpkg[cuda]==1.0")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12", "holdpkg")
+    with index_for(python, links, tmp_path) as index:
+        finding = skew(doctor(python, tmp_path, index))
+    assert isinstance(finding.fix, f.NoFixFound)
+    [refused] = finding.fix.tried
+    assert refused.why == f.BreaksRequirement("holdpkg", refused.why.version, Requirement("nvidia-nvjitlink-cu12<12.2"),
+                                              "cuda", refused.why.planned)
+    assert str(refused.why.planned) == "12.8.93"
+    assert shown(finding).fix == (f'no fix found here ({SKEW_FIX}: holdpkg 1.0 requires "nvidia-nvjitlink-cu12<12.2" '
+                                  '(extra cuda); it would install 12.8.93)')
+
+
+def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_printed(built, tmp_path):
+    """A CUDA 11 runtime in a CUDA 12 environment the driver runs is passed over for the next alternative."""
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11")
+    findings = doctor(python, tmp_path)
+    eleven = f.PipInstall((Requirement("nvidia-cuda-runtime-cu11"),))
+    twelve = f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),))
+    posed = replace(skew(findings), fix=f.Alternatives((eleven, twelve)))
+    env = examine(target_for_python(str(python)), HOST_570, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}).environment
+    with index_for(python, links, tmp_path) as index:
+        [judged] = judge_fixes(env, HOST_570, (posed,), index)
+        [only] = judge_fixes(env, HOST_570, (replace(posed, fix=eleven),), index)
+        upgrade = f.DriverUpgrade(None)  # a step this room does not plan stays beside the refusal
+        [mixed] = judge_fixes(env, HOST_570, (replace(posed, fix=f.Alternatives((upgrade, eleven))),), index)
+    assert judged.fix == f.WithInstall(twelve, twelve.requirements)
+    assert only.fix == f.NoFixFound((f.Refused(eleven, f.LeavesDriverMajor(11, 12)),))
+    assert mixed.fix == f.Alternatives((upgrade, only.fix))
+    assert render_fix(only.fix) == ('no fix found here (pip install "nvidia-cuda-runtime-cu11": it moves the '
+                                    'environment from CUDA 12 to CUDA 11)')
+
+
+def test_doctor_judge_fixes_prints_no_fix_found_here(built, tmp_path):
+    """The command line: `doctor --judge-fixes` with the indexes of its options."""
+    import subprocess
+    import sys
+
+    from conftest import hermetic_environ
+
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg")
+    done = subprocess.run(
+        [sys.executable, "-m", "cudaresolve", "doctor", "--python", str(python), "--judge-fixes", "--no-index",
+         "--find-links", str(links), "--driver", "570.86.15", "--gpu", "8.6"],
+        capture_output=True, text=True, timeout=300,
+        env=hermetic_environ({"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "no fix found here (pip install" in " ".join(done.stdout.split())
+
+
+def arch(findings: tuple[Finding, ...]) -> Finding:
+    [found] = [finding for finding in findings if finding.check == Check.ARCH_COVERAGE]
+    return found
+
+
+def test_an_arch_fix_names_the_newest_offered_release_whose_code_runs_and_it_converges(built, tmp_path):
+    """Without a table row, the releases the index offers are read newest first: 3.0 lacks sm_86, 2.0 has it."""
+    python = make_venv(tmp_path, built, "archpkg==1.0")
+    links = offered(built, tmp_path, "archpkg")
+    assert isinstance(arch(doctor(python, tmp_path / "plain")).fix, f.BuildWithCuda)  # no release named without the index
+    with index_for(python, links, tmp_path) as index:
+        finding = arch(doctor(python, tmp_path, index))
+    install = f.PipInstall((Requirement("archpkg==2.0"),))
+    assert finding.fix == f.WithInstall(f.Explained(install, f.OfferedThatRuns((HOST_570.gpus[0].compute_capability,))),
+                                        install.requirements)
+    assert shown(finding).fix.startswith('pip install "archpkg==2.0" (the newest release the indexes offer whose device '
+                                         "code runs on compute capability 8.6)")
+    for arguments in pip_arguments(finding.fix):
+        offline_pip(python, links, arguments)
+    assert [shown(f) for f in doctor(python, tmp_path / "after") if f.severity == "error"] == []
+
+
+def test_an_arch_fix_says_no_offered_release_has_the_code(built, tmp_path):
+    python = make_venv(tmp_path, built, "archpkg==1.0")
+    links = tmp_path / "only-3"
+    links.mkdir()
+    for wheel in built.glob("archpkg-3.0-*.whl"):
+        os.link(wheel, links / wheel.name)
+    with index_for(python, links, tmp_path) as index:
+        finding = arch(doctor(python, tmp_path, index))
+    assert finding.fix == f.NoFixFound((f.Refused(f.PipInstall((Requirement("archpkg==3.0"),)), f.KeepsFinding()),))
+    assert shown(finding).fix == 'no fix found here (pip install "archpkg==3.0": the finding stays after it)'
+
+
+def test_a_build_older_than_the_gpus_first_cuda_is_sent_to_a_newer_release():
+    """sm_120 is first targeted by CUDA 12.8: a CUDA 12.1 build lacking it has no older release that carries it."""
+    from packaging.version import Version
+
+    from cudaresolve.arch import ComputeCapability
+    from cudaresolve.checks.builds import CudaBuild
+    from cudaresolve.checks.suggest import arch_fix
+    from cudaresolve.env.distributions import Distribution
+    from cudaresolve.host.facts import Gpu
+    from cudaresolve.versions import CudaVersion
+
+    blackwell = ComputeCapability(12, 0)
+    host = replace(HOST_570, gpus=(Gpu(blackwell, "override:--gpu", 0),))
+    dist = Distribution("somepkg", Version("1.0"), (), "pip", "/site/somepkg-1.0.dist-info", ())
+    fix = arch_fix(dist, blackwell, host, CudaBuild("somepkg", "1.0", CudaVersion(12, 1), "test"))
+    assert isinstance(fix, f.NewerReleaseNeeded) and fix.minimum == CudaVersion(12, 8)
+    assert "older release" not in render_fix(fix).replace("no older release carries it", "")
+    major_only = arch_fix(dist, blackwell, host, CudaBuild("somepkg", "1.0", CudaVersion(12), "test"))
+    assert isinstance(major_only, f.NewerReleaseNeeded)
+    # a build of a CUDA that still targets the GPU keeps the older-release advice (sm_61 dropped by CUDA 13)
+    pascal = ComputeCapability(6, 1)
+    older = arch_fix(dist, pascal, replace(HOST_570, gpus=(Gpu(pascal, "override:--gpu", 0),)),
+                     CudaBuild("somepkg", "1.0", CudaVersion(12, 1), "test"))
+    assert isinstance(older, f.OlderReleaseMayCarry)
+
+
+class ListedIndex:
+    """An index's listing as plain data: name -> the versions of its wheels."""
+
+    def __init__(self, listed: dict[str, tuple[str, ...]]):
+        self.listed = listed
+
+    def files(self, name: str, torch_variant=None):
+        from types import SimpleNamespace
+
+        from packaging.version import Version
+
+        return tuple(SimpleNamespace(version=Version(v), is_wheel=True, yanked=None) for v in self.listed.get(name, ()))
+
+    def installable(self, files):
+        return tuple(files)
+
+
+def test_a_build_no_index_offers_is_said_so_and_one_it_may_offer_stays():
+    from cudaresolve.resolve.fix_judge import offered_builds
+    from cudaresolve.versions import CudaVersion, DriverRelease
+
+    index = ListedIndex({"nvidia-cusparse-cu12": ("12.5.8.93", "12.5.10.65"), "somepkg": ("1.0",)})
+    upgrade = f.DriverUpgrade(DriverRelease.parse("525.60.13"))
+    eleven = f.InstallBuild(("nvidia-cusparse-cu12",), CudaVersion(11, 4))
+    judged = offered_builds(f.Alternatives((upgrade, eleven)), HOST_570, index)
+    assert judged == f.Alternatives((upgrade, f.NoFixFound((f.Refused(eleven, f.NoBuildOffered("nvidia-cusparse-cu12", 11)),))))
+    assert render_fix(judged).endswith("or no fix found here (install a build of nvidia-cusparse-cu12 for CUDA 11.4: "
+                                       "the configured indexes offer no build of nvidia-cusparse-cu12 for CUDA 11)")
+    missing = f.InstallBuild(("jax-cuda13-plugin",), CudaVersion(12, 8))
+    assert offered_builds(missing, HOST_570, index) == f.NoFixFound((f.Refused(missing, f.NotOffered(Requirement("jax-cuda13-plugin"))),))
+    unknown = f.InstallBuild(("somepkg",), CudaVersion(11, 4))  # the tables know no build of it: the advice stays
+    assert offered_builds(unknown, HOST_570, index) == unknown
+
+
+def test_component_errors_of_one_consumer_fold_into_its_finding():
+    """A framework of no known build requiring two CUDA 12 wheels on a CUDA 11.4 driver: one finding,
+    the framework's, with the wheels as evidence; a lone wheel no one requires keeps its own."""
+    from test_checks_planned import dist, planned
+
+    from cudaresolve.checks import judge
+    from cudaresolve.checks.evidence import DependenciesFailToo
+    from cudaresolve.host.facts import Driver
+    from cudaresolve.versions import CudaVersion, DriverRelease
+
+    host = replace(HOST_570, driver=Driver(DriverRelease.parse("470.256.02"), "override:--driver", CudaVersion(11, 4),
+                                           "derived:branch-table"))
+    env = planned(dist("someframework", "1.0", "nvidia-cublas-cu12", "nvidia-cufft-cu12"),
+                  dist("nvidia-cublas-cu12", "12.8.4.1"), dist("nvidia-cufft-cu12", "11.3.3.83"),
+                  dist("nvidia-curand-cu12", "10.3.9.90"))
+    floors = [finding for finding in judge(env, host).findings if finding.check == Check.DRIVER_FLOOR]
+    assert sorted(str(finding.subject.distribution) for finding in floors) == ["nvidia-curand-cu12", "someframework"]
+    [framework] = [finding for finding in floors if finding.subject.distribution == "someframework"]
+    assert DependenciesFailToo(("nvidia-cublas-cu12", "nvidia-cufft-cu12")) in framework.evidence
+    assert "someframework" in shown(framework).fix
