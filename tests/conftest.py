@@ -4,6 +4,7 @@ files built with gcc, local indexes, and a hermetic environment for the commands
 from __future__ import annotations
 
 import dis
+import fcntl
 import inspect
 import os
 import shutil
@@ -267,6 +268,58 @@ def registry_python(root: Path, project: str) -> str:
     if listed.returncode != 0:
         pytest.skip(f"the registry is not reachable: {listed.stderr.strip().splitlines()[-1:]}")
     return str(target / "bin" / "python")
+
+
+# -- built once per test run --------------------------------------------------------------------
+# Under pytest-xdist every worker is its own session; what a session fixture builds from local files
+# is built once for the run, by the first worker to ask, in the folder the workers share (pytest's
+# base temp, whose parent holds each worker's own), the others waiting on its file lock.
+
+
+def run_folder(tmp_path_factory) -> Path:
+    """The temporary folder of this test run, shared by its xdist workers (pytest's base temp alone)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """`run_folder/name`, made by `build(path)` once per test run: the first worker builds it under
+    `name.lock`, the others wait for it; a build that failed is tried again by the next."""
+    root = run_folder(tmp_path_factory)
+    made, done = root / name, root / f"{name}.complete"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(made, ignore_errors=True)
+            build(made)
+            done.touch()
+    return made
+
+
+def linked_venv(template: Path, root: Path) -> Path:
+    """`root`, a copy of the venv `template` made of hard links (`cp -al`), but for bin/'s scripts and
+    pyvenv.cfg, which name the template's folder and are rewritten to name `root`. pip replaces a file
+    it installs or removes (unlink, then a new file), so installing into the copy leaves the template
+    as it was; a test that writes into an installed file in place works on a plain copy instead."""
+    shutil.copytree(template, root, symlinks=True, copy_function=os.link)
+    for path in [root / "pyvenv.cfg", *(root / "bin").iterdir()]:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        mode = path.stat().st_mode
+        path.unlink()  # the template keeps its own inode
+        path.write_bytes(data.replace(str(template).encode(), str(root).encode()))
+        path.chmod(mode)
+    return root
+
+
+@pytest.fixture(scope="session")
+def venv_with_pip(tmp_path_factory) -> Callable[[Path], Path]:
+    """`venv_with_pip(root)` -> `root`, a venv with ensurepip's pip (and setuptools): a hard-link copy
+    of one venv made once per test run, as `python -m venv` makes it (ensurepip costs seconds of CPU
+    a venv; the copy a few milliseconds)."""
+    template = built_once(tmp_path_factory, "venv-with-pip", lambda root: venv.create(root, with_pip=True, symlinks=True))
+    return lambda root: linked_venv(template, root)
 
 
 @pytest.fixture(scope="session")

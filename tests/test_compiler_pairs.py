@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 from typing import Any
 
@@ -155,9 +154,8 @@ def pair_findings(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("option", [0, 1], ids=["newer-nvjitlink", "older-nvrtc"])
-def test_either_printed_fix_converges_with_real_pip(wheels, tmp_path, option):
-    root = tmp_path / "venv"
-    venv.create(root, with_pip=True)
+def test_either_printed_fix_converges_with_real_pip(wheels, tmp_path, option, venv_with_pip):
+    root = venv_with_pip(tmp_path / "venv")
     python = root / "bin" / "python"
     offline_pip(python, wheels, ["install", "cuda-core==1.2.2", "cuda-bindings==12.9.10", "nvidia-cuda-nvrtc-cu12==12.9.86",
                          "nvidia-nvjitlink-cu12==12.9.86"])

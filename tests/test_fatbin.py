@@ -567,14 +567,15 @@ def nvcc_library(mode: str) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         source = out.with_suffix(".cu")
         source.write_text(NVCC_SOURCE)
-        command = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", f"{out}.part", str(source)]
+        part = f"{out}.{os.getpid()}.part"  # xdist workers may build it at once
+        command = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", part, str(source)]
         for gencode in NVCC_GENCODES:
             command += ["-gencode", gencode]
         command += ["-Xfatbin", "-compress-all", "-Xfatbin", f"-compress-mode={mode}"]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             pytest.skip(f"nvcc cannot build here: {result.stderr.strip()[-300:]}")
-        os.replace(f"{out}.part", out)
+        os.replace(part, out)
     return out
 
 

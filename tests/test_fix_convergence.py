@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import venv
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Union
@@ -51,14 +50,6 @@ MAP_V1 = "FOO_1.0 { global: foo_old; local: *; };\n"
 MAP_V2 = MAP_V1 + "FOO_2.0 { global: foo_new; } FOO_1.0;\n"
 USES_FOO = "int foo_old(void); int foo_new(void);\nint consume(void) { return foo_old() + foo_new(); }\n"
 NVJITLINK_DIR = "nvidia/nvjitlink/lib"
-
-
-@pytest.fixture(scope="session")
-def template_venv(tmp_path_factory) -> Path:
-    """One empty venv with pip; each test works on its own copy."""
-    root = tmp_path_factory.mktemp("convergence") / "venv"
-    venv.create(root, with_pip=True, symlinks=True)
-    return root
 
 
 Files = dict[str, Union[Path, bytes]]
@@ -152,16 +143,11 @@ class World:
 
 
 @pytest.fixture
-def world(template_venv, tmp_path) -> World:
+def world(venv_with_pip, tmp_path) -> World:
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
-    root = tmp_path / "venv"
-    shutil.copytree(template_venv, root, symlinks=True)
-    for script in (root / "bin").iterdir():  # the copy's scripts name the template's interpreter
-        if script.is_file() and not script.is_symlink() and script.read_bytes().startswith(b"#!"):
-            script.write_text(script.read_text().replace(str(template_venv), str(root)))
     (tmp_path / "wheels").mkdir()
-    return World(root, tmp_path / "wheels", tmp_path)
+    return World(venv_with_pip(tmp_path / "venv"), tmp_path / "wheels", tmp_path)
 
 
 def key(finding: Finding) -> tuple[str, str]:

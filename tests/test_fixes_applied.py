@@ -12,7 +12,6 @@ import json
 import shlex
 import shutil
 import subprocess
-import venv
 from pathlib import Path
 
 import pytest
@@ -67,9 +66,8 @@ def installed(python: Path) -> dict[str, str]:
     return {row["name"]: row["version"] for row in json.loads(done.stdout) if row["name"] not in ("pip", "setuptools")}
 
 
-def test_the_printed_fix_and_its_value_apply_the_same(wheels, tmp_path):
-    template = tmp_path / "template"
-    venv.create(template, with_pip=True)
+def test_the_printed_fix_and_its_value_apply_the_same(wheels, tmp_path, venv_with_pip):
+    template = venv_with_pip(tmp_path / "template")
     python = template / "bin" / "python"
     offline_pip(python, wheels, ["install", "--no-deps", "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105"])
     by_text, by_value = tmp_path / "by-text", tmp_path / "by-value"

@@ -22,7 +22,6 @@ import re
 import shutil
 import subprocess
 import sys
-import venv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -65,23 +64,13 @@ def clean(hermetic, monkeypatch):
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
 
 
-@pytest.fixture(scope="session")
-def pip_template(tmp_path_factory) -> Path:
-    """A venv with pip (ensurepip's), made once; tests use copies of it."""
-    root = tmp_path_factory.mktemp("pip-template") / "venv"
-    venv.create(root, with_pip=True)
-    return root
-
-
 @pytest.fixture
-def pip_venv(pip_template, tmp_path):
+def pip_venv(venv_with_pip, tmp_path):
     """`pip_venv(name, preinstall=(), index_url=None)` -> the python of a fresh venv with pip, holding
     `preinstall` installed by plain pip from `index_url`."""
 
     def make(name: str, preinstall: Sequence[str] = (), index_url: Optional[str] = None) -> str:
-        root = tmp_path / name
-        shutil.copytree(pip_template, root, symlinks=True)
-        python = str(root / "bin" / "python")
+        python = str(venv_with_pip(tmp_path / name) / "bin" / "python")
         if preinstall:
             pip(python, "install", "--no-deps", "--index-url", index_url, *preinstall)
         return python

@@ -44,9 +44,11 @@ def index(server) -> str:
     return server.url + "/simple"
 
 
-def target(root: Path, index: str, *requirements: str, with_pip: bool = False) -> str:
-    """A venv holding what real pip installs of `requirements` from `index`; its python."""
-    venv.create(root, with_pip=with_pip)
+def target(root: Path, index: str, *requirements: str) -> str:
+    """A venv at `root` (made here, without pip, unless it is there) holding what real pip installs of
+    `requirements` from `index`; its python."""
+    if not root.exists():
+        venv.create(root)
     python = str(root / "bin" / "python")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-cache-dir", "--index-url", index,
@@ -74,11 +76,11 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 CONSUMER = "jaxish-cuda12-plugin 0.1 [with-cuda] (installed, stays)"
 
 
-def test_install_takes_the_torch_like_release_that_keeps_the_installed_plugins_cudnn(index, tmp_path, capsys):
+def test_install_takes_the_torch_like_release_that_keeps_the_installed_plugins_cudnn(index, tmp_path, capsys, venv_with_pip):
     """The acceptance case, installed for real: torchish 2.0 would downgrade cuDNN to 9.5, below the
     installed plugin's [with-cuda] need; the plan keeps cuDNN 9.8 naming the plugin, adds torchish
     1.0 and says why not 2.0; pip installs exactly that."""
-    python = target(tmp_path / "env", index, "jaxish[cuda12]", with_pip=True)
+    python = target(venv_with_pip(tmp_path / "env"), index, "jaxish[cuda12]")
     assert installed(python)["nvidia-cudnn-cu12"] == "9.8.0.87"
     code, out, err = run(capsys, "install", "torchish", *RTX_4090, "--python", python, "--index-url", index)
     assert code == 0, out + err

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 from packaging.version import Version
-from test_fix_convergence import World, converges, found, template_venv, world  # noqa: F401
+from test_fix_convergence import World, converges, found, world  # noqa: F401
 from wheel_cache import cache_dir, fetch_wheel
 
 from cudaresolve.arch import ComputeCapability

@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 from typing import Any
 
@@ -99,9 +98,8 @@ def pip_commands(remedy: dict[str, Any]) -> list[list[str]]:
     raise AssertionError(f"not a pip step: {kind}")
 
 
-def test_two_owners_of_one_file_are_one_error_and_its_fix_converges(wheels, tmp_path):
-    root = tmp_path / "venv"
-    venv.create(root, with_pip=True)
+def test_two_owners_of_one_file_are_one_error_and_its_fix_converges(wheels, tmp_path, venv_with_pip):
+    root = venv_with_pip(tmp_path / "venv")
     python = root / "bin" / "python"
     offline_pip(python, wheels, ["install", "--no-deps", "ncclpkg==1.0", "nvidia-nccl-cu12==2.27.3"])
     offline_pip(python, wheels, ["install", "--no-deps", "nvidia-nccl-cu11==2.21.5"])  # installed last: its bytes win
@@ -141,11 +139,10 @@ def test_two_owners_of_one_file_are_one_error_and_its_fix_converges(wheels, tmp_
     assert Path(path).read_bytes() == (wheels.parent / "elf" / "cu12" / "libnccl.so.2").read_bytes()
 
 
-def test_the_plain_reinstall_the_doctor_printed_before_does_not_converge(wheels, tmp_path):
+def test_the_plain_reinstall_the_doctor_printed_before_does_not_converge(wheels, tmp_path, venv_with_pip):
     """Why the fix has its two steps: reinstalling the right owner alone is already satisfied, and
     uninstalling the wrong one alone deletes the file the right one lists."""
-    root = tmp_path / "venv"
-    venv.create(root, with_pip=True)
+    root = venv_with_pip(tmp_path / "venv")
     python = root / "bin" / "python"
     offline_pip(python, wheels, ["install", "--no-deps", "ncclpkg==1.0", "nvidia-nccl-cu12==2.27.3"])
     offline_pip(python, wheels, ["install", "--no-deps", "nvidia-nccl-cu11==2.21.5"])

@@ -4,7 +4,6 @@ the index lines it chose and abstract names made concrete; what cannot be locked
 from __future__ import annotations
 
 import json
-import venv
 
 import pytest
 
@@ -47,9 +46,8 @@ def test_the_option_table_is_pips():
 
 
 @pytest.fixture(scope="module")
-def pip_venv(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pip-venv")
-    venv.EnvBuilder(with_pip=True).create(root)
+def pip_venv(tmp_path_factory, venv_with_pip):
+    root = venv_with_pip(tmp_path_factory.mktemp("pip-venv") / "venv")
     return str(root / "bin" / "python")
 
 

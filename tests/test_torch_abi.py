@@ -187,13 +187,11 @@ def test_the_lock_judges_a_planned_torch_against_an_extension_that_stays():
 # -- the fix, applied with pip: either alternative makes a matching pair -----------------------------
 
 
-def test_each_alternative_of_the_fix_converges(elf_builder, tmp_path):
+def test_each_alternative_of_the_fix_converges(elf_builder, tmp_path, venv_with_pip):
     """torch 2.14.1 with vision-ext 0.20.0 (built for torch 2.5.0) installed by pip from wheels; the
     fix's first alternative (torch 2.5.0) and its second (vision-ext 0.21.0, made for torch 2.14.1, which
     pip picks when asked for vision-ext with torch held) are each applied with real pip to a copy of the
     venv: the torch-abi error is gone and no other error appears."""
-    import venv
-
     from fix_steps import offline_pip, pip_arguments
     from index_server import make_wheel
     from test_conda_env import TAG
@@ -222,8 +220,7 @@ def test_each_alternative_of_the_fix_converges(elf_builder, tmp_path):
                                       directory=f"vision-{version}/vision_ext")
         wheel("vision-ext", version, {"vision_ext/_C.so": extension}, (f"torch=={pin}",))
 
-    template = tmp_path / "template"
-    venv.create(template, with_pip=True)
+    template = venv_with_pip(tmp_path / "template")
     offline_pip(template / "bin" / "python", found, ["install", "--no-deps", "torch==2.14.1", "vision-ext==0.20.0"])
 
     def errors(root: Path) -> list:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import venv
 from pathlib import Path
 
 import pytest
@@ -43,10 +42,9 @@ def installed(python: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def family_python(cuda_index, tmp_path) -> Path:
+def family_python(cuda_index, tmp_path, venv_with_pip) -> Path:
     """torch 2.14.1 and torchvision 0.29.1 as plain pip installs them from the regular index."""
-    root = tmp_path / "venv"
-    venv.create(root, with_pip=True)
+    root = venv_with_pip(tmp_path / "venv")
     python = root / "bin" / "python"
     pip(python, "install", f"torch=={TORCH}", f"torchvision=={VISION}", "--index-url", cuda_index.index_url)
     return python
@@ -83,10 +81,9 @@ def test_the_family_variant_fix_converges(family_python, cuda_index, tmp_path, f
 
 
 @pytest.fixture
-def xformers_python(cuda_index, tmp_path) -> Path:
+def xformers_python(cuda_index, tmp_path, venv_with_pip) -> Path:
     """torch 2.14.1 (CUDA 13.0) and xformers 0.0.35 (a CUDA 12 build) as plain pip installs them."""
-    root = tmp_path / "venv"
-    venv.create(root, with_pip=True)
+    root = venv_with_pip(tmp_path / "venv")
     python = root / "bin" / "python"
     pip(python, "install", f"torch=={TORCH}", "xformers==0.0.35", "--index-url", cuda_index.index_url)
     return python

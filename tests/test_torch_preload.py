@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
-import venv
 from pathlib import Path
 
 import pytest
@@ -85,9 +84,8 @@ def test_the_row_is_torchs_own_list():
 
 
 @pytest.fixture
-def torch_cu130(cuda_index, tmp_path) -> Path:
-    root = tmp_path / "venv"
-    venv.create(root, with_pip=True)
+def torch_cu130(cuda_index, tmp_path, venv_with_pip) -> Path:
+    root = venv_with_pip(tmp_path / "venv")
     python = root / "bin" / "python"
     pip(python, "install", f"torch=={TORCH}", "--index-url", cuda_index.index_url)
     return python

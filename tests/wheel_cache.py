@@ -151,6 +151,13 @@ def fetch_wheels(requirements: Sequence[str], *, deps: bool = False, platform: O
     recorded = _recorded_set(key)
     if recorded is not None:
         return recorded
+    # xdist workers (and other sessions) asking for the same wheels at once: one fetches, the rest wait
+    with open(kept_wheels() / "sets" / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _recorded_set(key) or _fetch_wheels(key, requirements, deps, platform)
+
+
+def _fetch_wheels(key: str, requirements: Sequence[str], deps: bool, platform: Optional[str]) -> list[Path]:
     if deps:
         _may_fetch(requirements)
         _log_fetch(requirements)
