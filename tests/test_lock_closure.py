@@ -60,7 +60,8 @@ def _linking(elf_builder, package: str, soname: str, function: str, lib_dir: str
     stub = _stub(elf_builder, soname, function)
     ext = elf_builder.build(f"{package}_ext.so", f"extern int {function}(void);\nint f(void) {{ return {function}(); }}\n",
                             link=[stub], runpath=f"$ORIGIN/../{lib_dir}", directory=package)
-    files = {f"{package}/__init__.py": b"", f"{package}/_ext.so": ext.read_bytes()}
+    # its import loads the extension, so what the extension links is needed at import (env/imports.py)
+    files = {f"{package}/__init__.py": b"from . import _ext\n", f"{package}/_ext.so": ext.read_bytes()}
     return make_wheel(package, "1.0", files=files, tag=_tag())
 
 
