@@ -3,7 +3,7 @@ distribution an advisory's `affects` or `fixed_in` names.
 
 Usage: python scripts/record_releases.py
 Asks `pip index versions NAME` (pip's own index configuration) for each name; the table is what
-tests/test_knowledge.py checks every advisory's bounds against, so that none can fire on a release
+tests/knowledge/test_knowledge.py checks every advisory's bounds against, so that none can fire on a release
 it does not affect or name a fixed release the index does not have.
 """
 

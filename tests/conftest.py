@@ -63,7 +63,7 @@ def _suite_function(value: Any) -> Optional[Callable]:
     """`value` as a function of this test suite (tests/), else None."""
     function = inspect.unwrap(value) if callable(value) else None
     code = getattr(function, "__code__", None)
-    return function if code is not None and Path(code.co_filename).parent == TESTS else None
+    return function if code is not None and TESTS in Path(code.co_filename).parents else None
 
 
 def _reaches_network(function: Callable, helpers: frozenset, seen: dict) -> bool:

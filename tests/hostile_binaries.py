@@ -1,5 +1,5 @@
 """Crafted device code that once cost minutes or gigabytes (docs/security.md, "Work budgets"), and the
-gcc-built libraries that carry it. Shared by tests/test_work_budgets.py and by hand measurements
+gcc-built libraries that carry it. Shared by tests/binary/test_work_budgets.py and by hand measurements
 (scripts/peak_rss.py on `cudaresolve inspect` of the files `library_with` writes).
 """
 

@@ -1,7 +1,7 @@
 """An index on 127.0.0.1 that misbehaves on purpose, one way per mode: `/<mode>/simple/demo/` is the
 project page of `demo` and `/<mode>/files/...` its files. It sends without end, trickles, serves zip
 files whose directory lies, bombs that inflate to gigabytes, and links to file:///dev/zero, so tests
-can show each is stopped with bounded memory, disk and time (tests/test_index_hostile.py).
+can show each is stopped with bounded memory, disk and time (tests/index/test_index_hostile.py).
 
 `raw_zip` writes a zip by hand, so a member's stated sizes and its bytes can disagree.
 """

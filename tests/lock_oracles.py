@@ -1,4 +1,4 @@
-"""Independent readers of a lock, for the acceptance scenarios (tests/test_lock_scenarios.py).
+"""Independent readers of a lock, for the acceptance scenarios (tests/resolve/test_lock_scenarios.py).
 
 - pip: `pip install --dry-run --ignore-installed --report` with the lock's constraints file (which
   carries the index lines at its top) and the same requirements must pick exactly the locked versions.

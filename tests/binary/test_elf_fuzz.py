@@ -96,7 +96,7 @@ def test_unmodified_images_read(images):
 
 
 # The deadline only catches a hang (an unbounded walk); a read of this 16 kB image takes about a millisecond.
-# With the fatbin test below, 2,000 cases of the ELF reader, the same ones every run (tests/test_input_fuzz.py).
+# With the fatbin test below, 2,000 cases of the ELF reader, the same ones every run (tests/env/test_input_fuzz.py).
 @settings(max_examples=1600, deadline=timedelta(seconds=5), derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())

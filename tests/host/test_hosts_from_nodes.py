@@ -32,7 +32,7 @@ from cudaresolve.host.nodes import SOURCE, NodeClass, class_label, cluster_from_
 from cudaresolve.lockfile.pylock import read_pylock
 from cudaresolve.versions import CudaVersion, DriverRelease
 
-CLUSTER = Path(__file__).parent / "data" / "nodes-mixed-cluster.json"
+CLUSTER = Path(__file__).parents[1] / "data" / "nodes-mixed-cluster.json"
 ORIGIN = "--hosts-from-nodes nodes.json"
 
 
@@ -338,7 +338,7 @@ def test_lock_from_nodes_equals_the_lock_from_the_equivalent_host_files(cuda_ind
 def test_a_mixed_cluster_locks_as_its_host_files_one_target_per_machine(server, empty_python, tmp_path, capsys):
     """The whole recorded cluster (x86_64 A100/L4/H100 and aarch64 GH200 nodes) gives the same
     universal lock as one host file per kind of node, written with its machine: two targets, each
-    with its own wheels (tests/test_lock_targets.py's index: `native` is built for both machines,
+    with its own wheels (tests/resolve/test_lock_targets.py's index: `native` is built for both machines,
     `x86only` is required on x86_64 only)."""
     from index_server import make_wheel
 

@@ -266,7 +266,7 @@ def test_help_names_the_docs_by_url(capsys, command):
 
 
 def test_the_project_urls_name_the_same_docs():
-    pyproject = loads_toml((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    pyproject = loads_toml((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert pyproject["project"]["urls"]["Documentation"] == docs_url("cli.md")
 
 

@@ -29,7 +29,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "record_wheel_facts.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "record_wheel_facts.py"
 
 
 def table_facts(name: str, version: str, machine: str = "x86_64"):

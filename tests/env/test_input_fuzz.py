@@ -187,7 +187,7 @@ def test_host_files(number):
 
 # -- a Kubernetes node list (--hosts-from-nodes) ---------------------------------------------------
 
-NODES = json.loads((Path(__file__).parent / "data" / "nodes-mixed-cluster.json").read_text())
+NODES = json.loads((Path(__file__).parents[1] / "data" / "nodes-mixed-cluster.json").read_text())
 NODE_TEXTS = [json.dumps(NODES).encode(), json.dumps(NODES, indent=1).encode()]
 
 
@@ -562,7 +562,7 @@ def test_the_seeds_are_read_whole(tmp_path, wheel_bytes):
 
 # -- a build's own record (tensorflow/python/platform/build_info.py) -----------------------------------
 
-BUILD_INFO = (Path(__file__).parent / "data" / "tensorflow-2.21.0-build_info.py").read_bytes()
+BUILD_INFO = (Path(__file__).parents[1] / "data" / "tensorflow-2.21.0-build_info.py").read_bytes()
 
 
 def build_info_document(rng: random.Random) -> bytes:

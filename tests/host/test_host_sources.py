@@ -28,7 +28,7 @@ def shown(value: object) -> Optional[str]:
     return None if value is None else str(value)
 
 
-HOST = Path(__file__).parent / "fixtures" / "host"
+HOST = Path(__file__).parents[1] / "fixtures" / "host"
 
 
 def fixture(name: str) -> str:

@@ -16,7 +16,7 @@ from test_env_distributions import make_dist_info
 from cudaresolve.cli import main
 from cudaresolve.env.build_records import RECORD_LIMIT, read_build_record
 
-REAL = Path(__file__).parent / "data" / "tensorflow-2.21.0-build_info.py"  # the tensorflow 2.21.0 wheel's own file
+REAL = Path(__file__).parents[1] / "data" / "tensorflow-2.21.0-build_info.py"  # the tensorflow 2.21.0 wheel's own file
 RECORD = "tensorflow/python/platform/build_info.py"
 GPU = ("--driver", "570.86.15", "--gpu", "8.9")
 

@@ -156,7 +156,7 @@ def test_local_platform():
 
 # -- where nvidia-smi comes from ----------------------------------------------------------------------
 
-SMI_FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "host", "smi")
+SMI_FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "host", "smi")
 
 
 def fake_smi(directory) -> str:

@@ -226,7 +226,7 @@ def test_lock_for_an_aarch64_host_refuses_cusparse_12_3_with_nvjitlink_12_3(aarc
 
 # -- the generator's rows of another machine -------------------------------------------------------------
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "record_wheel_facts.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "record_wheel_facts.py"
 
 
 def generator():

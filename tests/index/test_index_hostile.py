@@ -23,7 +23,7 @@ from conftest import hermetic_environ
 from hostile_index import MODES, HostileIndex
 
 SECONDS, MEGABYTES, CACHE_MEGABYTES = 30, 300, 50
-PEAK_RSS = os.path.join(os.path.dirname(__file__), "..", "scripts", "peak_rss.py")
+PEAK_RSS = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "peak_rss.py")
 
 # mode -> (limits lowered in the child, what the one line must say)
 EXPECTED = {

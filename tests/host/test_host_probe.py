@@ -33,7 +33,7 @@ from cudaresolve.host.probe import (
 from cudaresolve.host.readers import CommandResult, Readers, SourceUnavailable, read_nvml
 from cudaresolve.versions import CudaVersion, DriverRelease
 
-HOST = Path(__file__).parent / "fixtures" / "host"
+HOST = Path(__file__).parents[1] / "fixtures" / "host"
 OVERRIDE_VARIABLES = (
     "CUDARESOLVE_DRIVER",
     "CUDARESOLVE_CUDA",
