@@ -30,7 +30,7 @@ from cudaresolve.output.findings import shown
 from cudaresolve.output.lock_words import rejection_line
 from cudaresolve.output.verdicts import words
 from cudaresolve.resolve.candidates import cuda_build, release_rejection
-from cudaresolve.resolve.reasons import EVIDENCE, CandidateRef, Rejection, Rule
+from cudaresolve.resolve.reasons import GROUNDS, CandidateRef, Rejection, Rule
 from cudaresolve.verdicts import records as v
 from cudaresolve.verdicts import rules
 from cudaresolve.versions import CudaVersion, DriverRelease
@@ -198,7 +198,7 @@ WRITTEN_RULES = {  # every rule name a lock file written before the verdicts roo
 
 
 def test_a_lock_reads_every_rule_name_it_wrote_and_a_verdict_round_trips_through_its_table():
-    assert WRITTEN_RULES <= {rule.value for rule in Rule} == {rule.value for rule in EVIDENCE}
+    assert WRITTEN_RULES <= {rule.value for rule in Rule} == {rule.value for rule in GROUNDS}
     for sample in SAMPLES:
         if hasattr(sample, "rule"):
             rejected = Rejection(CandidateRef(NormalizedName("numba"), Version("0.60.0")), sample)
