@@ -1,7 +1,7 @@
 """The package's shape, read from the source with `ast`: no import circle, every arrow between rooms
 runs downward, nothing in output/ imports the doctor's edge (commands/diagnosing, commands/result_cache),
 a verdict type (does a build fit a host) is defined only in verdicts/, which the doctor's checks and the
-resolver both use; driver releases and CUDA versions are read from text only by their value types, at
+resolver both use, and no problem or rejection record holds a verdict's facts under another name; driver releases and CUDA versions are read from text only by their value types, at
 the edges listed below; and no function is longer than a reader can hold (MAX_FUNCTION_LINES).
 
 An arrow is any import of a cudaresolve module (at the top, inside a function or under
@@ -199,13 +199,44 @@ def verdicts_defined_outside(trees: dict[str, ast.AST]) -> dict[str, set[str]]:
             if room(module) != "verdicts" and (found := classes(tree) & verdicts)}
 
 
+PLAIN = {"Optional", "Union", "tuple", "str", "int", "bool", "None"}  # wrappers and builtins: they tell no fact apart
+
+
+def facts(node: ast.ClassDef) -> frozenset[str]:
+    """The value types a record's fields hold (ComputeCapability, GpuRef, DriverRelease ...)."""
+    annotations = [item.annotation for item in node.body if isinstance(item, ast.AnnAssign)
+                   and not (isinstance(item.annotation, ast.Subscript) and getattr(item.annotation.value, "id", "") == "ClassVar")]
+    return frozenset(name.id for annotation in annotations for name in ast.walk(annotation)
+                     if isinstance(name, ast.Name) and name.id not in PLAIN)
+
+
+VERDICT_HOLDERS = ("cudaresolve.checks.problems", "cudaresolve.resolve.reasons")  # the doctor's problems, the rejections' grounds
+
+
+def renamed_verdicts(trees: dict[str, ast.AST]) -> dict[str, str]:
+    """problem or grounds record -> the verdict whose facts it holds, two value types or more and no
+    other: a verdict under another name (the doctor's NoKernelImage(cc, gpus) beside NoDeviceCode).
+    One value type alone (a compute capability, a CUDA version) is too common to tell a copy, and
+    evidence, fixes and host facts hold a verdict's facts without saying the build does not fit."""
+    verdicts = {node.name: facts(node) for module, tree in trees.items() if room(module) == "verdicts"
+                for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    return {f"{module}.{node.name}": verdict for module, tree in trees.items() if module in VERDICT_HOLDERS
+            for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and len(found := facts(node)) >= 2
+            for verdict, held in verdicts.items() if found <= held}
+
+
 def test_verdict_types_are_defined_only_in_the_verdicts_room():
     trees = {module: ast.parse(path.read_text(), str(path)) for module, path in modules().items()}
     assert "DriverTooOld" in classes(trees["cudaresolve.verdicts.records"])
     assert verdicts_defined_outside(trees) == {}
+    assert renamed_verdicts(trees) == {}
     # a second DriverTooOld in resolve/ is what the rule finds
     trees["cudaresolve.resolve.reasons"] = ast.parse("class DriverTooOld:\n    pass\n")
     assert verdicts_defined_outside(trees) == {"cudaresolve.resolve.reasons": {"DriverTooOld"}}
+    # and a verdict's facts under another name: the doctor's old record for "no device code"
+    trees["cudaresolve.checks.problems"] = ast.parse(
+        "class NoKernelImage:\n    cc: ComputeCapability\n    gpus: tuple[GpuRef, ...]\n")
+    assert renamed_verdicts(trees) == {"cudaresolve.checks.problems.NoKernelImage": "NoDeviceCode"}
 
 
 # Where a driver release or a CUDA version is read from text: each edge calls the value type's own

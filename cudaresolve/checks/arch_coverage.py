@@ -2,7 +2,7 @@
 ("no kernel image is available for execution on the device").
 
 May import: checks/ (builds, dependencies, releases, suggestions, findings), compat, binary/elf's
-constants, env/, host/ and knowledge/; the findings are values, output/ words them.
+constants, env/, host/, knowledge/ and verdicts/rules; the findings are values, output/ words them.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import (
     DeviceCodePartlyUnreadable,
     DeviceCodeSkipped,
-    GpuRef,
-    NoKernelImage,
+    NoDeviceCode,
     NoSectionHeaders,
     OptInUnavailable,
 )
@@ -34,6 +33,7 @@ from cudaresolve.env.environment import ElfFile, Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
 from cudaresolve.knowledge.wheel_facts import Wheel
+from cudaresolve.verdicts.rules import gpus_of
 
 
 def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
@@ -64,7 +64,6 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
         if owner not in folded:
             continue
         dist = env.distribution(owner) if owner else None
-        gpus = tuple(GpuRef(g.index, g.name) for g in host.visible_gpus if g.compute_capability == cc)
         evidence: tuple[e.Evidence, ...] = tuple(e.NoCodeFor(path, reason) for path, reason, _ in files[:3])
         if len(files) > 3:
             evidence += (e.MoreOf(len(files) - 3, owner),)
@@ -76,7 +75,7 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
             evidence += (e.FamilyFailsToo(tuple(sorted(family)), cc),)
         findings.append(
             Finding(
-                Check.ARCH_COVERAGE, Severity.ERROR, subject(env, owner), NoKernelImage(cc, gpus), evidence,
+                Check.ARCH_COVERAGE, Severity.ERROR, subject(env, owner), NoDeviceCode(cc, gpus_of(host, cc)), evidence,
                 arch_fix(dist, cc, host, built.get(owner) if owner is not None else None, runs,
                          lambda wheel: install(env, wheel, newest_that_runs), env),
             )

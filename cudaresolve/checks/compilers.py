@@ -22,7 +22,7 @@ installed. Not judged: a compiler linked into the package (warp-lang: `linked = 
 release data/compilers.toml does not hold (no guess from a neighbour), a package whose major is
 not known, a compiler not installed (the loader's checks say that).
 
-May import: checks/ (builds, findings, suggest), env/, host/ and knowledge/; the findings are
+May import: checks/ (builds, findings, suggest), env/, host/, knowledge/ and verdicts/rules; the findings are
 values, output/ words them.
 """
 
@@ -38,7 +38,7 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks.builds import CudaBuild, component_builds
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.problems import CompilerCannotTargetGpu, CompilerPtxTooNew, GpuRef, LinkerCannotRead
+from cudaresolve.checks.problems import CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead
 from cudaresolve.checks.subjects import subject
 from cudaresolve.checks.suggest import other_route
 from cudaresolve.env.distributions import Distribution
@@ -47,6 +47,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import compiler_users, compilers, components, toolkits
 from cudaresolve.knowledge.compiler_users import Link
 from cudaresolve.knowledge.compilers import NvJitLinkRelease, Release
+from cudaresolve.verdicts.rules import gpus_of
 from cudaresolve.versions import CudaVersion
 
 
@@ -87,11 +88,10 @@ def check_run_time_compilers(env: Environment, builds: tuple[CudaBuild, ...], ho
                 if (cc, fix) in fixed:
                     continue
                 fixed.append((cc, fix))
-                gpus = tuple(GpuRef(g.index, g.name) for g in host.visible_gpus if g.compute_capability == cc)
                 findings.append(Finding(
                     Check.RUN_TIME_COMPILER, Severity.ERROR, subject(env, wheel.name),
                     CompilerCannotTargetGpu(dist.name, dist.version, kind, release.dist, release.version,
-                                            cc, gpus, release.archs[0], release.archs[-1]),
+                                            cc, gpus_of(host, cc), release.archs[0], release.archs[-1]),
                     (e.Said(usage.source, "data/compiler_users.toml"),),
                     fix,
                 ))

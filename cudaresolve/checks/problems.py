@@ -24,8 +24,10 @@ from cudaresolve.checks.subjects import Subject
 from cudaresolve.verdicts.records import BelowPackageFloor as BelowPackageFloor
 from cudaresolve.verdicts.records import CpuOnly as CpuOnly
 from cudaresolve.verdicts.records import DriverTooOld as DriverTooOld
+from cudaresolve.verdicts.records import GpuRef as GpuRef
 from cudaresolve.verdicts.records import KnownBadRelease as KnownBadRelease
 from cudaresolve.verdicts.records import MinorCompat as MinorCompat
+from cudaresolve.verdicts.records import NoDeviceCode as NoDeviceCode
 from cudaresolve.verdicts.records import SbsaOnJetson as SbsaOnJetson
 from cudaresolve.versions import CudaVersion, DriverRelease
 
@@ -234,20 +236,6 @@ class OwnedTwice:
 
 
 @dataclass(frozen=True)
-class GpuRef:
-    index: Optional[int]
-    name: Optional[str]
-
-
-@dataclass(frozen=True)
-class NoKernelImage:
-    """A package has neither SASS nor JIT-able PTX for these visible GPUs."""
-
-    cc: ComputeCapability
-    gpus: tuple[GpuRef, ...]
-
-
-@dataclass(frozen=True)
 class OptInUnavailable:
     """Libraries serving only an opt-in feature lack code for a GPU (torch's NVSHMEM)."""
 
@@ -393,7 +381,7 @@ Problem = Union[
     Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, DeviceCodeSkipped, NoSectionHeaders,
     CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnly, UnusedBridge, Shadowed,
-    DuplicateBuilds, PrivateCopies, NoKernelImage,
+    DuplicateBuilds, PrivateCopies, NoDeviceCode,
     OptInUnavailable, DriverTooOld, UndatedRuntime, MinorCompat, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
     OwnedTwice, SbsaOnJetson, BelowPackageFloor,

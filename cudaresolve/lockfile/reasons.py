@@ -26,10 +26,11 @@ from cudaresolve.errors import UsageError
 from cudaresolve.lockfile import fields
 from cudaresolve.resolve.lock import Build, Reason, ReasonKind
 from cudaresolve.resolve.reasons import (
-    EVIDENCE,
+    GROUNDS,
     ORIGINS,
     CandidateRef,
     DriverTooOld,
+    GpuRef,
     MajorRejection,
     OriginKind,
     Rejection,
@@ -127,7 +128,10 @@ def read_rejection(table: dict[str, Any], name: NormalizedName) -> Rejection:
     installed = table.get("installed", False)
     if not isinstance(installed, bool):
         raise Bad("installed", f"expected true or false, got {fields.shown(installed)}")
-    evidence = _record(EVIDENCE[rule], _table(_required(table, "evidence", ""), "evidence"), "evidence")
+    grounds = _table(_required(table, "evidence", ""), "evidence")
+    if rule is Rule.DEVICE_CODE and "gpu" in grounds and "gpus" not in grounds:  # written before it named every GPU
+        grounds = {**{k: v for k, v in grounds.items() if k != "gpu"}, "gpus": [{"index": _number(grounds["gpu"], "evidence.gpu")}]}
+    evidence = _record(GROUNDS[rule], grounds, "evidence")
     return Rejection(CandidateRef(name, version), evidence, installed)
 
 
@@ -219,7 +223,7 @@ def _value(kind: Any, value: Any, where: str, name: str) -> Any:
         return parsed
     if kind is str:
         return _rule(fields.extra if name in ("extra", "added_extras", "extras") else fields.text, value, where)
-    if kind is Build or kind is CandidateRef:
+    if kind is Build or kind is CandidateRef or kind is GpuRef:
         return _record(kind, _table(value, where), where)
     # an origin: one of several records, named by its kind
     table = _table(value, where)

@@ -24,7 +24,7 @@ from cudaresolve.checks.subjects import Subject
 from cudaresolve.compat import Verdict
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.output.inspect import skipped_because
-from cudaresolve.output.verdicts import words
+from cudaresolve.output.verdicts import gpus, words
 
 UNOWNED = "(unowned files)"  # what findings call files no distribution's RECORD lists
 SEVERITY_ORDER = tuple(severity.value for severity in SEVERITIES)
@@ -188,21 +188,18 @@ def _private_copies(problem: p.PrivateCopies) -> str:
             f"the others are {others}")
 
 
-def _no_kernel_image(problem: p.NoKernelImage) -> str:
-    gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip() for g in problem.gpus)
-    return (f"no kernel image for compute capability {problem.cc} ({gpus}): "
-            "\"no kernel image is available for execution on the device\"")
+def _no_device_code(problem: p.NoDeviceCode) -> str:
+    return f"{words(problem)}: \"no kernel image is available for execution on the device\""
 
 
 COMPILERS = {"nvrtc": "NVRTC", "nvvm": "NVVM", "nvjitlink": "nvJitLink"}
 
 
 def _compiler_cannot_target(problem: p.CompilerCannotTargetGpu) -> str:
-    gpus = ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip() for g in problem.gpus)
     verb = "links" if problem.kind == "nvjitlink" else "compiles"
     return (f"{problem.consumer} {problem.consumer_version} {verb} its kernels at run time with "
             f"{COMPILERS[problem.kind]} {problem.release}, which has no target for compute capability {problem.cc} "
-            f"({gpus}): it targets {problem.lowest} to {problem.highest}")
+            f"({gpus(problem.gpus)}): it targets {problem.lowest} to {problem.highest}")
 
 
 def _compiler_ptx_too_new(problem: p.CompilerPtxTooNew) -> str:
@@ -337,7 +334,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.Shadowed: _shadowed,
     p.DuplicateBuilds: _duplicate_builds,
     p.PrivateCopies: _private_copies,
-    p.NoKernelImage: _no_kernel_image,
+    p.NoDeviceCode: _no_device_code,
     p.OptInUnavailable: lambda problem: (f"opt-in feature unavailable on compute capability {problem.cc}: "
                                          f"{problem.feature} has no kernel image for it"),
     p.DriverTooOld: _driver_too_old,

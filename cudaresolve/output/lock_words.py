@@ -40,7 +40,6 @@ from cudaresolve.resolve.reasons import (
     Constrained,
     CpuOnly,
     DriverTooOld,
-    Evidence,
     ExtrasOf,
     FactsUnknown,
     Judged,
@@ -57,6 +56,7 @@ from cudaresolve.resolve.reasons import (
     OtherMajor,
     PreReleaseNotAllowed,
     Rejection,
+    RejectionGrounds,
     RequiredBy,
     RequiresPython,
     Rule,
@@ -167,7 +167,7 @@ def binary_need(need: BinaryNeed) -> str:
 
 def rejection(rejected: Rejection) -> str:
     """Why a candidate was set aside."""
-    return evidence(rejected.evidence, rejected.candidate)
+    return grounds(rejected.evidence, rejected.candidate)
 
 
 def rejection_line(rejected: Rejection) -> str:
@@ -177,10 +177,10 @@ def rejection_line(rejected: Rejection) -> str:
 
 
 def major_rejection(rejected: MajorRejection) -> str:
-    return evidence(rejected.evidence, None)
+    return grounds(rejected.evidence, None)
 
 
-def evidence(found: Evidence, of: Optional[CandidateRef]) -> str:
+def grounds(found: RejectionGrounds, of: Optional[CandidateRef]) -> str:
     """The facts that set `of` (a candidate, or a CUDA major when None) aside, in one line."""
     if isinstance(found, SdistOnly):
         if found.via is not None:
@@ -285,7 +285,7 @@ def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> lis
         if rejection.rule not in ONE_LINE_RULES and not every_rule:
             lines.append(rejection_line(rejection))
             continue
-        why = evidence(rejection.evidence, rejection.candidate)
+        why = grounds(rejection.evidence, rejection.candidate)
         if why not in joined:
             joined[why] = (len(lines), [])
             lines.append(why)

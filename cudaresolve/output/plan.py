@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 from packaging.version import Version
 
 from cudaresolve.lockfile.reasons import plain, rejection_table
-from cudaresolve.output.lock_words import evidence, reason, rejection
+from cudaresolve.output.lock_words import grounds, reason, rejection
 from cudaresolve.output.progress import megabytes
 from cudaresolve.resolve.plan import Change
 
@@ -29,7 +29,7 @@ def render_plan(changes: Sequence[Change], command: Optional[Sequence[str]], req
         index = change.package.index
         where = f" [{index}]" if change.touches and index else ""
         lines.append(f"  {change.kind:<9} {change.name:<{width}} {versions}: {reason(change.package)}{where}")
-        lines += [f"  {'':<9} {'':<{width}} not {rejection.candidate.version}: {evidence(rejection.evidence, rejection.candidate)}"
+        lines += [f"  {'':<9} {'':<{width}} not {rejection.candidate.version}: {grounds(rejection.evidence, rejection.candidate)}"
                   for rejection in change.breaks_installed]
     lines.append(f"download: {megabytes(sum(c.download for c in changes))}")
     if command is not None:

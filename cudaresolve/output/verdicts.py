@@ -14,6 +14,7 @@ from cudaresolve.verdicts.records import (
     BelowPackageFloor,
     CpuOnly,
     DriverTooOld,
+    GpuRef,
     KnownBadRelease,
     MinorCompat,
     NoDeviceCode,
@@ -35,8 +36,8 @@ def words(verdict: Verdict) -> str:
         have = driver(verdict.driver, verdict.driver_cuda)
         return f"CUDA {verdict.cuda} runs on {have} only by minor-version compatibility{on(verdict.host)}"
     if isinstance(verdict, NoDeviceCode):
-        return (f"no SASS or PTX for GPU {verdict.gpu} ({verdict.capability}){on(verdict.host)}; "
-                f"has {span(verdict.sass, verdict.ptx)}")
+        has = f"; has {span(verdict.sass, verdict.ptx)}" if verdict.sass or verdict.ptx else ""
+        return f"no kernel image for compute capability {verdict.capability} ({gpus(verdict.gpus)}){on(verdict.host)}{has}"
     if isinstance(verdict, ToolkitTargets):
         return f"CUDA {verdict.toolkit} builds no code for GPU {verdict.gpu} ({verdict.capability}){on(verdict.host)}"
     if isinstance(verdict, CpuOnly):
@@ -55,13 +56,18 @@ def words(verdict: Verdict) -> str:
 
 def unworded(record: NoReturn) -> NoReturn:
     """The end of a chain of isinstance branches over a union (the verdicts here, a rejection's
-    evidence in lock_words.py): a type without its branch reaches it, which mypy reports first."""
+    grounds in lock_words.py): a type without its branch reaches it, which mypy reports first."""
     raise AssertionError(f"a record without words: {record!r}")
 
 
 def driver(release: Optional[DriverRelease], cuda: Optional[CudaVersion]) -> str:
     """`driver 550.144.03`, or `the driver's CUDA 12.4` when only that is stated."""
     return f"driver {release}" if release else f"the driver's CUDA {cuda}"
+
+
+def gpus(refs: Sequence[GpuRef]) -> str:
+    """`GPU 0 NVIDIA GeForce GTX 1080, GPU 1`: each GPU by its index ("?" when unknown) and name."""
+    return ", ".join(f"GPU {g.index if g.index is not None else '?'} {g.name or ''}".strip() for g in refs)
 
 
 def on(host: Optional[str]) -> str:

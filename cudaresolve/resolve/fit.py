@@ -17,7 +17,15 @@ from cudaresolve.knowledge import toolkits
 from cudaresolve.resolve.causes import FleetConflict, HostMajors
 from cudaresolve.resolve.reasons import DoesNotRun, MajorRefusal, MajorRejection
 from cudaresolve.verdicts.records import BelowPackageFloor, SbsaOnJetson
-from cudaresolve.verdicts.rules import below_package_floor, driver_too_old, no_device_code, sbsa_on_jetson, toolkit_targets
+from cudaresolve.verdicts.rules import (
+    below_package_floor,
+    capabilities,
+    driver_too_old,
+    gpus_of,
+    no_device_code,
+    sbsa_on_jetson,
+    toolkit_targets,
+)
 from cudaresolve.versions import CudaVersion
 
 
@@ -36,9 +44,8 @@ def rejection(
         too_old = driver_too_old(cuda, host.driver, where) if cuda is not None else None
         if too_old is not None:
             return too_old
-        for number, gpu in enumerate(host.visible_gpus):
-            index = gpu.index if gpu.index is not None else number
-            missing = no_device_code(index, gpu.compute_capability, sass, ptx, host.driver, where)
+        for capability in capabilities(host):
+            missing = no_device_code(capability, gpus_of(host, capability), sass, ptx, host.driver, where)
             if missing is not None:
                 return missing
     return None

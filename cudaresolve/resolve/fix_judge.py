@@ -27,7 +27,7 @@ from cudaresolve.checks import fixes as f
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.findings import Finding, Severity
-from cudaresolve.checks.problems import NoKernelImage
+from cudaresolve.checks.problems import NoDeviceCode
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
@@ -91,7 +91,7 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
             index: PackageIndex, offline: bool) -> Optional[f.Fix]:
     assert finding.fix is not None
     if isinstance(finding.fix, (f.OlderReleaseMayCarry, f.NewerReleaseNeeded, f.BuildWithCuda, f.NoKnownRelease)) \
-            and isinstance(finding.problem, NoKernelImage):
+            and isinstance(finding.problem, NoDeviceCode):
         return release_with_code(env, host, finding, findings, index, offline) or finding.fix
     fix = offered_builds(finding.fix, host, index, offline)
     if fix != finding.fix:

@@ -3,7 +3,7 @@ Why a build does not fit a host is a verdict (verdicts/records.py), which a reje
 
 What `lock --explain`, `why`, the JSON report, pylock.toml's [tool.cudaresolve] and a refusal say is
 built from these values; the sentences are made in output/ (output/lock_words.py), the lock file
-stores the values (lockfile/) and reads them back validated. Each kind of evidence and of origin is
+stores the values (lockfile/) and reads them back validated. Each kind of grounds and of origin is
 its own frozen dataclass, named by a stable `kind` string the files use.
 
 Pure data. May import: packaging, the value types (arch.py, versions.py), the verdicts, the judge's
@@ -24,6 +24,7 @@ from cudaresolve.checks.findings import Finding
 from cudaresolve.verdicts.records import BelowPackageFloor as BelowPackageFloor
 from cudaresolve.verdicts.records import CpuOnly as CpuOnly
 from cudaresolve.verdicts.records import DriverTooOld as DriverTooOld
+from cudaresolve.verdicts.records import GpuRef as GpuRef
 from cudaresolve.verdicts.records import MinorCompat as MinorCompat
 from cudaresolve.verdicts.records import NoDeviceCode as NoDeviceCode
 from cudaresolve.verdicts.records import Rule as Rule
@@ -174,12 +175,13 @@ class FactsUnknown:
     why: str  # why the wheel could not be read
 
 
-Evidence = Union[
+# Why a candidate was set aside: the rule's facts (a lock file writes them under `evidence`).
+RejectionGrounds = Union[
     SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
     OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra, MinorCompat, BreaksInstalled,
     SbsaOnJetson, FactsUnknown, BelowPackageFloor,
 ]
-EVIDENCE: dict[Rule, type] = {kind.rule: kind for kind in Evidence.__args__}  # type: ignore[attr-defined]
+GROUNDS: dict[Rule, type] = {kind.rule: kind for kind in RejectionGrounds.__args__}  # type: ignore[attr-defined]
 DoesNotRun = Union[DriverTooOld, NoDeviceCode, SbsaOnJetson, BelowPackageFloor]  # a build against a host's driver, GPUs and CUDA
 MajorRefusal = Union[DriverTooOld, ToolkitTargets]  # a CUDA major against a host
 
@@ -189,7 +191,7 @@ class Rejection:
     """One candidate set aside, the rule that did it and the facts it judged."""
 
     candidate: CandidateRef
-    evidence: Evidence
+    evidence: RejectionGrounds
     installed: bool = False  # the installed distribution (kept unless --upgrade), not a file of an index
 
     @property

@@ -66,14 +66,24 @@ class MinorCompat:
 
 
 @dataclass(frozen=True)
+class GpuRef:
+    """A GPU of a host: its index and its name, when the host states them."""
+
+    index: Optional[int]
+    name: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class NoDeviceCode:
-    """A build carries no SASS or PTX a GPU of the host can run."""
+    """A build carries no SASS or PTX the GPUs of one compute capability can run ("no kernel image is
+    available for execution on the device"). The lock gives the build's targets; the doctor, which
+    judges file by file, leaves them empty and names each file in its evidence."""
 
     rule: ClassVar[Rule] = Rule.DEVICE_CODE
-    gpu: int  # the GPU's index on its host
     capability: ComputeCapability
-    sass: tuple[Target, ...]  # what the build has: sm_75 ...
-    ptx: tuple[Target, ...]  # compute_120 ...
+    gpus: tuple[GpuRef, ...]  # the host's GPUs of that capability
+    sass: tuple[Target, ...] = ()  # what the build has: sm_75 ...
+    ptx: tuple[Target, ...] = ()  # compute_120 ...
     host: Optional[str] = None
 
 

@@ -23,6 +23,7 @@ from cudaresolve.verdicts.records import (
     BelowPackageFloor,
     CpuOnly,
     DriverTooOld,
+    GpuRef,
     KnownBadRelease,
     MinorCompat,
     NoDeviceCode,
@@ -49,14 +50,26 @@ def minor_compat(cuda: CudaVersion, driver: Driver, label: Optional[str] = None)
 
 
 def no_device_code(
-    gpu: int, capability: ComputeCapability, sass: Sequence[str], ptx: Sequence[PtxTarget], driver: Driver,
-    label: Optional[str] = None,
+    capability: ComputeCapability, gpus: tuple[GpuRef, ...], sass: Sequence[str], ptx: Sequence[PtxTarget],
+    driver: Driver, label: Optional[str] = None,
 ) -> Optional[NoDeviceCode]:
-    """A GPU none of the build's SASS or PTX runs on; an unknown device code (none of either) refuses nothing."""
+    """GPUs of `capability` none of the build's SASS or PTX runs on; an unknown device code (none of
+    either) refuses nothing."""
     if (not sass and not ptx) or can_run(capability, sass, ptx, driver=driver.release).runs:
         return None
-    return NoDeviceCode(gpu, capability, tuple(Target.parse(t) for t in sass),
+    return NoDeviceCode(capability, gpus, tuple(Target.parse(t) for t in sass),
                         tuple(Target.parse(t) for t in sorted({p.target for p in ptx})), label)
+
+
+def gpus_of(host: HostFacts, capability: ComputeCapability) -> tuple[GpuRef, ...]:
+    """The visible GPUs of `capability`, each by the index the host states, else its place among them."""
+    return tuple(GpuRef(gpu.index if gpu.index is not None else number, gpu.name)
+                 for number, gpu in enumerate(host.visible_gpus) if gpu.compute_capability == capability)
+
+
+def capabilities(host: HostFacts) -> tuple[ComputeCapability, ...]:
+    """The compute capabilities of the visible GPUs, in the order the host lists them."""
+    return tuple(dict.fromkeys(gpu.compute_capability for gpu in host.visible_gpus))
 
 
 def toolkit_targets(major: int, host: HostFacts, label: Optional[str] = None) -> Optional[ToolkitTargets]:

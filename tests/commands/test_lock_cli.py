@@ -118,7 +118,7 @@ def test_check_says_whether_a_lock_still_fits(cuda_index, empty_python, hermetic
     assert "fits this host" in capsys.readouterr().out
     assert main(["lock", "--check", "pylock.toml", "--driver", "550.144.03", "--gpu", "6.1"]) == 2
     out = capsys.readouterr().out
-    assert "torch 2.7.1+cu128: no SASS or PTX for GPU 0 (6.1)" in out
+    assert "torch 2.7.1+cu128: no kernel image for compute capability 6.1 (GPU 0)" in out
     assert main(["lock", "--check", "pylock.toml", "--driver", "470.82.01", "--gpu", "8.9"]) == 2
     assert "< 525.60.13 (CUDA 12.x floor)" in capsys.readouterr().out
 

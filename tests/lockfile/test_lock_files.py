@@ -38,6 +38,7 @@ from cudaresolve.resolve.reasons import (
     BinaryNeed,
     CandidateRef,
     DriverTooOld,
+    GpuRef,
     Judged,
     MajorRejection,
     MinorCompat,
@@ -119,10 +120,10 @@ def _lock(**changes) -> Lock:
         index_urls=("https://index.example.invalid/simple",),
         decisions=(
             Decision("torch", _ref("torch", "2.11.0+cu130"), (
-                Rejection(_ref("torch", "2.11.0+cu128"), Judged("arch-coverage", "torch\nsecond line", "NoKernelImage")),
+                Rejection(_ref("torch", "2.11.0+cu128"), Judged("arch-coverage", "torch\nsecond line", "NoDeviceCode")),
                 Rejection(_ref("torch", "2.11.0+cu126"), OlderCuda("cu130")),
-                Rejection(_ref("torch", "2.10.0"), NoDeviceCode(1, ComputeCapability.parse("9.0"), (Target.parse("sm_80"),),
-                                                                   (Target.parse("compute_80"),), "gpu-box.json"),
+                Rejection(_ref("torch", "2.10.0"), NoDeviceCode(ComputeCapability.parse("9.0"), (GpuRef(1, "NVIDIA H100"),),
+                                                                   (Target.parse("sm_80"),), (Target.parse("compute_80"),), "gpu-box.json"),
                           installed=True),
                 Rejection(_ref("torch", "2.12.0+cu132"), MinorCompat(CudaVersion(13, 2), DriverRelease.parse("580.65.06"), CudaVersion(13, 0))),
             )),
@@ -174,12 +175,14 @@ def test_pylock_has_pep751_shape():
     assert tool["hosts"][0]["facts"]["gpus"][1]["mig_devices"][0]["uuid"] == "MIG-1"
     (torch, cupy13) = tool["decisions"]
     assert (torch["name"], torch["chosen"], cupy13) == ("torch", "2.11.0+cu130", {"name": "cupy-cuda13x", "rejected": []})
-    assert torch["rejected"][0] == {"reason": "arch-coverage: no-kernel-image (torch\nsecond line)", "version": "2.11.0+cu128",
+    assert torch["rejected"][0] == {"reason": "arch-coverage: no-device-code (torch\nsecond line)", "version": "2.11.0+cu128",
                                     "rule": "judge",
-                                    "evidence": {"check": "arch-coverage", "subject": "torch\nsecond line", "problem": "NoKernelImage"}}
+                                    "evidence": {"check": "arch-coverage", "subject": "torch\nsecond line", "problem": "NoDeviceCode"}}
     assert torch["rejected"][2] == {
-        "reason": "no SASS or PTX for GPU 1 (9.0) on gpu-box.json; has sm_80 + PTX compute_80", "version": "2.10.0", "rule": "device-code",
-        "installed": True, "evidence": {"gpu": 1, "capability": "9.0", "sass": ["sm_80"], "ptx": ["compute_80"], "host": "gpu-box.json"}}
+        "reason": "no kernel image for compute capability 9.0 (GPU 1 NVIDIA H100) on gpu-box.json; has sm_80 + PTX compute_80",
+        "version": "2.10.0", "rule": "device-code", "installed": True,
+        "evidence": {"capability": "9.0", "gpus": [{"index": 1, "name": "NVIDIA H100"}], "sass": ["sm_80"], "ptx": ["compute_80"],
+                     "host": "gpu-box.json"}}
     assert tool["cuda-major"] == {"chosen": 12, "rejected": [{
         "reason": "driver 570.86.15 < 580.65.06 (CUDA 13.x floor)", "major": 13, "rule": "driver",
         "evidence": {"cuda": "13", "driver": "570.86.15", "floor": "580.65.06"}}]}
@@ -367,6 +370,8 @@ _PACKAGE_REASON = ("lock-version = '1.0'\ncreated-by = 'x'\n[[packages]]\nname =
          "rejected[0].evidence.driver (package a): not a driver release: '5'"),
         (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = -1, capability = '8.6', sass = [], ptx = []}}",
          "rejected[0].evidence.gpu (package a): not a number from 0"),
+        (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpus = [{index = 'x'}], capability = '8.6', sass = [], ptx = []}}",
+         "rejected[0].evidence.gpus[0].index (package a): expected an integer"),
         (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = 0, capability = '8.6', sass = ['m_80'], ptx = []}}",
          "rejected[0].evidence.sass[0] (package a): not a CUDA target: 'm_80'"),
         (_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = 0, capability = '8.6', sass = ['compute_80'], ptx = []}}",
@@ -390,6 +395,17 @@ def test_malformed_pylock_names_file_and_key(tmp_path, text, where):
         read_pylock(str(path))
     message = str(error.value)
     assert message.startswith(f"{path}: ") and where in message and "\n" not in message
+
+
+def test_a_lock_that_names_one_gpu_of_a_device_code_rejection_still_reads(tmp_path):
+    """Locks written before a device-code rejection named every GPU of the capability say `gpu = N`."""
+    path = tmp_path / "pylock.toml"
+    path.write_text(_DECISION % "{version = '1', rule = 'device-code', evidence = {gpu = 2, capability = '6.1', "
+                                "sass = ['sm_80'], ptx = [], host = 'box.json'}}")
+    (decision,) = read_pylock(str(path)).decisions
+    (rejection,) = decision.rejected
+    assert rejection.evidence == NoDeviceCode(ComputeCapability(6, 1), (GpuRef(2),), (Target.parse("sm_80"),), (), "box.json")
+    assert lock_words.rejection(rejection) == "no kernel image for compute capability 6.1 (GPU 2) on box.json; has sm_80"
 
 
 def test_packaging_reads_what_we_write():
@@ -889,9 +905,9 @@ def test_a_refusal_names_the_binding_file_and_symbol_and_both_sides_of_a_conflic
     assert lock_words.cause(TooDeep(10, Bound.SECONDS, (conflict,))) == f"no set found within 10 s of resolution; the conflict met most: {words}"
     assert lock_words.cause(TooDeep(2000)) == "no set found within 2000 resolution rounds"
     passed_over = MinorCompat(CudaVersion(13, 2), DriverRelease.parse("580.65.06"), CudaVersion(13, 0))
-    assert lock_words.evidence(passed_over, None) == (
+    assert lock_words.grounds(passed_over, None) == (
         "CUDA 13.2 runs on driver 580.65.06 only by minor-version compatibility, which the doctor warns about")
-    assert lock_words.evidence(replace(passed_over, driver=None, host="b.json"), None) == (
+    assert lock_words.grounds(replace(passed_over, driver=None, host="b.json"), None) == (
         "CUDA 13.2 runs on the driver's CUDA 13.0 only by minor-version compatibility on b.json, which the doctor warns about")
 
 

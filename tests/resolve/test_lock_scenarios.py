@@ -193,7 +193,7 @@ def test_gtx1080_driver_580_takes_the_newest_cu126_build_not_the_pypi_default(lo
     assert versions["torch"] == str(newest_cu126)
     newest = max((Version(v).public for v in builds), key=Version)
     assert Version(newest) > Version(newest_cu126.public)  # the PyPI default of a newer torch exists, and lost
-    assert f"torch {newest}: no SASS or PTX for GPU 0 (6.1)" in run.out
+    assert f"torch {newest}: no kernel image for compute capability 6.1 (GPU 0)" in run.out
     assert_one_major(versions, 12)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import typing
+from dataclasses import replace
 
 import pytest
 from packaging.utils import NormalizedName
@@ -30,7 +31,7 @@ from cudaresolve.output.findings import shown
 from cudaresolve.output.lock_words import rejection_line
 from cudaresolve.output.verdicts import words
 from cudaresolve.resolve.candidates import cuda_build, release_rejection
-from cudaresolve.resolve.reasons import EVIDENCE, CandidateRef, Rejection, Rule
+from cudaresolve.resolve.reasons import GROUNDS, CandidateRef, Rejection, Rule
 from cudaresolve.verdicts import records as v
 from cudaresolve.verdicts import rules
 from cudaresolve.versions import CudaVersion, DriverRelease
@@ -52,11 +53,12 @@ def test_each_rule_returns_its_record_on_the_host_that_breaks_it_and_none_on_the
     assert rules.driver_too_old(CudaVersion(13, 0), Driver()) is None  # a driver not stated refuses nothing
     assert rules.minor_compat(CudaVersion(12, 8), DRIVER_550, "b") == v.MinorCompat(CudaVersion(12, 8), R550, CudaVersion(12, 4), "b")
     assert rules.minor_compat(CudaVersion(12, 4), DRIVER_550) is None
-    assert rules.no_device_code(0, ComputeCapability(8, 6), ("sm_75",), (), DRIVER_550) == v.NoDeviceCode(
-        0, ComputeCapability(8, 6), (Target.parse("sm_75"),), ())
-    assert rules.no_device_code(0, ComputeCapability(8, 6), ("sm_80",), (), DRIVER_550) is None
-    assert rules.no_device_code(0, ComputeCapability(8, 6), (), (PtxTarget("compute_75", "8.4"),), DRIVER_550) is None
-    assert rules.no_device_code(0, ComputeCapability(8, 6), (), (), DRIVER_550) is None  # unknown device code
+    gpu0 = (v.GpuRef(0),)
+    assert rules.no_device_code(ComputeCapability(8, 6), gpu0, ("sm_75",), (), DRIVER_550) == v.NoDeviceCode(
+        ComputeCapability(8, 6), gpu0, (Target.parse("sm_75"),), ())
+    assert rules.no_device_code(ComputeCapability(8, 6), gpu0, ("sm_80",), (), DRIVER_550) is None
+    assert rules.no_device_code(ComputeCapability(8, 6), gpu0, (), (PtxTarget("compute_75", "8.4"),), DRIVER_550) is None
+    assert rules.no_device_code(ComputeCapability(8, 6), gpu0, (), (), DRIVER_550) is None  # unknown device code
     pascal = HostFacts("Linux", "x86_64", DRIVER_550, (Gpu(ComputeCapability(6, 1), "override:--gpu", 0),))
     assert isinstance(rules.toolkit_targets(13, pascal), v.ToolkitTargets)
     assert rules.toolkit_targets(12, pascal) is None
@@ -165,7 +167,7 @@ SAMPLES = (
     v.DriverTooOld(CudaVersion(13, 0), R550, CudaVersion(12, 4), R580),
     v.DriverTooOld(CudaVersion(13, 0), None, CudaVersion(12, 4), None, "b"),
     v.MinorCompat(CudaVersion(12, 8), R550, CudaVersion(12, 4)),
-    v.NoDeviceCode(0, ComputeCapability(8, 6), (Target.parse("sm_75"),), ()),
+    v.NoDeviceCode(ComputeCapability(8, 6), (v.GpuRef(0, "NVIDIA RTX A6000"), v.GpuRef(2)), (Target.parse("sm_75"),), ()),
     v.ToolkitTargets(CudaVersion(13, 0), 0, ComputeCapability(6, 1)),
     v.CpuOnly("cpu"),
     v.CpuOnly("", "aarch64", "torch/lib/libtorch_cuda.so"),
@@ -185,6 +187,12 @@ def test_every_verdict_has_its_words_once_for_the_doctor_and_the_lock():
         'built for CUDA 13.0: driver 550.144.03 < 580.65.06 (CUDA 13.x floor): '
         '"CUDA driver version is insufficient for CUDA runtime version"')
     assert finding_words.render_problem(SAMPLES[-1]) == words(SAMPLES[-1])
+    # one record for "no device code": the lock says what the build has, the doctor (its targets in
+    # its evidence, file by file) adds the runtime's message
+    assert words(SAMPLES[3]) == "no kernel image for compute capability 8.6 (GPU 0 NVIDIA RTX A6000, GPU 2); has sm_75"
+    assert finding_words.render_problem(replace(SAMPLES[3], sass=())) == (
+        'no kernel image for compute capability 8.6 (GPU 0 NVIDIA RTX A6000, GPU 2): '
+        '"no kernel image is available for execution on the device"')
 
 
 # -- lock files keep their rule names ----------------------------------------------------------------
@@ -198,7 +206,7 @@ WRITTEN_RULES = {  # every rule name a lock file written before the verdicts roo
 
 
 def test_a_lock_reads_every_rule_name_it_wrote_and_a_verdict_round_trips_through_its_table():
-    assert WRITTEN_RULES <= {rule.value for rule in Rule} == {rule.value for rule in EVIDENCE}
+    assert WRITTEN_RULES <= {rule.value for rule in Rule} == {rule.value for rule in GROUNDS}
     for sample in SAMPLES:
         if hasattr(sample, "rule"):
             rejected = Rejection(CandidateRef(NormalizedName("numba"), Version("0.60.0")), sample)
