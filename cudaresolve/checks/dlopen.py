@@ -1,0 +1,85 @@
+"""Libraries a binary opens by soname: a file that imports dlopen and names `libcublas.so.12` as a
+literal (BinaryFacts.dlopened) opens it at run time, where no DT_NEEDED shows it. Only sonames the
+component table maps to wheels are judged, so libc's and the package's own never matter.
+
+Each loaded object's needs are looked up as its dlopen would (binary/loader.dlopen): what its
+namespace has loaded or its package preloads, else the search from the object itself. Nothing
+found is a warning naming the wheel that provides the soname for the binary's CUDA major; a copy of
+another major's wheel is a warning too. Never an error: a dlopen may be optional (a fallback path).
+
+The binary's CUDA major is its package's build's, else the soname's when one major's wheels alone
+provide it.
+
+May import: binary/loader, checks/ (builds, findings, loading, problems, subjects), env/, knowledge/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable, Mapping, Optional
+
+from packaging.requirements import Requirement
+
+from cudaresolve.binary.loader import dlopen
+from cudaresolve.checks import fixes as f
+from cudaresolve.checks.builds import CudaBuild, soname_major
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.loading import PackageLoad, facts_of_env
+from cudaresolve.checks.problems import DlopenedNotFound, DlopenedOtherMajor
+from cudaresolve.checks.subjects import subject
+from cudaresolve.env.environment import Environment
+from cudaresolve.knowledge import components
+
+
+def check_dlopened_libraries(env: Environment, loads: Iterable[PackageLoad], builds: Iterable[CudaBuild]) -> list[Finding]:
+    """One warning per loaded file and CUDA soname it opens by name that no copy serves, or that a
+    copy of another CUDA major's wheel serves."""
+    majors = {build.dist: build.cuda.major for build in builds}
+    facts_of = facts_of_env(env)
+    seen: set[tuple[str, str]] = set()
+    findings: list[Finding] = []
+    for load in loads:
+        namespace = None
+        for obj in load.result.objects:
+            elf = env.elf_file(obj.path)
+            if elf is None or elf.facts is None or not elf.facts.dlopened or obj.why == "preloaded":
+                continue
+            for soname in elf.facts.dlopened:
+                if not components.for_soname(soname) or (elf.identity, soname) in seen:
+                    continue
+                seen.add((elf.identity, soname))
+                if namespace is None:
+                    namespace = replace(env.loader, preloaded={**env.loader.preloaded, **_preloads(env, load)})
+                found = dlopen(soname, obj.path, load.result, facts_of=facts_of, env=namespace)
+                major = majors.get(load.dist or "") or soname_major(soname)
+                finding = _judge(env, load, obj.path, soname, major, found.path if not found.error else None)
+                if finding is not None:
+                    findings.append(finding)
+    return findings
+
+
+def _preloads(env: Environment, load: PackageLoad) -> Mapping[str, str]:
+    """What the package's preloader loads before its files run (CuPy through cuda-pathfinder)."""
+    return env.preloads.get(load.dist or "", {}) if load.preloader is not None else {}
+
+
+def _judge(env: Environment, load: PackageLoad, consumer: str, soname: str, major: Optional[int],
+           found: Optional[str]) -> Optional[Finding]:
+    rows = components.for_soname(soname)
+    if found is None:
+        providers = tuple(dict.fromkeys(row.dist for row in rows if major is None or row.cuda_major == major))
+        fix = f.PipInstall((Requirement(providers[0]),)) if len(providers) == 1 else None
+        if len(providers) == 1 and env.distribution(providers[0]) is not None:
+            fix = None  # installed, yet not where the search looks: installing it again changes nothing
+        return Finding(Check.MISSING_LIBRARY, Severity.WARNING, subject(env, load.dist),
+                       DlopenedNotFound(consumer, soname, major, providers), (), fix)
+    elf = env.elf_file(found)
+    owner = elf.owner if elf is not None else None
+    found_majors = {row.cuda_major for row in components.for_dist(owner)} if owner else set()
+    if major is None or len(found_majors) != 1 or major in found_majors or owner is None:
+        return None
+    [found_major] = found_majors
+    providers = tuple(dict.fromkeys(row.dist for row in rows if row.cuda_major == major))
+    fix = f.PipInstall((Requirement(providers[0]),)) if len(providers) == 1 else None
+    return Finding(Check.MIXED_MAJORS, Severity.WARNING, subject(env, load.dist),
+                   DlopenedOtherMajor(consumer, soname, major, found, found_major, owner), (), fix)
