@@ -10,11 +10,12 @@ another major's wheel is a warning too. Never an error: a dlopen may be optional
 The binary's CUDA major is its package's build's, else the soname's when one major's wheels alone
 provide it.
 
-May import: binary/loader, checks/ (builds, findings, loading, problems, subjects), env/, knowledge/.
+May import: binary/loader, checks/ (builds, findings, linking, loading, problems, subjects), env/, knowledge/.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Iterable, Mapping, Optional
 
@@ -24,6 +25,7 @@ from cudaresolve.binary.loader import dlopen
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks.builds import CudaBuild, soname_major
 from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.linking import search_dirs
 from cudaresolve.checks.loading import PackageLoad, facts_of_env
 from cudaresolve.checks.problems import DlopenedNotFound, DlopenedOtherMajor
 from cudaresolve.checks.subjects import subject
@@ -51,8 +53,8 @@ def check_dlopened_libraries(env: Environment, loads: Iterable[PackageLoad], bui
                 if namespace is None:
                     namespace = replace(env.loader, preloaded={**env.loader.preloaded, **_preloads(env, load)})
                 found = dlopen(soname, obj.path, load.result, facts_of=facts_of, env=namespace)
-                major = majors.get(load.dist or "") or soname_major(soname)
-                finding = _judge(env, load, obj.path, soname, major, found.path if not found.error else None)
+                major = majors.get(elf.owner or "") or soname_major(soname)
+                finding = _judge(env, load, elf.owner, obj.path, soname, major, found.path if not found.error else None)
                 if finding is not None:
                     findings.append(finding)
     return findings
@@ -63,23 +65,31 @@ def _preloads(env: Environment, load: PackageLoad) -> Mapping[str, str]:
     return env.preloads.get(load.dist or "", {}) if load.preloader is not None else {}
 
 
-def _judge(env: Environment, load: PackageLoad, consumer: str, soname: str, major: Optional[int],
-           found: Optional[str]) -> Optional[Finding]:
+def _judge(env: Environment, load: PackageLoad, owner: Optional[str], consumer: str, soname: str,
+           major: Optional[int], found: Optional[str]) -> Optional[Finding]:
+    """The finding for one need: its subject is the package whose file calls dlopen."""
     rows = components.for_soname(soname)
     if found is None:
-        providers = tuple(dict.fromkeys(row.dist for row in rows if major is None or row.cuda_major == major))
-        fix = f.PipInstall((Requirement(providers[0]),)) if len(providers) == 1 else None
-        if len(providers) == 1 and env.distribution(providers[0]) is not None:
-            fix = None  # installed, yet not where the search looks: installing it again changes nothing
-        return Finding(Check.MISSING_LIBRARY, Severity.WARNING, subject(env, load.dist),
-                       DlopenedNotFound(consumer, soname, major, providers), (), fix)
-    elf = env.elf_file(found)
-    owner = elf.owner if elf is not None else None
-    found_majors = {row.cuda_major for row in components.for_dist(owner)} if owner else set()
-    if major is None or len(found_majors) != 1 or major in found_majors or owner is None:
+        wanted = [row for row in rows if major is None or row.cuda_major == major]
+        providers = tuple(dict.fromkeys(row.dist for row in wanted))
+        return Finding(Check.MISSING_LIBRARY, Severity.WARNING, subject(env, owner),
+                       DlopenedNotFound(consumer, soname, major, providers), (), _install_fix(env, load, consumer, wanted))
+    copy = env.elf_file(found)
+    copy_owner = copy.owner if copy is not None else None
+    found_majors = {row.cuda_major for row in components.for_dist(copy_owner)} if copy_owner else set()
+    if major is None or len(found_majors) != 1 or major in found_majors or copy_owner is None:
         return None
     [found_major] = found_majors
-    providers = tuple(dict.fromkeys(row.dist for row in rows if row.cuda_major == major))
-    fix = f.PipInstall((Requirement(providers[0]),)) if len(providers) == 1 else None
-    return Finding(Check.MIXED_MAJORS, Severity.WARNING, subject(env, load.dist),
-                   DlopenedOtherMajor(consumer, soname, major, found, found_major, owner), (), fix)
+    return Finding(Check.MIXED_MAJORS, Severity.WARNING, subject(env, owner),
+                   DlopenedOtherMajor(consumer, soname, major, found, found_major, copy_owner), (), None)
+
+
+def _install_fix(env: Environment, load: PackageLoad, consumer: str, rows: list[components.Component]) -> Optional[f.Fix]:
+    """`pip install` of the one wheel providing the soname, when it is not installed and installs it
+    into a directory the consumer's dlopen searches; otherwise installing changes nothing."""
+    dists = {row.dist for row in rows}
+    if len(dists) != 1 or env.distribution(rows[0].dist) is not None:
+        return None
+    searched = {os.path.normpath(d) for d in search_dirs(env, load, consumer)}
+    places = {os.path.normpath(os.path.join(site, row.lib_dir)) for row in rows for site in env.target.site_packages}
+    return f.PipInstall((Requirement(rows[0].dist),)) if searched & places else None
