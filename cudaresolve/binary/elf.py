@@ -83,7 +83,10 @@ _TAG_NAMES = {DT_NEEDED: "DT_NEEDED", DT_SONAME: "DT_SONAME", DT_RPATH: "DT_RPAT
 MAX_TABLE_STEPS = 1_000_000  # version records read per file (the most of 938 real files: 66, libtorch_cpu.so)
 MAX_DLOPEN_SCAN = 64 << 20  # read-only data bytes searched for soname literals per file
 MAX_DLOPEN_NAMES = 64  # soname literals kept per file (libtorch_cuda.so: 1 in 2.9)
-_SONAME_LITERAL = re.compile(rb"(?<![A-Za-z0-9_+./-])(lib[A-Za-z0-9_+-]{1,200}\.so(?:\.[0-9]{1,9}){0,4})(?=\0)")
+# A soname literal ends at its NUL; the byte before it is checked apart (a lookbehind would make the
+# search 40 times slower: libtorch_cpu.so's 17 MB .rodata, 0.67 s against 0.016 s).
+_SONAME_LITERAL = re.compile(rb"lib[A-Za-z0-9_+-]{1,200}\.so(?:\.[0-9]{1,9}){0,4}\0")
+_NOT_BEFORE_SONAME = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+./-")
 _DLOPEN_NAMES = (b"dlopen\0", b"dlmopen\0")
 MAX_EXTENTS = 4096  # data ranges of a sparse file listed (each is a block or more of data on disk)
 # The damage note of a file without usable section headers: "no device code" would be a guess.
@@ -313,7 +316,10 @@ class _Reader:
                 continue
             budget -= size
             for match in _SONAME_LITERAL.finditer(self.data, section.offset, section.offset + size):
-                found.setdefault(match.group(1).decode("ascii"))
+                start = match.start()
+                if start > section.offset and self.data[start - 1] in _NOT_BEFORE_SONAME:
+                    continue  # the tail of a longer string: a path ("/usr/lib/libx.so.1") or another name
+                found.setdefault(bytes(match.group()[:-1]).decode("ascii"))
                 if len(found) == MAX_DLOPEN_NAMES:
                     return tuple(found)
         return tuple(found)
