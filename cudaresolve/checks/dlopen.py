@@ -8,7 +8,8 @@ found is a warning naming the wheel that provides the soname for the binary's CU
 another major's wheel is a warning too. Never an error: a dlopen may be optional (a fallback path).
 
 The binary's CUDA major is its package's build's, else the soname's when one major's wheels alone
-provide it.
+provide it. A soname only other majors' wheels provide (a CUDA 13 build naming libnvrtc.so.12 too)
+is an alternative the binary tries, not judged.
 
 May import: binary/loader, checks/ (builds, findings, linking, loading, problems, subjects), env/, knowledge/.
 """
@@ -50,10 +51,12 @@ def check_dlopened_libraries(env: Environment, loads: Iterable[PackageLoad], bui
                 if not components.for_soname(soname) or (elf.identity, soname) in seen:
                     continue
                 seen.add((elf.identity, soname))
+                major = majors.get(elf.owner or "") or soname_major(soname)
+                if major is not None and all(row.cuda_major != major for row in components.for_soname(soname)):
+                    continue  # another CUDA's library (a CUDA 13 build naming libnvrtc.so.12): an alternative
                 if namespace is None:
                     namespace = replace(env.loader, preloaded={**env.loader.preloaded, **_preloads(env, load)})
                 found = dlopen(soname, obj.path, load.result, facts_of=facts_of, env=namespace)
-                major = majors.get(elf.owner or "") or soname_major(soname)
                 finding = _judge(env, load, elf.owner, obj.path, soname, major, found.path if not found.error else None)
                 if finding is not None:
                     findings.append(finding)
@@ -61,8 +64,12 @@ def check_dlopened_libraries(env: Environment, loads: Iterable[PackageLoad], bui
 
 
 def _preloads(env: Environment, load: PackageLoad) -> Mapping[str, str]:
-    """What the package's preloader loads before its files run (CuPy through cuda-pathfinder)."""
-    return env.preloads.get(load.dist or "", {}) if load.preloader is not None else {}
+    """What the process has loaded by path before the package's files run: the preloads of the packages
+    its import imports first (torch's), then its own preloader's (CuPy through cuda-pathfinder)."""
+    found: dict[str, str] = {}
+    for name in (*load.imported_first, *((load.dist,) if load.preloader is not None and load.dist else ())):
+        found.update(env.preloads.get(name, {}))
+    return found
 
 
 def _judge(env: Environment, load: PackageLoad, owner: Optional[str], consumer: str, soname: str,

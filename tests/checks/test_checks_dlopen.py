@@ -110,6 +110,21 @@ def test_a_copy_of_another_cuda_major_is_a_warning(elf_builder, tmp_path):
     assert curand.exists()
 
 
+def test_a_name_only_another_majors_wheels_provide_is_an_alternative_not_a_need(elf_builder, tmp_path):
+    """A CUDA 13 extension (it links libcudart.so.13) naming libnvrtc.so.12 tries it as an alternative
+    (onnxruntime-gpu 1.31.1's CUDA provider names libnvrtc.so.13 and .12): only its own major's
+    libnvrtc.so.13 is a need."""
+    site = elf_builder.root / "site"
+    cudart = elf_builder.build("libcudart.so.13", CUDART, soname="libcudart.so.13", directory="site/nvidia/cu13/lib")
+    make_dist_info(site, "nvidia-cuda-runtime", "13.0.96", files=("nvidia/cu13/lib/libcudart.so.13",))
+    source = OPENS.replace('"%s"', 'i ? "libnvrtc.so.12" : "libnvrtc.so.13"').replace("(void)", "(int i)", 1)
+    elf_builder.build("_ext.so", source + USES_CUDART, link=[cudart], runpath="$ORIGIN/../nvidia/cu13/lib",
+                      directory="site/blas_user", extra=["-ldl"])
+    make_dist_info(site, "blas-user", "1.0", files=("blas_user/_ext.so",))
+    assert [(f.problem.soname, f.problem.cuda_major, f.problem.providers) for f in dlopen_findings(site, tmp_path)] == [
+        ("libnvrtc.so.13", 13, ("nvidia-cuda-nvrtc",))]
+
+
 def test_names_of_libraries_outside_the_tables_are_never_judged(elf_builder, tmp_path):
     blas_user(elf_builder, "libfoo.so.1")
     assert dlopen_findings(elf_builder.root / "site", tmp_path) == []
