@@ -293,7 +293,7 @@ def dlopen(name: str, caller: str, result: LoadResult, *, facts_of: FactsOf, env
             return Resolution(name, obj.path, PRELOADED if obj.why == PRELOADED else ALREADY_LOADED)
         for res in obj.needed:
             if res.needed == name and res.path is not None and not res.error:
-                return Resolution(name, res.path, res.step if res.step in (PRELOADED, DRIVER, SYSTEM) else ALREADY_LOADED)
+                return Resolution(name, res.path, PRELOADED if res.step == PRELOADED else ALREADY_LOADED)
     namespace = _Namespace(facts_of, env)
     chain: List[LoadedObject] = []
     current: Optional[str] = caller

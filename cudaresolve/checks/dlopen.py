@@ -97,6 +97,6 @@ def _install_fix(env: Environment, load: PackageLoad, consumer: str, rows: list[
     dists = {row.dist for row in rows}
     if len(dists) != 1 or env.distribution(rows[0].dist) is not None:
         return None
-    searched = {os.path.normpath(d) for d in search_dirs(env, load, consumer)}
+    searched = {os.path.normpath(d) for d in search_dirs(env, load, consumer) + list(env.loader.ld_library_path) if d}
     places = {os.path.normpath(os.path.join(site, row.lib_dir)) for row in rows for site in env.target.site_packages}
     return f.PipInstall((Requirement(rows[0].dist),)) if searched & places else None

@@ -11,6 +11,7 @@ wheel's directory only, so nothing it searches holds NVRTC.
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from test_env_distributions import make_dist_info
 from test_torch_abi import run
 
 from cudaresolve.binary.elf import MAX_DLOPEN_NAMES, read_binary_facts
+from cudaresolve.binary.loader import LoaderEnv, dlopen, host_machine, resolve
 from cudaresolve.checks.findings import Check, Severity
 from cudaresolve.checks.fixes import PipInstall
 from cudaresolve.checks.problems import DlopenedNotFound, DlopenedOtherMajor
@@ -167,3 +169,27 @@ def test_the_reader_keeps_soname_literals_of_files_that_import_dlopen_only(elf_b
     kept = read_binary_facts(many).dlopened
     assert len(kept) == MAX_DLOPEN_NAMES and kept[0] == "libcap0.so.1"
     assert ctypes.CDLL(str(opens)).f  # the built file loads: what is read is a real library
+
+
+def test_a_dlopen_searches_the_rpath_of_the_objects_that_loaded_the_caller(elf_builder, tmp_path):
+    """ld.so's dlopen from a library without DT_RUNPATH searches the DT_RPATH of its loaders up the
+    chain, as for a DT_NEEDED entry: the root's RPATH serves its dependency's dlopen (ctypes agrees)."""
+    target = elf_builder.build("libtarget.so.1", "int target(void) { return 7; }\n", soname="libtarget.so.1",
+                               directory="deps")
+    opener = elf_builder.build("libopener.so", OPENS % "libtarget.so.1", soname="libopener.so", extra=["-ldl"],
+                               directory="lib")
+    root = elf_builder.build("root.so", "void *open_library(void);\nvoid *go(void) { return open_library(); }\n",
+                             link=[opener], rpath="$ORIGIN/lib:$ORIGIN/deps")
+    probe = ("import ctypes, sys\nlib = ctypes.CDLL(sys.argv[1])\nlib.go.restype = ctypes.c_void_p\n"
+             "print(bool(lib.go()))\n")
+    assert subprocess.run([sys.executable, "-c", probe, str(root)], capture_output=True, text=True).stdout == "True\n"
+    env = LoaderEnv(machine=host_machine())
+
+    def facts_of(path: str):
+        return read_binary_facts(path) if Path(path).exists() else None
+
+    result = resolve([str(root)], facts_of=facts_of, env=env)
+    caller = next(obj.path for obj in result.objects if obj.soname == "libopener.so")
+    found = dlopen("libtarget.so.1", caller, result, facts_of=facts_of, env=env)
+    assert (os.path.realpath(found.path), found.step, found.rpath_of) == (str(target), "rpath", str(root))
+    assert dlopen("libabsent.so.1", caller, result, facts_of=facts_of, env=env).step == "not found"
