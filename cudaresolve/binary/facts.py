@@ -286,6 +286,9 @@ class BinaryFacts:
     # False: `symbols` holds only what crosses components (a knowledge-table row, data/wheel_facts.toml),
     # so a name absent from its definitions proves nothing; True: the file's whole .dynsym
     symbols_complete: bool = True
+    # Soname literals ("libcublas.so.12") in the read-only data of a file that imports dlopen or
+    # dlmopen: libraries it may open by name at run time, which no DT_NEEDED shows (elf.py bounds them)
+    dlopened: tuple[str, ...] = ()
 
     @property
     def undefined(self) -> tuple[Symbol, ...]:

@@ -282,6 +282,38 @@ def resolve(roots: Sequence[str], *, facts_of: FactsOf, env: LoaderEnv) -> LoadR
     return _Namespace(facts_of, env).run(roots)
 
 
+def dlopen(name: str, caller: str, result: LoadResult, *, facts_of: FactsOf, env: LoaderEnv) -> Resolution:
+    """What `dlopen(name)` called from the object at `caller` of `result`'s namespace opens: an object
+    already loaded under that name, else the file ld.so finds searching as for a DT_NEEDED entry of
+    `caller` (its DT_RPATH chain up its loaders, LD_LIBRARY_PATH, its DT_RUNPATH, the cache, the
+    default directories). Its `path` is None when nothing is found."""
+    objects = {obj.path: obj for obj in result.objects}
+    for obj in result.objects:
+        if obj.soname == name:
+            return Resolution(name, obj.path, PRELOADED if obj.why == PRELOADED else ALREADY_LOADED)
+        for res in obj.needed:
+            if res.needed == name and res.path is not None and not res.error:
+                return Resolution(name, res.path, PRELOADED if res.step == PRELOADED else ALREADY_LOADED)
+    namespace = _Namespace(facts_of, env)
+    chain: List[LoadedObject] = []
+    current: Optional[str] = caller
+    while current is not None and current in objects and len(chain) < len(objects):
+        chain.append(objects[current])
+        current = objects[current].loaded_by
+    node: Optional[_Node] = None
+    for obj in reversed(chain):
+        facts = facts_of(obj.path)
+        if facts is None:
+            return Resolution(name, None, NOT_FOUND)
+        node = _Node(obj.path, facts, node, None)
+    if node is None:
+        facts = facts_of(caller)
+        if facts is None:
+            return Resolution(name, None, NOT_FOUND)
+        node = _Node(caller, facts, None, None)
+    return namespace._map_needed(node, name)[0]
+
+
 def min_provider_version(symbol: Symbol) -> Optional[CudaVersion]:
     """The provider release a versioned-name symbol implies: `__nvJitLinkComplete_12_4` -> 12.4.
 

@@ -20,6 +20,7 @@ from cudaresolve.checks.arch_coverage import check_arch_coverage, check_unreadab
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.compilers import check_run_time_compilers
 from cudaresolve.checks.cpu_only import check_cpu_only_builds
+from cudaresolve.checks.dlopen import check_dlopened_libraries
 from cudaresolve.checks.dlsym import check_dlsym_needs
 from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.duplicates import check_duplicate_libraries
@@ -95,6 +96,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_package_floors(env, host)
     findings += check_run_time_compilers(env, builds, host)
     findings += check_dlsym_needs(env, builds)
+    findings += check_dlopened_libraries(env, imported, builds)
     findings += check_mixed_majors(env, builds, host)
     findings += check_companion_majors(env, host)
     findings += check_preloaded_majors(env, host)

@@ -383,7 +383,7 @@ def _wheel_found_first(
     wheel_dirs = {os.path.normpath(os.path.join(site, row.lib_dir))
                   for site in env.target.site_packages for row in components.for_soname(soname)
                   if major is None or row.cuda_major == major}
-    for directory in _search_dirs(env, load, problem.consumer):
+    for directory in search_dirs(env, load, problem.consumer):
         if os.path.normpath(directory) in wheel_dirs:
             return f.LooksFirstIn(os.path.basename(problem.consumer), directory)
     return None
@@ -406,13 +406,13 @@ def _reaching(env: Environment, load: PackageLoad, problem: Problem, soname: str
     if (preloader is not None and preloader.on_call is None and "site-packages" in preloader.search
             and (not preloader.libraries or rows[0].name in preloader.libraries)):
         return fix
-    searched = _search_dirs(env, load, problem.consumer) + list(env.loader.ld_library_path)
+    searched = search_dirs(env, load, problem.consumer) + list(env.loader.ld_library_path)
     if any(os.path.normpath(d) == directory for d in searched if d):
         return fix
     return f.Steps((fix, f.AddToPath(LD_LIBRARY_PATH, directory))) if fix else None
 
 
-def _search_dirs(env: Environment, load: PackageLoad, consumer: str) -> list[str]:
+def search_dirs(env: Environment, load: PackageLoad, consumer: str) -> list[str]:
     """The directories `consumer` searches before the program's RPATH: its DT_RUNPATH when it has
     one, else the DT_RPATH of it and of each object up its load chain ($ORIGIN expanded; entries
     with other tokens left out)."""
@@ -451,7 +451,7 @@ def _installed_elsewhere_fix(
         copies = [elf.path for elf in env.elf_files if elf.owner == name and elf.facts and elf.facts.soname == soname]
         first = f.AddToPath(LD_LIBRARY_PATH, os.path.dirname(copies[0]) if copies else None, first=True)
         # Removing the picked copy helps only where the consumer looks in the right copy's directory next.
-        searched = {os.path.normpath(d) for d in _search_dirs(env, load, problem.consumer) + list(env.loader.ld_library_path) if d}
+        searched = {os.path.normpath(d) for d in search_dirs(env, load, problem.consumer) + list(env.loader.ld_library_path) if d}
         reached = bool(copies) and os.path.dirname(copies[0]) in searched
         return f.Explained(
             f.Alternatives((f.RemoveCopy(problem.provider or ""), first)) if reached else first,

@@ -101,7 +101,7 @@ def load_packages(env: Environment) -> tuple[PackageLoad, ...]:
         else:
             by_owner[elf.owner].append(elf.path)
             needed[elf.owner].update(elf.facts.needed)
-    facts_of = _facts_of(env)
+    facts_of = facts_of_env(env)
     loads = []
     imported: dict[str, dict[str, str]] = {}  # package -> {name: path} its import loads, for its dependents
     for owner in sorted(set(by_owner) | set(foreign), key=lambda o: (o is None, not _on_import(env, o), o or "")):
@@ -285,7 +285,7 @@ def _preloaded(preloader: components.Preloader, found: Mapping[str, str], roots_
     return {soname: path for soname, path in found.items() if soname in roots_need}
 
 
-def _facts_of(env: Environment) -> FactsOf:
+def facts_of_env(env: Environment) -> FactsOf:
     """The environment's own files from memory (the scan read them), anything else through its seam."""
     by_path = env.files_by_path
 

@@ -346,6 +346,30 @@ class DlsymFunctionsMissing:
     fallback: bool  # the package works without them, otherwise (cuda.core takes the driver's linker)
 
 
+@dataclass(frozen=True)
+class DlopenedNotFound:
+    """A binary names a CUDA library's soname as a literal and imports dlopen: the library it opens
+    by that name at run time, which no DT_NEEDED shows; no copy is loadable from it. A dlopen may be
+    optional, so the feature using it is what is lost."""
+
+    consumer: str  # the file that calls dlopen
+    soname: str  # "libcublas.so.12"
+    cuda_major: Optional[int]  # the consumer's CUDA major, None when neither its build nor the soname tells
+    providers: tuple[str, ...]  # the wheels that provide the soname for that major, in table order
+
+
+@dataclass(frozen=True)
+class DlopenedOtherMajor:
+    """The copy a binary's dlopen by soname finds belongs to another CUDA major's wheel than the binary's."""
+
+    consumer: str
+    soname: str
+    cuda_major: int  # the consumer's
+    found: str  # the file the loader finds
+    found_major: int
+    owner: str  # the wheel that installed it
+
+
 # -- metadata and advisories ----------------------------------------------------------------------
 
 
@@ -384,5 +408,5 @@ Problem = Union[
     DuplicateBuilds, PrivateCopies, NoDeviceCode,
     OptInUnavailable, DriverTooOld, UndatedRuntime, MinorCompat, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
-    OwnedTwice, SbsaOnJetson, BelowPackageFloor,
+    DlopenedNotFound, DlopenedOtherMajor, OwnedTwice, SbsaOnJetson, BelowPackageFloor,
 ]

@@ -48,7 +48,7 @@ from cudaresolve.env.store import store_entry
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: BinaryFacts.dlopened
 
 # The dataclasses the facts module defines or imports (PtxTarget lives in cudaresolve.arch).
 _FACT_CLASSES = {

@@ -207,14 +207,14 @@ def preloads_of(
     exists: Callable[[str], bool] = os.path.isfile,
     files_in: Optional[Callable[[str], Iterable[str]]] = None,
 ) -> dict[str, dict[str, str]]:
-    """For each distribution with a preloader: where it finds each CUDA library its files need
-    (`exists` says where a file is: the disk for an installed environment, the plan for a lock), or,
+    """For each distribution with a preloader: where it finds each CUDA library its files need or
+    open by soname (`exists` says where a file is: the disk for an installed environment, the plan for a lock), or,
     for a package whose own code searches sys.path (torch), every library that search loads
     (`files_in` lists a directory's file names, the disk's by default)."""
     needed: dict[str, set[str]] = {}
     for elf in elf_files:
         if elf.facts is not None and elf.owner is not None:
-            needed.setdefault(elf.owner, set()).update(elf.facts.needed)
+            needed.setdefault(elf.owner, set()).update(elf.facts.needed, elf.facts.dlopened)
     preloads = {}
     installed = {d.name: d.version for d in distributions}
     for dist in distributions:

@@ -228,6 +228,18 @@ def _dlsym_missing(problem: p.DlsymFunctionsMissing) -> str:
             f"first release that does: {cost}")
 
 
+def _dlopened_not_found(problem: p.DlopenedNotFound) -> str:
+    cuda = f"CUDA {problem.cuda_major} " if problem.cuda_major is not None else ""
+    wheels = f" ({cuda}wheel: {', '.join(problem.providers)})" if problem.providers else ""
+    return (f"{_name(problem.consumer)} opens {problem.soname} by name with dlopen at run time; no copy is "
+            f"loadable from it{wheels}: what needs it fails or falls back")
+
+
+def _dlopened_other_major(problem: p.DlopenedOtherMajor) -> str:
+    return (f"{_name(problem.consumer)} (CUDA {problem.cuda_major}) opens {problem.soname} by name with dlopen at "
+            f"run time, and finds {problem.found}, the CUDA {problem.found_major} copy of {problem.owner}")
+
+
 def _framework_abi(problem: p.FrameworkAbiMismatch) -> str:
     files = ", ".join(_name(file) for file in problem.files)
     built = (f"built for {problem.framework} {problem.built_for} (its exact pin)" if problem.built_for
@@ -359,6 +371,8 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.CompilerPtxTooNew: _compiler_ptx_too_new,
     p.LinkerCannotRead: _linker_cannot_read,
     p.DlsymFunctionsMissing: _dlsym_missing,
+    p.DlopenedNotFound: _dlopened_not_found,
+    p.DlopenedOtherMajor: _dlopened_other_major,
     p.OwnedTwice: _owned_twice,
 }
 

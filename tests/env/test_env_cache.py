@@ -159,7 +159,7 @@ def test_entry_with_facts_of_another_key_is_not_trusted(cache, lib, tmp_path):
 
 def test_schema_change_makes_old_entries_stale():
     # The header carries a fingerprint of the facts classes' fields.
-    assert HEADER.startswith(b"cudaresolve-facts 1 ")
+    assert HEADER.startswith(b"cudaresolve-facts 2 ")
     assert HEADER.split()[3].decode() == cache_module._schema()
     assert set(cache_module._FACT_CLASSES) == {
         "BinaryFacts", "Symbol", "SymbolTable", "PtxTarget", "FatbinSummary", "DeviceCodeSkip", "VersionNeed", "CudaRuntime"
