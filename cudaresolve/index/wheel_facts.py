@@ -4,7 +4,7 @@ In this order: the knowledge table (data/wheel_facts.toml, generated from the re
 scripts/record_wheel_facts.py), whose rows hold what crosses components (partial facts:
 `complete=False`); else, or with `deep`, the wheel itself, its ELF members read one at a time, and
 the result cached by the wheel's sha256 so no wheel is read twice. The wheel is downloaded once
-(size announced, sha256 checked), unless its shared objects are under 3/4 of its bytes and its host
+(size announced, sha256 checked), unless it is 1 MiB or more, its shared objects are under 3/4 of its bytes and its host
 does range requests: then only they are fetched, in 8 MiB windows, each member checked by its
 CRC-32 as metadata read by range is. Reading less of a member cannot work: NVIDIA keeps .dynstr and
 .dynamic at the end of 300 MB libraries inside deflated members.
@@ -37,6 +37,7 @@ from cudaresolve.knowledge.wheel_facts import from_record
 
 FACTS_BYTES = 256 << 20  # the most of a cached entry of a wheel's facts read back
 RANGED_SHARE = 0.75  # a wheel whose shared objects are less of it than this is read by range
+RANGED_MIN = 1 << 20  # a wheel smaller than this is fetched whole: its range reads would cost more requests than bytes
 
 
 def wheel_binary_facts(
@@ -63,7 +64,7 @@ def wheel_binary_facts(
         return stored
     if cache.offline:
         raise OfflineMiss(f"--offline: the binary facts of {file.filename} are not in the cache")
-    ranged = ranged_wheel(http, cache, file)
+    ranged = ranged_wheel(http, cache, file) if (file.size or 0) >= RANGED_MIN else None
     if ranged is not None and ranged[1] < RANGED_SHARE:  # range reads of its shared objects cost less than the file
         facts = read_wheel(ranged[0], file.filename, **bounds)
     else:

@@ -513,7 +513,7 @@ def test_crashes_of_before_are_one_line_through_main(variable, value, code, says
 
 
 def test_other_commands_do_not_take_index_flags(capsys):
-    assert main(["doctor", "--example", "--index-url", "https://i.invalid/simple"]) == 3
+    assert main(["probe", "--index-url", "https://i.invalid/simple"]) == 3
     assert "unrecognized arguments: --index-url" in capsys.readouterr().err
 
 

@@ -70,7 +70,9 @@ def test_binary_facts_of_a_wheel_read_once_agree_with_the_table_then_come_from_t
     file = _exact(index, "nvidia-cusparse-cu12", "12.3.1.170")
     before = index.http.bytes_received
     read = index.binary_facts(file, deep=True)
-    assert read.complete and index.http.bytes_received - before == file.size  # the whole wheel, once
+    # the whole wheel, once, after the tail whose zip directory showed that its shared objects are
+    # most of it (index/wheel_facts.py: RANGED_SHARE), which a range read would not save
+    assert read.complete and file.size <= index.http.bytes_received - before <= file.size + (1 << 20)
 
     def nvjitlink_need(facts):
         (lib,) = [m for m in facts.members if m.soname == "libcusparse.so.12"]
