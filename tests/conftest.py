@@ -29,6 +29,11 @@ from wheel_cache import (
     unpack,
 )
 
+# Each pytest process (every xdist worker imports this file) keeps the bytecode of what it imports, even
+# where PYTHONDONTWRITEBYTECODE is set: otherwise every worker rewrites every test module's asserts and
+# compiles cudaresolve again, most of a collection's CPU. The processes the tests start are left as set.
+sys.dont_write_bytecode = False
+
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "fixtures"
 
