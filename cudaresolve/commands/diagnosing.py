@@ -23,7 +23,6 @@ from cudaresolve.checks.problems import CacheUnwritable
 from cudaresolve.checks.subjects import Scope, Subject
 from cudaresolve.env.cache import FactsCache, Recorded
 from cudaresolve.env.environment import Environment
-from cudaresolve.env.example import example_environment
 from cudaresolve.env.identity import Identity, path_identity
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import scan_environment
@@ -105,6 +104,8 @@ def scan(
 
 def examine_example(host: HostFacts) -> Diagnosis:
     """Judge the built-in example (env/example.py) for `host`: nothing is read from the disk."""
+    from cudaresolve.env.example import example_environment  # only this command's example needs it
+
     env = example_environment()
     judgement = judge(env, host)
     return Diagnosis(host, env, judgement.loads, judgement.findings)
