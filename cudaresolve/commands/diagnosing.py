@@ -24,6 +24,7 @@ from cudaresolve.checks.subjects import Scope, Subject
 from cudaresolve.env.cache import FactsCache, Recorded
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.identity import Identity, path_identity
+from cudaresolve.env.import_cache import ImportModelCache
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.scan import scan_environment
 from cudaresolve.env.store import default_cache_dir
@@ -77,6 +78,7 @@ def scan(
     could not be written (None when it could); `lock` starts from the same value, with the loader of
     its hosts' `machine` (None: this machine's)."""
     cache = FactsCache(default_cache_dir(environ))
+    models = ImportModelCache(default_cache_dir(environ))
     seen: dict[str, BinaryFacts] = {}  # the loader asks for a system library once per package that loads it
     contents: dict[str, Recorded] = {}  # what the RECORDs say the files hold, as the scan hands it to prefetch
 
@@ -98,6 +100,7 @@ def scan(
         loader=LoaderEnv.from_system(environ, driver_libraries=frozenset(components.driver_libraries()), machine=machine,
                                      system_libraries=frozenset(components.system_libraries())),
         environ=environ,
+        import_models_cache=models,
     )
     return env, cache.write_error
 

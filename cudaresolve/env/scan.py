@@ -17,12 +17,12 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 from cudaresolve.binary.elf import head_of_regular_file
 from cudaresolve.binary.facts import ELF_MAGIC, BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv, with_program
-from cudaresolve.bounded import read_bounded
 from cudaresolve.env.build_records import build_records
 from cudaresolve.env.cache import Recorded
 from cudaresolve.env.conda import CondaPrefix, read_conda_meta, with_conda
 from cudaresolve.env.distributions import UNOWNED_FILES, Distribution, Problem, read_distributions
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
+from cudaresolve.env.import_cache import ImportModelCache, read_source
 from cudaresolve.env.imports import ImportModel, build_model
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.ownership import shared_files
@@ -39,6 +39,7 @@ def scan_environment(
     prefetch: Optional[Callable[[Sequence[str], Mapping[str, Recorded]], None]] = None,
     loader: Optional[LoaderEnv] = None,
     environ: Mapping[str, str] = {},
+    import_models_cache: Optional[ImportModelCache] = None,
 ) -> Environment:
     """Read the target's distributions and every ELF file under its site-packages into an `Environment`;
     in a conda prefix, also its conda packages and the ELF files they list (env/conda.py).
@@ -49,7 +50,8 @@ def scan_environment(
     search step). `prefetch(paths, recorded)`, when given, is called once with every ELF path first
     and what the RECORDs say each holds (`recorded_contents`): the cache finds files by content
     and reads its misses in parallel. `loader` is the machine's loader (LoaderEnv.from_system);
-    `environ` gives CONDA_PREFIX to the preloaders that search it.
+    `environ` gives CONDA_PREFIX to the preloaders that search it. `import_models_cache` keeps the
+    import models (env/import_cache.py); without it each is parsed.
     """
     distributions, paths, problems = _site_packages(target.site_packages)
     conda = None
@@ -92,7 +94,7 @@ def scan_environment(
         preload_prefix=conda_prefix,
         shared_files=shared,
         build_records=build_records(distributions, target.site_packages),
-        imports=import_models(distributions, elf_files, target.site_packages),
+        imports=import_models(distributions, elf_files, target.site_packages, import_models_cache),
     )
 
 
@@ -170,25 +172,20 @@ def recorded_contents(distributions: Iterable[Distribution]) -> dict[str, Record
 
 
 def import_models(
-    distributions: Iterable[Distribution], elf_files: Iterable[ElfFile], site_packages: Sequence[str]
+    distributions: Iterable[Distribution], elf_files: Iterable[ElfFile], site_packages: Sequence[str],
+    cache: Optional[ImportModelCache] = None,
 ) -> dict[str, ImportModel]:
-    """What importing each distribution that ships ELF files loads, read from its Python files."""
+    """What importing each distribution that ships ELF files loads, read from its Python files
+    (through `cache` when given)."""
     shipping = {elf.owner for elf in elf_files if elf.owner is not None}
     models = {}
     for dist in distributions:
         if dist.name in shipping and dist.kind == "python":
-            model = build_model(dist.files, site_packages, _read_text)
+            model = (cache.model(dist.files, site_packages) if cache is not None
+                     else build_model(dist.files, site_packages, read_source))
             if model is not None:
                 models[dist.name] = model
     return models
-
-
-def _read_text(path: str, limit: int) -> Optional[str]:
-    """A package's Python or JSON file as text; None when it cannot be read within `limit` bytes."""
-    try:
-        return read_bounded(path, limit, regular=True).decode("utf-8", errors="replace")
-    except OSError:
-        return None
 
 
 def _facts(facts_for: Callable[[str], BinaryFacts], path: str) -> tuple[Optional[BinaryFacts], Optional[str]]:

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,38 @@ def test_an_import_by_a_computed_name_makes_the_model_inconclusive(graph):
     (graph / "pkg/__init__.py").write_text("import importlib\n_m = importlib.import_module('._opt', __name__)\n")
     model = model_of(graph, FILES)
     assert model.conclusive and model.reach_of(str(graph / "pkg/_opt.so")) == IMPORT
+
+
+def test_a_model_is_kept_by_the_files_it_read_and_read_again_when_one_changes(graph, tmp_path):
+    """env/import_cache.py: a second run, and a copy of the tree elsewhere, parse nothing; a changed
+    file (same size), a damaged entry and a planted one are parsed again; an unwritable cache only costs the parse."""
+    from cudaresolve.env.import_cache import ImportModelCache
+
+    files = [str(graph / f) for f in FILES]
+    cache_dir = tmp_path / "cache"
+    first = ImportModelCache(str(cache_dir))
+    model = first.model(files, [str(graph)])
+    assert first.parsed == 1 and model == model_of(graph, FILES)
+    again = ImportModelCache(str(cache_dir))
+    assert again.model(files, [str(graph)]) == model and again.parsed == 0
+    copy = tmp_path / "elsewhere" / "site"
+    copy.parent.mkdir()
+    subprocess.run(["cp", "-al", str(graph), str(copy)], check=True)
+    moved = ImportModelCache(str(cache_dir))
+    assert moved.model([str(copy / f) for f in FILES], [str(copy)]) == model_of(copy, FILES) and moved.parsed == 0
+    helper = graph / "pkg/sub/helper.py"
+    helper.write_text(HELPER.replace('"cublas"', '"cufft_"'))  # same size, another library
+    changed = ImportModelCache(str(cache_dir))
+    assert ("cufft_", IMPORT, "pkg.sub.helper") in {(p.name, p.reach, p.module) for p in changed.model(files, [str(graph)]).preloads}
+    assert changed.parsed == 1
+    [entry] = [path for path in (cache_dir / "imports").rglob("*") if path.is_file()]
+    for planted in (b"garbage", entry.read_bytes()[:40], b"cudaresolve-imports" + b"\x80\x04cos\nsystem\n."):
+        entry.write_bytes(planted)
+        healed = ImportModelCache(str(cache_dir))
+        assert healed.model(files, [str(graph)]) == model_of(graph, FILES) and healed.parsed == 1
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache directory would be")
+    assert ImportModelCache(str(blocked)).model(files, [str(graph)]) == model_of(graph, FILES)
 
 
 def test_hostile_python_is_bounded_and_never_run(graph):
@@ -319,13 +352,17 @@ def test_torchs_row_of_what_its_import_loads_is_what_its_files_say():
     from wheel_cache import build_venv
 
     from cudaresolve.env.distributions import read_distributions
-    from cudaresolve.env.scan import _read_text
+    from cudaresolve.env.import_cache import ImportModelCache, read_source
     from cudaresolve.knowledge import components
 
     python = build_venv([f"torch=={TORCH}"], deps=True) / "bin" / "python"
     [site] = (python.parent.parent / "lib").glob("python3*/site-packages")
     [torch] = [d for d in read_distributions(str(site))[0] if d.name == "torch"]
-    model = build_model(torch.files, [str(site)], _read_text)
+    model = build_model(torch.files, [str(site)], read_source)
+    with tempfile.TemporaryDirectory() as cache_dir:  # kept by content: a second look parses nothing
+        ImportModelCache(cache_dir).model(torch.files, [str(site)])
+        second = ImportModelCache(cache_dir)
+        assert second.model(torch.files, [str(site)]) == model and second.parsed == 0
     preloads = {p.name: p.reach for p in model.preloads}
     assert preloads["libtorch_global_deps.so"] == IMPORT
     assert preloads["libnvidia-ml.so.1"] == LAZY
