@@ -385,3 +385,13 @@ if __name__ == "__main__":
         print(f"  cycle ({len(component)} modules): {', '.join(component)}")
     for name, lines in result["long"].items():
         print(f"  long: {name} ({lines} lines)")
+
+
+def test_every_subpackage_is_installed():
+    """pyproject.toml lists the packages a regular install (`pip install .`, the README's first command)
+    copies: a room missing there imports in the editable test install and fails in users' hands."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    rooms = {".".join(init.parent.relative_to(PACKAGE.parent).parts) for init in PACKAGE.rglob("__init__.py")}
+    assert rooms and rooms <= listed, sorted(rooms - listed)
