@@ -189,7 +189,9 @@ def lock(
 def _untried(failures: list[Attempt], hosts: Sequence[tuple[str, HostFacts]], tried: list[Optional[int]]) -> tuple[MajorRejection, ...]:
     """The majors not tried because a host refused them, whose builds were set aside in a failure:
     why a request only that major meets fails (the GPU or the driver), not only that it was set aside."""
-    aside = {r.evidence.build_major for attempt in failures for cause in attempt.causes if isinstance(cause, Unsatisfiable)
+    causes = [cause for attempt in failures for found in attempt.causes
+              for cause in (found.conflict if isinstance(found, TooDeep) else (found,))]  # a search that ran out: what it met
+    aside = {r.evidence.build_major for cause in causes if isinstance(cause, Unsatisfiable)
              for r in cause.rejections if isinstance(r.evidence, OtherMajor)}
     return tuple(r for r in major_rejections(hosts) if r.major in aside and r.major not in tried)
 

@@ -111,3 +111,27 @@ def test_a_refusal_of_many_causes_is_five_short_lines_and_explain_keeps_them_all
     assert 'python_version' not in "\n".join(short)
     whole = no_solution(failed, whole=True).splitlines()
     assert len(whole) == 8 and all(line.count("requires Python >=3.99,<4") == 9 for line in whole)
+
+
+def test_a_search_that_ran_out_still_says_first_the_major_the_gpu_refuses():
+    """A resolution for CUDA 12 that runs out of time on `cuda-cccl[cu13]`'s CUDA 13 pins met builds of
+    CUDA 13 set aside: the refusal starts with why CUDA 13 is not tried on a Pascal GPU, as it does when
+    the same conflict is found whole."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    from cudaresolve.arch import ComputeCapability
+    from cudaresolve.host.facts import Driver, Gpu, HostFacts
+    from cudaresolve.resolve.causes import Attempt, Bound, TooDeep, Unsatisfiable
+    from cudaresolve.resolve.reasons import Asked, CandidateRef, OtherMajor, Rejection
+    from cudaresolve.versions import DriverRelease
+
+    runtime = CandidateRef(canonicalize_name("nvidia-cuda-runtime"), Version("13.0.96"))
+    met = Unsatisfiable(Requirement("nvidia-cuda-runtime==13.0.96.*"), Asked("command line"),
+                        (Rejection(runtime, OtherMajor(13, 12)),))
+    host = HostFacts("Linux", "x86_64", Driver(DriverRelease.parse("580.65.06"), "override:--driver"),
+                     (Gpu(ComputeCapability(6, 1), "override:--gpu", 0),))
+    ran_out = [Attempt(12, (TooDeep(8, Bound.SECONDS, (met,)),))]
+    assert [r.major for r in resolver._untried(ran_out, [("host", host)], [12, 11])] == [13]
+    assert resolver._untried([Attempt(12, (TooDeep(8, Bound.SECONDS),))], [("host", host)], [12, 11]) == ()
