@@ -8,10 +8,10 @@ machine's noise falls on all alike; each time is the median of the rounds, each 
 the rounds' own ratios to the `ldd -r` loop of the same round, and each peak the median of the
 rounds' largest resident set of the process and its workers:
 - `ldd -r FILE` for every ELF file of the environment, one after the other (the anchor);
-- `cudaresolve doctor --python PYTHON --driver 580.65.06 --gpu 8.6` cold: the facts and result
-  caches emptied first, so every file is read;
-- the same with only the facts cache warm (results/ emptied first): the scan, the loader and the
-  checks;
+- `cudaresolve doctor --python PYTHON --driver 580.65.06 --gpu 8.6` cold: the facts, import-model
+  and result caches emptied first, so every file is read and every package's Python parsed;
+- the same with the facts and import-model caches warm (results/ emptied first): the scan, the
+  loader and the checks;
 - with the result cache warm (a hit), text and --json, with the host stated and probed (no host
   options: the probe runs);
 - on a fresh venv of known wheels: the target venv hard-linked to a new path before each run (new
@@ -124,7 +124,7 @@ def main() -> int:
 
     kinds = {
         "ldd -r loop": ldd_loop,
-        "doctor, cold: facts and result caches empty": emptied(doctor + STATED, os.path.join(scratch, "cold"), "facts", "results"),
+        "doctor, cold: every cache empty": emptied(doctor + STATED, os.path.join(scratch, "cold"), "facts", "imports", "results"),
         "doctor, facts cache warm, result cache empty": emptied(doctor + STATED, miss_cache_dir, "results"),
         "doctor, a fresh venv of known wheels": fresh_venv(args.runner, miss_cache_dir),
         "doctor, hit, host stated": lambda: run(doctor + STATED),
@@ -133,7 +133,7 @@ def main() -> int:
     }
     if args.baseline:
         baseline = [args.baseline] + doctor[1:] + STATED
-        kinds["baseline doctor, cold"] = emptied(baseline, os.path.join(scratch, "baseline-cold"), "facts", "results")
+        kinds["baseline doctor, cold"] = emptied(baseline, os.path.join(scratch, "baseline-cold"), "facts", "imports", "results")
         kinds["baseline doctor, facts cache warm"] = emptied(baseline, os.path.join(scratch, "baseline"), "results")
         kinds["baseline doctor, a fresh venv"] = fresh_venv(args.baseline, os.path.join(scratch, "baseline"))
     for work in kinds.values():  # warm every cache once (and, for a hit, twice: trusted directories)
