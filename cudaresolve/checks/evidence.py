@@ -254,8 +254,16 @@ class SearchPicks:
     own: Optional[str]
 
 
+@dataclass(frozen=True)
+class ImportLoaded:
+    """`doctor --import`: the import of the file's distribution ran and mapped the file, so what the
+    loader model says it cannot load did load there (a preload the model does not read)."""
+
+    path: str
+
+
 Evidence = Union[
     Said, File, Owned, More, MoreOf, InstalledBy, LoaderError, Unfound, LoadedByCall, Needs, LoaderPicks, BridgeSymbols, Chosen,
     EnvironmentCopy, LoadedBy, CopyUse, NoCodeFor, DependenciesFailToo, FamilyFailsToo, BuiltWith, CudaRuntimeIn, HostDriver, MajorUsers,
-    LinksOtherMajor, References, SymbolNeed, FileBytes, SharedBy, SearchPicks,
+    LinksOtherMajor, References, SymbolNeed, FileBytes, SharedBy, SearchPicks, ImportLoaded,
 ]

@@ -40,6 +40,7 @@ class Check(str, Enum):
     ADVISORY = "advisory"
     METADATA_VS_BINARY = "metadata-vs-binary"
     BUILD_FLOOR = "build-floor"
+    IMPORT = "import"
     ENVIRONMENT = "environment"
     HOST = "host"
 

@@ -347,6 +347,26 @@ class DlsymFunctionsMissing:
 
 
 @dataclass(frozen=True)
+class ImportFailed:
+    """`doctor --import`: importing a module of the distribution raised, in the target's interpreter.
+    `driver`: its words name a library of the NVIDIA driver, which a machine without one lacks."""
+
+    module: str
+    kind: str  # the exception's type, as the target named it
+    message: str  # the exception's words, as the target printed them (hostile text: output/ quotes it)
+    driver: bool
+
+
+@dataclass(frozen=True)
+class ImportNotObserved:
+    """`doctor --import`: the distribution's import could not be observed (it ran past its time or
+    output, or its interpreter ended without a report); the static judgement stands."""
+
+    modules: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
 class DlopenedNotFound:
     """A binary names a CUDA library's soname as a literal and imports dlopen: the library it opens
     by that name at run time, which no DT_NEEDED shows; no copy is loadable from it. A dlopen may be
@@ -408,5 +428,5 @@ Problem = Union[
     DuplicateBuilds, PrivateCopies, NoDeviceCode,
     OptInUnavailable, DriverTooOld, UndatedRuntime, MinorCompat, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,
     MetadataAdmitsOlder, BelowBuildFloor, CompilerCannotTargetGpu, CompilerPtxTooNew, LinkerCannotRead, DlsymFunctionsMissing,
-    DlopenedNotFound, DlopenedOtherMajor, OwnedTwice, SbsaOnJetson, BelowPackageFloor,
+    DlopenedNotFound, DlopenedOtherMajor, OwnedTwice, SbsaOnJetson, BelowPackageFloor, ImportFailed, ImportNotObserved,
 ]

@@ -43,10 +43,17 @@ def examine(
     progress: Optional[Callable[[str], None]] = None,
     index: Optional["PackageIndex"] = None,
     offline: bool = False,
+    observe: bool = False,
 ) -> Diagnosis:
     """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`; with
-    `index`, each fix is judged on the environment it plans before it is given (resolve/fix_judge.py)."""
+    `index`, each fix is judged on the environment it plans before it is given (resolve/fix_judge.py);
+    with `observe`, the imports are run too (env/observe.py: the target's code runs)."""
     env, cache_error = scan(target, environ, progress=progress)
+    if observe and target.python is not None:
+        from cudaresolve.env.observe import observe_imports
+
+        shipping = {elf.owner for elf in env.elf_files if elf.owner is not None}
+        env = replace(env, observed=observe_imports(target.python, env.distributions, shipping, target.site_packages, environ))
     # The libraries a conda prefix's packages list lie outside the tree the result cache walks.
     inside = tuple(os.path.join(site, "") for site in target.site_packages)
     probed: dict[str, Identity] = {e.path: path_identity(e.path) for e in env.elf_files if not e.path.startswith(inside)}

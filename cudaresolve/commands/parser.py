@@ -236,6 +236,11 @@ def _add_doctor(commands: argparse._SubParsersAction[_Parser]) -> None:
         help="judge each fix on the environment it would leave, with the releases the indexes offer, before it is "
         "printed (with --offline: the cached index pages only)",
     )
+    doctor.add_argument(
+        "--import", dest="observe", action="store_true",
+        help="also run the import of each package that ships libraries, in the environment's interpreter, and "
+        "judge what it did: this runs the environment's code",
+    )
     _add_host_options(doctor)
     _add_index_options(doctor)
 

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable, Mapping, Optional, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, cast
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -27,6 +27,9 @@ from cudaresolve.env.distributions import Distribution, Problem
 from cudaresolve.env.imports import ImportModel
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.ownership import SharedFile
+
+if TYPE_CHECKING:
+    from cudaresolve.env.observe import Observed
 
 _EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]|['"]([^'"]+)['"]\s*==\s*extra\b""")
 
@@ -83,6 +86,8 @@ class Environment:
     build_records: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # distribution -> what its import loads, read from its Python files (env/imports.py); absent: not known
     imports: Mapping[str, ImportModel] = field(default_factory=dict)
+    # distribution -> its import as run (`doctor --import`, env/observe.py); None: not run
+    observed: Optional[Mapping[str, Observed]] = None
 
     def distribution(self, name: str) -> Optional[Distribution]:
         """The first installed distribution with this canonical name."""

@@ -99,6 +99,16 @@ def module_index(files: Iterable[str], site_packages: Sequence[str]) -> dict[str
     return index
 
 
+def top_modules(index: Mapping[str, str], top_levels: Optional[Iterable[str]] = None) -> list[str]:
+    """What a program imports of a distribution (`module_index`): its top-level modules, and the first
+    modules under a namespace package."""
+    tops = sorted(name for name in index
+                  if not any(".".join(name.split(".")[:end]) in index for end in range(1, name.count(".") + 1)))
+    if top_levels is not None:
+        tops = [name for name in tops if name.split(".")[0] in set(top_levels)] or tops
+    return tops
+
+
 def build_model(
     files: Iterable[str],
     site_packages: Sequence[str],
@@ -108,11 +118,7 @@ def build_model(
     """The model of one distribution from its RECORD `files`; `read_text(path, limit)` reads a file
     (None when it cannot). None when the distribution has no Python module to start from."""
     index = module_index(files, site_packages)
-    # What a program imports: the top-level modules, and the first modules under a namespace package.
-    tops = sorted(name for name in index
-                  if not any(".".join(name.split(".")[:end]) in index for end in range(1, name.count(".") + 1)))
-    if top_levels is not None:
-        tops = [name for name in tops if name.split(".")[0] in set(top_levels)] or tops
+    tops = top_modules(index, top_levels)
     versioned = alternatives(path for path in files if ".so" in os.path.basename(path))
     if not any(index[top].endswith(".py") for top in tops):
         return ImportModel(False, {}, (), versioned) if versioned else None

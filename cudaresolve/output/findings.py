@@ -374,6 +374,11 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.DlopenedNotFound: _dlopened_not_found,
     p.DlopenedOtherMajor: _dlopened_other_major,
     p.OwnedTwice: _owned_twice,
+    p.ImportFailed: lambda problem: (
+        f"import {problem.module} fails: {problem.kind}: {problem.message}"
+        + (" (a library of the NVIDIA driver: this machine may have none)" if problem.driver else "")),
+    p.ImportNotObserved: lambda problem: (f"the import of {', '.join(problem.modules)} could not be observed "
+                                          f"({problem.reason}): the judgement from its files stands"),
 }
 
 
@@ -491,6 +496,7 @@ _EVIDENCE: dict[type, Callable[..., str]] = {
     e.Unfound: _unfound,
     e.LoadedByCall: lambda item: f"{item.consumer} needs {item.needed}; {item.module}.{item.function}() loads {item.path}",
     e.Needs: lambda item: f"{item.file} needs {', '.join(item.names)}",
+    e.ImportLoaded: lambda item: f"the observed import loaded {item.path}",
     e.SearchPicks: lambda item: (f"{item.picked} (from {item.owner}) is loaded for {item.soname}: the search looks in "
                                  f"{item.directory} first" + (f", before {item.own_directory}" if item.own_directory else "")
                                  + (f", where its own {item.own} is" if item.own else "")),

@@ -268,3 +268,23 @@ def test_torchvision_built_for_torch_2_13_over_torch_2_14_is_one_torch_abi_error
     for file in files:
         lacking = [name for name in ldd_undefined(Path(file), search) if not name.startswith(("Py", "_Py"))]
         assert lacking == error["problem"]["symbols"]
+
+
+@pytest.mark.torch_venv
+def test_the_observed_import_of_that_stack_fails_as_the_real_one_does(capsys):
+    """`doctor --import` on the same venv: torch's import runs; torchvision's raises what a program's own
+    `import torchvision` raises there, an error beside the static torch-abi one."""
+    import subprocess
+
+    from test_doctor import TORCH, doctor_json
+    from wheel_cache import build_venv, build_venv_on
+
+    venv = build_venv_on(build_venv([TORCH], deps=True), ["torchvision==0.28.0", "numpy==2.4.6", "pillow==13.0.0"])
+    python = str(venv / "bin" / "python")
+    code, data = doctor_json(capsys, "--import", "--python", python, "--driver", "580.65.06", "--gpu", "8.6")
+    assert code == 2
+    real = subprocess.run([python, "-c", "import torchvision"], capture_output=True, text=True)
+    last = real.stderr.strip().splitlines()[-1]  # "RuntimeError: operator torchvision::nms does not exist"
+    observed = [(f["severity"], f["subject"], f["message"]) for f in data["findings"] if f["check"] == "import"]
+    assert observed == [("error", "torchvision 0.28.0", f"import torchvision fails: {last}")]
+    assert {f["check"] for f in data["findings"] if f["severity"] == "error"} == {"import", "torch-abi"}

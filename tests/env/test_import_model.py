@@ -370,3 +370,43 @@ def test_torchs_row_of_what_its_import_loads_is_what_its_files_say():
     assert (name, reach) == ("torch._C", IMPORT)
     row = components.preloader_for("torch", torch.version)
     assert row is not None and row.on_import == ("torch/lib/libtorch_global_deps.so", "torch/_C.*.so")
+
+
+COMPUTED_PRELOAD_INIT = """
+import ctypes, os
+_HERE = os.path.dirname(os.path.abspath(__file__))
+ctypes.CDLL(os.path.join(_HERE, "lib", "".join(["libdep", ".so", ".1"])))
+from . import _core
+"""
+
+
+def test_doctor_import_judges_what_the_import_did(elf_builder, tmp_path, hermetic, capsys):
+    """`doctor --import` (env/observe.py, checks/observed.py) runs the import in the target's interpreter:
+    a preload by a name the model cannot compute makes a static missing-library error, which the import
+    that mapped _core.so turns into an info; without any preload the import fails, an error with the
+    target's own words beside the static one."""
+    import json
+    import venv
+
+    from cudaresolve.cli import main
+
+    site, _ = preloading(elf_builder, "")
+    root = tmp_path / "venv"
+    venv.create(root, with_pip=False)
+    [target] = (root / "lib").glob("python3*/site-packages")
+    python = str(root / "bin" / "python")
+
+    def doctor(init: str) -> tuple[int, list[tuple[str, str, str]]]:
+        (site / "pkg/__init__.py").write_text(init)
+        subprocess.run(["cp", "-a", f"{site}/.", str(target)], check=True)
+        code = main(["doctor", "--import", "--json", "--python", python, "--driver", "580.65.06", "--gpu", "8.6"])
+        report = json.loads(capsys.readouterr().out)
+        return code, sorted((f["check"], f["severity"], f["message"]) for f in report["findings"] if f["subject"] == "pkg 1.0")
+
+    code, found = doctor(COMPUTED_PRELOAD_INIT)
+    assert code == 0 and [(check, severity) for check, severity, _ in found] == [("missing-library", "info")], found
+    code, found = doctor("from . import _core\n")
+    assert code == 2
+    assert ("import", "error", f"import pkg fails: ImportError: libdep.so.1: {NO_SUCH_FILE}") in found, found
+    assert ("missing-library", "error", f"_core.so: libdep.so.1: {NO_SUCH_FILE}") in found
+    assert main(["doctor", "--import", "--example"]) == 3

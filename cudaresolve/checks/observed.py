@@ -1,0 +1,58 @@
+"""`doctor --import`: the judgement of what an import did when it ran (env/observe.py), beside the model.
+
+A module whose import raised is an error with the target's own words, whatever the model said: the
+failure is proven. When those words name a library of the NVIDIA driver (libcuda.so.1), it is a
+warning: the machine that ran it may have no driver, which the host judged may have. An import that
+could not be observed leaves the static judgement standing, with a warning saying so. The reverse
+proof counts too: a file the loader model cannot load (`missing-library` error) that a successful
+import mapped did load there, through a preload the model does not read; it becomes an info, with the
+observation as its evidence.
+
+May import: checks/ (evidence, findings, problems, subjects), env/, knowledge/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from cudaresolve.checks.evidence import ImportLoaded
+from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.problems import ImportFailed, ImportNotObserved, LibraryNotLoaded
+from cudaresolve.checks.subjects import subject
+from cudaresolve.env.environment import Environment
+from cudaresolve.knowledge import components
+
+
+def check_observed_imports(env: Environment) -> list[Finding]:
+    """A finding per module whose observed import raised, and per distribution not observed."""
+    if env.observed is None:
+        return []
+    driver = components.driver_libraries()
+    found = []
+    for name, seen in sorted(env.observed.items()):
+        about = subject(env, name)
+        if seen.error is not None:
+            found.append(Finding(Check.IMPORT, Severity.WARNING, about, ImportNotObserved(seen.modules, seen.error)))
+        for failure in seen.failures:
+            needs_driver = any(soname in failure.message for soname in driver)
+            found.append(Finding(Check.IMPORT, Severity.WARNING if needs_driver else Severity.ERROR, about,
+                                 ImportFailed(failure.module, failure.kind, failure.message, needs_driver)))
+    return found
+
+
+def with_observed_loads(env: Environment, findings: Sequence[Finding]) -> list[Finding]:
+    """`findings` with each `missing-library` error on a file an observed import mapped made an info."""
+    if env.observed is None:
+        return list(findings)
+    mapped = {path for seen in env.observed.values() if seen.imported for path in seen.loaded}
+    real = {elf.path: elf.real_path or elf.path for elf in env.elf_files}
+    kept = []
+    for finding in findings:
+        problem = finding.problem
+        if (finding.severity is Severity.ERROR and isinstance(problem, LibraryNotLoaded)
+                and real.get(problem.consumer, problem.consumer) in mapped):
+            finding = replace(finding, severity=Severity.INFO, evidence=(*finding.evidence, ImportLoaded(problem.consumer)),
+                              fix=None)
+        kept.append(finding)
+    return kept
