@@ -410,3 +410,26 @@ def test_doctor_import_judges_what_the_import_did(elf_builder, tmp_path, hermeti
     assert ("import", "error", f"import pkg fails: ImportError: libdep.so.1: {NO_SUCH_FILE}") in found, found
     assert ("missing-library", "error", f"_core.so: libdep.so.1: {NO_SUCH_FILE}") in found
     assert main(["doctor", "--import", "--example"]) == 3
+
+
+def test_an_observed_report_is_validated_and_its_words_made_one_printable_line(tmp_path, monkeypatch):
+    """The child's report is hostile text: only what follows the last marker counts, in its shape;
+    an exception's words keep no control character; a child that exits before it reports, prints
+    past its bound or outlives its time is an observation that did not happen, with why."""
+    from cudaresolve.env import observe
+
+    marker = b"cudaresolve-observed-x:"
+    good = b'{"failed": {"pkg": ["OSError", "libx.so.1: \\u001b[31mred\\nnext"]}, "loaded": ["/a/libx.so"]}'
+    assert observe._report(b"printed by the import\n" + marker + good + b"\n", marker) == (
+        {"pkg": ("OSError", "libx.so.1: \\x1b[31mred\\x0anext")}, ["/a/libx.so"])
+    for bad in (b"no marker", marker + good, b"\n" + marker + b"{", b"\n" + marker + b'{"failed": {"pkg": "x"}, "loaded": []}',
+                b"\n" + marker + b'{"failed": {}, "loaded": [1]}'):
+        assert observe._report(bad, marker) is None
+    script = tmp_path / "python"
+    monkeypatch.setattr(observe, "TIMEOUT", 1.0)
+    for body, why in (("exit 0", "ended before its report"), ("yes | head -c 9000000", "printed more than"),
+                      ("sleep 5", "did not end within")):
+        script.write_text(f"#!/bin/sh\ncat > /dev/null\n{body}\n")
+        script.chmod(0o755)
+        seen = observe._observe(str(script), "pkg", ("pkg",), {"PATH": os.environ["PATH"]})
+        assert seen.error is not None and why in seen.error and not seen.imported, seen
