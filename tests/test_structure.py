@@ -395,3 +395,32 @@ def test_every_subpackage_is_installed():
     listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     rooms = {".".join(init.parent.relative_to(PACKAGE.parent).parts) for init in PACKAGE.rglob("__init__.py")}
     assert rooms and rooms <= listed, sorted(rooms - listed)
+
+
+def _string_constants(path: Path) -> Iterator[tuple[int, str]]:
+    """The string literals of a module's code: not its docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_no_check_or_rule_names_a_distribution_the_tables_know():
+    """A check's, a verdict's and the resolver's code name no distribution: what a package does is read
+    from its files, or from the knowledge tables, which name it (torch through data/torch.toml's
+    `distribution`). Any name a table knows, written as a literal in those rooms, is a row in code."""
+    from cudaresolve.knowledge import components, cupy, torch
+
+    known = {*torch.family(), *(row.name for major in cupy.load() for row in major.dists),
+             *(row.dist for row in components.load().component)}
+    assert "torch" in known and "nvidia-cublas-cu12" in known
+    named = [f"{path.relative_to(PACKAGE)}:{line}: {value}"
+             for room in ("checks", "verdicts", "resolve") for path in sorted((PACKAGE / room).rglob("*.py"))
+             for line, value in _string_constants(path) if value in known]
+    assert named == []

@@ -70,7 +70,7 @@ def framework_build(dist: Distribution, machine: Optional[str] = None) -> Option
     """CUDA of a framework wheel: torch from its local label or the PyPI default, CuPy from its name.
     On `machine`, a default torch build the wheel's own files show to be CPU-only has none."""
     version = str(dist.version)
-    if dist.name == "torch":
+    if dist.name == torch.distribution():
         local = dist.version.local
         if local is not None and not local.startswith("cu"):
             return None  # +cpu, +rocm...: not a CUDA build
@@ -82,7 +82,7 @@ def framework_build(dist: Distribution, machine: Optional[str] = None) -> Option
         how = f"+{local}" if local else "the PyPI build"
         cuda = variant.cuda
         return CudaBuild(dist.name, version, cuda, f"torch {version} is {how}, built with CUDA {cuda}")
-    row = cupy.dist(dist.name, dist.version.public) if dist.name.startswith("cupy-cuda") else None
+    row = cupy.dist(dist.name, dist.version.public)
     if row is None:
         return None
     major = CudaVersion(row.cuda[0].major)
@@ -94,7 +94,7 @@ def cpu_only_default_build(dist: Distribution, machine: str) -> bool:
     not describe (aarch64: 2.0.0 ... 2.10.0 are CPU-only) and its RECORD lists files but not the
     member every CUDA build carries (torch/lib/libtorch_cuda.so): what the lock reads from the wheel."""
     member = torch.cuda_member()
-    return (dist.name == "torch" and dist.version.local is None and bool(dist.files)
+    return (dist.name == torch.distribution() and dist.version.local is None and bool(dist.files)
             and not torch.default_build_described(machine) and not any(path.endswith("/" + member) for path in dist.files))
 
 

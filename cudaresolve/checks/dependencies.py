@@ -10,8 +10,6 @@ from typing import AbstractSet, Optional, TypeVar
 from cudaresolve.env.environment import Environment
 from cudaresolve.knowledge import torch
 
-TORCH = "torch"  # the distribution whose CUDA variants data/torch.toml lists
-
 _Name = TypeVar("_Name", bound=Optional[str])  # a distribution's name; None: files no distribution owns
 
 
@@ -26,23 +24,24 @@ def fold_into_requirers(env: Environment, failing: AbstractSet[_Name]) -> dict[_
     requires = {d.name: env.requires_names(d) for d in env.distributions}
     pulled: dict[Optional[str], set[str]] = {
         name: _closure(requires, name) & failing if name is not None else set() for name in failing}
-    if TORCH in failing:
+    head = torch.distribution()  # the distribution whose CUDA variants data/torch.toml lists
+    if head in failing:
         # torch's own fix is its variant: it is never folded into a package built on it (xformers), and
         # the family members whose builds follow its variant (torchvision) are folded into it, their
         # fix being the same move
-        own = pulled[TORCH] | {TORCH}
+        own = pulled[head] | {head}
         for other in failing:
-            if other is not None and other != TORCH and TORCH in pulled[other]:
+            if other is not None and other != head and head in pulled[other]:
                 pulled[other] -= own
         for member in following_torch(failing):
-            pulled[TORCH] |= {member} | pulled.pop(member)
+            pulled[head] |= {member} | pulled.pop(member)
     roots = {name for name in pulled if not any(name in deps for other, deps in pulled.items() if other != name)}
     return {name: pulled[name] for name in failing if name in roots}
 
 
 def following_torch(names: AbstractSet[Optional[str]]) -> set[str]:
     """Those of `names` whose builds follow torch's variant (data/torch.toml's labelled family), torch aside."""
-    return {name for name in names if name is not None and name != TORCH and name in torch.labelled_family()}
+    return {name for name in names if name is not None and name != torch.distribution() and name in torch.labelled_family()}
 
 
 def pulled_in(env: Environment, name: str) -> set[str]:

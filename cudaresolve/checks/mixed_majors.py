@@ -19,7 +19,7 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild, build_of, major_needs
-from cudaresolve.checks.dependencies import TORCH, following_torch, pulled_in
+from cudaresolve.checks.dependencies import following_torch, pulled_in
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import CompanionMajors, Installed, MixedMajors, PreloadedOtherMajor
@@ -29,7 +29,7 @@ from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.preloads import runtime_major
 from cudaresolve.host.facts import HostFacts
-from cudaresolve.knowledge import components, cupy
+from cudaresolve.knowledge import components, cupy, torch
 from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
@@ -83,8 +83,9 @@ def _move_to(env: Environment, owners: list[str], major: int, host: HostFacts) -
     package named."""
     named: list[str] = []
     pins: list[f.Fix] = []
-    moved = {TORCH, *following_torch(set(owners))} if TORCH in owners else set()
-    variant = torch_variant_fix(env.distribution(TORCH), host, env, major) if moved else None
+    head = torch.distribution()
+    moved = {head, *following_torch(set(owners))} if head in owners else set()
+    variant = torch_variant_fix(env.distribution(head), host, env, major) if moved else None
     if variant is not None:
         pins.append(variant)
         owners = [owner for owner in owners if owner not in moved]
@@ -235,7 +236,7 @@ def _preload_fix(env: Environment, consumer: str, wheels: list[str], major: int,
     options: list[f.Fix] = []
     if not any(set(wheels) & env.requires_names(d) for d in env.distributions if d.name not in {*wheels, consumer}):
         options.append(f.PipUninstall(tuple(NormalizedName(wheel) for wheel in wheels)))
-    variant = torch_variant_fix(env.distribution(consumer), host, env, major) if consumer == TORCH else None
+    variant = torch_variant_fix(env.distribution(consumer), host, env, major) if consumer == torch.distribution() else None
     if variant is not None:
         options.append(variant)
     return _either(tuple(options)) if options else None
@@ -255,7 +256,8 @@ def _swap_or_torch(env: Environment, found: list[tuple[str, str, int, dict[int, 
     users = {d.name for d in env.distributions if d.name not in installed and pulled_in(env, d.name) & installed}
     if not users:
         return (_wheels_for(found, major, host),)
-    variant = torch_variant_fix(env.distribution(TORCH), host, env, major) if TORCH in users else None
+    head = torch.distribution()
+    variant = torch_variant_fix(env.distribution(head), host, env, major) if head in users else None
     return (variant,) if variant is not None else ()
 
 

@@ -65,9 +65,10 @@ def torch_variant_fix(
     (of CUDA `major` when given), taking along the installed family members whose builds follow
     torch's variant (data/torch.toml's labelled family). For such a member (torchvision), torch's
     variant fix too: its build is the one that comes with torch's."""
-    if dist is not None and dist.name != "torch" and env is not None and dist.name in torch.labelled_family():
-        dist = env.distribution("torch")
-    if dist is None or dist.name != "torch":
+    head = torch.distribution()
+    if dist is not None and dist.name != head and env is not None and dist.name in torch.labelled_family():
+        dist = env.distribution(head)
+    if dist is None or dist.name != head:
         return None
     public = dist.version.public
     release = torch.release(public)
@@ -94,7 +95,7 @@ def _replacing(env: Optional[Environment], fix: TorchVariant, major: int) -> Fix
     13 beside nvidia-cublas-cu12), and a driver that cannot run them still fails them."""
     if env is None:
         return fix
-    heads = {"torch", *(name for name, _ in fix.companions)}
+    heads = {torch.distribution(), *(name for name, _ in fix.companions)}
     pulled = set().union(*(pulled_in(env, name) for name in heads)) - heads
     elsewhere = set().union(*(env.requires_names(d) for d in env.distributions if d.name not in pulled | heads))
     replaced = []
@@ -128,7 +129,7 @@ def _companions(env: Optional[Environment]) -> tuple[tuple[NormalizedName, Versi
     stay as they are)."""
     found = []
     for name in torch.labelled_family():
-        member = env.distribution(name) if env is not None and name != "torch" else None
+        member = env.distribution(name) if env is not None and name != torch.distribution() else None
         if member is not None and not torch.cpu_only(name, member.version):
             found.append((NormalizedName(name), Version(member.version.public)))
     return tuple(found)

@@ -155,6 +155,7 @@ class _CudaMember:
 @dataclass(frozen=True)
 class _File:
     confidence: str = field(metadata=CONFIDENCE)
+    distribution: str = field(metadata=records.check(_canonical))
     index_path: str
     family: _Family
     cpu_builds: _CpuBuilds
@@ -166,6 +167,7 @@ class _File:
 
 @dataclass(frozen=True)
 class Tables:
+    distribution: str  # the distribution the release rows describe: "torch"
     index_path: str
     family: tuple[str, ...]  # canonical names, file order
     labelled: tuple[str, ...]  # the family names whose variant builds carry the variant's local label
@@ -227,7 +229,9 @@ def load() -> Tables:
         )
     family = tuple(d.name for d in raw.family.dists)
     labelled = tuple(d.name for d in raw.family.dists if d.labelled)
-    return Tables(raw.index_path, family, labelled, tuple(sorted(releases, key=lambda r: Version(r.series))), raw.cpu_builds.local_labels,
+    if raw.distribution not in labelled:
+        raise files.error(FILE, "distribution", f"{raw.distribution!r} is not a labelled [family] distribution")
+    return Tables(raw.distribution, raw.index_path, family, labelled, tuple(sorted(releases, key=lambda r: Version(r.series))), raw.cpu_builds.local_labels,
                   raw.cuda_member.member, raw.cuda_member.described)
 
 
@@ -267,6 +271,11 @@ def variant(version: str, name: Optional[str] = None) -> Optional[TorchVariant]:
     if found is None or len(parsed.release) == 2:
         return found
     return found if _has_patch(found.versions, parsed) else None
+
+
+def distribution() -> str:
+    """The distribution whose releases and CUDA variants the table describes ("torch")."""
+    return load().distribution
 
 
 def index_path(variant_name: str) -> str:

@@ -285,7 +285,7 @@ class CandidateFinder:
         does not describe (aarch64): CPU-only there unless the wheel holds the member every CUDA build
         carries, read from its zip directory (the registry's aarch64 2.10.0 holds none, 2.11.0 does).
         Variant builds (+cu128) are CUDA builds by their index's label."""
-        if name != "torch":
+        if name != torch.distribution():
             return {}
         unknown = []
         for version, file in best.items():
@@ -391,7 +391,7 @@ def release_rejection(
         return jetson
     sass: tuple[str, ...] = ()
     ptx: tuple[PtxTarget, ...] = ()
-    if name == "torch":
+    if name == torch.distribution():
         variant = torch.variant(version.public, version.local)
         if variant is not None:
             sass, ptx = variant.sass(machine), variant.ptx(machine)
