@@ -10,7 +10,7 @@ Importing a package imports what it requires first: torchvision's extensions lin
 libcudart.so.13 with no path to them, and find them because `import torch` has loaded them. So a
 package whose preloader lists `on_import` files is loaded before the others, and every library
 those files load counts as already loaded, by soname, for the packages that require it
-(Requires-Dist, transitively) or import it undeclared (`imported_by`): no search path is consulted
+(Requires-Dist, transitively) or whose own files import it (env/imports.py): no search path is consulted
 for them, so nothing can shadow them. So does every library torch's own sys.path search loads
 (`sys_path` of its row: nvidia/cuda_runtime/lib/libcudart.so.12 of a CUDA 12 wheel beside torch's
 CUDA 13 serves xformers' CUDA 12 extension), whatever torch's own files need.
@@ -227,12 +227,15 @@ def _required(env: Environment, owner: Optional[str]) -> list[str]:
 
 
 def _imported_undeclared(env: Environment, dist: Distribution) -> set[str]:
-    """The installed packages `dist` imports without requiring them (torchaudio 2.11 imports torch)."""
-    return {
-        other.name for other in env.distributions
-        if (row := components.preloader_for(other.name, other.version)) is not None
-        and components.imports_undeclared(row, dist.name, dist.version)
-    }
+    """The installed packages with a preloader row whose modules `dist`'s import imports without
+    requiring them, read from its files (env/imports.py: torchaudio 2.11 and deep_gemm `import torch`
+    and list no Requires-Dist on it)."""
+    model = env.imports.get(dist.name)
+    if model is None or not model.imports:
+        return set()
+    imported = {env.module_owners.get(name) for name in model.imports}
+    return {other.name for other in env.distributions
+            if other.name in imported and components.preloader_for(other.name, other.version) is not None}
 
 
 def loaded_on_import(env: Environment, load: PackageLoad, path: str) -> bool:

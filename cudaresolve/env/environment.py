@@ -89,6 +89,23 @@ class Environment:
     # distribution -> its import as run (`doctor --import`, env/observe.py); None: not run
     observed: Optional[Mapping[str, Observed]] = None
 
+    @cached_property
+    def module_owners(self) -> Mapping[str, str]:
+        """Top-level module name -> the distribution whose RECORD installs it under a site-packages
+        directory (`torch/__init__.py` -> torch; the first by name when several do)."""
+        owners: dict[str, str] = {}
+        roots = tuple(os.path.join(site.rstrip("/"), "") for site in self.target.site_packages)
+        for dist in self.distributions:
+            for path in dist.files:
+                root = next((r for r in roots if path.startswith(r)), None)
+                if root is None:
+                    continue
+                first = path[len(root):].split("/", 1)[0]  # a package directory, a module.py or an extension .so
+                name = first.split(".", 1)[0]
+                if name.isidentifier() and (first == name or first.endswith((".py", ".so"))):
+                    owners.setdefault(name, dist.name)
+        return owners
+
     def distribution(self, name: str) -> Optional[Distribution]:
         """The first installed distribution with this canonical name."""
         return next((d for d in self.distributions if d.name == name), None)

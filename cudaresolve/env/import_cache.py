@@ -24,7 +24,7 @@ from cudaresolve.caches import read_entry
 from cudaresolve.env.imports import ImportModel, Preload, Reach, build_model
 from cudaresolve.env.store import dumps_plain, loads_plain, store_entry
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: ImportModel.imports
 HEADER = f"cudaresolve-imports {CACHE_FORMAT} {__version__}\n".encode()
 _REACHES: dict[object, Reach] = {reach: reach for reach in get_args(Reach)}
 
@@ -120,6 +120,7 @@ def _encode(model: Optional[ImportModel], root: str) -> object:
         tuple((path[cut:], name, reach) for path, (name, reach) in model.extensions.items()),
         tuple((p.name, p.reach, p.module) for p in model.preloads),
         tuple((path[cut:], cuda) for path, cuda in model.alternatives.items()),
+        tuple(sorted(model.imports)),
     )
 
 
@@ -127,7 +128,7 @@ def _decode(value: Any, root: str) -> Optional[ImportModel]:
     """The model `_encode` wrote, under `root`; ValueError or TypeError for any other value."""
     if value is None:
         return None
-    conclusive, extensions, preloads, alternatives = value
+    conclusive, extensions, preloads, alternatives, imports = value
     if not isinstance(conclusive, bool):
         raise ValueError(f"not a flag: {conclusive!r}")
     return ImportModel(
@@ -135,6 +136,7 @@ def _decode(value: Any, root: str) -> Optional[ImportModel]:
         {root + _relative(path): (_text(name), _reach(reach)) for path, name, reach in extensions},
         tuple(Preload(_text(name), _reach(reach), _text(module)) for name, reach, module in preloads),
         {root + _relative(path): _cuda(cuda) for path, cuda in alternatives},
+        frozenset(_text(name) for name in imports),
     )
 
 

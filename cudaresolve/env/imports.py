@@ -67,6 +67,8 @@ class ImportModel:
     extensions: Mapping[str, tuple[str, Reach]]  # extension module path -> (module name, reach)
     preloads: tuple[Preload, ...]
     alternatives: Mapping[str, tuple[int, Optional[int]]] = field(default_factory=dict)  # path -> its CUDA release
+    # top-level names of other packages' modules its import imports first (`import torch` in deep_gemm)
+    imports: frozenset[str] = frozenset()
 
     def reach_of(self, path: str) -> Optional[Reach]:
         """How importing the package reaches the extension module at `path`; None when it is none."""
@@ -147,7 +149,8 @@ def build_model(
             if name not in strongest or _RANK[found.reach] < _RANK[strongest[name].reach]:
                 strongest[name] = found
     preloads = tuple(strongest.values())
-    return ImportModel(walker.conclusive, extensions, preloads, versioned)
+    others = frozenset(name for module, reach, name in walker.others if module in best and weaker(best[module], reach) == IMPORT)
+    return ImportModel(walker.conclusive, extensions, preloads, versioned, others)
 
 
 class _Walker:
@@ -160,6 +163,7 @@ class _Walker:
         self.parsed: set[str] = set()
         self.conclusive = True
         self.preloads: list[tuple[str, Reach, str]] = []  # (module, reach within it, name)
+        self.others: list[tuple[str, Reach, str]] = []  # (module, reach within it, another package's top-level name)
 
     def edges(self, module: str, reach: Reach) -> list[tuple[str, Reach]]:
         """(module imported, reach within this module) for each import `module`'s code makes."""
@@ -430,6 +434,8 @@ class _Visit:
 
     def imported(self, name: str, reach: Reach) -> None:
         parts = name.split(".")
+        if parts[0] not in self.walker.tops and parts[0]:
+            self.walker.others.append((self.module, reach, parts[0]))
         if parts[0] in self.walker.tops and name not in self.walker.index and reach == IMPORT:
             # a module of this package with no file (made at run time, sys.modules aliases), or an attribute
             if ".".join(parts[:-1]) not in self.walker.index:

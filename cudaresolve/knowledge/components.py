@@ -122,9 +122,8 @@ class Preloader:
     libraries: tuple[str, ...] = ()  # components it loads for any of its files; () = what its extensions need
     on_call: Optional[PythonCall] = None  # the call a program must make for the preload
     # Files its import loads (globs under site-packages, in load order): what they load is already
-    # loaded for the extensions of the packages that require it, or that import it undeclared.
+    # loaded for the extensions of the packages that require it, or whose own files import it.
     on_import: tuple[str, ...] = ()
-    imported_by: tuple[str, ...] = field(default=(), metadata=REQUIREMENT)  # import it with no Requires-Dist on it
     # C++ namespaces of its libraries' API (torch: c10, at): such a name an extension importing it first
     # binds and its libraries lack means the extension was built for another release of it
     abi_namespaces: tuple[str, ...] = ()
@@ -492,11 +491,6 @@ def _names(requirements: tuple[str, ...], dist: str, version: Version) -> bool:
 def _requirement(text: str) -> Requirement:
     """Parsed once: every distribution of an environment is asked about the same few rows."""
     return Requirement(text)
-
-
-def imports_undeclared(preloader: Preloader, dist: str, version: Version) -> bool:
-    """Whether this distribution (canonical name) imports `preloader`'s package without requiring it."""
-    return _names(preloader.imported_by, dist, version)
 
 
 def preloader_for(dist: str, version: Version) -> Optional[Preloader]:

@@ -620,12 +620,16 @@ def test_what_a_package_loads_on_import_counts_through_a_package_between(torch_e
     assert [f for f in texts(run(site, tmp_path)) if f.check == "missing-library"] == []
 
 
-def test_a_package_that_imports_torch_undeclared_finds_what_it_loaded(torch_extension_env, tmp_path):
-    """torchaudio 2.11.0 lists no Requires-Dist, yet its __init__ imports torch first (data/components.toml
-    `imported_by` on torch's preloader row)."""
+def test_a_package_whose_own_files_import_torch_undeclared_finds_what_it_loaded(torch_extension_env, tmp_path):
+    """torchaudio 2.11.0 and sgl-deep-gemm list no Requires-Dist on torch, yet their __init__ imports torch
+    first: the import model reads it from the package's files (env/imports.py); without that line the
+    same package is the error below."""
     site, _, _ = torch_extension_env
-    make_dist_info(site, "torchaudio", "2.11.0", files=(f"ext_pkg/{EXT}",))
+    (site / "ext_pkg/__init__.py").write_text("import torch\nfrom . import _ext\n")
+    make_dist_info(site, "ext-pkg", "1.0", files=("ext_pkg/__init__.py", f"ext_pkg/{EXT}"))
     assert [f for f in texts(run(site, tmp_path)) if f.check == "missing-library"] == []
+    (site / "ext_pkg/__init__.py").write_text("from . import _ext\n")
+    assert [f.severity for f in texts(run(site, tmp_path / "again")) if f.check == "missing-library"] == ["error"]
 
 
 def test_without_the_requirement_nothing_imports_torch_first(torch_extension_env, tmp_path):
