@@ -89,7 +89,7 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_shadowing(env, imported)
     findings += check_duplicate_libraries(env, imported)
     findings += check_owned_twice(env)
-    findings += check_arch_coverage(env, builds, host)
+    findings += check_arch_coverage(env, builds, host, imported)
     findings += check_unreadable_device_code(env)
     findings += check_driver_floor(env, builds, host)
     findings += check_cpu_only_builds(env, host)

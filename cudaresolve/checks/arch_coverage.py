@@ -1,7 +1,7 @@
 """arch-coverage: every library with device code has SASS or JIT-able PTX for every visible GPU
 ("no kernel image is available for execution on the device").
 
-May import: checks/ (builds, dependencies, releases, suggestions, findings), compat, binary/elf's
+May import: checks/ (builds, dependencies, loading, releases, suggestions, findings), compat, binary/elf's
 constants, env/, host/, knowledge/ and verdicts/rules; the findings are values, output/ words them.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from cudaresolve.arch import ComputeCapability
 from cudaresolve.binary.elf import NO_SECTIONS
@@ -18,6 +18,7 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks.builds import CudaBuild, build_of
 from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
 from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.checks.problems import (
     DeviceCodePartlyUnreadable,
     DeviceCodeSkipped,
@@ -36,7 +37,8 @@ from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.verdicts.rules import gpus_of
 
 
-def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
+def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: HostFacts,
+                        imported: Sequence[PackageLoad] = ()) -> list[Finding]:
     """One finding per package and GPU capability it cannot run on, with the CUDA wheels it pulls in
     that fail too folded into it.
 
@@ -47,10 +49,12 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     (data/components.toml [run_time_compilers]: its fatbin is a stub) is not judged here: the
     run-time-compiler check judges its compiler's release, one finding for one cause; nor are
     files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12). Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning
-    per feature and GPU, apart from the package's error.
+    per feature and GPU, apart from the package's error; so are the libraries only modules its import
+    does not load bring in (`imported`, the loads of env/imports.py's model: a submodule, a function,
+    an environment variable), one warning per module.
     """
     findings: list[Finding] = []
-    failures, opt_in = _coverage(env, env.elf_files, host)
+    failures, opt_in = _coverage(env, env.elf_files, host, loaded_later(imported))
     folded = fold_into_requirers(env, {owner for owner, _ in failures})
     built = {build.dist: build for build in builds}
 
@@ -96,9 +100,24 @@ Failures = Dict[Tuple[Optional[str], ComputeCapability], List[Tuple[str, Verdict
 OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str, Verdict, int]]]
 
 
-def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -> tuple[Failures, OptInFailures]:
-    """(owner, GPU capability) -> the files that cannot run there, and the same per opt-in feature:
-    the per-file judgement, shared by the check and by the fix that looks for a release that runs."""
+def loaded_later(imported: Sequence[PackageLoad]) -> dict[str, str]:
+    """Path -> the module it serves, for the files only modules the import does not load bring in."""
+    at_import = {obj.path for load in imported if load.reach is None for obj in load.result.objects}
+    later: dict[str, str] = {}
+    for load in imported:
+        if load.reach is not None:
+            for obj in load.result.objects:
+                module = load.feature_of(obj.path)
+                if obj.path not in at_import and module is not None:
+                    later.setdefault(obj.path, module)
+    return later
+
+
+def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts,
+              later: Mapping[str, str] = {}) -> tuple[Failures, OptInFailures]:
+    """(owner, GPU capability) -> the files that cannot run there, and the same per opt-in feature
+    (a table's, or a module only `later` loads): the per-file judgement, shared by the check and by the
+    fix that looks for a release that runs."""
     ccs = sorted({gpu.compute_capability for gpu in host.visible_gpus})
     failures: Failures = defaultdict(list)
     runs: set[tuple[Optional[str], ComputeCapability]] = set()
@@ -115,6 +134,8 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts) -
             continue  # its kernels are its compiler's (checks/compilers.py)
         owner = elf.owner
         feature = components.opt_in_feature(elf.owner, os.path.basename(elf.path), installed)
+        if feature is None and elf.path in later and elf.owner is not None:
+            feature = components.OptIn(of=elf.owner, feature=later[elf.path])
         if feature is not None:
             for cc in ccs:
                 verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)

@@ -433,3 +433,34 @@ def test_an_observed_report_is_validated_and_its_words_made_one_printable_line(t
         script.chmod(0o755)
         seen = observe._observe(str(script), "pkg", ("pkg",), {"PATH": os.environ["PATH"]})
         assert seen.error is not None and why in seen.error and not seen.imported, seen
+
+
+def test_device_code_only_a_module_the_import_does_not_load_lacks_costs_that_module(elf_builder, tmp_path):
+    """pkg's import loads _core (sm_86 code); pkg.hopper, which nothing imports, loads _h100 (sm_90, sm_100).
+    On an 8.6 GPU that is a warning naming pkg.hopper, not the package's arch-coverage error; with
+    `from . import hopper` in pkg/__init__.py it is the error."""
+    from fatbin_bytes import container, cubin, entry
+
+    def with_code(name: str, arch: int, directory: str) -> Path:
+        archs = (arch, arch + 10)  # two entries: one alone beside code that runs is a stub, not judged
+        blob = container(*(entry(2, a, cubin(a)) for a in archs))
+        source = extension(name) + (f'__attribute__((section(".nv_fatbin"), aligned(8), used)) const unsigned char '
+                                    f'fatbin[] = {{{", ".join(map(str, blob))}}};\n')
+        return elf_builder.build(f"{name}.so", source, directory=directory, extra=INCLUDE)
+
+    with_code("_core", 86, "site/pkg")
+    with_code("_h100", 90, "site/pkg/hopper")
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text("from . import _core\n")
+    (site / "pkg/hopper/__init__.py").write_text("from . import _h100\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_core.so", "pkg/hopper/__init__.py",
+                                              "pkg/hopper/_h100.so"))
+    assert imports(site, "import pkg, sys; assert 'pkg.hopper' not in sys.modules").returncode == 0
+
+    def arch(run_dir: str) -> list[tuple[str, str]]:
+        found = run(site, tmp_path / run_dir).findings
+        return [(f.severity, type(f.problem).__name__) for f in found if f.check == "arch-coverage"]
+
+    assert arch("deferred") == [("warning", "OptInUnavailable")]
+    (site / "pkg/__init__.py").write_text("from . import _core\nfrom . import hopper\n")
+    assert arch("imported") == [("error", "NoDeviceCode")]
