@@ -31,6 +31,7 @@ from cudaresolve.checks.subjects import Subject, subject
 from cudaresolve.checks.suggest import arch_fix
 from cudaresolve.compat import Verdict, can_run
 from cudaresolve.env.environment import ElfFile, Environment
+from cudaresolve.env.imports import OPT_IN, UNREACHED
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
 from cudaresolve.knowledge.wheel_facts import Wheel
@@ -50,8 +51,8 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     run-time-compiler check judges its compiler's release, one finding for one cause; nor are
     files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12). Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning
     per feature and GPU, apart from the package's error; so are the libraries only modules its import
-    does not load bring in (`imported`, the loads of env/imports.py's model: a submodule, a function,
-    an environment variable), one warning per module.
+    does not load bring in (`imported`, the loads of env/imports.py's model: a submodule nothing
+    imports, an environment-variable switch), one warning per module.
     """
     findings: list[Finding] = []
     failures, opt_in = _coverage(env, env.elf_files, host, loaded_later(imported))
@@ -101,16 +102,22 @@ OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str,
 
 
 def loaded_later(imported: Sequence[PackageLoad]) -> dict[str, str]:
-    """Path -> the module it serves, for the files only modules the import does not load bring in."""
-    at_import = {obj.path for load in imported if load.reach is None for obj in load.result.objects}
+    """Path -> the module it serves, for the files only modules that neither the import nor a function
+    of the package loads bring in (a submodule nothing imports, an environment-variable switch): the
+    package works without them. What a function loads (warp's init() loads warp.so) is the package's
+    own work, and its device code is judged as the import's."""
+    at_import = {obj.path for load in imported if load.reach not in _APART for obj in load.result.objects}
     later: dict[str, str] = {}
     for load in imported:
-        if load.reach is not None:
+        if load.reach in _APART:
             for obj in load.result.objects:
                 module = load.feature_of(obj.path)
                 if obj.path not in at_import and module is not None:
                     later.setdefault(obj.path, module)
     return later
+
+
+_APART = frozenset((OPT_IN, UNREACHED))
 
 
 def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts,
