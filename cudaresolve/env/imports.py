@@ -23,6 +23,7 @@ import fnmatch
 import heapq
 import os
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence
 
@@ -196,52 +197,38 @@ class _Scope:
         self.parent = parent
         self.body = body
         self.given: dict[str, list[tuple[ast.expr, "_Scope"]]] = given or {}
-        self._read = False
-        self._bindings: dict[str, list[ast.expr]] = {}
-        self._functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self._bindings: Optional[dict[str, list[ast.expr]]] = None
+        self._functions: Optional[dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = None
 
     @property
     def bindings(self) -> dict[str, list[ast.expr]]:
-        self._bind()
+        """The block's assignments, read once when first asked (only a library load's or an import's
+        argument is looked up): the walk into every expression for comprehensions is most of the cost."""
+        if self._bindings is None:
+            self._bindings = {}
+            for node in _flat(self.body, comprehensions=True):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        for name in _names(target):
+                            self._bindings.setdefault(name, []).append(node.value)
+                elif isinstance(node, (ast.For, ast.comprehension)):
+                    for name in _names(node.target):
+                        self._bindings.setdefault(name, []).append(_Each(node.iter))
+                elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                    for name in _names(node.optional_vars):
+                        self._bindings.setdefault(name, []).append(node.context_expr)
         return self._bindings
 
     @property
     def functions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-        self._bind()
+        """The functions the block defines, read once when first asked (each call by a bare name asks)."""
+        if self._functions is None:
+            self._functions = {}
+            for node in _flat(self.body, comprehensions=False):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self._functions.setdefault(node.name, node)
         return self._functions
-
-    def _bind(self) -> None:
-        """Read the block's bindings once, when first asked: most function bodies never are."""
-        if self._read:
-            return
-        self._read = True
-        self.bindings_of(self.body)
-
-    def bindings_of(self, body: Sequence[ast.stmt]) -> None:
-        for node in _flat(body):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self._functions.setdefault(node.name, node)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    for name in _names(target):
-                        self._bindings.setdefault(name, []).append(node.value)
-            elif isinstance(node, (ast.For, ast.comprehension)):
-                for name in _names(node.target):
-                    self._bindings.setdefault(name, []).append(_Each(node.iter))
-            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-                for name in _names(node.optional_vars):
-                    self._bindings.setdefault(name, []).append(node.context_expr)
-
-    def lookup(self, name: str) -> Optional[tuple[list[ast.expr], "_Scope"]]:
-        scope: Optional[_Scope] = self
-        while scope is not None:
-            if name in scope.given:
-                return None  # resolved by the caller: see _Visit.values
-            if name in scope.bindings:
-                return scope.bindings[name], scope
-            scope = scope.parent
-        return None
 
     def function(self, name: str) -> Optional[ast.FunctionDef | ast.AsyncFunctionDef]:
         scope: Optional[_Scope] = self
@@ -260,19 +247,19 @@ class _Each(ast.expr):
         self.iterable = iterable
 
 
-def _flat(body: Sequence[ast.stmt]) -> Iterator[ast.AST]:
+def _flat(body: Sequence[ast.stmt], comprehensions: bool) -> Iterator[ast.AST]:
     """The statements of a block and of its nested blocks, not entering functions or classes, with
-    the loops' comprehensions and `with` items."""
-    todo: list[ast.AST] = list(body)
+    the `with` items and, with `comprehensions`, the loops' comprehensions."""
+    todo: deque[ast.AST] = deque(body)
     while todo:
-        node = todo.pop(0)
+        node = todo.popleft()
         yield node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.stmt, ast.withitem, ast.comprehension, ast.ExceptHandler)):
                 todo.append(child)
-            elif isinstance(child, ast.expr):
+            elif comprehensions and isinstance(child, ast.expr):
                 todo.extend(c for c in ast.walk(child) if isinstance(c, ast.comprehension))
 
 
