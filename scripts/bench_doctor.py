@@ -5,8 +5,10 @@ Usage: python scripts/bench_doctor.py PYTHON [--runs N] [--runner PY] [--baselin
 PYTHON is the target environment's interpreter (the torch venv the tests build). The kinds below run
 as fresh processes in interleaved rounds (one of each per round, --runs rounds, default 7), so the
 machine's noise falls on all alike; each time is the median of the rounds, each ratio the median of
-the rounds' own ratios to the `ldd -r` loop of the same round, and each peak the median of the
-rounds' largest resident set of the process and its workers:
+the rounds' own ratios to the `ldd -r` loop of the same round, each peak the median of the
+rounds' largest resident set of the process and its workers, and each CPU figure the median of the
+rounds' user CPU seconds of the process and its workers (on a shared machine, what the work costs
+whatever the others take):
 - `ldd -r FILE` for every ELF file of the environment, one after the other (the anchor);
 - `cudaresolve doctor --python PYTHON --driver 580.65.06 --gpu 8.6` cold: the facts, import-model
   and result caches emptied first, so every file is read and every package's Python parsed;
@@ -56,9 +58,9 @@ def timed(work) -> float:
     return time.perf_counter() - start
 
 
-def measured(command: list, environ: dict, cwd: str) -> tuple[float, float]:
-    """(wall seconds, peak resident MB of the process and the workers it waited for) of one run, taken
-    by peak_rss.py so that this script's own resident size is not counted as the command's."""
+def measured(command: list, environ: dict, cwd: str) -> tuple[float, float, float]:
+    """(wall seconds, peak resident MB, user CPU seconds) of one run, of the process and the workers it
+    waited for, taken by peak_rss.py so that this script's own resident size is not counted as the command's."""
     with tempfile.TemporaryDirectory() as scratch:
         report = os.path.join(scratch, "report.json")
         start = time.perf_counter()
@@ -68,7 +70,7 @@ def measured(command: list, environ: dict, cwd: str) -> tuple[float, float]:
         with open(report, encoding="utf-8") as file:
             outcome = json.load(file)
     assert outcome["code"] in (0, 1, 2), done.stderr.decode()
-    return seconds, outcome["peak_kib"] / 1024
+    return seconds, outcome["peak_kib"] / 1024, outcome["user_s"]
 
 
 def main() -> int:
@@ -92,11 +94,11 @@ def main() -> int:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # pip compiles an installed tool's bytecode; so do the runs
     doctor = [args.runner, "-m", "cudaresolve", "doctor", "--python", args.python]
 
-    def run(command: list, environ: dict = env) -> tuple[float, float]:
+    def run(command: list, environ: dict = env) -> tuple[float, float, float]:
         return measured(command, environ, scratch)  # not a source checkout
 
-    def emptied(command: list, cache: str, *names: str) -> Callable[[], tuple[float, float]]:
-        def work() -> tuple[float, float]:
+    def emptied(command: list, cache: str, *names: str) -> Callable[[], tuple[float, float, float]]:
+        def work() -> tuple[float, float, float]:
             for name in names:
                 shutil.rmtree(os.path.join(cache, name), ignore_errors=True)
             return run(command, dict(env, CUDARESOLVE_CACHE_DIR=cache))
@@ -105,8 +107,8 @@ def main() -> int:
     venv_root = os.path.dirname(os.path.dirname(os.path.abspath(args.python)))
     copies = itertools.count()
 
-    def fresh_venv(runner: str, cache: str) -> Callable[[], tuple[float, float]]:
-        def work() -> tuple[float, float]:
+    def fresh_venv(runner: str, cache: str) -> Callable[[], tuple[float, float, float]]:
+        def work() -> tuple[float, float, float]:
             copy = os.path.join(scratch, f"venv-{next(copies)}")
             shutil.copytree(venv_root, copy, symlinks=True, copy_function=os.link)  # a second or two, untimed
             try:
@@ -118,9 +120,9 @@ def main() -> int:
                 shutil.rmtree(copy)
         return work
 
-    def ldd_loop() -> tuple[float, float]:
+    def ldd_loop() -> tuple[float, float, float]:
         runs = [measured(["ldd", "-r", p], env, scratch) for p in paths]
-        return sum(seconds for seconds, _ in runs), max(peak for _, peak in runs)
+        return sum(seconds for seconds, _, _ in runs), max(peak for _, peak, _ in runs), sum(user for _, _, user in runs)
 
     kinds = {
         "ldd -r loop": ldd_loop,
@@ -141,19 +143,20 @@ def main() -> int:
     time.sleep(result_cache.TIMESTAMP_SLACK)
     for work in kinds.values():
         work()
-    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
+    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in kinds}
     load = os.getloadavg()
     for _ in range(args.runs):
         for name, work in kinds.items():
             figures[name].append(work())
-    ldd = [seconds for seconds, _ in figures["ldd -r loop"]]
+    ldd = [seconds for seconds, _, _ in figures["ldd -r loop"]]
     print(f"{len(paths)} ELF files, {len(os.sched_getaffinity(0))} CPUs, {args.runs} interleaved rounds, "
           f"load average {load[0]:.2f} before them and {os.getloadavg()[0]:.2f} after")
     for name, values in figures.items():
-        seconds = statistics.median(s for s, _ in values)
-        ratio = statistics.median(s / anchor for (s, _), anchor in zip(values, ldd))
-        peak = statistics.median(p for _, p in values)
-        print(f"{name:46s} {seconds:7.3f} s  {ratio:6.3f}x the ldd -r loop  peak {peak:5.0f} MB")
+        seconds = statistics.median(s for s, _, _ in values)
+        ratio = statistics.median(s / anchor for (s, _, _), anchor in zip(values, ldd))
+        peak = statistics.median(p for _, p, _ in values)
+        user = statistics.median(u for _, _, u in values)
+        print(f"{name:46s} {seconds:7.3f} s  {ratio:6.3f}x the ldd -r loop  user {user:6.2f} s  peak {peak:5.0f} MB")
 
     environ = dict(env, CUDARESOLVE_CACHE_DIR=os.path.join(scratch, "in-process"))
     stated = host_for(overrides=overrides_from("580.65.06", None, ["8.6"], environ), environ=environ)

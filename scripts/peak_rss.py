@@ -1,4 +1,4 @@
-"""Run a command and write its exit code and peak resident memory as JSON to a report file.
+"""Run a command and write its exit code, peak resident memory and CPU seconds as JSON to a report file.
 
 Why a launcher: on Linux a child's ru_maxrss (from wait4) starts at its parent's resident size at fork,
 because exec keeps the old memory's high-water mark. A child forked straight from a 400 MB pytest process
@@ -23,7 +23,7 @@ import threading
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--report", required=True, help="where to write {code, peak_kib}")
+    parser.add_argument("--report", required=True, help="where to write {code, peak_kib, user_s, system_s}")
     parser.add_argument("--kill-after", type=float, default=0, help="kill the command after this many seconds")
     parser.add_argument("--address-space-limit", type=int, default=0, help="RLIMIT_AS for the command, in bytes")
     parser.add_argument("command", nargs=argparse.REMAINDER)
@@ -44,7 +44,8 @@ def main(argv: list[str]) -> int:
     if timer:
         timer.cancel()
     with open(args.report, "w", encoding="utf-8") as report:  # a killed command's code is -9
-        json.dump({"code": os.waitstatus_to_exitcode(status), "peak_kib": usage.ru_maxrss}, report)
+        json.dump({"code": os.waitstatus_to_exitcode(status), "peak_kib": usage.ru_maxrss,  # with the workers it waited for
+                   "user_s": usage.ru_utime, "system_s": usage.ru_stime}, report)
     return 0
 
 
