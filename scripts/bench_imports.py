@@ -92,7 +92,7 @@ def main() -> int:
     plain = [path for path, text in read.items() if not words.search(text)]
     spared = sum(statistics.median(timeit(text) for _ in range(3)) for text in (read[p] for p in plain))
     every = sum(timeit(text) for text in read.values())
-    print(f"{len(modelled)} models, {len(read)} Python files read ({sum(map(len, read.values())) / 1e6:.1f} MB)")
+    print(f"{len(modelled)} distributions modelled, {len(read)} Python files read ({sum(map(len, read.values())) / 1e6:.1f} MB)")
     print(f"cold: {statistics.median(cold):.2f} s user CPU, ast.parse {statistics.median(parsed):.2f} s of it (wall)")
     print(f"warm, from the import cache: {statistics.median(warm):.3f} s user CPU")
     print(f"files with no import or loader word: {len(plain)}, {spared:.3f} s of {every:.2f} s of ast.parse")

@@ -23,6 +23,7 @@ import fnmatch
 import heapq
 import os
 import re
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence
@@ -185,6 +186,8 @@ class _Walker:
         visit = _Visit(self, module, package, os.path.dirname(path), scope, reach, found)
         visit.loads = any(word in text for word in (*_LOADERS, "import_module", "__import__"))
         visit.environ = "environ" in text or "getenv" in text
+        if not visit.loads and "\r" not in text:  # lines as ast numbers them: split at \n alone
+            visit.import_lines = [number for number, line in enumerate(text.split("\n"), 1) if "import" in line]
         visit.statements(tree.body, IMPORT, scope, 0)
         return found
 
@@ -312,6 +315,17 @@ class _Visit:
         self.called: set[tuple[str, Reach]] = set()
         self.loads = True  # the module's text names a library loader or an import by name
         self.environ = True  # the module's text reads the environment
+        self.import_lines: Optional[list[int]] = None  # the lines holding "import", when nothing else matters in a function
+
+    def may_import(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """Whether a function's body can import: in a module that loads nothing and imports nothing by
+        name, a function's import statements are all that its walk finds, and each is on a line holding
+        `import`; a function with none in its lines is not walked (most of a large module's text)."""
+        lines = self.import_lines
+        if lines is None:
+            return True
+        first = bisect_left(lines, function.lineno)
+        return first < len(lines) and lines[first] <= (function.end_lineno or function.lineno)
 
     def statements(self, body: Sequence[ast.stmt], reach: Reach, scope: _Scope, depth: int) -> None:
         for statement in body:
@@ -330,7 +344,7 @@ class _Visit:
                 if alias.name != "*" and f"{base}.{alias.name}" in self.walker.index:
                     self.imported(f"{base}.{alias.name}", reach)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if depth == 0:
+            if depth == 0 and self.may_import(node):
                 inner = _Scope(node.body, scope)
                 self.statements(node.body, LAZY, inner, depth + 1)
         elif isinstance(node, ast.ClassDef):

@@ -16,6 +16,7 @@ import pytest
 from test_doctor_synthetic import glibc_dlopen_error, run, texts
 from test_env_distributions import make_dist_info
 
+from cudaresolve.env import imports as import_model
 from cudaresolve.env.imports import GUARDED, IMPORT, LAZY, OPT_IN, UNREACHED, alternatives, build_model, picks
 
 NO_SUCH_FILE = "cannot open shared object file: No such file or directory"
@@ -160,6 +161,41 @@ def test_a_model_is_kept_by_the_files_it_read_and_read_again_when_one_changes(gr
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache directory would be")
     assert ImportModelCache(str(blocked)).model(files, [str(graph)]) == model_of(graph, FILES)
+
+
+NO_LOADS = (  # loads nothing and imports nothing by name: only its functions' import statements matter
+    "import os\n"
+    "@staticmethod\n"
+    "def _a(x=1):\n    y = [i for i in range(3)]\n    from . import (\n        _core)\n    return y\n"
+    "def _b():\n    return os.sep\n"
+    "class K:\n    def m(self):\n        pass\n    def n(self):\n        from . \\\n            import _opt\n"
+    "def _c(): from . import _tbb\n"
+)
+
+
+def test_a_function_with_no_import_line_is_left_out_and_one_with_is_read(graph):
+    """In a module that loads nothing, a function whose lines hold no `import` is not walked; an
+    import split over lines (parentheses, a backslash), in a method, or on the `def` line is found."""
+    (graph / "pkg/__init__.py").write_text(NO_LOADS)
+    walked = []
+    original = import_model._Visit.may_import
+
+    def recording(visit, function):
+        answer = original(visit, function)
+        walked.append((function.name, answer))
+        return answer
+
+    import_model._Visit.may_import = recording
+    try:
+        model = model_of(graph, FILES)
+    finally:
+        import_model._Visit.may_import = original
+    assert sorted(walked) == [("_a", True), ("_b", False), ("_c", True), ("m", False), ("n", True)]
+    reaches = {name: reach for name, reach in model.extensions.values()}
+    assert (reaches["pkg._core"], reaches["pkg._opt"], reaches["pkg._tbb"]) == (LAZY, LAZY, LAZY)
+    (graph / "pkg/__init__.py").write_bytes(NO_LOADS.replace("\n", "\r\n").encode())  # lines ast counts otherwise
+    reaches = {name: reach for name, reach in model_of(graph, FILES).extensions.values()}
+    assert (reaches["pkg._core"], reaches["pkg._opt"], reaches["pkg._tbb"]) == (LAZY, LAZY, LAZY)
 
 
 def test_hostile_python_is_bounded_and_never_run(graph):
@@ -344,10 +380,11 @@ def test_a_namespace_init_two_wheels_install_is_not_an_error(tmp_path, on_disk, 
 # -- a real wheel ----------------------------------------------------------------------------------------
 
 @pytest.mark.torch_venv
-def test_torchs_row_of_what_its_import_loads_is_what_its_files_say():
+def test_torchs_row_of_what_its_import_loads_is_what_its_files_say(monkeypatch):
     """torch 2.14.1's preloader row names `on_import` = lib/libtorch_global_deps.so (loaded with
     ctypes by path) and torch/_C.*.so: the model of the installed files finds both on the import's
-    path; a module torch imports only from a function (torch.cuda's NVML loader) stays lazy."""
+    path; a module torch imports only from a function (torch.cuda's NVML loader) stays lazy. The
+    model is the same when every function is walked (no function left out for want of an `import` line)."""
     from test_torch_family_fix import TORCH
     from wheel_cache import build_venv
 
@@ -359,6 +396,9 @@ def test_torchs_row_of_what_its_import_loads_is_what_its_files_say():
     [site] = (python.parent.parent / "lib").glob("python3*/site-packages")
     [torch] = [d for d in read_distributions(str(site))[0] if d.name == "torch"]
     model = build_model(torch.files, [str(site)], read_source)
+    with monkeypatch.context() as patched:
+        patched.setattr(import_model._Visit, "may_import", lambda self, function: True)
+        assert build_model(torch.files, [str(site)], read_source) == model
     with tempfile.TemporaryDirectory() as cache_dir:  # kept by content: a second look parses nothing
         ImportModelCache(cache_dir).model(torch.files, [str(site)])
         second = ImportModelCache(cache_dir)
