@@ -39,7 +39,6 @@ from cudaresolve.checks.linking import (
 from cudaresolve.checks.loading import PackageLoad, load_packages
 from cudaresolve.checks.metadata import check_metadata_vs_binary
 from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors, check_preloaded_majors
-from cudaresolve.checks.observed import check_observed_imports, with_observed_loads
 from cudaresolve.checks.ownership import check_owned_twice
 from cudaresolve.checks.plugin_hosts import check_plugin_hosts
 from cudaresolve.checks.problems import BinaryFactsUnreadable, HostUnknown, Unreadable
@@ -104,7 +103,10 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_advisories(env, host, builds)
     findings += check_metadata_vs_binary(env)
     findings += check_build_floors(env, host)
-    findings = with_observed_loads(env, findings) + check_observed_imports(env)
+    if env.observed is not None:  # doctor --import only: a lock and a plain doctor never import it
+        from cudaresolve.checks.observed import check_observed_imports, with_observed_loads
+
+        findings = with_observed_loads(env, findings) + check_observed_imports(env)
     if host.driver.release is None and host.driver.cuda is None and not host.gpus:
         findings.append(
             Finding(

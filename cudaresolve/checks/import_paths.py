@@ -75,8 +75,28 @@ def plan(env: Environment, owner: Optional[str], roots: Sequence[str]) -> Import
             features[root] = model.extensions[root][0]
     for reach, paths in deferred.items():
         deferred[reach] = [path for path in paths if path not in preloaded]
-    return ImportPlan(tuple(preloaded), tuple(imported),
+    return ImportPlan(tuple(in_load_order(env, preloaded)), tuple(imported),
                       {reach: tuple(paths) for reach, paths in deferred.items() if paths}, features, later)
+
+
+def in_load_order(env: Environment, paths: Sequence[str]) -> list[str]:
+    """The files an import preloads, each after the others of them it links: the order a package's own
+    list gives them (numba-cuda-mlir: libMLIRPythonCAPI.so before libMLIRToLLVM70.so, which links it),
+    which the model, reading the names a call can be given as a set, does not keep. Otherwise as given."""
+    names = {}
+    for path in paths:
+        elf = env.elf_file(path)
+        names[path] = elf.facts.soname if elf and elf.facts and elf.facts.soname else os.path.basename(path)
+    needs = {}
+    for path in paths:
+        elf = env.elf_file(path)
+        needed = set(elf.facts.needed) if elf and elf.facts else set()
+        needs[path] = {other for other in paths if other != path and names[other] in needed}
+    ordered: list[str] = []
+    while len(ordered) < len(paths):
+        ready = next((path for path in paths if path not in ordered and needs[path] <= set(ordered)), None)
+        ordered.append(ready if ready is not None else next(path for path in paths if path not in ordered))  # a cycle: as given
+    return ordered
 
 
 def _reach(model: ImportModel, path: str) -> Optional[Reach]:

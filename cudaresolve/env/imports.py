@@ -386,7 +386,7 @@ class _Visit:
         name = _dotted(node.func)
         last = name.rpartition(".")[2]
         if last in _LOADERS and node.args:
-            for value in self.values(node.args[0], scope, 0) or ():
+            for value in sorted(self.values(node.args[0], scope, 0) or ()):  # a set: sorted, so every run reads alike
                 base = os.path.basename(value)
                 if base and base != "*":
                     self.walker.preloads.append((self.module, reach, base))

@@ -504,3 +504,19 @@ def test_device_code_only_a_module_the_import_does_not_load_lacks_costs_that_mod
     assert arch("deferred") == [("warning", "OptInUnavailable")]
     (site / "pkg/__init__.py").write_text("from . import _core\nfrom . import hopper\n")
     assert arch("imported") == [("error", "NoDeviceCode")]
+
+
+def test_libraries_an_import_preloads_from_a_list_are_loaded_each_after_what_it_links(elf_builder, tmp_path):
+    """pkg's __init__ preloads libz_base.so.1, then liba_top.so.1, which links it with no path (as
+    numba-cuda-mlir preloads libMLIRPythonCAPI.so before libMLIRToLLVM70.so): the import works, and
+    the doctor loads them in an order that works, though the model reads the names as a set."""
+    base = elf_builder.build("libz_base.so.1", "int base(void) { return 1; }\n", soname="libz_base.so.1", directory="site/pkg/lib")
+    elf_builder.build("liba_top.so.1", "int base(void);\nint top(void) { return base(); }\n", soname="liba_top.so.1",
+                      link=[base], directory="site/pkg/lib")
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(
+        "import ctypes, os\n_HERE = os.path.dirname(os.path.abspath(__file__))\n"
+        "for _name in ['libz_base.so.1', 'liba_top.so.1']:\n    ctypes.CDLL(os.path.join(_HERE, 'lib', _name))\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/lib/libz_base.so.1", "pkg/lib/liba_top.so.1"))
+    assert imports(site, "import pkg").returncode == 0
+    assert serious(site, tmp_path) == []
