@@ -210,7 +210,8 @@ def main() -> int:
             cells.append({"host": host, "exit": report["exit"], "counts": report.get("counts"), "healthy": ok,
                           "healthy_why": why, "findings": labelled, "stderr": report.get("stderr")})
         code_cache_file.write_text(json.dumps(code_cache))
-        result = {"stack": stack, "installed": True, "imports": {d: {m: {"ok": r["ok"], "error": r["error"]} for m, r in rs.items()}
+        result = {"stack": stack, "installed": True, "imports": {d: {m: {"ok": r["ok"], "error": r["error"], "kind": r["kind"]}
+                                                                      for m, r in rs.items()}
                                                                   for d, rs in imports.items()}, "cells": cells}
         done.write_text(json.dumps(result))
         results.append(result)

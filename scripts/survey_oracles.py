@@ -64,6 +64,27 @@ def import_module(python: str, module: str) -> dict:
     return {"ok": lines[0] == "OK", "error": None if lines[0] == "OK" else lines[0][5:], "loaded": loaded}
 
 
+NO_GPU = re.compile(r"libcuda\.so|libnvidia-ml\.so|NVIDIA driver|CUDA device|no CUDA GPUs|cudaGetDeviceCount|"
+                    r"CUDA driver|Found no NVIDIA", re.I)
+DRIVER_LIBRARIES = {"libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1"}
+
+
+def failure_kind(error: str | None, library_dirs: list[str]) -> str | None:
+    """None for a working import; "no-gpu" when it fails only for want of a driver or GPU (this machine
+    has none, so it proves nothing), "native" when a shared object cannot load, else "python"."""
+    if error is None:
+        return None
+    if NO_GPU.search(error):
+        return "no-gpu"
+    named = [p for p in re.findall(r"(/\S+?\.so(?:\.\d+)*)\b", error) if os.path.isfile(p)]
+    if named:
+        missing = set().union(*(ldd(p, library_dirs)["not_found"] for p in named))
+        return "no-gpu" if missing and missing <= DRIVER_LIBRARIES else "native"
+    if ".so" in error or "undefined symbol" in error or "OSError" in error:
+        return "native"
+    return "python"
+
+
 def ldd(path: str, library_dirs: list[str]) -> dict:
     """`ldd -r` of `path` with the import's library directories on LD_LIBRARY_PATH: what is not found
     and which symbols stay undefined."""
@@ -155,6 +176,10 @@ class Judge:
 
     def __init__(self, imports: dict, cuobjdump: str, code_cache: dict) -> None:
         self.imports = imports  # distribution -> {module: {"ok", "error", "loaded"}}
+        everywhere = sorted({str(Path(p).parent) for rs in imports.values() for r in rs.values() for p in r["loaded"]})
+        for records in imports.values():
+            for record in records.values():
+                record.setdefault("kind", failure_kind(record["error"], everywhere))
         self.cuobjdump = cuobjdump
         self.code_cache = code_cache
 
@@ -174,15 +199,16 @@ class Judge:
         return rule(finding, driver, cc)
 
     def _import_failed(self, distribution: str | None) -> str | None:
+        """The error of a failed import that proves something (not one for want of a GPU)."""
         for record in self.of(distribution):
-            if not record["ok"]:
+            if record["kind"] in ("native", "python"):
                 return record["error"]
         return None
 
     def _missing_library(self, finding: dict, driver: str, cc: str) -> tuple[str, str]:
         dist = finding["about"]["distribution"]
         failed = self._import_failed(dist)
-        if failed and (".so" in failed or "lib" in failed):
+        if failed and ".so" in failed:
             return "right", f"import fails: {failed[:160]}"
         files = paths_of(finding) or [o for o in self._objects(finding)]
         dirs = self.library_dirs(dist)
@@ -281,7 +307,7 @@ def healthy(imports: dict, code: dict[str, dict], driver: str, cc: str) -> tuple
     the driver runs (table floor) and each loaded library with device code has some for the GPU."""
     for dist, records in imports.items():
         for module, record in records.items():
-            if not record["ok"]:
+            if record.get("kind") in ("native", "python"):
                 return False, f"import {module} ({dist}) fails"
             for family, majors in majors_loaded(record["loaded"]).items():
                 for major in majors:

@@ -34,7 +34,9 @@ def render(results: list[dict], chosen: dict, hosts: list[str]) -> str:
     cells = [(r["stack"]["name"], cell) for r in installed for cell in r["cells"]]
     healthy_exit2 = [(s, c["host"]) for s, c in cells if c["healthy"] and c["exit"] == 2]
     failures = [(r["stack"]["name"], d, m, rec["error"]) for r in installed for d, mods in r["imports"].items()
-                for m, rec in mods.items() if not rec["ok"]]
+                for m, rec in mods.items() if rec.get("kind") == "native"]
+    others = [(r["stack"]["name"], d, m, rec["error"], rec.get("kind")) for r in installed for d, mods in r["imports"].items()
+              for m, rec in mods.items() if rec.get("kind") in ("no-gpu", "python")]
     found = []
     for stack, dist, _module, _ in failures:
         result = next(r for r in installed if r["stack"]["name"] == stack)
@@ -54,13 +56,17 @@ def render(results: list[dict], chosen: dict, hosts: list[str]) -> str:
               f"| precision of errors, by row (right / (right + wrong)) | {ratio(by_row['right'], by_row['right'] + by_row['wrong'])} |",
               f"| distinct errors (stack, check, subject) right / wrong / needs-a-look | {by_distinct['right']} / {by_distinct['wrong']} / {by_distinct['needs-a-look']} |",
               f"| precision of errors, distinct | {ratio(by_distinct['right'], by_distinct['right'] + by_distinct['wrong'])} |",
-              f"| import failures shown by the oracle (stack, module) | {len(failures)} |",
+              f"| import failures of a shared object shown by the oracle (stack, module) | {len(failures)} |",
+              f"| imports failing only for want of a GPU / at Python level (not counted) | "
+              f"{sum(1 for o in others if o[4] == 'no-gpu')} / {sum(1 for o in others if o[4] == 'python')} |",
               f"| recall: those with an error on their distribution | {ratio(sum(found), len(failures))} |",
               f"| warning rows right / wrong / needs-a-look | {warnings['right']} / {warnings['wrong']} / {warnings['needs-a-look']} |",
               ""]
     lines += ["Healthy cells that exit 2:", *[f"- {s} on {h}" for s, h in healthy_exit2], ""]
     lines += ["Import failures (oracle):", *[f"- {s}: import {m} ({d}): {e[:200]} — {'reported' if hit else 'MISSED'}"
                                            for (s, d, m, e), hit in zip(failures, found)], ""]
+    lines += ["Imports that fail for want of a GPU, or at Python level (not counted):",
+              *[f"- {s}: import {m} ({d}), {k}: {e[:160]}" for s, d, m, e, k in others], ""]
     lines += ["Wrong errors (distinct (stack, check, subject); first host's evidence):"]
     shown = set()
     for stack, _host, f in errors:
