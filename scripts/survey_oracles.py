@@ -100,6 +100,15 @@ def ldd(path: str, library_dirs: list[str]) -> dict:
     return {"not_found": not_found, "undefined": undefined[:20], "error": None}
 
 
+def readelf_needed(paths: list[str]) -> set[str]:
+    """DT_NEEDED of `paths`, read by readelf -d."""
+    needed: set[str] = set()
+    for path in paths[:8]:
+        proc = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, timeout=TIMEOUT)
+        needed |= set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", proc.stdout))
+    return needed
+
+
 def device_code(cuobjdump: str, path: str, cache: dict) -> dict:
     """The SASS arches and PTX targets cuobjdump lists for `path` (cached by inode: hard links share it)."""
     key = str(os.stat(path).st_ino)
@@ -177,6 +186,7 @@ class Judge:
     def __init__(self, imports: dict, cuobjdump: str, code_cache: dict) -> None:
         self.imports = imports  # distribution -> {module: {"ok", "error", "loaded"}}
         everywhere = sorted({str(Path(p).parent) for rs in imports.values() for r in rs.values() for p in r["loaded"]})
+        self.loaded = {os.path.realpath(p) for rs in imports.values() for r in rs.values() for p in r["loaded"]}
         for records in imports.values():
             for record in records.values():
                 record.setdefault("kind", failure_kind(record["error"], everywhere))
@@ -201,39 +211,49 @@ class Judge:
     def _import_failed(self, distribution: str | None) -> str | None:
         """The error of a failed import that proves something (not one for want of a GPU)."""
         for record in self.of(distribution):
-            if record["kind"] in ("native", "python"):
+            if record["kind"] == "native":
                 return record["error"]
         return None
+
+    def is_loaded(self, path: str) -> bool:
+        return os.path.realpath(path) in self.loaded
 
     def _missing_library(self, finding: dict, driver: str, cc: str) -> tuple[str, str]:
         dist = finding["about"]["distribution"]
         failed = self._import_failed(dist)
         if failed and ".so" in failed:
             return "right", f"import fails: {failed[:160]}"
-        files = paths_of(finding) or [o for o in self._objects(finding)]
+        files = paths_of(finding)
+        loaded = [f for f in files if self.is_loaded(f)]
+        if loaded:
+            return "wrong", f"the import loads {Path(loaded[0]).name} (its needs were found)"
         dirs = self.library_dirs(dist)
         missing = {f: ldd(f, dirs)["not_found"] for f in files[:8]}
         named = [f"{Path(f).name}: {', '.join(n)}" for f, n in missing.items() if n]
+        if named and self.of(dist):
+            return "needs-a-look", "not loaded at import; ldd -r with the import's dirs: not found " + "; ".join(named)[:160]
         if named:
             return "right", "ldd -r with the import's dirs: not found " + "; ".join(named)[:200]
         if files and self.of(dist):
             return "wrong", f"import ok; ldd -r of {len(files)} named file(s) with the import's dirs finds every library"
         return "needs-a-look", "no file to test and no import record"
 
-    def _objects(self, finding: dict) -> list[str]:
-        return []
-
     def _symbol_skew(self, finding: dict, driver: str, cc: str) -> tuple[str, str]:
         dist = finding["about"]["distribution"]
         failed = self._import_failed(dist)
         if failed and "symbol" in failed:
             return "right", f"import fails: {failed[:160]}"
-        consumer = (finding.get("problem") or {}).get("consumer")
+        problem = finding.get("problem") or {}
+        consumer = problem.get("consumer")
+        symbols = [s for s in problem.get("symbols", []) if s != "..."] or re.findall(r"undefined symbol: (\S+?),?\s", finding["message"] + " ")
         if consumer and os.path.isfile(consumer):
             result = ldd(consumer, self.library_dirs(dist))
-            if result["undefined"]:
-                return "right", "ldd -r: " + result["undefined"][0][:160]
-            return "wrong", f"ldd -r of {Path(consumer).name} with the import's dirs: no undefined symbol"
+            hits = [u for u in result["undefined"] if any(s in u for s in symbols)]
+            if not self.is_loaded(consumer) and self.of(dist):
+                return "needs-a-look", f"{Path(consumer).name} is not loaded at import" + (" (ldd -r: undefined)" if hits else "")
+            if hits:
+                return "right", "ldd -r: " + hits[0][:160]
+            return "wrong", f"ldd -r of {Path(consumer).name} with the import's dirs: the symbols are defined"
         return "needs-a-look", "no consumer file"
 
     def _torch_abi(self, finding: dict, driver: str, cc: str) -> tuple[str, str]:
@@ -241,8 +261,11 @@ class Judge:
         failed = self._import_failed(dist)
         if failed:
             return "right", f"import fails: {failed[:160]}"
+        files = paths_of(finding)
+        if self.of(dist) and (not files or any(self.is_loaded(f) for f in files)):
+            return "wrong", "the import of the extension's package loads its files and succeeds"
         if self.of(dist):
-            return "wrong", "import of the extension's package succeeds"
+            return "needs-a-look", "the import succeeds without loading the named files"
         return "needs-a-look", "no import record"
 
     _plugin_host = _torch_abi
@@ -254,11 +277,12 @@ class Judge:
         if finding["severity"] == "warning":
             return "needs-a-look", "minor-version compatibility: not an oracle question"
         if not cudart:
-            text = finding["message"]
-            match = re.search(r"CUDA (\d+)\.", text)
-            if match and not driver_runs(driver, int(match.group(1))):
-                return "right", f"no import record of CUDA libraries; the finding's CUDA {match.group(1)} is below the table's floor"
-            return "needs-a-look", "the import loaded no CUDA runtime"
+            needed = readelf_needed(paths_of(finding))
+            linked = {int(m.group(1)) for n in needed if (m := re.match(r"libcudart\.so\.(\d+)", n))}
+            below = [m for m in linked if not driver_runs(driver, m)]
+            if below:
+                return "right", f"readelf: a named file needs libcudart.so.{below[0]}; driver {driver} < its floor"
+            return "needs-a-look", "no import of it loads a CUDA runtime, and no named file links one"
         below = [m for m in cudart if not driver_runs(driver, m)]
         if below:
             return "right", f"the import loads CUDA {sorted(cudart)} runtime(s); driver {driver} < the CUDA {below[0]}.x floor"
@@ -273,6 +297,8 @@ class Judge:
         results = {f: device_code(self.cuobjdump, f, self.code_cache) for f in files[:6]}
         lacking = [f for f, code in results.items() if not code["error"] and (code["sass"] or code["ptx"]) and not runs_on(code, cc)]
         running = [f for f, code in results.items() if not code["error"] and runs_on(code, cc)]
+        if lacking and not running and self.loaded and not any(self.is_loaded(f) for f in lacking):
+            return "needs-a-look", f"cuobjdump: {Path(lacking[0]).name} has no code for {cc}, but no import loads it"
         if lacking and not running:
             code = results[lacking[0]]
             return "right", f"cuobjdump {Path(lacking[0]).name}: sm {','.join(code['sass'])[:80]} ptx {','.join(code['ptx'])[:40]}: none for {cc}"
@@ -303,11 +329,12 @@ class Judge:
 
 
 def healthy(imports: dict, code: dict[str, dict], driver: str, cc: str) -> tuple[bool, str]:
-    """A stack is healthy on a host when every import succeeds, each CUDA runtime major loaded is one
+    """A stack is healthy on a host when no import fails to load a shared object (one failing only for
+    want of a GPU, or at Python level, is not counted), each CUDA runtime major loaded is one
     the driver runs (table floor) and each loaded library with device code has some for the GPU."""
     for dist, records in imports.items():
         for module, record in records.items():
-            if record.get("kind") in ("native", "python"):
+            if record.get("kind") == "native":
                 return False, f"import {module} ({dist}) fails"
             for family, majors in majors_loaded(record["loaded"]).items():
                 for major in majors:
