@@ -194,8 +194,10 @@ def main() -> int:
             driver, cc = host.split("/")
             loaded = sorted({p for rs in imports.values() for r in rs.values() for p in r["loaded"]
                              if "site-packages" in p and not p.startswith(SYSTEM)})
+            if not any(imports.values()):  # nothing to import: every library of the stack is what it offers
+                loaded = sorted({o["path"] for e in report.get("libraries", []) for o in e["objects"]})
             code = {p: device_code(cuobjdump, p, code_cache) for p in loaded} if cuobjdump and cc in ("6.1", "7.5") else {}
-            ok, why = healthy(imports, code, driver, cc)
+            ok, why = healthy(imports, code, driver, cc, loaded)
             labelled = []
             for finding in report["findings"]:
                 if finding["severity"] == "info":

@@ -328,20 +328,21 @@ class Judge:
         return "needs-a-look", "no single import maps two copies"
 
 
-def healthy(imports: dict, code: dict[str, dict], driver: str, cc: str) -> tuple[bool, str]:
+def healthy(imports: dict, code: dict[str, dict], driver: str, cc: str, files: list[str]) -> tuple[bool, str]:
     """A stack is healthy on a host when no import fails to load a shared object (one failing only for
-    want of a GPU, or at Python level, is not counted), each CUDA runtime major loaded is one
-    the driver runs (table floor) and each loaded library with device code has some for the GPU."""
+    want of a GPU, or at Python level, is not counted), each CUDA library major in `files` (what the
+    imports mapped; for a stack nothing imports, every library) is one the driver runs (table floor),
+    and each of them with device code has some for the GPU."""
     for dist, records in imports.items():
         for module, record in records.items():
             if record.get("kind") == "native":
                 return False, f"import {module} ({dist}) fails"
-            for family, majors in majors_loaded(record["loaded"]).items():
-                for major in majors:
-                    if not driver_runs(driver, major):
-                        return False, f"{module} loads CUDA {major} {family}; driver {driver} is below its floor"
-            for path in record["loaded"]:
-                found = code.get(path)
-                if found and (found["sass"] or found["ptx"]) and not runs_on(found, cc):
-                    return False, f"{Path(path).name} has no device code for {cc}"
+    for family, majors in majors_loaded(files).items():
+        for major in majors:
+            if not driver_runs(driver, major):
+                return False, f"{family} {major} is loaded; driver {driver} is below the CUDA {major} floor"
+    for path in files:
+        found = code.get(path)
+        if found and (found["sass"] or found["ptx"]) and not runs_on(found, cc):
+            return False, f"{Path(path).name} has no device code for {cc}"
     return True, "imports succeed; runtimes and device code fit"
