@@ -66,6 +66,8 @@ def import_module(python: str, module: str) -> dict:
 
 NO_GPU = re.compile(r"libcuda\.so|libnvidia-ml\.so|NVIDIA driver|CUDA device|no CUDA GPUs|cudaGetDeviceCount|"
                     r"CUDA driver|Found no NVIDIA", re.I)
+# torch's operator registry refusing an extension's operator: the extension's library did not load
+NATIVE_OP = re.compile(r"operator \S+::\S+ does not exist")
 DRIVER_LIBRARIES = {"libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1"}
 
 
@@ -80,7 +82,7 @@ def failure_kind(error: str | None, library_dirs: list[str]) -> str | None:
     if named:
         missing = set().union(*(ldd(p, library_dirs)["not_found"] for p in named))
         return "no-gpu" if missing and missing <= DRIVER_LIBRARIES else "native"
-    if ".so" in error or "undefined symbol" in error or "OSError" in error:
+    if ".so" in error or "undefined symbol" in error or "OSError" in error or NATIVE_OP.search(error):
         return "native"
     return "python"
 
