@@ -188,7 +188,8 @@ def main() -> int:
         with ThreadPoolExecutor(2) as pool:
             reports = list(pool.map(doctor, [python] * len(hosts), hosts, [Path(f"{stem}@{h.replace('/', '-')}.json") for h in hosts]))
         imports = imports_of(python, cuda_packages(reports), Path(f"{stem}.imports.json"))
-        judge = Judge(imports, cuobjdump, code_cache)
+        objects = {e["package"]: [o["path"] for o in e["objects"]] for e in reports[0].get("libraries", []) if e["package"]}
+        judge = Judge(imports, cuobjdump, code_cache, objects)
         cells = []
         for host, report in zip(hosts, reports):
             driver, cc = host.split("/")

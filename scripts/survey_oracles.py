@@ -105,7 +105,9 @@ def ldd(path: str, library_dirs: list[str]) -> dict:
 def readelf_needed(paths: list[str]) -> set[str]:
     """DT_NEEDED of `paths`, read by readelf -d."""
     needed: set[str] = set()
-    for path in paths[:8]:
+    for path in paths[:40]:
+        if not os.path.isfile(path):
+            continue
         proc = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, timeout=TIMEOUT)
         needed |= set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", proc.stdout))
     return needed
@@ -185,7 +187,8 @@ def paths_of(finding: dict) -> list[str]:
 class Judge:
     """Labels one stack's findings for one host against its import records and the binary oracles."""
 
-    def __init__(self, imports: dict, cuobjdump: str, code_cache: dict) -> None:
+    def __init__(self, imports: dict, cuobjdump: str, code_cache: dict, objects: dict[str, list[str]]) -> None:
+        self.objects = objects  # distribution -> its ELF files (the doctor's list of them; read again by readelf)
         self.imports = imports  # distribution -> {module: {"ok", "error", "loaded"}}
         everywhere = sorted({str(Path(p).parent) for rs in imports.values() for r in rs.values() for p in r["loaded"]})
         self.loaded = {os.path.realpath(p) for rs in imports.values() for r in rs.values() for p in r["loaded"]}
@@ -279,12 +282,13 @@ class Judge:
         if finding["severity"] == "warning":
             return "needs-a-look", "minor-version compatibility: not an oracle question"
         if not cudart:
-            needed = readelf_needed(paths_of(finding))
+            files = paths_of(finding) or self.objects.get(dist or "", [])
+            needed = readelf_needed(files) | {Path(f).name for f in files if Path(f).name.startswith("libcudart.so.")}
             linked = {int(m.group(1)) for n in needed if (m := re.match(r"libcudart\.so\.(\d+)", n))}
             below = [m for m in linked if not driver_runs(driver, m)]
             if below:
-                return "right", f"readelf: a named file needs libcudart.so.{below[0]}; driver {driver} < its floor"
-            return "needs-a-look", "no import of it loads a CUDA runtime, and no named file links one"
+                return "right", f"readelf: its files need (or are) libcudart.so.{below[0]}; driver {driver} < its floor"
+            return "needs-a-look", "no import of it loads a CUDA runtime, and none of its files links or is one"
         below = [m for m in cudart if not driver_runs(driver, m)]
         if below:
             return "right", f"the import loads CUDA {sorted(cudart)} runtime(s); driver {driver} < the CUDA {below[0]}.x floor"
