@@ -176,6 +176,10 @@ def main() -> int:
             continue
         if args.judge_only:
             continue
+        try:  # several runs may share WORKDIR: each stack is built and judged by one of them
+            os.close(os.open(f"{stem}.lock", os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            continue
         python, how = build(work, stack)
         sys.stderr.write(f"{stack['name']}: {how}\n")
         if python is None:
