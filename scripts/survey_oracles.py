@@ -64,7 +64,7 @@ def import_module(python: str, module: str) -> dict:
     return {"ok": lines[0] == "OK", "error": None if lines[0] == "OK" else lines[0][5:], "loaded": loaded}
 
 
-NO_GPU = re.compile(r"libcuda\.so|libnvidia-ml\.so|NVIDIA driver|CUDA device|no CUDA GPUs|cudaGetDeviceCount|"
+NO_GPU = re.compile(r"libcuda\.so|libnvidia-[a-z]+\.so|NVIDIA driver|CUDA device|no CUDA GPUs|cudaGetDeviceCount|"
                     r"CUDA driver|Found no NVIDIA", re.I)
 # torch's operator registry refusing an extension's operator: the extension's library did not load
 NATIVE_OP = re.compile(r"operator \S+::\S+ does not exist")

@@ -15,10 +15,13 @@ def render(results: list[dict], chosen: dict, hosts: list[str]) -> str:
     for r in installed:  # labels kept from an earlier rule: the failure's kind by today's rule (its text)
         for records in r["imports"].values():
             for record in records.values():
-                if record.get("kind") == "python" and failure_kind(record["error"], []) == "native":
+                kind = failure_kind(record["error"], [])
+                if record.get("kind") == "python" and kind == "native":
                     record["kind"] = "native"
                     for cell in r["cells"]:
                         cell["healthy"], cell["healthy_why"] = False, "an import fails to load a shared object"
+                elif record.get("kind") == "native" and kind == "no-gpu":
+                    record["kind"] = "no-gpu"
     lines = [f"ranked list sha256 {chosen['sha256']}; {len(chosen['chosen'])} chosen of {chosen['asked']} asked",
              f"stacks: {len(results)} ({len(installed)} installed); hosts: {', '.join(hosts)}", ""]
     lines += ["| stack | " + " | ".join(hosts) + " |", "|---|" + "---|" * len(hosts)]
