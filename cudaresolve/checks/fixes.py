@@ -243,10 +243,12 @@ class BuildOf:
 
 @dataclass(frozen=True)
 class NotOffered:
-    """No release the configured indexes offer meets `requirement` (with `offline`: none cached)."""
+    """No release the configured indexes offer meets `requirement` (with `offline`: none cached;
+    with `unreadable`: the index that would serve it could not be read, and why)."""
 
     requirement: Requirement
     offline: bool = False
+    unreadable: Optional[str] = None
 
 
 @dataclass(frozen=True)

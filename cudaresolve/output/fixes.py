@@ -88,6 +88,8 @@ def _explained(fix: f.Explained) -> str:
 
 def _refusal(why: f.Refusal) -> str:
     """Why a tried fix was not printed, after the fix's own words."""
+    if isinstance(why, f.NotOffered) and why.unreadable is not None:
+        return f"the index that would serve {why.requirement.name} could not be read ({why.unreadable})"
     if isinstance(why, f.NotOffered):
         where = "the cached index pages (--offline)" if why.offline else "the configured indexes"
         return f"no release of {why.requirement.name} on {where} meets {_quoted(why.requirement)}"

@@ -7,8 +7,8 @@ the next alternative; when none passes, a NoFixFound that says why each was refu
 
 Only fixes made of pip steps are judged (a driver, a conda prefix or a loader variable is not a
 change of the installed set this room can plan); the others pass as they are. An index that cannot
-be reached stops the command (IndexAccessError, one line), as it stops a lock: no fix is refused for
-it; a page --offline has not cached is a release not offered, said so.
+be read (the PyTorch index from a machine that cannot reach it) refuses the fixes that need it, saying
+so, and the others are judged as usual; a page --offline has not cached is a release not offered, said so.
 
 May import: checks/ (the judge, fixes, builds), compat, env/, host facts, index/ (access, cache, pages),
 resolve/ (candidates, planned).
@@ -33,6 +33,7 @@ from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
+from cudaresolve.index.http import IndexAccessError
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.versions import CudaVersion
@@ -129,7 +130,7 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
         return None
     try:
         files = index.installable(index.files(dist.name))
-    except OfflineMiss:
+    except (OfflineMiss, IndexAccessError):  # not known here: the advice stays
         return None
     newer_only = isinstance(finding.fix, f.NewerReleaseNeeded)
     versions = sorted({file.version for file in files if file.is_wheel and file.yanked is None
@@ -171,7 +172,7 @@ def offered_builds(fix: f.Fix, host: HostFacts, index: PackageIndex, offline: bo
 def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:
     try:
         versions = {file.version for file in index.installable(index.files(name)) if file.is_wheel and file.yanked is None}
-    except OfflineMiss:
+    except (OfflineMiss, IndexAccessError):
         return None  # not known here: the advice stays
     if not versions:
         return f.NotOffered(Requirement(name), offline)
@@ -210,6 +211,8 @@ def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple
         plan = planned_environment(kept, chosen, index, deep=read, gpus=bool(host.visible_gpus), linked=linked)
     except Unread as unread:
         return f.NotOffered(Requirement(f"{unread.candidate.name}=={unread.candidate.version}"), offline)
+    except IndexAccessError as exc:  # a wheel of the plan that cannot be fetched: this fix cannot be judged
+        return f.NotOffered(change.install[0], offline, str(exc)) if change.install else f.KeepsFinding()
     broken = _broken_requirement(env, plan, change)
     if broken is not None:
         return broken
@@ -243,7 +246,10 @@ def _chosen(env: Environment, change: Change, index: PackageIndex, offline: bool
             continue
         if len(chosen) >= MAX_WHEELS:
             return f.NotOffered(requirement, offline)
-        candidate = _newest(index, name, requirement, variant)
+        try:
+            candidate = _newest(index, name, requirement, variant)
+        except IndexAccessError as exc:
+            return f.NotOffered(requirement, offline, str(exc))
         if candidate is None:
             return f.NotOffered(requirement, offline)
         chosen[name] = candidate
@@ -252,6 +258,8 @@ def _chosen(env: Environment, change: Change, index: PackageIndex, offline: bool
             requires = index.metadata(candidate.file).requires_dist
         except (OfflineMiss, WheelError):
             return f.NotOffered(requirement, offline)
+        except IndexAccessError as exc:
+            return f.NotOffered(requirement, offline, str(exc))
         for text in requires:
             needed = Requirement(text)
             if needed.marker is None or any(needed.marker.evaluate({**markers, "extra": e})

@@ -304,3 +304,28 @@ def test_component_errors_of_one_consumer_fold_into_its_finding():
     [framework] = [finding for finding in floors if finding.subject.distribution == "someframework"]
     assert DependenciesFailToo(("nvidia-cublas-cu12", "nvidia-cufft-cu12")) in framework.evidence
     assert "someframework" in shown(framework).fix
+
+
+def test_an_index_that_cannot_be_read_refuses_the_fix_that_needs_it_and_the_report_stands(built, tmp_path):
+    """The PyTorch index seen from a machine that cannot reach it: the fix whose release only that index
+    would serve is refused, saying the index could not be read; the doctor still reports (no exit 3)."""
+    from cudaresolve.index.http import IndexAccessError
+
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12")
+    with index_for(python, links, tmp_path) as index:
+        real = index.files
+
+        def files(name, *rest):
+            if name == "nvidia-nvjitlink-cu12":
+                raise IndexAccessError("cannot fetch http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused")
+            return real(name, *rest)
+
+        index.files = files
+        finding = skew(doctor(python, tmp_path, index))
+    assert finding.fix == f.NoFixFound((f.Refused(
+        f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),)),
+        f.NotOffered(Requirement("nvidia-nvjitlink-cu12>=12.8"), False,
+                     "cannot fetch http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused")),),)
+    assert shown(finding).fix.endswith("the index that would serve nvidia-nvjitlink-cu12 could not be read (cannot fetch "
+                                       "http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused))")
