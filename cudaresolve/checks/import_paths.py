@@ -83,15 +83,13 @@ def in_load_order(env: Environment, paths: Sequence[str]) -> list[str]:
     """The files an import preloads, each after the others of them it links: the order a package's own
     list gives them (numba-cuda-mlir: libMLIRPythonCAPI.so before libMLIRToLLVM70.so, which links it),
     which the model, reading the names a call can be given as a set, does not keep. Otherwise as given."""
-    names = {}
+    names: dict[str, str] = {}
+    needed: dict[str, set[str]] = {}
     for path in paths:
-        elf = env.elf_file(path)
-        names[path] = elf.facts.soname if elf and elf.facts and elf.facts.soname else os.path.basename(path)
-    needs = {}
-    for path in paths:
-        elf = env.elf_file(path)
-        needed = set(elf.facts.needed) if elf and elf.facts else set()
-        needs[path] = {other for other in paths if other != path and names[other] in needed}
+        facts = elf.facts if (elf := env.elf_file(path)) is not None else None
+        names[path] = facts.soname if facts and facts.soname else os.path.basename(path)
+        needed[path] = set(facts.needed) if facts else set()
+    needs = {path: {other for other in paths if other != path and names[other] in needed[path]} for path in paths}
     ordered: list[str] = []
     while len(ordered) < len(paths):
         ready = next((path for path in paths if path not in ordered and needs[path] <= set(ordered)), None)

@@ -24,7 +24,7 @@ from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.env.conda import CondaPrefix
 from cudaresolve.env.distributions import Distribution, Problem
-from cudaresolve.env.imports import ImportModel
+from cudaresolve.env.imports import ImportModel, module_index
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.ownership import SharedFile
 
@@ -91,19 +91,12 @@ class Environment:
 
     @cached_property
     def module_owners(self) -> Mapping[str, str]:
-        """Top-level module name -> the distribution whose RECORD installs it under a site-packages
-        directory (`torch/__init__.py` -> torch; the first by name when several do)."""
+        """Top-level module name -> the distribution whose RECORD installs a module under it (env/imports.py
+        `module_index`: `torch/__init__.py` -> torch; the first by name when several do)."""
         owners: dict[str, str] = {}
-        roots = tuple(os.path.join(site.rstrip("/"), "") for site in self.target.site_packages)
         for dist in self.distributions:
-            for path in dist.files:
-                root = next((r for r in roots if path.startswith(r)), None)
-                if root is None:
-                    continue
-                first = path[len(root):].split("/", 1)[0]  # a package directory, a module.py or an extension .so
-                name = first.split(".", 1)[0]
-                if name.isidentifier() and (first == name or first.endswith((".py", ".so"))):
-                    owners.setdefault(name, dist.name)
+            for module in module_index(dist.files, self.target.site_packages):
+                owners.setdefault(module.split(".", 1)[0], dist.name)
         return owners
 
     def distribution(self, name: str) -> Optional[Distribution]:

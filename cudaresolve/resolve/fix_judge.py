@@ -212,7 +212,9 @@ def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple
     except Unread as unread:
         return f.NotOffered(Requirement(f"{unread.candidate.name}=={unread.candidate.version}"), offline)
     except IndexAccessError as exc:  # a wheel of the plan that cannot be fetched: this fix cannot be judged
-        return f.NotOffered(change.install[0], offline, str(exc)) if change.install else f.KeepsFinding()
+        if not change.install:
+            raise  # nothing installed, nothing fetched: not this fix's index
+        return f.NotOffered(change.install[0], offline, str(exc))
     broken = _broken_requirement(env, plan, change)
     if broken is not None:
         return broken
