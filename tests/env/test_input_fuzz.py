@@ -600,3 +600,20 @@ def test_build_records(scratch, number):
                   build_records={"tensorflow": fields})
     for finding in recorded_floors(env):
         shown(finding)
+
+
+@FUZZ
+@given(tail=st.binary(max_size=2000), text=st.text(max_size=200))
+def test_an_observed_import_report_is_read_or_refused_never_raised(tail, text):
+    """`doctor --import`'s child report (env/observe.py) is the target's output: any bytes after the
+    marker give a validated report or none, and the words kept are one printable line."""
+    from cudaresolve.env.observe import _report
+
+    marker = b"cudaresolve-observed-x:"
+    for after in (tail, json.dumps({"failed": {"m": ["E", text]}, "loaded": [text]}).encode()):
+        report = _report(b"\n" + marker + after, marker)
+        if report is not None:
+            failed, loaded = report
+            assert all(isinstance(path, str) for path in loaded)
+            assert all(not any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in kind + words)
+                       for kind, words in failed.values())
