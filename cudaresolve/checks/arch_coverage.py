@@ -11,7 +11,7 @@ import os
 from collections import defaultdict
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from cudaresolve.arch import ComputeCapability
+from cudaresolve.arch import ComputeCapability, Target
 from cudaresolve.binary.elf import NO_SECTIONS
 from cudaresolve.binary.facts import FatbinSummary
 from cudaresolve.checks import evidence as e
@@ -31,7 +31,7 @@ from cudaresolve.checks.subjects import Subject, subject
 from cudaresolve.checks.suggest import arch_fix
 from cudaresolve.compat import Verdict, can_run
 from cudaresolve.env.environment import ElfFile, Environment
-from cudaresolve.env.imports import OPT_IN, UNREACHED
+from cudaresolve.env.imports import OPT_IN, PICKED, UNREACHED
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
 from cudaresolve.knowledge.wheel_facts import Wheel
@@ -49,10 +49,12 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     environment) record targets but not entries (`entries` 0): there one target is one entry. A library that compiles its kernels at run time
     (data/components.toml [run_time_compilers]: its fatbin is a stub) is not judged here: the
     run-time-compiler check judges its compiler's release, one finding for one cause; nor are
-    files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12). Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning
-    per feature and GPU, apart from the package's error; so are the libraries only modules its import
-    does not load bring in (`imported`, the loads of env/imports.py's model: a submodule nothing
-    imports, an environment-variable switch), one warning per module.
+    files of a build the package does not import here (cuda-cccl's cu13/ beside cuda-bindings 12).
+    Libraries serving only an opt-in feature ([opt_in]: torch's NVSHMEM) are one warning per feature
+    and GPU, apart from the package's error; so are the libraries only modules its import does not
+    load bring in (`imported`, the loads of env/imports.py's model: a submodule nothing imports, an
+    environment-variable switch), one warning per module; and, by what its file says, a library built
+    only for given GPU families (all its SASS `a`/`f`, no PTX: FlashMLA's kernels for sm_90a and newer).
     """
     findings: list[Finding] = []
     failures, opt_in = _coverage(env, env.elf_files, host, loaded_later(imported))
@@ -103,9 +105,10 @@ OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str,
 
 def loaded_later(imported: Sequence[PackageLoad]) -> dict[str, str]:
     """Path -> the module it serves, for the files only modules that neither the import nor a function
-    of the package loads bring in (a submodule nothing imports, an environment-variable switch): the
-    package works without them. What a function loads (warp's init() loads warp.so) is the package's
-    own work, and its device code is judged as the import's."""
+    of the package loads bring in (a submodule nothing imports, an environment-variable switch, one
+    of the alternatives a load by a computed name picks from): the package works without them. What
+    a function loads (warp's init() loads warp.so) is the package's own work, and its device code is
+    judged as the import's."""
     at_import = {obj.path for load in imported if load.reach not in _APART for obj in load.result.objects}
     later: dict[str, str] = {}
     for load in imported:
@@ -117,7 +120,7 @@ def loaded_later(imported: Sequence[PackageLoad]) -> dict[str, str]:
     return later
 
 
-_APART = frozenset((OPT_IN, UNREACHED))
+_APART = frozenset((PICKED, OPT_IN, UNREACHED))
 
 
 def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts,
@@ -143,6 +146,8 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts,
         feature = components.opt_in_feature(elf.owner, os.path.basename(elf.path), installed)
         if feature is None and elf.path in later and elf.owner is not None:
             feature = components.OptIn(of=elf.owner, feature=later[elf.path])
+        if feature is None and elf.owner is not None and _one_generation(fatbin):
+            feature = components.OptIn(of=elf.owner, feature=os.path.basename(elf.path))
         if feature is not None:
             for cc in ccs:
                 verdict = can_run(cc, fatbin.sass, fatbin.ptx, host.driver.release)
@@ -161,6 +166,13 @@ def _coverage(env: Environment, elf_files: Iterable[ElfFile], host: HostFacts,
             if not failures[key]:
                 del failures[key]
     return failures, opt_in
+
+
+def _one_generation(fatbin: FatbinSummary) -> bool:
+    """Whether a file's device code is only SASS for given GPU families (`sm_90a`, `sm_100f`: the
+    arch-specific instructions of those GPUs), and no PTX: kernels of those GPUs alone, a feature that
+    other GPUs lack by design, not a build that forgot them."""
+    return not fatbin.ptx and bool(fatbin.sass) and all(Target.parse(sass).suffix in ("a", "f") for sass in fatbin.sass)
 
 
 def runs_on_host(env: Environment, wheel: Wheel, host: HostFacts) -> bool:

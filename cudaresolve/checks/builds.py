@@ -319,23 +319,28 @@ def _named_alternative(env: Environment, dist: Optional[str], path: str) -> Opti
         return None
     runtime = process_runtime(env)
     name = os.path.basename(path)
+    major = cuda[0] or None  # NO_CUDA: the build of no CUDA release
     if runtime is None:
-        return Build(name, cuda[0], True)
-    return Build(name, cuda[0], path in picks(model.alternatives, runtime))
+        return Build(name, major, True)
+    return Build(name, major, path in picks(model.alternatives, runtime))
 
 
 def process_runtime(env: Environment) -> Optional[tuple[int, int]]:
     """The CUDA runtime release a process of this environment loads: the one CUDA runtime wheel's,
-    else the one framework build's ([framework_runtime]: torch's; a minor not known counts as the newest of its major); None
-    when neither tells one release."""
+    else the one framework build's ([framework_runtime]: torch's; a minor not known counts as the newest
+    of its major); with runtime wheels of two majors, the one of the framework's major. None when
+    these tell no one release."""
     runtimes = {(build.cuda.major, build.cuda.minor if build.cuda.minor is not None else 99)
                 for build in component_builds(env.distributions)
                 if any(row.name == "cudart" for row in components.for_dist(build.dist, build.version))}
     if len(runtimes) == 1:
         return runtimes.pop()
-    if runtimes:
-        return None
     frameworks = {(build.cuda.major, build.cuda.minor if build.cuda.minor is not None else 99)
                   for dist in env.distributions if components.needs_build_runtime(dist.name)
                   and (build := framework_build(dist)) is not None}
-    return frameworks.pop() if len(frameworks) == 1 else None
+    if not runtimes:
+        return frameworks.pop() if len(frameworks) == 1 else None
+    # runtime wheels of two majors: the process loads the one its framework links, when one does
+    framework = frameworks.pop() if len(frameworks) == 1 else None
+    of_framework = sorted(runtime for runtime in runtimes if framework is not None and runtime[0] == framework[0])
+    return of_framework[-1] if of_framework else None

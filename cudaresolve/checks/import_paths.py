@@ -4,6 +4,9 @@
 - Libraries the import-time code loads itself (`ctypes.CDLL`, a loader reading a JSON list...) are
   loaded first, by path, as roots: what they bring in satisfies a later DT_NEEDED of the same
   soname, as the dynamic loader does, and what they miss makes the import fail.
+- A load by a computed name (`f"libaddon_torch{major}{minor}.so"`) that matches two files or more
+  opens one of them, picked at run time: none is known to load (`picked`), each is judged as a
+  file that loads later.
 - Extension modules the import reaches are judged in full; one reached only behind a handler
   (`guarded`: the package says it is optional), behind an environment variable (`opt-in`), only
   from a function (`lazy`) or by no import of the package (`unreached`) loads later, in the process
@@ -23,11 +26,11 @@ from typing import Mapping, Optional, Sequence
 
 from cudaresolve.checks.builds import build_of
 from cudaresolve.env.environment import ElfFile, Environment
-from cudaresolve.env.imports import GUARDED, IMPORT, LAZY, OPT_IN, UNREACHED, ImportModel, Reach, is_library_name, matches
+from cudaresolve.env.imports import GUARDED, IMPORT, LAZY, OPT_IN, PICKED, UNREACHED, ImportModel, Reach, is_library_name, matches
 from cudaresolve.knowledge import components
 
 MAX_PRELOADS = 256  # library loads followed per package
-DEFERRED: tuple[Reach, ...] = (GUARDED, OPT_IN, LAZY, UNREACHED)
+DEFERRED: tuple[Reach, ...] = (GUARDED, PICKED, OPT_IN, LAZY, UNREACHED)
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,10 @@ def plan(env: Environment, owner: Optional[str], roots: Sequence[str]) -> Import
     features: dict[str, str] = {}
     later: dict[str, str] = {}
     for preload in model.preloads[:MAX_PRELOADS]:
-        for elf in targets(env, owner, preload.name):
-            if preload.reach == IMPORT:
+        found = targets(env, owner, preload.name)
+        picked = PICKED if preload.reach == IMPORT and preload.computed and len(found) > 1 else preload.reach
+        for elf in found:
+            if picked == IMPORT:
                 if elf.path not in preloaded:
                     preloaded.append(elf.path)
             else:
@@ -60,7 +65,7 @@ def plan(env: Environment, owner: Optional[str], roots: Sequence[str]) -> Import
                                  elf.path)
                 if elf.owner == owner and elf.path not in roots:
                     continue
-                deferred.setdefault(preload.reach, []).append(elf.path)
+                deferred.setdefault(picked, []).append(elf.path)
                 features.setdefault(elf.path, preload.module)
     imported: list[str] = []
     placed = set(preloaded) | {path for paths in deferred.values() for path in paths}

@@ -227,15 +227,20 @@ def check_plugin_libraries(env: Environment, loads: Iterable[PackageLoad]) -> li
 
 def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Finding]:
     """Versions and symbols the chosen provider lacks: one finding per consumer file and provider file,
-    naming the newest provider release the consumer's versioned names imply."""
+    naming the newest provider release the consumer's versioned names imply. An error when the
+    import loads the consumer (behind a handler too); a warning when only code that runs later
+    does, or it is one of the files a computed name picks from (import_paths.py)."""
     skew: dict[tuple[str, Optional[str]], list[Problem]] = defaultdict(list)
     load_of: dict[tuple[str, Optional[str]], PackageLoad] = {}
+    at_import: set[tuple[str, Optional[str]]] = set()  # skews a load on the import's path meets: errors
     bridges = _Bridges(env)
     for load in loads:
         for problem in load.result.problems:
             if problem.kind in (UNDEFINED_SYMBOL, MISSING_VERSION) and not bridges.take(load, problem):
                 skew[(problem.consumer, problem.provider)].append(problem)
                 load_of.setdefault((problem.consumer, problem.provider), load)
+                if load.reach in (None, GUARDED):  # a guard is no proof: torchvision's import needs the _C it guards
+                    at_import.add((problem.consumer, problem.provider))
     findings: dict[tuple[str, Optional[str]], Finding] = {("bridge", consumer): finding for consumer, finding in bridges.unused().items()}
     for (consumer, provider), problems in skew.items():
         key = (env.identity(consumer), provider and env.identity(provider))
@@ -259,8 +264,8 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
         if shared is not None:  # the cause: two owners of the provider, the wrong one's bytes there
             evidence.append(e.SharedBy(shared.path, shared.owners, shared.on_disk))
         soname = first.needed or (os.path.basename(provider) if provider else "")
-        findings[key] = Finding(
-            Check.SYMBOL_SKEW, Severity.ERROR, subject(env, owner),
+        findings[key] = Finding(  # a file only later code loads costs that feature: a warning
+            Check.SYMBOL_SKEW, Severity.ERROR if (consumer, provider) in at_import else Severity.WARNING, subject(env, owner),
             p.SymbolSkew(consumer, provider, first.provider_step, soname,
                          tuple(problem.symbol or problem.version or "" for problem in problems), _named_by_glibc(first),
                          first.message, minimum),

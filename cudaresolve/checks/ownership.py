@@ -17,8 +17,8 @@ converges (the 2026-11-26 survey applied one and left JAX on CUDA 13 libraries w
 gone); the consumers must agree on one CUDA major first.
 
 An error when a shared file is one a process loads (a shared library or a Python module, by its
-name, but not a namespace package's `__init__.py`: any owner's version makes the same namespace); a
-warning for other files (openmm's SWIG header `OpenMMSwigHeaders.i`): nothing loads them,
+name, but not a namespace package's `__init__.py`: any owner's version makes the same namespace,
+nor a stray top-level module no import names, beside the owners' own packages); a warning for other files (openmm's SWIG header `OpenMMSwigHeaders.i`): nothing loads them,
 and uninstalling an owner to settle one would remove the package itself.
 
 May import: checks/ (findings), env/, knowledge/components; the findings are values, output/ words them.
@@ -39,6 +39,7 @@ from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import Installed, OwnedTwice
 from cudaresolve.checks.subjects import Subject
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.imports import module_index
 from cudaresolve.env.ownership import SharedFile
 from cudaresolve.knowledge import components
 
@@ -69,7 +70,7 @@ def _finding(env: Environment, owners: tuple[str, ...], files: list[SharedFile])
     if len(files) > SHOWN_FILES:
         evidence.append(e.More(len(files) - SHOWN_FILES))
     subject = Subject(file=files[0].path) if len(files) == 1 else Subject(owners=owners)
-    loaded = any(_loaded(shared.path) and not shared.namespace for shared in files)
+    loaded = any(_loaded(env, shared) for shared in files)
     return Finding(
         Check.OWNED_TWICE, Severity.ERROR if loaded else Severity.WARNING, subject,
         OwnedTwice(tuple(Installed(name, claims[name].version) for name in owners),
@@ -79,10 +80,32 @@ def _finding(env: Environment, owners: tuple[str, ...], files: list[SharedFile])
     )
 
 
-def _loaded(path: str) -> bool:
-    """Whether a process may load the file: a shared library or a Python module."""
-    name = os.path.basename(path)
-    return name.endswith((".so", ".py")) or ".so." in name
+def _loaded(env: Environment, shared: SharedFile) -> bool:
+    """Whether a process may load the file: a shared library, or a Python module that is neither a
+    namespace's `__init__.py` nor a stray module no import names."""
+    name = os.path.basename(shared.path)
+    if name.endswith(".so") or ".so." in name:
+        return True
+    return name.endswith(".py") and not shared.namespace and not _stray(env, shared)
+
+
+def _stray(env: Environment, shared: SharedFile) -> bool:
+    """A module at the top of site-packages (`build_backend.py`, a build helper two wheels install)
+    that no distribution's import names and that each owner ships beside a package of its own: only a
+    program that imports it by that name loads it, and none here does."""
+    directory, name = os.path.split(shared.path)
+    sites = [site.rstrip("/") for site in env.target.site_packages]
+    if directory.rstrip("/") not in sites:
+        return False
+    module = name[: -len(".py")]
+    if any(module in model.imports for model in env.imports.values()):
+        return False
+    for owner in shared.owners:
+        dist = env.distribution(owner)
+        tops = {found.split(".", 1)[0] for found in module_index(dist.files, sites)} if dist is not None else set()
+        if not tops - {module}:
+            return False  # the module is what the owner is
+    return True
 
 
 def owner_fix(env: Environment, owners: tuple[str, ...], on_disk: Optional[str]) -> Optional[f.Fix]:

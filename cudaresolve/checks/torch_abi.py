@@ -32,6 +32,7 @@ from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.checks.subjects import subject
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.imports import GUARDED
 from cudaresolve.knowledge import components
 
 EVIDENCE_SHOWN = 3  # loader errors shown per finding; the rest are counted
@@ -52,8 +53,10 @@ def outer_namespace(symbol: str) -> Optional[str]:
 
 def check_torch_abi(env: Environment, loads: Iterable[PackageLoad]) -> tuple[list[Finding], tuple[PackageLoad, ...]]:
     """One error per extension distribution whose files bind C++ names the torch it imports first
-    lacks; and the loads without those problems, for the other symbol checks."""
+    lacks (a warning when only files that load later than the import and unguarded do: that feature
+    is lost); and the loads without those problems, for the other symbol checks."""
     taken: dict[tuple[str, str], list[Problem]] = defaultdict(list)  # (extension, framework) -> its problems
+    at_import: set[tuple[str, str]] = set()  # pairs whose failing files the import loads: errors
     rest: list[PackageLoad] = []
     for load in loads:
         kept: list[Problem] = []
@@ -63,6 +66,8 @@ def check_torch_abi(env: Environment, loads: Iterable[PackageLoad]) -> tuple[lis
                 kept.append(problem)
             else:
                 taken[(load.dist, framework.name)].append(problem)
+                if load.reach in (None, GUARDED):  # a guard is no proof: torchvision's import needs the _C it guards
+                    at_import.add((load.dist, framework.name))
         result = load.result if len(kept) == len(load.result.problems) else replace(load.result, problems=tuple(kept))
         rest.append(load if result is load.result else replace(load, result=result))
     findings = []
@@ -70,7 +75,7 @@ def check_torch_abi(env: Environment, loads: Iterable[PackageLoad]) -> tuple[lis
         extension = env.distribution(name)
         framework = env.distribution(framework_name)
         assert extension is not None and framework is not None  # both named by installed loads
-        findings.append(_finding(env, extension, framework, problems))
+        findings.append(_finding(env, extension, framework, problems, (name, framework_name) in at_import))
     return findings, tuple(rest)
 
 
@@ -108,7 +113,8 @@ def built_for(env: Environment, extension: Distribution, framework: str) -> Opti
     return None
 
 
-def _finding(env: Environment, extension: Distribution, framework: Distribution, problems: list[Problem]) -> Finding:
+def _finding(env: Environment, extension: Distribution, framework: Distribution, problems: list[Problem],
+             at_import: bool) -> Finding:
     pinned = built_for(env, extension, framework.name)
     files = tuple(dict.fromkeys(problem.consumer for problem in problems))
     symbols = tuple(sorted({problem.symbol or "" for problem in problems}))
@@ -117,7 +123,7 @@ def _finding(env: Environment, extension: Distribution, framework: Distribution,
     if len(problems) > len(shown):
         evidence.append(e.More(len(problems) - len(shown)))
     return Finding(
-        Check.TORCH_ABI, Severity.ERROR, subject(env, extension.name),
+        Check.TORCH_ABI, Severity.ERROR if at_import else Severity.WARNING, subject(env, extension.name),
         p.FrameworkAbiMismatch(files, framework.name, framework.version, pinned, symbols),
         tuple(evidence),
         _matching_pair(extension, framework, pinned),

@@ -24,7 +24,7 @@ from cudaresolve.caches import read_entry
 from cudaresolve.env.imports import ImportModel, Preload, Reach, build_model
 from cudaresolve.env.store import dumps_plain, loads_plain, store_entry
 
-CACHE_FORMAT = 2  # 2: ImportModel.imports
+CACHE_FORMAT = 3  # 2: ImportModel.imports; 3: Preload.computed
 HEADER = f"cudaresolve-imports {CACHE_FORMAT} {__version__}\n".encode()
 _REACHES: dict[object, Reach] = {reach: reach for reach in get_args(Reach)}
 
@@ -118,7 +118,7 @@ def _encode(model: Optional[ImportModel], root: str) -> object:
     return (
         model.conclusive,
         tuple((path[cut:], name, reach) for path, (name, reach) in model.extensions.items()),
-        tuple((p.name, p.reach, p.module) for p in model.preloads),
+        tuple((p.name, p.reach, p.module, p.computed) for p in model.preloads),
         tuple((path[cut:], cuda) for path, cuda in model.alternatives.items()),
         tuple(sorted(model.imports)),
     )
@@ -134,7 +134,7 @@ def _decode(value: Any, root: str) -> Optional[ImportModel]:
     return ImportModel(
         conclusive,
         {root + _relative(path): (_text(name), _reach(reach)) for path, name, reach in extensions},
-        tuple(Preload(_text(name), _reach(reach), _text(module)) for name, reach, module in preloads),
+        tuple(Preload(_text(name), _reach(reach), _text(module), _flag(computed)) for name, reach, module, computed in preloads),
         {root + _relative(path): _cuda(cuda) for path, cuda in alternatives},
         frozenset(_text(name) for name in imports),
     )
@@ -149,6 +149,12 @@ def _relative(path: object) -> str:
 def _text(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError(f"not a name: {value!r}")
+    return value
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"not a flag: {value!r}")
     return value
 
 

@@ -11,7 +11,8 @@ on the way (`ctypes.CDLL`, `ctypes.cdll.LoadLibrary`, a wheel's `load_library`, 
 module constants, loop variables, a local function's parameters and JSON lists of package data.
 
 A package whose import-time code imports by a computed name (`importlib.import_module(name)`) is not
-conclusive: what it reaches is unknown, so nothing it does not reach is called on-demand.
+conclusive: what it reaches is unknown, so nothing it does not reach is called on-demand. A library
+load whose file is not known here gives the extension modules no import reaches its own reach.
 
 Bounded: files, bytes per file, the depth of the import chain and the values an argument can take.
 """
@@ -30,13 +31,15 @@ from typing import Callable, Iterable, Iterator, Literal, Mapping, Optional, Seq
 
 from cudaresolve.bounded import loads_json
 
-Reach = Literal["import", "guarded", "opt-in", "lazy", "unreached"]
+Reach = Literal["import", "guarded", "picked", "opt-in", "lazy", "unreached"]
 IMPORT: Reach = "import"
 GUARDED: Reach = "guarded"
+PICKED: Reach = "picked"  # one of several files a load by a computed name may open (checks/import_paths.py)
 OPT_IN: Reach = "opt-in"
 LAZY: Reach = "lazy"
 UNREACHED: Reach = "unreached"  # an extension module no import of the package reaches
-_RANK = {IMPORT: 0, GUARDED: 1, OPT_IN: 2, LAZY: 3, UNREACHED: 4}
+_RANK = {IMPORT: 0, GUARDED: 1, PICKED: 2, OPT_IN: 3, LAZY: 4, UNREACHED: 5}
+_COMPUTED = "\x00"  # a part of a name computed at run time (an f-string's value), told apart from a glob's `*`
 
 MAX_MODULES = 3000  # Python files parsed per distribution (torch 2.14 has about 2,600)
 MAX_SOURCE = 2 * 1024 * 1024  # bytes per Python file
@@ -54,11 +57,14 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 @dataclass(frozen=True)
 class Preload:
     """A library a module loads itself: the name the call gives (a file name, a glob for an f-string,
-    or a component name for cuda-pathfinder), how the call is reached, and the module making it."""
+    or a component name for cuda-pathfinder), how the call is reached, and the module making it.
+    `computed`: a part of the name is a value the code computes (the installed torch's release in
+    `f"libaddon_torch{major}{minor}.so"`), so the call opens one of the files the name matches, not each."""
 
     name: str
     reach: Reach
     module: str
+    computed: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,11 +149,15 @@ def build_model(
         for target, edge in walker.edges(module, reach):
             if target not in best:
                 heapq.heappush(queue, (_RANK[weaker(reach, edge)], depth + 1, target))
-    extensions = {path: (name, best.get(name, UNREACHED)) for name, path in index.items() if not path.endswith(".py")}
+    # a library load whose file the model cannot name (`torch.ops.load_library(_get_extension_path("_C"))`)
+    # may open any extension module no import reaches: those load as soon as such a load runs
+    unnamed = [weaker(best[module], reach) for module, reach in walker.unnamed_loads if module in best]
+    otherwise = min(unnamed, key=_RANK.__getitem__) if unnamed else UNREACHED
+    extensions = {path: (name, best.get(name, otherwise)) for name, path in index.items() if not path.endswith(".py")}
     strongest: dict[str, Preload] = {}  # one per name: the call that runs soonest
-    for module, reach, name in walker.preloads:
+    for module, reach, name, computed in walker.preloads:
         if module in best:
-            found = Preload(name, weaker(best[module], reach), module)
+            found = Preload(name, weaker(best[module], reach), module, computed)
             if name not in strongest or _RANK[found.reach] < _RANK[strongest[name].reach]:
                 strongest[name] = found
     preloads = tuple(strongest.values())
@@ -164,8 +174,9 @@ class _Walker:
         self.read_text = read_text
         self.parsed: set[str] = set()
         self.conclusive = True
-        self.preloads: list[tuple[str, Reach, str]] = []  # (module, reach within it, name)
+        self.preloads: list[tuple[str, Reach, str, bool]] = []  # (module, reach within it, name, computed)
         self.others: list[tuple[str, Reach, str]] = []  # (module, reach within it, another package's top-level name)
+        self.unnamed_loads: list[tuple[str, Reach]] = []  # (module, reach within it) of loads of a file not known here
 
     def edges(self, module: str, reach: Reach) -> list[tuple[str, Reach]]:
         """(module imported, reach within this module) for each import `module`'s code makes."""
@@ -386,12 +397,19 @@ class _Visit:
         name = _dotted(node.func)
         last = name.rpartition(".")[2]
         if last in _LOADERS and node.args:
-            for value in sorted(self.values(node.args[0], scope, 0) or ()):  # a set: sorted, so every run reads alike
+            named = self.values(node.args[0], scope, 0)
+            unnamed = not named or all(not value.replace(_COMPUTED, "").strip("*/.") for value in named)
+            if unnamed and reach != LAZY:  # a function's own load of its parameter is named where it is called
+                self.walker.unnamed_loads.append((self.module, reach))
+            for value in sorted(named or ()):  # a set: sorted, so every run reads alike
                 base = os.path.basename(value)
-                if base and base != "*":
-                    self.walker.preloads.append((self.module, reach, base))
+                computed = _COMPUTED in base
+                base = base.replace(_COMPUTED, "*")
+                if base and base.strip("*"):
+                    self.walker.preloads.append((self.module, reach, base, computed))
         elif last == "import_module" or name == "__import__":
-            targets = self.values(node.args[0], scope, 0) if node.args else None
+            found = self.values(node.args[0], scope, 0) if node.args else None
+            targets = {target.replace(_COMPUTED, "*") for target in found} if found else None
             anchor = next((k.value for k in node.keywords if k.arg == "package"), None)
             package = self.values(anchor, scope, 0) if anchor is not None else None
             if not targets:
@@ -482,15 +500,15 @@ class _Visit:
                     known: Optional[set[str]] = {part.value}
                 else:
                     known = self.values(part.value, scope, depth + 1) if isinstance(part, ast.FormattedValue) else None
-                texts = {a + b for a in texts for b in (known or {"*"})}
+                texts = {a + b for a in texts for b in (known or {_COMPUTED})}
                 if len(texts) > MAX_VALUES:
                     return None
             return texts
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            left = self.values(node.left, scope, depth + 1) or {"*"}
-            right = self.values(node.right, scope, depth + 1) or {"*"}
+            left = self.values(node.left, scope, depth + 1) or {_COMPUTED}
+            right = self.values(node.right, scope, depth + 1) or {_COMPUTED}
             joined = {a + b for a in left for b in right}
-            return joined if len(joined) <= MAX_VALUES and joined != {"**"} else None
+            return joined if len(joined) <= MAX_VALUES and joined != {_COMPUTED * 2} else None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):  # pathlib: directory / name
             return self.values(node.right, scope, depth + 1)
         if isinstance(node, ast.Call):
@@ -526,7 +544,7 @@ class _Visit:
         """The strings of a package-data JSON file named by `sources` (relative to this module's directory)."""
         found: set[str] = set()
         for source in sources:
-            if not source.endswith(".json") or "*" in source:
+            if not source.endswith(".json") or "*" in source or _COMPUTED in source:
                 continue
             text = self.walker.read_text(os.path.normpath(os.path.join(self.directory, source)), MAX_JSON)
             if text is None:
@@ -579,10 +597,15 @@ def _cuda_of(digits: str) -> Optional[tuple[int, Optional[int]]]:
     return (major, minor) if 9 <= major <= 19 else None
 
 
+NO_CUDA: tuple[int, Optional[int]] = (0, None)  # the alternative named without a release: no CUDA process picks it
+
+
 def alternatives(paths: Iterable[str]) -> dict[str, tuple[int, Optional[int]]]:
     """path -> the CUDA release it is built for, for files a package ships once per CUDA release
     (lib<name>_cuda<NNN>.so, or under _cu<NN>/ or _cuda<NNN>/ directories): the names that, with the
-    release taken out, are the same for two releases or more."""
+    release taken out, are the same for two releases or more; and the file named without the release
+    beside them (`<stem>.abi3.so` beside `<stem>_cu12.abi3.so`, `<stem>_cu13.abi3.so`), `NO_CUDA`."""
+    paths = list(paths)
     groups: dict[str, dict[str, tuple[int, Optional[int]]]] = {}
     for path in paths:
         directory, name = os.path.split(path)
@@ -602,7 +625,13 @@ def alternatives(paths: Iterable[str]) -> dict[str, tuple[int, Optional[int]]]:
             key = directory + "/" + name[: named.start(1)] + "{}" + name[named.end(1):]
         if cuda is not None:
             groups.setdefault(key, {})[path] = cuda
-    return {path: cuda for group in groups.values() if len(set(group.values())) > 1 for path, cuda in group.items()}
+    found = {path: cuda for group in groups.values() if len(set(group.values())) > 1 for path, cuda in group.items()}
+    shipped = set(paths)
+    for key, group in groups.items():  # the same name without a release: the build of no CUDA (ROCm's)
+        plain = re.sub(r"[_.-]?(?:cuda|cu)\{\}", "", key, count=1)
+        if len(set(group.values())) > 1 and plain != key and plain in shipped:
+            found[plain] = NO_CUDA
+    return found
 
 
 def picks(shipped: Mapping[str, tuple[int, Optional[int]]], runtime: tuple[int, int]) -> set[str]:

@@ -215,6 +215,15 @@ def test_alternatives_by_cuda_release_and_the_one_a_runtime_loads():
     assert picks(found, (11, 8)) == {"/s/pkg/libpkg_cuda117.so", "/s/pkg/_cu11/x.so"}
 
 
+def test_the_file_named_without_a_release_beside_per_major_builds_is_no_cuda_processs():
+    """torch-memory-saver 0.0.10 ships hook_cu12.abi3.so, hook_cu13.abi3.so and hook.abi3.so (its ROCm
+    pick, which links libcudart.so.12 in that wheel): a CUDA 13 process loads the second only."""
+    paths = ["/s/hook_cu12.abi3.so", "/s/hook_cu13.abi3.so", "/s/hook.abi3.so", "/s/other.abi3.so"]
+    found = alternatives(paths)
+    assert found == {"/s/hook_cu12.abi3.so": (12, None), "/s/hook_cu13.abi3.so": (13, None), "/s/hook.abi3.so": (0, None)}
+    assert picks(found, (13, 0)) == {"/s/hook_cu13.abi3.so"}
+
+
 # -- built packages, judged by the doctor and imported -----------------------------------------------
 
 PRELOADING_INIT = """
@@ -338,6 +347,54 @@ def test_only_the_alternative_of_the_process_cuda_runtime_is_judged(elf_builder,
     assert serious(site, tmp_path) == []
 
 
+PICKING_INIT = """
+import ctypes, os, sys
+_lib = ctypes.CDLL(os.path.join(os.path.dirname(__file__), f"libaddon_py3{sys.version_info.minor}.so"))
+"""
+
+
+def test_a_load_by_a_computed_name_opens_one_of_the_files_it_matches(elf_builder, tmp_path):
+    """pkg loads `libaddon_py3{minor}.so` for the running interpreter and ships one per release, the
+    old one linking a library that is gone (torch-c-dlpack-ext's addon per torch release): the import
+    works, so the alternative no process of this interpreter opens is a warning, not an error."""
+    gone = elf_builder.build("libold.so.1", "int old(void) { return 1; }\n", soname="libold.so.1", directory="gone")
+    elf_builder.build("libaddon_py30.so", "int old(void);\nint addon(void) { return old(); }\n", link=[gone],
+                      directory="site/pkg")
+    elf_builder.build(f"libaddon_py3{sys.version_info.minor}.so", "int addon(void) { return 2; }\n", directory="site/pkg")
+    (elf_builder.root / "gone/libold.so.1").unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(PICKING_INIT)
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/libaddon_py30.so",
+                                              f"pkg/libaddon_py3{sys.version_info.minor}.so"))
+    assert imports(site, "import pkg").returncode == 0
+    [preload] = model_of(site, ["pkg/__init__.py"]).preloads
+    assert (preload.name, preload.reach, preload.computed) == ("libaddon_py3*.so", IMPORT, True)
+    assert [(check, severity) for check, severity, _, _ in serious(site, tmp_path)] == [("missing-library", "warning")]
+
+
+@pytest.mark.network
+def test_torch_c_dlpack_ext_loads_one_addon_of_its_twelve(unpacked):
+    """The real wheel: core.py loads `libtorch_c_dlpack_addon_torch{major}{minor}-{cuda|cpu}.so` at
+    import, the release read from the installed torch; the model keeps both names computed."""
+    site = unpacked("torch-c-dlpack-ext==0.1.5")
+    files = [str(path.relative_to(site)) for path in site.rglob("*") if path.is_file()]
+    model = build_model([str(site / f) for f in files], [str(site)], read_text, ["torch_c_dlpack_ext"])
+    assert {(p.name, p.reach, p.computed) for p in model.preloads if p.name.endswith(".so")} == {
+        ("libtorch_c_dlpack_addon_torch**-cpu.so", IMPORT, True), ("libtorch_c_dlpack_addon_torch**-cuda.so", IMPORT, True)}
+
+
+def test_a_guarded_load_of_a_file_not_known_here_keeps_the_extensions_at_its_reach(tmp_path):
+    """torchvision loads its `_C` by `torch.ops.load_library(_get_extension_path("_C"))` behind a
+    handler: no import names `_C`, but it is loaded as the package imports, so it is `guarded`, not
+    `unreached`."""
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg/__init__.py").write_text(
+        "import torch\nfrom ._paths import where\ntry:\n    torch.ops.load_library(where('_C'))\nexcept OSError:\n    pass\n")
+    (site / "pkg/_C.so").write_text("")
+    assert model_of(site, ["pkg/__init__.py", "pkg/_C.so"]).extensions[str(site / "pkg/_C.so")] == ("pkg._C", GUARDED)
+
+
 # -- a namespace __init__.py two wheels install ---------------------------------------------------------
 
 def _record(site: Path, name: str, version: str, files: dict[str, bytes]) -> None:
@@ -375,6 +432,32 @@ def test_a_namespace_init_two_wheels_install_is_not_an_error(tmp_path, on_disk, 
     [finding] = ownership.check_owned_twice(env)
     assert (shared.namespace, finding.severity.value) == (severity == "warning", severity)
     assert (finding.fix is None) == (severity == "warning")
+
+
+@pytest.mark.parametrize("importer, severity", [(None, "warning"), ("import build_backend\n", "error")])
+def test_a_stray_top_level_module_two_wheels_install_is_an_error_only_when_imported(tmp_path, importer, severity):
+    """build_backend.py, a build helper flashinfer-python and torch-c-dlpack-ext both install beside
+    their own packages: no import the doctor reads names it, so no process loads either owner's bytes
+    (a warning); a third package whose import imports it makes it an error."""
+    from cudaresolve.checks import ownership
+    from cudaresolve.env.interpreter import target_for_site_packages
+    from cudaresolve.env.scan import scan_environment
+
+    site = tmp_path / "site"
+    for owner in ("a", "b"):
+        (site / f"pkg_{owner}").mkdir(parents=True)
+        (site / f"pkg_{owner}/__init__.py").write_text("")
+        _record(site, f"pkg-{owner}", "1.0", {f"pkg_{owner}/__init__.py": b"", "build_backend.py": owner.encode()})
+    (site / "build_backend.py").write_text("b")
+    if importer is not None:
+        (site / "user").mkdir()
+        (site / "user/__init__.py").write_text(importer)
+        native = Path(sys.executable).resolve().read_bytes()  # the doctor reads the imports of packages that ship ELF files
+        (site / "user/_native.so").write_bytes(native)
+        _record(site, "user", "1.0", {"user/__init__.py": importer.encode(), "user/_native.so": native})
+    env = scan_environment(target_for_site_packages(str(site)), facts_for=lambda path: None)
+    [finding] = ownership.check_owned_twice(env)
+    assert finding.severity.value == severity
 
 
 # -- a real wheel ----------------------------------------------------------------------------------------
@@ -504,6 +587,26 @@ def test_device_code_only_a_module_the_import_does_not_load_lacks_costs_that_mod
     assert arch("deferred") == [("warning", "OptInUnavailable")]
     (site / "pkg/__init__.py").write_text("from . import _core\nfrom . import hopper\n")
     assert arch("imported") == [("error", "NoDeviceCode")]
+
+
+def test_a_library_of_arch_specific_code_alone_is_a_feature_of_those_gpus(elf_builder, tmp_path):
+    """A library whose device code is only sm_90a and sm_100a SASS (FlashMLA's) is made for those GPUs
+    alone: on an 8.6 GPU, a warning naming it; the same library with portable sm_90 SASS is an error."""
+    from fatbin_bytes import container, cubin, entry
+
+    def run_with(specific: bool, run_dir: str) -> list[tuple[str, str]]:
+        blob = container(*(entry(2, a, cubin(a), flags=0x11 | (0x100000 if specific else 0)) for a in (90, 100)))
+        source = extension("_mla") + (f'__attribute__((section(".nv_fatbin"), aligned(8), used)) const unsigned char '
+                                      f'fatbin[] = {{{", ".join(map(str, blob))}}};\n')
+        elf_builder.build("_mla.so", source, directory=f"{run_dir}/pkg", extra=INCLUDE)
+        site = elf_builder.root / run_dir
+        (site / "pkg/__init__.py").write_text("from . import _mla\n")
+        make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_mla.so"))
+        found = run(site, tmp_path / run_dir).findings
+        return [(f.severity, type(f.problem).__name__) for f in found if f.check == "arch-coverage"]
+
+    assert run_with(True, "specific") == [("warning", "OptInUnavailable")]
+    assert run_with(False, "portable") == [("error", "NoDeviceCode")]
 
 
 def test_libraries_an_import_preloads_from_a_list_are_loaded_each_after_what_it_links(elf_builder, tmp_path):
