@@ -544,7 +544,7 @@ class Payloads:
         self.wheel("skewpkg", "1.0", {f"skewpkg/_ext{EXT}": self.builder.build(
             f"_ext{EXT}", extension_source("_ext", "__nvJitLinkComplete_12_8()"), link=[stub_nvjitlink],
             rpath="$ORIGIN/../nvidia/nvjitlink/lib", directory="skewpkg", extra=include)},
-            requires=("nvidia-nvjitlink-cu12>=12.8",))
+            requires=("nvidia-nvjitlink-cu12>=12.8",), init=b"from . import _ext\n")  # its import loads it
         self.wheel("nvidia-nvjitlink-cu12", "12.8.93", {
             "nvidia/nvjitlink/lib/libnvJitLink.so.12": build_nvjitlink(self.builder, 12, 8, "wheel-nvjitlink")})
         self.wheel("nvidia-nccl-cu12", "2.27.3", {"nvidia/nccl/lib/libnccl.so.2": self.builder.build(
@@ -572,10 +572,11 @@ class Payloads:
                                 {"lib/libnccl.so.2": "libnccl.so.2.21.5"}, ("cuda-version >=12,<13.0a0",), "linux-64")
         self.launcher = self.python_launcher()
 
-    def wheel(self, name: str, version: str, libraries: dict[str, Path], requires: tuple[str, ...] = ()) -> None:
+    def wheel(self, name: str, version: str, libraries: dict[str, Path], requires: tuple[str, ...] = (),
+              init: bytes = b"") -> None:
         files = {member: path.read_bytes() for member, path in libraries.items()}
         for member in list(files):
-            files.setdefault(os.path.join(member.split("/")[0], "__init__.py"), b"")
+            files.setdefault(os.path.join(member.split("/")[0], "__init__.py"), init)
         filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=files)
         (self.wheels / filename).write_bytes(data)
 
