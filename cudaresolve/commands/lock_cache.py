@@ -120,7 +120,8 @@ def cached_lock(args: argparse.Namespace, fresh: Fresh, environ: Mapping[str, st
 
 
 def _reads_stdin(args: argparse.Namespace) -> bool:
-    return "-" in (args.requirement or ()) or "-" in (args.constraint or ()) or "-" in (args.host or ()) or args.hosts_from_nodes == "-"
+    """Whether a host file or the node list is stdin, which no key can name."""
+    return "-" in (args.host or ()) or args.hosts_from_nodes == "-"
 
 
 def _outputs(args: argparse.Namespace) -> list[tuple[str, None]]:
