@@ -104,7 +104,7 @@ def cached_lock(args: argparse.Namespace, fresh: Fresh, environ: Mapping[str, st
         return Exit.OK
     try:
         key, slot = lock_key(args, environ)
-    except CudaresolveError:  # the fresh lock says what is wrong with the input, as it always does
+    except (CudaresolveError, OSError):  # the fresh lock says what is wrong, as it always does
         fresh(args)
         return Exit.OK
     cache = LockCache(default_cache_dir(environ))
