@@ -232,6 +232,8 @@ _recorder: list[Reads] = []  # the one recording now; the hook, once added, stay
 
 def _hook(event: str, arguments: tuple[object, ...]) -> None:
     if _recorder and event in ("open", "os.listdir", "os.scandir", "socket.connect"):
+        if sys._getframe(1).f_code.co_filename.startswith("<frozen importlib"):
+            return  # the import system finding modules (sys.path's directories): not the lock's input
         try:
             _recorder[0].seen(event, arguments)
         except Exception:  # noqa: BLE001 - a hook that raises would fail the open it watches

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -191,14 +192,32 @@ def test_a_lock_of_a_host_read_from_stdin_is_not_kept(locking, monkeypatch):
     assert not entries(locking.root)
 
 
-def test_a_hit_is_the_same_in_a_new_process(cuda_index, empty_python, tmp_path):
-    """The same outputs from a new process (the audit hook, the streams), the entry written once."""
+def test_a_hit_in_a_new_process(cuda_index, empty_python, tmp_path):
+    """From a new process (the audit hook, the streams): the same outputs, and the entry as it was
+    (a miss would replace it)."""
     from conftest import hermetic_environ
 
     argv = [sys.executable, "-m", "cudaresolve", "lock", "-o", str(tmp_path / "pylock.toml"), "--python", empty_python,
             "--index-url", cuda_index.index_url, "--torch-index-base", cuda_index.torch_index_base, *HOST, "numba>=0.59,<0.60"]
     environ = hermetic_environ({"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")})
-    done = [subprocess.run(argv, capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300) for _ in range(3)]
+    done = [subprocess.run(argv, capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300) for _ in range(2)]
+    (entry,) = (tmp_path / "cache" / "lock-results").iterdir()
+    kept = entry.stat().st_ino
+    done.append(subprocess.run(argv, capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300))
     assert [d.returncode for d in done] == [0, 0, 0]
     assert (done[2].stdout, done[2].stderr) == (done[1].stdout, done[1].stderr)
-    assert len(list((tmp_path / "cache" / "lock-results").iterdir())) == 1
+    assert entry.stat().st_ino == kept
+
+
+def test_what_the_import_system_lists_is_not_an_input(tmp_path, monkeypatch):
+    """A lock run by `python -m` has the working directory on sys.path, which the import system lists
+    again whenever it changed: that is no input of the lock (it would make every entry stale), while
+    the lock's own listing of a directory is."""
+    (tmp_path / "listed").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reads = lock_cache.Reads(str(tmp_path / "cache"), outputs=())
+    with reads.recording():
+        with pytest.raises(ImportError):
+            __import__("no_such_module_here")
+        os.listdir(tmp_path / "listed")
+    assert list(reads.directories) == [str(tmp_path / "listed")]
