@@ -29,7 +29,8 @@ nothing (every page fresh, every file cached): what it printed is then what a wa
 
 Stored are the rendered outputs: each file's path and text, and what the lock printed on stdout and
 stderr. A hit writes the files as a fresh lock does (lockfile/files.py: together, and never over a
-file cudaresolve did not write) and prints the same bytes, but for --json's `seconds`, which are its
+file cudaresolve did not write; a file that holds those bytes already is left as it is, sparing its
+write and fsync) and prints the same bytes, but for --json's `seconds`, which are its
 own. --explain and --json are cached like the text report. --refresh, and any input read from
 stdin, bypass the cache. One entry per output file, target and host, replaced whole when the rest
 of the key changes, written atomically and read with env/store.py's rules (a header, then a pickle
@@ -296,12 +297,21 @@ def _replay(stored: _Stored, json: bool, seconds: float) -> None:
     from cudaresolve.lockfile.files import write_together
 
     written, stdout, stderr = stored[7]
-    write_together(written)
+    changed = [(path, text) for path, text in written if not _holds(path, text)]
+    if changed:
+        write_together(changed)
     if json:
         stdout = _SECONDS.sub(f'  "seconds": {round(seconds, 3)!r}', stdout, count=1)
     sys.stderr.write(stderr)
     sys.stderr.flush()
     sys.stdout.write(stdout)
+
+
+def _holds(path: str, text: str) -> bool:
+    """Whether the file at `path` is a regular file of exactly `text` as lockfile/files.py writes it
+    (UTF-8, "\\n"): then writing it again would change nothing but its inode and times."""
+    data = text.encode("utf-8")
+    return read_entry(path, len(data)) == data
 
 
 class LockCache:

@@ -86,6 +86,11 @@ def test_a_hit_writes_and_prints_what_the_fresh_lock_did(locking):
     assert locking.run("--explain") == made  # exit, stdout, stderr and both files, byte for byte
     assert len(locking.fresh) == 2  # the cold lock and the kept one; the hit ran none
     assert "wrote pylock.toml" in made[2] and "numba==0.59.1" in made[1]
+    lock_file, pinned = locking.root / "pylock.toml", locking.root / "pinned.txt"
+    inode = lock_file.stat().st_ino
+    pinned.write_text(pinned.read_text() + "edited==1.0\n")
+    assert locking.run("--explain") == made and len(locking.fresh) == 2
+    assert lock_file.stat().st_ino == inode  # it held the lock's bytes already: left as it was
 
 
 def test_a_json_hit_is_the_same_document_with_its_own_seconds(locking):
