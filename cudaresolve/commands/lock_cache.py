@@ -80,8 +80,7 @@ HEADER = f"cudaresolve-lock-results {FORMAT} {__version__}\n".encode()
 # the host probe and overrides, the loader, the interpreter lookup and the caches' places.
 ENVIRON_PREFIXES = ("PIP_", "CUDARESOLVE_", "UV_", "CONDA_", "CUDA_", "NVIDIA_", "XDG_", "LD_", "PYTHON", "REQUESTS_", "CURL_", "SSL_")
 ENVIRON_NAMES = ("HOME", "PATH", "VIRTUAL_ENV", "NETRC", "NO_COLOR")
-# What the hook does not record: the kernel's files (the host facts are in the key) and this
-# interpreter's bytecode, written while the lock runs.
+# The kernel's files, which the hook does not record: the host facts they give are in the key.
 NOT_RECORDED = ("/proc/", "/sys/", "/dev/")
 # The `seconds` of a --json report: the run's own, not the stored one's.
 _SECONDS = re.compile(r'^  "seconds": [^,\n]*', re.MULTILINE)
@@ -113,7 +112,7 @@ def cached_lock(args: argparse.Namespace, fresh: Fresh, environ: Mapping[str, st
     if stored is not None:
         _replay(stored, args.json, time.perf_counter() - started)
         return Exit.OK
-    reads = Reads(cache.root, outputs=[path for path, _ in _outputs(args)])
+    reads = Reads(cache.root, outputs=_outputs(args))
     with reads.recording(), _Captured() as captured:
         written, target = fresh(args)
     cache.store(slot, key, reads, target, tuple(written), captured.stdout.getvalue(), captured.stderr.getvalue(), environ)
@@ -125,10 +124,10 @@ def _reads_stdin(args: argparse.Namespace) -> bool:
     return "-" in (args.host or ()) or args.hosts_from_nodes == "-"
 
 
-def _outputs(args: argparse.Namespace) -> list[tuple[str, None]]:
-    """The files the lock may write (where -o names a file), as `fresh` names them."""
+def _outputs(args: argparse.Namespace) -> list[str]:
+    """The files the lock may write (-o - writes none), as `fresh` names them, absolute."""
     paths = [args.output or os.path.join(args.project or "", "pylock.toml"), args.write_constraints, args.write_requirements]
-    return [(os.path.abspath(path), None) for path in paths if path not in (None, "-")]
+    return [os.path.abspath(path) for path in paths if path not in (None, "-")]
 
 
 def lock_key(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, str]:
@@ -197,7 +196,9 @@ class Reads:
         self.files: dict[str, Identity] = {}
         self.directories: dict[str, Identity] = {}
         self.connected = False
-        skipped = [os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(__file__)), os.path.join(root, "results")]
+        self.unseen = False  # an event the hook could not read: what the lock read is not known whole
+        # the standard library and cudaresolve's own files (in the key), and this cache's entries
+        skipped = [os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(__file__)), os.path.join(root, "lock-results")]
         self._skipped = tuple(path.rstrip(os.sep) + os.sep for path in skipped) + NOT_RECORDED
         self._outputs = frozenset(outputs)
 
@@ -214,7 +215,7 @@ class Reads:
         if not isinstance(path, str):
             return
         path = os.path.abspath(path)
-        if path.startswith(self._skipped) or path.endswith(".pyc") or path in self._outputs:
+        if path.startswith(self._skipped) or path in self._outputs:
             return
         if event == "open":
             flags = arguments[2]
@@ -232,13 +233,14 @@ _recorder: list[Reads] = []  # the one recording now; the hook, once added, stay
 
 
 def _hook(event: str, arguments: tuple[object, ...]) -> None:
-    if _recorder and event in ("open", "os.listdir", "os.scandir", "socket.connect"):
+    if not (_recorder and event in ("open", "os.listdir", "os.scandir", "socket.connect")):
+        return
+    try:
         if sys._getframe(1).f_code.co_filename.startswith("<frozen importlib"):
             return  # the import system finding modules (sys.path's directories): not the lock's input
-        try:
-            _recorder[0].seen(event, arguments)
-        except Exception:  # noqa: BLE001 - a hook that raises would fail the open it watches
-            _recorder[0].connected = True  # not seen whole: not kept
+        _recorder[0].seen(event, arguments)
+    except Exception:  # noqa: BLE001 - a hook that raises would fail the open it watches
+        _recorder[0].unseen = True
 
 
 _hooked: list[bool] = []
@@ -274,6 +276,13 @@ class _Tee(io.TextIOBase):
 
     def isatty(self) -> bool:
         return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
 
     def getvalue(self) -> str:
         return self.kept.getvalue()
@@ -345,7 +354,7 @@ class LockCache:
               stderr: str, environ: Mapping[str, str]) -> None:
         """Keep the outputs of a fresh lock that connected to nothing and read nothing that changed
         while it ran; a cache that cannot be written is left as it is."""
-        if reads.connected or reads.changed():
+        if reads.connected or reads.unseen or reads.changed():
             return
         from cudaresolve.index.config import pip_config_paths
 
