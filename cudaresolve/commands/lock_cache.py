@@ -9,7 +9,8 @@ The key, made from stats and variables (no file is read but the knowledge tables
   (ENVIRON_PREFIXES, ENVIRON_NAMES and every *_proxy), the running interpreter and the kernel;
 - the target interpreter by its identity, not asked: the path --python names (looked up on PATH as
   the lock looks it up), the file it is and the one it runs, and the pyvenv.cfg beside it and one
-  level up; without --python, the running interpreter's own answer;
+  level up (a launcher that is not an ELF program is asked every time: no entry); without
+  --python, the running interpreter's own answer;
 - this machine's host facts (probed, the stated ones on top) unless --host files or a node list
   replace it: the probe runs before the lookup because its answer is part of the key;
 - the loader's inputs: /etc/ld.so.cache and the directories the system layout is read from.
@@ -50,6 +51,7 @@ import io
 import os
 import re
 import shutil
+import stat
 import sys
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, TextIO, Tuple, cast
@@ -103,10 +105,13 @@ def cached_lock(args: argparse.Namespace, fresh: Fresh, environ: Mapping[str, st
         fresh(args)
         return Exit.OK
     try:
-        key, slot = lock_key(args, environ)
+        made = lock_key(args, environ)
     except (CudaresolveError, OSError):  # the fresh lock says what is wrong, as it always does
+        made = None
+    if made is None:
         fresh(args)
         return Exit.OK
+    key, slot = made
     cache = LockCache(default_cache_dir(environ))
     stored = cache.load(slot, key, args.offline)
     if stored is not None:
@@ -130,10 +135,13 @@ def _outputs(args: argparse.Namespace) -> list[str]:
     return [os.path.abspath(path) for path in paths if path not in (None, "-")]
 
 
-def lock_key(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, str]:
-    """(the key, the entry's name): everything a lock depends on but what it read."""
+def lock_key(args: argparse.Namespace, environ: Mapping[str, str]) -> Optional[tuple[str, str]]:
+    """(the key, the entry's name): everything a lock depends on but what it read; None when the
+    target interpreter is a launcher (`_interpreter`)."""
     request = tuple(sorted((name, repr(value)) for name, value in vars(args).items()))
     interpreter = _interpreter(args.python, environ)
+    if interpreter is None:
+        return None
     host = _this_host(args)
     key = repr((
         HEADER,
@@ -156,9 +164,11 @@ def _steers(name: str) -> bool:
     return name.startswith(ENVIRON_PREFIXES) or name in ENVIRON_NAMES or name.lower().endswith("_proxy")
 
 
-def _interpreter(python: Optional[str], environ: Mapping[str, str]) -> tuple[object, ...]:
+def _interpreter(python: Optional[str], environ: Mapping[str, str]) -> Optional[tuple[object, ...]]:
     """The target interpreter by what it is: `--python`'s path and its files' identities, or the
-    running interpreter's answer. A name not on PATH is left to the fresh lock to refuse."""
+    running interpreter's answer. A name not on PATH is left to the fresh lock to refuse. None for a
+    program that is not an ELF binary (a pyenv shim, a wrapper script): which Python it starts
+    depends on its variables and files, not on its own identity, so it is asked every time."""
     if python is None:
         return (None, running_target())
     located = shutil.which(python, path=environ.get("PATH")) if os.sep not in python else os.path.abspath(python)
@@ -167,12 +177,20 @@ def _interpreter(python: Optional[str], environ: Mapping[str, str]) -> tuple[obj
 
         raise EnvError(f"no interpreter named {python} on PATH")
     here = os.path.dirname(located)
-    try:
-        own: Identity = identity_of(os.lstat(located))
-    except OSError as exc:
-        own = f"errno {exc.errno}"
+    own: Identity = identity_of(os.lstat(located))  # an OSError: the fresh lock says why it cannot run it
+    if not _elf(located):
+        return None
     return (located, own, path_identity(located), os.path.realpath(located),
             path_identity(os.path.join(here, "pyvenv.cfg")), path_identity(os.path.join(os.path.dirname(here), "pyvenv.cfg")))
+
+
+def _elf(path: str) -> bool:
+    """Whether `path` is a regular file starting with ELF's magic (a FIFO is not waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 4) == b"\x7fELF"
+    finally:
+        os.close(fd)
 
 
 def _this_host(args: argparse.Namespace) -> Optional[str]:

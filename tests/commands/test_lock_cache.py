@@ -197,6 +197,17 @@ def test_a_lock_of_a_host_read_from_stdin_is_not_kept(locking, monkeypatch):
     assert not entries(locking.root)
 
 
+def test_a_launcher_for_an_interpreter_is_never_answered_from_the_cache(locking):
+    """A wrapper script (a pyenv shim) starts whichever Python its variables and files name: its
+    identity says nothing of the answer, so every lock with it resolves."""
+    launcher = locking.root / "python-launcher"
+    launcher.write_text(f'#!/bin/sh\nexec {locking.python} "$@"\n')
+    launcher.chmod(0o755)
+    locking.python = str(launcher)
+    assert [locking.run()[0] for _ in range(3)] == [0, 0, 0] and len(locking.fresh) == 3
+    assert not entries(locking.root)
+
+
 def test_a_hit_in_a_new_process(cuda_index, empty_python, tmp_path):
     """From a new process (the audit hook, the streams): the same outputs, and the entry as it was
     (a miss would replace it)."""
