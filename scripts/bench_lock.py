@@ -9,7 +9,9 @@ rounds' own ratios against the anchor measured in the same round (uv, pip).
    first, then the regular one), so all three resolve the same set; a pin that differs is printed.
    The index serves no caching headers, so uv asks it again for every page (conditional requests
    answered 304) where cudaresolve uses its cached pages for PAGE_MAX_AGE; `uv --offline`, its
-   run without any request, is printed too.
+   run without any request, is printed too. The warm lock is answered by the lock's result cache
+   (commands/lock_cache.py); a miss of it (its entry removed before each run, pages and facts warm:
+   the whole resolve, then the entry stored) is timed in the same rounds.
 2. `cupy-cuda12x==14.2.0 cuda-cccl[cu12]==1.2.1` from the registry pip is configured with, cold
    (empty caches: --no-cache-dir for pip, --no-cache for uv, a new CUDARESOLVE_CACHE_DIR with pip's
    default index already known) and warm.
@@ -137,11 +139,16 @@ def local(runner: str, runs: int, scratch: Path) -> None:
         uv_offline = Command(compile_ + ["--offline"], uv_environ, "\n".join(wanted))
         resolved = pins(uv_online.run()[1])
         differ = {name: (version, resolved.get(name)) for name, version in packages.items() if resolved.get(name) != version}
-        times = rounds({"cudaresolve lock": lock, "uv pip compile": uv_online, "pip install --dry-run --report": pip,
-                        "uv pip compile --offline (no request)": uv_offline}, runs)
+        results = scratch / "cache-local" / "lock-results"
+        miss = Command(lock.argv, environ, before=lambda: shutil.rmtree(results, ignore_errors=True))
+        times = rounds({"cudaresolve lock": lock, "cudaresolve lock, result cache miss": miss, "uv pip compile": uv_online,
+                        "pip install --dry-run --report": pip, "uv pip compile --offline (no request)": uv_offline}, runs)
         report(f"local universe, {' '.join(LOCAL)} (driver 550, GPU 8.9) -> torch {packages['torch']}, "
                f"{len(packages)} distributions, warm, {runs} rounds",
                times, "cudaresolve lock", ["uv pip compile", "pip install --dry-run --report"])
+        report("  the same rounds, a miss of the lock's result cache (its entry removed; pages and facts warm)",
+               {"cudaresolve lock, result cache miss": times["cudaresolve lock, result cache miss"], "uv pip compile": times["uv pip compile"]},
+               "cudaresolve lock, result cache miss", ["uv pip compile"])
         print(f"  uv's pins differ from the lock's: {differ}" if differ else "  uv resolves the same pins as the lock")
     finally:
         served.stop()

@@ -3,7 +3,9 @@
 
 With --json, stdout holds one JSON document, whatever happens (a command line that does not parse included).
 
-May import: errors, env/interpreter, lockfile/, output/ (lock_report, lock_words), commands/.
+Light at the top: a lock served from its result cache (commands/lock_cache.py) imports neither the
+resolver nor the checks; each path imports what it uses.
+May import: errors, env/interpreter, lockfile/, output/ (lock_report, lock_words), resolve/causes, resolve/check, commands/.
 """
 
 from __future__ import annotations
@@ -14,22 +16,12 @@ import os
 import sys
 import time
 from dataclasses import replace
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from cudaresolve.commands.host_options import host_options
-from cudaresolve.commands.hosts import hosts
-from cudaresolve.commands.locking import LockedWheels, host_misfits, locked, targets_of
-from cudaresolve.commands.options import indexes, lock_inputs, say
-from cudaresolve.env.interpreter import target_for
 from cudaresolve.errors import CudaresolveError, Exit, UsageError
-from cudaresolve.lockfile.files import replaceable, write_together
-from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
-from cudaresolve.lockfile.pylock import lock_file_name_ok, read_pylock
-from cudaresolve.lockfile.writer import pylock_toml
-from cudaresolve.output import lock_words
-from cudaresolve.output.lock_report import render_error_json, render_fit, render_fit_json, render_json, render_text
-from cudaresolve.resolve.causes import NoSolution
-from cudaresolve.resolve.check import skipped
+
+if TYPE_CHECKING:
+    from cudaresolve.env.interpreter import Target
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     with json_errors(args.json), whole_refusal(args.explain and not args.json):
         if args.json and args.output == "-":
             raise UsageError("--json prints the decisions on stdout, where -o - would print the lock: give -o FILE with --json")
-        return _lock(args)
+        from cudaresolve.commands.lock_cache import cached_lock
+
+        return cached_lock(args, _lock, os.environ)
 
 
 @contextlib.contextmanager
@@ -48,8 +42,12 @@ def whole_refusal(asked: bool) -> Iterator[None]:
     candidate set aside), and its few short lines on stderr as ever."""
     try:
         yield
-    except NoSolution as exc:
-        if asked:
+    except CudaresolveError as exc:
+        from cudaresolve.resolve.causes import NoSolution
+
+        if asked and isinstance(exc, NoSolution):
+            from cudaresolve.output import lock_words
+
             sys.stdout.write(lock_words.no_solution(exc, whole=True) + "\n")
         raise
 
@@ -62,11 +60,26 @@ def json_errors(asked: bool) -> Iterator[None]:
         yield
     except CudaresolveError as exc:
         if asked:
+            from cudaresolve.output.lock_report import render_error_json
+
             sys.stdout.write(render_error_json(exc))
         raise
 
 
-def _lock(args: argparse.Namespace) -> int:
+def _lock(args: argparse.Namespace) -> tuple[list[tuple[str, str]], Target]:
+    """Resolve, write the lock's files and print its report: the files written, and the target
+    interpreter as asked (the result cache keeps both)."""
+    from cudaresolve.commands.host_options import host_options
+    from cudaresolve.commands.locking import locked, targets_of
+    from cudaresolve.commands.options import lock_inputs, say
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.lockfile.files import replaceable, write_together
+    from cudaresolve.lockfile.pip import constraints_txt, requirements_txt
+    from cudaresolve.lockfile.pylock import lock_file_name_ok
+    from cudaresolve.lockfile.writer import pylock_toml
+    from cudaresolve.output import lock_words
+    from cudaresolve.output.lock_report import render_json, render_text
+
     if args.output not in (None, "-"):
         lock_file_name_ok(args.output)
     paths = [args.output or os.path.join(args.project or "", "pylock.toml"), args.write_constraints, args.write_requirements]
@@ -97,12 +110,21 @@ def _lock(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(outputs[0][1])
     (sys.stderr if args.output == "-" else sys.stdout).write(report)
-    return Exit.OK
+    return files, inputs.target
 
 
 def check(args: argparse.Namespace) -> int:
     """lock --check FILE: exit 0 when the lock fits every host, 2 with the misfits (and, with
     --require-host, when a check was skipped for a host that does not state its driver or GPUs)."""
+    from cudaresolve.commands.host_options import host_options
+    from cudaresolve.commands.hosts import hosts
+    from cudaresolve.commands.locking import LockedWheels, host_misfits
+    from cudaresolve.commands.options import indexes
+    from cudaresolve.env.interpreter import target_for
+    from cudaresolve.lockfile.pylock import read_pylock
+    from cudaresolve.output.lock_report import render_fit, render_fit_json
+    from cudaresolve.resolve.check import skipped
+
     fleet = hosts(args, host_options(args))
     target = target_for(python=args.python)
     base = target.marker_environment() or {}

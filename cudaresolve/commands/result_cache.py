@@ -134,8 +134,8 @@ class ResultCache:
             return None, None
         _, files, directories, probed, fields = stored
         tree = None
-        if directories and all(_directory_identity(path) == identity for path, identity in directories):
-            current = tuple((path, _file_identity(path)) for path, _ in files)  # the walk would find these
+        if directories and all(directory_identity(path) == identity for path, identity in directories):
+            current = tuple((path, file_identity(path)) for path, _ in files)  # the walk would find these
         else:
             tree = walk_tree(target)
             current = tree.files
@@ -191,8 +191,8 @@ def result_key(target: Target, host: HostFacts, environ: Mapping[str, str]) -> s
     conda_prefix = target.prefix if target.conda else environ.get("CONDA_PREFIX")
     return repr((
         HEADER,
-        _code_identity(),
-        _tables_digest(),
+        code_identity(),
+        tables_digest(),
         target,
         (sys.version, sys.implementation.name, tuple(os.uname())),
         host.to_json(),
@@ -200,7 +200,7 @@ def result_key(target: Target, host: HostFacts, environ: Mapping[str, str]) -> s
         os.getcwd(),
         conda_prefix and path_identity(os.path.join(conda_prefix, "lib")),
         # conda rewrites a record on every install, update or removal: the scan reads them all
-        target.conda_prefix and _directory_identity(os.path.join(target.conda_prefix, "conda-meta")),
+        target.conda_prefix and directory_identity(os.path.join(target.conda_prefix, "conda-meta")),
         path_identity(LD_SO_CACHE),
         tuple(path_identity(d) for d in LAYOUT_DIRECTORIES),
     ))
@@ -230,7 +230,7 @@ def walk_tree(target: Target) -> Tree:
             if entry.name.endswith(".dist-info") and os.path.dirname(entry.path) == top and entry.is_dir():
                 for name in DIST_INFO_FILES:
                     path = os.path.join(entry.path, name)
-                    files.append((path, _file_identity(path)))
+                    files.append((path, file_identity(path)))
     files.sort(key=lambda item: item[0])
     directories = []
     walked: list[tuple[str, Optional[os.DirEntry[str]]]] = [(top, None) for top in tops] + [(entry.path, entry) for entry in met]
@@ -241,7 +241,7 @@ def walk_tree(target: Target) -> Tree:
             trusted = False
             continue
         trusted = trusted and max(st.st_mtime_ns, st.st_ctime_ns) < started - TIMESTAMP_SLACK * 1e9
-        directories.append((path, _directory_identity(path, st)))
+        directories.append((path, directory_identity(path, st)))
     return Tree(tuple(files), tuple(directories) if trusted else ())
 
 
@@ -250,12 +250,12 @@ def tree_now(target: Target, tree: Tree) -> Tree:
     removing or renaming an entry changes its directory), the walk would meet the same files, and
     only they are stat-ed (a few ms where a walk of a torch venv takes ~0.1 s); otherwise, and for
     a tree whose directories were too recent to trust, it is walked."""
-    if tree.directories and all(_directory_identity(path) == identity for path, identity in tree.directories):
-        return Tree(tuple((path, _file_identity(path)) for path, _ in tree.files), tree.directories)
+    if tree.directories and all(directory_identity(path) == identity for path, identity in tree.directories):
+        return Tree(tuple((path, file_identity(path)) for path, _ in tree.files), tree.directories)
     return walk_tree(target)
 
 
-def _file_identity(path: str) -> Identity:
+def file_identity(path: str) -> Identity:
     """A tree file's identity (a symlink: its own and its target's), as the walk records it."""
     try:
         own = os.lstat(path)
@@ -270,7 +270,7 @@ def _symlink_identity(path: str, own: os.stat_result) -> Identity:
     return (identity_of(own), path_identity(path)) if stat.S_ISLNK(own.st_mode) else identity_of(own)
 
 
-def _directory_identity(path: str, own: Optional[os.stat_result] = None) -> Identity:
+def directory_identity(path: str, own: Optional[os.stat_result] = None) -> Identity:
     """A directory's identity with its ctime (mtime can be set back; ctime cannot), a symlinked
     one with its target's too (a target that stops being a directory changes what the walk finds)."""
     try:
@@ -281,7 +281,7 @@ def _directory_identity(path: str, own: Optional[os.stat_result] = None) -> Iden
     return (identity, path_identity(path)) if stat.S_ISLNK(own.st_mode) else identity
 
 
-def _code_identity() -> tuple[tuple[str, Identity], ...]:
+def code_identity() -> tuple[tuple[str, Identity], ...]:
     """(path, identity) of cudaresolve's own modules."""
     found = []
     for directory, names, files in os.walk(os.path.dirname(cudaresolve.__file__)):
@@ -293,7 +293,7 @@ def _code_identity() -> tuple[tuple[str, Identity], ...]:
     return tuple(found)
 
 
-def _tables_digest() -> str:
+def tables_digest() -> str:
     """A digest of the knowledge tables' contents."""
     assert data_package.__file__ is not None  # a regular package: data/__init__.py
     directory = os.path.dirname(data_package.__file__)

@@ -10,7 +10,7 @@ marker at the top: the pip files' `# cudaresolve ...` header line, pylock.toml's
 `created-by = "cudaresolve ..."`) or empty: a requirements or constraints file of the user's, or
 another tool's pylock.toml, named by a mistyped flag, is refused, not replaced.
 
-May import: errors, lockfile/pylock (the tool's name).
+Light on purpose (a cached lock writes its files without importing the lock's types): may import errors.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import tempfile
 from typing import Optional, Sequence
 
 from cudaresolve.errors import UsageError
-from cudaresolve.lockfile.pylock import TOOL
 
+TOOL = "cudaresolve"  # the generator named by every file cudaresolve writes
 HEAD = 4096  # bytes read of a file to replace: the markers are on its first lines
 _MARKER = re.compile(rf'\A# {TOOL} |^created-by = "{TOOL} ', re.MULTILINE)
 

@@ -41,6 +41,7 @@ from cudaresolve.host.facts import HostFacts
 from cudaresolve.lockfile import fields, reasons
 from cudaresolve.lockfile.check import one_per_environment
 from cudaresolve.lockfile.fields import LockFileError
+from cudaresolve.lockfile.files import TOOL as TOOL  # re-exported: the writer names the tool from here
 from cudaresolve.resolve.lock import (
     Decision,
     Fork,
@@ -63,7 +64,6 @@ else:
 T = TypeVar("T")
 
 LOCK_VERSION = "1.0"
-TOOL = "cudaresolve"
 _NAMED_LOCK = re.compile(r"^pylock\.([^.]+)\.toml$")  # PEP 751's rule for a named lock file
 _OTHER_SOURCES: tuple[OtherSource, ...] = ("sdist", "vcs", "directory", "archive")
 

@@ -202,7 +202,7 @@ def test_a_changed_file_misses(env, capsys, examined, tmp_path, monkeypatch, cha
     lambda monkeypatch, tmp_path: monkeypatch.setenv("LD_PRELOAD", str(tmp_path / "stale" / "libfoo.so.1")),
     lambda monkeypatch, tmp_path: monkeypatch.setenv("CONDA_PREFIX", str(tmp_path)),
     lambda monkeypatch, tmp_path: monkeypatch.chdir(tmp_path),
-    lambda monkeypatch, tmp_path: monkeypatch.setattr(result_cache, "_tables_digest", lambda: "another table"),
+    lambda monkeypatch, tmp_path: monkeypatch.setattr(result_cache, "tables_digest", lambda: "another table"),
     lambda monkeypatch, tmp_path: monkeypatch.setattr(result_cache, "HEADER", b"cudaresolve-results 1 0.0.0\n"),
     lambda monkeypatch, tmp_path: monkeypatch.setattr(result_cache, "LD_SO_CACHE", str(tmp_path / "ld.so.cache")),
 ], ids=["LD_LIBRARY_PATH", "LD_PRELOAD", "CONDA_PREFIX", "working directory", "tables digest", "version",
@@ -220,9 +220,9 @@ def test_the_tables_digest_follows_their_contents(tmp_path, monkeypatch):
     (data / "__init__.py").write_text("")
     (data / "gpus.toml").write_text("a = 1\n")
     monkeypatch.setattr(result_cache.data_package, "__file__", str(data / "__init__.py"))
-    first = result_cache._tables_digest()
+    first = result_cache.tables_digest()
     (data / "gpus.toml").write_text("a = 2\n")
-    assert result_cache._tables_digest() != first
+    assert result_cache.tables_digest() != first
 
 
 def test_an_edited_module_misses(env, capsys, examined, monkeypatch, tmp_path):

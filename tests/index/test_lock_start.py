@@ -1,8 +1,10 @@
 """A warm lock starts on what it uses: cached metadata is read as the fields parsed once (no email
-parser), and the modules only a cold lock or another command needs are not imported."""
+parser), and the modules only a cold lock or another command needs are not imported; a lock answered
+by its result cache (commands/lock_cache.py) imports neither the resolver nor the checks."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -16,10 +18,16 @@ from cudaresolve.index.pages import index_files
 # What a warm lock on the generated universe imported before these were left to the code that
 # needs them: the email package (METADATA's parser, an HTTP date) and urllib.request (a file: URL).
 NOT_WARM = ("email.parser", "email.feedparser", "email.utils", "packaging.metadata", "urllib.request", "http.client")
-# cudaresolve's modules a warm `lock torch cupy-cuda12x numba` imports (146 with the import models'
-# cache, which the scan of the target uses): the checks (the lock judges the planned environment), the
+# cudaresolve's modules a warm `lock torch cupy-cuda12x numba` that resolves imports (149 with the import
+# models' cache, which the scan of the target uses, and the result cache's key and entry: lock_cache,
+# result_cache, output/doctor, data): the checks (the lock judges the planned environment), the
 # resolver, the index, the lock files
-WARM_LOCK_BUDGET = 146
+WARM_LOCK_BUDGET = 149
+# What a lock answered by its result cache must not import, and how many of cudaresolve's modules it
+# may (40: the parser, the host's facts and probe, the key's identities, the lock files' writing).
+NOT_ON_A_HIT = ("cudaresolve.checks", "cudaresolve.resolve", "cudaresolve.index", "cudaresolve.commands.locking",
+                "cudaresolve.output.lock_report", "resolvelib", "requests", "packaging.requirements")
+HIT_BUDGET = 45
 
 
 def test_cached_metadata_is_read_from_its_fields_and_a_damaged_entry_from_the_metadata(server, tmp_path):
@@ -48,10 +56,18 @@ def test_a_warm_lock_imports_what_it_uses(cuda_index, tmp_path):
             "--torch-index-base", cuda_index.torch_index_base, "--driver", "550.144.03", "--gpu", "8.9",
             "torch", "cupy-cuda12x", "numba"]
     environ = hermetic_environ({"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")})
-    for _ in range(2):  # the first fills the caches
+    imported = []
+    for run in range(3):  # the first fills the caches; the second resolves warm and keeps its result; the third is a hit
+        if run == 1:
+            shutil.rmtree(tmp_path / "cache" / "lock-results", ignore_errors=True)
         done = subprocess.run(argv, capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
-    names = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
-    assert not [name for name in NOT_WARM if name in names]
-    ours = [name for name in names if name == "cudaresolve" or name.startswith("cudaresolve.")]
+        imported.append([line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")])
+    warm, hit = imported[1:]
+    assert not [name for name in NOT_WARM if name in warm]
+    ours = [name for name in warm if name == "cudaresolve" or name.startswith("cudaresolve.")]
     assert len(ours) <= WARM_LOCK_BUDGET, ours
+    assert "cudaresolve.resolve.resolver" in warm and "cudaresolve.checks" in warm  # the warm run resolved
+    assert not [name for name in hit if name.startswith(NOT_ON_A_HIT)]
+    ours = [name for name in hit if name == "cudaresolve" or name.startswith("cudaresolve.")]
+    assert len(ours) <= HIT_BUDGET, ours
