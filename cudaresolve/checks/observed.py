@@ -1,8 +1,9 @@
 """`doctor --import`: the judgement of what an import did when it ran (env/observe.py), beside the model.
 
 A module whose import raised is an error with the target's own words, whatever the model said: the
-failure is proven. When those words name a library of the NVIDIA driver (libcuda.so.1), it is a
-warning: the machine that ran it may have no driver, which the host judged may have. An import that
+failure is proven. When those words name a library of the NVIDIA driver (libcuda.so.1), or the
+distribution's files link one and the import mapped none, it is a warning: the machine that ran it
+may have no driver, which the host judged may have. An import that
 could not be observed leaves the static judgement standing, with a warning saying so. The reverse
 proof counts too: a file the loader model cannot load (`missing-library` error) that a successful
 import mapped did load there, through a preload the model does not read; it becomes an info, with the
@@ -13,6 +14,7 @@ May import: checks/ (evidence, findings, problems, subjects), env/, knowledge/.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Sequence
 
@@ -34,8 +36,13 @@ def check_observed_imports(env: Environment) -> list[Finding]:
         about = subject(env, name)
         if seen.error is not None:
             found.append(Finding(Check.IMPORT, Severity.WARNING, about, ImportNotObserved(seen.modules, seen.error)))
+        # its files link the driver, and the import mapped none: this machine may lack what the host has
+        linked_driver = (any(elf.facts is not None and any(soname in driver for soname in elf.facts.needed)
+                             for elf in env.elf_files if name in elf.owners)
+                         and not any(os.path.basename(path).startswith(soname.split(".so")[0] + ".so")
+                                     for path in seen.loaded for soname in driver))
         for failure in seen.failures:
-            needs_driver = any(soname in failure.message for soname in driver)
+            needs_driver = linked_driver or any(soname in failure.message for soname in driver)
             found.append(Finding(Check.IMPORT, Severity.WARNING if needs_driver else Severity.ERROR, about,
                                  ImportFailed(failure.module, failure.kind, failure.message, needs_driver)))
     return found

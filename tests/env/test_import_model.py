@@ -535,6 +535,38 @@ def test_doctor_import_judges_what_the_import_did(elf_builder, tmp_path, hermeti
     assert main(["doctor", "--import", "--example"]) == 3
 
 
+def test_an_import_that_fails_where_its_driver_library_is_absent_is_a_warning(elf_builder, tmp_path, hermetic, capsys):
+    """DeepEP's import raises its own words ("the NVIDIA driver does not expose a usable CUDA device")
+    on a machine without a driver: its extension links libcuda.so.1 and the import mapped no driver
+    library, so the failure may be this machine's, not the judged host's: a warning. A package that
+    links no driver library and fails the same way is an error."""
+    import json
+    import venv
+
+    from cudaresolve.cli import main
+
+    root = tmp_path / "venv"
+    venv.create(root, with_pip=False)
+    [target] = (root / "lib").glob("python3*/site-packages")
+    driver = elf_builder.build("libcuda.so.1", "int cuInit(int f) { return f; }\n", soname="libcuda.so.1", directory="driver")
+    raising = "raise ImportError('the NVIDIA driver does not expose a usable CUDA device')\n"
+
+    def severity(linked: list) -> list[str]:
+        where = "linked" if linked else "plain"
+        elf_builder.build("_C.so", extension("_C", "cuInit" if linked else ""), link=linked, directory=f"{where}/pkg",
+                          extra=INCLUDE)
+        site = elf_builder.root / where
+        (site / "pkg/__init__.py").write_text(raising)
+        make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_C.so"))
+        subprocess.run(["cp", "-a", f"{site}/.", str(target)], check=True)
+        main(["doctor", "--import", "--json", "--python", str(root / "bin" / "python"), "--driver", "580.65.06", "--gpu", "8.6"])
+        report = json.loads(capsys.readouterr().out)
+        return [f["severity"] for f in report["findings"] if f["check"] == "import"]
+
+    assert severity([driver]) == ["warning"]
+    assert severity([]) == ["error"]
+
+
 def test_an_observed_report_is_validated_and_its_words_made_one_printable_line(tmp_path, monkeypatch):
     """The child's report is hostile text: only what follows the last marker counts, in its shape;
     an exception's words keep no control character; a child that exits before it reports, prints
