@@ -50,7 +50,7 @@ def built(tmp_path_factory) -> Path:
 
     def wheel(name: str, version: str, files: dict[str, Path], requires: tuple[str, ...] = (), extras=()) -> None:
         members = {member: path.read_bytes() for member, path in files.items()}
-        members[f"{name.replace('-', '_')}/__init__.py"] = b""
+        members[f"{name.replace('-', '_')}/__init__.py"] = b"from . import _ext\n" if name == "skewpkg" else b""  # its import loads it
         filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=members, extras=extras)
         (found / filename).write_bytes(data)
 
