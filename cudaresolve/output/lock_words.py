@@ -46,6 +46,7 @@ from cudaresolve.resolve.reasons import (
     MajorRejection,
     MinorCompat,
     Need,
+    NeedsSetAside,
     NoBinary,
     NoDeviceCode,
     NoExtra,
@@ -218,6 +219,11 @@ def grounds(found: RejectionGrounds, of: Optional[CandidateRef]) -> str:
     if isinstance(found, BreaksInstalled):
         consumer = installed_consumer(RequiredBy(found.consumer, found.extra, installed=True))
         return f"needs {found.requirement}, and {consumer} needs {found.need}: no release fits both"
+    if isinstance(found, NeedsSetAside):
+        aside = found.set_aside
+        more = f" (and {found.more} more releases it admits)" if found.more else ""
+        return (f"needs {found.requirement}, and nothing here fits it: "
+                f"{candidate(aside.candidate)}: {grounds(aside.evidence, aside.candidate)}{more}")
     if isinstance(found, Judged):
         if found.finding is not None:
             return f"{found.check}: {shown(found.finding).message}"

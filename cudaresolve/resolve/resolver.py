@@ -80,6 +80,7 @@ from cudaresolve.resolve.reasons import (
     MajorRejection,
     MinorCompat,
     Need,
+    NeedsSetAside,
     NotNeeded,
     OlderCuda,
     Origin,
@@ -327,6 +328,8 @@ def _lock_once(
                 progress(Unjudged(warnings, tuple(c.ref for c in links.unread), budget.limit))
             for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
                 finder.rejections.add(rejection)
+            for rejection in _needs_set_aside(chosen, finder, index, markers):
+                finder.rejections.add(rejection)
             return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites, prereleases)
         for label, finding in problems:
             culprit = chosen.get(finding.subject.distribution) if finding.subject.distribution else None
@@ -366,6 +369,38 @@ def _passed_over(
                     requirement.marker = None
                     yield Rejection(other.ref, BreaksInstalled(str(requirement), held.origin.parent, str(held.requirement), held.origin.extra))
                     break
+
+
+def _needs_set_aside(chosen: dict[str, Candidate], finder: CandidateFinder, index: PackageIndex, markers: dict[str, str]) -> Iterator[Rejection]:
+    """For each name asked for whose chosen release is older than its newest candidate (the release
+    pip takes), when a requirement of that newest one admits only candidates the rules set aside
+    (resolvelib backtracked past it for that): the requirement and the newest release it admits, set
+    aside with its grounds. One release per name, whose metadata resolvelib has read already."""
+    for name in sorted(finder.asked):
+        chosen_one = chosen.get(name)
+        if chosen_one is None or chosen_one.file is None:
+            continue
+        set_aside = {rejection.candidate for rejection in finder.rejected(name)}
+        newer = [c for c in finder.candidates(name) if c.file is not None and c.version > chosen_one.version
+                 and c.ref not in set_aside and not c.version.is_prerelease]
+        if not newer:
+            continue
+        newest = max(newer, key=lambda c: c.version)
+        assert newest.file is not None
+        extras = ("", *sorted(chosen_one.extras))
+        for text in index.metadata(newest.file).requires_dist:
+            requirement = Requirement(text)
+            if requirement.marker is not None and not any(requirement.marker.evaluate({**markers, "extra": e}) for e in extras):
+                continue
+            admitted = [c for c in finder.candidates(requirement.name) if requirement.specifier.contains(c.version, prereleases=True)]
+            aside = sorted((r for r in finder.rejected(requirement.name) if not r.installed
+                            and requirement.specifier.contains(r.candidate.version, prereleases=True)),
+                           key=lambda r: r.candidate.version, reverse=True)
+            if admitted or not aside:
+                continue
+            requirement.marker = None
+            yield Rejection(newest.ref, NeedsSetAside(str(requirement), aside[0], len({r.candidate for r in aside}) - 1))
+            break
 
 
 def _fit_together(a: Requirement, b: Requirement, finder: CandidateFinder) -> bool:
