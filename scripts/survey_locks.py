@@ -30,8 +30,9 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -96,6 +97,15 @@ def locked_set(pylock: Path) -> dict[str, str]:
     return {canonical(p["name"]): p.get("version", "") for p in data.get("packages", [])}
 
 
+def set_aside(pylock: Path) -> dict[str, dict[str, str]]:
+    """name -> version -> the lock's reason for setting that release aside ([tool.cudaresolve] decisions)."""
+    if not pylock.exists():
+        return {}
+    decisions = tomllib.loads(pylock.read_text()).get("tool", {}).get("cudaresolve", {}).get("decisions", [])
+    return {canonical(d["name"]): {r["version"]: r.get("reason", r.get("rule", "")) for r in d.get("rejected", [])}
+            for d in decisions}
+
+
 def refusal_shape(stderr: str) -> dict:
     """The refusal as a person reads it: its lines, whether it fits, and its first line (the cause)."""
     lines = [line for line in stderr.splitlines() if line.strip()]
@@ -121,10 +131,13 @@ def oracle(survey: Path, stack: str, host: str) -> dict:
     return verdict
 
 
-def compare(requirement: str, locked: dict[str, str], pip: dict[str, str], on_torch: bool) -> dict:
-    """Top-level names (the requirement's distribution, and torch for a torch stack) and the whole-set diff."""
+def compare(requirement: str, locked: dict[str, str], pip: dict[str, str], on_torch: bool, aside: dict) -> dict:
+    """Top-level names (the requirement's distribution, and torch for a torch stack), with the lock's
+    reason for passing over pip's release where they differ, and the whole-set diff."""
     tops = [top_name(requirement)] + (["torch"] if on_torch and top_name(requirement) != "torch" else [])
-    top = {name: {"lock": locked.get(name), "pip": pip.get(name)} for name in tops}
+    top = {name: {"lock": locked.get(name), "pip": pip.get(name),
+                  "why": aside.get(name, {}).get(pip.get(name) or "") if locked.get(name) != pip.get(name) else None}
+           for name in tops}
     shared = set(locked) & set(pip)
     return {"top": top, "top_agrees": all(v["lock"] == v["pip"] for v in top.values()),
             "only_lock": sorted(set(locked) - set(pip) - {"pip", "setuptools", "wheel"}),
@@ -133,7 +146,7 @@ def compare(requirement: str, locked: dict[str, str], pip: dict[str, str], on_to
 
 
 def lock_cell(work: Path, stack: dict, host: str, python: str, index: str) -> dict | None:
-    cell = work / "cells" / f"{slug(stack['name'])}@{host.replace('/', '-')}"
+    cell = cell_of(work, stack["name"], host)
     result_file = cell / "result.json"
     if result_file.exists():
         return json.loads(result_file.read_text())
@@ -156,12 +169,17 @@ def lock_cell(work: Path, stack: dict, host: str, python: str, index: str) -> di
     (cell / "stderr.txt").write_text(err)
     locked = locked_set(cell / "pylock.toml") if code == 0 else {}
     result = {"stack": stack["name"], "requirement": stack["requirement"], "on_torch": stack["on_torch"], "host": host,
-              "exit": code, "seconds": seconds, "refusal": refusal_shape(err) if code == 2 else None, "locked": locked}
+              "exit": code, "seconds": seconds, "refusal": refusal_shape(err) if code == 2 else None, "locked": locked,
+}
     result_file.write_text(json.dumps(result, indent=1))
     return result
 
 
-def judged(surveys: list[Path], result: dict) -> dict:
+def cell_of(work: Path, stack: str, host: str) -> Path:
+    return work / "cells" / f"{slug(stack)}@{host.replace('/', '-')}"
+
+
+def judged(surveys: list[Path], work: Path, result: dict) -> dict:
     """The cell with pip's set and the oracle from the first survey workdir that judged its stack."""
     for survey in surveys:
         freeze_file = survey / "json" / f"{slug(result['stack'])}.freeze"
@@ -169,7 +187,7 @@ def judged(surveys: list[Path], result: dict) -> dict:
             pip = freeze_of(freeze_file.read_text())
             return result | {"survey": str(survey), "pip_installed": True,
                              "oracle": oracle(survey, result["stack"], result["host"]),
-                             "compare": compare(result["requirement"], result["locked"], pip, result["on_torch"])
+                             "compare": compare(result["requirement"], result["locked"], pip, result["on_torch"], set_aside(cell_of(work, result["stack"], result["host"]) / "pylock.toml"))
                              if result["exit"] == 0 else None}
     return result | {"survey": None, "pip_installed": False, "oracle": {"doctor_exit": None, "healthy": None, "errors": []},
                      "compare": None}
@@ -177,7 +195,7 @@ def judged(surveys: list[Path], result: dict) -> dict:
 
 def install_cell(work: Path, result: dict, keep_free: float) -> dict | None:
     """Install the cell's lock into an empty venv, the doctor for its host, then the import oracle."""
-    cell = work / "cells" / f"{slug(result['stack'])}@{result['host'].replace('/', '-')}"
+    cell = cell_of(work, result["stack"], result["host"])
     out_file = cell / "install.json"
     if out_file.exists():
         return json.loads(out_file.read_text())
@@ -246,13 +264,13 @@ def main() -> int:
     results = []
     for stack in stacks:
         for host in hosts:
-            done = work / "cells" / f"{slug(stack['name'])}@{host.replace('/', '-')}" / "result.json"
+            done = cell_of(work, stack["name"], host) / "result.json"
             if args.no_lock and not done.exists():
                 continue
             locked = lock_cell(work, stack, host, python, index)
             if locked is None:
                 continue
-            result = judged(args.survey + args.also, locked)
+            result = judged(args.survey + args.also, work, locked)
             sys.stderr.write(f"{stack['name']} @ {host}: exit {result['exit']} ({result['seconds']} s)\n")
             results.append(result)
     installed: dict[str, dict] = {}
@@ -274,34 +292,56 @@ def main() -> int:
     return 0
 
 
+def disagreement(r: dict) -> str:
+    """How a top-level difference stands: the lock names a reason and the oracle (the doctor on pip's
+    set for that host) refuses pip's set or warns about it, or not."""
+    named = all(v["why"] for v in r["compare"]["top"].values() if v["lock"] != v["pip"])
+    refused = r["oracle"]["doctor_exit"] == 2 or r["oracle"]["healthy"] is False
+    return ("named, confirmed" if named and refused else "named, pip's set passes the doctor" if named
+            else "no reason named")
+
+
 def report(results: list[dict], installed: dict[str, dict]) -> str:
     exits: dict[int, int] = {}
     for r in results:
         exits[r["exit"]] = exits.get(r["exit"], 0) + 1
     compared = [r for r in results if r["compare"]]
     agree = [r for r in compared if r["compare"]["top_agrees"]]
-    confirmed = [r for r in compared if not r["compare"]["top_agrees"] and r["oracle"]["doctor_exit"] == 2]
+    kinds: dict[str, int] = {}
+    for r in compared:
+        if not r["compare"]["top_agrees"]:
+            kinds[disagreement(r)] = kinds.get(disagreement(r), 0) + 1
     refusals = [r for r in results if r["refusal"]]
     unfit = [r for r in refusals if not r["refusal"]["fits"]]
-    judged = [o for o in installed.values() if o["install_exit"] != -1]
-    passed = [o for o in judged if o["doctor_exit"] == 0 and all(i["ok"] for i in o["imports"].values())]
+    pip_failed = [r for r in refusals if not r["pip_installed"]]
+    pip_refused = [r for r in refusals if r["pip_installed"] and (r["oracle"]["doctor_exit"] == 2 or r["oracle"]["healthy"] is False)]
+    judged_installs = [o for o in installed.values() if o["install_exit"] != -1]
+    passed = [o for o in judged_installs if o["doctor_exit"] == 0 and all(i["ok"] for i in o["imports"].values())]
     lines = [f"cells: {len(results)}; exits: " + ", ".join(f"{k}: {v}" for k, v in sorted(exits.items())),
              f"lock vs pip, top-level (cells that lock and whose stack pip installed): {len(agree)}/{len(compared)} agree; "
-             f"{len(confirmed)} differ where the doctor refuses pip's set for that host",
-             f"refusals: {len(refusals)}; not within {REFUSAL_LINES} lines of <= {REFUSAL_WIDTH} characters: {len(unfit)}",
-             f"install -> doctor (and imports) pass: {len(passed)}/{len(judged)}", ""]
+             "differ: " + ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items())),
+             f"locks where pip installs nothing: {len([r for r in results if r['exit'] == 0 and not r['pip_installed']])}",
+             f"refusals: {len(refusals)} (pip installs nothing: {len(pip_failed)}; the doctor refuses pip's set there: "
+             f"{len(pip_refused)}; other: {len(refusals) - len(pip_failed) - len(pip_refused)}); "
+             f"not within {REFUSAL_LINES} lines of <= {REFUSAL_WIDTH} characters: {len(unfit)}",
+             f"install -> doctor exit 0 and imports load: {len(passed)}/{len(judged_installs)}", ""]
     for r in results:
         tag = f"{r['stack']} @ {r['host']}: exit {r['exit']} ({r['seconds']} s)"
         if r["refusal"]:
-            tag += f"; refusal {r['refusal']['lines']} lines, widest {r['refusal']['widest']}: {r['refusal']['first'][:160]}"
+            tag += (f"; refusal {r['refusal']['lines']} lines, widest {r['refusal']['widest']}; pip's set: "
+                    f"{'not installed' if not r['pip_installed'] else 'doctor exit ' + str(r['oracle']['doctor_exit'])}: "
+                    f"{r['refusal']['first'][:200]}")
         elif r["compare"] and not r["compare"]["top_agrees"]:
-            tag += f"; differs {r['compare']['top']} (pip's set on this host: doctor exit {r['oracle']['doctor_exit']})"
+            tag += (f"; differs ({disagreement(r)}; pip's set: doctor exit {r['oracle']['doctor_exit']}, healthy "
+                    f"{r['oracle']['healthy']}): " + "; ".join(f"{n} {v['pip']} -> {v['lock']}: {(v['why'] or '')[:200]}"
+                                                             for n, v in r["compare"]["top"].items() if v["lock"] != v["pip"]))
+        elif r["exit"] == 0 and not r["pip_installed"]:
+            tag += "; pip installs nothing (wheels only)"
         lines.append(tag)
     for key, outcome in installed.items():
-        lines.append(f"install {key}: pip/install exit {outcome['install_exit']}, doctor exit {outcome['doctor_exit']}, "
-                     f"imports {outcome['imports']}, {outcome['size_mb']} MB; {outcome['findings'][:6]}")
+        lines.append(f"install {key}: install exit {outcome['install_exit']} ({outcome['seconds']} s), doctor exit "
+                     f"{outcome['doctor_exit']}, imports {outcome['imports']}, {outcome['size_mb']} MB; {outcome['findings'][:6]}")
     return "\n".join(lines) + "\n"
-
 
 if __name__ == "__main__":
     sys.exit(main())
