@@ -201,6 +201,10 @@ def install_cell(work: Path, result: dict, keep_free: float) -> dict | None:
         return json.loads(out_file.read_text())
     if shutil.disk_usage(work).free < keep_free * 2**30:
         return None
+    try:  # several runs may share WORKDIR: each cell is installed by one of them
+        os.close(os.open(cell / "install.claimed", os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return None
     venv = work / "venvs" / cell.name
     if venv.exists():
         shutil.rmtree(venv)

@@ -142,7 +142,7 @@ def unprovided_libraries(
 def _other_major_alternatives(files: Iterable[tuple[Optional[str], str]], major: Optional[int]) -> set[str]:
     """The files a package ships once per CUDA major or release (env/imports.py `alternatives`) that
     a process of the set's `major` does not load: those of another major in a group of the same
-    name that holds one of `major`."""
+    name that holds one of `major`, and the group's name without a release beside them."""
     if major is None:
         return set()
     by_owner: dict[Optional[str], list[str]] = {}
@@ -155,6 +155,10 @@ def _other_major_alternatives(files: Iterable[tuple[Optional[str], str]], major:
         for path, cuda in shipped.items():
             groups.setdefault(_release_blind(path), set()).add(cuda[0])
         unloaded |= {path for path, cuda in shipped.items() if cuda[0] != major and major in groups[_release_blind(path)]}
+        # the same name without a release (torch-memory-saver's ROCm hook, a CUDA 12 build) is not
+        # what a loader of `major` picks when that major's own file is there
+        plain = {re.sub(r"[_.-]\{\}", "", key) for key, majors in groups.items() if major in majors}
+        unloaded |= {path for path in paths if path in plain}
     return unloaded
 
 

@@ -6,7 +6,8 @@ Small gcc-built packages the tables do not know, served beside the fake CUDA uni
 requiring any wheel; `oldapp`, a CUDA 11 build (libcublas.so.11); `gompapp`, which links libgomp.so.1
 (a library of the target's system, not of any wheel), besides libcublas.so.12 on x86_64 only;
 `hookapp`, which ships one hook per CUDA major (hook_cu12.so linking libcudart.so.12 beside
-hook_cu13.so linking libcudart.so.13, as torch-memory-saver does; a process loads its major's);
+hook_cu13.so linking libcudart.so.13) and an unsuffixed hook.so linking libcudart.so.12, as
+torch-memory-saver 0.0.10 does (its loader picks `<stem>_cu<major>`; the unsuffixed one is ROCm's);
 `staticapp`, whose library links a CUDA 12.8 runtime in statically, dated by its cubins' toolkit
 note (1.0) or, with none, by its PTX ISA 8.7 alone (1.1), beside a release built with CUDA 11.4
 (0.9, PTX ISA 7.4); `mysteryapp`, whose static runtime no byte dates (PTX of an ISA no toolkit writes).
@@ -81,11 +82,11 @@ def _gomp(elf_builder, tag: str, *, cublas: bool) -> tuple[str, bytes]:
 def _hooks(elf_builder) -> tuple[str, bytes]:
     """`hookapp` 1.0: one hook library per CUDA major, each linking its major's runtime; requires nothing."""
     files = {"hookapp/__init__.py": b""}
-    for major in (12, 13):
+    for major, suffix in ((12, "_cu12"), (13, "_cu13"), (12, "")):
         runtime = _stub(elf_builder, f"libcudart.so.{major}", "cudaGetDeviceCount")
-        hook = elf_builder.build(f"hook_cu{major}.so", "extern int cudaGetDeviceCount(void);\nint f(void) { return cudaGetDeviceCount(); }\n",
-                                 link=[runtime], directory=f"hookapp{major}")
-        files[f"hookapp/hook_cu{major}.so"] = hook.read_bytes()
+        hook = elf_builder.build(f"hook{suffix}.so", "extern int cudaGetDeviceCount(void);\nint f(void) { return cudaGetDeviceCount(); }\n",
+                                 link=[runtime], directory=f"hookapp{major}{suffix}")
+        files[f"hookapp/hook{suffix}.so"] = hook.read_bytes()
     return make_wheel("hookapp", "1.0", files=files, tag=_tag())
 
 
