@@ -305,12 +305,13 @@ def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> lis
 
 
 def unjudged(note: Unjudged) -> list[str]:
-    """The warnings of a locked set the lock could not judge in full: a runtime no byte dates, and
-    the wheels whose links were not read because the lock's budget for reading them was spent."""
+    """The warnings of a locked set: a runtime no byte dates, an advisory of a deprecation (with the
+    advisory's fix), and the wheels whose links were not read because the
+    lock's budget for reading them was spent."""
     lines = []
     for finding in note.warnings:
         text = shown(finding)
-        lines.append(f"warning: {text.subject}: {text.message}")
+        lines.append(f"warning: {text.subject}: {text.message}" + (f"; fix: {text.fix}" if text.fix else ""))
     if note.unread:
         names = ", ".join(candidate(ref) for ref in note.unread)
         lines.append(f"warning: the libraries {names} link{'s' if len(note.unread) == 1 else ''} were not read: this lock's "

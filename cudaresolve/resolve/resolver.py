@@ -35,7 +35,7 @@ from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.wheel_facts import LinkBudget
-from cudaresolve.knowledge import components, cupy, torch
+from cudaresolve.knowledge import advisories, components, cupy, torch
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.causes import (
     Attempt,
@@ -119,7 +119,7 @@ class Judging:
 class Unjudged:
     """Said once a set is locked: what the lock could not judge of it, left to the doctor after install."""
 
-    warnings: tuple[Finding, ...]  # of the runtimes linked wheels carry: one no byte dates
+    warnings: tuple[Finding, ...]  # a runtime a linked wheel carries that no byte dates; an advisory of a deprecation
     unread: tuple[CandidateRef, ...]  # wheels whose links were not read: the lock's budget was spent
     budget: int  # that budget, in bytes
 
@@ -316,14 +316,13 @@ def _lock_once(
             roots = roots + linked
             continue
         floors = {label: runtime_floors(plan, links, host) for label, host in hosts}
-        problems = [
-            (label, finding)
-            for label, host in hosts
-            for finding in judge(plan, host).findings + tuple(floors[label])
-            if refuses(finding) and _key(finding) not in baseline and not allowed(finding, inputs.policy.allow_advisories)
-        ]
+        found = [(label, finding) for label, host in hosts for finding in judge(plan, host).findings + tuple(floors[label])]
+        problems = [(label, finding) for label, finding in found
+                    if refuses(finding) and _key(finding) not in baseline and not allowed(finding, inputs.policy.allow_advisories)]
         if not problems:
-            warnings = tuple(dict.fromkeys(f for found in floors.values() for f in found if not refuses(f)))
+            said = [f for found_floors in floors.values() for f in found_floors if not refuses(f)]
+            said += [f for _, f in found if f.check == Check.ADVISORY and deprecated(f) and _key(f) not in baseline]
+            warnings = tuple(dict.fromkeys(said))
             if progress and (warnings or links.unread):
                 progress(Unjudged(warnings, tuple(c.ref for c in links.unread), budget.limit))
             for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
@@ -589,8 +588,16 @@ def judged(finding: Finding) -> Judged:
 
 
 def refuses(finding: Finding) -> bool:
-    """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory)."""
-    return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY
+    """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory),
+    but for an advisory of a deprecation (`deprecated`), which the lock says as the doctor does."""
+    return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY and not deprecated(finding)
+
+
+def deprecated(finding: Finding) -> bool:
+    """An advisory data/advisories.toml marks `sets_aside = false`: a deprecation that breaks nothing
+    yet (numba's built-in CUDA target, which sglang 0.5.23's numba 0.65.1 still has)."""
+    problem = finding.problem
+    return isinstance(problem, KnownBadRelease) and any(a.id == problem.advisory and not a.sets_aside for a in advisories.load())
 
 
 def _key(finding: Finding) -> FindingKey:
