@@ -101,9 +101,12 @@ def set_aside(pylock: Path) -> dict[str, dict[str, str]]:
     """name -> version -> the lock's reason for setting that release aside ([tool.cudaresolve] decisions)."""
     if not pylock.exists():
         return {}
-    decisions = tomllib.loads(pylock.read_text()).get("tool", {}).get("cudaresolve", {}).get("decisions", [])
-    return {canonical(d["name"]): {r["version"]: r.get("reason", r.get("rule", "")) for r in d.get("rejected", [])}
-            for d in decisions}
+    tool = tomllib.loads(pylock.read_text()).get("tool", {}).get("cudaresolve", {})
+    reasons = {canonical(d["name"]): {r["version"]: r.get("reason", r.get("rule", "")) for r in d.get("rejected", [])}
+               for d in tool.get("decisions", [])}
+    major = tool.get("cuda-major", {})  # a CUDA major the hosts refuse: why no build of it was taken
+    reasons[""] = {str(r["major"]): f"CUDA {r['major']}: {r.get('reason', r.get('rule', ''))}" for r in major.get("rejected", [])}
+    return reasons
 
 
 def refusal_shape(stderr: str) -> dict:
@@ -134,10 +137,14 @@ def oracle(survey: Path, stack: str, host: str) -> dict:
 def compare(requirement: str, locked: dict[str, str], pip: dict[str, str], on_torch: bool, aside: dict) -> dict:
     """Top-level names (the requirement's distribution, and torch for a torch stack), with the lock's
     reason for passing over pip's release where they differ, and the whole-set diff."""
-    tops = [top_name(requirement)] + (["torch"] if on_torch and top_name(requirement) != "torch" else [])
-    top = {name: {"lock": locked.get(name), "pip": pip.get(name),
-                  "why": aside.get(name, {}).get(pip.get(name) or "") if locked.get(name) != pip.get(name) else None}
-           for name in tops}
+    # torch for a torch stack whose lock holds torch (pip's torch stacks start from a torch venv: a
+    # stack that does not require torch has it there only for that)
+    tops = [top_name(requirement)] + (["torch"] if on_torch and top_name(requirement) != "torch" and "torch" in locked else [])
+    top = {name: {"lock": locked.get(name), "pip": pip.get(name), "why": None} for name in tops}
+    for name, pair in top.items():
+        if pair["lock"] != pair["pip"]:
+            by_major = aside.get("", {}).get((pair["pip"] or "").split(".")[0], "")  # cuda-toolkit 13.5.0: CUDA 13 refused
+            pair["why"] = aside.get(name, {}).get(pair["pip"] or "") or (by_major if name.startswith("cuda-") else "")
     shared = set(locked) & set(pip)
     return {"top": top, "top_agrees": all(v["lock"] == v["pip"] for v in top.values()),
             "only_lock": sorted(set(locked) - set(pip) - {"pip", "setuptools", "wheel"}),
