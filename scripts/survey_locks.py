@@ -285,6 +285,10 @@ def main() -> int:
             sys.stderr.write(f"{stack['name']} @ {host}: exit {result['exit']} ({result['seconds']} s)\n")
             results.append(result)
     installed: dict[str, dict] = {}
+    for result in results:  # installs judged by an earlier run
+        done_install = cell_of(work, result["stack"], result["host"]) / "install.json"
+        if done_install.exists():
+            installed[f"{result['stack']}@{result['host']}"] = json.loads(done_install.read_text())
     if args.install:
         locked = [r for r in results if r["exit"] == 0]
         firsts = {r["stack"]: r for r in reversed(locked)}  # one cell per stack first, then the rest

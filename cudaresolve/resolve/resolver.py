@@ -327,7 +327,7 @@ def _lock_once(
                 progress(Unjudged(warnings, tuple(c.ref for c in links.unread), budget.limit))
             for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
                 finder.rejections.add(rejection)
-            for rejection in _needs_set_aside(chosen, finder, index, markers):
+            for rejection in _needs_set_aside(chosen, roots + constraints, finder, index, markers):
                 finder.rejections.add(rejection)
             return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites, prereleases)
         for label, finding in problems:
@@ -370,18 +370,23 @@ def _passed_over(
                     break
 
 
-def _needs_set_aside(chosen: dict[str, Candidate], finder: CandidateFinder, index: PackageIndex, markers: dict[str, str]) -> Iterator[Rejection]:
-    """For each name asked for whose chosen release is older than its newest candidate (the release
-    pip takes), when a requirement of that newest one admits only candidates the rules set aside
-    (resolvelib backtracked past it for that): the requirement and the newest release it admits, set
-    aside with its grounds. One release per name, whose metadata resolvelib has read already."""
+def _needs_set_aside(
+    chosen: dict[str, Candidate], wanted: Sequence[Need], finder: CandidateFinder, index: PackageIndex, markers: dict[str, str]
+) -> Iterator[Rejection]:
+    """For each name asked for whose chosen release is older than its newest candidate that the
+    requests and constraints on it admit (the release pip takes), when a requirement of that newest
+    one admits only candidates the rules set aside (resolvelib backtracked past it for that): the
+    requirement and the newest release it admits, set aside with its grounds. One release per name,
+    whose metadata resolvelib has read already."""
     for name in sorted(finder.asked):
         chosen_one = chosen.get(name)
         if chosen_one is None or chosen_one.file is None:
             continue
         set_aside = {rejection.candidate for rejection in finder.rejected(name)}
+        on_name = [need.requirement.specifier for need in wanted if canonicalize_name(need.name) == name]
         newer = [c for c in finder.candidates(name) if c.file is not None and c.version > chosen_one.version
-                 and c.ref not in set_aside and not c.version.is_prerelease]
+                 and c.ref not in set_aside and not c.version.is_prerelease
+                 and all(specifier.contains(c.version, prereleases=True) for specifier in on_name)]
         if not newer:
             continue
         newest = max(newer, key=lambda c: c.version)

@@ -2,7 +2,8 @@
 release nothing here fits. On the real survey, `lock sglang --gpu 6.1` took sglang 0.5.2 while pip takes
 0.5.23, whose `torch==2.14.1` has no build with code for the GPU, and said only "the newest release
 that fits". On the fake CUDA index, llmish 2.0 pins torch==2.14.1 and llmish 1.0 needs no torch; a
-driver 470 (CUDA 11.4) runs no build of torch 2.14.1."""
+driver 470 (CUDA 11.4) runs no build of torch 2.14.1. A constraint caps llmish below 3.0, as pip's
+configuration caps torchvision here: the release pip takes is 2.0, and that is the one explained."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("hermetic")
 
 @pytest.fixture
 def llmish(server) -> str:
-    for version, requires in (("2.0", ("torch==2.14.1",)), ("1.0", ())):
+    for version, requires in (("3.0", ()), ("2.0", ("torch==2.14.1",)), ("1.0", ())):
         filename, data = make_wheel("llmish", version, requires=requires)
         server.add(filename, data)
     return server.url + "/simple"
@@ -26,7 +27,8 @@ def llmish(server) -> str:
 
 def test_the_lock_says_why_it_passed_over_the_release_pip_takes(cuda_index, llmish, empty_python, tmp_path, capsys):
     out = tmp_path / "pylock.toml"
-    code = main(["lock", "-q", "llmish", "--driver", "470.256.02", "--gpu", "8.6", "--python", empty_python,
+    (tmp_path / "c.txt").write_text("llmish<3\n")
+    code = main(["lock", "-q", "llmish", "-c", str(tmp_path / "c.txt"), "--driver", "470.256.02", "--gpu", "8.6", "--python", empty_python,
                  "--index-url", cuda_index.index_url, "--extra-index-url", llmish,
                  "--torch-index-base", cuda_index.torch_index_base, "-o", str(out)])
     said = capsys.readouterr()
