@@ -47,6 +47,7 @@ class Advisory:
     fixed_in: tuple[str, ...] = field(default=(), metadata=REQUIREMENT)  # NAME==VERSION, first release without it
     confidence: str = field(default="H", metadata=CONFIDENCE)
     note: Optional[str] = None
+    sets_aside: bool = True  # false: a deprecation, not a breakage; the lock takes the release and warns
 
 
 @dataclass(frozen=True)

@@ -225,10 +225,25 @@ def _value(kind: Any, value: Any, where: str, name: str) -> Any:
         return _rule(fields.extra if name in ("extra", "added_extras", "extras") else fields.text, value, where)
     if kind is Build or kind is CandidateRef or kind is GpuRef:
         return _record(kind, _table(value, where), where)
+    if kind is Rejection:
+        return _nested_rejection(_table(value, where), where)
     # an origin: one of several records, named by its kind
     table = _table(value, where)
     origin = _enum(OriginKind, table.get("kind"), _join(where, "kind"))
     return _record(ORIGINS[origin], {k: v for k, v in table.items() if k != "kind"}, where)
+
+
+def _nested_rejection(table: dict[str, Any], where: str) -> Rejection:
+    """A rejection inside another's evidence (NeedsSetAside.set_aside), one level deep at most."""
+    candidate = _record(CandidateRef, _table(_required(table, "candidate", where), _join(where, "candidate")), _join(where, "candidate"))
+    grounds = _table(_required(table, "evidence", where), _join(where, "evidence"))
+    rule = _enum(Rule, grounds.get("rule"), _join(where, "evidence.rule"))
+    if rule is Rule.NEEDS_SET_ASIDE:
+        raise Bad(_join(where, "evidence.rule"), f"{rule.value!r} inside {rule.value!r}")
+    installed = table.get("installed", False)
+    if not isinstance(installed, bool):
+        raise Bad(_join(where, "installed"), f"expected true or false, got {fields.shown(installed)}")
+    return Rejection(candidate, _record(GROUNDS[rule], grounds, _join(where, "evidence")), installed)
 
 
 def _number(value: Any, where: str) -> int:

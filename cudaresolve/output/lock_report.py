@@ -27,7 +27,7 @@ from cudaresolve.output.progress import counted
 from cudaresolve.resolve.causes import Cause, Conflict, GaveUp, NoProvider, NoSolution, Refused, TooDeep, Unsatisfiable
 from cudaresolve.resolve.check import Skipped
 from cudaresolve.resolve.lock import Fork, Lock, LockedPackage, LockedSdist, LockedWheel, Reason, ReasonKind
-from cudaresolve.resolve.reasons import MajorRejection, Need, Origin, Rejection
+from cudaresolve.resolve.reasons import MajorRejection, Need, NeedsSetAside, Origin, Rejection
 from cudaresolve.resolve.targets import LockTarget, target_marker
 
 SCHEMA = 1
@@ -42,8 +42,12 @@ def render_text(lock: Lock, *, explain: bool, targets: Sequence[LockTarget] = ()
         lines[1:1] = [f"  target {target_words(t)}" for t in targets]
     pins = [f"{p.name}=={p.version}" + (f" ; {p.marker}" if p.marker and lock.environments else "") for p in lock.packages]
     width = max((len(pin) for pin in pins), default=0)
+    passed_over = {d.name: r for d in lock.decisions for r in d.rejected if isinstance(r.evidence, NeedsSetAside)}
     for pin, package in zip(pins, lock.packages):
-        lines.append(f"  {pin:<{width}}  {lock_words.reason(package)}")
+        said = lock_words.reason(package)
+        if package.name in passed_over and not explain:  # why not the release pip takes, said once
+            said += f"; not {passed_over[package.name].candidate.version}: {lock_words.rejection(passed_over[package.name])}"
+        lines.append(f"  {pin:<{width}}  {said}")
     if explain:
         for decision in lock.decisions:
             chose = candidate(decision.chosen) if decision.chosen else "nothing"

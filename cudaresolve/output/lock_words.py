@@ -46,6 +46,7 @@ from cudaresolve.resolve.reasons import (
     MajorRejection,
     MinorCompat,
     Need,
+    NeedsSetAside,
     NoBinary,
     NoDeviceCode,
     NoExtra,
@@ -218,6 +219,11 @@ def grounds(found: RejectionGrounds, of: Optional[CandidateRef]) -> str:
     if isinstance(found, BreaksInstalled):
         consumer = installed_consumer(RequiredBy(found.consumer, found.extra, installed=True))
         return f"needs {found.requirement}, and {consumer} needs {found.need}: no release fits both"
+    if isinstance(found, NeedsSetAside):
+        aside = found.set_aside
+        more = f" (and {found.more} more releases it admits)" if found.more else ""
+        return (f"needs {found.requirement}, and nothing here fits it: "
+                f"{candidate(aside.candidate)}: {grounds(aside.evidence, aside.candidate)}{more}")
     if isinstance(found, Judged):
         if found.finding is not None:
             return f"{found.check}: {shown(found.finding).message}"
@@ -299,12 +305,13 @@ def grouped(rejections: Sequence[Rejection], *, every_rule: bool = False) -> lis
 
 
 def unjudged(note: Unjudged) -> list[str]:
-    """The warnings of a locked set the lock could not judge in full: a runtime no byte dates, and
-    the wheels whose links were not read because the lock's budget for reading them was spent."""
+    """The warnings of a locked set: a runtime no byte dates, an advisory of a deprecation (with the
+    advisory's fix), and the wheels whose links were not read because the
+    lock's budget for reading them was spent."""
     lines = []
     for finding in note.warnings:
         text = shown(finding)
-        lines.append(f"warning: {text.subject}: {text.message}")
+        lines.append(f"warning: {text.subject}: {text.message}" + (f"; fix: {text.fix}" if text.fix else ""))
     if note.unread:
         names = ", ".join(candidate(ref) for ref in note.unread)
         lines.append(f"warning: the libraries {names} link{'s' if len(note.unread) == 1 else ''} were not read: this lock's "

@@ -269,15 +269,17 @@ def judged_by_binaries(name: str, version: Version, filename: str, machine: str,
     An NVIDIA component's CUDA is data by name and version (data/components.toml): it joins with
     the table's row for it; a release without a row is read when the component binds another
     wheel's versioned symbols (cuSPARSE: nvJitLink's), whose floor only its own bytes give, or, with
-    `gpus` stated, when the component's releases carry device code (cuDNN), which only its own bytes
-    give; otherwise it joins with its metadata alone. Other wheels join the plan with their metadata alone
-    (their files are judged by `doctor` after install)."""
+    `gpus` stated, when the component's releases carry device code (cuDNN) or the table holds no
+    release of it (cuSPARSELt for CUDA 12), which only its own bytes tell; otherwise it joins with its
+    metadata alone. Other wheels join the plan with their metadata alone (their files are judged by
+    `doctor` after install)."""
     if components.carries_own_runtime(name) or _plugin_or_host(name):
         return True
     if wheel_facts.find(name, str(version), filename) is not None:
         return True
     if components.for_dist(name):
-        return read_needed(name, version, filename, machine) or (gpus and wheel_facts.carries_device_code(name, machine))
+        unknown = not wheel_facts.releases(name, machine)  # no row of any release: its device code is not known
+        return read_needed(name, version, filename, machine) or (gpus and (unknown or wheel_facts.carries_device_code(name, machine)))
     return bool(wheel_facts.releases(name, machine))
 
 

@@ -175,11 +175,23 @@ class FactsUnknown:
     why: str  # why the wheel could not be read
 
 
+@dataclass(frozen=True)
+class NeedsSetAside:
+    """A newer release of a name asked for that the resolution passed over because one of its
+    requirements admits only releases the rules set aside here (sglang 0.5.23 needs torch==2.14.1,
+    whose builds all lack code for the GPU): why the lock takes an older release than pip would."""
+
+    rule: ClassVar[Rule] = Rule.NEEDS_SET_ASIDE
+    requirement: str  # what the release needs: "torch==2.14.1"
+    set_aside: Rejection  # the newest release that requirement admits, and why it was set aside
+    more: int = 0  # how many other releases it admits were set aside too
+
+
 # Why a candidate was set aside: the rule's facts (a lock file writes them under `evidence`).
 RejectionGrounds = Union[
     SdistOnly, NoBinary, RequiresPython, NoWheel, Yanked, DriverTooOld, NoDeviceCode, ToolkitTargets, ShadowsConda,
     OtherMajor, Judged, OlderCuda, NotNeeded, PreReleaseNotAllowed, CpuOnly, NoExtra, MinorCompat, BreaksInstalled,
-    SbsaOnJetson, FactsUnknown, BelowPackageFloor,
+    SbsaOnJetson, FactsUnknown, BelowPackageFloor, NeedsSetAside,
 ]
 GROUNDS: dict[Rule, type] = {kind.rule: kind for kind in RejectionGrounds.__args__}  # type: ignore[attr-defined]
 DoesNotRun = Union[DriverTooOld, NoDeviceCode, SbsaOnJetson, BelowPackageFloor]  # a build against a host's driver, GPUs and CUDA

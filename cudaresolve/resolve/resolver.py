@@ -35,7 +35,7 @@ from cudaresolve.errors import UsageError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.wheel_facts import LinkBudget
-from cudaresolve.knowledge import components, cupy, torch
+from cudaresolve.knowledge import advisories, components, cupy, torch
 from cudaresolve.resolve.candidates import Candidate, CandidateFinder
 from cudaresolve.resolve.causes import (
     Attempt,
@@ -80,6 +80,7 @@ from cudaresolve.resolve.reasons import (
     MajorRejection,
     MinorCompat,
     Need,
+    NeedsSetAside,
     NotNeeded,
     OlderCuda,
     Origin,
@@ -118,7 +119,7 @@ class Judging:
 class Unjudged:
     """Said once a set is locked: what the lock could not judge of it, left to the doctor after install."""
 
-    warnings: tuple[Finding, ...]  # of the runtimes linked wheels carry: one no byte dates
+    warnings: tuple[Finding, ...]  # a runtime a linked wheel carries that no byte dates; an advisory of a deprecation
     unread: tuple[CandidateRef, ...]  # wheels whose links were not read: the lock's budget was spent
     budget: int  # that budget, in bytes
 
@@ -315,17 +316,18 @@ def _lock_once(
             roots = roots + linked
             continue
         floors = {label: runtime_floors(plan, links, host) for label, host in hosts}
-        problems = [
-            (label, finding)
-            for label, host in hosts
-            for finding in judge(plan, host).findings + tuple(floors[label])
-            if refuses(finding) and _key(finding) not in baseline and not allowed(finding, inputs.policy.allow_advisories)
-        ]
+        found = [(label, finding) for label, host in hosts for finding in judge(plan, host).findings + tuple(floors[label])]
+        problems = [(label, finding) for label, finding in found
+                    if refuses(finding) and _key(finding) not in baseline and not allowed(finding, inputs.policy.allow_advisories)]
         if not problems:
-            warnings = tuple(dict.fromkeys(f for found in floors.values() for f in found if not refuses(f)))
+            said = [f for found_floors in floors.values() for f in found_floors if not refuses(f)]
+            said += [f for _, f in found if f.check == Check.ADVISORY and deprecated(f) and _key(f) not in baseline]
+            warnings = tuple(dict.fromkeys(said))
             if progress and (warnings or links.unread):
                 progress(Unjudged(warnings, tuple(c.ref for c in links.unread), budget.limit))
             for rejection in _passed_over(chosen, kept_needs.values(), finder, index, markers):
+                finder.rejections.add(rejection)
+            for rejection in _needs_set_aside(chosen, roots + constraints, finder, index, markers):
                 finder.rejections.add(rejection)
             return _as_lock(chosen, origins, finder, hosts, index, markers, rewrites, prereleases)
         for label, finding in problems:
@@ -366,6 +368,43 @@ def _passed_over(
                     requirement.marker = None
                     yield Rejection(other.ref, BreaksInstalled(str(requirement), held.origin.parent, str(held.requirement), held.origin.extra))
                     break
+
+
+def _needs_set_aside(
+    chosen: dict[str, Candidate], wanted: Sequence[Need], finder: CandidateFinder, index: PackageIndex, markers: dict[str, str]
+) -> Iterator[Rejection]:
+    """For each name asked for whose chosen release is older than its newest candidate that the
+    requests and constraints on it admit (the release pip takes), when a requirement of that newest
+    one admits only candidates the rules set aside (resolvelib backtracked past it for that): the
+    requirement and the newest release it admits, set aside with its grounds. One release per name,
+    whose metadata resolvelib has read already."""
+    for name in sorted(finder.asked):
+        chosen_one = chosen.get(name)
+        if chosen_one is None or chosen_one.file is None:
+            continue
+        set_aside = {rejection.candidate for rejection in finder.rejected(name)}
+        on_name = [need.requirement.specifier for need in wanted if canonicalize_name(need.name) == name]
+        newer = [c for c in finder.candidates(name) if c.file is not None and c.version > chosen_one.version
+                 and c.ref not in set_aside and not c.version.is_prerelease
+                 and all(specifier.contains(c.version, prereleases=True) for specifier in on_name)]
+        if not newer:
+            continue
+        newest = max(newer, key=lambda c: c.version)
+        assert newest.file is not None
+        extras = ("", *sorted(chosen_one.extras))
+        for text in index.metadata(newest.file).requires_dist:
+            requirement = Requirement(text)
+            if requirement.marker is not None and not any(requirement.marker.evaluate({**markers, "extra": e}) for e in extras):
+                continue
+            admitted = [c for c in finder.candidates(requirement.name) if requirement.specifier.contains(c.version, prereleases=True)]
+            aside = sorted((r for r in finder.rejected(requirement.name) if not r.installed
+                            and requirement.specifier.contains(r.candidate.version, prereleases=True)),
+                           key=lambda r: r.candidate.version, reverse=True)
+            if admitted or not aside:
+                continue
+            requirement.marker = None
+            yield Rejection(newest.ref, NeedsSetAside(str(requirement), aside[0], len({r.candidate for r in aside}) - 1))
+            break
 
 
 def _fit_together(a: Requirement, b: Requirement, finder: CandidateFinder) -> bool:
@@ -554,8 +593,16 @@ def judged(finding: Finding) -> Judged:
 
 
 def refuses(finding: Finding) -> bool:
-    """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory)."""
-    return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY
+    """What a lock must not bring: an error, or a known-bad release (an advisory; --allow-advisory),
+    but for an advisory of a deprecation (`deprecated`), which the lock says as the doctor does."""
+    return finding.severity == Severity.ERROR or finding.check == Check.ADVISORY and not deprecated(finding)
+
+
+def deprecated(finding: Finding) -> bool:
+    """An advisory data/advisories.toml marks `sets_aside = false`: a deprecation that breaks nothing
+    yet (numba's built-in CUDA target, which sglang 0.5.23's numba 0.65.1 still has)."""
+    problem = finding.problem
+    return isinstance(problem, KnownBadRelease) and any(a.id == problem.advisory and not a.sets_aside for a in advisories.load())
 
 
 def _key(finding: Finding) -> FindingKey:

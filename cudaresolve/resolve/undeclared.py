@@ -25,6 +25,7 @@ May import: packaging, binary/ (facts, loader), env/, knowledge/components, chec
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
@@ -34,6 +35,7 @@ from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.checks.builds import build_of, cuda_builds
 from cudaresolve.env.environment import Environment
+from cudaresolve.env.imports import alternatives
 from cudaresolve.knowledge import components
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.reasons import CandidateRef
@@ -105,11 +107,12 @@ def unprovided_libraries(
         for row in components.for_dist(dist.name, str(dist.version)) if dist.kind != "conda" else ():
             provided.update(row.sonames)
     conda = {dist.name for dist in plan.distributions if dist.kind == "conda"}
+    unloaded = _other_major_alternatives([(owner, path) for owner, path, _ in files], major)
     found: dict[tuple[str, str], Unprovided] = {}
     for owner_name, path, facts in files:
         owner = wheels.get(owner_name or "")
-        if owner is None:
-            continue
+        if owner is None or path in unloaded:
+            continue  # unloaded: a per-major alternative (torch-memory-saver's *_cu12 hook beside *_cu13)
         build = build_of(plan, owner.name, path)
         if build is not None and (not build.selected or major is not None and build.cuda_major not in (None, major)):
             continue  # a build of the package its import does not load here (cuda-cccl's cu13/ in a CUDA 12 set)
@@ -134,6 +137,34 @@ def unprovided_libraries(
                 tuple(row for row in rows if row.cuda_major != major_here),
             )
     return tuple(found[key] for key in sorted(found))
+
+
+def _other_major_alternatives(files: Iterable[tuple[Optional[str], str]], major: Optional[int]) -> set[str]:
+    """The files a package ships once per CUDA major or release (env/imports.py `alternatives`) that
+    a process of the set's `major` does not load: those of another major in a group of the same
+    name that holds one of `major`, and the group's name without a release beside them."""
+    if major is None:
+        return set()
+    by_owner: dict[Optional[str], list[str]] = {}
+    for owner, path in files:
+        by_owner.setdefault(owner, []).append(path)
+    unloaded: set[str] = set()
+    for paths in by_owner.values():
+        shipped = alternatives(path for path in paths if ".so" in os.path.basename(path))
+        groups: dict[str, set[int]] = {}
+        for path, cuda in shipped.items():
+            groups.setdefault(_release_blind(path), set()).add(cuda[0])
+        unloaded |= {path for path, cuda in shipped.items() if cuda[0] != major and major in groups[_release_blind(path)]}
+        # the same name without a release (torch-memory-saver's ROCm hook, a CUDA 12 build) is not
+        # what a loader of `major` picks when that major's own file is there
+        plain = {re.sub(r"[_.-]\{\}", "", key) for key, majors in groups.items() if major in majors}
+        unloaded |= {path for path in paths if path in plain}
+    return unloaded
+
+
+def _release_blind(path: str) -> str:
+    """`path` with its CUDA release taken out (hook_cu12.so and hook_cu13.so are one name)."""
+    return re.sub(r"(?:cuda|cu)\d{2,3}", "{}", path)
 
 
 def _has(plan: Environment, component: str, major: int, system: bool) -> bool:

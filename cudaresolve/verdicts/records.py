@@ -39,6 +39,7 @@ class Rule(enum.Enum):
     SBSA_ON_JETSON = "sbsa-on-jetson"
     FACTS_UNKNOWN = "facts-unknown"
     PACKAGE_FLOOR = "package-floor"
+    NEEDS_SET_ASIDE = "needs-set-aside"
 
 
 @dataclass(frozen=True)

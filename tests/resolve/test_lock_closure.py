@@ -5,6 +5,9 @@ Small gcc-built packages the tables do not know, served beside the fake CUDA uni
 (tests/fake_cuda_index.py) on 127.0.0.1: `linkapp`, whose extension links libcublas.so.12 without
 requiring any wheel; `oldapp`, a CUDA 11 build (libcublas.so.11); `gompapp`, which links libgomp.so.1
 (a library of the target's system, not of any wheel), besides libcublas.so.12 on x86_64 only;
+`hookapp`, which ships one hook per CUDA major (hook_cu12.so linking libcudart.so.12 beside
+hook_cu13.so linking libcudart.so.13) and an unsuffixed hook.so linking libcudart.so.12, as
+torch-memory-saver 0.0.10 does (its loader picks `<stem>_cu<major>`; the unsuffixed one is ROCm's);
 `staticapp`, whose library links a CUDA 12.8 runtime in statically, dated by its cubins' toolkit
 note (1.0) or, with none, by its PTX ISA 8.7 alone (1.1), beside a release built with CUDA 11.4
 (0.9, PTX ISA 7.4); `mysteryapp`, whose static runtime no byte dates (PTX of an ISA no toolkit writes).
@@ -76,6 +79,17 @@ def _gomp(elf_builder, tag: str, *, cublas: bool) -> tuple[str, bytes]:
     return make_wheel("gompapp", "1.0", files={"gompapp/__init__.py": b"", "gompapp/_ext.so": ext.read_bytes()}, tag=tag)
 
 
+def _hooks(elf_builder) -> tuple[str, bytes]:
+    """`hookapp` 1.0: one hook library per CUDA major, each linking its major's runtime; requires nothing."""
+    files = {"hookapp/__init__.py": b""}
+    for major, suffix in ((12, "_cu12"), (13, "_cu13"), (12, "")):
+        runtime = _stub(elf_builder, f"libcudart.so.{major}", "cudaGetDeviceCount")
+        hook = elf_builder.build(f"hook{suffix}.so", "extern int cudaGetDeviceCount(void);\nint f(void) { return cudaGetDeviceCount(); }\n",
+                                 link=[runtime], directory=f"hookapp{major}{suffix}")
+        files[f"hookapp/hook{suffix}.so"] = hook.read_bytes()
+    return make_wheel("hookapp", "1.0", files=files, tag=_tag())
+
+
 def _static(elf_builder, name: str, *, note: bool, isa: str) -> bytes:
     """A library laid out as nvcc's host code with `-cudart static` leaves one (tests/test_elf.py
     `static_library`): an sm_86 cubin (ELF ABI 8 with the 12.8 toolkit note, else ABI 7 without)
@@ -107,6 +121,7 @@ def closure_index(cuda_index, elf_builder):
     server.add(*make_wheel("mysteryapp", "1.0", files={"mysteryapp/__init__.py": b"", "mysteryapp/_core.so": mystery}, tag=_tag()))
     server.add(*_gomp(elf_builder, _tag(), cublas=True))
     server.add(*_gomp(elf_builder, "py3-none-manylinux_2_17_aarch64", cublas=False))
+    server.add(*_hooks(elf_builder))
     server.start()
     yield ("--index-url", server.url + "/simple", "--torch-index-base", server.url)
     server.stop()
@@ -336,3 +351,13 @@ def test_the_closure_needs_only_table_sonames_and_skips_an_optional_layer():
     assert (found.consumer.name, found.file, found.soname) == ("linkapp", "linkapp/_ext.so", "libcublas.so.12")
     assert [row.dist for row in found.providers] == ["nvidia-cublas-cu12"]
     assert unprovided_libraries(plan, chosen[:2], 12, system=False, links={"numba": links["numba"]}) == ()
+
+
+def test_a_hook_of_another_major_beside_its_own_does_not_refuse_the_major(run, closure_index, empty_python, tmp_path):
+    """On the real survey, torch-memory-saver's *_cu12 hook beside its *_cu13 one made the lock refuse
+    CUDA 13 for sglang on a 580 driver ("links libcudart.so.12, which no wheel of CUDA 13 installs")
+    and fall back to an old CUDA 12 set. A process loads the hook of its own major only."""
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "hookapp", "--driver", "580.65.06", "--gpu", "8.6", *closure_index)
+    assert code == 0, err
+    assert lock["hookapp"] == "1.0" and lock["nvidia-cuda-runtime"].startswith("13."), lock
+    assert "nvidia-cuda-runtime-cu12" not in lock, lock

@@ -104,3 +104,20 @@ def test_a_release_whose_wheel_cannot_be_read_is_refused_as_not_known(cudnn_link
     assert (f"nvidia-cudnn-cu12 {UNKNOWN}: its binaries are not known (no table row) and its wheel could not be read: "
             "--offline") in err
     assert not (tmp_path / "pylock.toml").exists()
+
+
+def test_a_component_the_table_holds_no_release_of_is_read_for_a_stated_gpu(tmp_path, elf_builder, empty_python, capsys):
+    """On the real survey, torch 2.7.1's nvidia-cusparselt-cu12 0.6.3 (sm_80 to sm_90 only; the table
+    holds no release of it) was locked for a 6.1 GPU unread, and the doctor refused it after install."""
+    assert not wheel_facts.releases("nvidia-cusparselt-cu12", "x86_64")
+    links, scratch = tmp_path / "links", tmp_path / "scratch"
+    links.mkdir()
+    scratch.mkdir()
+    member = "nvidia/cusparselt/lib/libcusparseLt.so.0"
+    fatbin = container(*(entry(2, sm, cubin(sm), version=(1, 7)) for sm in (80, 86, 90)))
+    library = _compile(Library(member, "libcusparseLt.so.0", ("cusparseLtInit",), fatbin=fatbin), scratch)
+    filename, data = make_wheel("nvidia-cusparselt-cu12", "0.6.3", tag=TAG, files={member: library})
+    (links / filename).write_bytes(data)
+    code, _, err = lock(capsys, links, empty_python, tmp_path / "pylock.toml", "nvidia-cusparselt-cu12")
+    assert code == 2, err
+    assert "6.1" in err and "0.6.3" in err, err
