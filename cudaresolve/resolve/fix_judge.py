@@ -10,8 +10,8 @@ change of the installed set this room can plan); the others pass as they are. An
 be read (the PyTorch index from a machine that cannot reach it) refuses the fixes that need it, saying
 so, and the others are judged as usual; a page --offline has not cached is a release not offered, said so.
 
-May import: checks/ (the judge, fixes, builds), compat, env/, host facts, index/ (access, cache, pages),
-resolve/ (candidates, planned).
+May import: checks/ (the judge, fixes, builds, suggestions), compat, env/, host facts, index/ (access, cache,
+pages), knowledge/ (components, toolkit pins), resolve/ (candidates, planned).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Iterator, Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
 
 from cudaresolve.binary.wheel import WheelError
 from cudaresolve.checks import fixes as f
@@ -28,12 +29,15 @@ from cudaresolve.checks import judge
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.findings import Finding, Severity
 from cudaresolve.checks.problems import NoDeviceCode
+from cudaresolve.checks.suggest import majors_targeting, newest_targeting, other_major_wheels
 from cudaresolve.compat import driver_verdict
+from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
 from cudaresolve.index.http import IndexAccessError
+from cudaresolve.knowledge import components, toolkit_pins
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.versions import CudaVersion
@@ -122,31 +126,78 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
                       index: PackageIndex, offline: bool = False) -> Optional[f.Fix]:
     """For a package without code for a GPU, where the tables name no release: the newest release
     the indexes offer (of the newer ones when the installed build predates the GPU's first CUDA)
-    whose own binaries, read on demand, run on every GPU here, judged as any fix; NoFixFound naming
-    each release read when none does; None when the indexes offer no other release."""
+    whose own binaries, read on demand, run on every GPU here, judged as any fix. A release of a
+    CUDA major no toolkit of which targets the GPUs is not tried (CUDA 13 for a Pascal GPU); one of
+    another major than the installed comes in place of the NVIDIA wheels the package alone pulls in
+    (cuda-toolkit[all] 12.9.1 for 13.5.0), and a component nothing requires may be the same
+    component's wheel of that major (nvidia-cufft-cu12 for nvidia-cufft). NoFixFound naming each
+    release read when none does, or that no release of a major with the GPUs' code is offered;
+    None when the indexes offer no other release."""
     name = finding.subject.distribution
     dist = env.distribution(name) if name else None
     if dist is None or dist.kind != "python":
         return None
-    try:
-        files = index.installable(index.files(dist.name))
-    except (OfflineMiss, IndexAccessError):  # not known here: the advice stays
-        return None
-    newer_only = isinstance(finding.fix, f.NewerReleaseNeeded)
-    versions = sorted({file.version for file in files if file.is_wheel and file.yanked is None
-                       and not file.version.is_prerelease and file.version != dist.version
-                       and (file.version > dist.version or not newer_only)}, reverse=True)[:ARCH_RELEASES]
     ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
+    targeting = majors_targeting(ccs)
+    installed = release_major(dist.name, dist.version)
+    tried: list[tuple[str, Version, Optional[int]]] = []
+    skipped: set[int] = set()
+    for candidate, version in _offered_releases(env, dist, index, isinstance(finding.fix, f.NewerReleaseNeeded)):
+        major = release_major(candidate, version)
+        if major is not None and major not in targeting:
+            skipped.add(major)
+            continue
+        if len(tried) < ARCH_RELEASES:
+            tried.append((candidate, version, major))
     refused = []
-    for version in versions:
-        option = f.PipInstall((Requirement(f"{dist.name}=={version}"),))
+    for candidate, version, major in tried:
+        moved = major is not None and installed is not None and major != installed
+        replaced = set(other_major_wheels(env, {dist.name}, major) if moved and major is not None else ())
+        if candidate != dist.name:
+            replaced.add(NormalizedName(dist.name))
+        extras = f"[{','.join(sorted(dist.extras))}]" if dist.extras and candidate == dist.name else ""
+        option = f.PipInstall((Requirement(f"{candidate}{extras}=={version}"),), replaces=tuple(sorted(set(replaced))))
         change = change_of(option)
         assert change is not None
-        why = refusal(env, host, finding, findings, change, index, offline, read=True)
+        why = refusal(env, host, finding, findings, change, index, offline, read=not replaced)
         if why is None:
             return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements)
         refused.append(f.Refused(option, why))
+    if skipped and not tried and finding.fix is not None:
+        refused.append(f.Refused(finding.fix, f.NoMajorTargets(dist.name, tuple(sorted(skipped, reverse=True)), ccs,
+                                                               newest_targeting(ccs, host), offline)))
     return f.NoFixFound(tuple(refused)) if refused else None
+
+
+def _offered_releases(env: Environment, dist: Distribution, index: PackageIndex, newer_only: bool) -> list[tuple[str, Version]]:
+    """(name, release) the indexes offer in place of `dist`, newest first: its own other releases,
+    then, for an NVIDIA component nothing installed requires, the same component's other wheels."""
+    names = [dist.name]
+    if not any(dist.name in env.requires_names(d) for d in env.distributions):
+        names += [n for n in components.same_component(dist.name) if n != dist.name]
+    found = []
+    for name in names:
+        try:
+            files = index.installable(index.files(name))
+        except (OfflineMiss, IndexAccessError):  # not known here: the advice stays
+            continue
+        versions = {file.version for file in files if file.is_wheel and file.yanked is None and not file.version.is_prerelease
+                    and not (name == dist.name and (file.version == dist.version or newer_only and file.version < dist.version))}
+        found += [(name, version) for version in sorted(versions, reverse=True)]
+    return found
+
+
+def release_major(name: str, version: Version) -> Optional[int]:
+    """The CUDA major a release is built for, by the tables: the metapackage's version, a known
+    build, or the one major of the component wheel's name (nvidia-cufft: 13)."""
+    cuda = toolkit_pins.release_cuda(name, str(version))
+    if cuda is not None:
+        return cuda.major
+    build = cuda_build(name, version)
+    if build is not None:
+        return build.cuda.major
+    majors = {row.cuda_major for row in components.for_dist(name)}
+    return majors.pop() if len(majors) == 1 else None
 
 
 def offered_builds(fix: f.Fix, host: HostFacts, index: PackageIndex, offline: bool = False) -> f.Fix:
@@ -325,7 +376,9 @@ def _left_major(env: Environment, plan: Environment, host: HostFacts) -> Optiona
         return not known or driver_verdict(CudaVersion(major, minor), driver.release, driver.cuda) is not None
 
     before = {(b.cuda.major, b.cuda.minor) for b in cuda_builds(env)}
-    running = [major for major, minor in before if runs(major, minor)]
+    # a major no toolkit of which targets the GPUs runs nothing here: leaving it is the fix (CUDA 13 on Pascal)
+    targeting = majors_targeting(tuple(gpu.compute_capability for gpu in host.visible_gpus))
+    running = [major for major, minor in before if runs(major, minor) and major in targeting]
     kept = max(running) if running else None
     for build in cuda_builds(plan):
         major, minor = build.cuda.major, build.cuda.minor
