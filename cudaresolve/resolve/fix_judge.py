@@ -17,7 +17,7 @@ pages), knowledge/ (components, toolkit pins), resolve/ (candidates, planned).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
@@ -98,7 +98,8 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
     if isinstance(finding.fix, (f.OlderReleaseMayCarry, f.NewerReleaseNeeded, f.BuildWithCuda, f.NoKnownRelease)) \
             and isinstance(finding.problem, NoDeviceCode):
         return release_with_code(env, host, finding, findings, index, offline) or finding.fix
-    fix = offered_builds(finding.fix, host, index, offline)
+    fix = _builds_mapped(finding.fix, lambda build: release_for_build(env, host, finding, findings, build, index, offline))
+    fix = offered_builds(fix, host, index, offline)
     if fix != finding.fix:
         return fix
     kept: list[f.Fix] = []  # the alternatives this room does not plan (a driver, a loader variable), as they are
@@ -151,15 +152,10 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
             tried.append((candidate, version, major))
     refused = []
     for candidate, version, major in tried:
-        moved = major is not None and installed is not None and major != installed
-        replaced = set(other_major_wheels(env, {dist.name}, major) if moved and major is not None else ())
-        if candidate != dist.name:
-            replaced.add(NormalizedName(dist.name))
-        extras = f"[{','.join(sorted(dist.extras))}]" if dist.extras and candidate == dist.name else ""
-        option = f.PipInstall((Requirement(f"{candidate}{extras}=={version}"),), replaces=tuple(sorted(set(replaced))))
+        option = _in_place(env, dist, candidate, version, major if major != installed else None)
         change = change_of(option)
         assert change is not None
-        why = refusal(env, host, finding, findings, change, index, offline, read=not replaced)
+        why = refusal(env, host, finding, findings, change, index, offline, read=not option.replaces)
         if why is None:
             return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements)
         refused.append(f.Refused(option, why))
@@ -187,37 +183,94 @@ def _offered_releases(env: Environment, dist: Distribution, index: PackageIndex,
     return found
 
 
-def release_major(name: str, version: Version) -> Optional[int]:
-    """The CUDA major a release is built for, by the tables: the metapackage's version, a known
-    build, or the one major of the component wheel's name (nvidia-cufft: 13)."""
+def release_cuda(name: str, version: Version) -> Optional[CudaVersion]:
+    """The CUDA a release is built for, by the tables: the metapackage's version, a known build, or
+    the one major of the component wheel's name (nvidia-cufft: 13)."""
     cuda = toolkit_pins.release_cuda(name, str(version))
     if cuda is not None:
-        return cuda.major
+        return cuda
     build = cuda_build(name, version)
     if build is not None:
-        return build.cuda.major
+        return build.cuda
     majors = {row.cuda_major for row in components.for_dist(name)}
-    return majors.pop() if len(majors) == 1 else None
+    return CudaVersion(majors.pop()) if len(majors) == 1 else None
+
+
+def release_major(name: str, version: Version) -> Optional[int]:
+    cuda = release_cuda(name, version)
+    return cuda.major if cuda is not None else None
 
 
 def offered_builds(fix: f.Fix, host: HostFacts, index: PackageIndex, offline: bool = False) -> f.Fix:
     """`fix` with each "install a build of X for CUDA N" the indexes cannot serve said so: X is not
     offered, or every release offered is of a CUDA the tables know and none of N's major."""
-    if isinstance(fix, f.InstallBuild):
-        cuda = fix.cuda or host.driver.cuda
-        for name in fix.of if cuda is not None else ():
+
+    def offered(build: f.InstallBuild) -> Optional[f.Fix]:
+        cuda = build.cuda or host.driver.cuda
+        for name in build.of if cuda is not None else ():
             assert cuda is not None
             why = _no_build(name, cuda, index, offline)
             if why is not None:
-                return f.NoFixFound((f.Refused(fix, why),))
-        return fix
+                return f.NoFixFound((f.Refused(build, why),))
+        return None
+
+    return _builds_mapped(fix, offered)
+
+
+def _builds_mapped(fix: f.Fix, change: Callable[[f.InstallBuild], Optional[f.Fix]]) -> f.Fix:
+    """`fix` with each InstallBuild in it replaced by what `change` makes of it (None: kept)."""
+    if isinstance(fix, f.InstallBuild):
+        return change(fix) or fix
     if isinstance(fix, f.Alternatives):
-        return f.Alternatives(tuple(offered_builds(option, host, index, offline) for option in fix.options))
+        return f.Alternatives(tuple(_builds_mapped(option, change) for option in fix.options))
     if isinstance(fix, f.OrElse):
-        return f.OrElse(offered_builds(fix.first, host, index, offline), offered_builds(fix.second, host, index, offline))
+        return f.OrElse(_builds_mapped(fix.first, change), _builds_mapped(fix.second, change))
     if isinstance(fix, f.Explained):
-        return f.Explained(offered_builds(fix.fix, host, index, offline), fix.why)
+        return f.Explained(_builds_mapped(fix.fix, change), fix.why)
     return fix
+
+
+def release_for_build(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
+                      build: f.InstallBuild, index: PackageIndex, offline: bool = False) -> Optional[f.Fix]:
+    """"A build of X for CUDA N" made a release: of one installed X whose releases' CUDA the tables
+    know (cuda-toolkit's is its version), the newest the indexes offer of N's major and no newer
+    minor than N, in place of the NVIDIA wheels of another major X alone pulls in, judged as any
+    fix; NoFixFound when none of those read passes; None when the tables or indexes name none."""
+    cuda = build.cuda or host.driver.cuda
+    dist = env.distribution(build.of[0]) if len(build.of) == 1 else None
+    if cuda is None or dist is None or dist.kind != "python":
+        return None
+    try:
+        files = index.installable(index.files(dist.name))
+    except (OfflineMiss, IndexAccessError):
+        return None
+    fitting = []
+    for version in sorted({file.version for file in files if file.is_wheel and file.yanked is None
+                           and not file.version.is_prerelease}, reverse=True):
+        made = release_cuda(dist.name, version)
+        if made is not None and made.major == cuda.major and (made.minor is None or cuda.minor is None or made <= cuda):
+            fitting.append(version)
+    refused = []
+    for version in fitting[:ARCH_RELEASES]:
+        option = _in_place(env, dist, dist.name, version, cuda.major)
+        change = change_of(option)
+        assert change is not None
+        why = refusal(env, host, finding, findings, change, index, offline)
+        if why is None:
+            return f.WithInstall(option, option.requirements)
+        refused.append(f.Refused(option, why))
+    return f.NoFixFound(tuple(refused)) if refused else None
+
+
+def _in_place(env: Environment, dist: Distribution, name: str, version: Version, major: Optional[int]) -> f.PipInstall:
+    """`pip install` of `name`'s `version` (with `dist`'s extras when it is `dist`'s own name) in place
+    of `dist` when it is another name, and of the NVIDIA wheels of another major than `major` that
+    `dist` alone pulls in."""
+    replaced = set(other_major_wheels(env, {dist.name}, major) if major is not None else ())
+    if name != dist.name:
+        replaced.add(NormalizedName(dist.name))
+    extras = f"[{','.join(sorted(dist.extras))}]" if dist.extras and name == dist.name else ""
+    return f.PipInstall((Requirement(f"{name}{extras}=={version}"),), replaces=tuple(sorted(replaced)))
 
 
 def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:

@@ -74,13 +74,14 @@ def built(tmp_path_factory) -> Path:
                   f"fatbin[] = {{{fatbin}}};\nint kernels(void) {{ return 0; }}\n")
         wheel("archpkg", version, {"archpkg/libkernels.so": builder.build(
             "libkernels.so", source, soname="libkernels.so", directory=f"arch-{version}")})
-    # cuda-toolkit[all] as two components: CUDA 13.5's carry sm_75 and sm_80 (CUDA 13 dropped Pascal), CUDA
-    # 12.9's sm_60 and sm_75 (real nvidia-cufft-cu12 11.4.1.4 has sm_60, no sm_61); 13.4.0 lacks it too
+    # cuda-toolkit[all] as two components: CUDA 13.x's carry sm_75 and sm_80 (CUDA 13 dropped Pascal), CUDA 12.x's
+    # sm_60, sm_75 and sm_86 (real nvidia-cufft-cu12 11.4.1.4 has sm_60, no sm_61)
     toolkits = {"13.5.0": ("", {"cufft": ("12.5.0.14", "libcufft.so.12"), "curand": ("10.4.5.25", "libcurand.so.10")}),
                 "13.4.0": ("", {"cufft": ("12.4.0.34", "libcufft.so.12"), "curand": ("10.4.4.49", "libcurand.so.10")}),
-                "12.9.1": ("-cu12", {"cufft": ("11.4.1.4", "libcufft.so.11"), "curand": ("10.3.10.19", "libcurand.so.10")})}
+                "12.9.1": ("-cu12", {"cufft": ("11.4.1.4", "libcufft.so.11"), "curand": ("10.3.10.19", "libcurand.so.10")}),
+                "12.2.2": ("-cu12", {"cufft": ("11.0.8.103", "libcufft.so.11"), "curand": ("10.3.3.141", "libcurand.so.10")})}
     for toolkit, (suffix, parts) in toolkits.items():
-        archs = (60, 75) if suffix else (75, 80)
+        archs = (60, 75, 86) if suffix else (75, 80)
         fatbin = ",".join(map(str, container(*(entry(2, sm, cubin(sm), version=(1, 7)) for sm in archs))))
         source = ('__attribute__((section(".nv_fatbin"), used, aligned(8))) static const unsigned char '
                   f"fatbin[] = {{{fatbin}}};\nint kernels(void) {{ return 0; }}\n")
@@ -395,3 +396,22 @@ def test_an_arch_fix_says_no_release_of_the_major_has_the_code_when_the_older_ma
     assert shown(finding).fix.endswith(": no CUDA 13 release builds code for compute capability 6.1; the newest CUDA "
                                        "that does is 12.9, and the configured indexes offer no release of cuda-toolkit "
                                        "built with it)")
+
+
+def test_a_build_for_the_drivers_cuda_is_the_newest_offered_release_of_that_cuda_in_place_of_the_other_majors(built, tmp_path):
+    """cuda-toolkit[all] 13.5.0 on driver 535 (CUDA 12.2): "a build for CUDA 12.2" is cuda-toolkit 12.2.2 (12.9.1 is
+    newer than the driver's CUDA), in place of the CUDA 13 wheels; applied with pip, no error stays."""
+    python = toolkit_13(built, tmp_path)
+    host = replace(HOST_570, driver=Driver(DriverRelease.parse("535.104.05"), "override:--driver", CudaVersion(12, 2),
+                                           "derived:branch-table"))
+    links = offered(built, tmp_path, "cuda-toolkit", "nvidia-cufft", "nvidia-curand", "nvidia-cufft-cu12", "nvidia-curand-cu12")
+    with index_for(python, links, tmp_path) as index:
+        [finding] = [found for found in doctor(python, tmp_path, index, host=host) if found.severity == "error"]
+    assert finding.check == Check.DRIVER_FLOOR and finding.subject.distribution == "cuda-toolkit"
+    install = f.PipInstall((Requirement("cuda-toolkit[all]==12.2.2"),), replaces=("nvidia-cufft", "nvidia-curand"))
+    assert isinstance(finding.fix, f.Alternatives), finding.fix
+    assert finding.fix.options[1] == f.WithInstall(install, install.requirements), finding.fix
+    assert ', or pip install "cuda-toolkit[all]==12.2.2" in place of nvidia-cufft, nvidia-curand' in shown(finding).fix
+    for arguments in pip_arguments(finding.fix.options[1]):
+        offline_pip(python, links, arguments)
+    assert [shown(f) for f in doctor(python, tmp_path / "after", host=host) if f.severity == "error"] == []
