@@ -329,10 +329,12 @@ class NoFixFound:
 @dataclass(frozen=True)
 class WithInstall:
     """A fix that changes releases, with the `cudaresolve install` line that makes it: it locks those
-    `requirements` with what stays, installs the lock and judges again."""
+    `requirements` with what stays, installs the lock and judges again; `uninstall` first, the wheels
+    the fix comes in place of (a lock installs, it removes nothing)."""
 
     fix: "Fix"
     requirements: tuple[Requirement, ...]
+    uninstall: tuple[NormalizedName, ...] = ()
 
 
 # -- how fixes combine ----------------------------------------------------------------------------

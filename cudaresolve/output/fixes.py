@@ -122,6 +122,8 @@ def _no_fix_found(fix: f.NoFixFound) -> str:
 
 def _with_install(fix: f.WithInstall) -> str:
     line = f"cudaresolve install {' '.join(map(_quoted, fix.requirements))}"
+    if fix.uninstall:
+        line = f"pip uninstall {' '.join(fix.uninstall)}, then {line}"
     return f"{render_fix(fix.fix)} (or, locked and judged again: {line})"
 
 

@@ -157,7 +157,7 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
         assert change is not None
         why = refusal(env, host, finding, findings, change, index, offline, read=not option.replaces)
         if why is None:
-            return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements)
+            return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements, option.replaces)
         refused.append(f.Refused(option, why))
     if skipped and not tried and finding.fix is not None:
         refused.append(f.Refused(finding.fix, f.NoMajorTargets(dist.name, tuple(sorted(skipped, reverse=True)), ccs,
@@ -257,7 +257,7 @@ def release_for_build(env: Environment, host: HostFacts, finding: Finding, findi
         assert change is not None
         why = refusal(env, host, finding, findings, change, index, offline)
         if why is None:
-            return f.WithInstall(option, option.requirements)
+            return f.WithInstall(option, option.requirements, option.replaces)
         refused.append(f.Refused(option, why))
     return f.NoFixFound(tuple(refused)) if refused else None
 

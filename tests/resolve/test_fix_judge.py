@@ -372,10 +372,11 @@ def test_component_arch_errors_of_one_toolkit_are_one_finding_whose_fix_is_the_c
         finding = arch(doctor(python, tmp_path, index, host=PASCAL_580))
     install = f.PipInstall((Requirement("cuda-toolkit[all]==12.9.1"),), replaces=("nvidia-cufft", "nvidia-curand"))
     assert finding.fix == f.WithInstall(f.Explained(install, f.OfferedThatRuns((ComputeCapability(6, 1),))),
-                                        install.requirements)
-    assert shown(finding).fix.startswith('pip install "cuda-toolkit[all]==12.9.1" in place of nvidia-cufft, nvidia-curand '
-                                         "(the newest release the indexes offer whose device code runs on compute "
-                                         "capability 6.1)")
+                                        install.requirements, install.replaces)
+    assert shown(finding).fix == ('pip install "cuda-toolkit[all]==12.9.1" in place of nvidia-cufft, nvidia-curand (the '
+                                  "newest release the indexes offer whose device code runs on compute capability 6.1) "
+                                  "(or, locked and judged again: pip uninstall nvidia-cufft nvidia-curand, then "
+                                  'cudaresolve install "cuda-toolkit[all]==12.9.1")')
     for arguments in pip_arguments(finding.fix):
         offline_pip(python, links, arguments)
     assert [shown(f) for f in doctor(python, tmp_path / "after", host=PASCAL_580) if f.severity == "error"] == []
@@ -410,7 +411,7 @@ def test_a_build_for_the_drivers_cuda_is_the_newest_offered_release_of_that_cuda
     assert finding.check == Check.DRIVER_FLOOR and finding.subject.distribution == "cuda-toolkit"
     install = f.PipInstall((Requirement("cuda-toolkit[all]==12.2.2"),), replaces=("nvidia-cufft", "nvidia-curand"))
     assert isinstance(finding.fix, f.Alternatives), finding.fix
-    assert finding.fix.options[1] == f.WithInstall(install, install.requirements), finding.fix
+    assert finding.fix.options[1] == f.WithInstall(install, install.requirements, install.replaces), finding.fix
     assert ', or pip install "cuda-toolkit[all]==12.2.2" in place of nvidia-cufft, nvidia-curand' in shown(finding).fix
     for arguments in pip_arguments(finding.fix.options[1]):
         offline_pip(python, links, arguments)
