@@ -27,6 +27,7 @@ from cudaresolve.binary.wheel import WheelError
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.dependencies import pulled_in
 from cudaresolve.checks.findings import Finding, Severity
 from cudaresolve.checks.problems import NoDeviceCode
 from cudaresolve.checks.suggest import majors_targeting, newest_targeting, other_major_wheels
@@ -266,11 +267,35 @@ def _in_place(env: Environment, dist: Distribution, name: str, version: Version,
     """`pip install` of `name`'s `version` (with `dist`'s extras when it is `dist`'s own name) in place
     of `dist` when it is another name, and of the NVIDIA wheels of another major than `major` that
     `dist` alone pulls in."""
-    replaced = set(other_major_wheels(env, {dist.name}, major) if major is not None else ())
+    replaced = set(other_major_wheels(env, {dist.name}, major) + _pinned_alone(env, dist) if major is not None else ())
     if name != dist.name:
         replaced.add(NormalizedName(dist.name))
-    extras = f"[{','.join(sorted(dist.extras))}]" if dist.extras and name == dist.name else ""
+    kept = _covering_extras(env, dist) if name == dist.name else ()
+    extras = f"[{','.join(kept)}]" if kept else ""
     return f.PipInstall((Requirement(f"{name}{extras}=={version}"),), replaces=tuple(sorted(replaced)))
+
+
+def _covering_extras(env: Environment, dist: Distribution) -> tuple[str, ...]:
+    """`dist`'s installed extras without those whose requirements another kept one names too
+    (cuda-toolkit[all] covers [cublas], [nvcc], ...): the extras a user would write."""
+    markers = env.marker_environment
+    names = {extra: {canonicalize_name(r.name) for r in dist.requires
+                     if r.marker is not None and r.marker.evaluate({**markers, "extra": extra})} for extra in dist.extras}
+    kept: list[str] = []
+    for extra in sorted(names, key=lambda e: (-len(names[e]), e)):
+        if names[extra] and not names[extra] <= set().union(*(names[k] for k in kept)):
+            kept.append(extra)
+    return tuple(sorted(kept))
+
+
+def _pinned_alone(env: Environment, dist: Distribution) -> tuple[NormalizedName, ...]:
+    """The installed wheels `dist` pins exactly (`==X.*`) and nothing else installed requires: its
+    release's own set (cuda-toolkit 13.5.0's nvidia-cuda-nvcc, nvidia-npp, ...), which a release of
+    another CUDA major leaves behind, pip keeping them."""
+    pulled = pulled_in(env, dist.name)
+    elsewhere = set().union(*(env.requires_names(d) for d in env.distributions if d.name not in pulled | {dist.name}))
+    pinned = {canonicalize_name(r.name) for r in env.requirements(dist) if any(s.operator == "==" for s in r.specifier)}
+    return tuple(sorted(NormalizedName(name) for name in pinned & pulled - elsewhere))
 
 
 def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:
