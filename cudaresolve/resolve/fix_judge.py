@@ -233,12 +233,15 @@ def _builds_mapped(fix: f.Fix, change: Callable[[f.InstallBuild], Optional[f.Fix
 
 def release_for_build(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
                       build: f.InstallBuild, index: PackageIndex, offline: bool = False) -> Optional[f.Fix]:
-    """"A build of X for CUDA N" made a release: of one installed X whose releases' CUDA the tables
-    know (cuda-toolkit's is its version), the newest the indexes offer of N's major and no newer
-    minor than N, in place of the NVIDIA wheels of another major X alone pulls in, judged as any
-    fix; NoFixFound when none of those read passes; None when the tables or indexes name none."""
+    """"A build of X for CUDA N" made a release: of one installed X (of several, the one that pulls in
+    the others) whose releases' CUDA the tables know (cuda-toolkit's is its version), the newest the
+    indexes offer of N's major and no newer minor than N, in place of the wheels of another major X
+    alone pulls in, judged as any fix; NoFixFound when none of those read passes; None when the
+    tables or indexes name none."""
     cuda = build.cuda or host.driver.cuda
-    dist = env.distribution(build.of[0]) if len(build.of) == 1 else None
+    # of several names, the one that pulls in the others (cuda-toolkit, which requires nvidia-cuda-nvcc)
+    heads = [name for name in build.of if not any(name in pulled_in(env, other) for other in build.of if other != name)]
+    dist = env.distribution(heads[0]) if len(heads) == 1 else None
     if cuda is None or dist is None or dist.kind != "python":
         return None
     try:
