@@ -406,10 +406,15 @@ def test_a_build_for_the_drivers_cuda_is_the_newest_offered_release_of_that_cuda
     host = replace(HOST_570, driver=Driver(DriverRelease.parse("535.104.05"), "override:--driver", CudaVersion(12, 2),
                                            "derived:branch-table"))
     links = offered(built, tmp_path, "cuda-toolkit", "nvidia-cufft", "nvidia-curand", "nvidia-cufft-cu12", "nvidia-curand-cu12")
+    install = f.PipInstall((Requirement("cuda-toolkit[all]==12.2.2"),), replaces=("nvidia-cufft", "nvidia-curand"))
     with index_for(python, links, tmp_path) as index:
         [finding] = [found for found in doctor(python, tmp_path, index, host=host) if found.severity == "error"]
+        # of two names, the one that pulls in the other is moved
+        env = examine(target_for_python(str(python)), host, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}).environment
+        both = replace(finding, fix=f.InstallBuild(("nvidia-cufft", "cuda-toolkit"), CudaVersion(12, 2)))
+        [judged] = judge_fixes(env, host, (both,), index)
+    assert judged.fix == f.WithInstall(install, install.requirements, install.replaces)
     assert finding.check == Check.DRIVER_FLOOR and finding.subject.distribution == "cuda-toolkit"
-    install = f.PipInstall((Requirement("cuda-toolkit[all]==12.2.2"),), replaces=("nvidia-cufft", "nvidia-curand"))
     assert isinstance(finding.fix, f.Alternatives), finding.fix
     assert finding.fix.options[1] == f.WithInstall(install, install.requirements, install.replaces), finding.fix
     assert ', or pip install "cuda-toolkit[all]==12.2.2" in place of nvidia-cufft, nvidia-curand' in shown(finding).fix
