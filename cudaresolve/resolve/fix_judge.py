@@ -132,13 +132,15 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
     CUDA major no toolkit of which targets the GPUs is not tried (CUDA 13 for a Pascal GPU); one of
     another major than the installed comes in place of the NVIDIA wheels the package alone pulls in
     (cuda-toolkit[all] 12.9.1 for 13.5.0), and a component nothing requires may be the same
-    component's wheel of that major (nvidia-cufft-cu12 for nvidia-cufft). NoFixFound naming each
+    component's wheel of that major (nvidia-cufft-cu12 for nvidia-cufft). A package one other pins
+    exactly moves with that one's release. NoFixFound naming each
     release read when none does, or that no release of a major with the GPUs' code is offered;
     None when the indexes offer no other release."""
     name = finding.subject.distribution
     dist = env.distribution(name) if name else None
     if dist is None or dist.kind != "python":
         return None
+    dist = _pinned_by(env, dist) or dist  # its release is its pinner's to choose (nvidia-npp's, cuda-toolkit's)
     ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
     targeting = majors_targeting(ccs)
     installed = release_major(dist.name, dist.version)
@@ -164,6 +166,17 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
         refused.append(f.Refused(finding.fix, f.NoMajorTargets(dist.name, tuple(sorted(skipped, reverse=True)), ccs,
                                                                newest_targeting(ccs, host), offline)))
     return f.NoFixFound(tuple(refused)) if refused else None
+
+
+def _pinned_by(env: Environment, dist: Distribution) -> Optional[Distribution]:
+    """The one installed package that requires `dist`, when it pins it exactly (`==`): only a release
+    of that package can move it."""
+    requirers = [d for d in env.distributions if dist.name in env.requires_names(d)]
+    if len(requirers) != 1:
+        return None
+    pins = [r for r in env.requirements(requirers[0]) if canonicalize_name(r.name) == dist.name
+            and any(spec.operator == "==" for spec in r.specifier)]
+    return requirers[0] if pins else None
 
 
 def _offered_releases(env: Environment, dist: Distribution, index: PackageIndex, newer_only: bool) -> list[tuple[str, Version]]:
