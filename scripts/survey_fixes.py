@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from survey import slug  # noqa: E402
 from survey_oracles import clean_env, import_module  # noqa: E402
 
+FREE_GB = 20  # a fix is applied only while the disk keeps this much free (copies grow by what pip installs)
 IN_PLACE = re.compile(r"^(pip install .*?) in place of ([\w.\-, ]+)$")
 NOT_FOUND = re.compile(r"No matching distribution found|Could not find a version that satisfies")
 REFUSALS = {  # why a "no fix found here" was said, by its words (output/fixes.py)
@@ -160,6 +161,9 @@ def main() -> int:
                 name = f"{stack} | {host} | {finding['check']} | {finding['subject']}"
                 if name in outcomes or applied >= args.limit:
                     continue
+                if pip_steps(finding["fix"]) is not None and shutil.disk_usage(args.out).free < FREE_GB * 2**30:
+                    sys.stderr.write(f"{name}: left for a later run (less than {FREE_GB} GB free)\n")
+                    continue
                 applied += 1
                 outcomes[name] = judge_fix(args.out, venv, result, host, finding, errors_of(judged))
                 out_file.write_text(json.dumps(outcomes, indent=1))
@@ -223,9 +227,13 @@ def _copy(venv: Path, copy: Path) -> None:
 
 
 def _apply(python: Path, steps: list[list[str]]) -> str | None:
-    """Run the pip steps; None when all pass, else pip's last words."""
+    """Run the pip steps (pip's temporary files beside the copy, removed with it); None when all
+    pass, else pip's last words."""
+    tmp = python.parent.parent.parent / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
     for step in steps:
-        proc = subprocess.run([str(python), "-m", "pip", *step], capture_output=True, text=True, env=clean_env(), timeout=3600)
+        proc = subprocess.run([str(python), "-m", "pip", *step], capture_output=True, text=True,
+                              env=clean_env() | {"TMPDIR": str(tmp)}, timeout=3600)
         if proc.returncode:
             return f"pip {' '.join(step)} -> {proc.returncode}: {proc.stderr.strip()[-300:]}"
     return None
