@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from survey import slug  # noqa: E402
 from survey_oracles import clean_env, import_module  # noqa: E402
 
-FREE_GB = 20  # a fix is applied only while the disk keeps this much free (copies grow by what pip installs)
+FREE_GB = 26  # a fix is applied only while this much is free: 20 GB kept, and up to 6 GB a fix installs (cuda-toolkit)
 IN_PLACE = re.compile(r"^(pip install .*?) in place of ([\w.\-, ]+)$")
 NOT_FOUND = re.compile(r"No matching distribution found|Could not find a version that satisfies")
 REFUSALS = {  # why a "no fix found here" was said, by its words (output/fixes.py)
