@@ -41,7 +41,8 @@ from cudaresolve.verdicts.rules import gpus_of
 def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: HostFacts,
                         imported: Sequence[PackageLoad] = ()) -> list[Finding]:
     """One finding per package and GPU capability it cannot run on, with the CUDA wheels it pulls in
-    that fail too folded into it.
+    that fail too folded into it; failing component wheels one package alone requires, two or more,
+    are one finding on that package when it neither fails itself nor is a component (cuda-toolkit[all]).
 
     A library whose whole device code is one entry (libcufftw.so.12: one sm_75 cubin, nvcc's
     default target) beside a library of the same package that runs on the GPU carries a stub, not
