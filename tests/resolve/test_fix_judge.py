@@ -94,8 +94,10 @@ def built(tmp_path_factory) -> Path:
             directory = f"nvidia/{part}/lib" if suffix else "nvidia/cu13/lib"
             wheel(f"nvidia-{part}{suffix}", version, {f"{directory}/{soname}": builder.build(
                 soname, source, soname=soname, directory=f"{part}-{version}")})
-        wheel("cuda-toolkit", toolkit, {}, extras=("all",), requires=tuple(
-            f'nvidia-{part}{suffix}=={version}.*; extra == "all"' for part, (version, _) in parts.items()))
+        # an extra per part besides [all], as the real metapackage has: the fix names [all] alone
+        wheel("cuda-toolkit", toolkit, {}, extras=("all", *parts), requires=tuple(
+            f'nvidia-{part}{suffix}=={version}.*; extra == "{extra}"' for part, (version, _) in parts.items()
+            for extra in ("all", part)))
     return found
 
 
