@@ -16,7 +16,7 @@ from cudaresolve.binary.elf import NO_SECTIONS
 from cudaresolve.binary.facts import FatbinSummary
 from cudaresolve.checks import evidence as e
 from cudaresolve.checks.builds import CudaBuild, build_of
-from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
+from cudaresolve.checks.dependencies import fold_into_requirers, following_torch, sole_consumers
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.checks.problems import (
@@ -41,7 +41,8 @@ from cudaresolve.verdicts.rules import gpus_of
 def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: HostFacts,
                         imported: Sequence[PackageLoad] = ()) -> list[Finding]:
     """One finding per package and GPU capability it cannot run on, with the CUDA wheels it pulls in
-    that fail too folded into it.
+    that fail too folded into it; failing component wheels one package alone requires, two or more,
+    are one finding on that package when it neither fails itself nor is a component (cuda-toolkit[all]).
 
     A library whose whole device code is one entry (libcufftw.so.12: one sm_75 cubin, nvcc's
     default target) beside a library of the same package that runs on the GPU carries a stub, not
@@ -67,8 +68,10 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
     def newest_that_runs(names: list[str]) -> Optional[Wheel]:
         return newest(names, runs, host.machine)
 
+    consumed = _consumed(env, failures, folded)
+    held = {(root, cc) for (_, cc), roots in consumed.items() for root in roots}
     for (owner, cc), files in sorted(failures.items(), key=lambda item: (item[0][0] is not None, item[0][0] or "", item[0][1])):
-        if owner not in folded:
+        if owner not in folded or (owner, cc) in held:
             continue
         dist = env.distribution(owner) if owner else None
         evidence: tuple[e.Evidence, ...] = tuple(e.NoCodeFor(path, reason) for path, reason, _ in files[:3])
@@ -87,6 +90,19 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
                          lambda wheel: install(env, wheel, newest_that_runs), env),
             )
         )
+    for (consumer, cc), roots in sorted(consumed.items(), key=lambda item: (item[0][0], item[0][1])):
+        names = sorted({name for root in roots for name in folded[root] | {root} if (name, cc) in failures})
+        lost = [file for name in names for file in failures[(name, cc)]]
+        findings.append(
+            Finding(
+                Check.ARCH_COVERAGE, Severity.ERROR, subject(env, consumer), NoDeviceCode(cc, gpus_of(host, cc)),
+                tuple(e.NoCodeFor(path, reason) for path, reason, _ in lost[:3])
+                + ((e.More(len(lost) - 3, libraries=True),) if len(lost) > 3 else ())
+                + (e.DependenciesFailToo(tuple(names), cc),),
+                arch_fix(env.distribution(consumer), cc, host, None, runs,
+                         lambda wheel: install(env, wheel, newest_that_runs), env),
+            )
+        )
     for (feature, cc), files in sorted(opt_in.items(), key=lambda item: (item[0][0].feature, item[0][1])):
         dist = env.distribution(feature.of)
         findings.append(
@@ -97,6 +113,18 @@ def check_arch_coverage(env: Environment, builds: Iterable[CudaBuild], host: Hos
             )
         )
     return findings
+
+
+def _consumed(env: Environment, failures: "Failures", folded: dict[Optional[str], set[str]]) -> dict[tuple[str, ComputeCapability], list[str]]:
+    """(consumer, GPU capability) -> the failing component wheels it alone requires, two or more
+    (checks/dependencies.py's sole_consumers): one finding, on the consumer, whose release moves them."""
+    consumed = {}
+    for consumer, roots in sole_consumers(env, set(folded), {owner for owner, _ in failures}).items():
+        for cc in sorted({cc for _, cc in failures}):
+            failing = [root for root in roots if (root, cc) in failures]
+            if len(failing) >= 2:
+                consumed[(consumer, cc)] = failing
+    return consumed
 
 
 Failures = Dict[Tuple[Optional[str], ComputeCapability], List[Tuple[str, Verdict, int]]]  # (path, why, entries) per file

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import AbstractSet, Optional, TypeVar
 
 from cudaresolve.env.environment import Environment
-from cudaresolve.knowledge import torch
+from cudaresolve.knowledge import components, torch
 
 _Name = TypeVar("_Name", bound=Optional[str])  # a distribution's name; None: files no distribution owns
 
@@ -37,6 +37,18 @@ def fold_into_requirers(env: Environment, failing: AbstractSet[_Name]) -> dict[_
             pulled[head] |= {member} | pulled.pop(member)
     roots = {name for name in pulled if not any(name in deps for other, deps in pulled.items() if other != name)}
     return {name: pulled[name] for name in failing if name in roots}
+
+
+def sole_consumers(env: Environment, roots: AbstractSet[_Name], failing: AbstractSet[_Name]) -> dict[str, list[str]]:
+    """NVIDIA component wheels of `roots` that one installed package alone requires, two or more, that
+    package neither `failing` nor a component itself -> their names: the CUDA 13 wheels
+    cuda-toolkit[all] pulls in failing on a Pascal GPU are one cause, the toolkit's release."""
+    held: dict[str, list[str]] = {}
+    for name in sorted(n for n in roots if n is not None and components.for_dist(n)):
+        requirers = [d.name for d in env.distributions if name in env.requires_names(d)]
+        if len(requirers) == 1 and requirers[0] not in failing and not components.for_dist(requirers[0]):
+            held.setdefault(requirers[0], []).append(name)
+    return {consumer: names for consumer, names in held.items() if len(names) >= 2}
 
 
 def following_torch(names: AbstractSet[Optional[str]]) -> set[str]:

@@ -295,7 +295,20 @@ class LeavesDriverMajor:
     kept: Optional[int]
 
 
-Refusal = Union[NotOffered, NoBuildOffered, KeepsFinding, AddsError, BreaksRequirement, LeavesDriverMajor]
+@dataclass(frozen=True)
+class NoMajorTargets:
+    """No release of CUDA `majors` builds code for `ccs` (CUDA 13 dropped Pascal), so none of `name`'s
+    is tried; `newest` is the newest CUDA that does (None: none the driver runs), of which the
+    configured indexes (`offline`: the cached pages) offer no release that could stand in."""
+
+    name: str
+    majors: tuple[int, ...]
+    ccs: tuple[ComputeCapability, ...]
+    newest: Optional[CudaVersion]
+    offline: bool = False
+
+
+Refusal = Union[NotOffered, NoBuildOffered, KeepsFinding, AddsError, BreaksRequirement, LeavesDriverMajor, NoMajorTargets]
 
 
 @dataclass(frozen=True)
@@ -316,10 +329,12 @@ class NoFixFound:
 @dataclass(frozen=True)
 class WithInstall:
     """A fix that changes releases, with the `cudaresolve install` line that makes it: it locks those
-    `requirements` with what stays, installs the lock and judges again."""
+    `requirements` with what stays, installs the lock and judges again; `uninstall` first, the wheels
+    the fix comes in place of (a lock installs, it removes nothing)."""
 
     fix: "Fix"
     requirements: tuple[Requirement, ...]
+    uninstall: tuple[NormalizedName, ...] = ()
 
 
 # -- how fixes combine ----------------------------------------------------------------------------

@@ -95,7 +95,18 @@ def _replacing(env: Optional[Environment], fix: TorchVariant, major: int) -> Fix
     13 beside nvidia-cublas-cu12), and a driver that cannot run them still fails them."""
     if env is None:
         return fix
-    heads = {torch.distribution(), *(name for name, _ in fix.companions)}
+    replaced = list(other_major_wheels(env, {torch.distribution(), *(name for name, _ in fix.companions)}, major))
+    if not replaced:
+        return fix
+    uninstall = Explained(PipUninstall(tuple(replaced)), WheelsOfMajors(releases.majors_of(env, replaced)))
+    restored = _restored(env, set(replaced))
+    return Steps((uninstall, fix, *([restored] if restored is not None else [])))
+
+
+def other_major_wheels(env: Environment, heads: set[str], major: int) -> tuple[NormalizedName, ...]:
+    """The NVIDIA wheels of another CUDA major than `major` that `heads` pull in and nothing else
+    installed requires: what a move of `heads` to CUDA `major` leaves behind, pip keeping them
+    (nvidia-cufft beside nvidia-cufft-cu12 after cuda-toolkit 13 is replaced by 12)."""
     pulled = set().union(*(pulled_in(env, name) for name in heads)) - heads
     elsewhere = set().union(*(env.requires_names(d) for d in env.distributions if d.name not in pulled | heads))
     replaced = []
@@ -104,11 +115,7 @@ def _replacing(env: Optional[Environment], fix: TorchVariant, major: int) -> Fix
         rows = components.for_dist(name, str(dist.version)) if dist is not None else ()
         if rows and rows[0].cuda_major != major:
             replaced.append(NormalizedName(name))
-    if not replaced:
-        return fix
-    uninstall = Explained(PipUninstall(tuple(replaced)), WheelsOfMajors(releases.majors_of(env, replaced)))
-    restored = _restored(env, set(replaced))
-    return Steps((uninstall, fix, *([restored] if restored is not None else [])))
+    return tuple(replaced)
 
 
 def _restored(env: Environment, uninstalled: set[str]) -> Optional[Fix]:
@@ -174,6 +181,20 @@ def arch_fix(
     if build is not None and build.cuda.major <= newest.major and dist is not None:
         return OlderReleaseMayCarry(dist.name, dist.version, build.cuda, cc)
     return BuildWithCuda(newest, cc, driver_known)
+
+
+def majors_targeting(ccs: tuple[ComputeCapability, ...]) -> frozenset[int]:
+    """The CUDA majors some toolkit of which targets every GPU of `ccs` (data/toolkits.toml): no
+    CUDA 13 release builds code for a Pascal GPU, whichever package it is."""
+    return frozenset(t.version.major for t in toolkits.known()
+                     if all(any(Target.parse(s).runs_on(cc) for s in t.sass_targets) for cc in ccs))
+
+
+def newest_targeting(ccs: tuple[ComputeCapability, ...], host: HostFacts) -> Optional[CudaVersion]:
+    """The newest CUDA whose toolkit targets every GPU of `ccs` and the driver runs."""
+    found = [t.version for t in toolkits.known() if driver_runs(t.version, host)
+             and all(any(Target.parse(s).runs_on(cc) for s in t.sass_targets) for cc in ccs)]
+    return found[-1] if found else None
 
 
 def _before_first(cuda: CudaVersion, targeting: list[toolkits.Toolkit]) -> bool:

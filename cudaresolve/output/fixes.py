@@ -104,6 +104,12 @@ def _refusal(why: f.Refusal) -> str:
         extra = f" (extra {why.extra})" if why.extra else ""
         now = f"it would install {why.planned}" if why.planned is not None else "it would remove it"
         return f"{why.distribution} {why.version} requires {_quoted(why.requirement)}{extra}; {now}"
+    if isinstance(why, f.NoMajorTargets):
+        majors = " or ".join(f"CUDA {major}" for major in why.majors)
+        where = "the cached index pages (--offline) hold" if why.offline else "the configured indexes offer"
+        newest = (f"the newest CUDA that does is {why.newest}, and {where} no release of {why.name} built with it"
+                  if why.newest is not None else "no CUDA this driver runs does")
+        return f"no {majors} release builds code for {_gpus(why.ccs)}; {newest}"
     if why.kept is None:
         return f"it brings CUDA {why.major} builds, which this driver cannot run"
     return f"it moves the environment from CUDA {why.kept} to CUDA {why.major}"
@@ -116,6 +122,8 @@ def _no_fix_found(fix: f.NoFixFound) -> str:
 
 def _with_install(fix: f.WithInstall) -> str:
     line = f"cudaresolve install {' '.join(map(_quoted, fix.requirements))}"
+    if fix.uninstall:
+        line = f"pip uninstall {' '.join(fix.uninstall)}, then {line}"
     return f"{render_fix(fix.fix)} (or, locked and judged again: {line})"
 
 

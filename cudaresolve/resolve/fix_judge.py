@@ -10,30 +10,35 @@ change of the installed set this room can plan); the others pass as they are. An
 be read (the PyTorch index from a machine that cannot reach it) refuses the fixes that need it, saying
 so, and the others are judged as usual; a page --offline has not cached is a release not offered, said so.
 
-May import: checks/ (the judge, fixes, builds), compat, env/, host facts, index/ (access, cache, pages),
-resolve/ (candidates, planned).
+May import: checks/ (the judge, fixes, builds, suggestions), compat, env/, host facts, index/ (access, cache,
+pages), knowledge/ (components, toolkit pins), resolve/ (candidates, planned).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
 
 from cudaresolve.binary.wheel import WheelError
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import cuda_builds
+from cudaresolve.checks.dependencies import pulled_in
 from cudaresolve.checks.findings import Finding, Severity
 from cudaresolve.checks.problems import NoDeviceCode
+from cudaresolve.checks.suggest import majors_targeting, newest_targeting, other_major_wheels
 from cudaresolve.compat import driver_verdict
+from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
 from cudaresolve.index.http import IndexAccessError
+from cudaresolve.knowledge import components, toolkit_pins
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.versions import CudaVersion
@@ -94,7 +99,8 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
     if isinstance(finding.fix, (f.OlderReleaseMayCarry, f.NewerReleaseNeeded, f.BuildWithCuda, f.NoKnownRelease)) \
             and isinstance(finding.problem, NoDeviceCode):
         return release_with_code(env, host, finding, findings, index, offline) or finding.fix
-    fix = offered_builds(finding.fix, host, index, offline)
+    fix = _builds_mapped(finding.fix, lambda build: release_for_build(env, host, finding, findings, build, index, offline))
+    fix = offered_builds(fix, host, index, offline)
     if fix != finding.fix:
         return fix
     kept: list[f.Fix] = []  # the alternatives this room does not plan (a driver, a loader variable), as they are
@@ -122,51 +128,190 @@ def release_with_code(env: Environment, host: HostFacts, finding: Finding, findi
                       index: PackageIndex, offline: bool = False) -> Optional[f.Fix]:
     """For a package without code for a GPU, where the tables name no release: the newest release
     the indexes offer (of the newer ones when the installed build predates the GPU's first CUDA)
-    whose own binaries, read on demand, run on every GPU here, judged as any fix; NoFixFound naming
-    each release read when none does; None when the indexes offer no other release."""
+    whose own binaries, read on demand, run on every GPU here, judged as any fix. A release of a
+    CUDA major no toolkit of which targets the GPUs is not tried (CUDA 13 for a Pascal GPU); one of
+    another major than the installed comes in place of the NVIDIA wheels the package alone pulls in
+    (cuda-toolkit[all] 12.9.1 for 13.5.0), and a component nothing requires may be the same
+    component's wheel of that major (nvidia-cufft-cu12 for nvidia-cufft). A package one other pins
+    exactly moves with that one's release. NoFixFound naming each
+    release read when none does, or that no release of a major with the GPUs' code is offered;
+    None when the indexes offer no other release."""
     name = finding.subject.distribution
     dist = env.distribution(name) if name else None
     if dist is None or dist.kind != "python":
         return None
-    try:
-        files = index.installable(index.files(dist.name))
-    except (OfflineMiss, IndexAccessError):  # not known here: the advice stays
-        return None
-    newer_only = isinstance(finding.fix, f.NewerReleaseNeeded)
-    versions = sorted({file.version for file in files if file.is_wheel and file.yanked is None
-                       and not file.version.is_prerelease and file.version != dist.version
-                       and (file.version > dist.version or not newer_only)}, reverse=True)[:ARCH_RELEASES]
+    dist = _pinned_by(env, dist) or dist  # its release is its pinner's to choose (nvidia-npp's, cuda-toolkit's)
     ccs = tuple(sorted({gpu.compute_capability for gpu in host.visible_gpus}))
+    targeting = majors_targeting(ccs)
+    installed = release_major(dist.name, dist.version)
+    tried: list[tuple[str, Version, Optional[int]]] = []
+    skipped: set[int] = set()
+    for candidate, version in _offered_releases(env, dist, index, isinstance(finding.fix, f.NewerReleaseNeeded)):
+        major = release_major(candidate, version)
+        if major is not None and major not in targeting:
+            skipped.add(major)
+            continue
+        if len(tried) < ARCH_RELEASES:
+            tried.append((candidate, version, major))
     refused = []
-    for version in versions:
-        option = f.PipInstall((Requirement(f"{dist.name}=={version}"),))
+    for candidate, version, major in tried:
+        option = _in_place(env, dist, candidate, version, major if major != installed else None)
         change = change_of(option)
         assert change is not None
-        why = refusal(env, host, finding, findings, change, index, offline, read=True)
+        why = refusal(env, host, finding, findings, change, index, offline, read=not option.replaces)
         if why is None:
-            return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements)
+            return f.WithInstall(f.Explained(option, f.OfferedThatRuns(ccs)), option.requirements, option.replaces)
         refused.append(f.Refused(option, why))
+    if skipped and not tried and finding.fix is not None:
+        refused.append(f.Refused(finding.fix, f.NoMajorTargets(dist.name, tuple(sorted(skipped, reverse=True)), ccs,
+                                                               newest_targeting(ccs, host), offline)))
     return f.NoFixFound(tuple(refused)) if refused else None
+
+
+def _pinned_by(env: Environment, dist: Distribution) -> Optional[Distribution]:
+    """The one installed package that requires `dist`, when it pins it exactly (`==`): only a release
+    of that package can move it."""
+    requirers = [d for d in env.distributions if dist.name in env.requires_names(d)]
+    if len(requirers) != 1:
+        return None
+    pins = [r for r in env.requirements(requirers[0]) if canonicalize_name(r.name) == dist.name
+            and any(spec.operator == "==" for spec in r.specifier)]
+    return requirers[0] if pins else None
+
+
+def _offered_releases(env: Environment, dist: Distribution, index: PackageIndex, newer_only: bool) -> list[tuple[str, Version]]:
+    """(name, release) the indexes offer in place of `dist`, newest first: its own other releases,
+    then, for an NVIDIA component nothing installed requires, the same component's other wheels."""
+    names = [dist.name]
+    if not any(dist.name in env.requires_names(d) for d in env.distributions):
+        names += [n for n in components.same_component(dist.name) if n != dist.name]
+    found = []
+    for name in names:
+        try:
+            files = index.installable(index.files(name))
+        except (OfflineMiss, IndexAccessError):  # not known here: the advice stays
+            continue
+        versions = {file.version for file in files if file.is_wheel and file.yanked is None and not file.version.is_prerelease
+                    and not (name == dist.name and (file.version == dist.version or newer_only and file.version < dist.version))}
+        found += [(name, version) for version in sorted(versions, reverse=True)]
+    return found
+
+
+def release_cuda(name: str, version: Version) -> Optional[CudaVersion]:
+    """The CUDA a release is built for, by the tables: the metapackage's version, a known build, or
+    the one major of the component wheel's name (nvidia-cufft: 13)."""
+    cuda = toolkit_pins.release_cuda(name, str(version))
+    if cuda is not None:
+        return cuda
+    build = cuda_build(name, version)
+    if build is not None:
+        return build.cuda
+    majors = {row.cuda_major for row in components.for_dist(name)}
+    return CudaVersion(majors.pop()) if len(majors) == 1 else None
+
+
+def release_major(name: str, version: Version) -> Optional[int]:
+    cuda = release_cuda(name, version)
+    return cuda.major if cuda is not None else None
 
 
 def offered_builds(fix: f.Fix, host: HostFacts, index: PackageIndex, offline: bool = False) -> f.Fix:
     """`fix` with each "install a build of X for CUDA N" the indexes cannot serve said so: X is not
     offered, or every release offered is of a CUDA the tables know and none of N's major."""
-    if isinstance(fix, f.InstallBuild):
-        cuda = fix.cuda or host.driver.cuda
-        for name in fix.of if cuda is not None else ():
+
+    def offered(build: f.InstallBuild) -> Optional[f.Fix]:
+        cuda = build.cuda or host.driver.cuda
+        for name in build.of if cuda is not None else ():
             assert cuda is not None
             why = _no_build(name, cuda, index, offline)
             if why is not None:
-                return f.NoFixFound((f.Refused(fix, why),))
-        return fix
+                return f.NoFixFound((f.Refused(build, why),))
+        return None
+
+    return _builds_mapped(fix, offered)
+
+
+def _builds_mapped(fix: f.Fix, change: Callable[[f.InstallBuild], Optional[f.Fix]]) -> f.Fix:
+    """`fix` with each InstallBuild in it replaced by what `change` makes of it (None: kept)."""
+    if isinstance(fix, f.InstallBuild):
+        return change(fix) or fix
     if isinstance(fix, f.Alternatives):
-        return f.Alternatives(tuple(offered_builds(option, host, index, offline) for option in fix.options))
+        return f.Alternatives(tuple(_builds_mapped(option, change) for option in fix.options))
     if isinstance(fix, f.OrElse):
-        return f.OrElse(offered_builds(fix.first, host, index, offline), offered_builds(fix.second, host, index, offline))
+        return f.OrElse(_builds_mapped(fix.first, change), _builds_mapped(fix.second, change))
     if isinstance(fix, f.Explained):
-        return f.Explained(offered_builds(fix.fix, host, index, offline), fix.why)
+        return f.Explained(_builds_mapped(fix.fix, change), fix.why)
     return fix
+
+
+def release_for_build(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
+                      build: f.InstallBuild, index: PackageIndex, offline: bool = False) -> Optional[f.Fix]:
+    """"A build of X for CUDA N" made a release: of one installed X (of several, the one that pulls in
+    the others) whose releases' CUDA the tables know (cuda-toolkit's is its version), the newest the
+    indexes offer of N's major and no newer minor than N, in place of the wheels of another major X
+    alone pulls in, judged as any fix; NoFixFound when none of those read passes; None when the
+    tables or indexes name none."""
+    cuda = build.cuda or host.driver.cuda
+    # of several names, the one that pulls in the others (cuda-toolkit, which requires nvidia-cuda-nvcc)
+    heads = [name for name in build.of if not any(name in pulled_in(env, other) for other in build.of if other != name)]
+    dist = env.distribution(heads[0]) if len(heads) == 1 else None
+    if cuda is None or dist is None or dist.kind != "python":
+        return None
+    try:
+        files = index.installable(index.files(dist.name))
+    except (OfflineMiss, IndexAccessError):
+        return None
+    fitting = []
+    for version in sorted({file.version for file in files if file.is_wheel and file.yanked is None
+                           and not file.version.is_prerelease}, reverse=True):
+        made = release_cuda(dist.name, version)
+        if made is not None and made.major == cuda.major and (made.minor is None or cuda.minor is None or made <= cuda):
+            fitting.append(version)
+    refused = []
+    for version in fitting[:ARCH_RELEASES]:
+        option = _in_place(env, dist, dist.name, version, cuda.major)
+        change = change_of(option)
+        assert change is not None
+        why = refusal(env, host, finding, findings, change, index, offline)
+        if why is None:
+            return f.WithInstall(option, option.requirements, option.replaces)
+        refused.append(f.Refused(option, why))
+    return f.NoFixFound(tuple(refused)) if refused else None
+
+
+def _in_place(env: Environment, dist: Distribution, name: str, version: Version, major: Optional[int]) -> f.PipInstall:
+    """`pip install` of `name`'s `version` (with `dist`'s extras when it is `dist`'s own name) in place
+    of `dist` when it is another name, and of the NVIDIA wheels of another major than `major` that
+    `dist` alone pulls in."""
+    replaced = set(other_major_wheels(env, {dist.name}, major) + _pinned_alone(env, dist) if major is not None else ())
+    if name != dist.name:
+        replaced.add(NormalizedName(dist.name))
+    kept = _covering_extras(env, dist) if name == dist.name else ()
+    extras = f"[{','.join(kept)}]" if kept else ""
+    return f.PipInstall((Requirement(f"{name}{extras}=={version}"),), replaces=tuple(sorted(replaced)))
+
+
+def _covering_extras(env: Environment, dist: Distribution) -> tuple[str, ...]:
+    """`dist`'s installed extras without those whose requirements another kept one names too
+    (cuda-toolkit[all] covers [cublas], [nvcc], ...): the extras a user would write."""
+    markers = env.marker_environment
+    names = {extra: {canonicalize_name(r.name) for r in dist.requires
+                     if r.marker is not None and r.marker.evaluate({**markers, "extra": extra})} for extra in dist.extras}
+    kept: list[str] = []
+    for extra in sorted(names, key=lambda e: (-len(names[e]), e)):
+        if names[extra] and not names[extra] <= set().union(*(names[k] for k in kept)):
+            kept.append(extra)
+    return tuple(sorted(kept))
+
+
+def _pinned_alone(env: Environment, dist: Distribution) -> tuple[NormalizedName, ...]:
+    """The installed wheels `dist` pins exactly (`==X.*`) and nothing else installed requires: its
+    release's own set (cuda-toolkit 13.5.0's nvidia-cuda-nvcc, nvidia-npp, ...), which a release of
+    another CUDA major leaves behind, pip keeping them."""
+    pulled = pulled_in(env, dist.name)
+    elsewhere = set().union(*(env.requires_names(d) for d in env.distributions if d.name not in pulled | {dist.name}))
+    pinned = {canonicalize_name(r.name) for r in env.requirements(dist) if any(s.operator == "==" for s in r.specifier)}
+    return tuple(sorted(NormalizedName(name) for name in pinned & pulled - elsewhere))
 
 
 def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:
@@ -325,7 +470,9 @@ def _left_major(env: Environment, plan: Environment, host: HostFacts) -> Optiona
         return not known or driver_verdict(CudaVersion(major, minor), driver.release, driver.cuda) is not None
 
     before = {(b.cuda.major, b.cuda.minor) for b in cuda_builds(env)}
-    running = [major for major, minor in before if runs(major, minor)]
+    # a major no toolkit of which targets the GPUs runs nothing here: leaving it is the fix (CUDA 13 on Pascal)
+    targeting = majors_targeting(tuple(gpu.compute_capability for gpu in host.visible_gpus))
+    running = [major for major, minor in before if runs(major, minor) and major in targeting]
     kept = max(running) if running else None
     for build in cuda_builds(plan):
         major, minor = build.cuda.major, build.cuda.minor

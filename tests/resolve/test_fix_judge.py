@@ -22,16 +22,19 @@ from index_server import make_wheel
 from packaging.requirements import Requirement
 from test_conda_env import EXT, HOST_570, TAG, build_nvjitlink, extension_source
 
+from cudaresolve.arch import ComputeCapability
 from cudaresolve.checks import fixes as f
+from cudaresolve.checks.evidence import DependenciesFailToo
 from cudaresolve.checks.findings import Check, Finding
 from cudaresolve.commands.diagnosing import examine
 from cudaresolve.env.interpreter import target_for_python
-from cudaresolve.host.facts import HostFacts
+from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.index.access import PackageIndex, open_index
 from cudaresolve.index.config import IndexSettings, index_config
 from cudaresolve.output.findings import shown
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.resolve.fix_judge import judge_fixes
+from cudaresolve.versions import CudaVersion, DriverRelease
 
 SKEW_FIX = 'pip install "nvidia-nvjitlink-cu12>=12.8"'
 
@@ -71,6 +74,30 @@ def built(tmp_path_factory) -> Path:
                   f"fatbin[] = {{{fatbin}}};\nint kernels(void) {{ return 0; }}\n")
         wheel("archpkg", version, {"archpkg/libkernels.so": builder.build(
             "libkernels.so", source, soname="libkernels.so", directory=f"arch-{version}")})
+    # cuda-toolkit[all] as two components: CUDA 13.x's carry sm_75 and sm_80 (CUDA 13 dropped Pascal), CUDA 12.x's
+    # sm_60, sm_75 and sm_86 (real nvidia-cufft-cu12 11.4.1.4 has sm_60, no sm_61)
+    # and NPP, which the components table does not know (no fold, no major from its name)
+    toolkits = {"13.5.0": ("", {"cufft": ("12.5.0.14", "libcufft.so.12"), "curand": ("10.4.5.25", "libcurand.so.10"),
+                                "npp": ("13.2.0.93", "libnppc.so.13")}),
+                "13.4.0": ("", {"cufft": ("12.4.0.34", "libcufft.so.12"), "curand": ("10.4.4.49", "libcurand.so.10"),
+                                "npp": ("13.1.2.81", "libnppc.so.13")}),
+                "12.9.1": ("-cu12", {"cufft": ("11.4.1.4", "libcufft.so.11"), "curand": ("10.3.10.19", "libcurand.so.10"),
+                                     "npp": ("12.4.1.87", "libnppc.so.12")}),
+                "12.2.2": ("-cu12", {"cufft": ("11.0.8.103", "libcufft.so.11"), "curand": ("10.3.3.141", "libcurand.so.10"),
+                                     "npp": ("12.2.1.4", "libnppc.so.12")})}
+    for toolkit, (suffix, parts) in toolkits.items():
+        archs = (60, 75, 86) if suffix else (75, 80)
+        fatbin = ",".join(map(str, container(*(entry(2, sm, cubin(sm), version=(1, 7)) for sm in archs))))
+        source = ('__attribute__((section(".nv_fatbin"), used, aligned(8))) static const unsigned char '
+                  f"fatbin[] = {{{fatbin}}};\nint kernels(void) {{ return 0; }}\n")
+        for part, (version, soname) in parts.items():
+            directory = f"nvidia/{part}/lib" if suffix else "nvidia/cu13/lib"
+            wheel(f"nvidia-{part}{suffix}", version, {f"{directory}/{soname}": builder.build(
+                soname, source, soname=soname, directory=f"{part}-{version}")})
+        # an extra per part besides [all], as the real metapackage has: the fix names [all] alone
+        wheel("cuda-toolkit", toolkit, {}, extras=("all", *parts), requires=tuple(
+            f'nvidia-{part}{suffix}=={version}.*; extra == "{extra}"' for part, (version, _) in parts.items()
+            for extra in ("all", part)))
     return found
 
 
@@ -329,3 +356,82 @@ def test_an_index_that_cannot_be_read_refuses_the_fix_that_needs_it_and_the_repo
                      "cannot fetch http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused")),),)
     assert shown(finding).fix.endswith("the index that would serve nvidia-nvjitlink-cu12 could not be read (cannot fetch "
                                        "http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused))")
+
+
+PASCAL_580 = replace(HOST_570, driver=Driver(DriverRelease.parse("580.65.06"), "override:--driver", CudaVersion(13, 0),
+                                             "derived:branch-table"),
+                     gpus=(Gpu(ComputeCapability(6, 1), "override:--gpu", 0),))
+
+
+def toolkit_13(built: Path, tmp_path: Path) -> Path:
+    return make_venv(tmp_path, built, "cuda-toolkit[all]==13.5.0", "nvidia-cufft==12.5.0.14", "nvidia-curand==10.4.5.25",
+                     "nvidia-npp==13.2.0.93")
+
+
+THE_13_WHEELS = ("nvidia-cufft", "nvidia-curand", "nvidia-npp")
+
+
+def test_component_arch_errors_of_one_toolkit_are_one_finding_whose_fix_is_the_cuda_12_toolkit(built, tmp_path):
+    """cuda-toolkit[all] 13.5.0 on a Pascal GPU: its CUDA 13 wheels lack sm_61, as every CUDA 13 release does. One
+    finding, the toolkit's; 13.4.0 is not tried; 12.9.1 comes in place of the CUDA 13 wheels, applied with pip."""
+    python = toolkit_13(built, tmp_path)
+    plain = [finding for finding in doctor(python, tmp_path / "plain", host=PASCAL_580) if finding.severity == "error"]
+    assert [(found.check, found.subject.distribution) for found in plain] == [
+        (Check.ARCH_COVERAGE, "cuda-toolkit"), (Check.ARCH_COVERAGE, "nvidia-npp")]
+    assert DependenciesFailToo(("nvidia-cufft", "nvidia-curand"), ComputeCapability(6, 1)) in plain[0].evidence
+    links = offered(built, tmp_path, "cuda-toolkit", *THE_13_WHEELS, *(f"{name}-cu12" for name in THE_13_WHEELS))
+    with index_for(python, links, tmp_path) as index:
+        finding, npp = [found for found in doctor(python, tmp_path, index, host=PASCAL_580) if found.severity == "error"]
+    install = f.PipInstall((Requirement("cuda-toolkit[all]==12.9.1"),), replaces=THE_13_WHEELS)
+    assert finding.fix == f.WithInstall(f.Explained(install, f.OfferedThatRuns((ComputeCapability(6, 1),))),
+                                        install.requirements, install.replaces)
+    assert npp.fix == finding.fix  # a wheel the toolkit pins moves with the toolkit's release
+    assert shown(finding).fix == ('pip install "cuda-toolkit[all]==12.9.1" in place of nvidia-cufft, nvidia-curand, '
+                                  "nvidia-npp (the newest release the indexes offer whose device code runs on compute "
+                                  "capability 6.1) (or, locked and judged again: pip uninstall nvidia-cufft nvidia-curand "
+                                  'nvidia-npp, then cudaresolve install "cuda-toolkit[all]==12.9.1")')
+    for arguments in pip_arguments(finding.fix):
+        offline_pip(python, links, arguments)
+    assert [shown(f) for f in doctor(python, tmp_path / "after", host=PASCAL_580) if f.severity == "error"] == []
+
+
+def test_an_arch_fix_says_no_release_of_the_major_has_the_code_when_the_older_major_is_not_offered(built, tmp_path):
+    python = toolkit_13(built, tmp_path)
+    links = tmp_path / "only-13"
+    links.mkdir()
+    for wheel in built.iterdir():
+        if wheel.name.startswith(("cuda_toolkit-13", "nvidia_cufft-", "nvidia_curand-", "nvidia_npp-")):
+            os.link(wheel, links / wheel.name)
+    with index_for(python, links, tmp_path) as index:
+        finding, npp = [found for found in doctor(python, tmp_path, index, host=PASCAL_580) if found.severity == "error"]
+    assert npp.fix == finding.fix
+    assert isinstance(finding.fix, f.NoFixFound)
+    [refused] = finding.fix.tried
+    assert refused.why == f.NoMajorTargets("cuda-toolkit", (13,), (ComputeCapability(6, 1),), CudaVersion(12, 9))
+    assert shown(finding).fix.endswith(": no CUDA 13 release builds code for compute capability 6.1; the newest CUDA "
+                                       "that does is 12.9, and the configured indexes offer no release of cuda-toolkit "
+                                       "built with it)")
+
+
+def test_a_build_for_the_drivers_cuda_is_the_newest_offered_release_of_that_cuda_in_place_of_the_other_majors(built, tmp_path):
+    """cuda-toolkit[all] 13.5.0 on driver 535 (CUDA 12.2): "a build for CUDA 12.2" is cuda-toolkit 12.2.2 (12.9.1 is
+    newer than the driver's CUDA), in place of the CUDA 13 wheels; applied with pip, no error stays."""
+    python = toolkit_13(built, tmp_path)
+    host = replace(HOST_570, driver=Driver(DriverRelease.parse("535.104.05"), "override:--driver", CudaVersion(12, 2),
+                                           "derived:branch-table"))
+    links = offered(built, tmp_path, "cuda-toolkit", *THE_13_WHEELS, *(f"{name}-cu12" for name in THE_13_WHEELS))
+    install = f.PipInstall((Requirement("cuda-toolkit[all]==12.2.2"),), replaces=THE_13_WHEELS)
+    with index_for(python, links, tmp_path) as index:
+        [finding] = [found for found in doctor(python, tmp_path, index, host=host) if found.severity == "error"]
+        # of two names, the one that pulls in the other is moved
+        env = examine(target_for_python(str(python)), host, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}).environment
+        both = replace(finding, fix=f.InstallBuild(("nvidia-cufft", "cuda-toolkit"), CudaVersion(12, 2)))
+        [judged] = judge_fixes(env, host, (both,), index)
+    assert judged.fix == f.WithInstall(install, install.requirements, install.replaces)
+    assert finding.check == Check.DRIVER_FLOOR and finding.subject.distribution == "cuda-toolkit"
+    assert isinstance(finding.fix, f.Alternatives), finding.fix
+    assert finding.fix.options[1] == f.WithInstall(install, install.requirements, install.replaces), finding.fix
+    assert ', or pip install "cuda-toolkit[all]==12.2.2" in place of nvidia-cufft, nvidia-curand, nvidia-npp' in shown(finding).fix
+    for arguments in pip_arguments(finding.fix.options[1]):
+        offline_pip(python, links, arguments)
+    assert [shown(f) for f in doctor(python, tmp_path / "after", host=host) if f.severity == "error"] == []
