@@ -398,7 +398,8 @@ class _Visit:
         last = name.rpartition(".")[2]
         if last in _LOADERS and node.args:
             named = self.values(node.args[0], scope, 0)
-            unnamed = not named or all(not value.replace(_COMPUTED, "").strip("*/.") for value in named)
+            program = isinstance(node.args[0], ast.Constant) and node.args[0].value is None  # CDLL(None): the process itself
+            unnamed = not program and (not named or all(not value.replace(_COMPUTED, "").strip("*/.") for value in named))
             if unnamed and reach != LAZY:  # a function's own load of its parameter is named where it is called
                 self.walker.unnamed_loads.append((self.module, reach))
             for value in sorted(named or ()):  # a set: sorted, so every run reads alike

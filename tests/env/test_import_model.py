@@ -393,6 +393,8 @@ def test_a_guarded_load_of_a_file_not_known_here_keeps_the_extensions_at_its_rea
         "import torch\nfrom ._paths import where\ntry:\n    torch.ops.load_library(where('_C'))\nexcept OSError:\n    pass\n")
     (site / "pkg/_C.so").write_text("")
     assert model_of(site, ["pkg/__init__.py", "pkg/_C.so"]).extensions[str(site / "pkg/_C.so")] == ("pkg._C", GUARDED)
+    (site / "pkg/__init__.py").write_text("import ctypes\n_self = ctypes.CDLL(None)\n")  # the process's own symbols
+    assert model_of(site, ["pkg/__init__.py", "pkg/_C.so"]).extensions[str(site / "pkg/_C.so")] == ("pkg._C", UNREACHED)
 
 
 # -- a namespace __init__.py two wheels install ---------------------------------------------------------
