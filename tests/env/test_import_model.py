@@ -541,7 +541,8 @@ def test_an_import_that_fails_where_its_driver_library_is_absent_is_a_warning(el
     """DeepEP's import raises its own words ("the NVIDIA driver does not expose a usable CUDA device")
     on a machine without a driver: its extension links libcuda.so.1 and the import mapped no driver
     library, so the failure may be this machine's, not the judged host's: a warning. A package that
-    links no driver library and fails the same way is an error."""
+    links no driver library and fails the same way is an error; a module under a namespace package that
+    fails in words naming no library, a warning."""
     import json
     import venv
 
@@ -553,13 +554,13 @@ def test_an_import_that_fails_where_its_driver_library_is_absent_is_a_warning(el
     driver = elf_builder.build("libcuda.so.1", "int cuInit(int f) { return f; }\n", soname="libcuda.so.1", directory="driver")
     raising = "raise ImportError('the NVIDIA driver does not expose a usable CUDA device')\n"
 
-    def severity(linked: list) -> list[str]:
-        where = "linked" if linked else "plain"
-        elf_builder.build("_C.so", extension("_C", "cuInit" if linked else ""), link=linked, directory=f"{where}/pkg",
+    def severity(linked: list, package: str = "pkg") -> list[str]:
+        where = f"{package.replace('/', '-')}-{'linked' if linked else 'plain'}"
+        elf_builder.build("_C.so", extension("_C", "cuInit" if linked else ""), link=linked, directory=f"{where}/{package}",
                           extra=INCLUDE)
         site = elf_builder.root / where
-        (site / "pkg/__init__.py").write_text(raising)
-        make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_C.so"))
+        (site / f"{package}/__init__.py").write_text(raising)
+        make_dist_info(site, "pkg", "1.0", files=(f"{package}/__init__.py", f"{package}/_C.so"))
         subprocess.run(["cp", "-a", f"{site}/.", str(target)], check=True)
         main(["doctor", "--import", "--json", "--python", str(root / "bin" / "python"), "--driver", "580.65.06", "--gpu", "8.6"])
         report = json.loads(capsys.readouterr().out)
@@ -567,6 +568,8 @@ def test_an_import_that_fails_where_its_driver_library_is_absent_is_a_warning(el
 
     assert severity([driver]) == ["warning"]
     assert severity([]) == ["error"]
+    # under a namespace (no ns/__init__.py), ns.sub is imported as a program might: words naming no library prove nothing
+    assert severity([], "ns/sub") == ["warning"]
 
 
 def test_an_observed_report_is_validated_and_its_words_made_one_printable_line(tmp_path, monkeypatch):
