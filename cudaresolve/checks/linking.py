@@ -239,7 +239,7 @@ def check_symbol_skew(env: Environment, loads: Iterable[PackageLoad]) -> list[Fi
             if problem.kind in (UNDEFINED_SYMBOL, MISSING_VERSION) and not bridges.take(load, problem):
                 skew[(problem.consumer, problem.provider)].append(problem)
                 load_of.setdefault((problem.consumer, problem.provider), load)
-                if load.reach in (None, GUARDED):  # a guard is no proof: torchvision's import needs the _C it guards
+                if load.loaded_by_import:
                     at_import.add((problem.consumer, problem.provider))
     findings: dict[tuple[str, Optional[str]], Finding] = {("bridge", consumer): finding for consumer, finding in bridges.unused().items()}
     for (consumer, provider), problems in skew.items():

@@ -36,7 +36,7 @@ from cudaresolve.checks.builds import Build, build_of
 from cudaresolve.checks.import_paths import ImportPlan, plan
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
-from cudaresolve.env.imports import Reach
+from cudaresolve.env.imports import GUARDED, Reach
 from cudaresolve.knowledge import components
 
 
@@ -69,6 +69,12 @@ class PackageLoad:
             seen.add(current)
             current = loaders.get(current)
         return None
+
+    @property
+    def loaded_by_import(self) -> bool:
+        """Whether the import loads these roots, behind a handler too: a guard is no proof the package
+        goes on without them (torchvision's import needs the `_C` it guards). A failure there is an error."""
+        return self.reach in (None, GUARDED)
 
     @property
     def selected(self) -> bool:

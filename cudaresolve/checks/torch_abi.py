@@ -32,7 +32,6 @@ from cudaresolve.checks.loading import PackageLoad
 from cudaresolve.checks.subjects import subject
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
-from cudaresolve.env.imports import GUARDED
 from cudaresolve.knowledge import components
 
 EVIDENCE_SHOWN = 3  # loader errors shown per finding; the rest are counted
@@ -66,7 +65,7 @@ def check_torch_abi(env: Environment, loads: Iterable[PackageLoad]) -> tuple[lis
                 kept.append(problem)
             else:
                 taken[(load.dist, framework.name)].append(problem)
-                if load.reach in (None, GUARDED):  # a guard is no proof: torchvision's import needs the _C it guards
+                if load.loaded_by_import:
                     at_import.add((load.dist, framework.name))
         result = load.result if len(kept) == len(load.result.problems) else replace(load.result, problems=tuple(kept))
         rest.append(load if result is load.result else replace(load, result=result))
