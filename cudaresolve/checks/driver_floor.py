@@ -19,7 +19,7 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks import releases
 from cudaresolve.checks.builds import CudaBuild, dated_runtime
-from cudaresolve.checks.dependencies import fold_into_requirers, following_torch
+from cudaresolve.checks.dependencies import fold_into_requirers, following_torch, sole_consumers
 from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.floors import applicable_requirements
 from cudaresolve.checks.metadata import versioned_needs
@@ -89,17 +89,10 @@ def _consumers(
     """Failing NVIDIA component wheels that one installed package, itself of no known build, alone
     requires, two or more: that consumer, a build of the newest CUDA among them, and their names.
     Eight failing cuDNN, cuBLAS, ... wheels of one framework are one cause, the framework's."""
-    by_consumer: dict[str, list[str]] = {}
-    for name in roots:
-        if not components.for_dist(name):
-            continue
-        requirers = [d.name for d in env.distributions if name in env.requires_names(d)]
-        if len(requirers) == 1 and requirers[0] not in verdicts and not components.for_dist(requirers[0]):
-            by_consumer.setdefault(requirers[0], []).append(name)
     found = []
-    for consumer, held in sorted(by_consumer.items()):
+    for consumer, held in sorted(sole_consumers(env, set(roots), set(verdicts)).items()):
         dist = env.distribution(consumer)
-        if len(held) < 2 or dist is None:
+        if dist is None:
             continue
         cuda = max(verdicts[name][0].cuda for name in held)
         found.append((consumer, CudaBuild(consumer, str(dist.version), cuda,
