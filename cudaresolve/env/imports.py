@@ -635,14 +635,22 @@ def alternatives(paths: Iterable[str]) -> dict[str, tuple[int, Optional[int]]]:
     return found
 
 
+def release_blind(path: str) -> str:
+    """`path` without its CUDA release and the separator before it: the name a group of alternatives
+    shares, the one named without a release included (hook_cu12.abi3.so, hook_cu13.abi3.so, hook.abi3.so)."""
+    return _RELEASE.sub("", path)
+
+
+_RELEASE = re.compile(r"[_.-]?(?:cuda|cu)\d{2,3}")
+
+
 def picks(shipped: Mapping[str, tuple[int, Optional[int]]], runtime: tuple[int, int]) -> set[str]:
     """Of alternatives (path -> CUDA), those a process of CUDA `runtime` loads: per group of the
     same name, the one of its release, else the newest of its major below, else the oldest above;
     for alternatives named by major only, those of its major."""
     groups: dict[str, dict[str, tuple[int, Optional[int]]]] = {}
     for path, cuda in shipped.items():
-        key = re.sub(r"(?:cuda|cu)\d{2,3}", "{}", path)
-        groups.setdefault(key, {})[path] = cuda
+        groups.setdefault(release_blind(path), {})[path] = cuda
     chosen: set[str] = set()
     for group in groups.values():
         same = sorted(((cuda[0], cuda[1] or 0), path) for path, cuda in group.items() if cuda[0] == runtime[0])

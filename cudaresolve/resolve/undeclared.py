@@ -25,7 +25,6 @@ May import: packaging, binary/ (facts, loader), env/, knowledge/components, chec
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
@@ -35,7 +34,7 @@ from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import LoaderEnv
 from cudaresolve.checks.builds import build_of, cuda_builds
 from cudaresolve.env.environment import Environment
-from cudaresolve.env.imports import alternatives
+from cudaresolve.env.imports import alternatives, release_blind
 from cudaresolve.knowledge import components
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.reasons import CandidateRef
@@ -150,21 +149,14 @@ def _other_major_alternatives(files: Iterable[tuple[Optional[str], str]], major:
         by_owner.setdefault(owner, []).append(path)
     unloaded: set[str] = set()
     for paths in by_owner.values():
+        # the same name without a release (torch-memory-saver's ROCm hook, a CUDA 12 build) is in the
+        # group too: not what a loader of `major` picks when that major's own file is there
         shipped = alternatives(path for path in paths if ".so" in os.path.basename(path))
         groups: dict[str, set[int]] = {}
         for path, cuda in shipped.items():
-            groups.setdefault(_release_blind(path), set()).add(cuda[0])
-        unloaded |= {path for path, cuda in shipped.items() if cuda[0] != major and major in groups[_release_blind(path)]}
-        # the same name without a release (torch-memory-saver's ROCm hook, a CUDA 12 build) is not
-        # what a loader of `major` picks when that major's own file is there
-        plain = {re.sub(r"[_.-]\{\}", "", key) for key, majors in groups.items() if major in majors}
-        unloaded |= {path for path in paths if path in plain}
+            groups.setdefault(release_blind(path), set()).add(cuda[0])
+        unloaded |= {path for path, cuda in shipped.items() if cuda[0] != major and major in groups[release_blind(path)]}
     return unloaded
-
-
-def _release_blind(path: str) -> str:
-    """`path` with its CUDA release taken out (hook_cu12.so and hook_cu13.so are one name)."""
-    return re.sub(r"(?:cuda|cu)\d{2,3}", "{}", path)
 
 
 def _has(plan: Environment, component: str, major: int, system: bool) -> bool:
