@@ -21,11 +21,26 @@ from typing import Any, Callable, Optional, Sequence, get_args
 from cudaresolve import __version__
 from cudaresolve.bounded import read_bounded
 from cudaresolve.caches import read_entry
+from cudaresolve.env import imports as imports_module
 from cudaresolve.env.imports import ImportModel, Preload, Reach, build_model
 from cudaresolve.env.store import dumps_plain, loads_plain, store_entry
 
 CACHE_FORMAT = 3  # 2: ImportModel.imports; 3: Preload.computed
-HEADER = f"cudaresolve-imports {CACHE_FORMAT} {__version__}\n".encode()
+
+
+def _code_digest() -> str:
+    """sha256 of the code that builds and stores a model (env/imports.py and this module): an edited
+    checkout reads only the models its own code wrote, where the format and release alone would let it
+    read a model an older build of the walk wrote. Two small files, hashed once per process."""
+    digest = hashlib.sha256()
+    for module in (imports_module.__file__, __file__):
+        assert module is not None  # regular modules
+        with open(module, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+HEADER = f"cudaresolve-imports {CACHE_FORMAT} {__version__} {_code_digest()}\n".encode()
 _REACHES: dict[object, Reach] = {reach: reach for reach in get_args(Reach)}
 
 ReadText = Callable[[str, int], Optional[str]]

@@ -5,6 +5,7 @@ oracle is the import itself, in a child interpreter with the built site-packages
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -133,7 +134,9 @@ def test_an_import_by_a_computed_name_makes_the_model_inconclusive(graph):
 
 def test_a_model_is_kept_by_the_files_it_read_and_read_again_when_one_changes(graph, tmp_path):
     """env/import_cache.py: a second run, and a copy of the tree elsewhere, parse nothing; a changed
-    file (same size), a damaged entry and a planted one are parsed again; an unwritable cache only costs the parse."""
+    file (same size), a damaged entry, a planted one and one another build of the code wrote are parsed
+    again; an unwritable cache only costs the parse."""
+    from cudaresolve.env import import_cache
     from cudaresolve.env.import_cache import ImportModelCache
 
     files = [str(graph / f) for f in FILES]
@@ -158,6 +161,11 @@ def test_a_model_is_kept_by_the_files_it_read_and_read_again_when_one_changes(gr
         entry.write_bytes(planted)
         healed = ImportModelCache(str(cache_dir))
         assert healed.model(files, [str(graph)]) == model_of(graph, FILES) and healed.parsed == 1
+    entry.write_bytes(entry.read_bytes().replace(import_cache.HEADER, b"cudaresolve-imports 3 0.0.0 0123456789abcdef\n"))
+    other_code = ImportModelCache(str(cache_dir))  # what another build of the walk wrote
+    assert other_code.model(files, [str(graph)]) == model_of(graph, FILES) and other_code.parsed == 1
+    code = b"".join(open(module, "rb").read() for module in (import_model.__file__, import_cache.__file__))
+    assert import_cache.HEADER.split()[3].decode() == hashlib.sha256(code).hexdigest()[:16]
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache directory would be")
     assert ImportModelCache(str(blocked)).model(files, [str(graph)]) == model_of(graph, FILES)
