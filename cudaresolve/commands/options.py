@@ -181,12 +181,11 @@ def pip_configured(target: Target, environ: Mapping[str, str]) -> tuple[PipChoic
 
 
 def formats_given(choices: PipChoices, args: argparse.Namespace) -> PipChoices:
-    """pip's configured choices with the command's --no-binary and --only-binary applied after them, as
-    pip applies its command line after its configuration."""
+    """pip's configured choices with the command's --no-binary and --only-binary applied after them, in
+    the order given, as pip applies its command line after its configuration."""
     formats = choices.formats
-    for option in ("no_binary", "only_binary"):
-        for text in getattr(args, option, None) or ():
-            formats = formats.applied(text, no_binary=option == "no_binary", via="--" + option.replace("_", "-"))
+    for option, text in getattr(args, "formats", None) or ():
+        formats = formats.applied(text, no_binary=option == "no_binary", via="--" + option.replace("_", "-"))
     return dataclasses.replace(choices, formats=formats)
 
 

@@ -32,6 +32,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
+class _FormatOption(argparse.Action):
+    """--only-binary and --no-binary, kept in one list in the order given: pip applies each value after
+    the ones before it, so the order decides (`--only-binary :all: --no-binary x` builds x's sdist, the
+    other order refuses it)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Any = None) -> None:
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or ()), (self.const, values)])
+
+
 def _add_lock_inputs(parser: argparse.ArgumentParser) -> None:
     """What lock and install resolve: requirements, their files, the project, the target, the choices."""
     parser.add_argument("requirements", nargs="*", metavar="REQ", help="a PEP 508 requirement (cupy means the right cupy-cudaXXx)")
@@ -50,11 +60,11 @@ def _add_lock_inputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upgrade", action="store_true", help="do not keep installed versions")
     parser.add_argument("--pre", action="store_true", help="pre-releases may be chosen (as pip's --pre)")
     parser.add_argument(
-        "--only-binary", metavar="FORMAT", action="append", default=[],
+        "--only-binary", metavar="FORMAT", dest="formats", action=_FormatOption, const="only_binary", default=[],
         help="as pip's: names (or :all:) whose sdists are never taken; --only-binary :all: locks wheels only and builds nothing",
     )
     parser.add_argument(
-        "--no-binary", metavar="FORMAT", action="append", default=[],
+        "--no-binary", metavar="FORMAT", dest="formats", action=_FormatOption, const="no_binary", default=[],
         help="as pip's: names (or :all:) whose wheels are never taken (their sdists are, as pip builds them)",
     )
     parser.add_argument("--allow-advisory", metavar="ID", action="append", default=[], help="accept a known-bad release (repeatable)")

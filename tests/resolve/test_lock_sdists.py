@@ -301,6 +301,22 @@ def test_the_pip_wrappers_binary_options_choose_formats_as_pips_do(hermetic):
     assert chosen.sdists_refused("demo") and not chosen.wheels_refused("demo") and not prefer
 
 
+def test_the_locks_binary_options_apply_in_the_order_given():
+    """`lock --only-binary :all: --no-binary demo`: demo's sdist is taken and its wheels refused, as pip
+    applies the two options one after the other; in the other order :all: clears the name."""
+    from cudaresolve.commands.options import formats_given
+    from cudaresolve.commands.parser import build_parser
+    from cudaresolve.index.choices import PipChoices
+
+    def formats(*arguments: str):
+        return formats_given(PipChoices(), build_parser().parse_args(["lock", *arguments, "demo"])).formats
+
+    chosen = formats("--only-binary", ":all:", "--no-binary", "demo")
+    assert not chosen.sdists_refused("demo") and chosen.wheels_refused("demo") and chosen.sdists_refused("app")
+    chosen = formats("--no-binary", "demo", "--only-binary", ":all:")
+    assert chosen.sdists_refused("demo") and not chosen.wheels_refused("demo")
+
+
 def test_a_lock_with_sdists_is_checked_and_explained(sdists, empty_python, hermetic, capsys):
     """`lock --check` of a lock holding sdist entries passes on its host, and `why` names the sdist's build."""
     assert lock(sdists.url + "/simple", empty_python, "app", "-o", "pylock.toml") == 0
