@@ -308,6 +308,12 @@ def _lock_once(
             continue
         links = read_links(plan, chosen.values(), index, budget)
         unprovided = unprovided_libraries(plan, chosen.values(), finder.major, system=inputs.system_libraries, links=links.files)
+        other_major = [aside for found in unprovided if not found.providers for aside in _other_major_build(found)]
+        for aside in other_major:  # a build of another major: an older release of the set's major is tried
+            excluded.add((aside.candidate.name, str(aside.candidate.version)))
+            finder.set_aside_for_major(aside)
+        if other_major:
+            continue
         lacking = tuple(_no_provider(u) for u in unprovided if not u.providers)
         if lacking:
             raise NoSolution((Attempt(finder.major, lacking),))
@@ -419,6 +425,15 @@ def _linked_need(found: Unprovided) -> Need:
     assert found.cuda_major is not None
     origin = BinaryNeed(found.consumer, False, found.soname, CudaVersion(found.cuda_major), file=found.file, linked=True)
     return Need(Requirement(f"{row.dist}{row.dist_versions or ''}"), origin)
+
+
+def _other_major_build(found: Unprovided) -> tuple[Rejection, ...]:
+    """A chosen wheel that links what only one other CUDA major's wheels install (libcudart.so.13
+    in a CUDA 12 set) is that major's build, set aside for this major."""
+    majors = {row.cuda_major for row in found.other_majors}
+    if found.cuda_major is None or len(majors) != 1:
+        return ()
+    return (Rejection(found.consumer, OtherMajor(majors.pop(), found.cuda_major, found.file, found.soname)),)
 
 
 def _no_provider(found: Unprovided) -> NoProvider:

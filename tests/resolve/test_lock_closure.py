@@ -8,7 +8,8 @@ requiring any wheel; `oldapp`, a CUDA 11 build (libcublas.so.11); `gompapp`, whi
 `hookapp`, which ships one hook per CUDA major (hook_cu12.so linking libcudart.so.12 beside
 hook_cu13.so linking libcudart.so.13) and an unsuffixed hook.so linking libcudart.so.12, as
 torch-memory-saver 0.0.10 does (its loader picks `<stem>_cu<major>`; the unsuffixed one is ROCm's);
-`staticapp`, whose library links a CUDA 12.8 runtime in statically, dated by its cubins' toolkit
+`codecapp`, whose 2.0 is a CUDA 13 build by its binary alone (libcudart.so.13, as torchcodec 0.17.0)
+and 1.0 a CUDA 12 one; `staticapp`, whose library links a CUDA 12.8 runtime in statically, dated by its cubins' toolkit
 note (1.0) or, with none, by its PTX ISA 8.7 alone (1.1), beside a release built with CUDA 11.4
 (0.9, PTX ISA 7.4); `mysteryapp`, whose static runtime no byte dates (PTX of an ISA no toolkit writes).
 """
@@ -57,15 +58,15 @@ def _stub(elf_builder, soname: str, function: str) -> Path:
     return elf_builder.build(soname, f"int {function}(void) {{ return 0; }}\n", soname=soname, directory="stubs")
 
 
-def _linking(elf_builder, package: str, soname: str, function: str, lib_dir: str) -> tuple[str, bytes]:
-    """A wheel of `package` 1.0 whose extension calls `function` of `soname`, found through its
+def _linking(elf_builder, package: str, soname: str, function: str, lib_dir: str, version: str = "1.0") -> tuple[str, bytes]:
+    """A wheel of `package` `version` whose extension calls `function` of `soname`, found through its
     RUNPATH in `lib_dir` (where the NVIDIA wheel installs it), and which requires nothing."""
     stub = _stub(elf_builder, soname, function)
-    ext = elf_builder.build(f"{package}_ext.so", f"extern int {function}(void);\nint f(void) {{ return {function}(); }}\n",
-                            link=[stub], runpath=f"$ORIGIN/../{lib_dir}", directory=package)
+    ext = elf_builder.build(f"{package}_{version}_ext.so", f"extern int {function}(void);\nint f(void) {{ return {function}(); }}\n",
+                            link=[stub], runpath=f"$ORIGIN/../{lib_dir}", directory=f"{package}-{version}")
     # its import loads the extension, so what the extension links is needed at import (env/imports.py)
     files = {f"{package}/__init__.py": b"from . import _ext\n", f"{package}/_ext.so": ext.read_bytes()}
-    return make_wheel(package, "1.0", files=files, tag=_tag())
+    return make_wheel(package, version, files=files, tag=_tag())
 
 
 def _gomp(elf_builder, tag: str, *, cublas: bool) -> tuple[str, bytes]:
@@ -114,6 +115,8 @@ def closure_index(cuda_index, elf_builder):
                        requires_python=universe.requires_python.get(filename))
     server.add(*_linking(elf_builder, "linkapp", "libcublas.so.12", "cublasCreate_v2", "nvidia/cublas/lib"))
     server.add(*_linking(elf_builder, "oldapp", "libcublas.so.11", "cublasCreate_v2", "nvidia/cublas/lib"))
+    server.add(*_linking(elf_builder, "codecapp", "libcudart.so.13", "cudaGetDeviceCount", "nvidia/cu13/lib", "2.0"))
+    server.add(*_linking(elf_builder, "codecapp", "libcudart.so.12", "cudaGetDeviceCount", "nvidia/cuda_runtime/lib", "1.0"))
     for version, note, isa in (("1.1", False, "8.7"), ("1.0", True, "8.7"), ("0.9", False, "7.4")):
         library = _static(elf_builder, f"libstatic-{version}.so", note=note, isa=isa)
         server.add(*make_wheel("staticapp", version, files={"staticapp/__init__.py": b"", "staticapp/_core.so": library}, tag=_tag()))
@@ -174,17 +177,33 @@ def test_plain_pip_leaves_linkapp_without_its_library(run, closure_index, tmp_pa
     assert [(f["check"], f["subject"]) for f in report["findings"] if f["severity"] == "error"] == [("missing-library", "linkapp 1.0")]
 
 
-def test_a_cuda_11_binary_beside_the_sets_cuda_12_is_refused_naming_library_binary_and_wheel(
+def test_a_cuda_11_binary_beside_the_sets_cuda_12_is_refused_naming_library_binary_and_major(
         run, closure_index, empty_python, tmp_path):
     code, out, err, _ = _lock(run, tmp_path, empty_python, "oldapp", "nvidia-cublas-cu12", *AMPERE, *closure_index)
     assert code == 2, out + err
-    assert ("oldapp 1.0's oldapp/_ext.so links libcublas.so.11, which no wheel of CUDA 12 installs "
-            "(nvidia-cublas-cu11 is CUDA 11's)") in err, err
+    assert ("with CUDA 12: nothing fits oldapp; oldapp 1.0: a CUDA 11 build: its oldapp/_ext.so links libcublas.so.11; "
+            "the environment is CUDA 12") in err, err
     assert "Traceback" not in err
     code, out, _ = run("lock", "oldapp", "nvidia-cublas-cu12", "--python", empty_python, "--json", *AMPERE, *closure_index)
-    causes = [c for a in json.loads(out)["refused"]["attempts"] for c in a["causes"] if c["type"] == "NoProvider"]
-    assert code == 2 and causes[0]["soname"] == "libcublas.so.11" and causes[0]["file"] == "oldapp/_ext.so"
-    assert causes[0]["consumer"] == "oldapp 1.0" and causes[0]["other_majors"] == [{"cuda_major": 11, "wheel": "nvidia-cublas-cu11"}]
+    aside = [r for a in json.loads(out)["refused"]["attempts"] for c in a["causes"] for r in c.get("rejections", ())
+             if r["rule"] == "other-major" and r["candidate"] == "oldapp 1.0"]
+    assert code == 2 and aside[0]["evidence"] == {"build_major": 11, "environment_major": 12, "file": "oldapp/_ext.so",
+                                                  "soname": "libcublas.so.11"}, aside
+
+
+@pytest.mark.parametrize("host", [("--driver", "535.104.05", "--gpu", "8.0"), ("--driver", "580.65.06", "--gpu", "6.1")],
+                         ids=["driver-535", "pascal"])
+def test_a_release_linking_another_majors_runtime_is_set_aside_for_an_older_one_of_the_sets_major(
+        host, run, closure_index, empty_python, tmp_path):
+    """CUDA 13 is not tried (driver 535; CUDA 13 builds nothing for 6.1): codecapp 2.0 links
+    libcudart.so.13, so codecapp 1.0, a CUDA 12 build, is locked with the CUDA 12 runtime, and the
+    lock says why 2.0 was set aside."""
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "codecapp", "--explain", *host, *closure_index)
+    assert code == 0, out + err
+    assert lock["codecapp"] == "1.0" and lock["nvidia-cuda-runtime-cu12"].startswith("12."), lock
+    assert "codecapp 2.0: a CUDA 13 build: its codecapp/_ext.so links libcudart.so.13; the environment is CUDA 12" in out, out
+    code, out, err, _ = _lock(run, tmp_path, empty_python, "codecapp==2.0", *host, *closure_index)
+    assert code == 2 and "links libcudart.so.13" in err and "Traceback" not in err, out + err
 
 
 def test_a_static_runtime_without_a_toolkit_note_is_dated_by_its_ptx(elf_builder):
@@ -255,7 +274,9 @@ def test_a_cuda_11_binary_alone_is_locked_with_cuda_11_libraries_and_never_besid
     assert lock["nvidia-cublas-cu11"].startswith("11.") and not any(n.endswith("-cu12") for n in lock), lock
     code, out, err, _ = _lock(run, tmp_path, empty_python, "oldapp", "linkapp", *AMPERE, *closure_index)
     assert code == 2, out + err
-    assert "links libcublas.so.11, which no wheel of CUDA 12 installs" in err and "Traceback" not in err
+    assert "oldapp 1.0: a CUDA 11 build: its oldapp/_ext.so links libcublas.so.11; the environment is CUDA 12" in err, err
+    assert "linkapp 1.0: a CUDA 12 build: its linkapp/_ext.so links libcublas.so.12; the environment is CUDA 11" in err, err
+    assert "Traceback" not in err
 
 
 def test_a_static_runtime_no_byte_dates_is_locked_with_a_warning(run, closure_index, empty_python, tmp_path):
