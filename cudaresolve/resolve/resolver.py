@@ -308,8 +308,9 @@ def _lock_once(
             continue
         links = read_links(plan, chosen.values(), index, budget)
         unprovided = unprovided_libraries(plan, chosen.values(), finder.major, system=inputs.system_libraries, links=links.files)
-        other_major = [aside for found in unprovided if not found.providers for aside in _other_major_build(found)]
-        for aside in other_major:  # a build of another major: an older release of the set's major is tried
+        other_major = {aside.candidate: aside for found in reversed(unprovided) if not found.providers
+                       for aside in _other_major_build(found)}  # one per release: its first library's
+        for aside in other_major.values():  # a build of another major: an older release of the set's major is tried
             excluded.add((aside.candidate.name, str(aside.candidate.version)))
             finder.set_aside_for_major(aside)
         if other_major:
