@@ -403,10 +403,12 @@ def _needs_set_aside(
             requirement = Requirement(text)
             if requirement.marker is not None and not any(requirement.marker.evaluate({**markers, "extra": e}) for e in extras):
                 continue
-            admitted = [c for c in finder.candidates(requirement.name) if requirement.specifier.contains(c.version, prereleases=True)]
             aside = sorted((r for r in finder.rejected(requirement.name) if not r.installed
                             and requirement.specifier.contains(r.candidate.version, prereleases=True)),
                            key=lambda r: r.candidate.version, reverse=True)
+            refused = {r.candidate for r in aside}  # the judge's refusals too, which the finder still lists
+            admitted = [c for c in finder.candidates(requirement.name)
+                        if requirement.specifier.contains(c.version, prereleases=True) and c.ref not in refused]
             if admitted or not aside:
                 continue
             requirement.marker = None

@@ -11,7 +11,7 @@ torch-memory-saver 0.0.10 does (its loader picks `<stem>_cu<major>`; the unsuffi
 `codecapp`, whose 2.0 is a CUDA 13 build by its binary alone (libcudart.so.13, as torchcodec 0.17.0)
 and 1.0 a CUDA 12 one; `staticapp`, whose library links a CUDA 12.8 runtime in statically, dated by its cubins' toolkit
 note (1.0) or, with none, by its PTX ISA 8.7 alone (1.1), beside a release built with CUDA 11.4
-(0.9, PTX ISA 7.4); `mysteryapp`, whose static runtime no byte dates (PTX of an ISA no toolkit writes).
+(0.9, PTX ISA 7.4), and `wantapp`, whose 2.0 requires staticapp>=1.0 and 1.0 any staticapp; `mysteryapp`, whose static runtime no byte dates (PTX of an ISA no toolkit writes).
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ def closure_index(cuda_index, elf_builder):
     for version, note, isa in (("1.1", False, "8.7"), ("1.0", True, "8.7"), ("0.9", False, "7.4")):
         library = _static(elf_builder, f"libstatic-{version}.so", note=note, isa=isa)
         server.add(*make_wheel("staticapp", version, files={"staticapp/__init__.py": b"", "staticapp/_core.so": library}, tag=_tag()))
+    server.add(*make_wheel("wantapp", "2.0", requires=["staticapp>=1.0"]))
+    server.add(*make_wheel("wantapp", "1.0", requires=["staticapp"]))
     mystery = _static(elf_builder, "libmystery.so", note=False, isa="1.0")
     server.add(*make_wheel("mysteryapp", "1.0", files={"mysteryapp/__init__.py": b"", "mysteryapp/_core.so": mystery}, tag=_tag()))
     server.add(*_gomp(elf_builder, _tag(), cublas=True))
@@ -226,6 +228,16 @@ def test_a_static_cuda_12_8_runtime_is_not_locked_for_a_470_driver(deep, run, cl
     for version in ("1.1", "1.0"):
         code, out, err, _ = _lock(run, tmp_path, empty_python, f"staticapp=={version}", *deep, *DRIVER_470, *closure_index)
         assert code == 2 and f"staticapp {version}" in err and "12.8" in err, out + err
+
+
+def test_the_release_pip_takes_is_set_aside_naming_the_requirement_only_refused_releases_meet(
+        run, closure_index, empty_python, tmp_path):
+    """wantapp 2.0 needs staticapp>=1.0, whose releases the judge refuses for a 470 driver (as
+    flashinfer-python 0.7.4 needs nccl-extensions 0.1.0, refused beside torch's NCCL): the lock takes
+    wantapp 1.0 and says why not 2.0."""
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "wantapp", "--explain", *DRIVER_470, *closure_index)
+    assert code == 0 and lock["wantapp"] == "1.0" and lock["staticapp"] == "0.9", out + err
+    assert "wantapp 2.0: needs staticapp>=1.0, and nothing here fits it: staticapp 1." in out, out
 
 
 def test_a_static_runtime_no_byte_dates_is_a_warning_not_silence(elf_builder):
