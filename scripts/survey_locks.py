@@ -144,12 +144,34 @@ def compare(requirement: str, locked: dict[str, str], pip: dict[str, str], on_to
     for name, pair in top.items():
         if pair["lock"] != pair["pip"]:
             by_major = aside.get("", {}).get((pair["pip"] or "").split(".")[0], "")  # cuda-toolkit 13.5.0: CUDA 13 refused
-            pair["why"] = aside.get(name, {}).get(pair["pip"] or "") or (by_major if name.startswith("cuda-") else "")
+            pair["why"] = (aside.get(name, {}).get(pair["pip"] or "") or (by_major if name.startswith("cuda-") else "")
+                           or newest_reason(aside.get(name, {}), pair["lock"]))
     shared = set(locked) & set(pip)
     return {"top": top, "top_agrees": all(v["lock"] == v["pip"] for v in top.values()),
             "only_lock": sorted(set(locked) - set(pip) - {"pip", "setuptools", "wheel"}),
             "only_pip": sorted(set(pip) - set(locked) - {"pip", "setuptools", "wheel"}),
             "versions_differ": sorted(f"{n} {pip[n]} -> {locked[n]}" for n in shared if pip[n] != locked[n])}
+
+
+def newest_reason(reasons: dict[str, str], chosen: str | None) -> str:
+    """The lock's reason for the newest release it set aside above its choice, said as that release's:
+    pip's freeze may be older than the release pip takes from the index today, which the lock names."""
+    pip_skips = ("requires Python", "yanked", "a pre-release")  # releases pip would not take either
+    newer = [v for v, why in reasons.items() if chosen and _version(v) > _version(chosen) and not _version(v).is_prerelease
+             and not why.startswith(pip_skips)]
+    if not newer:
+        return ""
+    newest = max(newer, key=_version)
+    return f"{newest}: {reasons[newest]}"
+
+
+def _version(text: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
 
 
 def lock_cell(work: Path, stack: dict, host: str, python: str, index: str) -> dict | None:
