@@ -308,13 +308,8 @@ def _lock_once(
             continue
         links = read_links(plan, chosen.values(), index, budget)
         unprovided = unprovided_libraries(plan, chosen.values(), finder.major, system=inputs.system_libraries, links=links.files)
-        other_major = {aside.candidate: aside for found in reversed(unprovided) if not found.providers
-                       for aside in _other_major_build(found)}  # one per release: its first library's
-        for aside in other_major.values():  # a build of another major: an older release of the set's major is tried
-            excluded.add((aside.candidate.name, str(aside.candidate.version)))
-            finder.set_aside_for_major(aside)
-        if other_major:
-            continue
+        if _set_aside_other_major(unprovided, finder, excluded):
+            continue  # a build of another major: an older release of the set's major is tried
         lacking = tuple(_no_provider(u) for u in unprovided if not u.providers)
         if lacking:
             raise NoSolution((Attempt(finder.major, lacking),))
@@ -430,13 +425,19 @@ def _linked_need(found: Unprovided) -> Need:
     return Need(Requirement(f"{row.dist}{row.dist_versions or ''}"), origin)
 
 
-def _other_major_build(found: Unprovided) -> tuple[Rejection, ...]:
-    """A chosen wheel that links what only one other CUDA major's wheels install (libcudart.so.13
-    in a CUDA 12 set) is that major's build, set aside for this major."""
-    majors = {row.cuda_major for row in found.other_majors}
-    if found.cuda_major is None or len(majors) != 1:
-        return ()
-    return (Rejection(found.consumer, OtherMajor(majors.pop(), found.cuda_major, found.file, found.soname)),)
+def _set_aside_other_major(unprovided: Sequence[Unprovided], finder: CandidateFinder, excluded: set[tuple[str, str]]) -> bool:
+    """Set aside, for the major tried, each chosen wheel that links what only one other CUDA major's
+    wheels install (libcudart.so.13 in a CUDA 12 set): that major's build, named by its first such
+    library. Whether any was."""
+    aside: dict[CandidateRef, Rejection] = {}
+    for found in reversed(unprovided):
+        majors = {row.cuda_major for row in found.other_majors}
+        if not found.providers and found.cuda_major is not None and len(majors) == 1:
+            aside[found.consumer] = Rejection(found.consumer, OtherMajor(majors.pop(), found.cuda_major, found.file, found.soname))
+    for rejection in aside.values():
+        excluded.add((rejection.candidate.name, str(rejection.candidate.version)))
+        finder.set_aside_for_major(rejection)
+    return bool(aside)
 
 
 def _no_provider(found: Unprovided) -> NoProvider:
