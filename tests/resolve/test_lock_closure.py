@@ -179,18 +179,17 @@ def test_plain_pip_leaves_linkapp_without_its_library(run, closure_index, tmp_pa
     assert [(f["check"], f["subject"]) for f in report["findings"] if f["severity"] == "error"] == [("missing-library", "linkapp 1.0")]
 
 
-def test_a_cuda_11_binary_beside_the_sets_cuda_12_is_refused_naming_library_binary_and_major(
+def test_a_cuda_11_binary_beside_the_sets_cuda_12_is_refused_naming_library_binary_and_wheel(
         run, closure_index, empty_python, tmp_path):
     code, out, err, _ = _lock(run, tmp_path, empty_python, "oldapp", "nvidia-cublas-cu12", *AMPERE, *closure_index)
     assert code == 2, out + err
-    assert ("with CUDA 12: nothing fits oldapp; oldapp 1.0: a CUDA 11 build: its oldapp/_ext.so links libcublas.so.11; "
-            "the environment is CUDA 12") in err, err
+    assert ("oldapp 1.0's oldapp/_ext.so links libcublas.so.11, which no wheel of CUDA 12 installs "
+            "(nvidia-cublas-cu11 is CUDA 11's)") in err, err
     assert "Traceback" not in err
     code, out, _ = run("lock", "oldapp", "nvidia-cublas-cu12", "--python", empty_python, "--json", *AMPERE, *closure_index)
-    aside = [r for a in json.loads(out)["refused"]["attempts"] for c in a["causes"] for r in c.get("rejections", ())
-             if r["rule"] == "other-major" and r["candidate"] == "oldapp 1.0"]
-    assert code == 2 and aside[0]["evidence"] == {"build_major": 11, "environment_major": 12, "file": "oldapp/_ext.so",
-                                                  "soname": "libcublas.so.11"}, aside
+    causes = [c for a in json.loads(out)["refused"]["attempts"] for c in a["causes"] if c["type"] == "NoProvider"]
+    assert code == 2 and causes[0]["soname"] == "libcublas.so.11" and causes[0]["file"] == "oldapp/_ext.so"
+    assert causes[0]["consumer"] == "oldapp 1.0" and causes[0]["other_majors"] == [{"cuda_major": 11, "wheel": "nvidia-cublas-cu11"}]
 
 
 @pytest.mark.parametrize("host", [("--driver", "535.104.05", "--gpu", "8.0"), ("--driver", "580.65.06", "--gpu", "6.1")],
@@ -206,6 +205,13 @@ def test_a_release_linking_another_majors_runtime_is_set_aside_for_an_older_one_
     assert "codecapp 2.0: a CUDA 13 build: its codecapp/_ext.so links libcudart.so.13; the environment is CUDA 12" in out, out
     code, out, err, _ = _lock(run, tmp_path, empty_python, "codecapp==2.0", *host, *closure_index)
     assert code == 2 and "links libcudart.so.13" in err and "Traceback" not in err, out + err
+
+
+def test_a_release_of_a_major_the_host_runs_is_locked_with_that_major_not_walked_past(run, closure_index, empty_python, tmp_path):
+    """Driver 580 on 8.6 runs CUDA 13: codecapp 2.0 is locked with the CUDA 13 runtime (a CUDA 11 build
+    on driver 550, which runs CUDA 11, refuses CUDA 12 instead: the tests of oldapp)."""
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "codecapp", "--driver", "580.65.06", "--gpu", "8.6", *closure_index)
+    assert code == 0 and lock["codecapp"] == "2.0" and lock["nvidia-cuda-runtime"].startswith("13."), out + err
 
 
 def test_a_static_runtime_without_a_toolkit_note_is_dated_by_its_ptx(elf_builder):
@@ -286,9 +292,7 @@ def test_a_cuda_11_binary_alone_is_locked_with_cuda_11_libraries_and_never_besid
     assert lock["nvidia-cublas-cu11"].startswith("11.") and not any(n.endswith("-cu12") for n in lock), lock
     code, out, err, _ = _lock(run, tmp_path, empty_python, "oldapp", "linkapp", *AMPERE, *closure_index)
     assert code == 2, out + err
-    assert "oldapp 1.0: a CUDA 11 build: its oldapp/_ext.so links libcublas.so.11; the environment is CUDA 12" in err, err
-    assert "linkapp 1.0: a CUDA 12 build: its linkapp/_ext.so links libcublas.so.12; the environment is CUDA 11" in err, err
-    assert "Traceback" not in err
+    assert "links libcublas.so.11, which no wheel of CUDA 12 installs" in err and "Traceback" not in err
 
 
 def test_a_static_runtime_no_byte_dates_is_locked_with_a_warning(run, closure_index, empty_python, tmp_path):
