@@ -144,12 +144,34 @@ def compare(requirement: str, locked: dict[str, str], pip: dict[str, str], on_to
     for name, pair in top.items():
         if pair["lock"] != pair["pip"]:
             by_major = aside.get("", {}).get((pair["pip"] or "").split(".")[0], "")  # cuda-toolkit 13.5.0: CUDA 13 refused
-            pair["why"] = aside.get(name, {}).get(pair["pip"] or "") or (by_major if name.startswith("cuda-") else "")
+            pair["why"] = (aside.get(name, {}).get(pair["pip"] or "") or (by_major if name.startswith("cuda-") else "")
+                           or newest_reason(aside.get(name, {}), pair["lock"]))
     shared = set(locked) & set(pip)
     return {"top": top, "top_agrees": all(v["lock"] == v["pip"] for v in top.values()),
             "only_lock": sorted(set(locked) - set(pip) - {"pip", "setuptools", "wheel"}),
             "only_pip": sorted(set(pip) - set(locked) - {"pip", "setuptools", "wheel"}),
             "versions_differ": sorted(f"{n} {pip[n]} -> {locked[n]}" for n in shared if pip[n] != locked[n])}
+
+
+def newest_reason(reasons: dict[str, str], chosen: str | None) -> str:
+    """The lock's reason for the newest release it set aside above its choice, said as that release's:
+    pip's freeze may be older than the release pip takes from the index today, which the lock names."""
+    pip_skips = ("requires Python", "yanked", "a pre-release")  # releases pip would not take either
+    newer = [v for v, why in reasons.items() if chosen and _version(v) > _version(chosen) and not _version(v).is_prerelease
+             and not why.startswith(pip_skips)]
+    if not newer:
+        return ""
+    newest = max(newer, key=_version)
+    return f"{newest}: {reasons[newest]}"
+
+
+def _version(text: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
 
 
 def lock_cell(work: Path, stack: dict, host: str, python: str, index: str) -> dict | None:
@@ -312,8 +334,9 @@ def disagreement(r: dict) -> str:
     set for that host) refuses pip's set or warns about it, or not."""
     named = all(v["why"] for v in r["compare"]["top"].values() if v["lock"] != v["pip"])
     refused = r["oracle"]["doctor_exit"] == 2 or r["oracle"]["healthy"] is False
-    return ("named, confirmed" if named and refused else "named, pip's set passes the doctor" if named
-            else "no reason named")
+    unjudged = r["oracle"]["doctor_exit"] is None and r["oracle"]["healthy"] is None
+    return ("named, confirmed" if named and refused else "named, no oracle for pip's set on this host" if named and unjudged
+            else "named, pip's set passes the doctor" if named else "no reason named")
 
 
 def report(results: list[dict], installed: dict[str, dict]) -> str:
@@ -330,6 +353,8 @@ def report(results: list[dict], installed: dict[str, dict]) -> str:
     unfit = [r for r in refusals if not r["refusal"]["fits"]]
     pip_failed = [r for r in refusals if not r["pip_installed"]]
     pip_refused = [r for r in refusals if r["pip_installed"] and (r["oracle"]["doctor_exit"] == 2 or r["oracle"]["healthy"] is False)]
+    pip_unjudged = [r for r in refusals if r["pip_installed"] and r not in pip_refused
+                    and r["oracle"]["doctor_exit"] is None and r["oracle"]["healthy"] is None]
     judged_installs = [o for o in installed.values() if o["install_exit"] != -1]
     passed = [o for o in judged_installs if o["doctor_exit"] == 0 and all(i["ok"] for i in o["imports"].values())]
     lines = [f"cells: {len(results)}; exits: " + ", ".join(f"{k}: {v}" for k, v in sorted(exits.items())),
@@ -337,7 +362,8 @@ def report(results: list[dict], installed: dict[str, dict]) -> str:
              "differ: " + ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items())),
              f"locks where pip installs nothing: {len([r for r in results if r['exit'] == 0 and not r['pip_installed']])}",
              f"refusals: {len(refusals)} (pip installs nothing: {len(pip_failed)}; the doctor refuses pip's set there: "
-             f"{len(pip_refused)}; other: {len(refusals) - len(pip_failed) - len(pip_refused)}); "
+             f"{len(pip_refused)}; no oracle for pip's set on this host: {len(pip_unjudged)}; "
+             f"other: {len(refusals) - len(pip_failed) - len(pip_refused) - len(pip_unjudged)}); "
              f"not within {REFUSAL_LINES} lines of <= {REFUSAL_WIDTH} characters: {len(unfit)}",
              f"install -> doctor exit 0 and imports load: {len(passed)}/{len(judged_installs)}", ""]
     for r in results:

@@ -204,7 +204,8 @@ def grounds(found: RejectionGrounds, of: Optional[CandidateRef]) -> str:
         return (f"would shadow {found.soname} of {found.package}: pip must not replace conda's library; update it "
                 f"with conda, or name {wheel} in the requirements to install the wheel beside it")
     if isinstance(found, OtherMajor):
-        return f"a CUDA {found.build_major} build; the environment is CUDA {found.environment_major}"
+        linked = f": its {found.file} links {found.soname}" if found.file and found.soname else ""
+        return f"a CUDA {found.build_major} build{linked}; the environment is CUDA {found.environment_major}"
     if isinstance(found, CpuOnly):
         if found.machine:
             return (f"{words(found)}; the host has a GPU (taken only with --cpu): a build with CUDA for {found.machine} "

@@ -148,6 +148,10 @@ class CandidateFinder:
         self._major = major
         self._major_rejections = Rejections()
 
+    def set_aside_for_major(self, rejection: Rejection) -> None:
+        """Set a candidate aside for the major being tried alone (a binary of another major's)."""
+        self._major_rejections.add(rejection)
+
     def rejected(self, name: str) -> list[Rejection]:
         """Every candidate of `name` set aside, this major's included."""
         name = canonicalize_name(name)

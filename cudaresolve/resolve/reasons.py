@@ -97,11 +97,15 @@ class ShadowsConda:
 
 @dataclass(frozen=True)
 class OtherMajor:
-    """A build for another CUDA major than the environment's."""
+    """A build for another CUDA major than the environment's: by its name or local label, or by a
+    binary that links a library only that major's wheels install (`file` and `soname`: torchcodec
+    0.17.0's libtorchcodec_core links libcudart.so.13), so an older release of the set's major is tried."""
 
     rule: ClassVar[Rule] = Rule.OTHER_MAJOR
     build_major: int
     environment_major: int
+    file: Optional[str] = None  # the linking file, as a path inside the wheel
+    soname: Optional[str] = None  # the library of `build_major` it links
 
 
 NOT_IN_LOCK_FILE = {"lock-file": False}  # a field's metadata: held in memory only, never written or read

@@ -308,6 +308,8 @@ def _lock_once(
             continue
         links = read_links(plan, chosen.values(), index, budget)
         unprovided = unprovided_libraries(plan, chosen.values(), finder.major, system=inputs.system_libraries, links=links.files)
+        if _set_aside_other_major(unprovided, finder, excluded, environment_majors(hosts)):
+            continue  # a build of another major: an older release of the set's major is tried
         lacking = tuple(_no_provider(u) for u in unprovided if not u.providers)
         if lacking:
             raise NoSolution((Attempt(finder.major, lacking),))
@@ -396,10 +398,12 @@ def _needs_set_aside(
             requirement = Requirement(text)
             if requirement.marker is not None and not any(requirement.marker.evaluate({**markers, "extra": e}) for e in extras):
                 continue
-            admitted = [c for c in finder.candidates(requirement.name) if requirement.specifier.contains(c.version, prereleases=True)]
             aside = sorted((r for r in finder.rejected(requirement.name) if not r.installed
                             and requirement.specifier.contains(r.candidate.version, prereleases=True)),
                            key=lambda r: r.candidate.version, reverse=True)
+            refused = {r.candidate for r in aside}  # the judge's refusals too, which the finder still lists
+            admitted = [c for c in finder.candidates(requirement.name)
+                        if requirement.specifier.contains(c.version, prereleases=True) and c.ref not in refused]
             if admitted or not aside:
                 continue
             requirement.marker = None
@@ -419,6 +423,25 @@ def _linked_need(found: Unprovided) -> Need:
     assert found.cuda_major is not None
     origin = BinaryNeed(found.consumer, False, found.soname, CudaVersion(found.cuda_major), file=found.file, linked=True)
     return Need(Requirement(f"{row.dist}{row.dist_versions or ''}"), origin)
+
+
+def _set_aside_other_major(
+    unprovided: Sequence[Unprovided], finder: CandidateFinder, excluded: set[tuple[str, str]], runnable: Collection[int]
+) -> bool:
+    """Set aside, for the major tried, each chosen wheel that links what only one other CUDA major's
+    wheels install (libcudart.so.13 in a CUDA 12 set), when the hosts cannot run that major: its
+    build, named by its first such library, so an older release of this major is tried. A build of a
+    major the hosts run refuses this major instead (that major is tried with the newest release).
+    Whether any was set aside."""
+    aside: dict[CandidateRef, Rejection] = {}
+    for found in reversed(unprovided):
+        majors = {row.cuda_major for row in found.other_majors}
+        if not found.providers and found.cuda_major is not None and len(majors) == 1 and not majors & set(runnable):
+            aside[found.consumer] = Rejection(found.consumer, OtherMajor(majors.pop(), found.cuda_major, found.file, found.soname))
+    for rejection in aside.values():
+        excluded.add((rejection.candidate.name, str(rejection.candidate.version)))
+        finder.set_aside_for_major(rejection)
+    return bool(aside)
 
 
 def _no_provider(found: Unprovided) -> NoProvider:

@@ -8,9 +8,10 @@ requiring any wheel; `oldapp`, a CUDA 11 build (libcublas.so.11); `gompapp`, whi
 `hookapp`, which ships one hook per CUDA major (hook_cu12.so linking libcudart.so.12 beside
 hook_cu13.so linking libcudart.so.13) and an unsuffixed hook.so linking libcudart.so.12, as
 torch-memory-saver 0.0.10 does (its loader picks `<stem>_cu<major>`; the unsuffixed one is ROCm's);
-`staticapp`, whose library links a CUDA 12.8 runtime in statically, dated by its cubins' toolkit
+`codecapp`, whose 2.0 is a CUDA 13 build by its binary alone (libcudart.so.13, as torchcodec 0.17.0)
+and 1.0 a CUDA 12 one; `staticapp`, whose library links a CUDA 12.8 runtime in statically, dated by its cubins' toolkit
 note (1.0) or, with none, by its PTX ISA 8.7 alone (1.1), beside a release built with CUDA 11.4
-(0.9, PTX ISA 7.4); `mysteryapp`, whose static runtime no byte dates (PTX of an ISA no toolkit writes).
+(0.9, PTX ISA 7.4), and `wantapp`, whose 2.0 requires staticapp>=1.0 and 1.0 any staticapp; `mysteryapp`, whose static runtime no byte dates (PTX of an ISA no toolkit writes).
 """
 
 from __future__ import annotations
@@ -57,15 +58,15 @@ def _stub(elf_builder, soname: str, function: str) -> Path:
     return elf_builder.build(soname, f"int {function}(void) {{ return 0; }}\n", soname=soname, directory="stubs")
 
 
-def _linking(elf_builder, package: str, soname: str, function: str, lib_dir: str) -> tuple[str, bytes]:
-    """A wheel of `package` 1.0 whose extension calls `function` of `soname`, found through its
+def _linking(elf_builder, package: str, soname: str, function: str, lib_dir: str, version: str = "1.0") -> tuple[str, bytes]:
+    """A wheel of `package` `version` whose extension calls `function` of `soname`, found through its
     RUNPATH in `lib_dir` (where the NVIDIA wheel installs it), and which requires nothing."""
     stub = _stub(elf_builder, soname, function)
-    ext = elf_builder.build(f"{package}_ext.so", f"extern int {function}(void);\nint f(void) {{ return {function}(); }}\n",
-                            link=[stub], runpath=f"$ORIGIN/../{lib_dir}", directory=package)
+    ext = elf_builder.build(f"{package}_{version}_ext.so", f"extern int {function}(void);\nint f(void) {{ return {function}(); }}\n",
+                            link=[stub], runpath=f"$ORIGIN/../{lib_dir}", directory=f"{package}-{version}")
     # its import loads the extension, so what the extension links is needed at import (env/imports.py)
     files = {f"{package}/__init__.py": b"from . import _ext\n", f"{package}/_ext.so": ext.read_bytes()}
-    return make_wheel(package, "1.0", files=files, tag=_tag())
+    return make_wheel(package, version, files=files, tag=_tag())
 
 
 def _gomp(elf_builder, tag: str, *, cublas: bool) -> tuple[str, bytes]:
@@ -114,9 +115,13 @@ def closure_index(cuda_index, elf_builder):
                        requires_python=universe.requires_python.get(filename))
     server.add(*_linking(elf_builder, "linkapp", "libcublas.so.12", "cublasCreate_v2", "nvidia/cublas/lib"))
     server.add(*_linking(elf_builder, "oldapp", "libcublas.so.11", "cublasCreate_v2", "nvidia/cublas/lib"))
+    server.add(*_linking(elf_builder, "codecapp", "libcudart.so.13", "cudaGetDeviceCount", "nvidia/cu13/lib", "2.0"))
+    server.add(*_linking(elf_builder, "codecapp", "libcudart.so.12", "cudaGetDeviceCount", "nvidia/cuda_runtime/lib", "1.0"))
     for version, note, isa in (("1.1", False, "8.7"), ("1.0", True, "8.7"), ("0.9", False, "7.4")):
         library = _static(elf_builder, f"libstatic-{version}.so", note=note, isa=isa)
         server.add(*make_wheel("staticapp", version, files={"staticapp/__init__.py": b"", "staticapp/_core.so": library}, tag=_tag()))
+    server.add(*make_wheel("wantapp", "2.0", requires=["staticapp>=1.0"]))
+    server.add(*make_wheel("wantapp", "1.0", requires=["staticapp"]))
     mystery = _static(elf_builder, "libmystery.so", note=False, isa="1.0")
     server.add(*make_wheel("mysteryapp", "1.0", files={"mysteryapp/__init__.py": b"", "mysteryapp/_core.so": mystery}, tag=_tag()))
     server.add(*_gomp(elf_builder, _tag(), cublas=True))
@@ -187,6 +192,28 @@ def test_a_cuda_11_binary_beside_the_sets_cuda_12_is_refused_naming_library_bina
     assert causes[0]["consumer"] == "oldapp 1.0" and causes[0]["other_majors"] == [{"cuda_major": 11, "wheel": "nvidia-cublas-cu11"}]
 
 
+@pytest.mark.parametrize("host", [("--driver", "535.104.05", "--gpu", "8.0"), ("--driver", "580.65.06", "--gpu", "6.1")],
+                         ids=["driver-535", "pascal"])
+def test_a_release_linking_another_majors_runtime_is_set_aside_for_an_older_one_of_the_sets_major(
+        host, run, closure_index, empty_python, tmp_path):
+    """CUDA 13 is not tried (driver 535; CUDA 13 builds nothing for 6.1): codecapp 2.0 links
+    libcudart.so.13, so codecapp 1.0, a CUDA 12 build, is locked with the CUDA 12 runtime, and the
+    lock says why 2.0 was set aside."""
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "codecapp", "--explain", *host, *closure_index)
+    assert code == 0, out + err
+    assert lock["codecapp"] == "1.0" and lock["nvidia-cuda-runtime-cu12"].startswith("12."), lock
+    assert "codecapp 2.0: a CUDA 13 build: its codecapp/_ext.so links libcudart.so.13; the environment is CUDA 12" in out, out
+    code, out, err, _ = _lock(run, tmp_path, empty_python, "codecapp==2.0", *host, *closure_index)
+    assert code == 2 and "links libcudart.so.13" in err and "Traceback" not in err, out + err
+
+
+def test_a_release_of_a_major_the_host_runs_is_locked_with_that_major_not_walked_past(run, closure_index, empty_python, tmp_path):
+    """Driver 580 on 8.6 runs CUDA 13: codecapp 2.0 is locked with the CUDA 13 runtime (a CUDA 11 build
+    on driver 550, which runs CUDA 11, refuses CUDA 12 instead: the tests of oldapp)."""
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "codecapp", "--driver", "580.65.06", "--gpu", "8.6", *closure_index)
+    assert code == 0 and lock["codecapp"] == "2.0" and lock["nvidia-cuda-runtime"].startswith("13."), out + err
+
+
 def test_a_static_runtime_without_a_toolkit_note_is_dated_by_its_ptx(elf_builder):
     _static(elf_builder, "old.so", note=False, isa="7.4")
     facts = read_binary_facts(elf_builder.root / "static" / "old.so")
@@ -207,6 +234,16 @@ def test_a_static_cuda_12_8_runtime_is_not_locked_for_a_470_driver(deep, run, cl
     for version in ("1.1", "1.0"):
         code, out, err, _ = _lock(run, tmp_path, empty_python, f"staticapp=={version}", *deep, *DRIVER_470, *closure_index)
         assert code == 2 and f"staticapp {version}" in err and "12.8" in err, out + err
+
+
+def test_the_release_pip_takes_is_set_aside_naming_the_requirement_only_refused_releases_meet(
+        run, closure_index, empty_python, tmp_path):
+    """wantapp 2.0 needs staticapp>=1.0, whose releases the judge refuses for a 470 driver (as
+    flashinfer-python 0.7.4 needs nccl-extensions 0.1.0, refused beside torch's NCCL): the lock takes
+    wantapp 1.0 and says why not 2.0."""
+    code, out, err, lock = _lock(run, tmp_path, empty_python, "wantapp", "--explain", *DRIVER_470, *closure_index)
+    assert code == 0 and lock["wantapp"] == "1.0" and lock["staticapp"] == "0.9", out + err
+    assert "wantapp 2.0: needs staticapp>=1.0, and nothing here fits it: staticapp 1." in out, out
 
 
 def test_a_static_runtime_no_byte_dates_is_a_warning_not_silence(elf_builder):

@@ -1,5 +1,5 @@
 """Native first for the whole set: the toolkit metapackage ranks like the components it pins, so the
-README's example (`lock cupy cuda-cccl --driver 550.144.03 --gpu 8.6`: driver 550 is CUDA 12.4)
+CUDA 12 request `lock cupy cuda-cccl --driver 550.144.03 --gpu 8.6` (driver 550 is CUDA 12.4)
 locks the CUDA 12.4 toolkit and its components, which the driver runs natively, not the newer 12.9
 set it runs only by minor-version compatibility (the doctor warns about that); the explanation says
 why the newer toolkits were passed over. On the fake CUDA index (cuda-toolkit 12.4.1, 12.6.3, 12.9.1)."""

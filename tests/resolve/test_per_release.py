@@ -315,3 +315,15 @@ def test_a_component_release_without_a_row_is_read_when_its_component_binds_vers
     assert judged_by_binaries("nvidia-cusparse-cu12", Version("12.9.99.1"), absent, "x86_64")
     runtime = "nvidia_cuda_runtime_cu12-12.99.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
     assert not judged_by_binaries("nvidia-cuda-runtime-cu12", Version("12.99.1"), runtime, "x86_64")
+
+
+@pytest.mark.registry
+def test_registry_lock_torchcodec_on_driver_535_takes_an_older_cuda_12_release(registry_lock):
+    """torchcodec's newest releases are CUDA 13 builds by their binaries alone (libcudart.so.13) and
+    driver 535 runs no CUDA 13: each is set aside, naming the file, and an older CUDA 12 release is
+    locked (before: exit 2 naming torchcodec 0.17.0's libcudart.so.13)."""
+    code, out, versions = registry_lock("torchcodec", "--driver", "535.104.05", "--gpu", "8.0")
+    assert code == 0, out
+    aside = [line.strip() for line in out.splitlines()
+             if line.strip().startswith("torchcodec ") and ": a CUDA 13 build: its torchcodec/" in line and "links libcudart.so.13" in line]
+    assert aside and all(not line.startswith(f"torchcodec {versions['torchcodec']}:") for line in aside), out
