@@ -7,8 +7,8 @@ as fresh processes in interleaved rounds (one of each per round, --runs rounds, 
 machine's noise falls on all alike; each time is the median of the rounds, each ratio the median of
 the rounds' own ratios to the `ldd -r` loop of the same round, each peak the median of the
 rounds' largest resident set of the process and its workers, and each CPU figure the median of the
-rounds' user CPU seconds of the process and its workers (on a shared machine, what the work costs
-whatever the others take):
+rounds' CPU seconds (user + system) of the process and its workers (on a shared machine, what the
+work costs whatever the others take):
 - `ldd -r FILE` for every ELF file of the environment, one after the other (the anchor);
 - `cudaresolve doctor --python PYTHON --driver 580.65.06 --gpu 8.6` cold: the facts, import-model
   and result caches emptied first, so every file is read and every package's Python parsed;
@@ -59,7 +59,7 @@ def timed(work) -> float:
 
 
 def measured(command: list, environ: dict, cwd: str) -> tuple[float, float, float]:
-    """(wall seconds, peak resident MB, user CPU seconds) of one run, of the process and the workers it
+    """(wall seconds, peak resident MB, CPU seconds: user + system) of one run, of the process and the workers it
     waited for, taken by peak_rss.py so that this script's own resident size is not counted as the command's."""
     with tempfile.TemporaryDirectory() as scratch:
         report = os.path.join(scratch, "report.json")
@@ -70,7 +70,7 @@ def measured(command: list, environ: dict, cwd: str) -> tuple[float, float, floa
         with open(report, encoding="utf-8") as file:
             outcome = json.load(file)
     assert outcome["code"] in (0, 1, 2), done.stderr.decode()
-    return seconds, outcome["peak_kib"] / 1024, outcome["user_s"]
+    return seconds, outcome["peak_kib"] / 1024, outcome["user_s"] + outcome["system_s"]
 
 
 def main() -> int:
@@ -122,7 +122,7 @@ def main() -> int:
 
     def ldd_loop() -> tuple[float, float, float]:
         runs = [measured(["ldd", "-r", p], env, scratch) for p in paths]
-        return sum(seconds for seconds, _, _ in runs), max(peak for _, peak, _ in runs), sum(user for _, _, user in runs)
+        return sum(seconds for seconds, _, _ in runs), max(peak for _, peak, _ in runs), sum(cpu for _, _, cpu in runs)
 
     kinds = {
         "ldd -r loop": ldd_loop,
@@ -155,8 +155,10 @@ def main() -> int:
         seconds = statistics.median(s for s, _, _ in values)
         ratio = statistics.median(s / anchor for (s, _, _), anchor in zip(values, ldd))
         peak = statistics.median(p for _, p, _ in values)
-        user = statistics.median(u for _, _, u in values)
-        print(f"{name:46s} {seconds:7.3f} s  {ratio:6.3f}x the ldd -r loop  user {user:6.2f} s  peak {peak:5.0f} MB")
+        cpu = statistics.median(c for _, _, c in values)
+        cpu_ratio = statistics.median(c / anchor for (_, _, c), (_, _, anchor) in zip(values, figures["ldd -r loop"]))
+        print(f"{name:46s} {seconds:7.3f} s  {ratio:6.3f}x the ldd -r loop  CPU {cpu:6.2f} s ({cpu_ratio:6.3f}x the loop's)  "
+              f"peak {peak:5.0f} MB")
 
     environ = dict(env, CUDARESOLVE_CACHE_DIR=os.path.join(scratch, "in-process"))
     stated = host_for(overrides=overrides_from("580.65.06", None, ["8.6"], environ), environ=environ)

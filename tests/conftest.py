@@ -263,11 +263,10 @@ def hermetic(monkeypatch, tmp_path) -> Path:
     return tmp_path
 
 
-def registry_python(root: Path, project: str) -> str:
-    """The interpreter of an empty venv under `root` whose pip names the default index, the target of
-    a lock against the registry; the test is skipped when the registry does not list `project`."""
-    target = root / "target"
-    venv.create(target, with_pip=True)
+def registry_python(target: Path, project: str) -> str:
+    """The interpreter of `target`, a venv with pip and nothing else (a `venv_with_pip` copy), whose pip
+    names the default index: the target of a lock against the registry. The test is skipped when the
+    registry does not list `project`."""
     listed = subprocess.run([sys.executable, "-m", "pip", "index", "versions", project, "--only-binary=:all:"],
                             capture_output=True, text=True)
     if listed.returncode != 0:

@@ -86,11 +86,11 @@ SETS = [
 
 @pytest.mark.registry
 @pytest.mark.parametrize("requirements", SETS, ids=lambda s: s[0])
-def test_registry_deep_lock_of_working_sets_has_no_symbol_finding(requirements, hermetic, tmp_path, capsys, monkeypatch):
+def test_registry_deep_lock_of_working_sets_has_no_symbol_finding(requirements, hermetic, tmp_path, capsys, monkeypatch, venv_with_pip):
     """Working sets locked with --deep against the registry pip uses by default: each is locked, and
     no finding is a symbol one. Wheels' facts are cached by sha256 under the test cache."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    python = registry_python(tmp_path, "cuda-pathfinder")  # its pip names the default index
+    python = registry_python(venv_with_pip(tmp_path / "target"), "cuda-pathfinder")  # its pip names the default index
     capsys.readouterr()
     code = main(["lock", *requirements, "--deep", "--json", "-q", "--python", python,
                  "-o", str(tmp_path / "pylock.toml"), "--driver", "550.144.03", "--gpu", "8.9"])
@@ -148,14 +148,14 @@ def ldd_undefined(site: Path) -> tuple[list[str], list[str]]:
 
 @pytest.mark.registry
 @pytest.mark.parametrize(("requirements", "imports", "binder"), INSTALLED_SETS, ids=[s[0][0] for s in INSTALLED_SETS])
-def test_registry_deep_lock_installs_imports_and_passes_the_doctor(requirements, imports, binder, hermetic, tmp_path, capsys, monkeypatch):
+def test_registry_deep_lock_installs_imports_and_passes_the_doctor(requirements, imports, binder, hermetic, tmp_path, capsys, monkeypatch, venv_with_pip):
     """Issue 25: each set is locked with --deep, the lock installed by real pip into a throwaway venv,
     its modules imported, every shared library checked with `ldd -r` (the oracle), and the doctor on
     the venv for the same host finds no symbol problem and no error. pip installs the lock's wheels
     from the test cache's kept wheels (fetched from the lock's URLs on the first run, by sha256);
     the venv (3 GB for CuPy's toolkit) is removed at the end."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    python = registry_python(tmp_path, re.split(r"[\[=]", requirements[0])[0])  # its pip names the default index
+    python = registry_python(venv_with_pip(tmp_path / "target"), re.split(r"[\[=]", requirements[0])[0])  # its pip names the default index
     target = Path(python).parent.parent
     try:
         lock_file = tmp_path / "pylock.toml"

@@ -10,8 +10,9 @@ import sys
 from dataclasses import replace
 
 import pytest
+from fix_steps import satisfied_fixes
 from packaging.version import Version
-from test_fix_convergence import World, converges, found, world  # noqa: F401
+from test_fix_convergence import World, errors, found, key, world  # noqa: F401
 from wheel_cache import cache_dir, fetch_wheel
 
 from cudaresolve.arch import ComputeCapability
@@ -21,6 +22,7 @@ from cudaresolve.env.distributions import Distribution
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.knowledge import components, own_runtime, toolkits
 from cudaresolve.knowledge.own_runtime import Release, RuntimeFile
+from cudaresolve.output.findings import shown
 from cudaresolve.output.fixes import render_fix
 from cudaresolve.versions import CudaVersion, DriverRelease
 
@@ -126,19 +128,29 @@ def pip_part(fix: f.Fix) -> f.Fix:
     return next(o for o in fix.options if not isinstance(o, f.DriverUpgrade)) if isinstance(fix, f.Alternatives) else fix
 
 
-@pytest.mark.parametrize("driver, gpu, check", [
-    ("575.57.08", "8.6", "driver-floor"), ("535.104.05", "8.0", "driver-floor"), ("580.65.06", "6.1", "arch-coverage"),
-])
-def test_the_named_warp_release_converges(world, driver, gpu, check):  # noqa: F811 (the fixture imported above)
-    """warp-lang 1.19.0 (CUDA 13.4 runtime, no sm_61): the fix names 1.17.0 (12.9, sm_61); pip
-    installs its real wheel, and judged again the finding is gone and no error is left."""
+HOSTS = (("575.57.08", "8.6", "driver-floor"), ("535.104.05", "8.0", "driver-floor"), ("580.65.06", "6.1", "arch-coverage"))
+
+
+def test_the_named_warp_release_converges(world):  # noqa: F811 (the fixture imported above)
+    """warp-lang 1.19.0 (CUDA 13.4 runtime, no sm_61) on three hosts: each host's fix names 1.17.0 (12.9,
+    sm_61); pip installs its real wheel once (the same step for all three), and judged again on each
+    host the finding is gone and no error is left."""
     warp_wheels(world, "1.19.0", "1.17.0")
-    world.host = host(driver, gpu)
     world.pip(["install", "warp-lang==1.19.0"])
-    before = world.judge()
-    finding = found(before, check)
-    assert finding.severity == "error"
-    fix = pip_part(finding.fix)
-    assert pinned(fix) == "warp-lang==1.17.0"
-    after = converges(world, finding, before, apply=fix)
-    assert [x for x in after.findings if x.severity == "error"] == []
+    judged = []
+    for driver, gpu, check in HOSTS:
+        world.host = host(driver, gpu)
+        before = world.judge()
+        finding = found(before, check)
+        assert finding.severity == "error"
+        assert satisfied_fixes(before.findings, before.environment) == []
+        fix = pip_part(finding.fix)
+        assert pinned(fix) == "warp-lang==1.17.0"
+        judged.append((world.host, before, finding, fix))
+    world.apply(judged[0][3])
+    for facts, before, finding, _ in judged:
+        world.host = facts
+        after = world.judge()
+        assert key(finding) not in {key(other) for other in after.findings}, [shown(x) for x in after.findings]
+        assert errors(after) <= errors(before), [shown(x) for x in after.findings]
+        assert [x for x in after.findings if x.severity == "error"] == [], facts

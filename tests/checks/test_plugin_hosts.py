@@ -159,12 +159,12 @@ def test_the_survey_stack_has_no_cuda_plugin_info(tmp_path):
 
 @needs_readelf
 @pytest.mark.registry
-def test_the_lock_refuses_a_plugin_of_another_openmm_release(hermetic, tmp_path, capsys, monkeypatch):
+def test_the_lock_refuses_a_plugin_of_another_openmm_release(hermetic, tmp_path, capsys, monkeypatch, venv_with_pip):
     """`lock openmm==8.3.1 openmm-cuda-12==8.6.1`: before, locked (exit 0). Now both wheels are read
     (by sha256, once) and the pair is refused naming both; with the plugin unpinned the lock takes
     openmm-cuda-12 8.3.1, whose plugins bind what 8.3.1's libOpenMM.so defines."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    python = registry_python(tmp_path, "openmm-cuda-12")
+    python = registry_python(venv_with_pip(tmp_path / "target"), "openmm-cuda-12")
 
     def lock(*requirements: str) -> tuple[int, str, dict[str, str]]:
         out_dir = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"

@@ -27,10 +27,10 @@ GLIBC = (2, 35)
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory, uv) -> dict:
+def fleet(tmp_path_factory, uv, venv_with_pip) -> dict:
     """The universal lock's path, the host files, the target's pip and the uv binary."""
     root = tmp_path_factory.mktemp("fleet")
-    python = registry_python(root, "cupy-cuda12x")  # its pip names the default index
+    python = registry_python(venv_with_pip(root / "target"), "cupy-cuda12x")  # its pip names the default index
     return {"root": root, "python": python, "uv": uv}
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import sysconfig
-import venv
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import pytest
+from conftest import linked_venv
 from fatbin_bytes import container, cubin, entry
 from fix_steps import offline_pip, pip_arguments
 from index_server import make_wheel
@@ -111,11 +112,21 @@ def offered(built: Path, tmp_path: Path, *names: str) -> Path:
     return directory
 
 
-def make_venv(tmp_path: Path, built: Path, *requirements: str) -> Path:
-    root = tmp_path / "venv"
-    venv.create(root, with_pip=True, symlinks=True)
-    offline_pip(root / "bin" / "python", built, ["install", "--no-deps", *requirements])
-    return root / "bin" / "python"
+@pytest.fixture(scope="module")
+def venv_of(built, tmp_path_factory, venv_with_pip) -> Callable[..., Path]:
+    """`venv_of(tmp_path, *requirements)` -> the interpreter of tmp_path/venv, a hard-link copy of a venv
+    holding `requirements` from `built`: each set installed by pip once per module, so a test's pip
+    steps (which replace files, never write into them) leave the others' venvs as they were."""
+    templates: dict[tuple[str, ...], Path] = {}
+
+    def made(tmp_path: Path, *requirements: str) -> Path:
+        if requirements not in templates:
+            template = venv_with_pip(tmp_path_factory.mktemp("judge-venv") / "venv")
+            offline_pip(template / "bin" / "python", built, ["install", "--no-deps", *requirements])
+            templates[requirements] = template
+        return linked_venv(templates[requirements], tmp_path / "venv") / "bin" / "python"
+
+    return made
 
 
 def index_for(python: Path, links: Path, tmp_path: Path) -> PackageIndex:
@@ -137,8 +148,8 @@ def skew(findings: tuple[Finding, ...]) -> Finding:
     return found
 
 
-def test_a_fix_that_passes_is_printed_with_its_install_line_and_converges_with_real_pip(built, tmp_path):
-    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+def test_a_fix_that_passes_is_printed_with_its_install_line_and_converges_with_real_pip(built, venv_of, tmp_path):
+    python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
     links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12")
     with index_for(python, links, tmp_path) as index:
         finding = skew(doctor(python, tmp_path, index))
@@ -151,8 +162,8 @@ def test_a_fix_that_passes_is_printed_with_its_install_line_and_converges_with_r
     assert [shown(f) for f in doctor(python, tmp_path / "after") if f.severity == "error"] == []
 
 
-def test_a_release_the_index_does_not_offer_is_not_printed(built, tmp_path):
-    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+def test_a_release_the_index_does_not_offer_is_not_printed(built, venv_of, tmp_path):
+    python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
     links = offered(built, tmp_path, "skewpkg")  # no nvJitLink at all: 12.8 is not offered
     with index_for(python, links, tmp_path) as index:
         finding = skew(doctor(python, tmp_path, index))
@@ -163,9 +174,9 @@ def test_a_release_the_index_does_not_offer_is_not_printed(built, tmp_path):
                                   'configured indexes meets "nvidia-nvjitlink-cu12>=12.8")')
 
 
-def test_a_fix_that_breaks_what_an_installed_extra_requires_names_both_ranges(built, tmp_path):
+def test_a_fix_that_breaks_what_an_installed_extra_requires_names_both_ranges(built, venv_of, tmp_path):
     """holdpkg[cuda] pins nvJitLink below 12.2, skewpkg needs 12.8: no release serves both."""
-    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105", "holdpkg[cuda]==1.0")
+    python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105", "holdpkg[cuda]==1.0")
     links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12", "holdpkg")
     with index_for(python, links, tmp_path) as index:
         finding = skew(doctor(python, tmp_path, index))
@@ -178,9 +189,9 @@ def test_a_fix_that_breaks_what_an_installed_extra_requires_names_both_ranges(bu
                                   '(extra cuda); it would install 12.8.93)')
 
 
-def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_printed(built, tmp_path):
+def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_printed(built, venv_of, tmp_path):
     """A CUDA 11 runtime in a CUDA 12 environment the driver runs is passed over for the next alternative."""
-    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
     links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11")
     findings = doctor(python, tmp_path)
     eleven = f.PipInstall((Requirement("nvidia-cuda-runtime-cu11"),))
@@ -199,14 +210,14 @@ def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_print
                                     'environment from CUDA 12 to CUDA 11)')
 
 
-def test_doctor_judge_fixes_prints_no_fix_found_here(built, tmp_path):
+def test_doctor_judge_fixes_prints_no_fix_found_here(built, venv_of, tmp_path):
     """The command line: `doctor --judge-fixes` with the indexes of its options."""
     import subprocess
     import sys
 
     from conftest import hermetic_environ
 
-    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
     links = offered(built, tmp_path, "skewpkg")
     done = subprocess.run(
         [sys.executable, "-m", "cudaresolve", "doctor", "--python", str(python), "--judge-fixes", "--no-index",
@@ -222,9 +233,9 @@ def arch(findings: tuple[Finding, ...]) -> Finding:
     return found
 
 
-def test_an_arch_fix_names_the_newest_offered_release_whose_code_runs_and_it_converges(built, tmp_path):
+def test_an_arch_fix_names_the_newest_offered_release_whose_code_runs_and_it_converges(built, venv_of, tmp_path):
     """Without a table row, the releases the index offers are read newest first: 3.0 lacks sm_86, 2.0 has it."""
-    python = make_venv(tmp_path, built, "archpkg==1.0")
+    python = venv_of(tmp_path, "archpkg==1.0")
     links = offered(built, tmp_path, "archpkg")
     assert isinstance(arch(doctor(python, tmp_path / "plain")).fix, f.BuildWithCuda)  # no release named without the index
     with index_for(python, links, tmp_path) as index:
@@ -239,8 +250,8 @@ def test_an_arch_fix_names_the_newest_offered_release_whose_code_runs_and_it_con
     assert [shown(f) for f in doctor(python, tmp_path / "after") if f.severity == "error"] == []
 
 
-def test_an_arch_fix_says_no_offered_release_has_the_code(built, tmp_path):
-    python = make_venv(tmp_path, built, "archpkg==1.0")
+def test_an_arch_fix_says_no_offered_release_has_the_code(built, venv_of, tmp_path):
+    python = venv_of(tmp_path, "archpkg==1.0")
     links = tmp_path / "only-3"
     links.mkdir()
     for wheel in built.glob("archpkg-3.0-*.whl"):
@@ -333,12 +344,12 @@ def test_component_errors_of_one_consumer_fold_into_its_finding():
     assert "someframework" in shown(framework).fix
 
 
-def test_an_index_that_cannot_be_read_refuses_the_fix_that_needs_it_and_the_report_stands(built, tmp_path):
+def test_an_index_that_cannot_be_read_refuses_the_fix_that_needs_it_and_the_report_stands(built, venv_of, tmp_path):
     """The PyTorch index seen from a machine that cannot reach it: the fix whose release only that index
     would serve is refused, saying the index could not be read; the doctor still reports (no exit 3)."""
     from cudaresolve.index.http import IndexAccessError
 
-    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
     links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12")
     with index_for(python, links, tmp_path) as index:
         real = index.files
@@ -363,18 +374,18 @@ PASCAL_580 = replace(HOST_570, driver=Driver(DriverRelease.parse("580.65.06"), "
                      gpus=(Gpu(ComputeCapability(6, 1), "override:--gpu", 0),))
 
 
-def toolkit_13(built: Path, tmp_path: Path) -> Path:
-    return make_venv(tmp_path, built, "cuda-toolkit[all]==13.5.0", "nvidia-cufft==12.5.0.14", "nvidia-curand==10.4.5.25",
+def toolkit_13(venv_of, tmp_path: Path) -> Path:
+    return venv_of(tmp_path, "cuda-toolkit[all]==13.5.0", "nvidia-cufft==12.5.0.14", "nvidia-curand==10.4.5.25",
                      "nvidia-npp==13.2.0.93")
 
 
 THE_13_WHEELS = ("nvidia-cufft", "nvidia-curand", "nvidia-npp")
 
 
-def test_component_arch_errors_of_one_toolkit_are_one_finding_whose_fix_is_the_cuda_12_toolkit(built, tmp_path):
+def test_component_arch_errors_of_one_toolkit_are_one_finding_whose_fix_is_the_cuda_12_toolkit(built, venv_of, tmp_path):
     """cuda-toolkit[all] 13.5.0 on a Pascal GPU: its CUDA 13 wheels lack sm_61, as every CUDA 13 release does. One
     finding, the toolkit's; 13.4.0 is not tried; 12.9.1 comes in place of the CUDA 13 wheels, applied with pip."""
-    python = toolkit_13(built, tmp_path)
+    python = toolkit_13(venv_of, tmp_path)
     plain = [finding for finding in doctor(python, tmp_path / "plain", host=PASCAL_580) if finding.severity == "error"]
     assert [(found.check, found.subject.distribution) for found in plain] == [
         (Check.ARCH_COVERAGE, "cuda-toolkit"), (Check.ARCH_COVERAGE, "nvidia-npp")]
@@ -395,8 +406,8 @@ def test_component_arch_errors_of_one_toolkit_are_one_finding_whose_fix_is_the_c
     assert [shown(f) for f in doctor(python, tmp_path / "after", host=PASCAL_580) if f.severity == "error"] == []
 
 
-def test_an_arch_fix_says_no_release_of_the_major_has_the_code_when_the_older_major_is_not_offered(built, tmp_path):
-    python = toolkit_13(built, tmp_path)
+def test_an_arch_fix_says_no_release_of_the_major_has_the_code_when_the_older_major_is_not_offered(built, venv_of, tmp_path):
+    python = toolkit_13(venv_of, tmp_path)
     links = tmp_path / "only-13"
     links.mkdir()
     for wheel in built.iterdir():
@@ -413,10 +424,10 @@ def test_an_arch_fix_says_no_release_of_the_major_has_the_code_when_the_older_ma
                                        "built with it)")
 
 
-def test_a_build_for_the_drivers_cuda_is_the_newest_offered_release_of_that_cuda_in_place_of_the_other_majors(built, tmp_path):
+def test_a_build_for_the_drivers_cuda_is_the_newest_offered_release_of_that_cuda_in_place_of_the_other_majors(built, venv_of, tmp_path):
     """cuda-toolkit[all] 13.5.0 on driver 535 (CUDA 12.2): "a build for CUDA 12.2" is cuda-toolkit 12.2.2 (12.9.1 is
     newer than the driver's CUDA), in place of the CUDA 13 wheels; applied with pip, no error stays."""
-    python = toolkit_13(built, tmp_path)
+    python = toolkit_13(venv_of, tmp_path)
     host = replace(HOST_570, driver=Driver(DriverRelease.parse("535.104.05"), "override:--driver", CudaVersion(12, 2),
                                            "derived:branch-table"))
     links = offered(built, tmp_path, "cuda-toolkit", *THE_13_WHEELS, *(f"{name}-cu12" for name in THE_13_WHEELS))

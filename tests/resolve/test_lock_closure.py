@@ -20,7 +20,6 @@ import io
 import json
 import os
 import subprocess
-import venv
 import zipfile
 from pathlib import Path
 
@@ -150,15 +149,14 @@ def _lock(run, tmp_path: Path, python: str, *argv: str) -> tuple[int, str, str, 
 
 
 def test_an_undeclared_linked_library_brings_its_wheel_of_the_sets_major_and_the_doctor_after_install_is_clean(
-        run, closure_index, empty_python, tmp_path):
+        run, closure_index, empty_python, tmp_path, venv_with_pip):
     code, out, err, lock = _lock(run, tmp_path, empty_python, "linkapp", *AMPERE, *closure_index)
     assert code == 0, out + err
     assert lock["linkapp"] == "1.0" and lock["nvidia-cublas-cu12"].startswith("12."), lock
     assert "nvidia-cublas" not in " ".join(n for n in lock if n != "nvidia-cublas-cu12")  # no CUDA 13 cuBLAS
     assert "linkapp 1.0's linkapp/_ext.so links libcublas.so.12, which nothing else of the set provides" in out + err
 
-    target = tmp_path / "target"
-    venv.create(target, with_pip=True)
+    target = venv_with_pip(tmp_path / "target")
     python = str(target / "bin" / "python")
     code, out, err = run("install", "linkapp", "--python", python, "-q", *AMPERE, *closure_index)
     assert code == 0, out + err
@@ -168,10 +166,9 @@ def test_an_undeclared_linked_library_brings_its_wheel_of_the_sets_major_and_the
                                                   env=hermetic_environ()).stdout
 
 
-def test_plain_pip_leaves_linkapp_without_its_library(run, closure_index, tmp_path):
+def test_plain_pip_leaves_linkapp_without_its_library(run, closure_index, tmp_path, venv_with_pip):
     """The oracle: pip installs linkapp alone and the doctor finds libcublas.so.12 missing."""
-    target = tmp_path / "plain"
-    venv.create(target, with_pip=True)
+    target = venv_with_pip(tmp_path / "plain")
     python = str(target / "bin" / "python")
     subprocess.run([python, "-m", "pip", "install", "--index-url", closure_index[1], "linkapp"], check=True,
                    capture_output=True, env=hermetic_environ({"PIP_NO_CACHE_DIR": "1"}))

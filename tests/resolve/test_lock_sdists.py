@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import venv
 import zipfile
 
 import pytest
@@ -176,11 +175,10 @@ def test_a_build_that_fails_is_one_line_naming_the_sdist(server, empty_python, h
     assert "broken-1.0.tar.gz (broken 1.0): pip could not prepare its metadata (exit 1)" in err and "Traceback" not in err
 
 
-def test_install_lock_lets_pip_build_the_sdist(sdists, empty_python, hermetic, tmp_path, capfd):
+def test_install_lock_lets_pip_build_the_sdist(sdists, empty_python, hermetic, tmp_path, capfd, venv_with_pip):
     """The lock's sdist entries go to pip hash-pinned; pip builds them and the venv holds exactly the lock."""
     assert lock(sdists.url + "/simple", empty_python, "app", "-o", "pylock.toml") == 0
-    target = tmp_path / "target"
-    venv.create(target, with_pip=True)
+    target = venv_with_pip(tmp_path / "target")
     python = str(target / "bin" / "python")
     before = _installed(python)
     capfd.readouterr()
@@ -201,11 +199,11 @@ def _installed(python: str) -> dict[str, str]:
 
 
 @pytest.mark.registry
-def test_a_real_sdist_only_release_is_built_locked_and_installed(tmp_path, hermetic, capfd):
+def test_a_real_sdist_only_release_is_built_locked_and_installed(tmp_path, hermetic, capfd, venv_with_pip):
     """docopt 0.6.2 exists only as an sdist whose PKG-INFO is Metadata 1.1: pip prepares its metadata
     (setuptools in pip's isolated build environment, from the registry), the lock holds its sdist,
     and install --lock has pip build it into an empty venv."""
-    python = registry_python(tmp_path, "packaging")  # docopt has no wheel to list with --only-binary
+    python = registry_python(venv_with_pip(tmp_path / "target"), "packaging")  # docopt has no wheel to list with --only-binary
     capfd.readouterr()
     assert main(["lock", "-q", "--python", python, "--driver", "550.144.03", "docopt==0.6.2", "-o", "pylock.toml", "--json"]) == 0
     entry = next(p for p in json.loads(capfd.readouterr().out)["packages"] if p["name"] == "docopt")

@@ -198,13 +198,13 @@ def test_lock_ale_py_on_driver_470_is_refused_naming_its_runtime_floor(lock_link
 
 
 @pytest.mark.registry
-def test_registry_lock_warp_on_driver_550_takes_the_newest_cuda_12_release(hermetic, tmp_path, capsys, monkeypatch):
+def test_registry_lock_warp_on_driver_550_takes_the_newest_cuda_12_release(hermetic, tmp_path, capsys, monkeypatch, venv_with_pip):
     """Unpinned `lock warp-lang` against the registry pip uses by default: every release newer than
     the one locked is refused by the driver floor its own wheel gives, and the locked release is a
     CUDA 12 build by its wheel's classifier. The lock's
     cache is kept under the test cache: each wheel's facts are read once (by sha256), not per run."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    python = registry_python(tmp_path, "warp-lang")  # its pip names the default index
+    python = registry_python(venv_with_pip(tmp_path / "target"), "warp-lang")  # its pip names the default index
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     capsys.readouterr()

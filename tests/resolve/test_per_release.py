@@ -163,12 +163,12 @@ def provider_cuda_sonames(version: str, tmp_path: Path) -> list[str]:
 
 
 @pytest.fixture
-def registry_lock(hermetic, tmp_path, capsys, monkeypatch):
+def registry_lock(hermetic, tmp_path, capsys, monkeypatch, venv_with_pip):
     """`registry_lock(requirement, *host)` -> (exit code, output, locked versions) of `cudaresolve lock`
     against the registry pip uses by default, for an empty target; the lock's cache is kept in the
     test cache, so a wheel's facts are read once (by sha256), not per run."""
     monkeypatch.setenv("CUDARESOLVE_CACHE_DIR", str(cache_dir() / "lock-registry-cache"))
-    python = registry_python(tmp_path, "onnxruntime-gpu")  # its pip names the default index
+    python = registry_python(venv_with_pip(tmp_path / "target"), "onnxruntime-gpu")  # its pip names the default index
 
     def run(requirement: str, *host: str) -> tuple[int, str, dict[str, str]]:
         out_dir = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
