@@ -660,3 +660,64 @@ def test_libraries_an_import_preloads_from_a_list_are_loaded_each_after_what_it_
     make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/lib/libz_base.so.1", "pkg/lib/liba_top.so.1"))
     assert imports(site, "import pkg").returncode == 0
     assert serious(site, tmp_path) == []
+
+
+GUARDED_EXTENSION_INIT = """
+import logging
+from . import _new
+try:
+    from . import _old
+except ImportError as exc:
+    logging.getLogger("pkg").warning("C++ kernels unavailable: %s", exc)
+    _old = None
+"""
+
+
+@pytest.mark.parametrize("old_runtime", [False, True])
+def test_a_runtime_major_only_a_guarded_load_needs_is_an_error_only_where_that_load_succeeds(elf_builder, tmp_path,
+                                                                                            old_runtime):
+    """pkg imports `_new` (libcudart.so.13 of nvidia-cuda-runtime 13) and, behind a handler that goes
+    on without it, `_old` (libcudart.so.12; xformers' `_C` beside torch's CUDA 13). Without a CUDA 12
+    runtime `_old` cannot load: the process holds one major and what is lost is `pkg._old`, a
+    warning. With nvidia-cuda-runtime-cu12 installed the import maps both majors: an error."""
+    lib = "site/nvidia/{}/lib"
+    new = elf_builder.build("libcudart.so.13", "int rt13(void) { return 13; }\n", soname="libcudart.so.13",
+                            directory=lib.format("cu13"))
+    old = elf_builder.build("libcudart.so.12", "int rt12(void) { return 12; }\n", soname="libcudart.so.12",
+                            directory=lib.format("cuda_runtime"))
+    elf_builder.build("_new.so", extension("_new", "rt13"), link=[new], rpath="$ORIGIN/../nvidia/cu13/lib",
+                      directory="site/pkg", extra=INCLUDE)
+    elf_builder.build("_old.so", extension("_old", "rt12"), link=[old], rpath="$ORIGIN/../nvidia/cuda_runtime/lib",
+                      directory="site/pkg", extra=INCLUDE)
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(GUARDED_EXTENSION_INIT)
+    make_dist_info(site, "nvidia-cuda-runtime", "13.0.96", files=("nvidia/cu13/lib/libcudart.so.13",))
+    if old_runtime:
+        make_dist_info(site, "nvidia-cuda-runtime-cu12", "12.8.90", files=("nvidia/cuda_runtime/lib/libcudart.so.12",))
+    else:
+        old.unlink()
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_new.so", "pkg/_old.so"))
+    maps = imports(site, "import pkg; print(pkg._old is None); print(open('/proc/self/maps').read())")
+    assert maps.returncode == 0 and maps.stdout.startswith(f"{not old_runtime}\n")
+    assert ("libcudart.so.12" in maps.stdout) is old_runtime and "libcudart.so.13" in maps.stdout
+    found = [(check, severity, subject, message) for check, severity, subject, message in serious(site, tmp_path)
+             if check == "mixed-majors"]
+    if old_runtime:
+        assert found == [("mixed-majors", "error", "environment",
+                          "packages need different CUDA majors (12, 13); two CUDA runtimes in one process do not "
+                          "share contexts, memory or streams")]
+    else:
+        assert [(severity, subject) for _, severity, subject, _ in found] == [("warning", "environment"), ("warning", "pkg 1.0")]
+        assert all("pkg._old" in message for *_, message in found)
+
+
+@pytest.mark.network
+def test_xformers_loads_its_extension_at_import_behind_a_handler_that_goes_on(unpacked):
+    """The real wheel: `xformers/_cpp_lib.py` calls `_register_extensions()` at module level, which
+    loads `_C` by `torch.ops.load_library` inside a `try` whose handler logs and goes on; `import
+    xformers` imports `_cpp_lib`. So `_C` is guarded: where it cannot load, the import works without it."""
+    site = unpacked("xformers==0.0.35")
+    files = [str(path.relative_to(site)) for path in site.rglob("*") if path.is_file()]
+    model = build_model([str(site / f) for f in files], [str(site)], read_text, ["xformers"])
+    assert model.conclusive
+    assert {name: reach for name, reach in model.extensions.values()} == {"xformers._C": GUARDED}
