@@ -201,7 +201,7 @@ def main() -> int:
                              if "site-packages" in p and not p.startswith(SYSTEM)})
             if not any(imports.values()):  # nothing to import: every library of the stack is what it offers
                 loaded = sorted({o["path"] for e in report.get("libraries", []) for o in e["objects"]})
-            code = {p: device_code(cuobjdump, p, code_cache) for p in loaded} if cuobjdump and cc in ("6.1", "7.5") else {}
+            code = {p: device_code(cuobjdump, p, code_cache) for p in loaded} if cuobjdump else {}  # cached by inode: once a file
             labelled = []
             for finding in report["findings"]:
                 if finding["severity"] == "info":

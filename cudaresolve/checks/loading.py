@@ -265,16 +265,25 @@ def loaded_after_import(env: Environment, loads: Iterable[PackageLoad]) -> dict[
     at_import: set[str] = set()
     later: dict[str, str] = {}
     for load in loads:
-        root = _roots(load)
-        refused = {root.get(problem.consumer) for problem in load.result.problems} if load.reach == GUARDED else set()
+        refused = refused_when_guarded(load)
         for obj in load.result.objects:
             elf = env.elf_file(obj.path)
             path = elf.path if elf is not None else obj.path
-            if load.loaded_by_import and root[obj.path] not in refused:
+            if load.loaded_by_import and obj.path not in refused:
                 at_import.add(path)
             elif (feature := load.feature_of(obj.path)) is not None:
                 later.setdefault(path, feature)
     return {path: feature for path, feature in later.items() if path not in at_import}
+
+
+def refused_when_guarded(load: PackageLoad) -> frozenset[str]:
+    """The objects of a guarded load's roots that ld.so refuses (a root with a problem anywhere in its
+    DT_NEEDED tree), which the handler goes on without: they never enter the process."""
+    if load.reach != GUARDED or not load.result.problems:
+        return frozenset()
+    root = _roots(load)
+    refused = {root.get(problem.consumer) for problem in load.result.problems}
+    return frozenset(path for path, top in root.items() if top in refused)
 
 
 def _roots(load: PackageLoad) -> dict[str, str]:

@@ -721,3 +721,33 @@ def test_xformers_loads_its_extension_at_import_behind_a_handler_that_goes_on(un
     model = build_model([str(site / f) for f in files], [str(site)], read_text, ["xformers"])
     assert model.conclusive
     assert {name: reach for name, reach in model.extensions.values()} == {"xformers._C": GUARDED}
+
+
+@pytest.mark.parametrize("loads", [False, True])
+def test_device_code_of_a_guarded_module_ld_so_refuses_costs_that_module(elf_builder, tmp_path, loads):
+    """pkg imports _core (sm_86 code) and, inside a `try` that goes on without it, _h100 (sm_90, sm_100),
+    which links libdep.so.1. Where libdep.so.1 is gone the import works without _h100 (xformers' `_C`
+    beside torch cu130): on an 8.6 GPU a warning naming pkg._h100; where it loads, the error."""
+    from fatbin_bytes import container, cubin, entry
+
+    dep = elf_builder.build("libdep.so.1", "int dep(void) { return 1; }\n", soname="libdep.so.1", directory="site/pkg/lib")
+    for name, arch in (("_core", 86), ("_h100", 90)):
+        blob = container(*(entry(2, a, cubin(a)) for a in (arch, arch + 10)))
+        source = extension(name, "dep" if name == "_h100" else "") + (
+            f'__attribute__((section(".nv_fatbin"), aligned(8), used)) const unsigned char '
+            f'fatbin[] = {{{", ".join(map(str, blob))}}};\n')
+        elf_builder.build(f"{name}.so", source, directory="site/pkg", extra=INCLUDE,
+                          link=[dep] if name == "_h100" else [], rpath="$ORIGIN/lib")
+    if not loads:
+        dep.unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text("from . import _core\ntry:\n    from . import _h100\nexcept ImportError:\n    _h100 = None\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_core.so", "pkg/_h100.so")
+                   + (("pkg/lib/libdep.so.1",) if loads else ()))
+    assert imports(site, "import pkg; print(pkg._h100 is None)").stdout == f"{not loads}\n"
+    found = [(f.severity, type(f.problem).__name__, f.problem) for f in run(site, tmp_path).findings if f.check == "arch-coverage"]
+    if loads:
+        assert [severity for severity, _, _ in found] == ["error"]
+    else:
+        assert [(severity, kind, problem.feature) for severity, kind, problem in found] == [
+            ("warning", "OptInUnavailable", "pkg._h100")]
