@@ -264,7 +264,7 @@ class Judge:
     def _missing_library(self, finding: dict, driver: str, cc: str) -> tuple[str, str]:
         dist = finding["about"]["distribution"]
         failed = self._import_failed(dist)
-        if failed and ".so" in failed:
+        if failed and (".so" in failed or NATIVE_OP.search(failed)):  # torch's words for an extension that did not load
             return "right", f"import fails: {failed[:160]}"
         files = paths_of(finding)
         loaded = [f for f in files if self.is_loaded(f)]

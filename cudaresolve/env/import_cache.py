@@ -24,7 +24,7 @@ from cudaresolve.caches import read_entry
 from cudaresolve.env.imports import ImportModel, Preload, Reach, build_model
 from cudaresolve.env.store import dumps_plain, loads_plain, store_entry
 
-CACHE_FORMAT = 3  # 2: ImportModel.imports; 3: Preload.computed
+CACHE_FORMAT = 4  # 2: ImportModel.imports; 3: Preload.computed; 4: a guarded load whose operators the import uses
 HEADER = f"cudaresolve-imports {CACHE_FORMAT} {__version__}\n".encode()
 _REACHES: dict[object, Reach] = {reach: reach for reach in get_args(Reach)}
 

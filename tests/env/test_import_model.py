@@ -751,3 +751,63 @@ def test_device_code_of_a_guarded_module_ld_so_refuses_costs_that_module(elf_bui
     else:
         assert [(severity, kind, problem.feature) for severity, kind, problem in found] == [
             ("warning", "OptInUnavailable", "pkg._h100")]
+
+
+OPERATORS_INIT = """
+from ._paths import where
+from . import _registry
+try:
+    _registry.load_library(where("_C"))
+except OSError:
+    pass
+"""
+OPERATOR_USE = """
+@_registry.register_fake("pkg::nms")
+def _nms():
+    return None
+"""
+REGISTRY = """
+import ctypes
+LOADED = []
+def load_library(path):
+    LOADED.append(ctypes.CDLL(path))
+def register_fake(name):
+    if not LOADED:
+        raise RuntimeError(f"operator {name} does not exist")
+    return lambda function: function
+"""
+
+
+@pytest.mark.parametrize("uses_operators", [False, True])
+def test_a_guarded_load_whose_operators_the_import_uses_is_needed_at_import(elf_builder, tmp_path, uses_operators):
+    """pkg loads its `_C` (which links libgone.so.1, absent) by a path the model cannot name, inside a
+    `try` that goes on without it (torchvision 0.28.0 beside a CPU torch). Where the import then
+    registers code for an operator of its own namespace (`@register_fake("pkg::nms")`, which needs
+    the operator `_C` registers) the import fails: an error. Without that use: an info."""
+    gone = elf_builder.build("libgone.so.1", "int gone(void) { return 1; }\n", soname="libgone.so.1", directory="gone")
+    elf_builder.build("_C.so", extension("_C", "gone"), link=[gone], directory="site/pkg", extra=INCLUDE)
+    (elf_builder.root / "gone/libgone.so.1").unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(OPERATORS_INIT + (OPERATOR_USE if uses_operators else ""))
+    (site / "pkg/_registry.py").write_text(REGISTRY)
+    (site / "pkg/_paths.py").write_text("import os\ndef where(name):\n    return os.path.join(os.path.dirname(__file__), name + '.so')\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_registry.py", "pkg/_paths.py", "pkg/_C.so"))
+    result = imports(site, "import pkg")
+    assert (result.returncode != 0) is uses_operators
+    assert ("operator pkg::nms does not exist" in result.stderr) is uses_operators
+    found = [(check, severity) for check, severity, _, _ in serious(site, tmp_path)]
+    assert found == ([("missing-library", "error")] if uses_operators else [])
+    assert model_of(site, ["pkg/__init__.py", "pkg/_registry.py", "pkg/_paths.py", "pkg/_C.so"]).extensions[
+        str(site / "pkg/_C.so")] == ("pkg._C", IMPORT if uses_operators else GUARDED)
+
+
+@pytest.mark.network
+def test_torchvision_0_28_registers_code_for_its_operators_at_import(unpacked):
+    """The real wheel: torchvision/__init__.py imports `extension` (whose `_load_library("_C")` runs
+    `torch.ops.load_library` inside `try ... except (ImportError, OSError)`) and then
+    `_meta_registrations`, whose module-level `@torch.library.register_fake("torchvision::nms")` needs
+    the operator `_C` registers: `_C` is needed at import, not guarded."""
+    site = unpacked("torchvision==0.28.0")
+    files = [str(path.relative_to(site)) for path in site.rglob("*") if path.is_file()]
+    model = build_model([str(site / f) for f in files], [str(site)], read_text, ["torchvision"])
+    assert model.extensions[str(site / "torchvision/_C.so")] == ("torchvision._C", IMPORT)
