@@ -5,7 +5,8 @@ Usage: python scripts/survey_observe.py WORKDIR [--host DRIVER/CC ...] [--only N
 
 For each stack of WORKDIR/venvs that scripts/survey.py finished, both doctors judge it for each host;
 a finding is (check, subject, severity), infos left out. Each stack × host is kept in
-WORKDIR/json/<stack>@<host>.observe.json, so a run resumes (delete the file to judge again). Printed:
+WORKDIR/json/<stack>@<host>.observe.json, so a run resumes (delete the file to judge again) and a
+stack whose venv was dropped after it was observed still counts. Printed:
 the disagreements, listed; per host and in all, the agreement on the findings of the checks both run
 (findings in both / findings in either), apart from the `import` check's, which only the run has (its
 errors are where the run contradicts an exit the static doctor gave); and how many stack × host
@@ -57,9 +58,12 @@ def main() -> int:
     totals = [0, 0, 0, 0, 0]  # both, either, same exit, cells, import errors
     for host in args.host or HOSTS:
         both = either = same_exit = cells = import_errors = 0
-        for venv in sorted((args.workdir / "venvs").iterdir()):
-            if not (venv / ".complete").exists() or venv.name == "base-torch" or (args.only and venv.name not in args.only):
+        kept = {path.name.partition("@")[0] for path in (args.workdir / "json").glob(f"*@{host.replace('/', '-')}.observe.json")}
+        built = {venv.name for venv in (args.workdir / "venvs").iterdir() if (venv / ".complete").exists()}
+        for name in sorted((kept | built) - {"base-torch"}):  # a stack judged before its venv was dropped counts
+            if args.only and name not in args.only:
                 continue
+            venv = args.workdir / "venvs" / name
             result = cell(args.workdir, venv, host)
             read = {tuple(f) for f in result["read"]["findings"]}
             ran = {tuple(f) for f in result["ran"]["findings"]}
