@@ -193,7 +193,7 @@ def main() -> int:
             reports = list(pool.map(doctor, [python] * len(hosts), hosts, [Path(f"{stem}@{h.replace('/', '-')}.json") for h in hosts]))
         imports = imports_of(python, cuda_packages(reports), Path(f"{stem}.imports.json"))
         objects = {e["package"]: [o["path"] for o in e["objects"]] for e in reports[0].get("libraries", []) if e["package"]}
-        judge = Judge(imports, cuobjdump, code_cache, objects)
+        judge = Judge(imports, cuobjdump, code_cache, objects, str(python))
         cells = []
         for host, report in zip(hosts, reports):
             driver, cc = host.split("/")
@@ -201,8 +201,7 @@ def main() -> int:
                              if "site-packages" in p and not p.startswith(SYSTEM)})
             if not any(imports.values()):  # nothing to import: every library of the stack is what it offers
                 loaded = sorted({o["path"] for e in report.get("libraries", []) for o in e["objects"]})
-            code = {p: device_code(cuobjdump, p, code_cache) for p in loaded} if cuobjdump and cc in ("6.1", "7.5") else {}
-            ok, why = healthy(imports, code, driver, cc, loaded)
+            code = {p: device_code(cuobjdump, p, code_cache) for p in loaded} if cuobjdump else {}  # cached by inode: once a file
             labelled = []
             for finding in report["findings"]:
                 if finding["severity"] == "info":
@@ -214,6 +213,7 @@ def main() -> int:
                 labelled.append({"severity": finding["severity"], "check": finding["check"], "subject": finding["subject"],
                                  "message": finding["message"], "fix": finding.get("fix"), "label": label,
                                  "evidence": evidence})
+            ok, why = healthy(imports, code, driver, cc, loaded, judge.unloadable)
             cells.append({"host": host, "exit": report["exit"], "counts": report.get("counts"), "healthy": ok,
                           "healthy_why": why, "findings": labelled, "stderr": report.get("stderr")})
         code_cache_file.write_text(json.dumps(code_cache))

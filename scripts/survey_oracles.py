@@ -41,6 +41,12 @@ IMPORT = ("import sys, importlib, traceback\nname = sys.argv[1]\ntry:\n    impor
           "print(ok)\nprint(open('/proc/self/maps').read())\n")
 
 
+# Run in the stack's interpreter: import the module, make its preload call (when named), then load a file.
+LOAD_AFTER = ("import ctypes, importlib, sys\nmodule, call, path = sys.argv[1:4]\nimported = importlib.import_module(module)\n"
+              "if call:\n    getattr(imported, call)()\ntry:\n    ctypes.CDLL(path)\n    print('OK')\n"
+              "except OSError as exc:\n    print('FAIL ' + str(exc).replace(chr(10), ' ')[:400])\n")
+
+
 def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH")}
 
@@ -62,6 +68,35 @@ def import_module(python: str, module: str) -> dict:
         return {"ok": False, "error": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}", "loaded": []}
     loaded = sorted({line.split()[-1] for line in lines[1:] if ".so" in line and line.split()[-1].startswith("/")})
     return {"ok": lines[0] == "OK", "error": None if lines[0] == "OK" else lines[0][5:], "loaded": loaded}
+
+
+def preload_call(python: str, module: str) -> str | None:
+    """The function the package's own top-level module defines to preload its libraries for a program
+    to call (onnxruntime's `preload_dlls`): public, "preload" in its name, every argument defaulted,
+    read from the file with `ast`."""
+    code = ("import ast, importlib.util, json, sys\nspec = importlib.util.find_spec(sys.argv[1])\nfound = None\n"
+            "if spec and spec.origin and spec.origin.endswith('.py'):\n"
+            "    for node in ast.parse(open(spec.origin).read()).body:\n"
+            "        a = getattr(node, 'args', None)\n"
+            "        if isinstance(node, ast.FunctionDef) and 'preload' in node.name and not node.name.startswith('_') "
+            "and len(a.defaults) == len(a.posonlyargs + a.args) and all(d is not None for d in a.kw_defaults):\n"
+            "            found = node.name\n            break\nprint(json.dumps(found))\n")
+    proc = subprocess.run([python, "-I", "-c", code, module], capture_output=True, text=True, timeout=TIMEOUT, env=clean_env())
+    return json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def load_after(python: str, module: str, call: str | None, path: str) -> str | None:
+    """None when `path` loads in a process that imported `module` and made its preload `call`; else
+    what the loader said (or why the child failed before the load)."""
+    try:
+        proc = subprocess.run([python, "-I", "-c", LOAD_AFTER, module, call or "", path], capture_output=True, text=True,
+                              timeout=TIMEOUT, env=clean_env())
+    except subprocess.TimeoutExpired:
+        return f"timed out after {TIMEOUT} s"
+    last = (proc.stdout.strip().splitlines() or [""])[-1]
+    if last == "OK":
+        return None
+    return last[5:] if last.startswith("FAIL ") else f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
 
 
 NO_GPU = re.compile(r"libcuda\.so|libnvidia-[a-z]+\.so|NVIDIA driver|CUDA device|no CUDA GPUs|cudaGetDeviceCount|"
@@ -187,7 +222,10 @@ def paths_of(finding: dict) -> list[str]:
 class Judge:
     """Labels one stack's findings for one host against its import records and the binary oracles."""
 
-    def __init__(self, imports: dict, cuobjdump: str, code_cache: dict, objects: dict[str, list[str]]) -> None:
+    def __init__(self, imports: dict, cuobjdump: str, code_cache: dict, objects: dict[str, list[str]],
+                 python: str | None = None) -> None:
+        self.python = python  # the stack's interpreter, for the load after a preload call; None: not run
+        self.unloadable: dict[str, str] = {}  # file -> the loader's words, after the package's own preload call
         self.objects = objects  # distribution -> its ELF files (the doctor's list of them; read again by readelf)
         self.imports = imports  # distribution -> {module: {"ok", "error", "loaded"}}
         everywhere = sorted({str(Path(p).parent) for rs in imports.values() for r in rs.values() for p in r["loaded"]})
@@ -226,7 +264,7 @@ class Judge:
     def _missing_library(self, finding: dict, driver: str, cc: str) -> tuple[str, str]:
         dist = finding["about"]["distribution"]
         failed = self._import_failed(dist)
-        if failed and ".so" in failed:
+        if failed and (".so" in failed or NATIVE_OP.search(failed)):  # torch's words for an extension that did not load
             return "right", f"import fails: {failed[:160]}"
         files = paths_of(finding)
         loaded = [f for f in files if self.is_loaded(f)]
@@ -235,6 +273,9 @@ class Judge:
         dirs = self.library_dirs(dist)
         missing = {f: ldd(f, dirs)["not_found"] for f in files[:8]}
         named = [f"{Path(f).name}: {', '.join(n)}" for f, n in missing.items() if n]
+        after = self._after_preload_call(dist, [f for f, n in missing.items() if n], finding["severity"] == "error")
+        if after is not None:
+            return after
         if named and self.of(dist):
             return "needs-a-look", "not loaded at import; ldd -r with the import's dirs: not found " + "; ".join(named)[:160]
         if named:
@@ -242,6 +283,26 @@ class Judge:
         if files and self.of(dist):
             return "wrong", f"import ok; ldd -r of {len(files)} named file(s) with the import's dirs finds every library"
         return "needs-a-look", "no file to test and no import record"
+
+    def _after_preload_call(self, dist: str | None, files: list[str], error: bool) -> tuple[str, str] | None:
+        """Each named file loaded in a process that imported the package and made its own preload call
+        (where its files define one): right when ld.so refuses one for a library other than the
+        driver's (an error's file is then kept in `unloadable`), wrong when each loads; None when not
+        run or when only the driver is missing."""
+        modules = [m for m, r in self.imports.get(dist or "", {}).items() if r["ok"]]
+        if self.python is None or not modules or not files:
+            return None
+        call = preload_call(self.python, modules[0])
+        how = f"after import {modules[0]}" + (f" and {modules[0]}.{call}()" if call else "")
+        for path in files[:4]:
+            refused = load_after(self.python, modules[0], call, path)
+            if refused is not None and failure_kind(refused, self.library_dirs(dist)) == "native":
+                if error:
+                    self.unloadable[path] = refused
+                return "right", f"{how}: {Path(path).name} does not load: {refused[:160]}"
+            if refused is not None:
+                return None
+        return "wrong", f"{how}: each named file loads"
 
     def _symbol_skew(self, finding: dict, driver: str, cc: str) -> tuple[str, str]:
         dist = finding["about"]["distribution"]
@@ -334,21 +395,27 @@ class Judge:
         return "needs-a-look", "no single import maps two copies"
 
 
-def healthy(imports: dict, code: dict[str, dict], driver: str, cc: str, files: list[str]) -> tuple[bool, str]:
+def healthy(imports: dict, code: dict[str, dict], driver: str, cc: str, files: list[str],
+            unloadable: dict[str, str] | None = None) -> tuple[bool, str]:
     """A stack is healthy on a host when no import fails to load a shared object (one failing only for
-    want of a GPU, or at Python level, is not counted), each CUDA library major in `files` (what the
-    imports mapped; for a stack nothing imports, every library) is one the driver runs (table floor),
-    and each of them with device code has some for the GPU."""
+    want of a GPU, or at Python level, is not counted), no library an error names fails to load after
+    the import and the package's own preload call (`unloadable`: onnxruntime-gpu's CUDA provider),
+    each CUDA library major in `files` (what the imports mapped; for a stack nothing imports, every
+    library) is one the driver runs (table floor), and each of them with device code has some for the GPU
+    (one SASS entry and no PTX is a stub cuobjdump lists, not the file's kernels: it proves nothing)."""
     for dist, records in imports.items():
         for module, record in records.items():
             if record.get("kind") == "native":
                 return False, f"import {module} ({dist}) fails"
+    for path, error in (unloadable or {}).items():
+        return False, f"{Path(path).name} does not load after its package's preload call: {error[:120]}"
     for family, majors in majors_loaded(files).items():
         for major in majors:
             if not driver_runs(driver, major):
                 return False, f"{family} {major} is loaded; driver {driver} is below the CUDA {major} floor"
     for path in files:
         found = code.get(path)
-        if found and (found["sass"] or found["ptx"]) and not runs_on(found, cc):
+        stub = found and len(found["sass"]) == 1 and not found["ptx"]  # cuobjdump sees one sm_75 entry of cuFFT 12: not its kernels
+        if found and (found["sass"] or found["ptx"]) and not stub and not runs_on(found, cc):
             return False, f"{Path(path).name} has no device code for {cc}"
     return True, "imports succeed; runtimes and device code fit"

@@ -18,7 +18,7 @@ from cudaresolve.checks import evidence as e
 from cudaresolve.checks.builds import CudaBuild, build_of
 from cudaresolve.checks.dependencies import fold_into_requirers, following_torch, sole_consumers
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.loading import PackageLoad
+from cudaresolve.checks.loading import PackageLoad, refused_when_guarded
 from cudaresolve.checks.problems import (
     DeviceCodePartlyUnreadable,
     DeviceCodeSkipped,
@@ -134,14 +134,17 @@ OptInFailures = Dict[Tuple[components.OptIn, ComputeCapability], List[Tuple[str,
 def loaded_later(imported: Sequence[PackageLoad]) -> dict[str, str]:
     """Path -> the module it serves, for the files only modules that neither the import nor a function
     of the package loads bring in (a submodule nothing imports, an environment-variable switch, one
-    of the alternatives a load by a computed name picks from): the package works without them. What
+    of the alternatives a load by a computed name picks from, a guarded load ld.so refuses): the
+    package works without them. What
     a function loads (warp's init() loads warp.so) is the package's own work, and its device code is
     judged as the import's."""
-    at_import = {obj.path for load in imported if load.reach not in _APART for obj in load.result.objects}
+    refused = [refused_when_guarded(load) for load in imported]
+    at_import = {obj.path for load, left in zip(imported, refused) if load.reach not in _APART
+                 for obj in load.result.objects if obj.path not in left}
     later: dict[str, str] = {}
-    for load in imported:
-        if load.reach in _APART:
-            for obj in load.result.objects:
+    for load, left in zip(imported, refused):
+        for obj in load.result.objects:
+            if load.reach in _APART or obj.path in left:
                 module = load.feature_of(obj.path)
                 if obj.path not in at_import and module is not None:
                     later.setdefault(obj.path, module)

@@ -28,7 +28,7 @@ import fnmatch
 import os
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 from cudaresolve.binary.facts import BinaryFacts
 from cudaresolve.binary.loader import INVALID_LIBRARY, MISSING_LIBRARY, FactsOf, LoadedObject, LoadResult, resolve
@@ -255,6 +255,48 @@ def _matches(env: Environment, path: str, files: tuple[str, ...]) -> bool:
     """Whether `path` matches one of `files` (globs under site-packages)."""
     return any(fnmatch.fnmatch(os.path.relpath(path, site), pattern)
                for pattern in files for site in env.target.site_packages)
+
+
+def loaded_after_import(env: Environment, loads: Iterable[PackageLoad]) -> dict[str, str]:
+    """Path -> the module it serves, for each file the import leaves out of the process: what only
+    later code loads (a lazy, opt-in or unreached module, one of the files a computed name picks
+    from), and the tree of a guarded root that ld.so refuses, which the handler goes on without
+    (xformers' `_C` where no libcudart.so.12 is found). A file no load reaches counts as imported."""
+    at_import: set[str] = set()
+    later: dict[str, str] = {}
+    for load in loads:
+        refused = refused_when_guarded(load)
+        for obj in load.result.objects:
+            elf = env.elf_file(obj.path)
+            path = elf.path if elf is not None else obj.path
+            if load.loaded_by_import and obj.path not in refused:
+                at_import.add(path)
+            elif (feature := load.feature_of(obj.path)) is not None:
+                later.setdefault(path, feature)
+    return {path: feature for path, feature in later.items() if path not in at_import}
+
+
+def refused_when_guarded(load: PackageLoad) -> frozenset[str]:
+    """The objects of a guarded load's roots that ld.so refuses (a root with a problem anywhere in its
+    DT_NEEDED tree), which the handler goes on without: they never enter the process."""
+    if load.reach != GUARDED or not load.result.problems:
+        return frozenset()
+    root = _roots(load)
+    refused = {root.get(problem.consumer) for problem in load.result.problems}
+    return frozenset(path for path, top in root.items() if top in refused)
+
+
+def _roots(load: PackageLoad) -> dict[str, str]:
+    """Path -> the root whose DT_NEEDED chain brought it into `load` (a root: itself)."""
+    loaders = {obj.path: obj.loaded_by for obj in load.result.objects}
+    roots: dict[str, str] = {}
+    for path in loaders:
+        chain = [path]
+        while (parent := loaders.get(chain[-1])) is not None and parent not in chain and parent not in roots:
+            chain.append(parent)
+        top = roots.get(loaders.get(chain[-1]) or "", chain[-1])
+        roots.update((step, top) for step in chain)
+    return roots
 
 
 def _loaded_by_import(env: Environment, result: LoadResult, files: tuple[str, ...]) -> dict[str, str]:

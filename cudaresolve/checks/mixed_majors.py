@@ -22,6 +22,7 @@ from cudaresolve.checks.builds import CudaBuild, build_of, major_needs
 from cudaresolve.checks.dependencies import following_torch, pulled_in
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Check, Finding, Severity
+from cudaresolve.checks.loading import PackageLoad, loaded_after_import
 from cudaresolve.checks.problems import CompanionMajors, Installed, MixedMajors, PreloadedOtherMajor
 from cudaresolve.checks.subjects import Scope, Subject, subject
 from cudaresolve.checks.suggest import driver_runs, torch_variant_fix
@@ -34,10 +35,16 @@ from cudaresolve.knowledge.wheel_facts import Wheel
 from cudaresolve.versions import CudaVersion
 
 
-def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: HostFacts) -> list[Finding]:
-    """Files linking a cudart of one major, and frameworks built for one, grouped by major. The fix
-    moves everything to the newest of those majors the host's driver runs."""
+def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: HostFacts,
+                       loads: Iterable[PackageLoad] = ()) -> list[Finding]:
+    """Files linking a cudart of one major, and frameworks built for one, grouped by major. An error
+    when the import brings two majors into the process; a warning naming the features when only
+    files later code loads (or a guarded load that fails) need another (`loaded_after_import`). The
+    fix moves everything to the newest of those majors the driver runs."""
+    later = loaded_after_import(env, loads)
     needs: dict[int, set[str]] = defaultdict(set)
+    imported: set[int] = set()  # majors the import's own files (or a framework's build) need
+    features: dict[int, set[str]] = defaultdict(set)  # major -> the features of files only later code loads
     for elf in env.elf_files:
         if elf.facts is None:
             continue
@@ -49,10 +56,16 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: Host
             rows = components.for_soname(unmangled(needed))
             majors = {c.cuda_major for c in rows}
             if len(majors) == 1 and any(c.name == "cudart" for c in rows):
-                needs[majors.pop()].add(owner)
+                major = majors.pop()
+                needs[major].add(owner)
+                if elf.path in later:
+                    features[major].add(later[elf.path])
+                else:
+                    imported.add(major)
     for build in builds:
         if components.needs_build_runtime(build.dist):
             needs[build.cuda.major].add(build.dist)
+            imported.add(build.cuda.major)
     if len(needs) < 2:
         return []
     evidence = tuple(e.MajorUsers(major, tuple(sorted(owners))) for major, owners in sorted(needs.items()))
@@ -60,9 +73,12 @@ def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: Host
     # the newest major the driver runs whose move names every build (torch's variant), else the newest
     moves = [_move_to(env, sorted(set().union(*(owners for m, owners in needs.items() if m != target))), target, host)
              for target in runs]
+    at_import = len(imported) > 1
+    lost = sorted({feature for major, found in features.items() if major not in imported for feature in found})
     return [
         Finding(
-            Check.MIXED_MAJORS, Severity.ERROR, Subject(scope=Scope.ENVIRONMENT), MixedMajors(tuple(sorted(needs))),
+            Check.MIXED_MAJORS, Severity.ERROR if at_import else Severity.WARNING, Subject(scope=Scope.ENVIRONMENT),
+            MixedMajors(tuple(sorted(needs)), () if at_import else tuple(lost)),
             evidence, next((move for move in moves if not _names_a_build(move)), moves[0]),
         )
     ]
@@ -146,11 +162,13 @@ def other_major_wheels(env: Environment, soname: str) -> dict[int, str]:
     return {} if rows[0].cuda_major in wheels else wheels
 
 
-def check_companion_majors(env: Environment, host: HostFacts) -> list[Finding]:
+def check_companion_majors(env: Environment, host: HostFacts, loads: Iterable[PackageLoad] = ()) -> list[Finding]:
     """A package whose binaries link one CUDA major's library (libcublas.so.13) while the environment's
     wheels of that component are another major's (nvidia-cublas-cu12): the loader finds nothing, and
     the fix is either side's major, each named as releases of the wheel-facts table where it holds
-    some the driver runs. One finding per package, naming both sides."""
+    some the driver runs. One finding per package, naming both sides: an error when the import
+    loads such a file, a warning naming the features when only later code (or a guarded load the
+    package goes on without) does."""
     mismatches: dict[str, list[tuple[str, str, int, dict[int, str]]]] = defaultdict(list)
     for elf, needed, major in major_needs(env):
         assert elf.owner is not None  # major_needs yields owned files only
@@ -159,13 +177,16 @@ def check_companion_majors(env: Environment, host: HostFacts) -> list[Finding]:
         wheels = other_major_wheels(env, needed)
         if wheels:
             mismatches[elf.owner].append((elf.path, needed, major, wheels))
+    later = loaded_after_import(env, loads)
     findings = []
     for owner, found in sorted(mismatches.items()):
         needs = tuple(sorted({major for _, _, major, _ in found}))
         have = tuple(sorted({m for _, _, _, wheels in found for m in wheels}))
+        lost = () if any(path not in later for path, _, _, _ in found) else tuple(sorted({later[path] for path, _, _, _ in found}))
         findings.append(
             Finding(
-                Check.MIXED_MAJORS, Severity.ERROR, subject(env, owner), CompanionMajors(needs, have),
+                Check.MIXED_MAJORS, Severity.WARNING if lost else Severity.ERROR, subject(env, owner),
+                CompanionMajors(needs, have, lost),
                 tuple(e.LinksOtherMajor(path, needed, tuple(sorted(wheels.values())))
                       for path, needed, _, wheels in found[:5]),
                 _either(_swap_or_torch(env, found, needs[-1], host)

@@ -256,6 +256,7 @@ class MixedMajors:
     """Consumers of different CUDA runtime majors in one environment."""
 
     majors: tuple[int, ...]
+    later: tuple[str, ...] = ()  # the features needing another major than the import's, when only they do
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,7 @@ class CompanionMajors:
 
     needs: tuple[int, ...]
     installed: tuple[int, ...]
+    later: tuple[str, ...] = ()  # the features of those files, when only later code loads them
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,10 @@ MAX_VALUES = 256  # strings one argument can stand for
 MAX_CALL_DEPTH = 4  # local functions called from module code, followed this deep
 
 _LOADERS = {"CDLL", "PyDLL", "LoadLibrary", "load_library", "load_nvidia_dynamic_lib", "dlopen"}
+# torch's operator registry: a call naming "ns::op" that needs the operator to exist (the library that
+# registers it has loaded), and one that defines the operator in Python (no library needed)
+_NEEDS_OPERATOR = {"register_fake", "impl_abstract", "register_kernel", "register_autograd", "impl"}
+_DEFINES_OPERATOR = {"custom_op", "triton_op", "define"}
 _CAUGHT = {"ImportError", "ModuleNotFoundError", "OSError", "Exception", "BaseException", "RuntimeError"}
 _EXTENSION = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_-]+)?\.so$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -152,6 +156,12 @@ def build_model(
     # a library load whose file the model cannot name (`torch.ops.load_library(_get_extension_path("_C"))`)
     # may open any extension module no import reaches: those load as soon as such a load runs
     unnamed = [weaker(best[module], reach) for module, reach in walker.unnamed_loads if module in best]
+    defined = {op for _, _, op, defines in walker.operators if defines}
+    if any(not defines and op not in defined and weaker(best[module], reach) == IMPORT
+           for module, reach, op, defines in walker.operators if module in best):
+        # the import itself uses operators of the package's namespace that no Python code defines
+        # (torchvision's `@register_fake("torchvision::nms")`): the load that registers them is needed
+        unnamed = [IMPORT if reach == GUARDED else reach for reach in unnamed]
     otherwise = min(unnamed, key=_RANK.__getitem__) if unnamed else UNREACHED
     extensions = {path: (name, best.get(name, otherwise)) for name, path in index.items() if not path.endswith(".py")}
     strongest: dict[str, Preload] = {}  # one per name: the call that runs soonest
@@ -177,6 +187,7 @@ class _Walker:
         self.preloads: list[tuple[str, Reach, str, bool]] = []  # (module, reach within it, name, computed)
         self.others: list[tuple[str, Reach, str]] = []  # (module, reach within it, another package's top-level name)
         self.unnamed_loads: list[tuple[str, Reach]] = []  # (module, reach within it) of loads of a file not known here
+        self.operators: list[tuple[str, Reach, str, bool]] = []  # (module, reach within it, "ns::op" of its own, defines)
 
     def edges(self, module: str, reach: Reach) -> list[tuple[str, Reach]]:
         """(module imported, reach within this module) for each import `module`'s code makes."""
@@ -355,6 +366,7 @@ class _Visit:
                 if alias.name != "*" and f"{base}.{alias.name}" in self.walker.index:
                     self.imported(f"{base}.{alias.name}", reach)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.expressions(node.decorator_list, reach, scope, depth)  # run where the function is defined
             if depth == 0 and self.may_import(node):
                 inner = _Scope(node.body, scope)
                 self.statements(node.body, LAZY, inner, depth + 1)
@@ -396,6 +408,10 @@ class _Visit:
     def call(self, node: ast.Call, reach: Reach, scope: _Scope, depth: int) -> None:
         name = _dotted(node.func)
         last = name.rpartition(".")[2]
+        if last in _NEEDS_OPERATOR | _DEFINES_OPERATOR and node.args and isinstance(node.args[0], ast.Constant):
+            namespace, _, op = str(node.args[0].value).partition("::")
+            if op and namespace in self.walker.tops:
+                self.walker.operators.append((self.module, reach, op.partition("(")[0], last in _DEFINES_OPERATOR))
         if last in _LOADERS and node.args:
             named = self.values(node.args[0], scope, 0)
             program = isinstance(node.args[0], ast.Constant) and node.args[0].value is None  # CDLL(None): the process itself

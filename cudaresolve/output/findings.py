@@ -140,6 +140,14 @@ def _found_only_after_call(problem: p.FoundOnlyAfterCall) -> str:
             f"{problem.module}.{problem.function}(){without}")
 
 
+def _mixed_majors(problem: p.MixedMajors) -> str:
+    majors = ', '.join(map(str, problem.majors))
+    if problem.later:
+        return (f"packages need different CUDA majors ({majors}), but the import loads one; only features it does not "
+                f"load need another: {'; '.join(problem.later)} (they fail, or bring a second CUDA runtime into the process)")
+    return f"packages need different CUDA majors ({majors}); two CUDA runtimes in one process do not share contexts, memory or streams"
+
+
 def _optional_features(problem: p.OptionalFeaturesMissing) -> str:
     plural = "s" if len(problem.features) > 1 else ""
     return (f"optional feature{plural} unavailable: {'; '.join(problem.features)} "
@@ -354,10 +362,11 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.UndatedRuntime: lambda problem: (
         f"{', '.join(map(_name, problem.files))} link{'s' if len(problem.files) == 1 else ''} a CUDA runtime in statically "
         "whose release no byte tells (no toolkit note in its cubins, no PTX of a known ISA): its driver floor is unknown"),
-    p.MixedMajors: lambda problem: (f"packages need different CUDA majors ({', '.join(map(str, problem.majors))}); "
-                                    "two CUDA runtimes in one process do not share contexts, memory or streams"),
+    p.MixedMajors: _mixed_majors,
     p.CompanionMajors: lambda problem: (f"links CUDA {', '.join(map(str, problem.needs))} libraries, but the "
-                                        f"environment's wheels of them are CUDA {', '.join(map(str, problem.installed))}"),
+                                        f"environment's wheels of them are CUDA {', '.join(map(str, problem.installed))}"
+                                        + (f"; features unavailable: {'; '.join(problem.later)} (the import goes on "
+                                           "without them)" if problem.later else "")),
     p.PreloadedOtherMajor: lambda problem: (
         f"its import loads CUDA {problem.picked_major} builds of {', '.join(problem.sonames)} "
         f"({', '.join(f'{w.name} {w.version}' for w in problem.wheels)}), which its CUDA {problem.major} build "

@@ -668,3 +668,154 @@ def test_libraries_an_import_preloads_from_a_list_are_loaded_each_after_what_it_
     make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/lib/libz_base.so.1", "pkg/lib/liba_top.so.1"))
     assert imports(site, "import pkg").returncode == 0
     assert serious(site, tmp_path) == []
+
+
+GUARDED_EXTENSION_INIT = """
+import logging
+from . import _new
+try:
+    from . import _old
+except ImportError as exc:
+    logging.getLogger("pkg").warning("C++ kernels unavailable: %s", exc)
+    _old = None
+"""
+
+
+@pytest.mark.parametrize("old_runtime", [False, True])
+def test_a_runtime_major_only_a_guarded_load_needs_is_an_error_only_where_that_load_succeeds(elf_builder, tmp_path,
+                                                                                            old_runtime):
+    """pkg imports `_new` (libcudart.so.13 of nvidia-cuda-runtime 13) and, behind a handler that goes
+    on without it, `_old` (libcudart.so.12; xformers' `_C` beside torch's CUDA 13). Without a CUDA 12
+    runtime `_old` cannot load: the process holds one major and what is lost is `pkg._old`, a
+    warning. With nvidia-cuda-runtime-cu12 installed the import maps both majors: an error."""
+    lib = "site/nvidia/{}/lib"
+    new = elf_builder.build("libcudart.so.13", "int rt13(void) { return 13; }\n", soname="libcudart.so.13",
+                            directory=lib.format("cu13"))
+    old = elf_builder.build("libcudart.so.12", "int rt12(void) { return 12; }\n", soname="libcudart.so.12",
+                            directory=lib.format("cuda_runtime"))
+    elf_builder.build("_new.so", extension("_new", "rt13"), link=[new], rpath="$ORIGIN/../nvidia/cu13/lib",
+                      directory="site/pkg", extra=INCLUDE)
+    elf_builder.build("_old.so", extension("_old", "rt12"), link=[old], rpath="$ORIGIN/../nvidia/cuda_runtime/lib",
+                      directory="site/pkg", extra=INCLUDE)
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(GUARDED_EXTENSION_INIT)
+    make_dist_info(site, "nvidia-cuda-runtime", "13.0.96", files=("nvidia/cu13/lib/libcudart.so.13",))
+    if old_runtime:
+        make_dist_info(site, "nvidia-cuda-runtime-cu12", "12.8.90", files=("nvidia/cuda_runtime/lib/libcudart.so.12",))
+    else:
+        old.unlink()
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_new.so", "pkg/_old.so"))
+    maps = imports(site, "import pkg; print(pkg._old is None); print(open('/proc/self/maps').read())")
+    assert maps.returncode == 0 and maps.stdout.startswith(f"{not old_runtime}\n")
+    assert ("libcudart.so.12" in maps.stdout) is old_runtime and "libcudart.so.13" in maps.stdout
+    found = [(check, severity, subject, message) for check, severity, subject, message in serious(site, tmp_path)
+             if check == "mixed-majors"]
+    if old_runtime:
+        assert found == [("mixed-majors", "error", "environment",
+                          "packages need different CUDA majors (12, 13); two CUDA runtimes in one process do not "
+                          "share contexts, memory or streams")]
+    else:
+        assert [(severity, subject) for _, severity, subject, _ in found] == [("warning", "environment"), ("warning", "pkg 1.0")]
+        assert all("pkg._old" in message for *_, message in found)
+
+
+@pytest.mark.network
+def test_xformers_loads_its_extension_at_import_behind_a_handler_that_goes_on(unpacked):
+    """The real wheel: `xformers/_cpp_lib.py` calls `_register_extensions()` at module level, which
+    loads `_C` by `torch.ops.load_library` inside a `try` whose handler logs and goes on; `import
+    xformers` imports `_cpp_lib`. So `_C` is guarded: where it cannot load, the import works without it."""
+    site = unpacked("xformers==0.0.35")
+    files = [str(path.relative_to(site)) for path in site.rglob("*") if path.is_file()]
+    model = build_model([str(site / f) for f in files], [str(site)], read_text, ["xformers"])
+    assert model.conclusive
+    assert {name: reach for name, reach in model.extensions.values()} == {"xformers._C": GUARDED}
+
+
+@pytest.mark.parametrize("loads", [False, True])
+def test_device_code_of_a_guarded_module_ld_so_refuses_costs_that_module(elf_builder, tmp_path, loads):
+    """pkg imports _core (sm_86 code) and, inside a `try` that goes on without it, _h100 (sm_90, sm_100),
+    which links libdep.so.1. Where libdep.so.1 is gone the import works without _h100 (xformers' `_C`
+    beside torch cu130): on an 8.6 GPU a warning naming pkg._h100; where it loads, the error."""
+    from fatbin_bytes import container, cubin, entry
+
+    dep = elf_builder.build("libdep.so.1", "int dep(void) { return 1; }\n", soname="libdep.so.1", directory="site/pkg/lib")
+    for name, arch in (("_core", 86), ("_h100", 90)):
+        blob = container(*(entry(2, a, cubin(a)) for a in (arch, arch + 10)))
+        source = extension(name, "dep" if name == "_h100" else "") + (
+            f'__attribute__((section(".nv_fatbin"), aligned(8), used)) const unsigned char '
+            f'fatbin[] = {{{", ".join(map(str, blob))}}};\n')
+        elf_builder.build(f"{name}.so", source, directory="site/pkg", extra=INCLUDE,
+                          link=[dep] if name == "_h100" else [], rpath="$ORIGIN/lib")
+    if not loads:
+        dep.unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text("from . import _core\ntry:\n    from . import _h100\nexcept ImportError:\n    _h100 = None\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_core.so", "pkg/_h100.so")
+                   + (("pkg/lib/libdep.so.1",) if loads else ()))
+    assert imports(site, "import pkg; print(pkg._h100 is None)").stdout == f"{not loads}\n"
+    found = [(f.severity, type(f.problem).__name__, f.problem) for f in run(site, tmp_path).findings if f.check == "arch-coverage"]
+    if loads:
+        assert [severity for severity, _, _ in found] == ["error"]
+    else:
+        assert [(severity, kind, problem.feature) for severity, kind, problem in found] == [
+            ("warning", "OptInUnavailable", "pkg._h100")]
+
+
+OPERATORS_INIT = """
+from ._paths import where
+from . import _registry
+try:
+    _registry.load_library(where("_C"))
+except OSError:
+    pass
+"""
+OPERATOR_USE = """
+@_registry.register_fake("pkg::nms")
+def _nms():
+    return None
+"""
+REGISTRY = """
+import ctypes
+LOADED = []
+def load_library(path):
+    LOADED.append(ctypes.CDLL(path))
+def register_fake(name):
+    if not LOADED:
+        raise RuntimeError(f"operator {name} does not exist")
+    return lambda function: function
+"""
+
+
+@pytest.mark.parametrize("uses_operators", [False, True])
+def test_a_guarded_load_whose_operators_the_import_uses_is_needed_at_import(elf_builder, tmp_path, uses_operators):
+    """pkg loads its `_C` (which links libgone.so.1, absent) by a path the model cannot name, inside a
+    `try` that goes on without it (torchvision 0.28.0 beside a CPU torch). Where the import then
+    registers code for an operator of its own namespace (`@register_fake("pkg::nms")`, which needs
+    the operator `_C` registers) the import fails: an error. Without that use: an info."""
+    gone = elf_builder.build("libgone.so.1", "int gone(void) { return 1; }\n", soname="libgone.so.1", directory="gone")
+    elf_builder.build("_C.so", extension("_C", "gone"), link=[gone], directory="site/pkg", extra=INCLUDE)
+    (elf_builder.root / "gone/libgone.so.1").unlink()
+    site = elf_builder.root / "site"
+    (site / "pkg/__init__.py").write_text(OPERATORS_INIT + (OPERATOR_USE if uses_operators else ""))
+    (site / "pkg/_registry.py").write_text(REGISTRY)
+    (site / "pkg/_paths.py").write_text("import os\ndef where(name):\n    return os.path.join(os.path.dirname(__file__), name + '.so')\n")
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_registry.py", "pkg/_paths.py", "pkg/_C.so"))
+    result = imports(site, "import pkg")
+    assert (result.returncode != 0) is uses_operators
+    assert ("operator pkg::nms does not exist" in result.stderr) is uses_operators
+    found = [(check, severity) for check, severity, _, _ in serious(site, tmp_path)]
+    assert found == ([("missing-library", "error")] if uses_operators else [])
+    assert model_of(site, ["pkg/__init__.py", "pkg/_registry.py", "pkg/_paths.py", "pkg/_C.so"]).extensions[
+        str(site / "pkg/_C.so")] == ("pkg._C", IMPORT if uses_operators else GUARDED)
+
+
+@pytest.mark.network
+def test_torchvision_0_28_registers_code_for_its_operators_at_import(unpacked):
+    """The real wheel: torchvision/__init__.py imports `extension` (whose `_load_library("_C")` runs
+    `torch.ops.load_library` inside `try ... except (ImportError, OSError)`) and then
+    `_meta_registrations`, whose module-level `@torch.library.register_fake("torchvision::nms")` needs
+    the operator `_C` registers: `_C` is needed at import, not guarded."""
+    site = unpacked("torchvision==0.28.0")
+    files = [str(path.relative_to(site)) for path in site.rglob("*") if path.is_file()]
+    model = build_model([str(site / f) for f in files], [str(site)], read_text, ["torchvision"])
+    assert model.extensions[str(site / "torchvision/_C.so")] == ("torchvision._C", IMPORT)
