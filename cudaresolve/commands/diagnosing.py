@@ -11,8 +11,8 @@ imports it to make a fresh report).
 from __future__ import annotations
 
 import os
-from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, ContextManager, Mapping, Optional, Sequence
 
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
@@ -35,18 +35,26 @@ if TYPE_CHECKING:
     from cudaresolve.index.access import PackageIndex
 
 
+@dataclass(frozen=True)
+class Judging:
+    """How a diagnosis judges its fixes: `indexes` opens the configured indexes, called only when a
+    fix needs them (a healthy environment opens none); `offline`: the cached pages only."""
+
+    indexes: Callable[[], ContextManager["PackageIndex"]]
+    offline: bool = False
+
+
 def examine(
     target: Target,
     host: HostFacts,
     environ: Mapping[str, str],
     *,
     progress: Optional[Callable[[str], None]] = None,
-    index: Optional["PackageIndex"] = None,
-    offline: bool = False,
+    judging: Optional[Judging] = None,
     observe: bool = False,
 ) -> Diagnosis:
     """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`; with
-    `index`, each fix is judged on the environment it plans before it is given (resolve/fix_judge.py);
+    `judging`, each fix is judged on the environment it plans before it is given (resolve/fix_judge.py);
     with `observe`, the imports are run too (env/observe.py: the target's code runs)."""
     env, cache_error = scan(target, environ, progress=progress)
     if observe and target.python is not None:
@@ -67,14 +75,28 @@ def examine(
     env = replace(env, system_facts=recorded)
     judgement = judge(env, host)
     findings = judgement.findings
-    if index is not None:
-        from cudaresolve.resolve.fix_judge import judge_fixes
-
-        findings = judge_fixes(env, host, findings, index, offline=offline)
+    if judging is not None and findings:
+        findings = _fixes_judged(env, host, findings, judging)
     if cache_error:
         unwritable = Finding(Check.ENVIRONMENT, Severity.INFO, Subject(scope=Scope.CACHE), CacheUnwritable(cache_error))
         findings = sort_findings(findings + (unwritable,))
     return Diagnosis(host, env, judgement.loads, findings, tuple(probed.items()), cache_error)
+
+
+def _fixes_judged(env: Environment, host: HostFacts, findings: tuple[Finding, ...], judging: Judging) -> tuple[Finding, ...]:
+    """`findings` with their fixes judged with the indexes `judging` opens, when one needs them; the
+    indexes that cannot be opened (pip's configuration unreadable) leave those fixes Unchecked."""
+    from cudaresolve.errors import CudaresolveError
+    from cudaresolve.resolve.fix_judge import judge_fixes, needs_index, unchecked
+
+    if not any(needs_index(finding) for finding in findings):
+        return findings
+    try:
+        opened = judging.indexes()
+    except CudaresolveError as exc:
+        return unchecked(findings, str(exc))
+    with opened as index:
+        return judge_fixes(env, host, findings, index, offline=judging.offline)
 
 
 def scan(
