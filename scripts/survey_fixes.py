@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from survey import slug  # noqa: E402
 from survey_oracles import clean_env, import_module  # noqa: E402
 
-FREE_GB = 21  # a fix is applied only while this much is free: 15 GB kept, and up to 6 GB a fix installs (cuda-toolkit)
+FREE_GB = 20  # a fix is applied only while this much is free: 15 GB kept, and up to 5 GB a fix installs (cuda-toolkit)
 IN_PLACE = re.compile(r"^(pip install .*?) in place of ([\w.\-, ]+)$")
 INSTALL_LINE = re.compile(r"\(or, locked and judged again: (?:pip uninstall ([\w.\- ]+), then )?cudaresolve install ([^)]*)\)")
 UNCHECKED = "not checked against the indexes"

@@ -170,16 +170,22 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
         if change is None:
             kept.append(option)
         elif not passed:  # the first pip alternative that passes is the one printed
-            why = refusal(env, host, finding, findings, change, index, offline)
+            try:
+                why = refusal(env, host, finding, findings, change, index, offline)
+            except _CannotCheck as cannot:  # printed as it is, saying so; the next alternative is judged too
+                kept.append(f.Unchecked(option, cannot.unreadable))
+                continue
             if why is None:
                 kept.append(f.WithInstall(option, change.install) if change.install and not change.reinstall else option)
                 passed = True
             else:
                 refused.append(f.Refused(option, why))
-    if not passed:
-        if not refused:
-            return finding.fix  # nothing here to plan
+    if not passed and refused:
         kept.append(f.NoFixFound(tuple(refused)))
+    unchecked = [option for option in kept if isinstance(option, f.Unchecked)]
+    if not passed and not refused and (not unchecked or len(unchecked) == len(kept)):
+        # nothing here to plan, or none of it could be checked: the fix as the tables give it, saying so
+        return f.Unchecked(finding.fix, unchecked[0].unreadable) if unchecked else finding.fix
     return kept[0] if len(kept) == 1 else f.Alternatives(tuple(kept))
 
 
