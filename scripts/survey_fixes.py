@@ -145,7 +145,10 @@ def main() -> int:
     outcomes = json.loads(out_file.read_text()) if out_file.exists() else {}
     applied = 0
     for labels in sorted((args.survey / "json").glob("*.labels.json")):
-        result = json.loads(labels.read_text())
+        try:
+            result = json.loads(labels.read_text())
+        except (OSError, ValueError):  # the survey is writing it again: the next pass takes it
+            continue
         stack = result["stack"]["name"]
         if not result["installed"] or args.only and stack not in args.only:
             continue
