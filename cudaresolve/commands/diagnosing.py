@@ -11,8 +11,8 @@ imports it to make a fresh report).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, ContextManager, Mapping, Optional, Sequence
+from dataclasses import replace
+from typing import Callable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
@@ -21,6 +21,7 @@ from cudaresolve.checks import Diagnosis, judge
 from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
 from cudaresolve.checks.problems import CacheUnwritable
 from cudaresolve.checks.subjects import Scope, Subject
+from cudaresolve.commands.judging import Judging
 from cudaresolve.env.cache import FactsCache, Recorded
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.identity import Identity, path_identity
@@ -30,18 +31,6 @@ from cudaresolve.env.scan import scan_environment
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
-
-if TYPE_CHECKING:
-    from cudaresolve.index.access import PackageIndex
-
-
-@dataclass(frozen=True)
-class Judging:
-    """How a diagnosis judges its fixes: `indexes` opens the configured indexes, called only when a
-    fix needs them (a healthy environment opens none); `offline`: the cached pages only."""
-
-    indexes: Callable[[], ContextManager["PackageIndex"]]
-    offline: bool = False
 
 
 def examine(

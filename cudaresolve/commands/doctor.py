@@ -21,9 +21,10 @@ from cudaresolve.output.doctor import NotJudged, use_colour
 from cudaresolve.output.progress import reading_done, reading_progress
 
 if TYPE_CHECKING:
-    from cudaresolve.commands.diagnosing import Judging
+    from cudaresolve.commands.judging import Judging
     from cudaresolve.env.interpreter import Target
     from cudaresolve.index.access import PackageIndex
+    from cudaresolve.resolve.inputs import Indexes
 
 # What the judge waits for an index unless --timeout / --retries say otherwise: an index that cannot
 # be reached costs the doctor one failure of this length, never pip's 15 s times 5 retries per page.
@@ -73,29 +74,40 @@ def run(args: argparse.Namespace) -> int:
 
 def _judging(args: argparse.Namespace, target: Target) -> Union[Judging, NotJudged]:
     """How this run judges its fixes: with the indexes of the target interpreter's pip settings and
-    the command's index options, bounded in time (JUDGE_TIMEOUT), or why not."""
+    the command's index options, bounded in time (JUDGE_TIMEOUT), or why not. The index options are
+    read when given (a bad one is exit 3), else when a fix first needs the indexes: a cached report
+    imports nothing of them."""
     if args.judge_fixes is False:
         return NotJudged.NOT_ASKED
     if target.python is None or target.prefix is None:
         return NotJudged.NO_INTERPRETER
-    from dataclasses import replace
+    from cudaresolve.commands.judging import Judging
+    from cudaresolve.commands.parser import INDEX_OPTIONS
 
-    from cudaresolve.commands.diagnosing import Judging
-    from cudaresolve.commands.options import indexes
-
-    asked = indexes(args)
-    settings = asked.settings
-    asked = replace(asked, settings=replace(
-        settings, timeout=JUDGE_TIMEOUT if settings.timeout is None else settings.timeout,
-        retries=JUDGE_RETRIES if settings.retries is None else settings.retries))
+    given = [name for name in INDEX_OPTIONS if getattr(args, name, None) not in (None, False)]
+    asked = _asked(args) if given else None
 
     def opened() -> PackageIndex:
         from cudaresolve.commands.locking import config_for
         from cudaresolve.index.access import open_index
         from cudaresolve.output.progress import download_progress
 
-        return open_index(config_for(target, asked, os.environ), target, os.environ, offline=asked.offline,
-                          refresh=asked.refresh, download_budget=asked.download_budget, tag_overrides=asked.tags,
+        indexes = asked or _asked(args)
+        return open_index(config_for(target, indexes, os.environ), target, os.environ, offline=indexes.offline,
+                          refresh=indexes.refresh, download_budget=indexes.download_budget, tag_overrides=indexes.tags,
                           progress=download_progress(sys.stderr), give_up=True)
 
-    return Judging(opened, asked.offline)
+    return Judging(opened, bool(args.offline))
+
+
+def _asked(args: argparse.Namespace) -> Indexes:
+    """The index options of the command line, the judge's bounds where --timeout and --retries are not given."""
+    from dataclasses import replace
+
+    from cudaresolve.commands.options import indexes
+
+    asked = indexes(args)
+    settings = asked.settings
+    return replace(asked, settings=replace(
+        settings, timeout=JUDGE_TIMEOUT if settings.timeout is None else settings.timeout,
+        retries=JUDGE_RETRIES if settings.retries is None else settings.retries))

@@ -151,6 +151,8 @@ INDEX_FLAGS = frozenset({
     "index_url", "extra_index_url", "find_links", "no_index", "trusted_host", "cert", "client_cert", "timeout", "retries",
     "proxy", "torch_index_base",
 })
+# Every option _add_index_options adds (dests), the wheel tags and the cache's use included.
+INDEX_OPTIONS = INDEX_FLAGS | {"python_version", "platform", "implementation", "abi", "offline", "download_budget", "refresh"}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -67,7 +67,7 @@ from cudaresolve.output.doctor import Report
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard
 
-    from cudaresolve.commands.diagnosing import Judging
+    from cudaresolve.commands.judging import Judging
     from cudaresolve.env.interpreter import Target
     from cudaresolve.host.facts import HostFacts
     from cudaresolve.index.access import PackageIndex
@@ -119,7 +119,8 @@ def doctor_report(
     report, tree = cache.load(target, host, key)
     if report is not None:
         return report
-    from cudaresolve.commands.diagnosing import Judging, examine
+    from cudaresolve.commands.diagnosing import examine
+    from cudaresolve.commands.judging import Judging
     from cudaresolve.output.doctor import report_of
 
     opened: list[bool] = []

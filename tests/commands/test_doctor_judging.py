@@ -117,3 +117,10 @@ def test_a_judged_report_is_not_kept_and_a_healthy_one_is(held_pair, cuda_index,
     healthy = venv_with_pip(hermetic / "healthy") / "bin" / "python"
     assert doctor(capsys, healthy, "--index-url", cuda_index.index_url)[0] == 0
     assert len(list(results.iterdir())) == 1
+
+
+def test_a_bad_index_option_is_exit_3_even_with_no_fix_to_judge(hermetic, venv_with_pip, capsys):
+    healthy = venv_with_pip(hermetic / "healthy") / "bin" / "python"
+    assert main(["doctor", "--python", str(healthy), "--timeout", "soon", *RTX_3090]) == 3
+    [line] = capsys.readouterr().err.splitlines()
+    assert "--timeout" in line and "soon" in line
