@@ -4,8 +4,8 @@ The facts cache, the machine's loader and the environment variables are read her
 does the judging on the value the scan builds. `lock` (commands/locking.py) starts from the same scan.
 
 May import: every room below output/ (binary, env, host, knowledge, checks; index and
-resolve/fix_judge for judging fixes); not output/ or the rest of commands/ (commands/result_cache.py
-imports it to make a fresh report).
+resolve/fix_judge for judging fixes, with commands/judging's value); not output/ or the rest of
+commands/ (commands/result_cache.py imports it to make a fresh report).
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ key does. Only a diagnosis that opened no index is kept (a healthy environment, 
 need none: a driver, a variable), so its hits stay as fast as before; how the fixes were judged (or
 why not: --no-judge-fixes, --site-packages) is in the key, as the report says it.
 
-May import: env/ (identity, tree walk, store), output/doctor.py (`Report`) and, for a fresh
-diagnosis only, commands/diagnosing; nothing imports this but the commands and integrations.
+May import: env/ (identity, tree walk, store), output/doctor.py (`Report`, `NotJudged`) and, for a
+fresh diagnosis only, commands/diagnosing and commands/judging; nothing imports this but the commands and integrations.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from cudaresolve.caches import read_entry
 from cudaresolve.env.identity import Identity, identity_of, path_identity
 from cudaresolve.env.store import default_cache_dir, dumps_plain, loads_plain, store_entry
 from cudaresolve.env.tree import distinct_directories, shared_object_entries
-from cudaresolve.output.doctor import Report
+from cudaresolve.output.doctor import NotJudged, Report
 
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
     from cudaresolve.env.interpreter import Target
     from cudaresolve.host.facts import HostFacts
     from cudaresolve.index.access import PackageIndex
-    from cudaresolve.output.doctor import NotJudged
 
 # data/, which setuptools' package-dir maps to cudaresolve.data (a mapping mypy does not follow)
 data_package = importlib.import_module("cudaresolve.data")
@@ -110,8 +109,6 @@ def doctor_report(
     """The report of `target` for `host`: the cached one while its key holds, else a fresh
     diagnosis (diagnosing.examine), kept when nothing it depends on changed while it was made and
     it opened no index. `judging`: how its fixes are judged, or why not (None: not asked)."""
-    from cudaresolve.output.doctor import NotJudged
-
     not_judged = NotJudged.NOT_ASKED if judging is None else judging if isinstance(judging, NotJudged) else None
     mode = "judged" if not_judged is None else not_judged.value
     cache = ResultCache(default_cache_dir(environ))
