@@ -27,7 +27,8 @@ from cudaresolve.arch import ComputeCapability
 from cudaresolve.checks import fixes as f
 from cudaresolve.checks.evidence import DependenciesFailToo
 from cudaresolve.checks.findings import Check, Finding
-from cudaresolve.commands.diagnosing import Judging, examine
+from cudaresolve.commands.diagnosing import examine
+from cudaresolve.commands.judging import Judging
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.index.access import PackageIndex, open_index
