@@ -176,7 +176,8 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
                 kept.append(f.Unchecked(option, cannot.unreadable))
                 continue
             if why is None:
-                kept.append(f.WithInstall(option, change.install) if change.install and not change.reinstall else option)
+                kept.append(f.WithInstall(option, change.install, tuple(sorted(change.uninstall)))
+                            if change.install and not change.reinstall else option)  # the install line removes what the fix removes
                 passed = True
             else:
                 refused.append(f.Refused(option, why))

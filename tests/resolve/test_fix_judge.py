@@ -198,8 +198,24 @@ def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_print
     assert judged.fix == f.WithInstall(twelve, twelve.requirements)
     assert only.fix == f.NoFixFound((f.Refused(eleven, f.LeavesDriverMajor(11, 12)),))
     assert mixed.fix == f.Alternatives((upgrade, only.fix))
+
     assert render_fix(only.fix) == ('no fix found here (pip install "nvidia-cuda-runtime-cu11": it moves the '
                                     'environment from CUDA 12 to CUDA 11)')
+
+
+def test_the_install_line_of_a_fix_that_uninstalls_first_uninstalls_the_same(built, tmp_path):
+    """`pip uninstall A, then pip install B`: its `cudaresolve install B` line keeps the uninstall, or
+    the lock would keep A (a lock installs, it removes nothing)."""
+    python = make_venv(tmp_path, built, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105", "nvidia-cuda-runtime-cu11==11.8.89")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12")
+    twelve = f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),))
+    steps = f.Steps((f.PipUninstall(("nvidia-cuda-runtime-cu11",)), twelve))
+    env = examine(target_for_python(str(python)), HOST_570, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}).environment
+    with index_for(python, links, tmp_path) as index:
+        [judged] = judge_fixes(env, HOST_570, (replace(skew(doctor(python, tmp_path)), fix=steps),), index)
+    assert judged.fix == f.WithInstall(steps, twelve.requirements, ("nvidia-cuda-runtime-cu11",))
+    assert render_fix(judged.fix).endswith("(or, locked and judged again: pip uninstall nvidia-cuda-runtime-cu11, then "
+                                           'cudaresolve install "nvidia-nvjitlink-cu12>=12.8")')
 
 
 def test_doctor_judge_fixes_prints_no_fix_found_here(built, tmp_path):
