@@ -1,12 +1,14 @@
-"""Apply each fix `doctor --judge-fixes` prints for a survey stack, exactly as printed, in a hard-link copy
-of its venv, and judge again (not part of CI; run after scripts/survey.py).
+"""Apply each fix the doctor prints (it judges them by default) for a survey stack, exactly as printed, in
+a hard-link copy of its venv, and judge again (not part of CI; run after scripts/survey.py).
 
 Usage: python scripts/survey_fixes.py SURVEY_WORKDIR OUT [--host DRIVER/CC ...] [--only STACK ...] [--limit N]
 
 SURVEY_WORKDIR is read, never written: its venvs are copied (`cp -al` into OUT/copies, deleted when judged).
 A printed fix is taken as a user takes it: the first alternative made only of `pip install` / `pip
-uninstall` lines ("in place of A, B" uninstalls A and B first); remarks in parentheses, such as the
-`cudaresolve install` line, are not applied. Outcomes per error with a fix:
+uninstall` lines ("in place of A, B" uninstalls A and B first); remarks in parentheses are not applied.
+A fix the doctor could not check (the words "not checked against the indexes") is applied as any
+other and marked `unchecked`. Where a fix prints its `cudaresolve install …` line, that line is applied
+too, in a copy of its own, and judged the same way (`install` in the outcome). Outcomes per error with a fix:
 
 - converges: its finding is gone and nothing below happened;
 - no change: its finding stays, nothing below happened;
@@ -36,8 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from survey import slug  # noqa: E402
 from survey_oracles import clean_env, import_module  # noqa: E402
 
-FREE_GB = 26  # a fix is applied only while this much is free: 20 GB kept, and up to 6 GB a fix installs (cuda-toolkit)
+FREE_GB = 20  # a fix is applied only while this much is free: 15 GB kept, and up to 5 GB a fix installs (cuda-toolkit)
 IN_PLACE = re.compile(r"^(pip install .*?) in place of ([\w.\-, ]+)$")
+INSTALL_LINE = re.compile(r"\(or, locked and judged again: (?:pip uninstall ([\w.\- ]+), then )?cudaresolve install ([^)]*)\)")
+UNCHECKED = "not checked against the indexes"
 NOT_FOUND = re.compile(r"No matching distribution found|Could not find a version that satisfies")
 REFUSALS = {  # why a "no fix found here" was said, by its words (output/fixes.py)
     "index unreadable": re.compile(r"could not be read"),
@@ -114,13 +118,13 @@ def freeze(python: Path) -> frozenset[str]:
     return frozenset(line.strip() for line in proc.stdout.splitlines() if line.strip())
 
 
-def doctor(python: Path, host: str, out: Path, judging: bool) -> dict:
-    """The doctor's JSON report on `python` for `host`, kept in `out`; `judging`: with --judge-fixes."""
+def doctor(python: Path, host: str, out: Path) -> dict:
+    """The doctor's JSON report on `python` for `host` (its fixes judged, the default), kept in `out`."""
     if out.exists():
         return json.loads(out.read_text())
     driver, cc = host.split("/")
-    proc = subprocess.run([sys.executable, "-m", "cudaresolve", "doctor", "--json", *(["--judge-fixes"] if judging else []),
-                           "--python", str(python), "--driver", driver, "--gpu", cc],
+    proc = subprocess.run([sys.executable, "-m", "cudaresolve", "doctor", "--json", "--python", str(python),
+                           "--driver", driver, "--gpu", cc],
                           capture_output=True, text=True, env=clean_env(), timeout=3600)
     report = json.loads(proc.stdout) if proc.stdout.strip() else {"findings": []}
     report |= {"exit": proc.returncode, "stderr": proc.stderr.strip()[-400:]}
@@ -141,7 +145,10 @@ def main() -> int:
     outcomes = json.loads(out_file.read_text()) if out_file.exists() else {}
     applied = 0
     for labels in sorted((args.survey / "json").glob("*.labels.json")):
-        result = json.loads(labels.read_text())
+        try:
+            result = json.loads(labels.read_text())
+        except (OSError, ValueError):  # the survey is writing it again: the next pass takes it
+            continue
         stack = result["stack"]["name"]
         if not result["installed"] or args.only and stack not in args.only:
             continue
@@ -154,7 +161,7 @@ def main() -> int:
                 continue
             stem = args.out / "judged" / slug(stack)
             stem.mkdir(parents=True, exist_ok=True)
-            judged = doctor(venv / "bin" / "python", host, stem / f"{host.replace('/', '-')}.json", True)
+            judged = doctor(venv / "bin" / "python", host, stem / f"{host.replace('/', '-')}.json")
             for finding in judged["findings"]:
                 if finding["severity"] != "error" or not finding.get("fix"):
                     continue
@@ -166,6 +173,11 @@ def main() -> int:
                     continue
                 applied += 1
                 outcomes[name] = judge_fix(args.out, venv, result, host, finding, errors_of(judged))
+                if UNCHECKED in finding["fix"]:
+                    outcomes[name]["unchecked"] = True
+                install = INSTALL_LINE.search(finding["fix"])
+                if install:
+                    outcomes[name]["install"] = judge_install(args.out, venv, result, host, finding, errors_of(judged), install)
                 out_file.write_text(json.dumps(outcomes, indent=1))
                 sys.stderr.write(f"{name}: {outcomes[name]['outcome']}\n")
     summary(outcomes)
@@ -176,9 +188,16 @@ def summary(outcomes: dict) -> None:
     counts: dict[str, int] = {}
     for outcome in outcomes.values():
         counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1
+        if outcome.get("unchecked"):
+            counts["unchecked"] = counts.get("unchecked", 0) + 1
+        if "install" in outcome:
+            label = f"install line: {outcome['install']['outcome']}"
+            counts[label] = counts.get(label, 0) + 1
     sys.stdout.write(json.dumps(counts) + "\n")
     for name, outcome in outcomes.items():
         sys.stdout.write(f"- {name}: {outcome['outcome']} — {outcome['fix'][:240]} — {outcome['why'][:300]}\n")
+        if "install" in outcome:
+            sys.stdout.write(f"  install line: {outcome['install']['outcome']} — {outcome['install']['why'][:300]}\n")
 
 
 def judge_fix(out: Path, venv: Path, result: dict, host: str, finding: dict, before: set[tuple[str, str]]) -> dict:
@@ -199,24 +218,56 @@ def judge_fix(out: Path, venv: Path, result: dict, host: str, finding: dict, bef
         if failed is not None:
             outcome = "not offered" if NOT_FOUND.search(failed) else "pip failed"
             return {"outcome": outcome if freeze(python) == first else "harmful", "fix": fix, "why": failed}
-        after = doctor(python, host, out / "copies" / "after.json", True)
-        (out / "copies" / "after.json").unlink()
-        new_errors = errors_of(after) - before
-        broken = [module for modules in result["imports"].values() for module, record in modules.items()
-                  if record["ok"] and not import_module(str(python), module)["ok"]]
-        new_pip = pip_check(python) - checked_before
-        gone = key(finding) not in errors_of(after)
-        circle = _circles(out, python, host, after, new_errors, first) if new_errors else None
-        if circle:
-            outcome = "circle"
-        elif new_errors or broken or new_pip:
-            outcome = "harmful"
-        else:
-            outcome = "converges" if gone else "no change"
-        return {"outcome": outcome, "fix": fix, "why": f"{steps}; new errors {sorted(new_errors)}; imports broken {broken}; "
-                f"pip check new {sorted(new_pip)[:3]}; exit after {after.get('exit')}{'; ' + circle if circle else ''}"}
+        return _judged_again(out, python, result, host, finding, before, first, checked_before, str(steps), fix)
     finally:
         shutil.rmtree(out / "copies", ignore_errors=True)
+
+
+def judge_install(out: Path, venv: Path, result: dict, host: str, finding: dict, before: set[tuple[str, str]],
+                  line: re.Match[str]) -> dict:
+    """The fix's `cudaresolve install …` line (after its `pip uninstall`), applied in a copy of its own."""
+    copy = out / "copies" / "fix"
+    python = copy / "bin" / "python"
+    driver, cc = host.split("/")
+    try:
+        _copy(venv, copy)
+        first = freeze(python)
+        checked_before = pip_check(python)
+        failed = _apply(python, [["uninstall", "-y", *line.group(1).split()]]) if line.group(1) else None
+        if failed is None:
+            proc = subprocess.run([sys.executable, "-m", "cudaresolve", "install", *shlex.split(line.group(2)),
+                                   "--python", str(python), "--driver", driver, "--gpu", cc, "-q"],
+                                  capture_output=True, text=True, env=clean_env(), timeout=3600)
+            # 2: installed, and the doctor after it finds an error (judged below); else the lock or pip refused
+            failed = None if proc.returncode in (0, 2) else f"cudaresolve install -> {proc.returncode}: {proc.stderr.strip()[-300:]}"
+        if failed is not None:
+            outcome = "not offered" if NOT_FOUND.search(failed) else "install failed"
+            return {"outcome": outcome if freeze(python) == first else "harmful", "fix": line.group(0), "why": failed}
+        return _judged_again(out, python, result, host, finding, before, first, checked_before, line.group(0), line.group(0))
+    finally:
+        shutil.rmtree(out / "copies", ignore_errors=True)
+
+
+def _judged_again(out: Path, python: Path, result: dict, host: str, finding: dict, before: set[tuple[str, str]],
+                  first: frozenset[str], checked_before: set[str], applied: str, shown: str) -> dict:
+    """The outcome of `shown` (a fix, or its install line), `applied` to the copy at `python`: the
+    doctor, the imports and pip check again."""
+    after = doctor(python, host, out / "copies" / "after.json")
+    (out / "copies" / "after.json").unlink()
+    new_errors = errors_of(after) - before
+    broken = [module for modules in result["imports"].values() for module, record in modules.items()
+              if record["ok"] and not import_module(str(python), module)["ok"]]
+    new_pip = pip_check(python) - checked_before
+    gone = key(finding) not in errors_of(after)
+    circle = _circles(out, python, host, after, new_errors, first) if new_errors else None
+    if circle:
+        outcome = "circle"
+    elif new_errors or broken or new_pip:
+        outcome = "harmful"
+    else:
+        outcome = "converges" if gone else "no change"
+    return {"outcome": outcome, "fix": shown, "why": f"{applied}; new errors {sorted(new_errors)}; imports broken {broken}; "
+            f"pip check new {sorted(new_pip)[:3]}; exit after {after.get('exit')}{'; ' + circle if circle else ''}"}
 
 
 def _copy(venv: Path, copy: Path) -> None:

@@ -29,6 +29,7 @@ from cudaresolve.checks.fixes import (
     PipUninstall,
     Steps,
     TorchVariant,
+    Unchecked,
     WithInstall,
     actions,
 )
@@ -70,7 +71,7 @@ def already_satisfied(fix: Fix, installed: Mapping[str, tuple[Version, frozenset
     found: list[PipInstall] = []
 
     def walk(fix: Fix, uninstalled: frozenset[str]) -> None:
-        if isinstance(fix, (Explained, WithInstall)):
+        if isinstance(fix, (Explained, WithInstall, Unchecked)):
             walk(fix.fix, uninstalled)
         elif isinstance(fix, Alternatives):
             for option in fix.options:

@@ -243,12 +243,11 @@ class BuildOf:
 
 @dataclass(frozen=True)
 class NotOffered:
-    """No release the configured indexes offer meets `requirement` (with `offline`: none cached;
-    with `unreadable`: the index that would serve it could not be read, and why)."""
+    """No release the configured indexes offer meets `requirement` (with `offline`: none the cached
+    pages list)."""
 
     requirement: Requirement
     offline: bool = False
-    unreadable: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -335,6 +334,15 @@ class WithInstall:
     fix: "Fix"
     requirements: tuple[Requirement, ...]
     uninstall: tuple[NormalizedName, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """A fix printed as the tables give it because the judge could not read what it needs: the index
+    pages are not cached (--offline; `unreadable` None) or an index could not be read (`unreadable`: why)."""
+
+    fix: "Fix"
+    unreadable: Optional[str] = None
 
 
 # -- how fixes combine ----------------------------------------------------------------------------
@@ -626,7 +634,7 @@ Fix = Union[
     PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath, RemoveFromPath,
     RemoveStaleDirectory, RemoveCopy, KeepOneBuild, AddConstraint, AdvisoryFix, StateHost, ReleaseThatFinds, FindWheelCopy,
     BuildWithCuda, OlderReleaseMayCarry, NewerReleaseNeeded, NoKnownRelease, InstallBuild, InstallBuildsOf, InstallWheels, BuildOf,
-    Alternatives, OrElse, Steps, Each, Explained, NoFixFound, WithInstall,
+    Alternatives, OrElse, Steps, Each, Explained, NoFixFound, WithInstall, Unchecked,
 ]
 Action = Union[PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate, DriverUpgrade, Call, AddToPath,
                RemoveFromPath, RemoveStaleDirectory, RemoveCopy]
@@ -635,7 +643,7 @@ Action = Union[PipInstall, PipUninstall, TorchVariant, CondaInstall, CondaUpdate
 def actions(fix: Fix) -> Iterator[Action]:
     """The steps of `fix` in order, taking the first of any alternatives: what applying it runs.
     Advice (a build to look for, no known release) has none."""
-    if isinstance(fix, (Explained, WithInstall)):
+    if isinstance(fix, (Explained, WithInstall, Unchecked)):
         yield from actions(fix.fix)
     elif isinstance(fix, Alternatives):
         yield from actions(fix.options[0])

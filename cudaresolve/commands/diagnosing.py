@@ -4,15 +4,15 @@ The facts cache, the machine's loader and the environment variables are read her
 does the judging on the value the scan builds. `lock` (commands/locking.py) starts from the same scan.
 
 May import: every room below output/ (binary, env, host, knowledge, checks; index and
-resolve/fix_judge for judging fixes); not output/ or the rest of commands/ (commands/result_cache.py
-imports it to make a fresh report).
+resolve/fix_judge for judging fixes, with commands/judging's value); not output/ or the rest of
+commands/ (commands/result_cache.py imports it to make a fresh report).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
@@ -21,6 +21,7 @@ from cudaresolve.checks import Diagnosis, judge
 from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
 from cudaresolve.checks.problems import CacheUnwritable
 from cudaresolve.checks.subjects import Scope, Subject
+from cudaresolve.commands.judging import Judging
 from cudaresolve.env.cache import FactsCache, Recorded
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.identity import Identity, path_identity
@@ -31,9 +32,6 @@ from cudaresolve.env.store import default_cache_dir
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
 
-if TYPE_CHECKING:
-    from cudaresolve.index.access import PackageIndex
-
 
 def examine(
     target: Target,
@@ -41,12 +39,11 @@ def examine(
     environ: Mapping[str, str],
     *,
     progress: Optional[Callable[[str], None]] = None,
-    index: Optional["PackageIndex"] = None,
-    offline: bool = False,
+    judging: Optional[Judging] = None,
     observe: bool = False,
 ) -> Diagnosis:
     """Gather the facts of `target` (through the on-disk facts cache) and judge them for `host`; with
-    `index`, each fix is judged on the environment it plans before it is given (resolve/fix_judge.py);
+    `judging`, each fix is judged on the environment it plans before it is given (resolve/fix_judge.py);
     with `observe`, the imports are run too (env/observe.py: the target's code runs)."""
     env, cache_error = scan(target, environ, progress=progress)
     if observe and target.python is not None:
@@ -67,14 +64,28 @@ def examine(
     env = replace(env, system_facts=recorded)
     judgement = judge(env, host)
     findings = judgement.findings
-    if index is not None:
-        from cudaresolve.resolve.fix_judge import judge_fixes
-
-        findings = judge_fixes(env, host, findings, index, offline=offline)
+    if judging is not None and findings:
+        findings = _fixes_judged(env, host, findings, judging)
     if cache_error:
         unwritable = Finding(Check.ENVIRONMENT, Severity.INFO, Subject(scope=Scope.CACHE), CacheUnwritable(cache_error))
         findings = sort_findings(findings + (unwritable,))
     return Diagnosis(host, env, judgement.loads, findings, tuple(probed.items()), cache_error)
+
+
+def _fixes_judged(env: Environment, host: HostFacts, findings: tuple[Finding, ...], judging: Judging) -> tuple[Finding, ...]:
+    """`findings` with their fixes judged with the indexes `judging` opens, when one needs them; the
+    indexes that cannot be opened (pip's configuration unreadable) leave those fixes Unchecked."""
+    from cudaresolve.errors import CudaresolveError
+    from cudaresolve.resolve.fix_judge import judge_fixes, needs_index, unchecked
+
+    if not any(needs_index(finding) for finding in findings):
+        return findings
+    try:
+        opened = judging.indexes()
+    except CudaresolveError as exc:
+        return unchecked(findings, str(exc))
+    with opened as index:
+        return judge_fixes(env, host, findings, index, offline=judging.offline)
 
 
 def scan(

@@ -161,6 +161,8 @@ INDEX_FLAGS = frozenset({
     "index_url", "extra_index_url", "find_links", "no_index", "trusted_host", "cert", "client_cert", "timeout", "retries",
     "proxy", "torch_index_base",
 })
+# Every option _add_index_options adds (dests), the wheel tags and the cache's use included.
+INDEX_OPTIONS = INDEX_FLAGS | {"python_version", "platform", "implementation", "abi", "offline", "download_budget", "refresh"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,10 +243,15 @@ def _add_doctor(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     doctor.add_argument("--strict", action="store_true", help="exit 1 when there are warnings but no errors")
     doctor.add_argument("--json", action="store_true", help=f"print the findings as JSON ({docs_url('doctor.md')})")
-    doctor.add_argument(
-        "--judge-fixes", action="store_true",
+    judging = doctor.add_mutually_exclusive_group()
+    judging.add_argument(
+        "--judge-fixes", dest="judge_fixes", action="store_true", default=None,
         help="judge each fix on the environment it would leave, with the releases the indexes offer, before it is "
-        "printed (with --offline: the cached index pages only)",
+        "printed (the default where an interpreter names the indexes; with --offline: the cached index pages only)",
+    )
+    judging.add_argument(
+        "--no-judge-fixes", dest="judge_fixes", action="store_false",
+        help="print the fixes the tables give without judging them (no index is read; faster)",
     )
     doctor.add_argument(
         "--import", dest="observe", action="store_true",

@@ -36,8 +36,14 @@ Stored is the rendered report (text, text in colour, JSON, both exit statuses): 
 few string copies, and a hit imports neither the checks, the loader nor the ELF reader. A
 diagnosis made while the facts cache could not be written, or while the tree changed, is not kept.
 
-May import: env/ (identity, tree walk, store), output/doctor.py (`Report`) and, for a fresh
-diagnosis only, commands/diagnosing; nothing imports this but the commands and integrations.
+A report whose fixes were judged with the indexes is not kept either: a judged fix depends on what
+the indexes offer, which changes (a new release, an index back on the network) while nothing in the
+key does. Only a diagnosis that opened no index is kept (a healthy environment, or one whose fixes
+need none: a driver, a variable), so its hits stay as fast as before; how the fixes were judged (or
+why not: --no-judge-fixes, --site-packages) is in the key, as the report says it.
+
+May import: env/ (identity, tree walk, store), output/doctor.py (`Report`, `NotJudged`) and, for a
+fresh diagnosis only, commands/diagnosing and commands/judging; nothing imports this but the commands and integrations.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ import os
 import stat
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, ContextManager, Mapping, NamedTuple, Optional, Tuple
 
 import cudaresolve
 from cudaresolve import __version__
@@ -56,13 +62,15 @@ from cudaresolve.caches import read_entry
 from cudaresolve.env.identity import Identity, identity_of, path_identity
 from cudaresolve.env.store import default_cache_dir, dumps_plain, loads_plain, store_entry
 from cudaresolve.env.tree import distinct_directories, shared_object_entries
-from cudaresolve.output.doctor import Report
+from cudaresolve.output.doctor import NotJudged, Report
 
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard
 
+    from cudaresolve.commands.judging import Judging
     from cudaresolve.env.interpreter import Target
     from cudaresolve.host.facts import HostFacts
+    from cudaresolve.index.access import PackageIndex
 
 # data/, which setuptools' package-dir maps to cudaresolve.data (a mapping mypy does not follow)
 data_package = importlib.import_module("cudaresolve.data")
@@ -96,22 +104,37 @@ def doctor_report(
     environ: Mapping[str, str],
     *,
     progress: Optional[Callable[[str], None]] = None,
+    judging: "Judging | NotJudged | None" = None,
 ) -> Report:
     """The report of `target` for `host`: the cached one while its key holds, else a fresh
-    diagnosis (diagnosing.examine), kept when nothing it depends on changed while it was made."""
+    diagnosis (diagnosing.examine), kept when nothing it depends on changed while it was made and
+    it opened no index. `judging`: how its fixes are judged, or why not (None: not asked)."""
+    not_judged = NotJudged.NOT_ASKED if judging is None else judging if isinstance(judging, NotJudged) else None
+    mode = "judged" if not_judged is None else not_judged.value
     cache = ResultCache(default_cache_dir(environ))
-    key = result_key(target, host, environ)
+    key = result_key(target, host, environ, mode)
     report, tree = cache.load(target, host, key)
     if report is not None:
         return report
     from cudaresolve.commands.diagnosing import examine
+    from cudaresolve.commands.judging import Judging
     from cudaresolve.output.doctor import report_of
 
+    opened: list[bool] = []
+    if isinstance(judging, Judging):
+        indexes = judging.indexes
+
+        def opening() -> ContextManager[PackageIndex]:
+            opened.append(True)
+            return indexes()
+
+        judging = Judging(opening, judging.offline)
     tree = tree or walk_tree(target)
-    diagnosis = examine(target, host, environ, progress=progress)
-    report = report_of(diagnosis)
+    diagnosis = examine(target, host, environ, progress=progress, judging=judging if isinstance(judging, Judging) else None)
+    report = report_of(diagnosis, not_judged)
     after = tree_now(target, tree)
-    if diagnosis.cache_error is None and after.files == tree.files and result_key(target, host, environ) == key:
+    if (diagnosis.cache_error is None and not opened and after.files == tree.files
+            and result_key(target, host, environ, mode) == key):
         cache.store(target, host, key, after, diagnosis.probed, report)
     return report
 
@@ -186,11 +209,13 @@ def _well_formed(stored: object) -> TypeGuard[_Stored]:
     )
 
 
-def result_key(target: Target, host: HostFacts, environ: Mapping[str, str]) -> str:
-    """Everything a report depends on but the tree and what the loader looks at, as one string."""
+def result_key(target: Target, host: HostFacts, environ: Mapping[str, str], judging: str) -> str:
+    """Everything a report depends on but the tree and what the loader looks at, as one string;
+    `judging`: "judged", or why the fixes were not (output/doctor.py's NotJudged)."""
     conda_prefix = target.prefix if target.conda else environ.get("CONDA_PREFIX")
     return repr((
         HEADER,
+        judging,
         code_identity(),
         tables_digest(),
         target,

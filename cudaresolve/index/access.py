@@ -235,9 +235,11 @@ def open_index(
     tag_overrides: TagOverrides = TagOverrides(),
     progress: Optional[Progress] = None,
     download_budget: Optional[int] = None,
+    give_up: bool = False,
 ) -> PackageIndex:
     """The PackageIndex for `config` (an IndexConfig) and the target, caching under the cache dir,
-    within the limits of index/limits.py (`DEFAULT` as it is when called; `download_budget` over its own)."""
+    within the limits of index/limits.py (`DEFAULT` as it is when called; `download_budget` over its own);
+    `give_up`: a host that failed once is not asked again (Http)."""
     limits = index_limits.DEFAULT
     if download_budget is not None:
         limits = dataclasses.replace(limits, download_budget=download_budget)
@@ -250,6 +252,7 @@ def open_index(
         client_cert=config.client_cert,
         proxy=config.proxy,
         limits=limits,
+        give_up=give_up,
     )
     python_version = tag_overrides.python_version or target.version
     return PackageIndex(config, cache, http, target_tags(target, tag_overrides), python_version, progress)

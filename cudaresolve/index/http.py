@@ -92,8 +92,13 @@ class Http:
         proxy: Optional[str] = None,
         limits: Limits = DEFAULT,
         sleep: Callable[[float], None] = time.sleep,
+        give_up: bool = False,
     ):
         self.timeout = timeout or None  # pip: a timeout of 0 sets none
+        # give_up: a host that failed once fails every later request at once (the doctor's judge answers
+        # without the network in the time of one failure, not one per page)
+        self.give_up = give_up
+        self._failed: dict[str, str] = {}  # host -> why, with give_up
         self.retries = retries
         self.trusted_hosts = trusted_hosts
         self.limits = limits
@@ -219,6 +224,21 @@ class Http:
         )
 
     def _send(self, url: str, headers: Mapping[str, str], what: str, consume: Callable[[requests.Response, "_Watch"], T]) -> T:
+        """_tried, or with `give_up` the failure of an earlier request to the same host at once."""
+        host = urllib.parse.urlsplit(url).netloc
+        if host in self._failed:
+            raise IndexAccessError(f"cannot fetch {url}{_for(what)}: {host} failed earlier in this run ({self._failed[host]})")
+        try:
+            return self._tried(url, headers, what, consume)
+        except LimitExceeded:
+            raise  # this response's size or pace, not the host's
+        except IndexAccessError as exc:
+            if self.give_up:
+                with self._lock:
+                    self._failed.setdefault(host, str(exc))
+            raise
+
+    def _tried(self, url: str, headers: Mapping[str, str], what: str, consume: Callable[[requests.Response, "_Watch"], T]) -> T:
         """One request with retries: `consume` reads the response while the request's deadline runs.
 
         Connection errors, timeouts, 429/5xx and a body cut short (`_Lost`) are tried again; a

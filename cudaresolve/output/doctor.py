@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
+from enum import Enum
 from typing import IO, TYPE_CHECKING, Any, Mapping
 
 from cudaresolve.output.progress import counted
@@ -28,6 +29,21 @@ SEVERITIES = ("error", "warning", "info")  # the values of checks.findings.Sever
 _COLOURS = {"error": "31", "warning": "33", "info": "36"}
 
 
+class NotJudged(Enum):
+    """Why a report's fixes were not judged against the indexes (commands/doctor.py decides)."""
+
+    NOT_ASKED = "not-asked"  # --no-judge-fixes
+    NO_INTERPRETER = "no-interpreter"  # --site-packages: no interpreter whose pip settings name the indexes
+    EXAMPLE = "example"  # --example: nothing installed, no interpreter
+
+
+_NOT_JUDGED = {
+    NotJudged.NOT_ASKED: "not asked: `cudaresolve doctor` without --no-judge-fixes judges them",
+    NotJudged.NO_INTERPRETER: "--site-packages names no interpreter whose pip settings name the indexes",
+    NotJudged.EXAMPLE: "the built-in example has no interpreter whose pip settings name the indexes",
+}
+
+
 @dataclass(frozen=True)
 class Report:
     """A diagnosis as `doctor` prints it: every rendering and both exit statuses, so a cached
@@ -40,14 +56,15 @@ class Report:
     strict_exit_code: int
 
 
-def report_of(diagnosis: Diagnosis) -> Report:
-    """Every rendering of `diagnosis`, so a kept report answers whatever the next run asks."""
+def report_of(diagnosis: Diagnosis, not_judged: NotJudged | None = None) -> Report:
+    """Every rendering of `diagnosis`, so a kept report answers whatever the next run asks;
+    `not_judged`: why its fixes were not judged (None: they were, those that needed the indexes)."""
     from cudaresolve.checks.findings import exit_code
 
     return Report(
-        text=render_text(diagnosis),
-        text_colour=render_text(diagnosis, colour=True),
-        json=render_json(diagnosis),
+        text=render_text(diagnosis, not_judged=not_judged),
+        text_colour=render_text(diagnosis, colour=True, not_judged=not_judged),
+        json=render_json(diagnosis, not_judged),
         exit_code=exit_code(diagnosis.findings, strict=False),
         strict_exit_code=exit_code(diagnosis.findings, strict=True),
     )
@@ -58,7 +75,7 @@ def use_colour(stream: IO[str], environ: Mapping[str, str]) -> bool:
     return stream.isatty() and not environ.get("NO_COLOR")
 
 
-def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
+def render_text(diagnosis: Diagnosis, colour: bool = False, not_judged: NotJudged | None = None) -> str:
     from cudaresolve.output.findings import in_report_order, shown
 
     host, env = diagnosis.host, diagnosis.environment
@@ -92,6 +109,8 @@ def render_text(diagnosis: Diagnosis, colour: bool = False) -> str:
                 lines.append(f"    {item}")
             if finding.fix:
                 lines.append(f"    fix: {finding.fix}")
+    if not_judged is not None and any(f.fix and f.severity != "info" for f in findings):
+        lines += ["", f"fixes: from the tables, not judged against the indexes ({_NOT_JUDGED[not_judged]})"]
     return "\n".join(lines) + "\n"
 
 
@@ -111,7 +130,7 @@ def _distribution(dist: Distribution) -> dict[str, Any]:
                                          "channel": record.channel}}
 
 
-def render_json(diagnosis: Diagnosis) -> str:
+def render_json(diagnosis: Diagnosis, not_judged: NotJudged | None = None) -> str:
     from cudaresolve.output.findings import finding_dict, in_report_order
 
     env = diagnosis.environment
@@ -128,6 +147,7 @@ def render_json(diagnosis: Diagnosis) -> str:
             "conda_prefix": env.conda.path if env.conda else None,
         },
         "counts": {s: counts.get(s, 0) for s in SEVERITIES},
+        "fix_judging": {"judged": not_judged is None, "why_not": not_judged.value if not_judged else None},
         "findings": [finding_dict(f) for f in in_report_order(diagnosis.findings)],
         "libraries": [
             {

@@ -88,8 +88,6 @@ def _explained(fix: f.Explained) -> str:
 
 def _refusal(why: f.Refusal) -> str:
     """Why a tried fix was not printed, after the fix's own words."""
-    if isinstance(why, f.NotOffered) and why.unreadable is not None:
-        return f"the index that would serve {why.requirement.name} could not be read ({why.unreadable})"
     if isinstance(why, f.NotOffered):
         where = "the cached index pages (--offline)" if why.offline else "the configured indexes"
         return f"no release of {why.requirement.name} on {where} meets {_quoted(why.requirement)}"
@@ -125,6 +123,12 @@ def _with_install(fix: f.WithInstall) -> str:
     if fix.uninstall:
         line = f"pip uninstall {' '.join(fix.uninstall)}, then {line}"
     return f"{render_fix(fix.fix)} (or, locked and judged again: {line})"
+
+
+def _unchecked(fix: f.Unchecked) -> str:
+    why = (f"an index could not be read: {fix.unreadable}" if fix.unreadable is not None
+           else "the cached index pages (--offline) lack what it needs")
+    return f"{render_fix(fix.fix)} (not checked against the indexes: {why})"
 
 
 _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is filed under
@@ -164,6 +168,7 @@ _RENDER: dict[type, Callable[[Any], str]] = {  # each takes the fix type it is f
     f.Explained: _explained,
     f.NoFixFound: _no_fix_found,
     f.WithInstall: _with_install,
+    f.Unchecked: _unchecked,
 }
 
 

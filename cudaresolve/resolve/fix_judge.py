@@ -6,9 +6,11 @@ that stays (with its extras) and keeps the environment on a CUDA major the drive
 the next alternative; when none passes, a NoFixFound that says why each was refused.
 
 Only fixes made of pip steps are judged (a driver, a conda prefix or a loader variable is not a
-change of the installed set this room can plan); the others pass as they are. An index that cannot
-be read (the PyTorch index from a machine that cannot reach it) refuses the fixes that need it, saying
-so, and the others are judged as usual; a page --offline has not cached is a release not offered, said so.
+change of the installed set this room can plan); the others pass as they are. A fix whose judging
+needs an index that cannot be read (the PyTorch index from a machine that cannot reach it, no network)
+or a page --offline has not cached is printed as it is, Unchecked, saying why; the others are judged
+as usual. Nothing here changes a finding's severity, so the doctor's exit status never depends on
+whether the indexes could be read.
 
 May import: checks/ (the judge, fixes, builds, suggestions), compat, env/, host facts, index/ (access, cache,
 pages), knowledge/ (components, toolkit pins), resolve/ (candidates, planned).
@@ -17,6 +19,7 @@ pages), knowledge/ (components, toolkit pins), resolve/ (candidates, planned).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Callable, Iterator, Optional
 
 from packaging.requirements import Requirement
@@ -34,10 +37,12 @@ from cudaresolve.checks.suggest import majors_targeting, newest_targeting, other
 from cudaresolve.compat import driver_verdict
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
+from cudaresolve.errors import CudaresolveError
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.index.access import PackageIndex
 from cudaresolve.index.cache import OfflineMiss
 from cudaresolve.index.http import IndexAccessError
+from cudaresolve.index.pages import ProjectFile
 from cudaresolve.knowledge import components, toolkit_pins
 from cudaresolve.resolve.candidates import Candidate, cuda_build
 from cudaresolve.resolve.planned import Unread, planned_environment
@@ -45,6 +50,22 @@ from cudaresolve.versions import CudaVersion
 
 MAX_WHEELS = 64  # a fix's plan: the wheels it names and those they pull in, as pip would
 ARCH_RELEASES = 4  # an arch fix reads at most this many of the newest releases the indexes offer
+
+
+class NotJudged(Enum):
+    """Why no fix of a report was judged: the run has no indexes to judge them with."""
+
+    NOT_ASKED = "not-asked"  # --no-judge-fixes
+    NO_INTERPRETER = "no-interpreter"  # --site-packages, --example: no pip settings name the indexes
+
+
+class _CannotCheck(Exception):
+    """What a fix's judging needs cannot be read: a page --offline has not cached (`unreadable`
+    None), or an index that could not be read (`unreadable`: why)."""
+
+    def __init__(self, unreadable: Optional[str]):
+        super().__init__(unreadable)
+        self.unreadable = unreadable
 
 
 @dataclass(frozen=True)
@@ -83,21 +104,59 @@ def change_of(fix: f.Fix) -> Optional[Change]:
 def judge_fixes(env: Environment, host: HostFacts, findings: tuple[Finding, ...], index: PackageIndex,
                 *, offline: bool = False) -> tuple[Finding, ...]:
     """`findings` with each fix replaced by the first of its alternatives that passes on its planned
-    environment (with the `cudaresolve install` line of a change of releases), or by NoFixFound."""
+    environment (with the `cudaresolve install` line of a change of releases), or by NoFixFound; a
+    fix whose judging cannot read what it needs, by Unchecked."""
     judged = []
     for finding in findings:
-        if finding.fix is None or finding.severity == Severity.INFO:
+        if not needs_index(finding):
             judged.append(finding)
             continue
-        judged.append(replace(finding, fix=_judged(env, host, finding, findings, index, offline)))
+        assert finding.fix is not None
+        try:
+            fix = _judged(env, host, finding, findings, index, offline)
+        except _CannotCheck as cannot:
+            fix = f.Unchecked(finding.fix, cannot.unreadable)
+        except CudaresolveError as exc:  # a wheel past the download budget, a page past its limits: said, never fatal
+            fix = f.Unchecked(finding.fix, str(exc))
+        judged.append(replace(finding, fix=fix))
     return tuple(judged)
+
+
+def unchecked(findings: tuple[Finding, ...], why: str) -> tuple[Finding, ...]:
+    """`findings` with each fix the judge would read the indexes for made Unchecked: the indexes
+    could not be opened (`why`: a pip configuration that cannot be read)."""
+    return tuple(replace(finding, fix=f.Unchecked(finding.fix, why)) if needs_index(finding) and finding.fix else finding
+                 for finding in findings)
+
+
+def needs_index(finding: Finding) -> bool:
+    """Whether judging `finding`'s fix reads the indexes: a fix of pip steps, an arch fix that names
+    no release, or a build to install (each made a release the indexes offer)."""
+    fix = finding.fix
+    if fix is None or finding.severity == Severity.INFO:
+        return False
+    if isinstance(fix, _ARCH_ADVICE) and isinstance(finding.problem, NoDeviceCode):
+        return True
+    return _has_build(fix) or any(change_of(option) is not None for option in options(fix))
+
+
+def _has_build(fix: f.Fix) -> bool:
+    if isinstance(fix, f.Alternatives):
+        return any(_has_build(option) for option in fix.options)
+    if isinstance(fix, f.OrElse):
+        return _has_build(fix.first) or _has_build(fix.second)
+    if isinstance(fix, f.Explained):
+        return _has_build(fix.fix)
+    return isinstance(fix, f.InstallBuild)
+
+
+_ARCH_ADVICE = (f.OlderReleaseMayCarry, f.NewerReleaseNeeded, f.BuildWithCuda, f.NoKnownRelease)
 
 
 def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...],
             index: PackageIndex, offline: bool) -> Optional[f.Fix]:
     assert finding.fix is not None
-    if isinstance(finding.fix, (f.OlderReleaseMayCarry, f.NewerReleaseNeeded, f.BuildWithCuda, f.NoKnownRelease)) \
-            and isinstance(finding.problem, NoDeviceCode):
+    if isinstance(finding.fix, _ARCH_ADVICE) and isinstance(finding.problem, NoDeviceCode):
         return release_with_code(env, host, finding, findings, index, offline) or finding.fix
     fix = _builds_mapped(finding.fix, lambda build: release_for_build(env, host, finding, findings, build, index, offline))
     fix = offered_builds(fix, host, index, offline)
@@ -111,16 +170,23 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
         if change is None:
             kept.append(option)
         elif not passed:  # the first pip alternative that passes is the one printed
-            why = refusal(env, host, finding, findings, change, index, offline)
+            try:
+                why = refusal(env, host, finding, findings, change, index, offline)
+            except _CannotCheck as cannot:  # printed as it is, saying so; the next alternative is judged too
+                kept.append(f.Unchecked(option, cannot.unreadable))
+                continue
             if why is None:
-                kept.append(f.WithInstall(option, change.install) if change.install and not change.reinstall else option)
+                kept.append(f.WithInstall(option, change.install, tuple(sorted(change.uninstall)))
+                            if change.install and not change.reinstall else option)  # the install line removes what the fix removes
                 passed = True
             else:
                 refused.append(f.Refused(option, why))
-    if not passed:
-        if not refused:
-            return finding.fix  # nothing here to plan
+    if not passed and refused:
         kept.append(f.NoFixFound(tuple(refused)))
+    unchecked = [option for option in kept if isinstance(option, f.Unchecked)]
+    if not passed and not refused and (not unchecked or len(unchecked) == len(kept)):
+        # nothing here to plan, or none of it could be checked: the fix as the tables give it, saying so
+        return f.Unchecked(finding.fix, unchecked[0].unreadable) if unchecked else finding.fix
     return kept[0] if len(kept) == 1 else f.Alternatives(tuple(kept))
 
 
@@ -187,10 +253,7 @@ def _offered_releases(env: Environment, dist: Distribution, index: PackageIndex,
         names += [n for n in components.same_component(dist.name) if n != dist.name]
     found = []
     for name in names:
-        try:
-            files = index.installable(index.files(name))
-        except (OfflineMiss, IndexAccessError):  # not known here: the advice stays
-            continue
+        files = _files(index, name)
         versions = {file.version for file in files if file.is_wheel and file.yanked is None and not file.version.is_prerelease
                     and not (name == dist.name and (file.version == dist.version or newer_only and file.version < dist.version))}
         found += [(name, version) for version in sorted(versions, reverse=True)]
@@ -257,10 +320,7 @@ def release_for_build(env: Environment, host: HostFacts, finding: Finding, findi
     dist = env.distribution(heads[0]) if len(heads) == 1 else None
     if cuda is None or dist is None or dist.kind != "python":
         return None
-    try:
-        files = index.installable(index.files(dist.name))
-    except (OfflineMiss, IndexAccessError):
-        return None
+    files = _files(index, dist.name)
     fitting = []
     for version in sorted({file.version for file in files if file.is_wheel and file.yanked is None
                            and not file.version.is_prerelease}, reverse=True):
@@ -314,11 +374,18 @@ def _pinned_alone(env: Environment, dist: Distribution) -> tuple[NormalizedName,
     return tuple(sorted(NormalizedName(name) for name in pinned & pulled - elsewhere))
 
 
-def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:
+def _files(index: PackageIndex, name: str, variant: Optional[str] = None) -> tuple[ProjectFile, ...]:
+    """The files of `name` that fit the target; _CannotCheck when its page cannot be read."""
     try:
-        versions = {file.version for file in index.installable(index.files(name)) if file.is_wheel and file.yanked is None}
-    except (OfflineMiss, IndexAccessError):
-        return None  # not known here: the advice stays
+        return index.installable(index.files(name, variant))
+    except OfflineMiss:
+        raise _CannotCheck(None) from None
+    except IndexAccessError as exc:
+        raise _CannotCheck(str(exc)) from None
+
+
+def _no_build(name: str, cuda: CudaVersion, index: PackageIndex, offline: bool) -> Optional[f.Refusal]:
+    versions = {file.version for file in _files(index, name) if file.is_wheel and file.yanked is None}
     if not versions:
         return f.NotOffered(Requirement(name), offline)
     builds = [cuda_build(name, version) for version in versions]
@@ -355,11 +422,11 @@ def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple
         linked = {soname for elf in kept.elf_files if elf.facts is not None for soname in elf.facts.needed}
         plan = planned_environment(kept, chosen, index, deep=read, gpus=bool(host.visible_gpus), linked=linked)
     except Unread as unread:
+        if offline:  # a wheel --offline has not cached
+            raise _CannotCheck(None) from None
         return f.NotOffered(Requirement(f"{unread.candidate.name}=={unread.candidate.version}"), offline)
     except IndexAccessError as exc:  # a wheel of the plan that cannot be fetched: this fix cannot be judged
-        if not change.install:
-            raise  # nothing installed, nothing fetched: not this fix's index
-        return f.NotOffered(change.install[0], offline, str(exc))
+        raise _CannotCheck(str(exc)) from None
     broken = _broken_requirement(env, plan, change)
     if broken is not None:
         return broken
@@ -393,20 +460,19 @@ def _chosen(env: Environment, change: Change, index: PackageIndex, offline: bool
             continue
         if len(chosen) >= MAX_WHEELS:
             return f.NotOffered(requirement, offline)
-        try:
-            candidate = _newest(index, name, requirement, variant)
-        except IndexAccessError as exc:
-            return f.NotOffered(requirement, offline, str(exc))
+        candidate = _newest(index, name, requirement, variant)
         if candidate is None:
             return f.NotOffered(requirement, offline)
         chosen[name] = candidate
         assert candidate.file is not None
         try:
             requires = index.metadata(candidate.file).requires_dist
-        except (OfflineMiss, WheelError):
+        except WheelError:
             return f.NotOffered(requirement, offline)
+        except OfflineMiss:
+            raise _CannotCheck(None) from None
         except IndexAccessError as exc:
-            return f.NotOffered(requirement, offline, str(exc))
+            raise _CannotCheck(str(exc)) from None
         for text in requires:
             needed = Requirement(text)
             if needed.marker is None or any(needed.marker.evaluate({**markers, "extra": e})
@@ -422,11 +488,7 @@ def _variant_names(change: Change) -> set[str]:
 
 def _newest(index: PackageIndex, name: NormalizedName, requirement: Requirement, variant: Optional[str]) -> Optional[Candidate]:
     """The newest wheel of `name` meeting `requirement` that fits the target, not yanked."""
-    try:
-        files = index.installable(index.files(name, variant))
-    except OfflineMiss:
-        return None
-    fitting = [file for file in files if file.is_wheel and file.yanked is None
+    fitting = [file for file in _files(index, name, variant) if file.is_wheel and file.yanked is None
                and requirement.specifier.contains(file.version, prereleases=True)]
     if not fitting:
         return None

@@ -48,7 +48,7 @@ def isolated(monkeypatch, facts_cache):
 
 
 def doctor_json(capsys, *args: str) -> tuple[int, dict]:
-    code = main(["doctor", "--json", *args])
+    code = main(["doctor", "--json", "--no-judge-fixes", *args])
     out, err = capsys.readouterr()
     assert err == ""
     return code, json.loads(out)
@@ -194,7 +194,7 @@ def test_the_facts_cache_is_reused(fixed_venv, capsys, tmp_path, monkeypatch):
 def test_text_output_is_plain_when_not_a_terminal(fixed_venv, capsys, monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
     python = str(fixed_venv / "bin" / "python")
-    assert main(["doctor", "--python", python, *AMPERE_ON_550]) == 0
+    assert main(["doctor", "--python", python, "--no-judge-fixes", *AMPERE_ON_550]) == 0
     out, err = capsys.readouterr()
     site = site_packages(fixed_venv)
     assert out.splitlines()[:5] == [

@@ -532,7 +532,7 @@ def test_doctor_import_judges_what_the_import_did(elf_builder, tmp_path, hermeti
     def doctor(init: str) -> tuple[int, list[tuple[str, str, str]]]:
         (site / "pkg/__init__.py").write_text(init)
         subprocess.run(["cp", "-a", f"{site}/.", str(target)], check=True)
-        code = main(["doctor", "--import", "--json", "--python", python, "--driver", "580.65.06", "--gpu", "8.6"])
+        code = main(["doctor", "--import", "--json", "--no-judge-fixes", "--python", python, "--driver", "580.65.06", "--gpu", "8.6"])
         report = json.loads(capsys.readouterr().out)
         return code, sorted((f["check"], f["severity"], f["message"]) for f in report["findings"] if f["subject"] == "pkg 1.0")
 
@@ -570,7 +570,7 @@ def test_an_import_that_fails_where_its_driver_library_is_absent_is_a_warning(el
         (site / f"{package}/__init__.py").write_text(raising)
         make_dist_info(site, "pkg", "1.0", files=(f"{package}/__init__.py", f"{package}/_C.so"))
         subprocess.run(["cp", "-a", f"{site}/.", str(target)], check=True)
-        main(["doctor", "--import", "--json", "--python", str(root / "bin" / "python"), "--driver", "580.65.06", "--gpu", "8.6"])
+        main(["doctor", "--import", "--json", "--no-judge-fixes", "--python", str(root / "bin" / "python"), "--driver", "580.65.06", "--gpu", "8.6"])
         report = json.loads(capsys.readouterr().out)
         return [f["severity"] for f in report["findings"] if f["check"] == "import"]
 

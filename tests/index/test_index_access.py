@@ -17,7 +17,7 @@ import pytest
 from index_server import make_wheel
 
 from cudaresolve.index.cache import IndexCache, OfflineMiss
-from cudaresolve.index.http import Http, IndexAccessError, LimitExceeded
+from cudaresolve.index.http import Cap, Http, IndexAccessError, LimitExceeded
 from cudaresolve.index.limits import Limits
 from cudaresolve.index.metadata import MetadataUnavailable, core_metadata, wheel_members
 from cudaresolve.index.pages import find_links_files, index_files
@@ -466,3 +466,20 @@ def test_a_host_name_that_does_not_resolve_fails_at_once(cache):
     with pytest.raises(IndexAccessError, match="cannot resolve the host name") as caught:
         index_files(Http(trusted_hosts=("no-such-host.invalid",), sleep=waits.append), cache, "http://no-such-host.invalid/simple", "demo")
     assert waits == [] and "no-such-host.invalid/simple/demo/" in str(caught.value)
+
+
+def test_give_up_fails_a_host_that_failed_once_without_asking_it_again():
+    """The doctor's judge: one failure per host, not one (with its retries) per page."""
+    waits: list[float] = []
+    http = Http(retries=2, sleep=waits.append, give_up=True)
+    with pytest.raises(IndexAccessError, match="cannot connect"):
+        http.get("http://127.0.0.1:9/simple/a/", cap=Cap(1000, "a project page"))
+    asked = http.requests_made
+    with pytest.raises(IndexAccessError, match=r"127\.0\.0\.1:9 failed earlier in this run \(cannot fetch http://127\.0\.0\.1:9/simple/a/"):
+        http.get("http://127.0.0.1:9/simple/b/", cap=Cap(1000, "a project page"))
+    assert (http.requests_made, waits) == (asked, [0.5, 1.0])  # the first request's retries only
+    plain = Http(retries=0)
+    for page in ("a", "b"):
+        with pytest.raises(IndexAccessError, match="cannot connect"):
+            plain.get(f"http://127.0.0.1:9/simple/{page}/", cap=Cap(1000, "a project page"))
+    assert plain.requests_made == 2

@@ -8,6 +8,7 @@ here" or the alternative that passes, and a passing fix is applied with real pip
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sysconfig
@@ -28,6 +29,7 @@ from cudaresolve.checks import fixes as f
 from cudaresolve.checks.evidence import DependenciesFailToo
 from cudaresolve.checks.findings import Check, Finding
 from cudaresolve.commands.diagnosing import examine
+from cudaresolve.commands.judging import Judging
 from cudaresolve.env.interpreter import target_for_python
 from cudaresolve.host.facts import Driver, Gpu, HostFacts
 from cudaresolve.index.access import PackageIndex, open_index
@@ -140,7 +142,8 @@ def index_for(python: Path, links: Path, tmp_path: Path) -> PackageIndex:
 
 def doctor(python: Path, tmp_path: Path, index=None, host: HostFacts = HOST_570) -> tuple[Finding, ...]:
     environ = {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache"), "LD_LIBRARY_PATH": "", "LD_PRELOAD": ""}
-    return examine(target_for_python(str(python)), host, environ, index=index).findings
+    judging = Judging(lambda: contextlib.nullcontext(index)) if index is not None else None
+    return examine(target_for_python(str(python)), host, environ, judging=judging).findings
 
 
 def skew(findings: tuple[Finding, ...]) -> Finding:
@@ -206,8 +209,24 @@ def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_print
     assert judged.fix == f.WithInstall(twelve, twelve.requirements)
     assert only.fix == f.NoFixFound((f.Refused(eleven, f.LeavesDriverMajor(11, 12)),))
     assert mixed.fix == f.Alternatives((upgrade, only.fix))
+
     assert render_fix(only.fix) == ('no fix found here (pip install "nvidia-cuda-runtime-cu11": it moves the '
                                     'environment from CUDA 12 to CUDA 11)')
+
+
+def test_the_install_line_of_a_fix_that_uninstalls_first_uninstalls_the_same(built, venv_of, tmp_path):
+    """`pip uninstall A, then pip install B`: its `cudaresolve install B` line keeps the uninstall, or
+    the lock would keep A (a lock installs, it removes nothing)."""
+    python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105", "nvidia-cuda-runtime-cu11==11.8.89")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12")
+    twelve = f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),))
+    steps = f.Steps((f.PipUninstall(("nvidia-cuda-runtime-cu11",)), twelve))
+    env = examine(target_for_python(str(python)), HOST_570, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}).environment
+    with index_for(python, links, tmp_path) as index:
+        [judged] = judge_fixes(env, HOST_570, (replace(skew(doctor(python, tmp_path)), fix=steps),), index)
+    assert judged.fix == f.WithInstall(steps, twelve.requirements, ("nvidia-cuda-runtime-cu11",))
+    assert render_fix(judged.fix).endswith("(or, locked and judged again: pip uninstall nvidia-cuda-runtime-cu11, then "
+                                           'cudaresolve install "nvidia-nvjitlink-cu12>=12.8")')
 
 
 def test_doctor_judge_fixes_prints_no_fix_found_here(built, venv_of, tmp_path):
@@ -344,29 +363,28 @@ def test_component_errors_of_one_consumer_fold_into_its_finding():
     assert "someframework" in shown(framework).fix
 
 
-def test_an_index_that_cannot_be_read_refuses_the_fix_that_needs_it_and_the_report_stands(built, venv_of, tmp_path):
+def test_an_index_that_cannot_be_read_leaves_the_fix_unchecked_saying_why(built, venv_of, tmp_path):
     """The PyTorch index seen from a machine that cannot reach it: the fix whose release only that index
-    would serve is refused, saying the index could not be read; the doctor still reports (no exit 3)."""
+    would serve is printed as the tables give it, marked not checked with the index's failure; the
+    finding and its severity stand."""
     from cudaresolve.index.http import IndexAccessError
 
     python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
     links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12")
+    failure = "cannot fetch http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused"
     with index_for(python, links, tmp_path) as index:
         real = index.files
 
         def files(name, *rest):
             if name == "nvidia-nvjitlink-cu12":
-                raise IndexAccessError("cannot fetch http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused")
+                raise IndexAccessError(failure)
             return real(name, *rest)
 
         index.files = files
         finding = skew(doctor(python, tmp_path, index))
-    assert finding.fix == f.NoFixFound((f.Refused(
-        f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),)),
-        f.NotOffered(Requirement("nvidia-nvjitlink-cu12>=12.8"), False,
-                     "cannot fetch http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused")),),)
-    assert shown(finding).fix.endswith("the index that would serve nvidia-nvjitlink-cu12 could not be read (cannot fetch "
-                                       "http://127.0.0.1:9/simple/nvidia-nvjitlink-cu12/: connection refused))")
+    assert finding.fix == f.Unchecked(f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),)), failure)
+    assert finding.severity.value == "error"
+    assert shown(finding).fix == f"{SKEW_FIX} (not checked against the indexes: an index could not be read: {failure})"
 
 
 PASCAL_580 = replace(HOST_570, driver=Driver(DriverRelease.parse("580.65.06"), "override:--driver", CudaVersion(13, 0),

@@ -261,7 +261,7 @@ def test_doctor_lock_and_check_reach_one_verdict_on_a_release_the_table_lacks(
     wheel = fetch_wheel(requirement)
     assert wheel_facts.find(name, version, wheel.name) is None and cuda_build(name, Version(version)) is None
     venv_root = build_venv([requirement])
-    code, out = driver_floor(capsys, ["doctor", "--json", "--python", str(venv_root / "bin" / "python"), *host])
+    code, out = driver_floor(capsys, ["doctor", "--json", "--no-judge-fixes", "--python", str(venv_root / "bin" / "python"), *host])
     [finding] = [f for f in json.loads(out)["findings"] if f["check"] == "driver-floor"]
     assert (code, finding["problem"]["cuda"]) == (verdict, cuda), out
     floor = finding["problem"].get("floor")  # the doctor's driver floor, for an error
