@@ -102,7 +102,7 @@ def doctor(python: Path, host: str, out: Path) -> dict:
         return json.loads(out.read_text())
     driver, cc = host.split("/")
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    proc = subprocess.run([sys.executable, "-m", "cudaresolve", "doctor", "--json", "--python", str(python),
+    proc = subprocess.run([sys.executable, "-m", "cudaresolve", "doctor", "--json", "--no-judge-fixes", "--python", str(python),
                            "--driver", driver, "--gpu", cc], capture_output=True, text=True, env=env, timeout=1800)
     if proc.returncode == 3 or not proc.stdout.strip():
         report = {"exit": proc.returncode, "stderr": proc.stderr.strip()[-500:], "findings": [], "libraries": []}

@@ -251,7 +251,7 @@ def install_cell(work: Path, result: dict, keep_free: float) -> dict | None:
     seconds = round(time.monotonic() - started, 1)
     (cell / "install.stdout.txt").write_text(out)
     (cell / "install.stderr.txt").write_text(err)
-    doctor = subprocess.run(cli("doctor", "--json", "--python", python, "--driver", driver, "--gpu", cc),
+    doctor = subprocess.run(cli("doctor", "--json", "--no-judge-fixes", "--python", python, "--driver", driver, "--gpu", cc),
                             capture_output=True, text=True, timeout=INSTALL_TIMEOUT, env=env_without_library_path())
     report = json.loads(doctor.stdout) if doctor.stdout.strip().startswith("{") else {}
     findings = [f"{f['severity']} {f['check']} {f['about'].get('distribution') or f['subject']}"

@@ -27,7 +27,7 @@ HOSTS = ["535.104.05/8.0", "580.65.06/8.6", "580.65.06/6.1"]
 
 def findings(python: Path, host: str, observe: bool) -> tuple[int, list[list[str]]]:
     driver, cc = host.split("/")
-    command = [sys.executable, "-m", "cudaresolve", "doctor", "--json", "--python", str(python),
+    command = [sys.executable, "-m", "cudaresolve", "doctor", "--json", "--no-judge-fixes", "--python", str(python),
                "--driver", driver, "--gpu", cc] + (["--import"] if observe else [])
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600)
