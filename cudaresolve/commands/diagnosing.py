@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from cudaresolve.binary.elf import read_binary_facts
 from cudaresolve.binary.facts import BinaryFacts
@@ -21,7 +21,6 @@ from cudaresolve.checks import Diagnosis, judge
 from cudaresolve.checks.findings import Check, Finding, Severity, sort_findings
 from cudaresolve.checks.problems import CacheUnwritable
 from cudaresolve.checks.subjects import Scope, Subject
-from cudaresolve.commands.judging import Judging
 from cudaresolve.env.cache import FactsCache, Recorded
 from cudaresolve.env.environment import Environment
 from cudaresolve.env.identity import Identity, path_identity
@@ -31,6 +30,9 @@ from cudaresolve.env.scan import scan_environment
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
+
+if TYPE_CHECKING:  # a type only: the lock examines planned environments and never judges fixes
+    from cudaresolve.commands.judging import Judging
 
 
 def examine(

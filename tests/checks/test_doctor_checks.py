@@ -860,8 +860,9 @@ def test_use_colour(tty, environ, expected):
 
 def test_render_json_schema_1():
     data = json.loads(render_json(sample_diagnosis()))
-    assert list(data) == ["schema", "host", "environment", "counts", "findings", "libraries"]
+    assert list(data) == ["schema", "host", "environment", "counts", "fix_judging", "findings", "libraries"]
     assert data["schema"] == 1
+    assert data["fix_judging"] == {"judged": True, "why_not": None}
     assert data["host"] == sample_diagnosis().host.to_dict()
     assert data["environment"] == {
         "python": None,
