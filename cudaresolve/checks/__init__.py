@@ -36,7 +36,7 @@ from cudaresolve.checks.linking import (
     check_shadowing,
     check_symbol_skew,
 )
-from cudaresolve.checks.loading import PackageLoad, load_packages
+from cudaresolve.checks.loading import PackageLoad, load_packages, loaded_after_import
 from cudaresolve.checks.metadata import check_metadata_vs_binary
 from cudaresolve.checks.mixed_majors import check_companion_majors, check_mixed_majors, check_preloaded_majors
 from cudaresolve.checks.ownership import check_owned_twice
@@ -97,8 +97,9 @@ def judge(env: Environment, host: HostFacts) -> Judgement:
     findings += check_run_time_compilers(env, builds, host)
     findings += check_dlsym_needs(env, builds)
     findings += check_dlopened_libraries(env, imported, builds)
-    findings += check_mixed_majors(env, builds, host, imported)
-    findings += check_companion_majors(env, host, imported)
+    later = loaded_after_import(env, imported)  # what the import leaves to later code, for both major checks
+    findings += check_mixed_majors(env, builds, host, later)
+    findings += check_companion_majors(env, host, later)
     findings += check_preloaded_majors(env, host)
     findings += check_advisories(env, host, builds)
     findings += check_metadata_vs_binary(env)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections import defaultdict
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName
@@ -22,7 +22,6 @@ from cudaresolve.checks.builds import CudaBuild, build_of, major_needs
 from cudaresolve.checks.dependencies import following_torch, pulled_in
 from cudaresolve.checks.duplicates import unmangled
 from cudaresolve.checks.findings import Check, Finding, Severity
-from cudaresolve.checks.loading import PackageLoad, loaded_after_import
 from cudaresolve.checks.problems import CompanionMajors, Installed, MixedMajors, PreloadedOtherMajor
 from cudaresolve.checks.subjects import Scope, Subject, subject
 from cudaresolve.checks.suggest import driver_runs, torch_variant_fix
@@ -36,12 +35,13 @@ from cudaresolve.versions import CudaVersion
 
 
 def check_mixed_majors(env: Environment, builds: Iterable[CudaBuild], host: HostFacts,
-                       loads: Iterable[PackageLoad] = ()) -> list[Finding]:
+                       later: Optional[Mapping[str, str]] = None) -> list[Finding]:
     """Files linking a cudart of one major, and frameworks built for one, grouped by major. An error
     when the import brings two majors into the process; a warning naming the features when only
-    files later code loads (or a guarded load that fails) need another (`loaded_after_import`). The
-    fix moves everything to the newest of those majors the driver runs."""
-    later = loaded_after_import(env, loads)
+    files later code loads (or a guarded load that fails) need another: `later`, path -> feature, is
+    checks/loading.py's `loaded_after_import` (none: every file loads at import). The fix moves
+    everything to the newest of those majors the driver runs."""
+    later = later or {}
     needs: dict[int, set[str]] = defaultdict(set)
     imported: set[int] = set()  # majors the import's own files (or a framework's build) need
     features: dict[int, set[str]] = defaultdict(set)  # major -> the features of files only later code loads
@@ -162,13 +162,14 @@ def other_major_wheels(env: Environment, soname: str) -> dict[int, str]:
     return {} if rows[0].cuda_major in wheels else wheels
 
 
-def check_companion_majors(env: Environment, host: HostFacts, loads: Iterable[PackageLoad] = ()) -> list[Finding]:
+def check_companion_majors(env: Environment, host: HostFacts, later: Optional[Mapping[str, str]] = None) -> list[Finding]:
     """A package whose binaries link one CUDA major's library (libcublas.so.13) while the environment's
     wheels of that component are another major's (nvidia-cublas-cu12): the loader finds nothing, and
     the fix is either side's major, each named as releases of the wheel-facts table where it holds
     some the driver runs. One finding per package, naming both sides: an error when the import
     loads such a file, a warning naming the features when only later code (or a guarded load the
-    package goes on without) does."""
+    package goes on without) does (`later`, as for check_mixed_majors)."""
+    later = later or {}
     mismatches: dict[str, list[tuple[str, str, int, dict[int, str]]]] = defaultdict(list)
     for elf, needed, major in major_needs(env):
         assert elf.owner is not None  # major_needs yields owned files only
@@ -177,7 +178,6 @@ def check_companion_majors(env: Environment, host: HostFacts, loads: Iterable[Pa
         wheels = other_major_wheels(env, needed)
         if wheels:
             mismatches[elf.owner].append((elf.path, needed, major, wheels))
-    later = loaded_after_import(env, loads)
     findings = []
     for owner, found in sorted(mismatches.items()):
         needs = tuple(sorted({major for _, _, major, _ in found}))
