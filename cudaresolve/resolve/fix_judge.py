@@ -19,7 +19,6 @@ pages), knowledge/ (components, toolkit pins), resolve/ (candidates, planned).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
 from typing import Callable, Iterator, Optional
 
 from packaging.requirements import Requirement
@@ -50,13 +49,6 @@ from cudaresolve.versions import CudaVersion
 
 MAX_WHEELS = 64  # a fix's plan: the wheels it names and those they pull in, as pip would
 ARCH_RELEASES = 4  # an arch fix reads at most this many of the newest releases the indexes offer
-
-
-class NotJudged(Enum):
-    """Why no fix of a report was judged: the run has no indexes to judge them with."""
-
-    NOT_ASKED = "not-asked"  # --no-judge-fixes
-    NO_INTERPRETER = "no-interpreter"  # --site-packages, --example: no pip settings name the indexes
 
 
 class _CannotCheck(Exception):
