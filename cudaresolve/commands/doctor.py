@@ -88,14 +88,9 @@ def _judging(args: argparse.Namespace, target: Target) -> Union[Judging, NotJudg
     asked = _asked(args) if given else None
 
     def opened() -> PackageIndex:
-        from cudaresolve.commands.locking import config_for
-        from cudaresolve.index.access import open_index
-        from cudaresolve.output.progress import download_progress
+        from cudaresolve.commands.locking import open_indexes
 
-        indexes = asked or _asked(args)
-        return open_index(config_for(target, indexes, os.environ), target, os.environ, offline=indexes.offline,
-                          refresh=indexes.refresh, download_budget=indexes.download_budget, tag_overrides=indexes.tags,
-                          progress=download_progress(sys.stderr), give_up=True)
+        return open_indexes(target, asked or _asked(args), os.environ, give_up=True)
 
     return Judging(opened, bool(args.offline))
 

@@ -132,8 +132,10 @@ def config_for(target: Target, indexes: Indexes, environ: Mapping[str, str]) -> 
     return index_config(target.python, target.prefix, environ, project_dir, indexes.settings, site_packages=target.site_packages)
 
 
-def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *, quiet: bool = False) -> PackageIndex:
-    """The configured indexes for `target`, caching as asked, downloads shown on stderr (not when quiet)."""
+def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *, quiet: bool = False,
+                 give_up: bool = False) -> PackageIndex:
+    """The configured indexes for `target`, caching as asked, downloads shown on stderr (not when quiet);
+    `give_up`: a host that failed once is not asked again (the doctor's judge)."""
     return open_index(
         config_for(target, indexes, environ),
         target,
@@ -143,6 +145,7 @@ def open_indexes(target: Target, indexes: Indexes, environ: Mapping[str, str], *
         download_budget=indexes.download_budget,
         tag_overrides=indexes.tags,
         progress=None if quiet else download_progress(sys.stderr),
+        give_up=give_up,
     )
 
 
