@@ -7,6 +7,8 @@
 - A load by a computed name (`f"libaddon_torch{major}{minor}.so"`) that matches two files or more
   opens one of them, picked at run time: none is known to load (`picked`), each is judged as a
   file that loads later.
+- Files a loop tries in turn, the import raising when none loads (`one-of`), load as one later
+  group: one of them loading is enough, none loading fails the import.
 - Extension modules the import reaches are judged in full; one reached only behind a handler
   (`guarded`: the package says it is optional), behind an environment variable (`opt-in`), only
   from a function (`lazy`) or by no import of the package (`unreached`) loads later, in the process
@@ -26,11 +28,23 @@ from typing import Mapping, Optional, Sequence
 
 from cudaresolve.checks.builds import build_of
 from cudaresolve.env.environment import ElfFile, Environment
-from cudaresolve.env.imports import GUARDED, IMPORT, LAZY, OPT_IN, PICKED, UNREACHED, ImportModel, Reach, is_library_name, matches
+from cudaresolve.env.imports import (
+    GUARDED,
+    IMPORT,
+    LAZY,
+    ONE_OF,
+    OPT_IN,
+    PICKED,
+    UNREACHED,
+    ImportModel,
+    Reach,
+    is_library_name,
+    matches,
+)
 from cudaresolve.knowledge import components
 
 MAX_PRELOADS = 256  # library loads followed per package
-DEFERRED: tuple[Reach, ...] = (GUARDED, PICKED, OPT_IN, LAZY, UNREACHED)
+DEFERRED: tuple[Reach, ...] = (ONE_OF, GUARDED, PICKED, OPT_IN, LAZY, UNREACHED)
 
 
 @dataclass(frozen=True)
@@ -63,8 +77,8 @@ def plan(env: Environment, owner: Optional[str], roots: Sequence[str]) -> Import
             else:
                 later.setdefault(elf.facts.soname if elf.facts and elf.facts.soname else os.path.basename(elf.path),
                                  elf.path)
-                if elf.owner == owner and elf.path not in roots:
-                    continue
+                if elf.owner == owner and elf.path not in roots and picked != ONE_OF:
+                    continue  # loads in its own root's tree; an alternative is tried by path, before what links it
                 deferred.setdefault(picked, []).append(elf.path)
                 features.setdefault(elf.path, preload.module)
     imported: list[str] = []

@@ -43,7 +43,7 @@ from cudaresolve.checks.ownership import owner_fix, shared_file
 from cudaresolve.checks.subjects import Subject, subject
 from cudaresolve.checks.suggest import build_fix, conda_fix, provider_dists, provider_fix, provider_requirement
 from cudaresolve.env.environment import Environment
-from cudaresolve.env.imports import GUARDED
+from cudaresolve.env.imports import GUARDED, ONE_OF
 from cudaresolve.env.ownership import SharedFile
 from cudaresolve.host.facts import HostFacts
 from cudaresolve.knowledge import components
@@ -95,9 +95,14 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     optional: dict[Optional[str], list[tuple[components.OptionalLayer, Problem]]] = defaultdict(list)
     on_call: dict[tuple[Optional[str], str, components.PythonCall], list[Problem]] = defaultdict(list)  # (package, file, call)
     later: dict[tuple[Optional[str], Severity], list[tuple[str, Problem]]] = defaultdict(list)
+    none_loads: dict[Optional[str], tuple[PackageLoad, list[Problem]]] = {}
     for load, problem in _library_problems(env, loads):
         if problem.kind == MISSING_LIBRARY and load.reach is None and is_plugin(env, load, problem.consumer):
             continue  # check_plugin_libraries
+        if load.reach == ONE_OF:  # alternatives tried in turn: refused ones are not missed while one loads
+            if load.loads_none:
+                none_loads.setdefault(load.dist, (load, []))[1].append(problem)
+            continue
         needed = problem.needed or ""
         dist = env.distribution(load.dist) if load.dist else None
         layer = components.optional_layer(dist.name, dist.version, needed) if dist else None
@@ -141,6 +146,8 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
             Finding(Check.MISSING_LIBRARY, Severity.ERROR, subject(env, load.dist),
                     p.LibraryNotLoaded(problem.consumer, needed, problem.message), (where,), fix)
         )
+    for owner, (load, problems) in none_loads.items():
+        findings.append(_none_loads(env, owner, load, problems))
     for owner, layers in optional.items():
         findings.append(_optional_features(env, owner, layers))
     for (owner, severity), lost in later.items():
@@ -148,6 +155,24 @@ def check_missing_libraries(env: Environment, loads: Iterable[PackageLoad], host
     for (owner, consumer, call), missing in on_call.items():
         findings.append(_found_on_call(env, owner, consumer, call, missing))
     return findings
+
+
+def _none_loads(env: Environment, dist: Optional[str], load: PackageLoad, problems: list[Problem]) -> Finding:
+    """The import tries files in turn and raises when none loads, and none does: an error, with the
+    libraries each misses; the fix installs them where a wheel provides them."""
+    sonames = tuple(sorted({os.path.basename(problem.needed or "") for problem in problems}))
+    installs = [found[0] for soname in sonames if (found := provider_requirement(soname, env, dist, None))]
+    first = list({problem.consumer: problem for problem in reversed(problems)}.values())[::-1]  # the first refusal of each file
+    evidence: list[e.Evidence] = [e.LoaderError(problem.consumer, problem.message) for problem in first[:5]]
+    if len(first) > 5:
+        evidence.append(e.More(len(first) - 5))
+    return Finding(
+        Check.MISSING_LIBRARY, Severity.ERROR, subject(env, dist),
+        p.NoAlternativeLoads(tuple(sorted({module for _, module in load.features})),
+                             tuple(sorted(os.path.basename(root) for root in load.roots)), sonames),
+        tuple(evidence),
+        f.PipInstall(tuple(dict.fromkeys(installs))) if installs else None,
+    )
 
 
 def _found_on_call(

@@ -36,7 +36,7 @@ from cudaresolve.checks.builds import Build, build_of
 from cudaresolve.checks.import_paths import ImportPlan, plan
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import Environment
-from cudaresolve.env.imports import GUARDED, Reach
+from cudaresolve.env.imports import GUARDED, ONE_OF, Reach
 from cudaresolve.knowledge import components
 
 
@@ -73,8 +73,17 @@ class PackageLoad:
     @property
     def loaded_by_import(self) -> bool:
         """Whether the import loads these roots, behind a handler too: a guard is no proof the package
-        goes on without them (torchvision's import needs the `_C` it guards). A failure there is an error."""
-        return self.reach in (None, GUARDED)
+        goes on without them (torchvision's import needs the `_C` it guards). A failure there is an error.
+        Of alternatives tried in turn (`one-of`), the ones that load."""
+        return self.reach in (None, GUARDED, ONE_OF)
+
+    @property
+    def loads_none(self) -> bool:
+        """For alternatives tried in turn (`one-of`): ld.so refuses every one, so the import raises."""
+        if self.reach != ONE_OF or not self.roots or not self.result.problems:
+            return False
+        root = _roots(self)
+        return set(self.roots) <= {root.get(problem.consumer) for problem in self.result.problems}
 
     @property
     def selected(self) -> bool:
@@ -278,8 +287,9 @@ def loaded_after_import(env: Environment, loads: Iterable[PackageLoad]) -> dict[
 
 def refused_when_guarded(load: PackageLoad) -> frozenset[str]:
     """The objects of a guarded load's roots that ld.so refuses (a root with a problem anywhere in its
-    DT_NEEDED tree), which the handler goes on without: they never enter the process."""
-    if load.reach != GUARDED or not load.result.problems:
+    DT_NEEDED tree), which the handler goes on without: they never enter the process. So do the
+    alternatives a loop tries in turn that are refused."""
+    if load.reach not in (GUARDED, ONE_OF) or not load.result.problems:
         return frozenset()
     root = _roots(load)
     refused = {root.get(problem.consumer) for problem in load.result.problems}

@@ -113,6 +113,16 @@ class FoundOnlyAfterCall:
 
 
 @dataclass(frozen=True)
+class NoAlternativeLoads:
+    """A package's import tries files in turn and raises when none loads (env/imports.py `one-of`),
+    and the loader refuses every one."""
+
+    modules: tuple[str, ...]  # the modules whose loop tries them
+    files: tuple[str, ...]  # the files tried, by name, sorted
+    libraries: tuple[str, ...]  # the sonames they miss, sorted
+
+
+@dataclass(frozen=True)
 class OptionalFeaturesMissing:
     """A package's optional layers whose libraries are absent (numba's TBB, CuPy's NCCL module)."""
 
@@ -425,7 +435,7 @@ class BelowBuildFloor:
 
 Problem = Union[
     Unreadable, BinaryFactsUnreadable, ForeignMachine, DeviceCodePartlyUnreadable, DeviceCodeSkipped, NoSectionHeaders,
-    CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, OptionalFeaturesMissing,
+    CacheUnwritable, HostUnknown, LibraryNotLoaded, FoundOnlyAfterCall, NoAlternativeLoads, OptionalFeaturesMissing,
     PluginLibrariesMissing, SymbolSkew, FrameworkAbiMismatch, PluginHostMismatch, CpuOnly, UnusedBridge, Shadowed,
     DuplicateBuilds, PrivateCopies, NoDeviceCode,
     OptInUnavailable, DriverTooOld, UndatedRuntime, MinorCompat, MixedMajors, CompanionMajors, PreloadedOtherMajor, KnownBadRelease,

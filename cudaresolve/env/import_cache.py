@@ -25,7 +25,7 @@ from cudaresolve.env import imports as imports_module
 from cudaresolve.env.imports import ImportModel, Preload, Reach, build_model
 from cudaresolve.env.store import dumps_plain, loads_plain, store_entry
 
-CACHE_FORMAT = 4  # 2: ImportModel.imports; 3: Preload.computed; 4: a guarded load whose operators the import uses
+CACHE_FORMAT = 5  # 2: ImportModel.imports; 3: Preload.computed; 4: a guarded load whose operators the import uses; 5: one-of
 
 
 def _code_digest() -> str:

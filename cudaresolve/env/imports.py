@@ -4,11 +4,18 @@ From each top-level module of a distribution the import graph is followed throug
 RECORD lists, each edge marked by how it runs: at module level (`import`), inside a `try` whose
 handler catches ImportError, OSError or Exception (`guarded`: the package goes on without it), under
 an `if` on an environment variable (`opt-in`), or only inside a function (`lazy`: `__getattr__`,
-a submodule's own function). A function the module body calls runs at the caller's reach. The
-extension modules reached are what the import loads by DT_NEEDED; the library loads in the modules
-on the way (`ctypes.CDLL`, `ctypes.cdll.LoadLibrary`, a wheel's `load_library`, cuda-pathfinder's
+a submodule's own function). A function the module body calls runs at the caller's reach, whether
+the module defines it or imports it from another module of the package. The extension modules
+reached are what the import loads by DT_NEEDED; the library loads in the modules on the way
+(`ctypes.CDLL`, `ctypes.cdll.LoadLibrary`, a wheel's `load_library`, cuda-pathfinder's
 `load_nvidia_dynamic_lib`, `dlopen`) are preloads, with their arguments resolved from literals,
-module constants, loop variables, a local function's parameters and JSON lists of package data.
+module constants, loop variables, a called function's parameters and JSON lists of package data. A
+name passed through a helper of the package (`_get_extension_path("_C")`, whose return the model
+cannot compute) stands for the shipped file of that name with any extension suffix.
+
+A loop that tries alternatives in turn (a `try` that leaves the loop when its loads work, a handler
+that goes on to the next) and raises after the loop when none worked makes its loads `one-of`: the
+import needs one of them, not each; the same loop called behind a handler is `guarded`.
 
 A package whose import-time code imports by a computed name (`importlib.import_module(name)`) is not
 conclusive: what it reaches is unknown, so nothing it does not reach is called on-demand. A library
@@ -31,15 +38,18 @@ from typing import Callable, Iterable, Iterator, Literal, Mapping, Optional, Seq
 
 from cudaresolve.bounded import loads_json
 
-Reach = Literal["import", "guarded", "picked", "opt-in", "lazy", "unreached"]
+Reach = Literal["import", "one-of", "guarded", "picked", "opt-in", "lazy", "unreached"]
 IMPORT: Reach = "import"
+ONE_OF: Reach = "one-of"  # one of the files a loop tries in turn must load, or the import raises
 GUARDED: Reach = "guarded"
 PICKED: Reach = "picked"  # one of several files a load by a computed name may open (checks/import_paths.py)
 OPT_IN: Reach = "opt-in"
 LAZY: Reach = "lazy"
 UNREACHED: Reach = "unreached"  # an extension module no import of the package reaches
-_RANK = {IMPORT: 0, GUARDED: 1, PICKED: 2, OPT_IN: 3, LAZY: 4, UNREACHED: 5}
+_RANK = {IMPORT: 0, ONE_OF: 1, GUARDED: 2, PICKED: 3, OPT_IN: 4, LAZY: 5, UNREACHED: 6}
 _COMPUTED = "\x00"  # a part of a name computed at run time (an f-string's value), told apart from a glob's `*`
+_HELPER = "\x01"  # marks a name a helper of the package turns into a path: kept only when a shipped file matches
+_SUFFIXED = ".*so*"  # what a helper adds to a bare module name: any extension suffix (`.so`, `.cpython-311-...so`)
 
 MAX_MODULES = 3000  # Python files parsed per distribution (torch 2.14 has about 2,600)
 MAX_SOURCE = 2 * 1024 * 1024  # bytes per Python file
@@ -47,6 +57,7 @@ MAX_JSON = 64 * 1024  # bytes per package-data list
 MAX_DEPTH = 64  # import chain length
 MAX_VALUES = 256  # strings one argument can stand for
 MAX_CALL_DEPTH = 4  # local functions called from module code, followed this deep
+MAX_ACROSS = 64  # other modules parsed for a function module code calls from them
 
 _LOADERS = {"CDLL", "PyDLL", "LoadLibrary", "load_library", "load_nvidia_dynamic_lib", "dlopen"}
 # torch's operator registry: a call naming "ns::op" that needs the operator to exist (the library that
@@ -153,24 +164,40 @@ def build_model(
         for target, edge in walker.edges(module, reach):
             if target not in best:
                 heapq.heappush(queue, (_RANK[weaker(reach, edge)], depth + 1, target))
-    # a library load whose file the model cannot name (`torch.ops.load_library(_get_extension_path("_C"))`)
+    shipped = [os.path.basename(path) for path in files if ".so" in os.path.basename(path)]
+    named: list[tuple[str, Reach, str, bool, bool]] = []
+    for module, reach, name, computed, helper in walker.preloads:
+        if helper and not any(fnmatch.fnmatchcase(file, name) for file in shipped):
+            if reach != LAZY:  # a helper's name the model cannot match: a load of a file not known here
+                walker.unnamed_loads.append((module, reach))
+        else:
+            named.append((module, reach, name, computed, helper))
+    # a library load whose file the model cannot name (`torch.ops.load_library(where(name))`)
     # may open any extension module no import reaches: those load as soon as such a load runs
     unnamed = [weaker(best[module], reach) for module, reach in walker.unnamed_loads if module in best]
     defined = {op for _, _, op, defines in walker.operators if defines}
-    if any(not defines and op not in defined and weaker(best[module], reach) == IMPORT
-           for module, reach, op, defines in walker.operators if module in best):
+    registers = any(not defines and op not in defined and weaker(best[module], reach) == IMPORT
+                    for module, reach, op, defines in walker.operators if module in best)
+    if registers:
         # the import itself uses operators of the package's namespace that no Python code defines
         # (torchvision's `@register_fake("torchvision::nms")`): the load that registers them is needed
         unnamed = [IMPORT if reach == GUARDED else reach for reach in unnamed]
     otherwise = min(unnamed, key=_RANK.__getitem__) if unnamed else UNREACHED
-    extensions = {path: (name, best.get(name, otherwise)) for name, path in index.items() if not path.endswith(".py")}
     strongest: dict[str, Preload] = {}  # one per name: the call that runs soonest
-    for module, reach, name, computed in walker.preloads:
+    for module, reach, name, computed, helper in named:
         if module in best:
-            found = Preload(name, weaker(best[module], reach), module, computed)
+            reach = weaker(best[module], reach)
+            if registers and helper and reach == GUARDED:  # the package's own file, loaded behind a handler
+                reach = IMPORT
+            found = Preload(name, reach, module, computed)
             if name not in strongest or _RANK[found.reach] < _RANK[strongest[name].reach]:
                 strongest[name] = found
     preloads = tuple(strongest.values())
+    extensions = {}
+    for name, path in index.items():
+        if not path.endswith(".py"):  # reached by an import, else by a load naming its file, else by a load of no known file
+            loaded = [preload.reach for preload in preloads if fnmatch.fnmatchcase(os.path.basename(path), preload.name)]
+            extensions[path] = (name, best.get(name, min([*loaded, otherwise], key=_RANK.__getitem__)))
     others = frozenset(name for module, reach, name in walker.others if module in best and weaker(best[module], reach) == IMPORT)
     return ImportModel(walker.conclusive, extensions, preloads, versioned, others)
 
@@ -184,10 +211,28 @@ class _Walker:
         self.read_text = read_text
         self.parsed: set[str] = set()
         self.conclusive = True
-        self.preloads: list[tuple[str, Reach, str, bool]] = []  # (module, reach within it, name, computed)
+        self.preloads: list[tuple[str, Reach, str, bool, bool]] = []  # (module, reach within it, name, computed, helper)
         self.others: list[tuple[str, Reach, str]] = []  # (module, reach within it, another package's top-level name)
         self.unnamed_loads: list[tuple[str, Reach]] = []  # (module, reach within it) of loads of a file not known here
         self.operators: list[tuple[str, Reach, str, bool]] = []  # (module, reach within it, "ns::op" of its own, defines)
+        self.modules: dict[str, Optional[_Module]] = {}  # modules parsed for the functions others call from them
+        self.across: set[tuple[str, str, Reach]] = set()  # (module, function, reach) walked for a caller elsewhere
+
+    def module(self, name: str) -> Optional["_Module"]:
+        """Another module of the package, parsed for its functions (bounded by MAX_ACROSS); None when
+        it is not a Python file here or cannot be read."""
+        if name in self.modules:
+            return self.modules[name]
+        path = self.index.get(name)
+        found = None
+        if path is not None and path.endswith(".py") and len(self.modules) < MAX_ACROSS:
+            text = self.read_text(path, MAX_SOURCE)
+            try:
+                found = _Module(name, path, text, ast.parse(text, filename=path)) if text is not None else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                found = None
+        self.modules[name] = found
+        return found
 
     def edges(self, module: str, reach: Reach) -> list[tuple[str, Reach]]:
         """(module imported, reach within this module) for each import `module`'s code makes."""
@@ -198,20 +243,52 @@ class _Walker:
             self.conclusive = False
             return []
         try:
-            tree = ast.parse(text, filename=path)
+            parsed = _Module(module, path, text, ast.parse(text, filename=path))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             self.conclusive = False
             return []
-        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
-        scope = _Scope(tree.body, None)
         found: list[tuple[str, Reach]] = []
-        visit = _Visit(self, module, package, os.path.dirname(path), scope, reach, found)
-        visit.loads = any(word in text for word in (*_LOADERS, "import_module", "__import__"))
-        visit.environ = "environ" in text or "getenv" in text
+        visit = parsed.visit(self, found)
         if not visit.loads and "\r" not in text:  # lines as ast numbers them: split at \n alone
             visit.import_lines = [number for number, line in enumerate(text.split("\n"), 1) if "import" in line]
-        visit.statements(tree.body, IMPORT, scope, 0)
+        visit.statements(parsed.tree.body, IMPORT, parsed.scope, 0)
         return found
+
+
+class _Module:
+    """A parsed module of the package: its tree, its module scope and what its text names."""
+
+    def __init__(self, name: str, path: str, text: str, tree: ast.Module):
+        self.name = name
+        self.path = path
+        self.tree = tree
+        self.scope = _Scope(tree.body, None)
+        self.package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        self.loads = any(word in text for word in (*_LOADERS, "import_module", "__import__"))
+        self.environ = "environ" in text or "getenv" in text
+        self._from: Optional[dict[str, tuple[str, str]]] = None
+
+    def visit(self, walker: "_Walker", found: list[tuple[str, Reach]]) -> "_Visit":
+        visit = _Visit(walker, self.name, self.package, os.path.dirname(self.path), self.scope, found)
+        visit.loads, visit.environ, visit.source = self.loads, self.environ, self
+        return visit
+
+    def imported_function(self, name: str, walker: "_Walker") -> Optional[tuple["_Module", ast.FunctionDef | ast.AsyncFunctionDef]]:
+        """The function a module-level `from <module of the package> import f [as name]` binds to `name`."""
+        if self._from is None:
+            self._from = {}
+            for node in _flat(self.tree.body, comprehensions=False):
+                if isinstance(node, ast.ImportFrom):
+                    base = _absolute(node.module, node.level, self.package)
+                    for alias in node.names:
+                        if base is not None and alias.name != "*":
+                            self._from.setdefault(alias.asname or alias.name, (base, alias.name))
+        target = self._from.get(name)
+        if target is None or target[0].split(".")[0] not in walker.tops:
+            return None
+        other = walker.module(target[0])
+        function = other.scope.functions.get(target[1]) if other is not None else None
+        return (other, function) if other is not None and function is not None else None
 
 
 class _Scope:
@@ -306,6 +383,38 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
+def _absolute(module: Optional[str], level: int, package: str) -> Optional[str]:
+    """The absolute name of `from <level dots><module> import ...` in `package`; None past the top."""
+    if level == 0:
+        return module
+    parts = package.split(".")
+    if level - 1 >= len(parts) or not parts[0]:
+        return None
+    base = ".".join(parts[: len(parts) - (level - 1)])
+    return f"{base}.{module}" if module else base
+
+
+def _tries_each(loop: ast.stmt, after: Sequence[ast.stmt]) -> bool:
+    """Whether a `for` loop tries alternatives until one works and raises when none did: a `try` in its
+    body whose handler catches the failure and whose success leaves the loop (`return`, `break`), and
+    a `raise` after the loop (in its `else`, or in the block before any `return`)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    leaves = any(isinstance(node, (ast.Return, ast.Break))
+                 for statement in loop.body if isinstance(statement, ast.Try) and _catches(statement.handlers)
+                 for node in _flat([*statement.body, *statement.orelse], comprehensions=False))
+    if not leaves:
+        return False
+    if any(isinstance(statement, ast.Raise) for statement in loop.orelse):
+        return True
+    for statement in after:
+        if isinstance(statement, ast.Raise):
+            return True
+        if isinstance(statement, ast.Return):
+            return False
+    return False
+
+
 def _reads_environment(test: ast.expr) -> bool:
     return any(_dotted(node).endswith(("os.environ", "os.getenv", "environ.get", "os.environ.get")) or
                (isinstance(node, ast.Name) and node.id in ("environ", "getenv"))
@@ -326,7 +435,7 @@ def _catches(handlers: Sequence[ast.ExceptHandler]) -> bool:
 class _Visit:
     """One module's walk."""
 
-    def __init__(self, walker: _Walker, module: str, package: str, directory: str, scope: _Scope, reach: Reach,
+    def __init__(self, walker: _Walker, module: str, package: str, directory: str, scope: _Scope,
                  found: list[tuple[str, Reach]]):
         self.walker = walker
         self.module = module
@@ -338,6 +447,7 @@ class _Visit:
         self.loads = True  # the module's text names a library loader or an import by name
         self.environ = True  # the module's text reads the environment
         self.import_lines: Optional[list[int]] = None  # the lines holding "import", when nothing else matters in a function
+        self.source: Optional[_Module] = None  # the parsed module, for the functions it imports from others
 
     def may_import(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """Whether a function's body can import: in a module that loads nothing and imports nothing by
@@ -350,10 +460,18 @@ class _Visit:
         return first < len(lines) and lines[first] <= (function.end_lineno or function.lineno)
 
     def statements(self, body: Sequence[ast.stmt], reach: Reach, scope: _Scope, depth: int) -> None:
-        for statement in body:
-            self.statement(statement, reach, scope, depth)
+        for number, statement in enumerate(body):
+            if _tries_each(statement, body[number + 1:]):
+                assert isinstance(statement, (ast.For, ast.AsyncFor))
+                self.expressions([statement.iter], reach, scope, depth)
+                for inner in statement.body:
+                    self.statement(inner, reach, scope, depth, one_of=True)
+                self.statements(statement.orelse, reach, scope, depth)
+            else:
+                self.statement(statement, reach, scope, depth)
 
-    def statement(self, node: ast.stmt, reach: Reach, scope: _Scope, depth: int) -> None:
+    def statement(self, node: ast.stmt, reach: Reach, scope: _Scope, depth: int, one_of: bool = False) -> None:
+        """`one_of`: `node` is in the body of a loop that tries alternatives (`_tries_each`)."""
         if isinstance(node, ast.Import):
             for alias in node.names:
                 self.imported(alias.name, reach)
@@ -374,7 +492,8 @@ class _Visit:
             self.expressions(node.bases + node.decorator_list, reach, scope, depth)
             self.statements(node.body, reach, scope, depth)
         elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            body_reach = weaker(reach, GUARDED) if _catches(node.handlers) else reach  # type: ignore[attr-defined]
+            caught = ONE_OF if one_of else GUARDED  # a handler that goes on to the loop's next alternative
+            body_reach = weaker(reach, caught) if _catches(node.handlers) else reach  # type: ignore[attr-defined]
             self.statements(node.body, body_reach, scope, depth)  # type: ignore[attr-defined]
             for handler in node.handlers:  # type: ignore[attr-defined]
                 self.statements(handler.body, reach, scope, depth)  # runs when the body failed: not itself guarded
@@ -419,11 +538,12 @@ class _Visit:
             if unnamed and reach != LAZY:  # a function's own load of its parameter is named where it is called
                 self.walker.unnamed_loads.append((self.module, reach))
             for value in sorted(named or ()):  # a set: sorted, so every run reads alike
-                base = os.path.basename(value)
+                helper = _HELPER in value
+                base = os.path.basename(value.replace(_HELPER, ""))
                 computed = _COMPUTED in base
                 base = base.replace(_COMPUTED, "*")
-                if base and base.strip("*"):
-                    self.walker.preloads.append((self.module, reach, base, computed))
+                if base and base.strip("*."):
+                    self.walker.preloads.append((self.module, reach, base, computed, helper))
         elif last == "import_module" or name == "__import__":
             found = self.values(node.args[0], scope, 0) if node.args else None
             targets = {target.replace(_COMPUTED, "*") for target in found} if found else None
@@ -447,12 +567,35 @@ class _Visit:
                         self.imported(name, reach)
         elif isinstance(node.func, ast.Name) and depth < MAX_CALL_DEPTH:
             function = scope.function(node.func.id)
-            if function is None or (function.name, reach) in self.called:
+            if function is None:
+                self.call_across(node, node.func.id, reach, scope, depth)
+                return
+            if (function.name, reach) in self.called:
                 return
             self.called.add((function.name, reach))
             given = {arg.arg: [(value, scope)] for arg, value in zip(function.args.args, node.args)}
             inner = _Scope(function.body, self.module_scope, given)
             self.statements(function.body, reach, inner, depth + 1)
+
+    def call_across(self, node: ast.Call, name: str, reach: Reach, scope: _Scope, depth: int) -> None:
+        """A call of a function this module imports from another module of the package
+        (`from ._utils import load_libraries`): its body runs at the call's reach, in its own module."""
+        found = self.source.imported_function(name, self.walker) if self.source is not None else None
+        if found is None or reach == LAZY:
+            return
+        other, function = found
+        key = (other.name, function.name, reach)
+        if key in self.walker.across:
+            return
+        self.walker.across.add(key)
+        given = {arg.arg: [(value, scope)] for arg, value in zip(function.args.args, node.args)}
+        visit = other.visit(self.walker, self.found)
+        visit.statements(function.body, reach, _Scope(function.body, other.scope, given), depth + 1)
+
+    def helper(self, name: str, scope: _Scope) -> bool:
+        """Whether `name` is a function of the package (defined here or imported from another module of it)."""
+        return scope.function(name) is not None or (
+            self.source is not None and self.source.imported_function(name, self.walker) is not None)
 
     def unknown(self, reach: Reach) -> None:
         """An import by a name not known here, on the way of `import`: the model cannot say what it loads."""
@@ -460,13 +603,7 @@ class _Visit:
             self.walker.conclusive = False
 
     def absolute(self, module: Optional[str], level: int, package: Optional[str] = None) -> Optional[str]:
-        if level == 0:
-            return module
-        parts = (package if package is not None else self.package).split(".")
-        if level - 1 >= len(parts) or not parts[0]:
-            return None
-        base = ".".join(parts[: len(parts) - (level - 1)])
-        return f"{base}.{module}" if module else base
+        return _absolute(module, level, package if package is not None else self.package)
 
     def imported(self, name: str, reach: Reach) -> None:
         parts = name.split(".")
@@ -544,6 +681,9 @@ class _Visit:
                 target = node.func.value if isinstance(node.func, ast.Attribute) and last not in (
                     "sorted", "list", "tuple") else (node.args[0] if node.args else None)
                 return self.values(target, scope, depth + 1)
+            if isinstance(node.func, ast.Name) and node.args and self.helper(node.func.id, scope):
+                names = self.values(node.args[0], scope, depth + 1)
+                return {_HELPER + (name if ".so" in name else name + _SUFFIXED) for name in names} if names else None
         if isinstance(node, ast.Attribute):
             return None
         return None
@@ -591,7 +731,7 @@ def _strings(data: object, depth: int = 0) -> Iterator[str]:
 
 def is_library_name(name: str) -> bool:
     """Whether a preload names a file (libfoo.so.1, a glob of one) rather than a component ("cublas")."""
-    return ".so" in name
+    return ".so" in name or name.endswith(_SUFFIXED)
 
 
 def matches(preload: str, file_name: str, soname: Optional[str]) -> bool:

@@ -148,6 +148,12 @@ def _mixed_majors(problem: p.MixedMajors) -> str:
     return f"packages need different CUDA majors ({majors}); two CUDA runtimes in one process do not share contexts, memory or streams"
 
 
+def _no_alternative_loads(problem: p.NoAlternativeLoads) -> str:
+    return (f"its import fails: {' and '.join(problem.modules)} tries {len(problem.files)} libraries in turn "
+            f"({', '.join(problem.files)}) and none loads; they need {', '.join(problem.libraries)}, "
+            "which are not on their search path")
+
+
 def _optional_features(problem: p.OptionalFeaturesMissing) -> str:
     plural = "s" if len(problem.features) > 1 else ""
     return (f"optional feature{plural} unavailable: {'; '.join(problem.features)} "
@@ -342,6 +348,7 @@ _PROBLEMS: dict[type, Callable[..., str]] = {
     p.HostUnknown: lambda problem: "no NVIDIA driver or GPU found: driver and GPU checks were skipped",
     p.LibraryNotLoaded: lambda problem: f"{_name(problem.consumer)}: {problem.loader_message}",
     p.FoundOnlyAfterCall: _found_only_after_call,
+    p.NoAlternativeLoads: _no_alternative_loads,
     p.OptionalFeaturesMissing: _optional_features,
     p.PluginLibrariesMissing: _plugin_libraries,
     p.SymbolSkew: lambda problem: f"{_name(problem.named)}: {problem.loader_message}",

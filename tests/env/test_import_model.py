@@ -18,7 +18,7 @@ from test_doctor_synthetic import glibc_dlopen_error, run, texts
 from test_env_distributions import make_dist_info
 
 from cudaresolve.env import imports as import_model
-from cudaresolve.env.imports import GUARDED, IMPORT, LAZY, OPT_IN, UNREACHED, alternatives, build_model, picks
+from cudaresolve.env.imports import GUARDED, IMPORT, LAZY, ONE_OF, OPT_IN, UNREACHED, alternatives, build_model, picks
 
 NO_SUCH_FILE = "cannot open shared object file: No such file or directory"
 INCLUDE = ["-I", sysconfig.get_paths()["include"]]
@@ -51,8 +51,8 @@ def model_of(site: Path, files: list[str]):
     return build_model([str(site / f) for f in files], [str(site)], read_text)
 
 
-def serious(site: Path, tmp_path: Path) -> list:
-    return [(f.check, f.severity, f.subject, f.message) for f in texts(run(site, tmp_path)) if f.severity != "info"]
+def serious(site: Path, tmp_path: Path, ld_library_path: str = "") -> list:
+    return [(f.check, f.severity, f.subject, f.message) for f in texts(run(site, tmp_path, ld_library_path)) if f.severity != "info"]
 
 
 # -- the graph, read without gcc --------------------------------------------------------------------
@@ -807,6 +807,78 @@ def test_a_guarded_load_whose_operators_the_import_uses_is_needed_at_import(elf_
     assert found == ([("missing-library", "error")] if uses_operators else [])
     assert model_of(site, ["pkg/__init__.py", "pkg/_registry.py", "pkg/_paths.py", "pkg/_C.so"]).extensions[
         str(site / "pkg/_C.so")] == ("pkg._C", IMPORT if uses_operators else GUARDED)
+
+
+LOADER = """
+import ctypes, os
+
+
+def _path(name):
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".so")
+
+
+def load_core():
+    for version in (2, 1):
+        try:
+            ctypes.CDLL(_path(f"libcore{version}"))
+            return version
+        except OSError:
+            pass
+    raise RuntimeError("no libcore loads")
+"""
+
+ONE_OF_INIT = {
+    "raises": "from ._loader import load_core\nVERSION = load_core()\n",
+    "goes on": "from ._loader import load_core\ntry:\n    VERSION = load_core()\nexcept RuntimeError:\n    VERSION = None\n",
+}
+
+
+@pytest.mark.parametrize("present, caller", [((1,), "raises"), ((), "raises"), ((), "goes on")])
+def test_files_a_loop_tries_in_turn_fail_the_import_only_when_none_loads(elf_builder, tmp_path, present, caller):
+    """pkg's import calls `load_core()` of another of its modules, which loads `libcore2.so`, else
+    `libcore1.so` (names made by a helper the model cannot compute), and raises when neither loads
+    (torchcodec 0.13's FFmpeg loop). Each links its own system library (libgone2.so.1, libgone1.so.1).
+    One present: the import works, no finding. None: the import fails, an error naming both.
+    None, with the call behind a handler (torchcodec 0.17): the import works, an info."""
+    site = elf_builder.root / "site"
+    for version in (1, 2):
+        gone = elf_builder.build(f"libgone{version}.so.1", "int gone(void) { return 1; }\n", soname=f"libgone{version}.so.1",
+                                 directory="system")
+        elf_builder.build(f"libcore{version}.so", "int gone(void);\nint core(void) { return gone(); }\n",
+                          link=[gone], directory="site/pkg")
+        if version not in present:
+            gone.unlink()
+    (site / "pkg/__init__.py").write_text(ONE_OF_INIT[caller])
+    (site / "pkg/_loader.py").write_text(LOADER)
+    make_dist_info(site, "pkg", "1.0", files=("pkg/__init__.py", "pkg/_loader.py", "pkg/libcore1.so", "pkg/libcore2.so"))
+    system = str(elf_builder.root / "system")
+    result = imports(site, "import pkg; print(pkg.VERSION)", {"LD_LIBRARY_PATH": system})
+    assert (result.returncode == 0) is (caller == "goes on" or bool(present))
+    found = [(check, severity, message) for check, severity, _, message in serious(site, tmp_path, system)]
+    if present or caller == "goes on":
+        assert found == []
+    else:
+        assert found == [("missing-library", "error",
+                          "its import fails: pkg._loader tries 2 libraries in turn (libcore1.so, libcore2.so) and none "
+                          "loads; they need libgone1.so.1, libgone2.so.1, which are not on their search path")]
+
+
+@pytest.mark.network
+def test_torchcodec_needs_one_of_its_ffmpeg_builds_in_0_13_and_goes_on_without_in_0_17(unpacked):
+    """The real wheels: both releases' `_core/ops.py` call a loader of `_internally_replaced_utils`
+    at import that tries `libtorchcodec_core{N}` for each FFmpeg major in turn, through
+    `_get_extension_path`, and raises when none loads. 0.13.0 calls it unguarded (`one-of`: its
+    import fails without FFmpeg); 0.17.0 calls it inside `try ... except Exception` (`guarded`)
+    and loads its image library unguarded first."""
+    reaches = {}
+    for release in ("0.13.0", "0.17.0"):
+        site = unpacked(f"torchcodec=={release}")
+        files = [str(path.relative_to(site)) for path in site.rglob("*") if path.is_file()]
+        model = build_model([str(site / f) for f in files], [str(site)], read_text, ["torchcodec"])
+        reaches[release] = {preload.name: preload.reach for preload in model.preloads}
+    assert reaches["0.13.0"] == {"libtorchcodec_core*.*so*": ONE_OF, "libtorchcodec_custom_ops*.*so*": ONE_OF}
+    assert reaches["0.17.0"] == {"libtorchcodec_image.*so*": IMPORT, "libtorchcodec_core*.*so*": GUARDED,
+                                 "libtorchcodec_custom_ops*.*so*": GUARDED, "libtorchcodec_heic.*so*": LAZY}
 
 
 @pytest.mark.network
