@@ -58,6 +58,7 @@ MAX_DEPTH = 64  # import chain length
 MAX_VALUES = 256  # strings one argument can stand for
 MAX_CALL_DEPTH = 4  # local functions called from module code, followed this deep
 MAX_ACROSS = 64  # other modules parsed for a function module code calls from them
+MAX_ACROSS_CALLS = 256  # calls into another module's function followed per distribution
 
 _LOADERS = {"CDLL", "PyDLL", "LoadLibrary", "load_library", "load_nvidia_dynamic_lib", "dlopen"}
 # torch's operator registry: a call naming "ns::op" that needs the operator to exist (the library that
@@ -216,7 +217,7 @@ class _Walker:
         self.unnamed_loads: list[tuple[str, Reach]] = []  # (module, reach within it) of loads of a file not known here
         self.operators: list[tuple[str, Reach, str, bool]] = []  # (module, reach within it, "ns::op" of its own, defines)
         self.modules: dict[str, Optional[_Module]] = {}  # modules parsed for the functions others call from them
-        self.across: set[tuple[str, str, Reach]] = set()  # (module, function, reach) walked for a caller elsewhere
+        self.across: set[tuple[str, int, int, Reach]] = set()  # (module, line, column, reach) of calls into another module followed
 
     def module(self, name: str) -> Optional["_Module"]:
         """Another module of the package, parsed for its functions (bounded by MAX_ACROSS); None when
@@ -584,8 +585,8 @@ class _Visit:
         if found is None or reach == LAZY:
             return
         other, function = found
-        key = (other.name, function.name, reach)
-        if key in self.walker.across:
+        key = (self.module, node.lineno, node.col_offset, reach)  # each call site once: its arguments name what it loads
+        if key in self.walker.across or len(self.walker.across) >= MAX_ACROSS_CALLS:
             return
         self.walker.across.add(key)
         given = {arg.arg: [(value, scope)] for arg, value in zip(function.args.args, node.args)}
