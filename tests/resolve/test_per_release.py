@@ -26,8 +26,8 @@ from wheel_cache import build_venv, cache_dir, fetch_wheel
 
 from cudaresolve.binary.wheel import WheelFacts
 from cudaresolve.checks.builds import cuda_builds
-from cudaresolve.env.imports import ImportModel
 from cudaresolve.cli import main
+from cudaresolve.env.imports import ImportModel
 from cudaresolve.index.metadata import CoreMetadata
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.index.wheel_facts import LinkBudget
