@@ -62,6 +62,7 @@ class PackageIndex:
         self.python_version = Version(python_version) if python_version else None
         self.progress = progress
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="cudaresolve-index")
+        self._models: dict[tuple[str, str], Optional[ImportModel]] = {}  # (wheel URL, site) -> import_model's answer
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -194,7 +195,10 @@ class PackageIndex:
     def import_model(self, file: ProjectFile, site: str) -> Optional[ImportModel]:
         """What importing the wheel `file` installed in `site` loads, read from its Python members;
         None when it has no model or it cannot be read (index/wheel_imports.py)."""
-        return wheel_import_model(self.http, self.cache, file, site, self.progress)
+        key = (file.url, site)
+        if key not in self._models:  # a lock plans again each round, a fix judge each alternative
+            self._models[key] = wheel_import_model(self.http, self.cache, file, site, self.progress)
+        return self._models[key]
 
     def linked_facts(self, file: ProjectFile, budget: LinkBudget) -> WheelFacts:
         """The ELF facts of a wheel the tables do not know, its shared objects read by range where

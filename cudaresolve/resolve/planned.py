@@ -131,14 +131,16 @@ def planned_environment(
 
 def _own_models(read: Mapping[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex, site: str
                 ) -> dict[str, ImportModel]:
-    """The import model of each chosen wheel whose binaries the plan holds, read from its Python
-    members (index/wheel_imports.py): what its `import` loads by path is judged as loaded at import,
-    as the doctor judges it installed. Wheels joining by metadata alone are not read (a lock fetches
-    no pure wheel's Python)."""
+    """The import model of each chosen wheel whose binaries the plan read from the wheel itself,
+    read from its Python members (index/wheel_imports.py): what its `import` loads by path is judged
+    as loaded at import, as the doctor judges it installed. A wheel joining by its metadata alone, or
+    by the knowledge table's row for it, is not fetched for it: a lock reads no wheel the tables
+    answer for, nor any pure wheel's Python."""
     models: dict[str, ImportModel] = {}
     for candidate in wheels:
-        if read[candidate.name] and candidate.file is not None:
-            model = index.import_model(candidate.file, site)
+        file = candidate.file
+        if read[candidate.name] and file is not None and wheel_facts.find(candidate.name, str(candidate.version), file.filename) is None:
+            model = index.import_model(file, site)
             if model is not None:
                 models[candidate.name] = model
     return models
