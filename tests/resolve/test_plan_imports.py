@@ -21,7 +21,7 @@ from fix_steps import offline_pip
 from index_server import make_wheel
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from test_checks_planned import PLANNED, dist, on, planned, so
+from test_checks_planned import PLANNED, X86_64, dist, on, planned, so
 from test_per_release import RecordedIndex, candidate
 
 from cudaresolve.binary.wheel import WheelFacts
@@ -35,6 +35,7 @@ from cudaresolve.index.cache import IndexCache
 from cudaresolve.index.http import Http
 from cudaresolve.index.pages import ProjectFile, index_files
 from cudaresolve.index.wheel_imports import wheel_import_model
+from cudaresolve.knowledge import wheel_facts
 from cudaresolve.output.findings import shown
 from cudaresolve.resolve.planned import planned_environment
 
@@ -135,10 +136,15 @@ def test_a_replaced_distribution_takes_its_model_with_it():
     assert without.imports == {"stays": _model("libstays.so", "stays")}  # no model: none borrowed
 
 
-def test_a_wheel_whose_binaries_the_plan_does_not_read_is_not_read_for_its_model():
-    filename = "pure-1.0-py3-none-any.whl"
+def test_a_wheel_the_plan_does_not_read_is_not_fetched_for_its_model():
+    """A pure wheel joins by its metadata, a release the table has a row of by that row: neither is
+    fetched for its Python (a lock reads no wheel the tables answer for)."""
+    row = wheel_facts.find("onnxruntime-gpu", "1.31.1", machine="x86_64")
+    assert row is not None
     index = RecordedIndex({})
-    env = planned_environment(planned(), [candidate("pure", "1.0", filename)], index)
+    chosen = [candidate("pure", "1.0", "pure-1.0-py3-none-any.whl"), candidate("onnxruntime-gpu", "1.31.1", row.filename)]
+    env = planned_environment(planned(markers=X86_64), chosen, index)
+    assert index.read == [row.filename] and any(elf.owner == "onnxruntime-gpu" for elf in env.elf_files)
     assert index.modelled == [] and env.imports == {}
 
 
