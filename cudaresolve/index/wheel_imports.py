@@ -104,7 +104,8 @@ def model_of_wheel(stream: BinaryIO, limits: Limits, fetch: Optional[Callable[[z
 
 
 def _model(archive: zipfile.ZipFile, fetch: Optional[Callable[[zipfile.ZipInfo], None]]) -> object:
-    infos = {os.path.normpath(os.path.join(_ROOT, info.filename)): info for info in archive.infolist() if not info.is_dir()}
+    infos = {path: info for info in archive.infolist() if not info.is_dir()
+             and (path := os.path.normpath(os.path.join(_ROOT, info.filename))).startswith(_ROOT)}  # none outside it
     read = 0
 
     def read_text(path: str, limit: int) -> Optional[str]:

@@ -203,3 +203,11 @@ def test_a_wheel_that_is_not_a_zip_or_breaks_a_bound_gives_no_model(libraries, t
     raw[raw.index(b"ctypes.CDLL")] ^= 1
     local.write_bytes(bytes(raw))
     assert wheel_import_model(Http(), cache, file, SITE) is None
+
+
+def test_a_member_named_outside_the_wheel_is_not_in_its_model(libraries, tmp_path):
+    """`../x_cu12.so` would install outside site-packages: the model names no such path."""
+    filename, data = pkgcore_wheel("2.0", libraries["bad"], **{"../x_cu12.so": b"", "../x_cu13.so": b""})
+    model = wheel_imports._decoded(wheel_imports.model_of_wheel(io.BytesIO(data), Http().limits), SITE + "/")
+    assert model is not None and [p.name for p in model.preloads] == ["libpkgcore.so"]
+    assert list(model.extensions) == [f"{SITE}/pkgcore/libpkgcore.so"] and model.alternatives == {}
