@@ -97,7 +97,7 @@ class ImportModelCache:
             for relative, limit, digest in reads:
                 if type(limit) is not int or _digest(self.read_text(root + _relative(relative), limit)) != digest:
                     return None
-            return (_decode(encoded, root),)
+            return (decode_model(encoded, root),)
         except (TypeError, ValueError):  # not the shape this module writes: a miss
             return None
 
@@ -109,7 +109,7 @@ class ImportModelCache:
             return  # a path outside the site-packages directory cannot be put back under another
         relative = tuple((path[len(root):], limit, digest) for path, limit, digest in reads)
         try:
-            store_entry(entry, dumps_plain(HEADER, (relative, _encode(model, root))))
+            store_entry(entry, dumps_plain(HEADER, (relative, encode_model(model, root))))
         except OSError:
             self.writable = False
 
@@ -126,7 +126,8 @@ def _digest(text: Optional[str]) -> Optional[str]:
     return None if text is None else hashlib.sha256(text.encode()).hexdigest()
 
 
-def _encode(model: Optional[ImportModel], root: str) -> object:
+def encode_model(model: Optional[ImportModel], root: str) -> object:
+    """`model` as plain values, its paths relative to `root` (each of them under it): what an entry holds."""
     if model is None:
         return None
     cut = len(root)
@@ -139,8 +140,8 @@ def _encode(model: Optional[ImportModel], root: str) -> object:
     )
 
 
-def _decode(value: Any, root: str) -> Optional[ImportModel]:
-    """The model `_encode` wrote, under `root`; ValueError or TypeError for any other value."""
+def decode_model(value: Any, root: str) -> Optional[ImportModel]:
+    """The model `encode_model` wrote, under `root`; ValueError or TypeError for any other value."""
     if value is None:
         return None
     conclusive, extensions, preloads, alternatives, imports = value

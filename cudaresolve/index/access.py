@@ -20,6 +20,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from cudaresolve.binary.wheel import WheelFacts
+from cudaresolve.env.imports import ImportModel
 from cudaresolve.env.interpreter import Target
 from cudaresolve.env.store import default_cache_dir
 from cudaresolve.index import limits as index_limits
@@ -31,6 +32,7 @@ from cudaresolve.index.metadata import CoreMetadata, core_metadata, wheel_member
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
 from cudaresolve.index.tags import TagOverrides, target_tags
 from cudaresolve.index.wheel_facts import LinkBudget, wheel_binary_facts, wheel_linked_facts
+from cudaresolve.index.wheel_imports import wheel_import_model
 from cudaresolve.knowledge import torch
 
 WORKERS = 8  # concurrent requests: enough to hide round trips, few enough to be polite to an index
@@ -60,6 +62,7 @@ class PackageIndex:
         self.python_version = Version(python_version) if python_version else None
         self.progress = progress
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="cudaresolve-index")
+        self._models: dict[tuple[str, str], Optional[ImportModel]] = {}  # (wheel URL, site) -> import_model's answer
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -188,6 +191,14 @@ class PackageIndex:
     def binary_facts(self, file: ProjectFile, *, deep: bool = False) -> WheelFacts:
         """The ELF facts of a wheel: the knowledge table's (partial) unless `deep`, else the wheel's own."""
         return wheel_binary_facts(self.http, self.cache, file, deep=deep, progress=self.progress)
+
+    def import_model(self, file: ProjectFile, site: str) -> Optional[ImportModel]:
+        """What importing the wheel `file` installed in `site` loads, read from its Python members;
+        None when it has no model or it cannot be read (index/wheel_imports.py)."""
+        key = (file.url, site)
+        if key not in self._models:  # a lock plans again each round, a fix judge each alternative
+            self._models[key] = wheel_import_model(self.http, self.cache, file, site, self.progress)
+        return self._models[key]
 
     def linked_facts(self, file: ProjectFile, budget: LinkBudget) -> WheelFacts:
         """The ELF facts of a wheel the tables do not know, its shared objects read by range where

@@ -23,6 +23,7 @@ from cudaresolve.checks.driver_floor import check_driver_floor
 from cudaresolve.checks.findings import Finding
 from cudaresolve.env.distributions import Distribution
 from cudaresolve.env.environment import ElfFile, Environment, installed_extras
+from cudaresolve.env.imports import ImportModel
 from cudaresolve.env.ownership import Claim, SharedFile
 from cudaresolve.env.scan import listdir, preloads_of
 from cudaresolve.host.facts import HostFacts
@@ -57,7 +58,8 @@ def planned_environment(
     release borrows another's facts. With `gpus` (a host states a GPU), a release without a row of a
     component whose releases carry device code is read too: its device code decides whether it runs.
     A component wheel that installs a soname of `linked` (what installed files that stay link: a
-    fix's plan) is read as a read wheel's provider is."""
+    fix's plan) is read as a read wheel's provider is. A wheel whose binaries are read brings its own
+    import model (`_own_models`), in place of the installed release's."""
     site = installed.target.site_packages[-1]
     wheels = [c for c in chosen if c.file is not None]
     # conda's packages stay: a wheel never replaces one (a conda name is not a pip name)
@@ -97,6 +99,7 @@ def planned_environment(
                 files=tuple(paths),
             )
         )
+    models = _own_models(read, wheels, index, site)
     markers = installed.target.marker_environment() or {}
     versions = {d.name: d.version for d in distributions}
     # A distribution that stays keeps the extras that counted as chosen before (their needs bind
@@ -117,12 +120,42 @@ def planned_environment(
         distributions=tuple(distributions),
         elf_files=tuple(elf_files),
         shared_files=_shared_files(installed, replaced, elf_files, distributions),
+        imports=planned_imports(installed.imports, distributions, replaced, models),
         preloads=preloads_of(
             distributions, elf_files, installed.target.site_packages, installed.preload_prefix,
             lambda path: path in planned_paths or os.path.isfile(path),
             lambda directory: {*planned_names.get(directory, ()), *listdir(directory)},
         ),
     )
+
+
+def _own_models(read: Mapping[str, tuple[BinaryFacts, ...]], wheels: list[Candidate], index: PackageIndex, site: str
+                ) -> dict[str, ImportModel]:
+    """The import model of each chosen wheel whose binaries the plan read from the wheel itself,
+    read from its Python members (index/wheel_imports.py): what its `import` loads by path is judged
+    as loaded at import, as the doctor judges it installed. A wheel joining by its metadata alone, or
+    by the knowledge table's row for it, is not fetched for it: a lock reads no wheel the tables
+    answer for, nor any pure wheel's Python."""
+    models: dict[str, ImportModel] = {}
+    for candidate in wheels:
+        file = candidate.file
+        if read[candidate.name] and file is not None and wheel_facts.find(candidate.name, str(candidate.version), file.filename) is None:
+            model = index.import_model(file, site)
+            if model is not None:
+                models[candidate.name] = model
+    return models
+
+
+def planned_imports(
+    installed: Mapping[str, ImportModel], distributions: Iterable[Distribution], replaced: AbstractSet[str],
+    read: Mapping[str, ImportModel],
+) -> dict[str, ImportModel]:
+    """The import models of the plan: an installed one for a distribution that stays, the chosen
+    wheel's own (`read`) for one it brings; a replaced or removed distribution's model goes, so no
+    release is judged by the Python files of another."""
+    names = {d.name for d in distributions}
+    kept = {name: model for name, model in installed.items() if name in names and name not in replaced}
+    return {**kept, **{name: model for name, model in read.items() if name in names}}
 
 
 def _shared_files(

@@ -54,9 +54,9 @@ def built(tmp_path_factory) -> Path:
     found = root / "wheels"
     found.mkdir()
 
-    def wheel(name: str, version: str, files: dict[str, Path], requires: tuple[str, ...] = (), extras=()) -> None:
+    def wheel(name: str, version: str, files: dict[str, Path], requires: tuple[str, ...] = (), extras=(), init=b"") -> None:
         members = {member: path.read_bytes() for member, path in files.items()}
-        members[f"{name.replace('-', '_')}/__init__.py"] = b"from . import _ext\n" if name == "skewpkg" else b""  # its import loads it
+        members[f"{name.replace('-', '_')}/__init__.py"] = b"from . import _ext\n" if name == "skewpkg" else init  # its import loads it
         filename, data = make_wheel(name, version, requires=requires, tag=TAG, files=members, extras=extras)
         (found / filename).write_bytes(data)
 
@@ -77,6 +77,22 @@ def built(tmp_path_factory) -> Path:
                   f"fatbin[] = {{{fatbin}}};\nint kernels(void) {{ return 0; }}\n")
         wheel("archpkg", version, {"archpkg/libkernels.so": builder.build(
             "libkernels.so", source, soname="libkernels.so", directory=f"arch-{version}")})
+    # corepkg: its import loads its extension module _kernels; 1.0 carries sm_75 only, 2.0 and 3.0 sm_75 and sm_86,
+    # and 3.0's import also loads its libpkgcore.so by path, which links libabsent_xyz.so.1 that nothing ships
+    absent = builder.build("libabsent_xyz.so.1", "int absent_xyz(void) { return 1; }\n", soname="libabsent_xyz.so.1",
+                           directory="absent")
+    core = builder.build("libpkgcore.so", "int absent_xyz(void);\nint core(void) { return absent_xyz(); }\n",
+                         soname="libpkgcore.so", link=[absent], directory="core")
+    for version, archs in (("1.0", (75,)), ("2.0", (75, 86)), ("3.0", (75, 86))):
+        fatbin = ",".join(map(str, container(*(entry(2, sm, cubin(sm), version=(1, 7)) for sm in archs))))
+        source = ('__attribute__((section(".nv_fatbin"), used, aligned(8))) static const unsigned char '
+                  f"fatbin[] = {{{fatbin}}};\nint kernels(void) {{ return 0; }}\n")
+        files = {f"corepkg/_kernels{EXT}": builder.build(f"_kernels{EXT}", source, directory=f"core-{version}")}
+        init = b"from . import _kernels\n"
+        if version == "3.0":
+            files["corepkg/libpkgcore.so"] = core
+            init += b"import ctypes\nimport os\n\n_core = ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libpkgcore.so'))\n"
+        wheel("corepkg", version, files, init=init)
     # cuda-toolkit[all] as two components: CUDA 13.x's carry sm_75 and sm_80 (CUDA 13 dropped Pascal), CUDA 12.x's
     # sm_60, sm_75 and sm_86 (real nvidia-cufft-cu12 11.4.1.4 has sm_60, no sm_61)
     # and NPP, which the components table does not know (no fold, no major from its name)
@@ -279,6 +295,26 @@ def test_an_arch_fix_says_no_offered_release_has_the_code(built, venv_of, tmp_pa
         finding = arch(doctor(python, tmp_path, index))
     assert finding.fix == f.NoFixFound((f.Refused(f.PipInstall((Requirement("archpkg==3.0"),)), f.KeepsFinding()),))
     assert shown(finding).fix == 'no fix found here (pip install "archpkg==3.0": the finding stays after it)'
+
+
+def test_an_arch_fix_passes_over_a_release_whose_import_fails(built, venv_of, tmp_path):
+    """corepkg 3.0 has the code, but its import loads libpkgcore.so, which needs a library nothing
+    ships: judged by 3.0's own import model (not 1.0's, installed, which loads no such file), the plan
+    of 3.0 adds that error, so the fix names 2.0; with 3.0 alone offered, no fix is found."""
+    python = venv_of(tmp_path, "corepkg==1.0")
+    with index_for(python, offered(built, tmp_path, "corepkg"), tmp_path) as index:
+        finding = arch(doctor(python, tmp_path, index))
+    install = f.PipInstall((Requirement("corepkg==2.0"),))
+    assert finding.fix == f.WithInstall(f.Explained(install, f.OfferedThatRuns((HOST_570.gpus[0].compute_capability,))),
+                                        install.requirements)
+    links = tmp_path / "only-3"
+    links.mkdir()
+    for wheel in built.glob("corepkg-3.0-*.whl"):
+        os.link(wheel, links / wheel.name)
+    with index_for(python, links, tmp_path / "only") as index:
+        finding = arch(doctor(python, tmp_path / "only", index))
+    assert finding.fix == f.NoFixFound((f.Refused(f.PipInstall((Requirement("corepkg==3.0"),)),
+                                                  f.AddsError("missing-library", "corepkg")),))
 
 
 def test_a_build_older_than_the_gpus_first_cuda_is_sent_to_a_newer_release():

@@ -14,6 +14,7 @@ import re
 import venv
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from conftest import registry_python
@@ -26,6 +27,7 @@ from wheel_cache import build_venv, cache_dir, fetch_wheel
 from cudaresolve.binary.wheel import WheelFacts
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.cli import main
+from cudaresolve.env.imports import ImportModel
 from cudaresolve.index.metadata import CoreMetadata
 from cudaresolve.index.pages import ProjectFile
 from cudaresolve.index.wheel_facts import LinkBudget
@@ -44,11 +46,14 @@ DRIVER_535 = ("--driver", "535.104.05", "--gpu", "8.6")
 
 class RecordedIndex:
     """The index seam of `planned_environment`: metadata without requirements, and the binary facts
-    recorded for each wheel file; it notes which wheels were read."""
+    recorded for each wheel file, and the import models (`models`: by file name); it notes which
+    wheels were read and whose import model was asked for."""
 
-    def __init__(self, facts: dict[str, WheelFacts]):
+    def __init__(self, facts: dict[str, WheelFacts], models: Optional[dict[str, ImportModel]] = None):
         self.facts = facts
+        self.models = models or {}
         self.read: list[str] = []
+        self.modelled: list[str] = []
 
     def metadata(self, file: ProjectFile) -> CoreMetadata:
         return CoreMetadata(file.name, str(file.version), "2.1", (), None, (), "pep658")
@@ -66,6 +71,10 @@ class RecordedIndex:
     def linked_facts(self, file: ProjectFile, budget: LinkBudget) -> WheelFacts:
         self.read.append(file.filename)
         return self.facts[file.filename]
+
+    def import_model(self, file: ProjectFile, site: str) -> Optional[ImportModel]:
+        self.modelled.append(file.filename)
+        return self.models.get(file.filename)
 
 
 def candidate(name: str, version: str, filename: str) -> Candidate:
