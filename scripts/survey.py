@@ -164,6 +164,9 @@ def main() -> int:
     rows = [line for line in args.ranked.read_text().splitlines()[1:] if line.split("\t")[0].lower().replace("_", "-") in names]
     (work / "ranked-rows.tsv").write_text("\n".join(rows) + "\n")
     cuobjdump = str(next((work / "tools").glob("lib/python3*/site-packages/nvidia/*/bin/cuobjdump"), ""))
+    if not cuobjdump:
+        sys.stderr.write(f"no cuobjdump under {work / 'tools'} (a venv with the nvidia-cuda-cuobjdump wheel): "
+                         "arch-coverage findings are left to a person\n")
     code_cache_file = work / "json" / "cuobjdump.json"
     code_cache = json.loads(code_cache_file.read_text()) if code_cache_file.exists() else {}
     stacks = [s for s in stacks_of(chosen["chosen"]) if not args.only or s["name"] in args.only]

@@ -17,6 +17,7 @@ too, in a copy of its own, and judged the same way (`install` in the outcome). O
 - not offered: pip finds no release the fix names (a fix must name only what the indexes offer);
 - pip failed: pip refuses the fix for another reason;
 - refused: the doctor printed "no fix found here" for it (with why: not offered, index unreadable, ...);
+- install refused (an install line only): `cudaresolve install` exits 2 and installs nothing (no set fits);
 - not applicable: no alternative is pip lines (a driver upgrade, a variable, advice).
 
 OUT/fixes.json keeps every outcome, so a run resumes; the summary is printed as JSON and one line per fix.
@@ -235,9 +236,12 @@ def judge_install(out: Path, venv: Path, result: dict, host: str, finding: dict,
         checked_before = pip_check(python)
         failed = _apply(python, [["uninstall", "-y", *line.group(1).split()]]) if line.group(1) else None
         if failed is None:
+            ready = freeze(python)
             proc = subprocess.run([sys.executable, "-m", "cudaresolve", "install", *shlex.split(line.group(2)),
                                    "--python", str(python), "--driver", driver, "--gpu", cc, "-q"],
                                   capture_output=True, text=True, env=clean_env(), timeout=3600)
+            if proc.returncode == 2 and freeze(python) == ready:  # 2 with nothing installed: no set fits, the lock refused
+                return {"outcome": "install refused", "fix": line.group(0), "why": proc.stderr.strip()[-300:]}
             # 2: installed, and the doctor after it finds an error (judged below); else the lock or pip refused
             failed = None if proc.returncode in (0, 2) else f"cudaresolve install -> {proc.returncode}: {proc.stderr.strip()[-300:]}"
         if failed is not None:
