@@ -52,8 +52,9 @@ def stacks_of(chosen: list[dict]) -> list[dict]:
     for item in chosen[:OLDER_FOR]:
         if item.get("older"):
             extra = f"[{item['extra']}]" if item.get("extra") else ""
+            on_torch = item.get("needs_torch") or item["name"].startswith("torch")  # pip replaces torch in the copy if it must
             stacks.append({"name": f"{item['name']}{extra}=={item['older']}", "requirement": f"{item['name']}{extra}=={item['older']}",
-                           "on_torch": False, "rank": item["rank"], "release": "older"})
+                           "on_torch": on_torch, "rank": item["rank"], "release": "older"})
     return stacks
 
 
