@@ -32,7 +32,6 @@ from cudaresolve.index.metadata import CoreMetadata, core_metadata, wheel_member
 from cudaresolve.index.pages import ProjectFile, find_links_files, index_files
 from cudaresolve.index.tags import TagOverrides, target_tags
 from cudaresolve.index.wheel_facts import LinkBudget, wheel_binary_facts, wheel_linked_facts
-from cudaresolve.index.wheel_imports import wheel_import_model
 from cudaresolve.knowledge import torch
 
 WORKERS = 8  # concurrent requests: enough to hide round trips, few enough to be polite to an index
@@ -197,6 +196,8 @@ class PackageIndex:
         None when it has no model or it cannot be read (index/wheel_imports.py)."""
         key = (file.url, site)
         if key not in self._models:  # a lock plans again each round, a fix judge each alternative
+            from cudaresolve.index.wheel_imports import wheel_import_model  # only a plan that reads a wheel needs it
+
             self._models[key] = wheel_import_model(self.http, self.cache, file, site, self.progress)
         return self._models[key]
 

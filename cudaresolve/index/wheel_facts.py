@@ -32,7 +32,6 @@ from cudaresolve.index.downloads import Progress, download
 from cudaresolve.index.http import Http, local_path
 from cudaresolve.index.metadata import MEMBER_SLACK, open_ranged, ranged_wheel
 from cudaresolve.index.pages import ProjectFile
-from cudaresolve.index.wheel_imports import model_of_wheel, store_model
 from cudaresolve.knowledge import wheel_facts as table
 from cudaresolve.knowledge.wheel_facts import from_record
 
@@ -72,6 +71,8 @@ def wheel_binary_facts(
         with download(http, file, progress) as stream:
             facts = read_wheel(stream, file.filename, **bounds)
             if facts.members:  # the plan reads its import model too (index/wheel_imports.py): from this pass
+                from cudaresolve.index.wheel_imports import model_of_wheel, store_model  # a warm lock never comes here
+
                 stream.seek(0)
                 store_model(cache, file, model_of_wheel(stream, limits))
     cache.store_blob("wheel-facts", key, dumps_facts((facts.label, facts.members, facts.unreadable, facts.not_elf)))

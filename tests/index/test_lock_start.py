@@ -18,11 +18,12 @@ from cudaresolve.index.pages import index_files
 # What a warm lock on the generated universe imported before these were left to the code that
 # needs them: the email package (METADATA's parser, an HTTP date) and urllib.request (a file: URL).
 NOT_WARM = ("email.parser", "email.feedparser", "email.utils", "packaging.metadata", "urllib.request", "http.client")
-# cudaresolve's modules a warm `lock torch cupy-cuda12x numba` that resolves imports (149 with the import
-# models' cache, which the scan of the target uses, and the result cache's key and entry: lock_cache,
-# result_cache, output/doctor, data): the checks (the lock judges the planned environment), the
-# resolver, the index, the lock files
-WARM_LOCK_BUDGET = 149
+# cudaresolve's modules a warm `lock torch cupy-cuda12x numba` that resolves imports (150 with the import
+# models' cache, which the scan of the target uses, the result cache's key and entry: lock_cache,
+# result_cache, output/doctor, data, and the import model of a wheel the plan reads from itself:
+# index/wheel_imports): the checks (the lock judges the planned environment), the resolver, the index,
+# the lock files
+WARM_LOCK_BUDGET = 150
 # What a lock answered by its result cache must not import, and how many of cudaresolve's modules it
 # may (40: the parser, the host's facts and probe, the key's identities, the lock files' writing).
 NOT_ON_A_HIT = ("cudaresolve.checks", "cudaresolve.resolve", "cudaresolve.index", "cudaresolve.commands.locking",
