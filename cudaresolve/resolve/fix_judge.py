@@ -30,7 +30,7 @@ from cudaresolve.checks import fixes as f
 from cudaresolve.checks import judge
 from cudaresolve.checks.builds import cuda_builds
 from cudaresolve.checks.dependencies import pulled_in
-from cudaresolve.checks.findings import Finding, Severity
+from cudaresolve.checks.findings import Check, Finding, Severity
 from cudaresolve.checks.problems import NoDeviceCode
 from cudaresolve.checks.suggest import majors_targeting, newest_targeting, other_major_wheels
 from cudaresolve.compat import driver_verdict
@@ -48,6 +48,9 @@ from cudaresolve.resolve.planned import Unread, planned_environment
 from cudaresolve.versions import CudaVersion
 
 MAX_WHEELS = 64  # a fix's plan: the wheels it names and those they pull in, as pip would
+# what a wheel's own code and CUDA decide, whatever directories a loader path adds: the errors a fix's
+# pip steps are judged by when a path step finishes it
+_OWN_CODE = frozenset((Check.ARCH_COVERAGE, Check.DRIVER_FLOOR))
 ARCH_RELEASES = 4  # an arch fix reads at most this many of the newest releases the indexes offer
 
 
@@ -71,8 +74,10 @@ class Change:
     reinstall: bool = False
 
 
-def change_of(fix: f.Fix) -> Optional[Change]:
-    """The change `fix`'s steps make (the first of any alternatives); None when a step is not pip's."""
+def change_of(fix: f.Fix, paths: bool = False) -> Optional[Change]:
+    """The change `fix`'s steps make (the first of any alternatives); None when a step is not pip's.
+    With `paths`, the pip steps of a fix that also puts a directory on a loader path (`pip install
+    X, then put DIR on LD_LIBRARY_PATH`): what pip's steps do to the set, the path left out."""
     uninstall: set[NormalizedName] = set()
     install: list[Requirement] = []
     variant, reinstall = None, False
@@ -86,7 +91,7 @@ def change_of(fix: f.Fix) -> Optional[Change]:
         elif isinstance(step, f.TorchVariant):
             install.extend(step.requirements)
             variant = step.variant
-        else:
+        elif not (paths and isinstance(step, f.AddToPath)):
             return None
     if not uninstall and not install:
         return None
@@ -129,7 +134,7 @@ def needs_index(finding: Finding) -> bool:
         return False
     if isinstance(fix, _ARCH_ADVICE) and isinstance(finding.problem, NoDeviceCode):
         return True
-    return _has_build(fix) or any(change_of(option) is not None for option in options(fix))
+    return _has_build(fix) or any(change_of(option, paths=True) is not None for option in options(fix))
 
 
 def _has_build(fix: f.Fix) -> bool:
@@ -160,7 +165,17 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
     for option in options(finding.fix):
         change = change_of(option)
         if change is None:
-            kept.append(option)
+            # pip steps beside a loader path: the plan cannot follow the path, so only what pip's steps
+            # bring is judged (a wheel of a CUDA major this driver cannot run, a requirement broken)
+            partial = change_of(option, paths=True)
+            try:
+                why = refusal(env, host, finding, findings, partial, index, offline, whole=False) if partial else None
+            except _CannotCheck:
+                why = None
+            if why is None:
+                kept.append(option)
+            else:
+                refused.append(f.Refused(option, why))
         elif not passed:  # the first pip alternative that passes is the one printed
             try:
                 why = refusal(env, host, finding, findings, change, index, offline)
@@ -401,9 +416,11 @@ def options(fix: f.Fix) -> Iterator[f.Fix]:
 
 
 def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple[Finding, ...], change: Change,
-            index: PackageIndex, offline: bool = False, *, read: bool = False) -> Optional[f.Refusal]:
+            index: PackageIndex, offline: bool = False, *, read: bool = False, whole: bool = True) -> Optional[f.Refusal]:
     """Why the plan of `change` may not be printed as `finding`'s fix; None when it passes. With
-    `read`, every wheel of the plan is read from the wheel itself (its device code decides)."""
+    `read`, every wheel of the plan is read from the wheel itself (its device code decides). Not
+    `whole` (a loader path finishes the fix, which the plan cannot follow): the requirements, the
+    driver's major and the errors of the new wheels' own code and CUDA (`_OWN_CODE`)."""
     chosen = _chosen(env, change, index, offline)
     if not isinstance(chosen, list):
         return chosen
@@ -426,10 +443,11 @@ def refusal(env: Environment, host: HostFacts, finding: Finding, findings: tuple
     if major is not None:
         return major
     after = judge(plan, host).findings
-    if any(_same(finding, other) for other in after):
+    if whole and any(_same(finding, other) for other in after):
         return f.KeepsFinding()
     before = {_key(other) for other in findings if other.severity == Severity.ERROR}
-    new = next((other for other in after if other.severity == Severity.ERROR and _key(other) not in before), None)
+    new = next((other for other in after if other.severity == Severity.ERROR and _key(other) not in before
+                and (whole or other.check in _OWN_CODE)), None)
     if new is not None:
         subject = new.subject
         return f.AddsError(new.check.value, subject.distribution or subject.file)
@@ -515,25 +533,30 @@ def _broken_requirement(env: Environment, plan: Environment, change: Change) -> 
 
 
 def _left_major(env: Environment, plan: Environment, host: HostFacts) -> Optional[f.LeavesDriverMajor]:
-    """A CUDA major the plan brings that the driver cannot run, or that is older than the newest
-    major of the installed builds the driver runs (a CUDA 12 torch replaced by a CUDA 11 build)."""
+    """A wheel the plan brings of a CUDA major the driver cannot run (more of the CUDA 13 an old
+    driver already cannot run is no fix either), or of a major older than the newest of the installed
+    builds the driver runs (a CUDA 12 torch replaced by a CUDA 11 build)."""
     driver = host.driver
     known = bool(driver.release or driver.cuda)
 
     def runs(major: int, minor: Optional[int]) -> bool:
         return not known or driver_verdict(CudaVersion(major, minor), driver.release, driver.cuda) is not None
 
-    before = {(b.cuda.major, b.cuda.minor) for b in cuda_builds(env)}
+    installed = cuda_builds(env)
+    before = {(b.cuda.major, b.cuda.minor) for b in installed}
     # a major no toolkit of which targets the GPUs runs nothing here: leaving it is the fix (CUDA 13 on Pascal)
     targeting = majors_targeting(tuple(gpu.compute_capability for gpu in host.visible_gpus))
     running = [major for major, minor in before if runs(major, minor) and major in targeting]
     kept = max(running) if running else None
+    stays = {(b.dist, b.version) for b in installed}
     for build in cuda_builds(plan):
         major, minor = build.cuda.major, build.cuda.minor
-        if (major, minor) in before:
+        if (build.dist, build.version) in stays:
             continue
         if not runs(major, minor):
             return f.LeavesDriverMajor(major, None)
+        if (major, minor) in before:
+            continue
         if kept is not None and major < kept:
             return f.LeavesDriverMajor(major, kept)
     return None

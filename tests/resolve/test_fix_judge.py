@@ -230,6 +230,24 @@ def test_an_alternative_on_an_older_cuda_major_is_refused_and_the_next_one_print
                                     'environment from CUDA 12 to CUDA 11)')
 
 
+def test_the_pip_steps_of_a_fix_a_loader_path_finishes_are_judged_for_the_major_they_bring(built, venv_of, tmp_path):
+    """`pip install X, then put DIR on LD_LIBRARY_PATH`: the plan cannot follow the path, so the finding
+    is not asked to clear, but what pip's steps bring is judged: a CUDA 11 runtime in the CUDA 12
+    environment the driver runs is refused; a CUDA 12 wheel passes, printed as it is (no install line)."""
+    python = venv_of(tmp_path, "skewpkg==1.0", "nvidia-nvjitlink-cu12==12.1.105")
+    links = offered(built, tmp_path, "skewpkg", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11")
+    findings = doctor(python, tmp_path)
+    path = f.AddToPath("LD_LIBRARY_PATH", str(tmp_path / "lib"))
+    eleven = f.Steps((f.PipInstall((Requirement("nvidia-cuda-runtime-cu11"),)), path))
+    twelve = f.Steps((f.PipInstall((Requirement("nvidia-nvjitlink-cu12>=12.8"),)), path))
+    env = examine(target_for_python(str(python)), HOST_570, {"CUDARESOLVE_CACHE_DIR": str(tmp_path / "cache")}).environment
+    with index_for(python, links, tmp_path) as index:
+        [refused] = judge_fixes(env, HOST_570, (replace(skew(findings), fix=eleven),), index)
+        [kept] = judge_fixes(env, HOST_570, (replace(skew(findings), fix=twelve),), index)
+    assert refused.fix == f.NoFixFound((f.Refused(eleven, f.LeavesDriverMajor(11, 12)),))
+    assert kept.fix == twelve
+
+
 def test_the_install_line_of_a_fix_that_uninstalls_first_uninstalls_the_same(built, venv_of, tmp_path):
     """`pip uninstall A, then pip install B`: its `cudaresolve install B` line keeps the uninstall, or
     the lock would keep A (a lock installs, it removes nothing)."""
