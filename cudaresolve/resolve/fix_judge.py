@@ -166,7 +166,8 @@ def _judged(env: Environment, host: HostFacts, finding: Finding, findings: tuple
         change = change_of(option)
         if change is None:
             # pip steps beside a loader path: the plan cannot follow the path, so only what pip's steps
-            # bring is judged (a wheel of a CUDA major this driver cannot run, a requirement broken)
+            # bring is judged (a requirement broken, a major the driver cannot run, an error of the new
+            # wheels' own code); where that cannot be read, the fix is printed as the tables give it
             partial = change_of(option, paths=True)
             try:
                 why = refusal(env, host, finding, findings, partial, index, offline, whole=False) if partial else None
