@@ -82,8 +82,7 @@ class PackageLoad:
         """For alternatives tried in turn (`one-of`): ld.so refuses every one, so the import raises."""
         if self.reach != ONE_OF or not self.roots or not self.result.problems:
             return False
-        root = _roots(self)
-        return set(self.roots) <= {root.get(problem.consumer) for problem in self.result.problems}
+        return set(self.roots) <= _refused_roots(self, _roots(self))
 
     @property
     def selected(self) -> bool:
@@ -292,8 +291,13 @@ def refused_when_guarded(load: PackageLoad) -> frozenset[str]:
     if load.reach not in (GUARDED, ONE_OF) or not load.result.problems:
         return frozenset()
     root = _roots(load)
-    refused = {root.get(problem.consumer) for problem in load.result.problems}
+    refused = _refused_roots(load, root)
     return frozenset(path for path, top in root.items() if top in refused)
+
+
+def _refused_roots(load: PackageLoad, root: Mapping[str, str]) -> set[Optional[str]]:
+    """The roots of `load` with a problem anywhere in their DT_NEEDED tree (`root`: `_roots(load)`)."""
+    return {root.get(problem.consumer) for problem in load.result.problems}
 
 
 def _roots(load: PackageLoad) -> dict[str, str]:
