@@ -211,3 +211,32 @@ def test_a_member_named_outside_the_wheel_is_not_in_its_model(libraries, tmp_pat
     model = wheel_imports._decoded(wheel_imports.model_of_wheel(io.BytesIO(data), Http().limits), SITE + "/")
     assert model is not None and [p.name for p in model.preloads] == ["libpkgcore.so"]
     assert list(model.extensions) == [f"{SITE}/pkgcore/libpkgcore.so"] and model.alternatives == {}
+
+
+def test_mutated_wheels_and_planted_cache_entries_give_a_model_or_none_never_an_error(libraries, tmp_path):
+    """A fuzz case of the reader: bytes of the wheel flipped, cut or repeated (seeded), and garbage in
+    its cache entry; each read ends in a model or None, and a garbage entry is dropped and read again."""
+    import random
+
+    _, data = pkgcore_wheel("2.0", libraries["bad"])
+    rng = random.Random(20261207)
+    for _ in range(200):
+        raw = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            at = rng.randrange(len(raw))
+            raw[at] = rng.randrange(256)
+        if rng.random() < 0.3:
+            raw = raw[: rng.randrange(len(raw))] + raw[rng.randrange(len(raw)):]
+        model = wheel_imports._decoded(wheel_imports.model_of_wheel(io.BytesIO(bytes(raw)), Http().limits), SITE + "/")
+        assert model is None or isinstance(model, ImportModel)
+    filename = "pkgcore-2.0-py3-none-any.whl"
+    local = tmp_path / filename
+    local.write_bytes(data)
+    file = ProjectFile(filename, "https://example.invalid/" + filename, canonicalize_name("pkgcore"), Version("2.0"),
+                       (("sha256", "0" * 64),), None, None, None, None, "index")
+    assert file.sha256 == "0" * 64
+    cache = IndexCache(str(tmp_path / "cache"), offline=True)  # nothing to fetch: the entry is all it has
+    for planted in (b"", b"garbage", wheel_imports.HEADER + b"\x80\x04not a pickle", wheel_imports.HEADER):
+        cache.store_blob(wheel_imports.KIND, file.sha256, planted)
+        assert wheel_import_model(Http(), cache, file, SITE) is None
+        assert cache.blob(wheel_imports.KIND, file.sha256, 1 << 20) is None  # dropped, not read again
